@@ -1,0 +1,76 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Each target has one job; see README "Layout". The C modules are thin system-library
+// maps (plus one real C file for the variadic libmicrohttpd entry point).
+let strictSwift: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "FrameTap",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "frametap", targets: ["frametap"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CFFmpeg",
+            pkgConfig: "libavcodec",
+            providers: [.apt(["libavcodec-dev", "libavutil-dev", "libswscale-dev", "libva-dev"])]
+        ),
+        .systemLibrary(
+            name: "CTurboJPEG",
+            pkgConfig: "libturbojpeg",
+            providers: [.apt(["libturbojpeg0-dev"])]
+        ),
+        .target(
+            name: "CMicroHTTPD",
+            linkerSettings: [.linkedLibrary("microhttpd")]
+        ),
+        .target(name: "H264", swiftSettings: strictSwift),
+        .target(name: "Decoding", dependencies: ["H264", "CFFmpeg"], swiftSettings: strictSwift),
+        .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
+        .target(
+            name: "Sessions",
+            dependencies: [
+                "H264", "Decoding", "Imaging",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .target(
+            name: "HTTPServer",
+            dependencies: [
+                "Sessions", "CMicroHTTPD",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .executableTarget(
+            name: "frametap",
+            dependencies: [
+                "H264", "Decoding", "Imaging", "Sessions", "HTTPServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
+        .testTarget(name: "DecodingTests", dependencies: ["Decoding", "H264"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
+            swiftSettings: strictSwift),
+        .testTarget(name: "SessionsTests", dependencies: ["Sessions"], swiftSettings: strictSwift),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Sessions"], swiftSettings: strictSwift),
+    ],
+    swiftLanguageModes: [.v6]
+)

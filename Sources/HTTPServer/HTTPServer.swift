@@ -1,0 +1,1 @@
+// Placeholder until the HTTPServer target lands (issue 3).

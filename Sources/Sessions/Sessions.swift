@@ -1,0 +1,1 @@
+// Placeholder until the Sessions target lands (issue 3).
