@@ -1,0 +1,240 @@
+/// One access unit (§7.4.1.2.3): the NAL units of one primary coded picture plus the
+/// non-VCL units that belong to it. This is what a decoder is fed as one packet.
+///
+/// A field pair is two access units (each field is a primary coded picture of its own, and
+/// §7.4.1.2.4 separates them by bottom_field_flag). libavcodec accepts the fields as separate
+/// packets and outputs one frame for the pair, so a consumer counting "frames out per AU in"
+/// sees one frame for two field AUs; `isField` tells them apart.
+public struct AccessUnit: Sendable {
+    public var nalUnits: [NALUnit]
+    /// Contains an IDR slice.
+    public var isIDR: Bool
+    /// Decoding can start here: an IDR picture or a recovery-point SEI.
+    public var isRandomAccessPoint: Bool
+    public var recoveryPoint: RecoveryPoint?
+    /// Of the first slice of the primary coded picture; nil when that header could not be read
+    /// or the unit holds no picture (e.g. parameter sets left over at the end of a stream).
+    public var primarySliceType: SliceType?
+    public var ppsId: Int?
+    public var spsId: Int?
+    public var frameNum: Int?
+    public var isField: Bool
+    public var isBottomField: Bool
+    /// Holds at least one VCL NAL unit (types 1...5).
+    public var hasPicture: Bool
+    /// Offset of its first NAL unit's header byte in the stream.
+    public var streamOffset: Int
+
+    public init(nalUnits: [NALUnit]) {
+        self.nalUnits = nalUnits
+        isIDR = nalUnits.contains { $0.type == .idr }
+        isRandomAccessPoint = isIDR
+        recoveryPoint = nil
+        primarySliceType = nil
+        ppsId = nil
+        spsId = nil
+        frameNum = nil
+        isField = false
+        isBottomField = false
+        hasPicture = nalUnits.contains { $0.type.isVCL }
+        streamOffset = nalUnits.first?.streamOffset ?? 0
+    }
+
+    /// Payload bytes (NAL units without start codes).
+    public var byteCount: Int { nalUnits.reduce(0) { $0 + $1.bytes.count } }
+
+    /// The NAL units joined with four-byte start codes (00 00 00 01).
+    public func annexB() -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(byteCount + 4 * nalUnits.count)
+        for unit in nalUnits {
+            output.append(contentsOf: [0, 0, 0, 1])
+            output.append(contentsOf: unit.bytes)
+        }
+        return output
+    }
+}
+
+/// Groups NAL units into access units (§7.4.1.2.3) as they arrive, and tracks the parameter
+/// sets on the way.
+///
+/// A unit is emitted when the first NAL unit of the next one arrives (or at `finish()`), since
+/// only that tells where a picture ends. Nothing is thrown away: a slice whose PPS or SPS is
+/// unknown, or whose header is malformed, still goes into an access unit (the decoder will
+/// judge it); such events are counted instead.
+///
+/// Picture boundaries follow §7.4.1.2.4. In addition, like libavcodec, a slice with
+/// first_mb_in_slice == 0 starts a new picture, but only when the current picture already has
+/// a slice starting at macroblock 0 (of the same colour plane): that catches encoders that
+/// break §7.4.1.2.4 without splitting the arbitrary-slice-order pictures of Baseline streams,
+/// whose first slice need not come first.
+public struct AccessUnitAssembler: Sendable {
+    public private(set) var parameterSets = ParameterSets()
+    /// Access units emitted.
+    public private(set) var accessUnitCount = 0
+    /// Slices assembled although their PPS or SPS had not been received.
+    public private(set) var slicesWithUnknownParameterSets = 0
+    /// SPS, PPS, SEI or slice headers that could not be parsed (the units were still passed on).
+    public private(set) var malformedUnits = 0
+    /// The most recent parse problem, for diagnostics.
+    public private(set) var lastError: FrameTapError?
+
+    private var pending: [NALUnit] = []
+    private var pendingHasPicture = false
+    private var endedBySequenceEnd = false
+    private var lastPrimarySlice: SliceHeaderPrefix?
+    /// Of the last primary slice, for slices whose full header cannot be read.
+    private var lastLeadingFields: (ppsId: Int, isIDR: Bool)?
+    /// Bit n set: the current picture has a slice at macroblock 0 of colour plane n.
+    private var planesStartedAtFirstMb: UInt8 = 0
+    private var current = AccessUnit(nalUnits: [])
+
+    public init() {}
+
+    public mutating func push(_ nal: NALUnit, _ emit: (AccessUnit) -> Void) {
+        if endedBySequenceEnd && nal.type != .endOfStream { flush(emit) }
+
+        switch nal.type {
+        case .sps, .pps:
+            if pendingHasPicture { flush(emit) }
+            do {
+                try parameterSets.update(with: nal)
+            } catch {
+                record(error)
+            }
+        case .aud, .sei, .prefix, .subsetSPS, .dps, .reserved17, .reserved18:
+            if pendingHasPicture { flush(emit) }
+            if nal.type == .sei { readSEI(nal) }
+        case .slice, .idr, .sliceDataA:
+            placeSlice(nal, emit)
+        case .sliceDataB, .sliceDataC:
+            // Partitions B and C carry no slice header; they follow partition A of their picture.
+            pendingHasPicture = true
+        case .endOfSequence:
+            endedBySequenceEnd = true
+        default:
+            break
+        }
+
+        pending.append(nal)
+        if nal.type == .endOfStream { flush(emit) }
+    }
+
+    /// End of stream: emits what is pending and forgets the picture state. Parameter sets are
+    /// kept, since a following stream on the same session usually repeats them anyway.
+    public mutating func finish(_ emit: (AccessUnit) -> Void) {
+        flush(emit)
+        lastPrimarySlice = nil
+        lastLeadingFields = nil
+    }
+
+    /// Forgets parameter sets too, for a stream that has nothing to do with the previous one.
+    public mutating func reset() {
+        self = AccessUnitAssembler()
+    }
+
+    private mutating func placeSlice(_ nal: NALUnit, _ emit: (AccessUnit) -> Void) {
+        let leading: (firstMbInSlice: Int, sliceType: SliceType, ppsId: Int)
+        do {
+            leading = try SliceHeaderPrefix.leadingFields(of: nal)
+        } catch {
+            record(error)
+            // Unreadable: keep it with the current picture rather than guess a boundary.
+            startPictureIfNeeded(nal, nil, sliceType: nil, ppsId: nil)
+            return
+        }
+        guard parameterSets.sps(forPPS: leading.ppsId) != nil else {
+            slicesWithUnknownParameterSets += 1
+            placeWithoutHeader(nal, leading, emit)
+            return
+        }
+        let header: SliceHeaderPrefix
+        do {
+            header = try SliceHeaderPrefix(nal: nal, parameterSets: parameterSets)
+        } catch {
+            record(error)
+            placeWithoutHeader(nal, leading, emit)
+            return
+        }
+        // A redundant coded picture belongs to the access unit of its primary picture and
+        // says nothing about where that picture ends.
+        if header.isRedundant { return }
+        let planeBit = UInt8(1) << UInt8(header.colourPlaneId)
+        if pendingHasPicture {
+            let differs = lastPrimarySlice.map { header.startsNewPicture(after: $0) }
+                ?? (header.ppsId != lastLeadingFields?.ppsId || header.isIDR != lastLeadingFields?.isIDR)
+            let repeatedFirstMb = header.firstMbInSlice == 0 && planesStartedAtFirstMb & planeBit != 0
+            if differs || repeatedFirstMb { flush(emit) }
+        }
+        if header.firstMbInSlice == 0 { planesStartedAtFirstMb |= planeBit }
+        lastPrimarySlice = header
+        lastLeadingFields = (header.ppsId, header.isIDR)
+        startPictureIfNeeded(nal, header, sliceType: header.sliceType, ppsId: header.ppsId)
+    }
+
+    /// Without a full header only first_mb_in_slice, the PPS id and the NAL type can tell
+    /// pictures apart.
+    private mutating func placeWithoutHeader(
+        _ nal: NALUnit, _ leading: (firstMbInSlice: Int, sliceType: SliceType, ppsId: Int), _ emit: (AccessUnit) -> Void
+    ) {
+        let isIDR = nal.type == .idr
+        if pendingHasPicture
+            && (leading.firstMbInSlice == 0 || leading.ppsId != lastLeadingFields?.ppsId
+                || isIDR != lastLeadingFields?.isIDR)
+        {
+            flush(emit)
+        }
+        lastPrimarySlice = nil
+        lastLeadingFields = (leading.ppsId, isIDR)
+        startPictureIfNeeded(nal, nil, sliceType: leading.sliceType, ppsId: leading.ppsId)
+    }
+
+    /// Records the picture's metadata from its first slice.
+    private mutating func startPictureIfNeeded(
+        _ nal: NALUnit, _ header: SliceHeaderPrefix?, sliceType: SliceType?, ppsId: Int?
+    ) {
+        if nal.type == .idr {
+            current.isIDR = true
+            current.isRandomAccessPoint = true
+        }
+        guard !pendingHasPicture else { return }
+        pendingHasPicture = true
+        current.primarySliceType = sliceType
+        current.ppsId = ppsId
+        current.spsId = ppsId.flatMap { parameterSets.pps[$0]?.spsId }
+        current.frameNum = header?.frameNum
+        current.isField = header?.fieldPic ?? false
+        current.isBottomField = header?.bottomField ?? false
+    }
+
+    private mutating func readSEI(_ nal: NALUnit) {
+        do {
+            for message in try SEIMessage.messages(in: nal) where message.payloadType == SEIMessage.recoveryPointType {
+                current.recoveryPoint = try RecoveryPoint(payload: message.payload)
+                current.isRandomAccessPoint = true
+            }
+        } catch {
+            record(error)
+        }
+    }
+
+    private mutating func record(_ error: FrameTapError) {
+        malformedUnits += 1
+        lastError = error
+    }
+
+    private mutating func flush(_ emit: (AccessUnit) -> Void) {
+        endedBySequenceEnd = false
+        guard !pending.isEmpty else { return }
+        var unit = current
+        unit.nalUnits = pending
+        unit.hasPicture = pendingHasPicture
+        unit.streamOffset = pending[0].streamOffset
+        pending = []
+        pendingHasPicture = false
+        planesStartedAtFirstMb = 0
+        current = AccessUnit(nalUnits: [])
+        accessUnitCount += 1
+        emit(unit)
+    }
+}

@@ -1,0 +1,205 @@
+/// What the splitter reports while it reads a byte stream.
+public enum SplitterEvent: Sendable {
+    case unit(NALUnit)
+    /// A unit was larger than `maxNALSize`; its bytes were discarded (`.nalTooLarge`).
+    case dropped(FrameTapError)
+}
+
+/// Cuts an H.264 Annex B byte stream (§B.2) into NAL units, whatever the size of the pieces it
+/// receives: pushing one byte at a time gives the same units as pushing the whole stream.
+///
+/// A unit is emitted when the start code after it arrives, or at `finish()`. All zero bytes before
+/// a start code are removed from the unit before it (the zero_byte of a four-byte start code and
+/// trailing_zero_8bits; a NAL unit never ends in a zero byte, §7.4.1). Empty units are skipped.
+///
+/// Memory stays bounded: a unit that grows past `maxNALSize` is reported as `.dropped` at once,
+/// the rest of its bytes are skipped without being buffered, and splitting resumes at the next
+/// start code. Zero bytes are not copied until a non-zero byte proves they are part of the unit,
+/// so padding between units costs nothing and never counts against the limit.
+public struct AnnexBSplitter: Sendable {
+    public let maxNALSize: Int
+    /// Every byte pushed since this splitter was made (not reset by `finish()`).
+    public private(set) var bytesConsumed = 0
+    /// Bytes before the first start code of a stream that were not zero padding (garbage skipped).
+    public private(set) var discardedBytes = 0
+    /// Units reported as `.dropped` since this splitter was made.
+    public private(set) var droppedUnits = 0
+    /// Units emitted since this splitter was made.
+    public private(set) var emittedUnits = 0
+
+    private enum Mode: Sendable {
+        case seekingFirstStartCode
+        case collecting
+        case discardingOversizedUnit
+    }
+
+    private var mode = Mode.seekingFirstStartCode
+    private var unit: [UInt8] = []
+    /// Consecutive zero bytes at the end of everything seen. While collecting, they are not in
+    /// `unit` yet: they are either inside the unit (then copied) or padding/start code (dropped).
+    private var zeroRun = 0
+    /// Stream offset of the next byte to arrive.
+    private var position = 0
+    private var unitOffset = 0
+    private var skippedBeforeFirstStartCode = 0
+
+    public init(maxNALSize: Int = 8 << 20) {
+        precondition(maxNALSize > 0, "maxNALSize must be positive")
+        self.maxNALSize = maxNALSize
+    }
+
+    public mutating func push(_ bytes: [UInt8], _ handle: (SplitterEvent) -> Void) {
+        bytes.withUnsafeBytes { push($0, handle) }
+    }
+
+    public mutating func push(_ bytes: UnsafeRawBufferPointer, _ handle: (SplitterEvent) -> Void) {
+        let count = bytes.count
+        guard count > 0, let base = bytes.baseAddress else { return }
+        // Byte-sized loads from any memory are valid; binding to UInt8 lets appends use memcpy.
+        let p = base.assumingMemoryBound(to: UInt8.self)
+        let pieceStart = position
+        bytesConsumed += count
+
+        var segmentStart = 0
+        var searchFrom = 0
+        // Start codes whose zero bytes arrived with an earlier piece.
+        if zeroRun >= 2 && p[0] == 1 {
+            startCode(p, segmentStart: 0, oneAt: 0, pieceStart: pieceStart, handle)
+            segmentStart = 1
+            searchFrom = 1
+        } else if zeroRun >= 1 && count >= 2 && p[0] == 0 && p[1] == 1 {
+            startCode(p, segmentStart: 0, oneAt: 1, pieceStart: pieceStart, handle)
+            segmentStart = 2
+            searchFrom = 2
+        }
+        while true {
+            let zero = Self.firstZero(p, from: searchFrom, end: count)
+            // A start code beginning in the last two bytes is completed by the next piece.
+            if zero + 2 >= count { break }
+            if p[zero + 1] != 0 {
+                searchFrom = zero + 2
+            } else if p[zero + 2] == 1 {
+                startCode(p, segmentStart: segmentStart, oneAt: zero + 2, pieceStart: pieceStart, handle)
+                segmentStart = zero + 3
+                searchFrom = zero + 3
+            } else {
+                searchFrom = zero + 1
+            }
+        }
+        consume(p, segmentStart, count, handle)
+        position = pieceStart + count
+    }
+
+    /// End of stream: emits the last unit and resets, so the next push starts a new stream
+    /// (stream offsets start again at 0; the counters keep running).
+    public mutating func finish(_ handle: (SplitterEvent) -> Void) {
+        switch mode {
+        case .collecting:
+            emitUnit(handle)
+        case .seekingFirstStartCode:
+            discardedBytes += skippedBeforeFirstStartCode - zeroRun
+        case .discardingOversizedUnit:
+            break
+        }
+        mode = .seekingFirstStartCode
+        unit = []
+        zeroRun = 0
+        position = 0
+        unitOffset = 0
+        skippedBeforeFirstStartCode = 0
+    }
+
+    /// Splits a complete stream in one go.
+    public static func split(_ bytes: [UInt8], maxNALSize: Int = 8 << 20) -> [NALUnit] {
+        var splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+        var units: [NALUnit] = []
+        let collect: (SplitterEvent) -> Void = { event in
+            if case .unit(let unit) = event { units.append(unit) }
+        }
+        splitter.push(bytes, collect)
+        splitter.finish(collect)
+        return units
+    }
+
+    // MARK: - Scanning
+
+    /// Index of the first zero byte in `p[from..<end]`, or `end`. Eight bytes per step: compressed
+    /// data has few zero bytes, so most steps find none.
+    @inline(__always)
+    private static func firstZero(_ p: UnsafePointer<UInt8>, from start: Int, end: Int) -> Int {
+        var index = start
+        while index + 8 <= end {
+            let word = UInt64(littleEndian: UnsafeRawPointer(p + index).loadUnaligned(as: UInt64.self))
+            // Sets the high bit of the lowest zero byte (higher bits may be false positives).
+            let found = (word &- 0x0101_0101_0101_0101) & ~word & 0x8080_8080_8080_8080
+            if found != 0 { return index + found.trailingZeroBitCount >> 3 }
+            index += 8
+        }
+        while index < end {
+            if p[index] == 0 { return index }
+            index += 1
+        }
+        return end
+    }
+
+    private mutating func startCode(
+        _ p: UnsafePointer<UInt8>, segmentStart: Int, oneAt: Int, pieceStart: Int,
+        _ handle: (SplitterEvent) -> Void
+    ) {
+        consume(p, segmentStart, oneAt, handle)
+        switch mode {
+        case .collecting:
+            emitUnit(handle)
+        case .seekingFirstStartCode:
+            // The zeros just before the 0x000001 are leading_zero_8bits/zero_byte, not garbage.
+            discardedBytes += skippedBeforeFirstStartCode - zeroRun
+            skippedBeforeFirstStartCode = 0
+        case .discardingOversizedUnit:
+            break
+        }
+        mode = .collecting
+        zeroRun = 0
+        unitOffset = pieceStart + oneAt + 1
+    }
+
+    /// Takes `p[start..<end]`, which holds no start code.
+    private mutating func consume(
+        _ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ handle: (SplitterEvent) -> Void
+    ) {
+        guard end > start else { return }
+        var lastNonZero = end - 1
+        while lastNonZero >= start && p[lastNonZero] == 0 { lastNonZero -= 1 }
+        let trailingZeros = end - 1 - lastNonZero
+        let allZero = lastNonZero < start
+
+        switch mode {
+        case .seekingFirstStartCode:
+            skippedBeforeFirstStartCode += end - start
+        case .discardingOversizedUnit:
+            break
+        case .collecting:
+            if allZero { break }
+            let kept = lastNonZero + 1 - start
+            if unit.count + zeroRun + kept > maxNALSize {
+                droppedUnits += 1
+                handle(.dropped(FrameTapError(
+                    .nalTooLarge,
+                    "NAL unit at stream offset \(unitOffset) exceeds \(maxNALSize) bytes; skipped to the next start code")))
+                unit = []
+                mode = .discardingOversizedUnit
+                break
+            }
+            if zeroRun > 0 { unit.append(contentsOf: repeatElement(0, count: zeroRun)) }
+            unit.append(contentsOf: UnsafeBufferPointer(start: p + start, count: kept))
+        }
+        zeroRun = allZero ? zeroRun + (end - start) : trailingZeros
+    }
+
+    private mutating func emitUnit(_ handle: (SplitterEvent) -> Void) {
+        guard !unit.isEmpty else { return }
+        let bytes = unit
+        unit = []
+        emittedUnits += 1
+        handle(.unit(NALUnit(bytes: bytes, streamOffset: unitOffset)))
+    }
+}

@@ -1,0 +1,49 @@
+@testable import H264
+
+/// Builds bitstreams for the parser tests: u(n), ue(v), se(v), then RBSP trailing bits.
+struct BitWriter {
+    private(set) var bytes: [UInt8] = []
+    private var bitCount = 0
+
+    mutating func bit(_ value: Bool) {
+        if bitCount % 8 == 0 { bytes.append(0) }
+        if value { bytes[bytes.count - 1] |= 0x80 >> UInt8(bitCount % 8) }
+        bitCount += 1
+    }
+
+    mutating func flag(_ value: Bool) { bit(value) }
+
+    mutating func bits(_ value: UInt64, _ count: Int) {
+        for index in stride(from: count - 1, through: 0, by: -1) { bit((value >> UInt64(index)) & 1 == 1) }
+    }
+
+    mutating func u(_ count: Int, _ value: Int) { bits(UInt64(value), count) }
+
+    mutating func ue(_ value: UInt64) {
+        let codeNum = value + 1
+        let length = 64 - codeNum.leadingZeroBitCount
+        bits(0, length - 1)
+        bits(codeNum, length)
+    }
+
+    mutating func ue(_ value: Int) { ue(UInt64(value)) }
+
+    mutating func se(_ value: Int) {
+        ue(value > 0 ? UInt64(2 * value - 1) : UInt64(-2 * value))
+    }
+
+    /// rbsp_trailing_bits: a one bit, then zeros to the byte boundary.
+    mutating func trailingBits() {
+        bit(true)
+        while bitCount % 8 != 0 { bit(false) }
+    }
+
+    var isByteAligned: Bool { bitCount % 8 == 0 }
+
+    /// A NAL unit: header byte plus the escaped RBSP (trailing bits added).
+    func nal(type: NALUnitType, refIdc: UInt8 = 3, streamOffset: Int = 0) -> NALUnit {
+        var copy = self
+        copy.trailingBits()
+        return NALUnit(bytes: [NALHeader(refIdc: refIdc, type: type).byte] + RBSP.escape(copy.bytes), streamOffset: streamOffset)
+    }
+}
