@@ -1,1 +1,92 @@
 #include "CMicroHTTPD.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+uint16_t ft_mhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+// MHD hands over a printf format plus va_list; format it here so Swift receives a finished line.
+static void ft_log_trampoline(void *cls, const char *format, va_list ap) {
+    const struct ft_mhd_logger_slot *slot = cls;
+    char line[1024];
+    vsnprintf(line, sizeof line, format, ap);
+    size_t length = strlen(line);
+    while (length > 0 && (line[length - 1] == '\n' || line[length - 1] == '\r')) {
+        line[--length] = '\0';
+    }
+    slot->callback(slot->cls, line);
+}
+
+struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
+                                struct ft_mhd_logger_slot *logger_slot,
+                                int *error_out) {
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    const struct sockaddr *bind_address = NULL;
+    unsigned int flags = config->flags;
+
+    *error_out = 0;
+    if (config->bind_host != NULL) {
+        memset(&v4, 0, sizeof v4);
+        memset(&v6, 0, sizeof v6);
+        if (inet_pton(AF_INET, config->bind_host, &v4.sin_addr) == 1) {
+            v4.sin_family = AF_INET;
+            v4.sin_port = htons(config->port);
+            bind_address = (const struct sockaddr *)&v4;
+        } else if (inet_pton(AF_INET6, config->bind_host, &v6.sin6_addr) == 1) {
+            v6.sin6_family = AF_INET6;
+            v6.sin6_port = htons(config->port);
+            bind_address = (const struct sockaddr *)&v6;
+            flags |= MHD_USE_IPv6;
+        } else {
+            *error_out = FT_MHD_BAD_BIND_HOST;
+            return NULL;
+        }
+    }
+
+    // The option list is built as an MHD_OPTION_ARRAY so optional entries can simply be left
+    // out; a variadic list cannot skip an entry in the middle.
+    struct MHD_OptionItem options[8];
+    size_t count = 0;
+    options[count++] = (struct MHD_OptionItem){
+        MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)config->completed, config->completed_cls };
+    options[count++] = (struct MHD_OptionItem){
+        MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)config->thread_pool_size, NULL };
+    options[count++] = (struct MHD_OptionItem){
+        MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)config->connection_timeout_seconds, NULL };
+    if (config->connection_limit > 0) {
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_CONNECTION_LIMIT, (intptr_t)config->connection_limit, NULL };
+    }
+    if (config->connection_memory_limit > 0) {
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)config->connection_memory_limit, NULL };
+    }
+    if (bind_address != NULL) {
+        options[count++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)bind_address };
+    }
+    if (config->logger != NULL && logger_slot != NULL) {
+        logger_slot->callback = config->logger;
+        logger_slot->cls = config->logger_cls;
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)ft_log_trampoline, logger_slot };
+        flags |= MHD_USE_ERROR_LOG;
+    }
+    options[count++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+
+    struct MHD_Daemon *daemon = MHD_start_daemon(
+        flags, config->port, NULL, NULL,
+        config->access_handler, config->access_handler_cls,
+        MHD_OPTION_ARRAY, options,
+        MHD_OPTION_END);
+    if (daemon == NULL) {
+        *error_out = FT_MHD_START_FAILED;
+    }
+    return daemon;
+}

@@ -1,1 +1,220 @@
-// Placeholder until the HTTPServer target lands (issue 3).
+import CMicroHTTPD
+import Dispatch
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct HTTPServerConfiguration: Sendable {
+    /// Numeric IPv4 or IPv6 address to bind.
+    public var host: String = "127.0.0.1"
+    /// 0 picks a free port; read it back from `HTTPServer.port`.
+    public var port: UInt16 = 8080
+    /// libmicrohttpd worker threads (each runs its own epoll loop).
+    public var threadPoolSize: Int = 2
+    public var connectionLimit: Int = 1024
+    /// Per-connection buffer memory; uploads arrive in pieces of about half of it.
+    public var connectionMemoryLimit: Int = 32 * 1024
+    /// Idle connections are closed after this; suspended connections never time out.
+    public var connectionTimeout: Duration = .seconds(60)
+    /// When set, every route that requires auth needs this bearer token.
+    public var bearerToken: String?
+    /// How long `stop()` lets in-flight requests finish before closing them.
+    public var shutdownGracePeriod: Duration = .seconds(10)
+    /// A streaming connection with nothing to send pulls its source with `idle: true` this
+    /// often, so sources can resend their last chunk and dead clients get noticed.
+    public var heartbeatInterval: Duration = .seconds(1)
+    /// After an upload was rejected mid-body (too large, or the consumer stopped), up to this
+    /// many further bytes are read and dropped so the client still gets the answer; beyond
+    /// it the connection is closed without one.
+    public var maxDiscardBytes: Int = 8 << 20
+    /// Called once per finished request (route pattern, status, duration), on a server thread.
+    public var requestObserver: (@Sendable (RequestRecord) -> Void)?
+    public var logger = Logger(label: "frametap.http")
+
+    public init() {}
+}
+
+/// One finished request, for metrics.
+public struct RequestRecord: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        case completed
+        case clientGone
+        case timedOut
+        case serverShutdown
+        case failed
+    }
+
+    public let method: HTTPMethod
+    /// The matched route pattern, or nil (unknown path).
+    public let route: String?
+    /// The status sent, or nil when the connection ended before an answer was queued.
+    public let status: HTTPStatus?
+    public let duration: Duration
+    public let outcome: Outcome
+}
+
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+}
+
+/// A libmicrohttpd server: a thread pool of epoll loops, suspend/resume instead of blocked
+/// threads for deferred answers, streams and upload backpressure.
+public final class HTTPServer: Sendable {
+    let core: ServerCore
+    private let daemon = Mutex<DaemonState?>(nil)
+
+    struct DaemonState: @unchecked Sendable {
+        // @unchecked: the pointers are only used under the `daemon` mutex.
+        let pointer: OpaquePointer
+        let loggerSlot: UnsafeMutablePointer<ft_mhd_logger_slot>
+    }
+
+    public init(configuration: HTTPServerConfiguration, router: Router) {
+        core = ServerCore(configuration: configuration, router: router)
+    }
+
+    /// The bound port (useful with port 0), or 0 before `start()`.
+    public var port: UInt16 { core.boundPort.load(ordering: .acquiring) }
+
+    /// Requests currently being handled (including suspended and streaming ones).
+    public var activeRequestCount: Int { core.activeCount }
+
+    public func start() throws(HTTPServerError) {
+        try daemon.withLock { (state: inout DaemonState?) throws(HTTPServerError) in
+            guard state == nil else { return }
+            let configuration = core.configuration
+            let slot = UnsafeMutablePointer<ft_mhd_logger_slot>.allocate(capacity: 1)
+            slot.initialize(to: ft_mhd_logger_slot())
+            let coreReference = Unmanaged.passUnretained(core).toOpaque()
+            var error: Int32 = 0
+            let pointer = configuration.host.withCString { host -> OpaquePointer? in
+                var config = ft_mhd_config()
+                config.flags =
+                    MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+                    | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
+                config.port = configuration.port
+                config.bind_host = host
+                config.access_handler = accessHandlerCallback
+                config.access_handler_cls = coreReference
+                config.completed = requestCompletedCallback
+                config.completed_cls = coreReference
+                config.logger = logCallback
+                config.logger_cls = coreReference
+                config.thread_pool_size = UInt32(max(1, configuration.threadPoolSize))
+                config.connection_limit = UInt32(max(0, configuration.connectionLimit))
+                config.connection_memory_limit = max(0, configuration.connectionMemoryLimit)
+                config.connection_timeout_seconds = UInt32(
+                    clamping: max(0, configuration.connectionTimeout.components.seconds))
+                return ft_mhd_start(&config, slot, &error)
+            }
+            guard let pointer else {
+                slot.deallocate()
+                let reason = error == FT_MHD_BAD_BIND_HOST ? "not a numeric IP address" : "errno \(errno)"
+                throw HTTPServerError(
+                    description: "cannot listen on \(configuration.host):\(configuration.port) (\(reason))")
+            }
+            core.boundPort.store(ft_mhd_bound_port(pointer), ordering: .releasing)
+            core.listening.store(true, ordering: .releasing)
+            state = DaemonState(pointer: pointer, loggerSlot: slot)
+        }
+    }
+
+    /// Graceful stop: stop accepting, end streams and answer pending deferred responses
+    /// (with their timeout answer, or 503), give other in-flight requests up to
+    /// `gracePeriod` (default: the configured one), then close everything. Blocks the caller.
+    public func stop(gracePeriod: Duration? = nil) {
+        daemon.withLock { state in
+            guard let daemon = state else { return }
+            state = nil
+            let grace = gracePeriod ?? core.configuration.shutdownGracePeriod
+            let listenSocket = MHD_quiesce_daemon(daemon.pointer)
+            core.listening.store(false, ordering: .releasing)
+            core.draining.store(true, ordering: .releasing)
+            core.endWaitingRequests()
+            let deadline = ContinuousClock.now + grace
+            while core.activeCount > 0 && ContinuousClock.now < deadline {
+                usleep(10_000)
+            }
+            core.stopping.store(true, ordering: .releasing)
+            // libmicrohttpd must not be stopped with suspended connections.
+            core.resumeAllSuspended()
+            MHD_stop_daemon(daemon.pointer)
+            if listenSocket >= 0 { close(listenSocket) }
+            daemon.loggerSlot.deallocate()
+        }
+    }
+
+    /// Starts (if needed), serves until SIGINT or SIGTERM, then stops gracefully.
+    public func run() throws(HTTPServerError) {
+        try start()
+        core.configuration.logger.info("listening", metadata: ["host": "\(core.configuration.host)", "port": "\(port)"])
+        let stopSignal = DispatchSemaphore(value: 0)
+        let queue = DispatchQueue(label: "frametap.http.signals")
+        // The default actions would kill the process before the graceful stop; Dispatch
+        // sources receive the signals instead, on a normal queue thread.
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGPIPE, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler { stopSignal.signal() }
+            source.resume()
+            return source
+        }
+        stopSignal.wait()
+        core.configuration.logger.info("stopping")
+        stop()
+        for source in sources { source.cancel() }
+    }
+}
+
+/// Everything libmicrohttpd's threads reach through the callback `cls` pointer.
+final class ServerCore: Sendable {
+    let configuration: HTTPServerConfiguration
+    let router: Router
+    let auth: BearerTokenAuth?
+    let boundPort = Atomic<UInt16>(0)
+    let listening = Atomic<Bool>(false)
+    /// Set once stop() began: new requests are refused with 503 and Connection: close.
+    let draining = Atomic<Bool>(false)
+    /// Set right before MHD_stop_daemon: nothing may suspend any more.
+    let stopping = Atomic<Bool>(false)
+    private let nextID = Atomic<UInt64>(1)
+    private let connections = Mutex<[UInt64: ConnectionContext]>([:])
+
+    init(configuration: HTTPServerConfiguration, router: Router) {
+        self.configuration = configuration
+        self.router = router
+        self.auth = configuration.bearerToken.map(BearerTokenAuth.init(token:))
+    }
+
+    var isDraining: Bool { draining.load(ordering: .acquiring) }
+    var isStopping: Bool { stopping.load(ordering: .acquiring) }
+    var activeCount: Int { connections.withLock { $0.count } }
+
+    func makeContext(connection: OpaquePointer) -> ConnectionContext {
+        let id = nextID.add(1, ordering: .relaxed).oldValue
+        let context = ConnectionContext(core: self, connection: MHDConnectionHandle(pointer: connection), id: id)
+        connections.withLock { $0[id] = context }
+        return context
+    }
+
+    func forget(_ context: ConnectionContext) {
+        _ = connections.withLock { $0.removeValue(forKey: context.id) }
+    }
+
+    func endWaitingRequests() {
+        for context in connections.withLock({ Array($0.values) }) { context.endWaiting() }
+    }
+
+    func resumeAllSuspended() {
+        for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
+    }
+
+    func log(_ message: String) {
+        configuration.logger.warning("libmicrohttpd: \(message)")
+    }
+}

@@ -6,7 +6,62 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
+// Shims for the parts of libmicrohttpd's API that Swift cannot use directly. Each one says
+// why it exists; everything else is called from Swift as imported.
+
 /// MHD_SIZE_UNKNOWN is a macro Swift cannot import.
 static inline uint64_t ft_mhd_size_unknown(void) { return MHD_SIZE_UNKNOWN; }
+
+/// MHD_CONTENT_READER_END_OF_STREAM / END_WITH_ERROR are cast macros Swift cannot import.
+static inline ssize_t ft_mhd_reader_end_of_stream(void) { return MHD_CONTENT_READER_END_OF_STREAM; }
+static inline ssize_t ft_mhd_reader_end_with_error(void) { return MHD_CONTENT_READER_END_WITH_ERROR; }
+
+/// MHD_get_daemon_info is variadic and returns a union pointer; Swift can call neither shape
+/// comfortably. Returns 0 when the daemon does not know its port.
+uint16_t ft_mhd_bound_port(struct MHD_Daemon *daemon);
+
+/// Receives one formatted libmicrohttpd log line. MHD's own logger type takes a va_list,
+/// which Swift cannot format; the C side formats it and hands over a plain string.
+typedef void (*ft_mhd_log_callback)(void *cls, const char *message);
+
+/// Everything `ft_mhd_start` passes to the variadic MHD_start_daemon, as one fixed struct
+/// (Swift cannot call C variadic functions, and function-pointer options are not CVarArg).
+struct ft_mhd_config {
+    /// MHD_FLAG bits; MHD_USE_IPv6 is added automatically for an IPv6 bind address.
+    unsigned int flags;
+    /// 0 asks the kernel for an ephemeral port (read it back with ft_mhd_bound_port).
+    uint16_t port;
+    /// Numeric IPv4 or IPv6 address to bind ("127.0.0.1", "::1", "0.0.0.0", "::"),
+    /// or NULL for every IPv4 address.
+    const char *bind_host;
+    MHD_AccessHandlerCallback access_handler;
+    void *access_handler_cls;
+    MHD_RequestCompletedCallback completed;
+    void *completed_cls;
+    /// NULL: MHD's default (stderr when MHD_USE_ERROR_LOG is set). Otherwise MHD_USE_ERROR_LOG
+    /// is added and every MHD message goes to logger(logger_cls, line).
+    ft_mhd_log_callback logger;
+    void *logger_cls;
+    unsigned int thread_pool_size;
+    unsigned int connection_limit;          /* 0: MHD's default */
+    size_t connection_memory_limit;         /* 0: MHD's default (32 KiB) */
+    unsigned int connection_timeout_seconds;/* 0: never time out */
+};
+
+/// Error codes from ft_mhd_start besides NULL-with-errno.
+enum { FT_MHD_BAD_BIND_HOST = -1, FT_MHD_START_FAILED = -2 };
+
+/// Opaque storage the daemon's logger needs for its whole life (MHD keeps a pointer to it).
+struct ft_mhd_logger_slot {
+    ft_mhd_log_callback callback;
+    void *cls;
+};
+
+/// Starts a daemon with a fixed set of options. `logger_slot` must stay valid until after
+/// MHD_stop_daemon (it may be NULL when config->logger is NULL). Returns NULL on failure and
+/// sets *error_out to one of the FT_MHD_* codes (errno is left as MHD set it).
+struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
+                                struct ft_mhd_logger_slot *logger_slot,
+                                int *error_out);
 
 #endif

@@ -1,0 +1,84 @@
+import CMicroHTTPD
+
+// libmicrohttpd's C callbacks. They are capture-free closures (so they convert to C function
+// pointers) and reach Swift state only through their `cls` pointers: the ServerCore
+// (unretained: HTTPServer keeps it alive until after MHD_stop_daemon), a ConnectionContext
+// (retained in *con_cls until NOTIFY_COMPLETED) or a StreamResponse (retained by the MHD
+// response until its free callback). They live outside main.swift on purpose: top-level
+// code there is main-actor isolated and traps when an MHD thread calls into it.
+
+let accessHandlerCallback: MHD_AccessHandlerCallback = {
+    cls, connection, url, method, _, uploadData, uploadDataSize, connectionContext in
+    guard let cls, let connection, let uploadDataSize, let connectionContext else { return MHD_Result.NO }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    guard let existing = connectionContext.pointee else {
+        let context = core.makeContext(connection: connection)
+        connectionContext.pointee = Unmanaged.passRetained(context).toOpaque()
+        let request = readRequest(
+            connection: connection, method: method.map { String(cString: $0) } ?? "",
+            url: url.map { String(cString: $0) } ?? "/")
+        return context.headersReceived(request)
+    }
+    let context = Unmanaged<ConnectionContext>.fromOpaque(existing).takeUnretainedValue()
+    if uploadDataSize.pointee > 0, let uploadData {
+        return context.bodyReceived(
+            UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee), size: uploadDataSize)
+    }
+    return context.requestComplete()
+}
+
+let requestCompletedCallback: MHD_RequestCompletedCallback = { _, _, connectionContext, code in
+    guard let connectionContext, let existing = connectionContext.pointee else { return }
+    connectionContext.pointee = nil
+    Unmanaged<ConnectionContext>.fromOpaque(existing).takeRetainedValue().completed(code)
+}
+
+let logCallback: ft_mhd_log_callback = { cls, message in
+    guard let cls, let message else { return }
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().log(String(cString: message))
+}
+
+let streamReaderCallback: MHD_ContentReaderCallback = { cls, _, buffer, capacity in
+    guard let cls, let buffer else { return ft_mhd_reader_end_with_error() }
+    return Unmanaged<StreamResponse>.fromOpaque(cls).takeUnretainedValue().read(into: buffer, capacity: capacity)
+}
+
+let streamFreeCallback: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    Unmanaged<StreamResponse>.fromOpaque(cls).takeRetainedValue().released()
+}
+
+/// Free callback of zero-copy buffer responses: drops the retain taken on the storage.
+let releaseRetainedObject: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    Unmanaged<AnyObject>.fromOpaque(cls).release()
+}
+
+/// Reads headers and query arguments with the length-aware iterator, so values containing
+/// NUL bytes are neither truncated nor misread.
+private func readRequest(connection: OpaquePointer, method: String, url: String) -> HTTPRequest {
+    var headers: [(String, String)] = []
+    var query: [(String, String)] = []
+    withUnsafeMutablePointer(to: &headers) { pointer in
+        _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectPair, pointer)
+    }
+    withUnsafeMutablePointer(to: &query) { pointer in
+        _ = MHD_get_connection_values_n(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectPair, pointer)
+    }
+    return HTTPRequest(
+        method: HTTPMethod(method), path: url, query: QueryParameters(query), headers: HTTPHeaders(headers))
+}
+
+private let collectPair: MHD_KeyValueIteratorN = { cls, _, key, keyLength, value, valueLength in
+    guard let cls, let key else { return MHD_Result.YES }
+    let pairs = cls.assumingMemoryBound(to: [(String, String)].self)
+    let name = decodeUTF8(key, keyLength)
+    let text = value.map { decodeUTF8($0, valueLength) } ?? ""
+    pairs.pointee.append((name, text))
+    return MHD_Result.YES
+}
+
+private func decodeUTF8(_ pointer: UnsafePointer<CChar>, _ length: Int) -> String {
+    let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
+    return String(decoding: bytes, as: UTF8.self)
+}

@@ -1,0 +1,112 @@
+/// An error that knows its HTTP answer. Thrown by handlers (and produced by the server for
+/// routing, auth and body-limit failures); always sent as `application/problem+json`
+/// (RFC 9457) with a stable machine-readable `code`.
+public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var status: HTTPStatus
+    /// Stable snake_case code clients match on; never change an existing one.
+    public var code: String
+    public var title: String
+    public var detail: String?
+    /// Extra response headers, e.g. Allow, Retry-After, WWW-Authenticate.
+    public var headers: [String: String]
+    /// Extra members merged into the problem object (string values only, to stay trivially
+    /// Sendable and Equatable), e.g. ["max_body_bytes": "1048576"].
+    public var extensions: [String: String]
+
+    public init(
+        status: HTTPStatus, code: String, title: String? = nil, detail: String? = nil,
+        headers: [String: String] = [:], extensions: [String: String] = [:]
+    ) {
+        self.status = status
+        self.code = code
+        self.title = title ?? status.reasonPhrase
+        self.detail = detail
+        self.headers = headers
+        self.extensions = extensions
+    }
+
+    public var description: String { "\(status.code) \(code)" + (detail.map { ": \($0)" } ?? "") }
+
+    /// RFC 9457 `type`: a URN built from the code, stable and not pretending to be a web page.
+    public var type: String { "urn:frametap:problem:\(code)" }
+
+    public static func notFound(_ detail: String? = nil) -> HTTPError {
+        HTTPError(status: .notFound, code: "not_found", detail: detail)
+    }
+
+    public static func methodNotAllowed(allowed: [HTTPMethod]) -> HTTPError {
+        let allow = allowed.map(\.rawValue).joined(separator: ", ")
+        return HTTPError(
+            status: .methodNotAllowed, code: "method_not_allowed",
+            detail: "Allowed methods: \(allow)", headers: ["Allow": allow])
+    }
+
+    public static func badRequest(_ detail: String, code: String = "bad_request") -> HTTPError {
+        HTTPError(status: .badRequest, code: code, detail: detail)
+    }
+
+    public static func bodyTooLarge(limit: Int) -> HTTPError {
+        HTTPError(
+            status: .contentTooLarge, code: "body_too_large",
+            detail: "The request body exceeds \(limit) bytes.",
+            extensions: ["max_body_bytes": String(limit)])
+    }
+
+    /// `invalidToken` distinguishes "no credentials" from "wrong credentials" in the
+    /// WWW-Authenticate challenge (RFC 6750 section 3).
+    public static func unauthorized(invalidToken: Bool) -> HTTPError {
+        let challenge = invalidToken
+            ? #"Bearer realm="frametap", error="invalid_token""# : #"Bearer realm="frametap""#
+        return HTTPError(
+            status: .unauthorized, code: "unauthorized",
+            detail: invalidToken
+                ? "The bearer token is not valid." : "A bearer token is required.",
+            headers: ["WWW-Authenticate": challenge])
+    }
+
+    public static func shuttingDown() -> HTTPError {
+        HTTPError(
+            status: .serviceUnavailable, code: "shutting_down",
+            detail: "The server is shutting down.", headers: ["Retry-After": "1", "Connection": "close"])
+    }
+
+    public static func internalError(_ detail: String? = nil) -> HTTPError {
+        HTTPError(status: .internalServerError, code: "internal_error", detail: detail)
+    }
+
+    /// The problem+json body. Hand-written so member order is stable and no Foundation
+    /// encoder runs on an MHD thread.
+    public func problemJSON() -> [UInt8] {
+        var members: [(String, String)] = [
+            ("type", JSON.quote(type)), ("title", JSON.quote(title)), ("status", String(status.code)),
+        ]
+        if let detail { members.append(("detail", JSON.quote(detail))) }
+        members.append(("code", JSON.quote(code)))
+        for key in extensions.keys.sorted() where !["type", "title", "status", "detail", "code"].contains(key) {
+            members.append((key, JSON.quote(extensions[key] ?? "")))
+        }
+        let body = members.map { "\(JSON.quote($0.0)):\($0.1)" }.joined(separator: ",")
+        return Array("{\(body)}\n".utf8)
+    }
+}
+
+/// Minimal JSON string quoting (RFC 8259 section 7).
+enum JSON {
+    static func quote(_ string: String) -> String {
+        var out = "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case let s where s.value < 0x20:
+                let hex = String(s.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,174 @@
+/// Answers a request whose body (if any) was collected in memory (`request.body`).
+public typealias RequestHandler = @Sendable (HTTPRequest) throws(HTTPError) -> HTTPResponse
+
+/// Answers a streamed upload. Runs as soon as the headers arrived, before the body: hand
+/// `body` to a worker and return the answer to send once the upload ended, usually
+/// `.deferred { promise in ... }` completed by that worker. Throwing rejects the upload
+/// before it starts (the client gets the problem and the connection is closed).
+public typealias UploadHandler = @Sendable (HTTPRequest, RequestBodyStream) throws(HTTPError) -> HTTPResponse
+
+/// Routes by method and path pattern. Patterns are literal segments and `{name}` segments
+/// that match one non-empty segment: "/sessions/{id}/frames.mjpeg". GET routes also answer
+/// HEAD. Unknown paths get a 404 problem, known paths with another method a 405 with Allow.
+public struct Router: Sendable {
+    public struct Route: Sendable {
+        public let method: HTTPMethod
+        public let pattern: String
+        /// Exempt routes (e.g. /healthz) skip the bearer-token check.
+        public let requiresAuth: Bool
+        /// Largest accepted body; nil = unlimited (streamed routes only).
+        public let maxBodyBytes: Int?
+        let segments: [Segment]
+        let action: Action
+    }
+
+    enum Segment: Sendable, Equatable {
+        case literal(String)
+        case parameter(String)
+    }
+
+    enum Action: Sendable {
+        case buffered(RequestHandler)
+        case streamed(queueCapacity: Int, UploadHandler)
+    }
+
+    enum Match {
+        case found(Route, [String: String])
+        case methodNotAllowed([HTTPMethod])
+        case notFound
+    }
+
+    public private(set) var routes: [Route] = []
+
+    public init() {}
+
+    /// `maxBodyBytes` bounds the in-memory body (requests above it get 413 body_too_large).
+    public mutating func add(
+        _ method: HTTPMethod, _ pattern: String, maxBodyBytes: Int = 1 << 20, requiresAuth: Bool = true,
+        _ handler: @escaping RequestHandler
+    ) {
+        routes.append(
+            Route(
+                method: method, pattern: pattern, requiresAuth: requiresAuth, maxBodyBytes: maxBodyBytes,
+                segments: Self.parse(pattern), action: .buffered(handler)))
+    }
+
+    /// A route whose body is streamed to a consumer through a queue of at most
+    /// `queueCapacity` bytes.
+    public mutating func addUpload(
+        _ method: HTTPMethod, _ pattern: String, maxBodyBytes: Int? = nil, queueCapacity: Int = 1 << 20,
+        requiresAuth: Bool = true, _ handler: @escaping UploadHandler
+    ) {
+        routes.append(
+            Route(
+                method: method, pattern: pattern, requiresAuth: requiresAuth, maxBodyBytes: maxBodyBytes,
+                segments: Self.parse(pattern), action: .streamed(queueCapacity: queueCapacity, handler)))
+    }
+
+    public mutating func get(_ pattern: String, requiresAuth: Bool = true, _ handler: @escaping RequestHandler) {
+        add(.get, pattern, maxBodyBytes: 0, requiresAuth: requiresAuth, handler)
+    }
+
+    public mutating func post(
+        _ pattern: String, maxBodyBytes: Int = 1 << 20, requiresAuth: Bool = true,
+        _ handler: @escaping RequestHandler
+    ) {
+        add(.post, pattern, maxBodyBytes: maxBodyBytes, requiresAuth: requiresAuth, handler)
+    }
+
+    public mutating func delete(_ pattern: String, requiresAuth: Bool = true, _ handler: @escaping RequestHandler) {
+        add(.delete, pattern, maxBodyBytes: 0, requiresAuth: requiresAuth, handler)
+    }
+
+    func match(method: HTTPMethod, path: String) -> Match {
+        let parts = Self.split(path)
+        var allowed: [HTTPMethod] = []
+        for route in routes {
+            guard let parameters = Self.bind(route.segments, to: parts) else { continue }
+            if route.method == method || (method == .head && route.method == .get) {
+                return .found(route, parameters)
+            }
+            allowed.append(route.method)
+            if route.method == .get { allowed.append(.head) }
+        }
+        if allowed.isEmpty { return .notFound }
+        var unique: [HTTPMethod] = []
+        for method in allowed where !unique.contains(method) { unique.append(method) }
+        return .methodNotAllowed(unique)
+    }
+
+    private static func parse(_ pattern: String) -> [Segment] {
+        split(pattern).map { part in
+            if part.hasPrefix("{") && part.hasSuffix("}") && part.count > 2 {
+                return .parameter(String(part.dropFirst().dropLast()))
+            }
+            return .literal(part)
+        }
+    }
+
+    private static func split(_ path: String) -> [String] {
+        path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    private static func bind(_ segments: [Segment], to parts: [String]) -> [String: String]? {
+        guard segments.count == parts.count else { return nil }
+        var parameters: [String: String] = [:]
+        for (segment, part) in zip(segments, parts) {
+            switch segment {
+            case .literal(let literal): if literal != part { return nil }
+            case .parameter(let name): parameters[name] = part
+            }
+        }
+        return parameters
+    }
+}
+
+/// Bearer-token check. Browsers cannot add an Authorization header to `<img src>` or
+/// `<video>`, so GET and HEAD also accept the token as the `access_token` query parameter
+/// (RFC 6750 section 2.3). That puts the token in URLs (logs, history), which is why it is
+/// limited to read-only methods.
+public struct BearerTokenAuth: Sendable {
+    private let token: [UInt8]
+
+    public init(token: String) { self.token = Array(token.utf8) }
+
+    enum Outcome: Equatable { case allowed, missing, invalid }
+
+    func check(_ request: HTTPRequest) -> Outcome {
+        var presented: String?
+        if let header = request.headers["Authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                presented = String(parts[1]).trimmingSpaces()
+            } else {
+                return .invalid
+            }
+        } else if request.method == .get || request.method == .head {
+            presented = request.query["access_token"]
+        }
+        guard let presented else { return .missing }
+        return Self.constantTimeEquals(Array(presented.utf8), token) ? .allowed : .invalid
+    }
+
+    /// Compares without an early exit, so the time taken does not reveal how many leading
+    /// bytes matched. The length difference is folded into the result, and the loop always
+    /// runs over the expected token's length.
+    static func constantTimeEquals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
+        if presented.count != expected.count { difference |= 1 }
+        for index in 0..<expected.count {
+            let other = index < presented.count ? presented[index] : 0
+            difference |= other ^ expected[index]
+        }
+        return difference == 0
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var view = Substring(self)
+        while view.first == " " || view.first == "\t" { view = view.dropFirst() }
+        while view.last == " " || view.last == "\t" { view = view.dropLast() }
+        return String(view)
+    }
+}

@@ -1,0 +1,157 @@
+import CMicroHTTPD
+import Dispatch
+import Synchronization
+
+/// The state behind one streamed response: the source, the chunk being copied out, and the
+/// heartbeat timer. libmicrohttpd owns it through the content-reader `cls` (retained when the
+/// response is created, released in the free callback when the connection is done with it).
+final class StreamResponse: Sendable {
+    private struct ReaderState {
+        var chunk: StreamChunk?
+        var segment = 0
+        var offset = 0
+        var lastProgress = ContinuousClock.now
+        var idleDue = false
+        var endRequested = false
+        var finishedNormally = false
+        var timer: TimerHandle?
+    }
+
+    private let context: ConnectionContext
+    private let source: any StreamSource
+    private let heartbeat: Duration
+    private let reader = Mutex(ReaderState())
+    private let waker: StreamWaker
+
+    init(context: ConnectionContext, source: any StreamSource, heartbeat: Duration) {
+        self.context = context
+        self.source = source
+        self.heartbeat = heartbeat
+        self.waker = StreamWaker { [context] in context.wakeStream() }
+    }
+
+    func makeMHDResponse() -> OpaquePointer? {
+        let retained = Unmanaged.passRetained(self).toOpaque()
+        guard
+            let response = MHD_create_response_from_callback(
+                ft_mhd_size_unknown(), 32 * 1024, streamReaderCallback, retained, streamFreeCallback)
+        else {
+            Unmanaged<StreamResponse>.fromOpaque(retained).release()
+            return nil
+        }
+        startHeartbeat()
+        return response
+    }
+
+    private func startHeartbeat() {
+        guard heartbeat > .zero else { return }
+        let timer = TimerHandle(DispatchSource.makeTimerSource(queue: timerQueue))
+        timer.source.schedule(deadline: .now() + heartbeat.dispatchInterval, repeating: heartbeat.dispatchInterval)
+        timer.source.setEventHandler { [weak self] in self?.heartbeatTick() }
+        reader.withLock { $0.timer = timer }
+        timer.source.resume()
+    }
+
+    private func heartbeatTick() {
+        let due = reader.withLock { state -> Bool in
+            guard ContinuousClock.now - state.lastProgress >= heartbeat else { return false }
+            state.idleDue = true
+            return true
+        }
+        if due { context.wakeStream() }
+    }
+
+    /// stop(): end the stream cleanly at the next pull (after the chunk in flight).
+    func endForShutdown() {
+        reader.withLock { $0.endRequested = true }
+        context.wakeStream()
+    }
+
+    /// Content-reader callback: fill `buffer` with up to `capacity` bytes.
+    func read(into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+        while true {
+            let copied = copyPending(into: buffer, capacity: capacity)
+            if copied > 0 { return copied }
+            let (idle, endRequested) = reader.withLock { state -> (Bool, Bool) in
+                defer { state.idleDue = false }
+                return (state.idleDue, state.endRequested)
+            }
+            if endRequested {
+                reader.withLock { $0.finishedNormally = true }
+                return ft_mhd_reader_end_of_stream()
+            }
+            switch source.next(waker: waker, idle: idle) {
+            case .chunk(let chunk):
+                reader.withLock { state in
+                    state.chunk = chunk
+                    state.segment = 0
+                    state.offset = 0
+                }
+            case .end:
+                reader.withLock { $0.finishedNormally = true }
+                return ft_mhd_reader_end_of_stream()
+            case .failure:
+                return ft_mhd_reader_end_with_error()
+            case .pending:
+                switch context.suspendForStream() {
+                case .suspended: return 0
+                case .retry: continue
+                case .stop:
+                    reader.withLock { $0.finishedNormally = true }
+                    return ft_mhd_reader_end_of_stream()
+                }
+            }
+        }
+    }
+
+    private func copyPending(into buffer: UnsafeMutableRawPointer, capacity: Int) -> Int {
+        reader.withLock { state in
+            guard let chunk = state.chunk else { return 0 }
+            var written = 0
+            while written < capacity, state.segment < chunk.segments.count {
+                let remaining = capacity - written
+                let copied: Int
+                switch chunk.segments[state.segment] {
+                case .bytes(let bytes):
+                    copied = bytes.withUnsafeBytes { copy($0, from: state.offset, to: buffer + written, max: remaining) }
+                case .storage(let storage):
+                    copied = copy(storage.bytes, from: state.offset, to: buffer + written, max: remaining)
+                }
+                written += copied
+                state.offset += copied
+                if state.offset >= chunk.segments[state.segment].count {
+                    state.segment += 1
+                    state.offset = 0
+                }
+            }
+            if state.segment >= chunk.segments.count { state.chunk = nil }
+            if written > 0 { state.lastProgress = ContinuousClock.now }
+            return written
+        }
+    }
+
+    private func copy(_ source: UnsafeRawBufferPointer, from offset: Int, to destination: UnsafeMutableRawPointer, max: Int)
+        -> Int
+    {
+        let count = min(max, source.count - offset)
+        guard count > 0, let base = source.baseAddress else { return 0 }
+        destination.copyMemory(from: base + offset, byteCount: count)
+        return count
+    }
+
+    /// Free callback: the connection is done with the response (finished, client gone, or
+    /// server stopping). Release everything and tell the source.
+    func released() {
+        let (timer, finished) = reader.withLock { state in
+            defer {
+                state.timer = nil
+                state.chunk = nil
+            }
+            return (state.timer, state.finishedNormally)
+        }
+        timer?.source.cancel()
+        let reason: StreamCloseReason =
+            context.core.isStopping ? .serverShutdown : (finished ? .finished : .clientGone)
+        source.close(reason)
+    }
+}

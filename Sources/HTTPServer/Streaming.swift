@@ -1,0 +1,227 @@
+import Synchronization
+
+/// One piece of a streamed response: segments copied in order into libmicrohttpd's send
+/// buffer, so a picture is never copied into an intermediate buffer first.
+public struct StreamChunk: Sendable {
+    public enum Segment: Sendable {
+        case bytes([UInt8])
+        case storage(any ByteStorage)
+
+        var count: Int {
+            switch self {
+            case .bytes(let bytes): bytes.count
+            case .storage(let storage): storage.bytes.count
+            }
+        }
+    }
+
+    public var segments: [Segment]
+    public init(_ segments: [Segment]) { self.segments = segments }
+    public init(bytes: [UInt8]) { self.segments = [.bytes(bytes)] }
+
+    public var byteCount: Int { segments.reduce(0) { $0 + $1.count } }
+}
+
+/// What a stream source answers when the server pulls.
+public enum StreamPoll: Sendable {
+    case chunk(StreamChunk)
+    /// Nothing to send now. The source keeps the waker and calls `wake()` once it has
+    /// something (or has ended); the connection stays suspended until then, no thread waits.
+    case pending
+    /// Normal end of the stream (chunked terminator, or connection close on HTTP/1.0).
+    case end
+    /// The stream broke; the connection is closed without a clean end.
+    case failure
+}
+
+/// Why the server stopped pulling from a source.
+public enum StreamCloseReason: Sendable, Equatable {
+    /// The source ended the stream and every byte was handed over.
+    case finished
+    /// The client disconnected or the connection failed.
+    case clientGone
+    /// The server is shutting down.
+    case serverShutdown
+}
+
+/// Wakes one suspended streaming connection. Safe to call from any thread, any number of
+/// times; waking a connection that is not waiting costs one extra pull.
+public final class StreamWaker: Sendable {
+    private let action: @Sendable () -> Void
+    init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+    public func wake() { action() }
+}
+
+/// The producer side of a streamed response, one instance per response (per viewer). The
+/// server pulls from it on a libmicrohttpd thread whenever the client can take more, so
+/// `next` must be cheap and never block. A slow client therefore never slows the producer:
+/// the source decides what is next (e.g. the newest frame), there is no per-client queue.
+public protocol StreamSource: AnyObject, Sendable {
+    /// `idle` is true when nothing was sent for the server's heartbeat interval: a source may
+    /// return its last chunk again so a vanished client is noticed (suspended connections do
+    /// not see disconnects), or `.pending` to keep waiting.
+    func next(waker: StreamWaker, idle: Bool) -> StreamPoll
+
+    /// Called exactly once when the server stops pulling: drop the waker and any resources.
+    func close(_ reason: StreamCloseReason)
+}
+
+/// Fan-out where the newest chunk wins (MJPEG live view, like ustreamer): publishing replaces
+/// the previous chunk, and each viewer gets the newest chunk it has not sent yet. A viewer
+/// that is mid-send finishes its current chunk and then jumps to the newest one.
+public final class NewestChunkBroadcast: Sendable {
+    private struct State {
+        var latest: StreamChunk?
+        var sequence: UInt64 = 0
+        var finished = false
+        var trailer: StreamChunk?
+        var lastSent: [ObjectIdentifier: UInt64] = [:]
+        var trailerSent: Set<ObjectIdentifier> = []
+        var waiting: [ObjectIdentifier: StreamWaker] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let onViewerCountChange: (@Sendable (Int) -> Void)?
+
+    /// `onViewerCountChange` runs on whichever thread attached or closed a viewer; keep it cheap.
+    public init(onViewerCountChange: (@Sendable (Int) -> Void)? = nil) {
+        self.onViewerCountChange = onViewerCountChange
+    }
+
+    public var viewerCount: Int { state.withLock { $0.lastSent.count } }
+
+    /// Replaces the newest chunk and wakes every waiting viewer.
+    public func publish(_ chunk: StreamChunk) {
+        let wakers = state.withLock { state -> [StreamWaker] in
+            guard !state.finished else { return [] }
+            state.latest = chunk
+            state.sequence &+= 1
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
+        }
+        for waker in wakers { waker.wake() }
+    }
+
+    /// Ends every viewer's stream after an optional last chunk (e.g. a multipart closing
+    /// delimiter). Viewers attaching afterwards get only the trailer.
+    public func finish(trailer: StreamChunk? = nil) {
+        let wakers = state.withLock { state -> [StreamWaker] in
+            guard !state.finished else { return [] }
+            state.finished = true
+            state.trailer = trailer
+            defer { state.waiting = [:] }
+            return Array(state.waiting.values)
+        }
+        for waker in wakers { waker.wake() }
+    }
+
+    /// A source for one new viewer. It starts with the newest chunk already published, if any.
+    public func makeSource() -> any StreamSource {
+        let viewer = Viewer(broadcast: self)
+        let count = state.withLock { state -> Int in
+            state.lastSent[ObjectIdentifier(viewer)] = 0
+            return state.lastSent.count
+        }
+        onViewerCountChange?(count)
+        return viewer
+    }
+
+    fileprivate func next(for viewer: ObjectIdentifier, waker: StreamWaker, idle: Bool) -> StreamPoll {
+        state.withLock { state in
+            guard let lastSent = state.lastSent[viewer] else { return .end }
+            if let latest = state.latest, state.sequence != lastSent, !state.finished {
+                state.lastSent[viewer] = state.sequence
+                return .chunk(latest)
+            }
+            if state.finished {
+                if let trailer = state.trailer, !state.trailerSent.contains(viewer) {
+                    state.trailerSent.insert(viewer)
+                    return .chunk(trailer)
+                }
+                return .end
+            }
+            if idle, let latest = state.latest {
+                return .chunk(latest)
+            }
+            state.waiting[viewer] = waker
+            return .pending
+        }
+    }
+
+    fileprivate func close(_ viewer: ObjectIdentifier) {
+        let count = state.withLock { state -> Int? in
+            state.waiting[viewer] = nil
+            state.trailerSent.remove(viewer)
+            guard state.lastSent.removeValue(forKey: viewer) != nil else { return nil }
+            return state.lastSent.count
+        }
+        if let count { onViewerCountChange?(count) }
+    }
+
+    private final class Viewer: StreamSource {
+        let broadcast: NewestChunkBroadcast
+        init(broadcast: NewestChunkBroadcast) { self.broadcast = broadcast }
+
+        func next(waker: StreamWaker, idle: Bool) -> StreamPoll {
+            broadcast.next(for: ObjectIdentifier(self), waker: waker, idle: idle)
+        }
+
+        func close(_ reason: StreamCloseReason) {
+            broadcast.close(ObjectIdentifier(self))
+        }
+    }
+}
+
+/// Multipart framing strict enough for GStreamer's multipartdemux and FFmpeg's mpjpeg
+/// demuxer: every part starts with `--boundary` CRLF, carries Content-Type and
+/// Content-Length, a blank line, the bytes, then CRLF.
+public enum Multipart {
+    /// A boundary of token characters only, so it never needs quoting in Content-Type.
+    public static func makeBoundary() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
+        return "frametap" + String((0..<16).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+    }
+
+    /// Content-Type for an MJPEG live view.
+    public static func mixedReplaceContentType(boundary: String) -> String {
+        "multipart/x-mixed-replace;boundary=\(boundary)"
+    }
+
+    /// Content-Type for a finite multipart/mixed stream.
+    public static func mixedContentType(boundary: String) -> String {
+        "multipart/mixed;boundary=\(boundary)"
+    }
+
+    /// `--boundary CRLF` + headers + blank line. `sequence` becomes `X-Frame-Seq`.
+    public static func partHeader(
+        boundary: String, contentType: String, contentLength: Int, sequence: UInt64? = nil,
+        extraHeaders: [(String, String)] = []
+    ) -> [UInt8] {
+        var text = "--\(boundary)\r\nContent-Type: \(contentType)\r\nContent-Length: \(contentLength)\r\n"
+        if let sequence { text += "X-Frame-Seq: \(sequence)\r\n" }
+        for (name, value) in extraHeaders { text += "\(name): \(value)\r\n" }
+        text += "\r\n"
+        return Array(text.utf8)
+    }
+
+    /// One complete part: header, the payload without copying, CRLF.
+    public static func part(
+        boundary: String, contentType: String, payload: any ByteStorage, sequence: UInt64? = nil,
+        extraHeaders: [(String, String)] = []
+    ) -> StreamChunk {
+        StreamChunk([
+            .bytes(
+                partHeader(
+                    boundary: boundary, contentType: contentType, contentLength: payload.bytes.count,
+                    sequence: sequence, extraHeaders: extraHeaders)),
+            .storage(payload),
+            .bytes([13, 10]),
+        ])
+    }
+
+    /// `--boundary--` CRLF, which ends a multipart/mixed body.
+    public static func closingDelimiter(boundary: String) -> [UInt8] {
+        Array("--\(boundary)--\r\n".utf8)
+    }
+}
