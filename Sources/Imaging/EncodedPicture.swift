@@ -1,0 +1,61 @@
+/// One finished picture: immutable bytes in memory it owns, at an address that never moves,
+/// so an HTTP response can point at them without a copy for as long as it holds the object.
+public final class EncodedPicture: @unchecked Sendable {
+    // @unchecked: the bytes are written once before init returns and never again; the
+    // other members are constants.
+
+    public let bytes: UnsafeRawBufferPointer
+    /// `image/jpeg`, or `application/octet-stream` for raw pixels (no registered media type
+    /// describes headerless planes; `pixelFormatName`, `width` and `height` do).
+    public let contentType: String
+    public let format: PictureFormat
+    public let width: Int
+    public let height: Int
+    /// libavutil's name of the raw layout (`yuv420p`, `yuv420p10le`, `rgb24`...); nil for JPEG.
+    public let pixelFormatName: String?
+    /// The `DecodedFrame.sequence` this picture was made from.
+    public let sequence: UInt64
+
+    /// Takes ownership of `storage`, which must come from `UnsafeMutableRawBufferPointer.allocate`.
+    init(
+        taking storage: UnsafeMutableRawBufferPointer, format: PictureFormat, width: Int, height: Int,
+        pixelFormatName: String?, sequence: UInt64
+    ) {
+        self.bytes = UnsafeRawBufferPointer(storage)
+        self.format = format
+        self.contentType = format == .jpeg ? "image/jpeg" : "application/octet-stream"
+        self.width = width
+        self.height = height
+        self.pixelFormatName = pixelFormatName
+        self.sequence = sequence
+    }
+
+    /// A picture holding a private copy of `source` (for callers that already have encoded bytes).
+    public convenience init(
+        copying source: UnsafeRawBufferPointer, format: PictureFormat, width: Int, height: Int,
+        pixelFormatName: String?, sequence: UInt64
+    ) {
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: source.count, alignment: 64)
+        storage.copyMemory(from: source)
+        self.init(
+            taking: storage, format: format, width: width, height: height, pixelFormatName: pixelFormatName,
+            sequence: sequence)
+    }
+
+    deinit {
+        UnsafeMutableRawBufferPointer(mutating: bytes).deallocate()
+    }
+
+    public var count: Int { bytes.count }
+}
+
+extension EncodedPicture {
+    /// Scoped access that keeps the picture alive for the whole closure. Reading `bytes`
+    /// directly is only safe while the caller itself holds the picture.
+    public func withUnsafeBytes<Result, Failure: Error>(
+        _ body: (UnsafeRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        defer { withExtendedLifetime(self) {} }
+        return try body(bytes)
+    }
+}

@@ -1,0 +1,293 @@
+import CFFmpeg
+import CTurboJPEG
+import Decoding
+import H264
+
+/// Turns decoded pictures into JPEG, raw YUV or raw RGB, optionally resized.
+///
+/// Not thread-safe: it owns a TurboJPEG handle (stateful), reusable conversion buffers and a
+/// swscale context cache. Give each worker thread its own encoder.
+public final class PictureEncoder {
+    private let compressor: tjhandle
+    /// TurboJPEG writes into this worst-case-sized buffer (TJFLAG_NOREALLOC); each picture
+    /// then gets one exact-size copy of the compressed bytes. Grows, never shrinks.
+    private var jpegBuffer: UnsafeMutablePointer<UInt8>?
+    private var jpegBufferCapacity = 0
+    private let scratch = PlaneScratch()
+    private let scalers = ScalerCache(capacity: 8)
+
+    /// Chosen by measurement (see the Imaging notes in the report/README): the table is
+    /// faster than swscale for the same-size limited→full expansion.
+    @_spi(Benchmarking) public var rangeExpansion: RangeExpansionMethod = .lookupTable
+
+    public init() throws(FrameTapError) {
+        guard let compressor = tjInitCompress() else {
+            throw FrameTapError(.allocationFailed, "cannot create a TurboJPEG compressor: \(Self.turboJPEGError(nil))")
+        }
+        self.compressor = compressor
+    }
+
+    deinit {
+        tjDestroy(compressor)
+        jpegBuffer?.deallocate()
+    }
+
+    /// Number of cached swscale contexts (for tests and diagnostics).
+    public var cachedScalerCount: Int { scalers.count }
+
+    public func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(FrameTapError) -> EncodedPicture {
+        let options = try options.validated()
+        let source = try SourcePicture(frame)
+        let size = outputSize(sourceWidth: source.width, sourceHeight: source.height, width: options.width, height: options.height)
+        guard size.width <= PictureOptions.maxDimension, size.height <= PictureOptions.maxDimension,
+            size.width * size.height <= PictureOptions.maxPixels
+        else {
+            throw FrameTapError(
+                .invalidParameter,
+                "output \(size.width)x\(size.height) exceeds the limit of \(PictureOptions.maxDimension) per side "
+                    + "and \(PictureOptions.maxPixels) pixels")
+        }
+        switch options.format {
+        case .jpeg: return try encodeJPEG(source, size: size, quality: options.quality)
+        case .yuv: return try encodeYUV(source, size: size)
+        case .rgb: return try encodeRGB(source, size: size)
+        }
+    }
+
+    // MARK: JPEG
+
+    private func encodeJPEG(_ source: SourcePicture, size: (width: Int, height: Int), quality: Int) throws(FrameTapError)
+        -> EncodedPicture
+    {
+        let (inputFormat, subsampling) = PixelFormats.jpegInput(for: source.format)
+        let nativeSize = size.width == source.width && size.height == source.height
+        let planes: PlanePointers
+        if nativeSize && source.format == inputFormat && source.range == .full {
+            planes = source.planes  // the zero-copy path: TurboJPEG reads the decoder's planes
+        } else if nativeSize && source.format == inputFormat && rangeExpansion == .lookupTable {
+            planes = expandRange(source)
+        } else {
+            planes = try convert(source, to: inputFormat, size: size, outputFullRange: true, rgbColorspace: nil)
+        }
+        return try compress(
+            planes, width: size.width, height: size.height, subsampling: subsampling, quality: quality,
+            sequence: source.sequence)
+    }
+
+    private func expandRange(_ source: SourcePicture) -> PlanePointers {
+        guard let layout = PlaneLayout(pixelFormat: source.format, width: source.width, height: source.height) else {
+            return source.planes  // unreachable: SourcePicture already built this layout
+        }
+        let output = scratch.planes(for: layout)
+        var planes = PlanePointers()
+        for plane in 0..<layout.planeCount {
+            guard let input = source.planes.data[plane], let result = output.data[plane] else { continue }
+            RangeTables.apply(
+                plane == 0 ? RangeTables.luma : RangeTables.chroma, from: input,
+                sourceStride: Int(source.planes.strides[plane]), to: result, outputStride: Int(output.strides[plane]),
+                rowBytes: layout.rowBytes[plane], rows: layout.rows[plane])
+            planes.data[plane] = UnsafePointer(result)
+            planes.strides[plane] = output.strides[plane]
+        }
+        return planes
+    }
+
+    private func compress(
+        _ planes: PlanePointers, width: Int, height: Int, subsampling: TJSAMP, quality: Int, sequence: UInt64
+    ) throws(FrameTapError) -> EncodedPicture {
+        let samp = Int32(subsampling.rawValue)
+        let bound = tjBufSize(Int32(width), Int32(height), samp)
+        guard bound != UInt(bitPattern: -1), bound <= UInt(Int.max) else {
+            throw FrameTapError(.encodeFailed, "TurboJPEG cannot size a \(width)x\(height) JPEG")
+        }
+        if Int(bound) > jpegBufferCapacity {
+            jpegBuffer?.deallocate()
+            jpegBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: Int(bound))
+            jpegBufferCapacity = Int(bound)
+        }
+        var output = jpegBuffer
+        var outputSize = UInt(jpegBufferCapacity)
+        var data = planes.data
+        let status = data.withUnsafeMutableBufferPointer { data in
+            planes.strides.withUnsafeBufferPointer { strides in
+                tjCompressFromYUVPlanes(
+                    compressor, data.baseAddress, Int32(width), strides.baseAddress, Int32(height), samp, &output,
+                    &outputSize, Int32(quality), TJFLAG_NOREALLOC)
+            }
+        }
+        guard status == 0, let output else {
+            throw FrameTapError(.encodeFailed, "JPEG compression failed: \(Self.turboJPEGError(compressor))")
+        }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(outputSize), alignment: 64)
+        storage.copyMemory(from: UnsafeRawBufferPointer(start: output, count: Int(outputSize)))
+        return EncodedPicture(
+            taking: storage, format: .jpeg, width: width, height: height, pixelFormatName: nil, sequence: sequence)
+    }
+
+    private static func turboJPEGError(_ handle: tjhandle?) -> String {
+        guard let message = tjGetErrorStr2(handle) else { return "unknown error" }
+        return String(cString: message)
+    }
+
+    // MARK: Raw
+
+    /// The native planar format (semi-planar becomes planar), scaled in that same format; the
+    /// samples keep the source range and bit depth.
+    private func encodeYUV(_ source: SourcePicture, size: (width: Int, height: Int)) throws(FrameTapError)
+        -> EncodedPicture
+    {
+        let outputFormat = PixelFormats.planarEquivalent(of: source.format)
+        let nativeSize = size.width == source.width && size.height == source.height
+        let planes: PlanePointers
+        if nativeSize && outputFormat == source.format {
+            planes = source.planes
+        } else {
+            planes = try convert(
+                source, to: outputFormat, size: size, outputFullRange: source.range == .full, rgbColorspace: nil)
+        }
+        // Report the decoder's own name (e.g. yuvj420p) when the layout is unchanged: it also says the range.
+        let name = outputFormat == source.format ? source.formatName : PixelFormats.name(outputFormat)
+        return try packed(planes, format: outputFormat, size: size, name: name, kind: .yuv, sequence: source.sequence)
+    }
+
+    private func encodeRGB(_ source: SourcePicture, size: (width: Int, height: Int)) throws(FrameTapError)
+        -> EncodedPicture
+    {
+        let planes = try convert(
+            source, to: AV_PIX_FMT_RGB24, size: size, outputFullRange: true,
+            rgbColorspace: Self.swsColorspace(source.matrix, height: source.height))
+        return try packed(planes, format: AV_PIX_FMT_RGB24, size: size, name: "rgb24", kind: .rgb, sequence: source.sequence)
+    }
+
+    /// SWS_CS_* for a stream's matrix. Unspecified follows common practice (and the HD/SD
+    /// split of BT.709 vs BT.601): BT.601 below 720 lines, BT.709 from 720 lines up. swscale
+    /// has no YCgCo matrix; such streams (rare) render with BT.601.
+    static func swsColorspace(_ matrix: ColorMatrix, height: Int) -> Int32 {
+        switch matrix {
+        case .bt709: SWS_CS_ITU709
+        case .bt601: SWS_CS_ITU601
+        case .bt2020: SWS_CS_BT2020
+        case .fcc: SWS_CS_FCC
+        case .smpte240m: SWS_CS_SMPTE240M
+        case .unspecified: height < 720 ? SWS_CS_ITU601 : SWS_CS_ITU709
+        case .ycgco, .rgb: SWS_CS_ITU601
+        }
+    }
+
+    /// Copies planes tightly packed, plane after plane, into memory the picture will own.
+    private func packed(
+        _ planes: PlanePointers, format: AVPixelFormat, size: (width: Int, height: Int), name: String,
+        kind: PictureFormat, sequence: UInt64
+    ) throws(FrameTapError) -> EncodedPicture {
+        guard let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else {
+            throw FrameTapError(.encodeFailed, "cannot lay out \(name) at \(size.width)x\(size.height)")
+        }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.packedSize, alignment: 64)
+        var offset = 0
+        for plane in 0..<layout.planeCount {
+            guard let base = planes.data[plane] else {
+                storage.deallocate()
+                throw FrameTapError(.encodeFailed, "\(name) plane \(plane) is missing")
+            }
+            let stride = Int(planes.strides[plane])
+            for row in 0..<layout.rows[plane] {
+                let source = UnsafeRawBufferPointer(start: base + row * stride, count: layout.rowBytes[plane])
+                UnsafeMutableRawBufferPointer(rebasing: storage[offset..<offset + source.count]).copyMemory(from: source)
+                offset += source.count
+            }
+        }
+        return EncodedPicture(
+            taking: storage, format: kind, width: size.width, height: size.height, pixelFormatName: name,
+            sequence: sequence)
+    }
+
+    // MARK: swscale
+
+    private func convert(
+        _ source: SourcePicture, to format: AVPixelFormat, size: (width: Int, height: Int), outputFullRange: Bool,
+        rgbColorspace: Int32?
+    ) throws(FrameTapError) -> PlanePointers {
+        guard let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else {
+            throw FrameTapError(.encodeFailed, "cannot lay out \(PixelFormats.name(format)) at \(size.width)x\(size.height)")
+        }
+        let key = ScalerKey(
+            sourceFormat: source.format.rawValue, sourceWidth: source.width, sourceHeight: source.height,
+            outputFormat: format.rawValue, outputWidth: size.width, outputHeight: size.height,
+            sourceFullRange: source.range == .full, outputFullRange: outputFullRange, rgbColorspace: rgbColorspace)
+        let context = try scalers.context(for: key)
+        let output = scratch.planes(for: layout)
+        let lines = source.planes.data.withUnsafeBufferPointer { input in
+            source.planes.strides.withUnsafeBufferPointer { inputStrides in
+                output.data.withUnsafeBufferPointer { result in
+                    output.strides.withUnsafeBufferPointer { resultStrides in
+                        sws_scale(
+                            context, input.baseAddress, inputStrides.baseAddress, 0, Int32(source.height),
+                            result.baseAddress, resultStrides.baseAddress)
+                    }
+                }
+            }
+        }
+        guard lines == Int32(size.height) else {
+            throw FrameTapError(
+                .encodeFailed,
+                "swscale produced \(lines) of \(size.height) lines converting \(source.formatName) to \(PixelFormats.name(format))")
+        }
+        var planes = PlanePointers()
+        for plane in 0..<layout.planeCount {
+            planes.data[plane] = output.data[plane].map { UnsafePointer($0) }
+            planes.strides[plane] = output.strides[plane]
+        }
+        return planes
+    }
+}
+
+/// A decoded frame as the encoder sees it: planes, format without the yuvj alias, range.
+struct SourcePicture {
+    let frame: DecodedFrame
+    let format: AVPixelFormat
+    let formatName: String
+    let width: Int
+    let height: Int
+    let range: ColorRange
+    let matrix: ColorMatrix
+    let sequence: UInt64
+    let planes: PlanePointers
+
+    init(_ frame: DecodedFrame) throws(FrameTapError) {
+        guard let descriptor = av_pix_fmt_desc_get(frame.pixelFormat) else {
+            throw FrameTapError(.encodeFailed, "frame has no known pixel format (\(frame.pixelFormat.rawValue))")
+        }
+        guard descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_HWACCEL) == 0 else {
+            throw FrameTapError(
+                .encodeFailed, "frame holds \(frame.pixelFormatName) hardware surfaces; download it to memory first")
+        }
+        guard frame.width > 0, frame.height > 0 else {
+            throw FrameTapError(.encodeFailed, "frame has no pixels (\(frame.width)x\(frame.height))")
+        }
+        let format = PixelFormats.withoutJPEGAlias(frame.pixelFormat)
+        guard let layout = PlaneLayout(pixelFormat: format, width: frame.width, height: frame.height) else {
+            throw FrameTapError(.encodeFailed, "cannot lay out \(frame.pixelFormatName) at \(frame.width)x\(frame.height)")
+        }
+        var planes = PlanePointers()
+        for index in 0..<layout.planeCount {
+            guard let plane = frame.plane(index) else {
+                throw FrameTapError(.encodeFailed, "\(frame.pixelFormatName) frame lacks plane \(index)")
+            }
+            guard plane.stride >= layout.rowBytes[index] else {
+                // Negative (bottom-up) or short strides never come from libavcodec's H.264 decoder.
+                throw FrameTapError(.encodeFailed, "\(frame.pixelFormatName) plane \(index) has stride \(plane.stride)")
+            }
+            planes.data[index] = plane.base
+            planes.strides[index] = Int32(plane.stride)
+        }
+        self.frame = frame
+        self.format = format
+        self.formatName = frame.pixelFormatName
+        self.width = frame.width
+        self.height = frame.height
+        self.range = frame.colorRange
+        self.matrix = frame.colorMatrix
+        self.sequence = frame.sequence
+        self.planes = planes
+    }
+}

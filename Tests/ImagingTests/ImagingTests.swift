@@ -1,0 +1,362 @@
+import CFFmpeg
+import CTurboJPEG
+import Decoding
+import Foundation
+import H264
+@_spi(Benchmarking) import Imaging
+import Testing
+
+@Suite struct OptionTests {
+    @Test func qualityOutsideOneToHundredIsRejected() throws {
+        for quality in [0, -5, 101, 1000] {
+            #expect(throws: FrameTapError.self) { try PictureOptions(quality: quality).validated() }
+            do {
+                _ = try PictureOptions(quality: quality).validated()
+            } catch {
+                #expect(error.code == .invalidParameter)
+                #expect(error.message.contains("quality"))
+            }
+        }
+        for quality in [1, 50, 85, 100] {
+            #expect(try PictureOptions(quality: quality).validated().quality == quality)
+        }
+    }
+
+    @Test func sizesOutsideLimitsAreRejected() throws {
+        for options in [PictureOptions(width: 0), PictureOptions(height: -1), PictureOptions(width: 8193),
+                        PictureOptions(format: .rgb, height: 100_000)] {
+            #expect(throws: FrameTapError(.invalidParameter, options.width != nil
+                ? "width must be 1...8192, got \(options.width!)"
+                : "height must be 1...8192, got \(options.height!)")) { try options.validated() }
+        }
+        _ = try PictureOptions(width: 8192, height: 1).validated()
+    }
+
+    @Test func outputSizeKeepsAspectRoundingToNearest() {
+        #expect(outputSize(sourceWidth: 1920, sourceHeight: 1080, width: nil, height: nil) == (1920, 1080))
+        #expect(outputSize(sourceWidth: 1920, sourceHeight: 1080, width: 320, height: nil) == (320, 180))
+        #expect(outputSize(sourceWidth: 1920, sourceHeight: 1080, width: nil, height: 101) == (180, 101))  // 179.56
+        #expect(outputSize(sourceWidth: 1920, sourceHeight: 1080, width: 333, height: nil) == (333, 187))  // 187.31
+        #expect(outputSize(sourceWidth: 300, sourceHeight: 168, width: 150, height: nil) == (150, 84))
+        #expect(outputSize(sourceWidth: 1920, sourceHeight: 1080, width: 1, height: nil) == (1, 1))  // 0.56 → 1
+        #expect(outputSize(sourceWidth: 8000, sourceHeight: 2, width: 3, height: nil) == (3, 1))  // 0.00075 → min 1
+        #expect(outputSize(sourceWidth: 1920, sourceHeight: 1080, width: 100, height: 900) == (100, 900))
+        #expect(outputSize(sourceWidth: 3, sourceHeight: 2, width: 5, height: nil) == (5, 3))  // 3.33
+    }
+}
+
+@Suite struct JPEGTests {
+    /// The JPEG at quality 90, decoded back to RGB, against ffmpeg's RGB rendering of the same
+    /// picture, twice: repeated chroma on both sides, and interpolated chroma on both sides.
+    private func jpegPSNR(_ stream: TestStream, encoder: PictureEncoder) throws -> (repeated: Double, smooth: Double) {
+        let frame = try stream.firstFrame()
+        let picture = try encoder.encode(frame, PictureOptions(format: .jpeg, quality: 90))
+        #expect(picture.contentType == "image/jpeg")
+        #expect(picture.pixelFormatName == nil)
+        #expect(picture.sequence == frame.sequence)
+        #expect(picture.width == stream.width && picture.height == stream.height)
+        let repeated = try decodeJPEG(picture, smoothChroma: false)
+        let smooth = try decodeJPEG(picture, smoothChroma: true)
+        #expect(smooth.width == stream.width && smooth.height == stream.height)
+        return (psnr(repeated.rgb, try stream.ffmpegFirstFrame()),
+                psnr(smooth.rgb, try stream.ffmpegFirstFrameSmoothChroma()))
+    }
+
+    @Test(arguments: RangeExpansionMethod.allCases)
+    func limitedRangeMatchesFFmpeg(method: RangeExpansionMethod) throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p")
+        defer { stream.remove() }
+        #expect(try stream.firstFrame().colorRange == .limited)
+        let encoder = try PictureEncoder()
+        encoder.rangeExpansion = method
+        let value = try jpegPSNR(stream, encoder: encoder)
+        #expect(value.repeated >= 35 && value.smooth >= 35, "PSNR \(value) dB")
+    }
+
+    @Test func fullRangeMatchesFFmpeg() throws {
+        let stream = try TestStream.make(pixelFormat: "yuvj420p")
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        #expect(frame.colorRange == .full)
+        let value = try jpegPSNR(stream, encoder: try PictureEncoder())
+        #expect(value.repeated >= 35 && value.smooth >= 35, "PSNR \(value) dB")
+    }
+
+    @Test func fullRangeViaVUIFlagMatchesFFmpeg() throws {
+        // yuv420p with video_full_range_flag: libavcodec reports yuvj420p or yuv420p+JPEG range.
+        let stream = try TestStream.make(pixelFormat: "yuv420p", extra: ["-color_range", "pc"])
+        defer { stream.remove() }
+        #expect(try stream.firstFrame().colorRange == .full)
+        let value = try jpegPSNR(stream, encoder: try PictureEncoder())
+        #expect(value.repeated >= 35 && value.smooth >= 35, "PSNR \(value) dB")
+    }
+
+    /// Subsampling the JPEG should keep (TJSAMP_*), per x264 pixel format.
+    static let subsamplingCases: [(String, TJSAMP)] = [
+        ("yuv422p", TJSAMP_422), ("yuv444p", TJSAMP_444), ("yuv420p10le", TJSAMP_420),
+        ("yuv422p10le", TJSAMP_422), ("gray", TJSAMP_420), ("yuvj444p", TJSAMP_444),
+    ]
+
+    @Test(arguments: subsamplingCases.indices)
+    func otherChromaFormatsAndDepthsEncode(caseIndex: Int) throws {
+        let (pixelFormat, subsampling) = Self.subsamplingCases[caseIndex]
+        let stream = try TestStream.make(pixelFormat: pixelFormat)
+        defer { stream.remove() }
+        let encoder = try PictureEncoder()
+        let frame = try stream.firstFrame()
+        let picture = try encoder.encode(frame, PictureOptions(quality: 90))
+        let decoded = try decodeJPEG(picture)
+        #expect(decoded.width == 320 && decoded.height == 240)
+        #expect(decoded.subsampling == Int32(subsampling.rawValue), "\(pixelFormat) as \(frame.pixelFormatName)")
+        let value = psnr(decoded.rgb, try stream.ffmpegFirstFrameSmoothChroma())
+        #expect(value >= 35, "\(pixelFormat): PSNR \(value) dB")
+    }
+
+    @Test func monochromeStreamComesOutGrey() throws {
+        let stream = try TestStream.make(pixelFormat: "gray", width: 64, height: 48)
+        defer { stream.remove() }
+        let picture = try PictureEncoder().encode(try stream.firstFrame(), PictureOptions(quality: 95))
+        let rgb = try decodeJPEG(picture).rgb
+        let maxChannelSpread = stride(from: 0, to: rgb.count, by: 3).map { index in
+            Int(max(rgb[index], rgb[index + 1], rgb[index + 2])) - Int(min(rgb[index], rgb[index + 1], rgb[index + 2]))
+        }.max() ?? 0
+        #expect(maxChannelSpread <= 2)
+    }
+
+    @Test func grayFramesBecomeGrayscaleJPEGs() throws {
+        for range in [AVCOL_RANGE_MPEG, AVCOL_RANGE_JPEG] {
+            let frame = try makeFrame(AV_PIX_FMT_GRAY8, width: 33, height: 17, range: range) { _, x, _ in
+                x < 16 ? 16 : 235
+            }
+            let picture = try PictureEncoder().encode(frame, PictureOptions(quality: 100))
+            let decoded = try decodeJPEG(picture)
+            #expect(decoded.subsampling == Int32(TJSAMP_GRAY.rawValue))
+            #expect(decoded.width == 33 && decoded.height == 17)
+            let dark = Int(decoded.rgb[3 * (8 * 33 + 4)])
+            let light = Int(decoded.rgb[3 * (8 * 33 + 28)])
+            if range == AVCOL_RANGE_MPEG {
+                #expect(abs(dark - 0) <= 2 && abs(light - 255) <= 2, "limited gray expanded: \(dark) \(light)")
+            } else {
+                #expect(abs(dark - 16) <= 2 && abs(light - 235) <= 2, "full gray untouched: \(dark) \(light)")
+            }
+        }
+    }
+
+    /// Limited-range black, white and saturated chroma must land on full-range values, with
+    /// either expansion method, and both methods must agree.
+    @Test func rangeExpansionMethodsProduceFullRange() throws {
+        let frame = try makeFrame(AV_PIX_FMT_YUV420P, width: 64, height: 32) { plane, x, _ in
+            switch plane {
+            case 0: return x < 32 ? 16 : 235
+            default: return 128
+            }
+        }
+        var renderings: [[UInt8]] = []
+        for method in RangeExpansionMethod.allCases {
+            let encoder = try PictureEncoder()
+            encoder.rangeExpansion = method
+            let rgb = try decodeJPEG(encoder.encode(frame, PictureOptions(quality: 100))).rgb
+            let black = rgb[3 * (16 * 64 + 8)]
+            let white = rgb[3 * (16 * 64 + 56)]
+            #expect(black <= 2 && white >= 253, "\(method): black \(black) white \(white)")
+            renderings.append(rgb)
+        }
+        #expect(psnr(renderings[0], renderings[1]) >= 45)
+    }
+
+    @Test func nv12FromHardwareDownloadEncodes() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p", width: 160, height: 96)
+        defer { stream.remove() }
+        let planar = try stream.firstFrame()
+        let nv12 = try nv12Copy(of: planar)
+        let encoder = try PictureEncoder()
+        let fromPlanar = try decodeJPEG(encoder.encode(planar, PictureOptions(quality: 90)))
+        let fromNV12 = try decodeJPEG(encoder.encode(nv12, PictureOptions(quality: 90)))
+        #expect(fromNV12.subsampling == Int32(TJSAMP_420.rawValue))
+        #expect(psnr(fromPlanar.rgb, fromNV12.rgb) >= 40)
+    }
+
+    @Test func jpegOutputBufferIsReusedAcrossSizes() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p", width: 160, height: 96, frames: 3)
+        defer { stream.remove() }
+        let encoder = try PictureEncoder()
+        var pictures: [EncodedPicture] = []
+        for frame in try stream.decodeFrames() {
+            for width in [160, 40, 320] {
+                pictures.append(try encoder.encode(frame, PictureOptions(width: width)))
+            }
+        }
+        // Each picture owns its bytes: earlier ones must survive later encodes untouched.
+        for picture in pictures {
+            let decoded = try decodeJPEG(picture)
+            #expect(decoded.width == picture.width)
+        }
+        #expect(Set(pictures.map(\.sequence)) == [1, 2, 3])
+    }
+}
+
+@Suite struct ScalingTests {
+    @Test func thumbnailDimensionsAreExact() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p", width: 320, height: 240)
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        let encoder = try PictureEncoder()
+        let cases: [(Int?, Int?, Int, Int)] = [
+            (160, nil, 160, 120), (nil, 60, 80, 60), (100, 100, 100, 100), (101, nil, 101, 76),
+            (nil, 77, 103, 77), (33, 17, 33, 17), (1, 1, 1, 1), (1, nil, 1, 1), (641, 479, 641, 479),
+        ]
+        for (width, height, expectedWidth, expectedHeight) in cases {
+            for format in PictureFormat.allCases {
+                let picture = try encoder.encode(frame, PictureOptions(format: format, width: width, height: height))
+                #expect(picture.width == expectedWidth && picture.height == expectedHeight)
+                switch format {
+                case .jpeg:
+                    let decoded = try decodeJPEG(picture)
+                    #expect(decoded.width == expectedWidth && decoded.height == expectedHeight)
+                case .rgb:
+                    #expect(picture.count == expectedWidth * expectedHeight * 3)
+                case .yuv:
+                    let chroma = ((expectedWidth + 1) / 2) * ((expectedHeight + 1) / 2)
+                    #expect(picture.count == expectedWidth * expectedHeight + 2 * chroma)
+                    #expect(picture.pixelFormatName == "yuv420p")
+                }
+            }
+        }
+        #expect(encoder.cachedScalerCount <= 8)
+    }
+
+    @Test func scaledThumbnailLooksLikeFFmpegScale() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p", width: 320, height: 240)
+        defer { stream.remove() }
+        let picture = try PictureEncoder().encode(try stream.firstFrame(), PictureOptions(format: .rgb, width: 160))
+        let reference = try runFFmpeg(
+            ["-f", "h264", "-i", stream.path, "-frames:v", "1", "-vf", "scale=160:120", "-f", "rawvideo",
+             "-pix_fmt", "rgb24", "-"])
+        let value = psnr(picture.byteArray, reference)
+        #expect(value >= 30, "PSNR \(value) dB")
+    }
+
+    @Test func oddAndTinyFramesNeverFail() throws {
+        let encoder = try PictureEncoder()
+        for (format, width, height) in [
+            (AV_PIX_FMT_YUV420P, 1, 1), (AV_PIX_FMT_YUV420P, 3, 3), (AV_PIX_FMT_YUV420P, 321, 241),
+            (AV_PIX_FMT_YUVJ420P, 5, 1), (AV_PIX_FMT_YUV422P, 7, 5), (AV_PIX_FMT_YUV444P, 1, 9),
+            (AV_PIX_FMT_NV12, 9, 7), (AV_PIX_FMT_GRAY8, 1, 1),
+        ] {
+            let frame = try makeFrame(format, width: width, height: height) { plane, x, y in
+                UInt8(truncatingIfNeeded: 16 + plane * 40 + x * 3 + y * 5)
+            }
+            for options in [
+                PictureOptions(format: .jpeg), PictureOptions(format: .yuv), PictureOptions(format: .rgb),
+                PictureOptions(format: .jpeg, width: 1), PictureOptions(format: .rgb, width: 2, height: 3),
+                PictureOptions(format: .yuv, width: 17, height: 1), PictureOptions(format: .jpeg, height: 64),
+            ] {
+                let picture = try encoder.encode(frame, options)
+                let size = outputSize(
+                    sourceWidth: width, sourceHeight: height, width: options.width, height: options.height)
+                #expect(picture.width == size.width && picture.height == size.height)
+                if options.format == .jpeg {
+                    let decoded = try decodeJPEG(picture)
+                    #expect(decoded.width == size.width && decoded.height == size.height)
+                }
+            }
+        }
+    }
+
+    @Test func outputAboveThePixelLimitIsRejected() throws {
+        let frame = try makeFrame(AV_PIX_FMT_YUV420P, width: 16, height: 16) { _, _, _ in 128 }
+        let encoder = try PictureEncoder()
+        #expect(throws: FrameTapError.self) {
+            try encoder.encode(frame, PictureOptions(width: 8192, height: 8192))
+        }
+        do {
+            _ = try encoder.encode(frame, PictureOptions(format: .rgb, width: 8192, height: 8192))
+        } catch {
+            #expect(error.code == .invalidParameter)
+        }
+        // Width alone on a tall source can push the derived height over the per-side limit.
+        let tall = try makeFrame(AV_PIX_FMT_GRAY8, width: 2, height: 64) { _, _, _ in 128 }
+        do {
+            _ = try encoder.encode(tall, PictureOptions(width: 300))
+            Issue.record("expected a size error")
+        } catch {
+            #expect(error.code == .invalidParameter)
+        }
+    }
+}
+
+@Suite struct RawOutputTests {
+    @Test(arguments: ["yuv420p", "yuvj420p", "yuv422p", "yuv444p", "yuv420p10le", "gray"])
+    func nativeYUVEqualsPackedPlanes(pixelFormat: String) throws {
+        let stream = try TestStream.make(pixelFormat: pixelFormat, width: 176, height: 144)
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        let picture = try PictureEncoder().encode(frame, PictureOptions(format: .yuv))
+        var expected: [UInt8] = []
+        frame.appendPackedPlanes(to: &expected)
+        #expect(picture.byteArray == expected)
+        #expect(picture.pixelFormatName == frame.pixelFormatName)
+        #expect(picture.contentType == "application/octet-stream")
+        // And it is what ffmpeg writes for the native format.
+        #expect(picture.byteArray == (try stream.ffmpegFirstFrame(pixelFormat: frame.pixelFormatName)))
+    }
+
+    @Test func scaledYUVKeepsPixelFormatAndRange() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p10le", width: 176, height: 144)
+        defer { stream.remove() }
+        let picture = try PictureEncoder().encode(try stream.firstFrame(), PictureOptions(format: .yuv, width: 87))
+        #expect(picture.pixelFormatName == "yuv420p10le")
+        #expect(picture.width == 87 && picture.height == 71)
+        #expect(picture.count == 2 * (87 * 71 + 2 * 44 * 36))
+    }
+
+    @Test func nv12BecomesPlanarYUV420() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p", width: 98, height: 66)
+        defer { stream.remove() }
+        let planar = try stream.firstFrame()
+        let picture = try PictureEncoder().encode(try nv12Copy(of: planar), PictureOptions(format: .yuv))
+        var expected: [UInt8] = []
+        planar.appendPackedPlanes(to: &expected)
+        #expect(picture.pixelFormatName == "yuv420p")
+        #expect(picture.byteArray == expected)
+    }
+
+    @Test(arguments: [("yuv420p", [String]()), ("yuvj420p", []), ("yuv444p", []), ("yuv420p10le", []),
+                      ("yuv420p", ["-colorspace", "bt709"]), ("yuv422p", ["-colorspace", "bt470bg"])])
+    func rgbMatchesFFmpeg(pixelFormat: String, extra: [String]) throws {
+        let stream = try TestStream.make(pixelFormat: pixelFormat, extra: extra)
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        let picture = try PictureEncoder().encode(frame, PictureOptions(format: .rgb))
+        #expect(picture.count == stream.width * stream.height * 3)
+        #expect(picture.pixelFormatName == "rgb24")
+        let value = psnr(picture.byteArray, try stream.ffmpegFirstFrame())
+        #expect(value >= 35, "\(pixelFormat) \(extra) (\(frame.colorMatrix)): PSNR \(value) dB")
+    }
+
+    @Test func rgbUsesTheSignalledMatrix() throws {
+        // Pure limited-range colour: BT.601 and BT.709 give clearly different RGB.
+        func render(_ colorspace: AVColorSpace, height: Int) throws -> [UInt8] {
+            let frame = try makeFrame(AV_PIX_FMT_YUV444P, width: 4, height: height, colorspace: colorspace) { plane, _, _ in
+                [81, 90, 240][plane]  // BT.601 red
+            }
+            return Array(try PictureEncoder().encode(frame, PictureOptions(format: .rgb)).byteArray.prefix(3))
+        }
+        let bt601 = try render(AVCOL_SPC_SMPTE170M, height: 4)
+        let bt709 = try render(AVCOL_SPC_BT709, height: 4)
+        #expect(bt601[0] >= 250 && bt601[1] <= 4 && bt601[2] <= 4, "\(bt601)")
+        #expect(bt709 != bt601)
+        #expect(try render(AVCOL_SPC_UNSPECIFIED, height: 4) == bt601)
+        #expect(try render(AVCOL_SPC_UNSPECIFIED, height: 720).prefix(3) == bt709.prefix(3))
+    }
+}
+
+/// The same picture as a VA-API download would hand it over: NV12 (interleaved CbCr).
+func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
+    guard frame.pixelFormat == AV_PIX_FMT_YUV420P, let y = frame.plane(0), let u = frame.plane(1), let v = frame.plane(2)
+    else { throw TestFailure("nv12Copy needs yuv420p") }
+    return try makeFrame(AV_PIX_FMT_NV12, width: frame.width, height: frame.height) { plane, x, row in
+        if plane == 0 { return y.base[row * y.stride + x] }
+        return x % 2 == 0 ? u.base[row * u.stride + x / 2] : v.base[row * v.stride + x / 2]
+    }
+}
