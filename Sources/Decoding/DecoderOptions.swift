@@ -1,0 +1,123 @@
+import H264
+
+/// The decoder back end a caller asks for.
+public enum DecoderBackendChoice: String, Sendable, CaseIterable {
+    /// VA-API when a render node opens and the stream's profile is supported, else software.
+    case auto
+    /// VA-API or nothing: creating the decoder fails with `.decoderUnavailable` without it.
+    case vaapi
+    /// libavcodec's software H.264 decoder.
+    case software
+}
+
+/// The decoder back end actually in use.
+public enum DecoderBackend: String, Sendable {
+    case software, vaapi
+}
+
+/// Largest picture a decoder accepts, checked from the SPS before any pixel memory is allocated,
+/// so a hostile or broken stream cannot make the service allocate gigabytes.
+public struct PictureSizeLimit: Sendable, Equatable {
+    public var maxWidth: Int
+    public var maxHeight: Int
+    public var maxPixels: Int
+
+    /// 8192x8192 bounds each side; 36 Mpixels bounds the area (8K UHD is 33.2 Mpixels).
+    public init(maxWidth: Int = 8192, maxHeight: Int = 8192, maxPixels: Int = 36_000_000) {
+        self.maxWidth = maxWidth
+        self.maxHeight = maxHeight
+        self.maxPixels = maxPixels
+    }
+
+    /// Throws `.pictureTooLarge` when a `width`x`height` picture exceeds the limit.
+    /// Pass the coded size: that is what the decoder allocates.
+    public func check(width: Int, height: Int) throws(FrameTapError) {
+        guard width > maxWidth || height > maxHeight || width * height > maxPixels else { return }
+        throw FrameTapError(
+            .pictureTooLarge,
+            "picture \(width)x\(height) exceeds the limit of \(maxWidth)x\(maxHeight), \(maxPixels) pixels")
+    }
+}
+
+/// How libavcodec spreads one stream over several threads.
+public enum DecoderThreadType: String, Sendable, CaseIterable {
+    /// Several pictures at once: scales with any stream, but each extra thread delays output by one picture.
+    case frame
+    /// Several slices of one picture at once: no added delay, but only helps multi-slice streams.
+    case slice
+    /// Let libavcodec use frame threading where it can, slice threading otherwise.
+    case auto
+}
+
+/// Everything that configures an `H264Decoder` or `StreamDecoder`.
+///
+/// Thread defaults were chosen by measurement on this project's 2-core build host, decoding a
+/// 1920x1080 30 fps libx264 stream (High profile, one slice per picture, B-frames) with the
+/// software decoder, alternating runs:
+/// - 1 thread: ~200 fps, output delay = the stream's reorder delay only.
+/// - 2 frame threads: ~330 fps (1.65x) but one extra picture of delay, and both cores busy.
+/// - slice threads: no gain, libx264 writes one slice per picture by default.
+/// A server runs many sessions on the same cores, so extra threads per session only add
+/// contention and latency; the default is therefore `lowLatency` (1 thread). The CLI decodes
+/// one file as fast as it can and uses `throughput` (libavcodec's automatic frame threading).
+public struct DecoderOptions: Sendable {
+    public var backend: DecoderBackendChoice
+    /// Decoder threads; 0 lets libavcodec pick (one per core, plus one).
+    public var threads: Int
+    public var threadType: DecoderThreadType
+    /// Learn the stream's reorder delay the way the ffmpeg CLI does before decoding for real.
+    ///
+    /// The CLI's stream probe (avformat_find_stream_info) decodes up to 7 pictures with a
+    /// throwaway decoder and opens the real one with the reorder delay (`has_b_frames`) it
+    /// learned. For streams that reorder pictures without announcing it in the SPS (no VUI
+    /// `bitstream_restriction`), a decoder that starts at 0 drops the pictures that come out
+    /// "too late" until it has learned the delay: measured on the conformance stream
+    /// Cisco_Men_whisper_640x320_CABAC_Bframe_9.264, 2 of 9 pictures instead of the CLI's 9.
+    /// With this on, the first access units (until 7 pictures, at most 5 MB) are decoded once
+    /// by a one-thread software probe, then by the real decoder: output equals the CLI's, at
+    /// the cost of holding back the first pictures of each stream. Streams that announce
+    /// their reordering (x264 always does) decode identically either way.
+    public var probeReorderDelay: Bool
+    public var sizeLimit: PictureSizeLimit
+    /// DRM render nodes to try for VA-API, in order; nil scans `/dev/dri/renderD*`.
+    public var renderNodes: [String]?
+
+    public init(
+        backend: DecoderBackendChoice = .auto,
+        threads: Int = 1,
+        threadType: DecoderThreadType = .slice,
+        probeReorderDelay: Bool = false,
+        sizeLimit: PictureSizeLimit = PictureSizeLimit(),
+        renderNodes: [String]? = nil
+    ) {
+        self.backend = backend
+        self.threads = threads
+        self.threadType = threadType
+        self.probeReorderDelay = probeReorderDelay
+        self.sizeLimit = sizeLimit
+        self.renderNodes = renderNodes
+    }
+
+    /// For a server session: one thread and no probe, so a picture comes out as soon as it is
+    /// decodable and many sessions share the cores without oversubscription.
+    public static func lowLatency(backend: DecoderBackendChoice = .auto) -> DecoderOptions {
+        DecoderOptions(backend: backend, threads: 1, threadType: .slice, probeReorderDelay: false)
+    }
+
+    /// For batch decoding (the CLI): every core, frame threading, and the CLI's reorder probe so
+    /// the output equals ffmpeg's; output delay does not matter.
+    public static func throughput(backend: DecoderBackendChoice = .auto) -> DecoderOptions {
+        DecoderOptions(backend: backend, threads: 0, threadType: .auto, probeReorderDelay: true)
+    }
+
+    /// Rejects values libavcodec would misbehave with.
+    public func validated() throws(FrameTapError) -> DecoderOptions {
+        guard (0...64).contains(threads) else {
+            throw FrameTapError(.invalidParameter, "decoder threads must be 0...64, got \(threads)")
+        }
+        guard sizeLimit.maxWidth > 0, sizeLimit.maxHeight > 0, sizeLimit.maxPixels > 0 else {
+            throw FrameTapError(.invalidParameter, "picture size limits must be positive")
+        }
+        return self
+    }
+}

@@ -1,0 +1,488 @@
+import CFFmpeg
+import Foundation
+import H264
+
+/// What one `decode` or `drain` call produced. A packet that fails does not stop the call:
+/// the frames decoded before and after it are still here, and each failure is in `errors`.
+public struct DecodeOutput {
+    public var frames: [DecodedFrame] = []
+    public var errors: [FrameTapError] = []
+
+    public init() {}
+}
+
+/// Decodes an H.264 Annex B byte stream with libavcodec, the way the ffmpeg CLI reads a raw
+/// `.h264` file: bytes go through libavcodec's H.264 parser, which cuts them into access units
+/// however they were chunked, and each access unit is sent to the decoder. So the frames equal
+/// `ffmpeg -flags unaligned -f h264 -i F -autoscale 0 -fps_mode passthrough -f rawvideo -`.
+///
+/// Not thread-safe: the C contexts are owned by one worker (a session or the CLI loop) and
+/// must only be used from it. Frames it returns are immutable and `Sendable`.
+public final class H264Decoder {
+    public let options: DecoderOptions
+    /// The back end in use. With `.auto` this turns to `.software` when VA-API turns down the
+    /// stream's profile; `backendReason` then says so.
+    public var backend: DecoderBackend { negotiation.backend }
+    /// Why `backend` is what it is, for logs and status pages.
+    public var backendReason: String { negotiation.reason }
+    /// Frames returned since creation (output order; the last `DecodedFrame.sequence`).
+    public private(set) var framesDecoded: UInt64 = 0
+    /// Packets or frames libavcodec rejected since creation.
+    public private(set) var decodeErrors: Int = 0
+    public private(set) var lastError: FrameTapError?
+
+    private var codecContext: UnsafeMutablePointer<AVCodecContext>
+    private var parser: UnsafeMutablePointer<AVCodecParserContext>
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private let frame: UnsafeMutablePointer<AVFrame>
+    private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>?
+    /// Shared with the `get_format` callback through `AVCodecContext.opaque`.
+    private let negotiation: FormatNegotiation
+    /// The parser reads up to `AV_INPUT_BUFFER_PADDING_SIZE` bytes past its input, so input is
+    /// copied here with zeroed padding behind it.
+    private var paddedInput: UnsafeMutableRawBufferPointer
+    /// Bytes from the end of the last `decode` that the parser must not see yet (see `stage`).
+    private var heldBack: [UInt8] = []
+    /// While set, access units go to a throwaway decoder first (see `DecoderOptions.probeReorderDelay`).
+    private var reorderProbe: ReorderProbe?
+
+    /// Opens the decoder. Throws `.decoderUnavailable` when `options.backend` is `.vaapi` and no
+    /// VA-API device opens; with `.auto` that falls back to software instead.
+    public init(options: DecoderOptions = DecoderOptions()) throws(FrameTapError) {
+        self.options = try options.validated()
+        guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264) else {
+            throw FrameTapError(.decoderUnavailable, "libavcodec has no H.264 decoder")
+        }
+
+        let negotiation: FormatNegotiation
+        var device: UnsafeMutablePointer<AVBufferRef>?
+        switch options.backend {
+        case .software:
+            negotiation = FormatNegotiation(backend: .software, reason: "software decoding requested", required: false)
+        case .vaapi, .auto:
+            switch VAAPIDevice.open(codec: codec, renderNodes: options.renderNodes) {
+            case .success(let opened):
+                device = opened.device
+                negotiation = FormatNegotiation(
+                    backend: .vaapi, reason: "VA-API on \(opened.node)", required: options.backend == .vaapi)
+            case .failure(let error):
+                if options.backend == .vaapi { throw error }
+                negotiation = FormatNegotiation(
+                    backend: .software, reason: "software: \(error.message)", required: false)
+            }
+        }
+        // From here on every resource is released by `release` on failure, or by deinit.
+        let parser = av_parser_init(Int32(AV_CODEC_ID_H264.rawValue))
+        let packet = av_packet_alloc()
+        let frame = av_frame_alloc()
+        func release() {
+            av_parser_close(parser)
+            var packet = packet
+            av_packet_free(&packet)
+            var frame = frame
+            av_frame_free(&frame)
+            av_buffer_unref(&device)
+        }
+        guard let parser, let packet, let frame else {
+            release()
+            throw FrameTapError(.allocationFailed, "could not allocate the H.264 parser, packet or frame")
+        }
+        let context: UnsafeMutablePointer<AVCodecContext>
+        do {
+            context = try Self.openContext(options: options, device: device, negotiation: negotiation)
+        } catch {
+            release()
+            throw error
+        }
+
+        self.codecContext = context
+        self.parser = parser
+        self.packet = packet
+        self.frame = frame
+        self.hardwareDevice = device
+        self.negotiation = negotiation
+        self.paddedInput = .allocate(byteCount: 64 * 1024 + Int(AV_INPUT_BUFFER_PADDING_SIZE), alignment: 64)
+        if options.probeReorderDelay { startReorderProbe() }
+    }
+
+    /// Opens a decoding context. `reorderDelay` presets `has_b_frames`, as the ffmpeg CLI does
+    /// from its stream probe; `device` nil means software.
+    private static func openContext(
+        options: DecoderOptions, device: UnsafeMutablePointer<AVBufferRef>?, negotiation: FormatNegotiation?,
+        reorderDelay: Int32 = 0, threads: Int? = nil
+    ) throws(FrameTapError) -> UnsafeMutablePointer<AVCodecContext> {
+        guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264), let context = avcodec_alloc_context3(codec) else {
+            throw FrameTapError(.allocationFailed, "could not allocate an H.264 decoder context")
+        }
+        // Exact crops at odd offsets (e.g. 300x168 from 304x176) need unaligned plane pointers.
+        context.pointee.flags |= Int32(AV_CODEC_FLAG_UNALIGNED)
+        context.pointee.thread_count = Int32(threads ?? options.threads)
+        switch options.threadType {
+        case .frame: context.pointee.thread_type = FF_THREAD_FRAME
+        case .slice: context.pointee.thread_type = FF_THREAD_SLICE
+        case .auto: context.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
+        }
+        context.pointee.has_b_frames = reorderDelay
+        if let device, let negotiation {
+            // The context takes its own reference to the device.
+            context.pointee.hw_device_ctx = av_buffer_ref(device)
+            context.pointee.opaque = Unmanaged.passUnretained(negotiation).toOpaque()
+            context.pointee.get_format = chooseHardwareFormat
+        }
+        let status = avcodec_open2(context, codec, nil)
+        guard status >= 0 else {
+            var failed: UnsafeMutablePointer<AVCodecContext>? = context
+            avcodec_free_context(&failed)
+            throw frameTapError(averror: status, "avcodec_open2")
+        }
+        return context
+    }
+
+    deinit {
+        var context: UnsafeMutablePointer<AVCodecContext>? = codecContext
+        avcodec_free_context(&context)
+        var probeContext = reorderProbe?.context
+        avcodec_free_context(&probeContext)
+        av_parser_close(parser)
+        var packet: UnsafeMutablePointer<AVPacket>? = packet
+        av_packet_free(&packet)
+        var frame: UnsafeMutablePointer<AVFrame>? = frame
+        av_frame_free(&frame)
+        av_buffer_unref(&hardwareDevice)
+        paddedInput.deallocate()
+    }
+
+    /// Feeds the next bytes of the stream, in any chunking. Returns the frames that became
+    /// ready; a picture whose end has not arrived yet comes out with a later call or `drain`.
+    /// `pts` is passed through to the frames of the access unit that starts in these bytes.
+    public func decode(annexB bytes: UnsafeRawBufferPointer, pts: Int64? = nil) -> DecodeOutput {
+        var output = DecodeOutput()
+        let (input, count) = stage(bytes, holdingBackUnsafeTail: true)
+        var offset = 0
+        while offset < count {
+            offset += parse(input + offset, count: count - offset, pts: pts, into: &output)
+        }
+        return output
+    }
+
+    public func decode(annexB bytes: [UInt8], pts: Int64? = nil) -> DecodeOutput {
+        bytes.withUnsafeBytes { decode(annexB: $0, pts: pts) }
+    }
+
+    /// End of stream: returns every frame still inside the parser or the decoder (the last
+    /// access unit, reordering and frame-threading delay), then resets both so the next
+    /// `decode` starts a fresh stream. Parameter sets already seen stay known to libavcodec.
+    public func drain() -> DecodeOutput {
+        var output = DecodeOutput()
+        let (input, count) = stage(UnsafeRawBufferPointer(start: nil, count: 0), holdingBackUnsafeTail: false)
+        var offset = 0
+        while offset < count {
+            offset += parse(input + offset, count: count - offset, pts: nil, into: &output)
+        }
+        // An empty parse tells the parser no more bytes follow, so it releases the last unit.
+        _ = parse(input, count: 0, pts: nil, into: &output)
+        if reorderProbe != nil { finishReorderProbe(into: &output) }
+
+        let status = avcodec_send_packet(codecContext, nil)
+        if status < 0 {
+            record(frameTapError(averror: status, "avcodec_send_packet(flush)"), in: &output)
+        }
+        receiveFrames(into: &output)
+        avcodec_flush_buffers(codecContext)
+        if let freshParser = av_parser_init(Int32(AV_CODEC_ID_H264.rawValue)) {
+            av_parser_close(parser)
+            parser = freshParser
+        }
+        if options.probeReorderDelay { startReorderProbe() }
+        return output
+    }
+
+    // MARK: - The decode loop (parse → size check → send → receive)
+
+    /// Runs the parser once over `count` bytes at `data`; returns how many it consumed.
+    private func parse(
+        _ data: UnsafeMutablePointer<UInt8>, count: Int, pts: Int64?, into output: inout DecodeOutput
+    ) -> Int {
+        var unit: UnsafeMutablePointer<UInt8>?
+        var unitSize: Int32 = 0
+        let consumed = av_parser_parse2(
+            parser, codecContext, &unit, &unitSize, data, Int32(count),
+            pts ?? ft_av_nopts_value(), ft_av_nopts_value(), 0)
+        if unitSize > 0, let unit {
+            sendAccessUnit(unit, size: unitSize, into: &output)
+        }
+        // The H.264 parser always consumes something when given bytes; guard against a stall anyway.
+        return count > 0 ? max(Int(consumed), 1) : 0
+    }
+
+    private func sendAccessUnit(_ data: UnsafeMutablePointer<UInt8>, size: Int32, into output: inout DecodeOutput) {
+        // Second line of defence behind StreamDecoder's SPS check: the parser has just read
+        // this unit's SPS, so a picture above the limit never reaches the allocating decoder.
+        if parser.pointee.coded_width > 0 && parser.pointee.coded_height > 0 {
+            do {
+                try options.sizeLimit.check(
+                    width: Int(parser.pointee.coded_width), height: Int(parser.pointee.coded_height))
+            } catch {
+                record(error, in: &output)
+                return
+            }
+        }
+        let unit = ParsedUnit(
+            data: data, size: size, pts: parser.pointee.pts, dts: parser.pointee.dts,
+            isKey: parser.pointee.key_frame == 1)
+        if reorderProbe != nil {
+            probe(unit, into: &output)
+        } else {
+            send(unit, into: &output)
+        }
+    }
+
+    private func send(_ unit: ParsedUnit, into output: inout DecodeOutput) {
+        packet.pointee.data = unit.data  // not reference-counted: avcodec_send_packet copies it
+        packet.pointee.size = unit.size
+        packet.pointee.pts = unit.pts
+        packet.pointee.dts = unit.dts
+        packet.pointee.flags = unit.isKey ? AV_PKT_FLAG_KEY : 0
+        var status = avcodec_send_packet(codecContext, packet)
+        if status == ft_averror_eagain() {
+            // The decoder holds output it wants read first; read it, then the packet fits.
+            receiveFrames(into: &output)
+            status = avcodec_send_packet(codecContext, packet)
+        }
+        av_packet_unref(packet)
+        if status < 0 {
+            // libavcodec skips the broken unit and resynchronises by itself (at the latest at
+            // the next IDR); the frames it can still produce are read below as usual.
+            record(frameTapError(averror: status, "avcodec_send_packet"), in: &output)
+        }
+        receiveFrames(into: &output)
+    }
+
+    // MARK: - Reorder-delay probe (what the ffmpeg CLI learns before it starts decoding)
+
+    /// Starts buffering the stream's first access units for the probe.
+    private func startReorderProbe() {
+        guard reorderProbe == nil else { return }
+        // Like avformat_find_stream_info's decoder: software, one thread.
+        guard let context = try? Self.openContext(options: options, device: nil, negotiation: nil, threads: 1) else {
+            return  // without a probe the decoder still works, it just learns reordering later
+        }
+        reorderProbe = ReorderProbe(context: context)
+    }
+
+    /// Decodes `unit` with the probe context only, keeping a copy for the real decoder.
+    private func probe(_ unit: ParsedUnit, into output: inout DecodeOutput) {
+        guard var probe = reorderProbe else { return }
+        probe.units.append((Array(UnsafeBufferPointer(start: unit.data, count: Int(unit.size))), unit))
+        probe.bytes += Int(unit.size)
+        packet.pointee.data = unit.data
+        packet.pointee.size = unit.size
+        if avcodec_send_packet(probe.context, packet) >= 0 {
+            while avcodec_receive_frame(probe.context, frame) >= 0 {
+                probe.framesDecoded += 1
+                av_frame_unref(frame)
+            }
+        }
+        av_packet_unref(packet)
+        reorderProbe = probe
+        // avformat_find_stream_info stops guessing the H.264 decode delay after 7 pictures
+        // (18 or 20 when it is already 3 or more), or at its 5 MB probe size.
+        let delay = probe.context.pointee.has_b_frames
+        let enough = delay < 3 ? 7 : delay < 4 ? 18 : 20
+        if probe.framesDecoded >= enough || probe.bytes >= 5_000_000 {
+            finishReorderProbe(into: &output)
+        }
+    }
+
+    /// Reopens the real decoder with the reorder delay the probe learned and feeds it the
+    /// buffered units.
+    private func finishReorderProbe(into output: inout DecodeOutput) {
+        guard let probe = reorderProbe else { return }
+        reorderProbe = nil
+        let learnedDelay = probe.context.pointee.has_b_frames
+        var probeContext: UnsafeMutablePointer<AVCodecContext>? = probe.context
+        avcodec_free_context(&probeContext)
+        do {
+            let fresh = try Self.openContext(
+                options: options, device: hardwareDevice, negotiation: negotiation, reorderDelay: learnedDelay)
+            var old: UnsafeMutablePointer<AVCodecContext>? = codecContext
+            avcodec_free_context(&old)
+            codecContext = fresh
+        } catch {
+            // The existing context is still usable; it learns reordering by itself.
+            record(error, in: &output)
+        }
+        for (var bytes, unit) in probe.units {
+            bytes.withUnsafeMutableBufferPointer { buffer in
+                var replayed = unit
+                replayed.data = buffer.baseAddress!
+                send(replayed, into: &output)
+            }
+        }
+    }
+
+    /// Reads every frame the decoder has ready.
+    private func receiveFrames(into output: inout DecodeOutput) {
+        while true {
+            let status = avcodec_receive_frame(codecContext, frame)
+            if status == ft_averror_eagain() || status == ft_averror_eof() { return }
+            if status < 0 {
+                record(frameTapError(averror: status, "avcodec_receive_frame"), in: &output)
+                return
+            }
+            do {
+                output.frames.append(try wrapReceivedFrame())
+            } catch {
+                record(error, in: &output)
+            }
+        }
+    }
+
+    /// Moves the received picture into a `DecodedFrame`, downloading it first when it lives in
+    /// GPU memory. Leaves `frame` empty for the next `avcodec_receive_frame`.
+    private func wrapReceivedFrame() throws(FrameTapError) -> DecodedFrame {
+        defer { av_frame_unref(frame) }
+        guard let owned = av_frame_alloc() else {
+            throw FrameTapError(.allocationFailed, "av_frame_alloc")
+        }
+        if frame.pointee.format == AV_PIX_FMT_VAAPI.rawValue {
+            // Surface → system memory (NV12 for 8-bit 4:2:0). The transfer copies only pixels,
+            // so timestamps, colour properties and the crop are copied separately; libavcodec
+            // could only apply the right/bottom crop to a surface, the rest is applied here.
+            var status = av_hwframe_transfer_data(owned, frame, 0)
+            if status >= 0 { status = av_frame_copy_props(owned, frame) }
+            if status >= 0 { status = av_frame_apply_cropping(owned, Int32(AV_FRAME_CROP_UNALIGNED)) }
+            if status < 0 {
+                var failed: UnsafeMutablePointer<AVFrame>? = owned
+                av_frame_free(&failed)
+                throw frameTapError(averror: status, "downloading a VA-API frame")
+            }
+        } else {
+            av_frame_move_ref(owned, frame)
+        }
+        let pts = owned.pointee.pts == ft_av_nopts_value() ? nil : owned.pointee.pts
+        framesDecoded += 1
+        return DecodedFrame(taking: owned, sequence: framesDecoded, pts: pts)
+    }
+
+    private func record(_ error: FrameTapError, in output: inout DecodeOutput) {
+        decodeErrors += 1
+        lastError = error
+        output.errors.append(error)
+    }
+
+    /// Puts the held-back bytes and then `bytes` into `paddedInput` and returns how many of them
+    /// the parser may see now; zeroed padding follows those.
+    ///
+    /// libavcodec 5.1's H.264 parser misplaces a picture boundary when one call ends inside a
+    /// start code, the NAL header or the first bytes of the slice header that begins the next
+    /// picture (measured: splitting right after `00 00`, `00 00 01` or the NAL header byte lost
+    /// or corrupted pictures; feeding 1 byte at a time kept 2 of 20). So the bytes from such a
+    /// start code on (at most ~21) wait for the next call, which makes the output independent of
+    /// how the caller chunks the stream and equal to parsing the whole file at once.
+    private func stage(
+        _ bytes: UnsafeRawBufferPointer, holdingBackUnsafeTail: Bool
+    ) -> (UnsafeMutablePointer<UInt8>, Int) {
+        let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
+        let total = heldBack.count + bytes.count
+        if paddedInput.count < total + padding {
+            paddedInput.deallocate()
+            paddedInput = .allocate(byteCount: total + padding, alignment: 64)
+        }
+        let base = paddedInput.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        heldBack.withUnsafeBufferPointer { base.update(from: $0.baseAddress!, count: $0.count) }
+        if let source = bytes.baseAddress, bytes.count > 0 {
+            UnsafeMutableRawPointer(base + heldBack.count).copyMemory(from: source, byteCount: bytes.count)
+        }
+        let ready = holdingBackUnsafeTail ? total - unsafeTailLength(base, count: total) : total
+        heldBack = Array(UnsafeBufferPointer(start: base + ready, count: total - ready))
+        (base + ready).initialize(repeating: 0, count: padding)
+        return (base, ready)
+    }
+
+    /// Length of the tail that must not end a parser call: from a start code whose first 16
+    /// following bytes have not all arrived (with its leading zero), or up to two trailing zero
+    /// bytes that may begin a start code.
+    private func unsafeTailLength(_ bytes: UnsafePointer<UInt8>, count: Int) -> Int {
+        var cut = count
+        var index = count - 3
+        while index >= max(0, count - 19) {
+            if bytes[index] == 0 && bytes[index + 1] == 0 && bytes[index + 2] == 1 {
+                cut = index
+                break
+            }
+            index -= 1
+        }
+        var zeros = 0
+        while zeros < 2 && cut - zeros > 0 && bytes[cut - zeros - 1] == 0 {
+            zeros += 1
+        }
+        return count - (cut - zeros)
+    }
+}
+
+/// One access unit as the parser cut it; `data` points into the parser's (or the probe's) buffer.
+private struct ParsedUnit {
+    var data: UnsafeMutablePointer<UInt8>
+    var size: Int32
+    var pts: Int64
+    var dts: Int64
+    var isKey: Bool
+}
+
+private struct ReorderProbe {
+    let context: UnsafeMutablePointer<AVCodecContext>
+    var units: [(bytes: [UInt8], unit: ParsedUnit)] = []
+    var bytes = 0
+    var framesDecoded = 0
+}
+
+/// The state `get_format` reads and writes. libavcodec calls it from inside `avcodec_send_packet`
+/// (or a frame thread while the sending thread waits), so it is never touched concurrently.
+final class FormatNegotiation {
+    var backend: DecoderBackend
+    var reason: String
+    /// `.vaapi` was forced: refuse software rather than silently falling back.
+    let required: Bool
+    /// The reason given when the device opened, restored when a later SPS is supported again.
+    let deviceReason: String
+
+    init(backend: DecoderBackend, reason: String, required: Bool) {
+        self.backend = backend
+        self.reason = reason
+        self.required = required
+        self.deviceReason = reason
+    }
+}
+
+/// `AVCodecContext.get_format` for a decoder with a VA-API device. libavcodec offers
+/// `AV_PIX_FMT_VAAPI` only when the hwaccel supports the stream's profile; when it does not
+/// (or hwaccel init failed and libavcodec asks again without it) the software format, the last
+/// entry before `AV_PIX_FMT_NONE`, is chosen, unless VA-API was required.
+private let chooseHardwareFormat:
+    @convention(c) (UnsafeMutablePointer<AVCodecContext>?, UnsafePointer<AVPixelFormat>?) -> AVPixelFormat = {
+        context, formats in
+        guard let context, let formats, let opaque = context.pointee.opaque else { return AV_PIX_FMT_NONE }
+        let negotiation = Unmanaged<FormatNegotiation>.fromOpaque(opaque).takeUnretainedValue()
+        var offered: [AVPixelFormat] = []
+        var index = 0
+        while formats[index] != AV_PIX_FMT_NONE {
+            offered.append(formats[index])
+            index += 1
+        }
+        if offered.contains(AV_PIX_FMT_VAAPI) {
+            negotiation.backend = .vaapi
+            negotiation.reason = negotiation.deviceReason
+            return AV_PIX_FMT_VAAPI
+        }
+        let profile = avcodec_profile_name(AV_CODEC_ID_H264, context.pointee.profile).map { String(cString: $0) }
+            ?? "profile \(context.pointee.profile)"
+        if negotiation.required {
+            negotiation.reason = "VA-API required but it cannot decode this stream (\(profile))"
+            return AV_PIX_FMT_NONE
+        }
+        guard let software = offered.last(where: { $0 != AV_PIX_FMT_VAAPI }) else { return AV_PIX_FMT_NONE }
+        negotiation.backend = .software
+        negotiation.reason = "software: VA-API cannot decode this stream (\(profile))"
+        return software
+    }

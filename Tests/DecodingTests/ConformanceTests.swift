@@ -1,0 +1,53 @@
+import Decoding
+import Foundation
+import Testing
+
+/// The shared JVT/openh264 conformance streams (outside the repository; skipped when absent).
+/// Each MANIFEST.tsv row with a `yuv_md5` must decode to exactly that many frames and bytes.
+struct ConformanceStream: CustomTestStringConvertible, Sendable {
+    let file: String
+    let frames: Int
+    let yuvMD5: String
+    var testDescription: String { file }
+
+    static let manifest: [ConformanceStream] = {
+        let url = TestSupport.conformanceDirectory.appendingPathComponent("MANIFEST.tsv")
+        guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [] }
+        let rows = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+        guard let header = rows.first,
+            let fileColumn = header.firstIndex(of: "file"),
+            let framesColumn = header.firstIndex(of: "frames"),
+            let md5Column = header.firstIndex(of: "yuv_md5")
+        else { return [] }
+        return rows.dropFirst().compactMap { row in
+            guard row.count > md5Column, !row[md5Column].isEmpty, let frames = Int(row[framesColumn]) else { return nil }
+            return ConformanceStream(file: row[fileColumn], frames: frames, yuvMD5: row[md5Column])
+        }
+    }()
+
+    static var available: Bool { !manifest.isEmpty }
+}
+
+@Suite(.enabled(if: ConformanceStream.available, "shared conformance streams not present"))
+struct ConformanceTests {
+    @Test(arguments: ConformanceStream.manifest)
+    func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
+        let bytes = try TestSupport.bytes(of: TestSupport.conformanceDirectory.appendingPathComponent(stream.file))
+        let decoded = try TestSupport.decodeAll(bytes) { 64 * 1024 }
+        #expect(decoded.frames.count == stream.frames)
+        var md5 = MD5()
+        for frame in decoded.frames {
+            var planes: [UInt8] = []
+            frame.appendPackedPlanes(to: &planes)
+            md5.update(planes)
+        }
+        #expect(md5.finalize() == stream.yuvMD5)
+    }
+
+    @Test func svcOnlyStreamGivesNoFrames() throws {
+        let bytes = try TestSupport.bytes(
+            of: TestSupport.conformanceDirectory.appendingPathComponent("sps_subsetsps_bothVUI.264"))
+        let decoded = try TestSupport.decodeAll(bytes)
+        #expect(decoded.frames.isEmpty)
+    }
+}

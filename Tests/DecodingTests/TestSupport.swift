@@ -1,0 +1,139 @@
+import Decoding
+import Foundation
+import H264
+
+/// Test streams are generated at test time with the ffmpeg CLI (libx264) into one temp
+/// directory per test process, and the ffmpeg CLI's own decode is the reference.
+enum TestSupport {
+    static let directory: URL = {
+        let url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("frametap-decoding-tests-\(ProcessInfo.processInfo.processIdentifier)")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }()
+
+    /// The shared conformance streams, when this checkout sits next to them.
+    static let conformanceDirectory: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()
+        .appendingPathComponent("../../../shared/testdata/h264")
+        .standardizedFileURL
+
+    static var ffmpegAvailable: Bool { FileManager.default.isExecutableFile(atPath: ffmpegPath) }
+    static let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
+
+    /// Runs a program, returning its stdout; throws when it exits non-zero.
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        }
+        return data
+    }
+
+    /// Encodes `frames` frames of `testsrc2` at `size` with libx264 into a raw .h264 file,
+    /// once per process and name. `x264Params` shapes the GOP (e.g. "keyint=5:bframes=2").
+    static func stream(
+        _ name: String, size: String, frames: Int, x264Params: String = "", extra: [String] = []
+    ) throws -> URL {
+        let url = directory.appendingPathComponent("\(name).h264")
+        if FileManager.default.fileExists(atPath: url.path) { return url }
+        let partial = directory.appendingPathComponent("\(name).\(UUID().uuidString).h264")
+        var arguments = [
+            "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=25",
+            "-frames:v", "\(frames)", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+        ]
+        if !x264Params.isEmpty { arguments += ["-x264-params", x264Params] }
+        arguments += extra + ["-f", "h264", partial.path]
+        try run(ffmpegPath, arguments)
+        // Concurrent tests may generate the same stream; the rename makes the first one win whole.
+        if (try? FileManager.default.moveItem(at: partial, to: url)) == nil {
+            try? FileManager.default.removeItem(at: partial)
+        }
+        return url
+    }
+
+    /// Per-frame MD5s of what the ffmpeg CLI's raw h264 path outputs, in output order.
+    static func ffmpegFrameMD5s(_ file: URL) throws -> [String] {
+        let text = String(decoding: try run(ffmpegPath, [
+            "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", "h264", "-i", file.path,
+            "-autoscale", "0", "-fps_mode", "passthrough", "-f", "framemd5", "-",
+        ]), as: UTF8.self)
+        return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {
+            $0.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+    }
+
+    /// MD5 of ffmpeg's whole rawvideo output (the `| md5sum` of the reference command).
+    static func ffmpegRawMD5(_ file: URL) throws -> String {
+        let raw = try run(ffmpegPath, [
+            "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", "h264", "-i", file.path,
+            "-autoscale", "0", "-fps_mode", "passthrough", "-f", "rawvideo", "-",
+        ])
+        return MD5.hex(raw)
+    }
+
+    static func frameMD5(_ frame: DecodedFrame) -> String {
+        var bytes: [UInt8] = []
+        frame.appendPackedPlanes(to: &bytes)
+        return MD5.hex(bytes)
+    }
+
+    /// What the comparisons with the ffmpeg CLI decode with: its reorder probe, no GPU.
+    static let cliEquivalent = DecoderOptions(backend: .software, probeReorderDelay: true)
+
+    /// Decodes a whole byte stream with `H264Decoder`, in chunks of the sizes `chunking` yields.
+    static func decodeAll(
+        _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, chunking: () -> Int = { 4096 }
+    ) throws -> (frames: [DecodedFrame], errors: [FrameTapError]) {
+        let decoder = try H264Decoder(options: options)
+        return decodeAll(bytes, with: decoder, chunking: chunking)
+    }
+
+    static func decodeAll(
+        _ bytes: [UInt8], with decoder: H264Decoder, chunking: () -> Int = { 4096 }
+    ) -> (frames: [DecodedFrame], errors: [FrameTapError]) {
+        var frames: [DecodedFrame] = []
+        var errors: [FrameTapError] = []
+        var offset = 0
+        bytes.withUnsafeBytes { buffer in
+            while offset < buffer.count {
+                let end = min(buffer.count, offset + max(1, chunking()))
+                let output = decoder.decode(annexB: UnsafeRawBufferPointer(rebasing: buffer[offset..<end]))
+                frames += output.frames
+                errors += output.errors
+                offset = end
+            }
+        }
+        let tail = decoder.drain()
+        return (frames + tail.frames, errors + tail.errors)
+    }
+
+    static func bytes(of url: URL) throws -> [UInt8] { [UInt8](try Data(contentsOf: url)) }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A deterministic generator so "random" chunkings are reproducible.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
