@@ -110,6 +110,13 @@ final class PlaneScratch {
 
     deinit { storage?.deallocate() }
 
+    func release(above limit: Int) {
+        guard capacity > limit else { return }
+        storage?.deallocate()
+        storage = nil
+        capacity = 0
+    }
+
     /// Mutable planes for `layout`, valid until the next call.
     func planes(for layout: PlaneLayout) -> (data: [UnsafeMutablePointer<UInt8>?], strides: [Int32]) {
         var offsets: [Int] = []

@@ -263,6 +263,26 @@ import Testing
         }
     }
 
+    @Test func extremeRatiosScale() throws {
+        let encoder = try PictureEncoder()
+        let large = try makeFrame(AV_PIX_FMT_YUV420P, width: 1280, height: 720) { plane, x, y in
+            plane == 0 ? UInt8(truncatingIfNeeded: x ^ y) : 128
+        }
+        for (width, height) in [(1, 1), (2, 2), (1, 720), (1280, 1)] {
+            for format in PictureFormat.allCases {
+                let picture = try encoder.encode(large, PictureOptions(format: format, width: width, height: height))
+                #expect(picture.width == width && picture.height == height)
+            }
+        }
+        let tiny = try makeFrame(AV_PIX_FMT_YUV420P, width: 1, height: 1) { plane, _, _ in plane == 0 ? 200 : 100 }
+        let enlarged = try encoder.encode(tiny, PictureOptions(format: .rgb, width: 1000))
+        #expect(enlarged.width == 1000 && enlarged.height == 1000)
+        // A flat 1x1 picture stays flat when enlarged.
+        let pixels = enlarged.byteArray
+        #expect(pixels.count == 1000 * 1000 * 3)
+        #expect(pixels[0..<3] == pixels[pixels.count - 3..<pixels.count])
+    }
+
     @Test func outputAboveThePixelLimitIsRejected() throws {
         let frame = try makeFrame(AV_PIX_FMT_YUV420P, width: 16, height: 16) { _, _, _ in 128 }
         let encoder = try PictureEncoder()
