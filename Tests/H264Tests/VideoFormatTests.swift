@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+@testable import H264
+
+@Suite struct VideoFormatTests {
+    @Test func describesAnSPS() throws {
+        var builder = SPSBuilder()
+        builder.profileIdc = 66
+        builder.constraintFlags = 0xC0
+        builder.levelIdc = 31
+        builder.widthInMbs = 80
+        builder.heightInMapUnits = 45
+        builder.crop = (1, 1, 2, 0)
+        builder.vui = { w in
+            w.flag(true)
+            w.u(8, 1)
+            w.flag(false)
+            w.flag(true)
+            w.u(3, 5)
+            w.flag(false)
+            w.flag(true)
+            w.u(8, 1)
+            w.u(8, 1)
+            w.u(8, 1)
+            w.flag(false)
+            w.flag(true)
+            w.u(32, 1)
+            w.u(32, 60)
+            w.flag(true)
+            for _ in 0..<4 { w.flag(false) }
+        }
+        let format = VideoFormat(sps: try builder.parsed())
+        #expect(format.width == 1276 && format.height == 716)
+        #expect(format.codedWidth == 1280 && format.codedHeight == 720)
+        #expect(format.crop == .init(left: 2, right: 2, top: 4, bottom: 0))
+        #expect(format.profile == "Constrained Baseline" && format.profileIdc == 66 && format.level == "3.1")
+        #expect(format.chromaFormat == "4:2:0" && format.bitDepth == 8 && !format.interlaced)
+        #expect(format.frameRate == 30)
+        #expect(format.sampleAspectRatio == "1:1")
+        #expect(format.colorPrimaries == "bt709" && format.transfer == "bt709" && format.matrix == "bt709")
+        #expect(!format.fullRange)
+    }
+
+    @Test func withoutVUIEverythingIsUnspecified() throws {
+        let format = VideoFormat(sps: try SPSBuilder().parsed())
+        #expect(format.frameRate == nil && format.sampleAspectRatio == nil)
+        #expect(format.colorPrimaries == "unspecified" && format.transfer == "unspecified" && format.matrix == "unspecified")
+    }
+
+    @Test func jsonRoundTrip() throws {
+        var builder = SPSBuilder()
+        builder.profileIdc = 100
+        builder.chromaFormatIdc = 0
+        let format = VideoFormat(sps: try builder.parsed())
+        let json = try JSONEncoder().encode(format)
+        let text = String(decoding: json, as: UTF8.self)
+        #expect(text.contains("\"chromaFormat\":\"4:0:0\""))
+        #expect(text.contains("\"colorPrimaries\":\"unspecified\""))
+        #expect(try JSONDecoder().decode(VideoFormat.self, from: json) == format)
+    }
+}
