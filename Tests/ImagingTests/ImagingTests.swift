@@ -380,3 +380,29 @@ func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
         return x % 2 == 0 ? u.base[row * u.stride + x / 2] : v.base[row * v.stride + x / 2]
     }
 }
+
+/// The frames the service really encodes come from the Decoding target's H264Decoder; the
+/// rest of these tests use an independent minimal libavcodec loop so a decoder bug cannot hide
+/// an imaging bug. Here both must agree, and every frame of the stream must encode.
+@Suite struct DecoderIntegrationTests {
+    @Test func framesFromH264DecoderEncode() throws {
+        let stream = try TestStream.make(pixelFormat: "yuv420p", width: 322, height: 182, frames: 5)
+        defer { stream.remove() }
+        let decoder = try H264Decoder(options: DecoderOptions(backend: .software))
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stream.path)))
+        var output = decoder.decode(annexB: bytes)
+        output.frames += decoder.drain().frames
+        #expect(output.errors.isEmpty)
+        let reference = try stream.decodeFrames()
+        #expect(output.frames.count == 5 && reference.count == 5)
+        let encoder = try PictureEncoder()
+        for (frame, referenceFrame) in zip(output.frames, reference) {
+            let jpeg = try encoder.encode(frame, PictureOptions(width: 161, quality: 80))
+            #expect(try decodeJPEG(jpeg).width == 161)
+            #expect(jpeg.sequence == frame.sequence)
+            let raw = try encoder.encode(frame, PictureOptions(format: .yuv))
+            let referenceRaw = try encoder.encode(referenceFrame, PictureOptions(format: .yuv))
+            #expect(raw.byteArray == referenceRaw.byteArray)
+        }
+    }
+}
