@@ -76,6 +76,11 @@ public final class HTTPServer: Sendable {
         core = ServerCore(configuration: configuration, router: router)
     }
 
+    deinit {
+        // libmicrohttpd holds an unretained pointer to `core`; never let it outlive us.
+        stop(gracePeriod: .zero)
+    }
+
     /// The bound port (useful with port 0), or 0 before `start()`.
     public var port: UInt16 { core.boundPort.load(ordering: .acquiring) }
 

@@ -1,0 +1,191 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import HTTPServer
+
+@Suite(.serialized) struct ResponseTests {
+    @Test func sharedBufferIsServedToManyRequestsAndReleased() throws {
+        let before = CountedBytes.live.load(ordering: .relaxed)
+        let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        do {
+            let picture = CountedBytes(payload)
+            let reusable = try ReusableResponse(headers: ["Content-Type": "image/jpeg"], body: picture)
+            try withServer(routes: { router in
+                router.get("/shared") { _ in
+                    HTTPResponse(headers: ["Content-Type": "image/jpeg"], body: .shared(picture))
+                }
+                router.get("/reused") { _ in .reusing(reusable) }
+            }) { (server: HTTPServer) throws in
+                let group = DispatchGroup()
+                let failures = Atomic<Int>(0)
+                for index in 0..<24 {
+                    DispatchQueue.global().async(group: group) {
+                        let path = index.isMultiple(of: 2) ? "/shared" : "/reused"
+                        let response = try? request(server.port, "GET", path)
+                        if response?.status != 200 || response?.body != payload
+                            || response?.headers["Content-Type"] != "image/jpeg"
+                        {
+                            failures.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+                group.wait()
+                #expect(failures.load(ordering: .relaxed) == 0)
+            }
+        }
+        // Every retain taken for a response was released by its free callback.
+        #expect(eventually { CountedBytes.live.load(ordering: .relaxed) == before })
+    }
+
+    @Test func deferredAnswerFromAnotherThread() throws {
+        try withServer(routes: { router in
+            router.get("/later") { request in
+                let name = request.query["name"] ?? "?"
+                return .deferred { promise in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(150)) {
+                        promise.succeed(.text("hello \(name)"))
+                    }
+                }
+            }
+        }) { (server: HTTPServer) throws in
+            let started = ContinuousClock.now
+            let response = try request(server.port, "GET", "/later?name=bob")
+            #expect(response.status == 200)
+            #expect(response.text == "hello bob")
+            #expect(ContinuousClock.now - started >= .milliseconds(150))
+        }
+    }
+
+    @Test func deferredAnsweredSynchronouslyInsideStart() throws {
+        try withServer(routes: { router in
+            router.get("/now") { _ in .deferred { promise in promise.succeed(.text("immediate")) } }
+        }) { (server: HTTPServer) throws in
+            #expect(try request(server.port, "GET", "/now").text == "immediate")
+        }
+    }
+
+    @Test func longPollTimeoutLetsTheHandlerAnswer304() throws {
+        let cancelled = Atomic<Int>(0)
+        try withServer(routes: { router in
+            router.get("/poll") { request in
+                let wait = Int(request.query["wait"] ?? "0") ?? 0
+                return .deferred(
+                    timeout: .milliseconds(min(wait, 30_000)),
+                    onTimeout: { HTTPResponse(status: .notModified, headers: ["X-Waited": "\(wait)"]) }
+                ) { promise in
+                    promise.onCancel { cancelled.add(1, ordering: .relaxed) }
+                    // Nobody publishes: the timeout decides.
+                }
+            }
+        }) { (server: HTTPServer) throws in
+            let started = ContinuousClock.now
+            let response = try request(server.port, "GET", "/poll?wait=300")
+            #expect(response.status == 304)
+            #expect(response.headers["X-Waited"] == "300")
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+            #expect(cancelled.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test func mjpegStreamSendsNewestFramesAndDisconnectFreesTheViewer() throws {
+        let broadcast = NewestChunkBroadcast()
+        let boundary = "frametapboundary"
+        try withServer(
+            configure: { $0.heartbeatInterval = .milliseconds(200) },
+            routes: { router in
+                router.get("/frames.mjpeg") { _ in
+                    HTTPResponse(
+                        headers: ["Content-Type": Multipart.mixedReplaceContentType(boundary: boundary)],
+                        body: .stream(broadcast.makeSource()))
+                }
+            }
+        ) { (server: HTTPServer) throws in
+            let publishing = Atomic<Bool>(true)
+            let publisher = Thread {
+                var sequence: UInt64 = 0
+                while publishing.load(ordering: .relaxed) {
+                    sequence += 1
+                    let jpeg = SharedBytes([0xFF, 0xD8] + Array(repeating: UInt8(sequence % 200), count: 5000) + [0xFF, 0xD9])
+                    broadcast.publish(
+                        Multipart.part(boundary: boundary, contentType: "image/jpeg", payload: jpeg, sequence: sequence))
+                    usleep(20_000)
+                }
+            }
+            publisher.start()
+            defer { publishing.store(false, ordering: .relaxed) }
+
+            let client = try RawClient(port: server.port)
+            try client.send("GET /frames.mjpeg HTTP/1.1\r\nHost: x\r\n\r\n")
+            let marker = Array("--\(boundary)\r\n".utf8)
+            let raw = client.read(until: { bytes in
+                var count = 0
+                var index = 0
+                while let found = find(marker, in: bytes, from: index) {
+                    count += 1
+                    index = found + 1
+                }
+                return count >= 4
+            })
+            let response = try parseResponse(raw)
+            #expect(response.status == 200)
+            #expect(response.headers["Content-Type"] == "multipart/x-mixed-replace;boundary=\(boundary)")
+            // Check the framing of the first complete part byte for byte.
+            let body = response.body
+            let first = try #require(find(marker, in: body))
+            let headerEnd = try #require(find([13, 10, 13, 10], in: body, from: first))
+            let header = String(decoding: body[first..<headerEnd], as: UTF8.self)
+            #expect(header.hasPrefix("--\(boundary)\r\nContent-Type: image/jpeg\r\nContent-Length: 5004\r\nX-Frame-Seq: "))
+            let payloadStart = headerEnd + 4
+            #expect(Array(body[payloadStart..<(payloadStart + 2)]) == [0xFF, 0xD8])
+            #expect(Array(body[(payloadStart + 5002)..<(payloadStart + 5006)]) == [0xFF, 0xD9, 13, 10])
+            #expect(broadcast.viewerCount == 1)
+
+            client.close()
+            #expect(eventually { broadcast.viewerCount == 0 })
+            #expect(eventually { server.activeRequestCount == 0 })
+        }
+    }
+
+    @Test func idleStreamRepeatsLastChunkAndNoticesDeadClient() throws {
+        // No new frames: the heartbeat makes the source resend its last chunk, which is how
+        // a vanished client is noticed on a suspended connection.
+        let broadcast = NewestChunkBroadcast()
+        broadcast.publish(StreamChunk(bytes: Array("frame\n".utf8)))
+        try withServer(
+            configure: { $0.heartbeatInterval = .milliseconds(100) },
+            routes: { router in router.get("/live") { _ in HTTPResponse(body: .stream(broadcast.makeSource())) } }
+        ) { (server: HTTPServer) throws in
+            let client = try RawClient(port: server.port)
+            try client.send("GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
+            let raw = client.read(until: { bytes in
+                String(decoding: bytes, as: UTF8.self).components(separatedBy: "frame\n").count > 3
+            })
+            #expect(String(decoding: raw, as: UTF8.self).components(separatedBy: "frame\n").count > 3)
+            client.close()
+            #expect(eventually { broadcast.viewerCount == 0 })
+        }
+    }
+
+    @Test func finishedStreamEndsWithClosingDelimiter() throws {
+        let broadcast = NewestChunkBroadcast()
+        try withServer(routes: { router in
+            router.get("/all") { _ in
+                HTTPResponse(
+                    headers: ["Content-Type": Multipart.mixedContentType(boundary: "b")],
+                    body: .stream(broadcast.makeSource()))
+            }
+        }) { (server: HTTPServer) throws in
+            let client = try RawClient(port: server.port)
+            try client.send("GET /all HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(eventually { broadcast.viewerCount == 1 })
+            broadcast.publish(Multipart.part(boundary: "b", contentType: "text/plain", payload: SharedBytes("one")))
+            usleep(100_000)
+            broadcast.finish(trailer: StreamChunk(bytes: Multipart.closingDelimiter(boundary: "b")))
+            let response = try parseResponse(client.readToEnd())
+            #expect(response.chunkedComplete)
+            #expect(response.text == "--b\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\none\r\n--b--\r\n")
+            #expect(eventually { broadcast.viewerCount == 0 })
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import HTTPServer
+import Testing
+
+@Suite(.serialized) struct RoutingAndProblemTests {
+    @Test func unknownPathIsNotFoundProblem() throws {
+        try withServer(routes: { $0.get("/healthz") { _ in .text("ok") } }) { (server: HTTPServer) throws in
+            let response = try request(server.port, "GET", "/nope")
+            #expect(response.status == 404)
+            #expect(response.headers["Content-Type"] == "application/problem+json")
+            let problem = try jsonObject(response.body)
+            #expect(problem["code"] as? String == "not_found")
+            #expect(problem["status"] as? Int == 404)
+            #expect(problem["title"] as? String == "Not Found")
+            #expect(problem["type"] as? String == "urn:frametap:problem:not_found")
+            #expect(problem["detail"] is String)
+        }
+    }
+
+    @Test func wrongMethodIsMethodNotAllowedWithAllow() throws {
+        try withServer(routes: { router in
+            router.get("/sessions/{id}") { _ in .text("one") }
+            router.delete("/sessions/{id}") { _ in HTTPResponse(status: .noContent) }
+        }) { (server: HTTPServer) throws in
+            let response = try request(server.port, "PUT", "/sessions/abc", body: [])
+            #expect(response.status == 405)
+            #expect(response.headers["Allow"] == "GET, HEAD, DELETE")
+            #expect(try jsonObject(response.body)["code"] as? String == "method_not_allowed")
+        }
+    }
+
+    @Test func pathParametersQueryAndCaseInsensitiveHeaders() throws {
+        try withServer(routes: { router in
+            router.get("/sessions/{id}/frames/{n}") { request in
+                let text = [
+                    request.pathParameters["id"] ?? "-", request.pathParameters["n"] ?? "-",
+                    request.query["w"] ?? "-", request.query["label"] ?? "-", request.headers["x-custom"] ?? "-",
+                    request.route ?? "-",
+                ].joined(separator: "|")
+                return .text(text)
+            }
+        }) { (server: HTTPServer) throws in
+            let response = try request(
+                server.port, "GET", "/sessions/s1/frames/7?w=640&label=a%20b+c", headers: [("X-CUSTOM", "v")])
+            #expect(response.status == 200)
+            #expect(response.text == "s1|7|640|a b c|v|/sessions/{id}/frames/{n}")
+        }
+    }
+
+    @Test func thrownHTTPErrorBecomesProblemWithExtraHeaders() throws {
+        try withServer(routes: { router in
+            router.get("/busy") { (_: HTTPRequest) throws(HTTPError) -> HTTPResponse in
+                throw HTTPError(
+                    status: .tooManyRequests, code: "too_many_sessions", detail: "Limit \"4\" reached.",
+                    headers: ["Retry-After": "3"], extensions: ["limit": "4"])
+            }
+        }) { (server: HTTPServer) throws in
+            let response = try request(server.port, "GET", "/busy")
+            #expect(response.status == 429)
+            #expect(response.headers["Retry-After"] == "3")
+            let problem = try jsonObject(response.body)
+            #expect(problem["code"] as? String == "too_many_sessions")
+            #expect(problem["detail"] as? String == "Limit \"4\" reached.")
+            #expect(problem["limit"] as? String == "4")
+        }
+    }
+
+    @Test func bufferedBodyReachesHandlerAndKeepAliveWorks() throws {
+        try withServer(routes: { router in
+            router.post("/echo", maxBodyBytes: 1024) { request in
+                HTTPResponse(status: .ok, headers: ["Content-Type": "application/octet-stream"], body: .bytes(request.body))
+            }
+            router.get("/healthz") { _ in .text("ok") }
+        }) { (server: HTTPServer) throws in
+            // Two requests on one connection: answers queued at the final call keep it open.
+            let client = try RawClient(port: server.port)
+            try client.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+            let first = try parseResponse(client.read(until: { find(Array("hello".utf8), in: $0) != nil }))
+            #expect(first.status == 200)
+            #expect(first.text == "hello")
+            try client.send("GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let second = try parseResponse(client.readToEnd())
+            #expect(second.status == 404)
+        }
+    }
+
+    @Test func requestObserverSeesRoutePatternAndStatus() throws {
+        let records = Recorder<RequestRecord>()
+        try withServer(
+            configure: { $0.requestObserver = { records.record($0) } },
+            routes: { $0.get("/items/{id}") { _ in .text("x") } }
+        ) { (server: HTTPServer) throws in
+            _ = try request(server.port, "GET", "/items/1")
+            _ = try request(server.port, "GET", "/missing")
+            #expect(eventually { records.all.count == 2 })
+            let byRoute = records.all.map { "\($0.route ?? "nil") \($0.status?.code ?? 0) \($0.outcome)" }.sorted()
+            #expect(byRoute == ["/items/{id} 200 completed", "nil 404 completed"])
+        }
+    }
+
+    @Test func multipartFramingIsStrict() {
+        let header = Multipart.partHeader(boundary: "b0", contentType: "image/jpeg", contentLength: 3, sequence: 9)
+        #expect(String(decoding: header, as: UTF8.self) == "--b0\r\nContent-Type: image/jpeg\r\nContent-Length: 3\r\nX-Frame-Seq: 9\r\n\r\n")
+        #expect(String(decoding: Multipart.closingDelimiter(boundary: "b0"), as: UTF8.self) == "--b0--\r\n")
+        #expect(Multipart.mixedReplaceContentType(boundary: "b0") == "multipart/x-mixed-replace;boundary=b0")
+        let boundary = Multipart.makeBoundary()
+        #expect(boundary.allSatisfy { $0.isLetter || $0.isNumber })
+        let part = Multipart.part(boundary: "b0", contentType: "image/jpeg", payload: SharedBytes([1, 2, 3]))
+        #expect(part.byteCount == header.count - "X-Frame-Seq: 9\r\n".utf8.count + 3 + 2)
+    }
+}
+
+@Suite(.serialized) struct AuthTests {
+    static func routes(_ router: inout Router) {
+        router.get("/healthz", requiresAuth: false) { _ in .text("ok") }
+        router.get("/secret") { _ in .text("secret") }
+        router.post("/secret") { _ in .text("posted") }
+    }
+
+    @Test func missingTokenIs401WithChallenge() throws {
+        try withServer(configure: { $0.bearerToken = "s3cret" }, routes: Self.routes) { (server: HTTPServer) throws in
+            let response = try request(server.port, "GET", "/secret")
+            #expect(response.status == 401)
+            #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="frametap""#)
+            #expect(try jsonObject(response.body)["code"] as? String == "unauthorized")
+        }
+    }
+
+    @Test func wrongTokenIs401InvalidToken() throws {
+        try withServer(configure: { $0.bearerToken = "s3cret" }, routes: Self.routes) { (server: HTTPServer) throws in
+            let response = try request(server.port, "GET", "/secret", headers: [("Authorization", "Bearer s3creT")])
+            #expect(response.status == 401)
+            #expect(response.headers["WWW-Authenticate"]?.contains(#"error="invalid_token""#) == true)
+        }
+    }
+
+    @Test func rightTokenHeaderOrQueryPasses() throws {
+        try withServer(configure: { $0.bearerToken = "s3cret" }, routes: Self.routes) { (server: HTTPServer) throws in
+            #expect(try request(server.port, "GET", "/secret", headers: [("Authorization", "bearer s3cret")]).text == "secret")
+            #expect(try request(server.port, "GET", "/secret?access_token=s3cret").text == "secret")
+            // The query form is for <img src>; it is not accepted for state-changing methods.
+            #expect(try request(server.port, "POST", "/secret?access_token=s3cret", body: []).status == 401)
+            #expect(
+                try request(server.port, "POST", "/secret", headers: [("Authorization", "Bearer s3cret")], body: []).text
+                    == "posted")
+        }
+    }
+
+    @Test func exemptRouteNeedsNoToken() throws {
+        try withServer(configure: { $0.bearerToken = "s3cret" }, routes: Self.routes) { (server: HTTPServer) throws in
+            #expect(try request(server.port, "GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test func uploadWithoutTokenIsRefusedBeforeTheBody() throws {
+        try withServer(configure: { $0.bearerToken = "s3cret" }, routes: Self.routes) { (server: HTTPServer) throws in
+            let response = try request(server.port, "POST", "/secret", body: Array(repeating: 7, count: 100_000))
+            #expect(response.status == 401)
+            #expect(response.headers["Connection"]?.lowercased() == "close")
+        }
+    }
+}
