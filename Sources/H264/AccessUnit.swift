@@ -80,6 +80,8 @@ public struct AccessUnitAssembler: Sendable {
     public private(set) var lastError: FrameTapError?
 
     private var pending: [NALUnit] = []
+    /// Types 14...18 after a slice, waiting to learn which access unit they open or continue.
+    private var held: [NALUnit] = []
     private var pendingHasPicture = false
     private var endedBySequenceEnd = false
     private var lastPrimarySlice: SliceHeaderPrefix?
@@ -102,9 +104,17 @@ public struct AccessUnitAssembler: Sendable {
             } catch {
                 record(error)
             }
-        case .aud, .sei, .prefix, .subsetSPS, .dps, .reserved17, .reserved18:
+        case .aud, .sei:
             if pendingHasPicture { flush(emit) }
             if nal.type == .sei { readSEI(nal) }
+        case .prefix, .subsetSPS, .dps, .reserved17, .reserved18:
+            // These start a new access unit only when they follow the *last* VCL unit of a
+            // picture; SVC and MVC streams put a prefix unit before every base-layer slice. Hold
+            // them until the next unit shows whether the picture goes on.
+            if pendingHasPicture {
+                held.append(nal)
+                return
+            }
         case .slice, .idr, .sliceDataA:
             placeSlice(nal, emit)
         case .sliceDataB, .sliceDataC:
@@ -116,6 +126,8 @@ public struct AccessUnitAssembler: Sendable {
             break
         }
 
+        pending.append(contentsOf: held)
+        held.removeAll()
         pending.append(nal)
         if nal.type == .endOfStream { flush(emit) }
     }
@@ -123,6 +135,8 @@ public struct AccessUnitAssembler: Sendable {
     /// End of stream: emits what is pending and forgets the picture state. Parameter sets are
     /// kept, since a following stream on the same session usually repeats them anyway.
     public mutating func finish(_ emit: (AccessUnit) -> Void) {
+        pending.append(contentsOf: held)
+        held.removeAll()
         flush(emit)
         lastPrimarySlice = nil
         lastLeadingFields = nil
@@ -134,25 +148,22 @@ public struct AccessUnitAssembler: Sendable {
     }
 
     private mutating func placeSlice(_ nal: NALUnit, _ emit: (AccessUnit) -> Void) {
-        let leading: (firstMbInSlice: Int, sliceType: SliceType, ppsId: Int)
-        do {
-            leading = try SliceHeaderPrefix.leadingFields(of: nal)
-        } catch {
-            record(error)
-            // Unreadable: keep it with the current picture rather than guess a boundary.
-            startPictureIfNeeded(nal, nil, sliceType: nil, ppsId: nil)
-            return
-        }
-        guard parameterSets.sps(forPPS: leading.ppsId) != nil else {
-            slicesWithUnknownParameterSets += 1
-            placeWithoutHeader(nal, leading, emit)
-            return
-        }
         let header: SliceHeaderPrefix
         do {
             header = try SliceHeaderPrefix(nal: nal, parameterSets: parameterSets)
         } catch {
-            record(error)
+            // Find out why, from the fields that need no parameter sets.
+            guard let leading = try? SliceHeaderPrefix.leadingFields(of: nal) else {
+                record(error)
+                // Unreadable: keep it with the current picture rather than guess a boundary.
+                startPictureIfNeeded(nal, nil, sliceType: nil, ppsId: nil)
+                return
+            }
+            if parameterSets.sps(forPPS: leading.ppsId) == nil {
+                slicesWithUnknownParameterSets += 1
+            } else {
+                record(error)
+            }
             placeWithoutHeader(nal, leading, emit)
             return
         }

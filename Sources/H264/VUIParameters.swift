@@ -52,6 +52,8 @@ public struct VUIParameters: Sendable, Equatable {
     public var aspectRatioIdc: Int?
     /// From Table E-1, or Extended_SAR (255); nil when unspecified or reserved.
     public var sampleAspectRatio: SampleAspectRatio?
+    /// Short name for `sampleAspectRatio`.
+    public var sar: SampleAspectRatio? { sampleAspectRatio }
     public var overscanAppropriate: Bool?
     public var videoFormat: Int = 5
     public var videoFullRange = false

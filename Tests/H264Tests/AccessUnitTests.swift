@@ -136,6 +136,29 @@ let recoveryPointSEI: [UInt8] = [6, 1, 0b1000_0000, 0x80]
         #expect(stream.assemble().units.map(\.hasPicture) == [true, true, true, true, true, true, true, false])
     }
 
+    @Test func prefixUnitsBeforeEverySliceOfAPicture() {
+        // SVC/MVC base layers put a prefix unit (14) before each slice, not only before the first.
+        var stream = StreamBuilder()
+        stream.parameterSets()
+        stream.add(.subsetSPS)
+        for frame in 0..<2 {
+            for mb in [0, 40] {
+                stream.add(.prefix)
+                stream.slice {
+                    $0.type = frame == 0 ? .idr : .slice
+                    $0.frameNum = frame
+                    $0.firstMb = mb
+                }
+                stream.add(.sliceExtension, [0x80])
+            }
+        }
+        stream.add(.prefix)
+        let idr = NALUnitType.idr, prefix = NALUnitType.prefix, slice = NALUnitType.slice, ext = NALUnitType.sliceExtension
+        #expect(stream.shapes() == [
+            [.sps, .pps, .subsetSPS, prefix, idr, ext, prefix, idr, ext], [prefix, slice, ext, prefix, slice, ext, prefix],
+        ])
+    }
+
     @Test func endOfSequenceSplitsEvenIdenticalHeaders() {
         var stream = StreamBuilder()
         stream.parameterSets()
