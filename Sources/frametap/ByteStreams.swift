@@ -1,0 +1,73 @@
+import Foundation
+import H264
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Reads a file or standard input (`-`) in fixed-size pieces, so any input size costs the
+/// same memory. Every failure becomes `FrameTapError(.ioError)` naming the path.
+struct InputReader {
+    let path: String
+    private let descriptor: Int32
+    private var buffer: [UInt8]
+
+    init(path: String, chunkSize: Int = 1 << 20) throws(FrameTapError) {
+        self.path = path
+        if path == "-" {
+            descriptor = STDIN_FILENO
+        } else {
+            let opened = open(path, O_RDONLY | O_CLOEXEC)
+            guard opened >= 0 else {
+                throw FrameTapError(.ioError, "cannot open \(path): \(String(cString: strerror(errno)))")
+            }
+            var info = stat()
+            if fstat(opened, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+                close(opened)
+                throw FrameTapError(.ioError, "cannot read \(path): it is a directory")
+            }
+            descriptor = opened
+        }
+        buffer = [UInt8](repeating: 0, count: chunkSize)
+    }
+
+    /// Calls `body` with each piece until end of input.
+    mutating func forEachChunk(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        defer { if descriptor != STDIN_FILENO { close(descriptor) } }
+        let fd = descriptor
+        let path = path
+        try buffer.withUnsafeMutableBytes { storage in
+            while true {
+                let count = read(fd, storage.baseAddress, storage.count)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw FrameTapError(.ioError, "cannot read \(path): \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { return }
+                try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
+            }
+        }
+    }
+}
+
+/// Writes all bytes to a descriptor, retrying short writes and EINTR.
+func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, name: String) throws(FrameTapError) {
+    var offset = 0
+    while offset < bytes.count {
+        let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+        if written < 0 {
+            if errno == EINTR { continue }
+            throw FrameTapError(.ioError, "cannot write \(name): \(String(cString: strerror(errno)))")
+        }
+        offset += written
+    }
+}
+
+/// Standard error, unbuffered: progress and summaries never mix with picture bytes on stdout.
+func printError(_ message: String) {
+    var line = message
+    if !line.hasSuffix("\n") && !line.hasSuffix("\r") { line += "\n" }
+    line.utf8CString.withUnsafeBytes { raw in
+        try? writeAll(UnsafeRawBufferPointer(rebasing: raw.dropLast()), to: STDERR_FILENO, name: "stderr")
+    }
+}

@@ -1,0 +1,239 @@
+import ArgumentParser
+import Decoding
+import Foundation
+import H264
+import Imaging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `frametap decode`: a whole stream to pictures on disk or standard output.
+///
+/// The loop reads top to bottom: read a piece → decode → write each picture; at end of input,
+/// drain the decoder and write what it still held.
+struct DecodeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decode",
+        abstract: "Decode an H.264 Annex B stream to JPEG, raw YUV or raw RGB pictures.",
+        discussion: """
+            With --output DIR (default: frames) pictures are written as frame-000001.jpg, ... \
+            (.yuv, .rgb for raw formats). With --output - they are written back to back to \
+            standard output: --format yuv then equals `ffmpeg -flags unaligned -f h264 -i F \
+            -autoscale 0 -fps_mode passthrough -f rawvideo -` byte for byte.
+            """
+    )
+
+    @Argument(help: "An H.264 Annex B elementary stream, or - for standard input.")
+    var input: String
+
+    @Option(help: "A directory for one file per picture, or - for standard output.")
+    var output = "frames"
+
+    @Option(help: "jpeg, yuv (native planar pixels) or rgb (packed RGB24).")
+    var format: PictureFormat = .jpeg
+
+    @Option(help: "Write every Nth decoded picture (1 = all).")
+    var every = 1
+
+    @Flag(help: "Decode only keyframes (IDR or recovery point): much less CPU for thumbnails.")
+    var keyframesOnly = false
+
+    @Option(help: "Output width; with only one of width/height the aspect ratio is kept.")
+    var width: Int?
+
+    @Option(help: "Output height; with only one of width/height the aspect ratio is kept.")
+    var height: Int?
+
+    @Option(help: "JPEG quality, 1-100.")
+    var quality = PictureOptions.defaultQuality
+
+    @Option(help: "auto (VA-API when available), vaapi (required) or software.")
+    var backend: DecoderBackendChoice = .auto
+
+    @Option(help: "Decoder threads (0 = one per core).")
+    var threads = 0
+
+    @Option(help: "Largest NAL unit accepted, in bytes.")
+    var maxNalBytes = 8 << 20
+
+    func validate() throws {
+        guard every >= 1 else { throw ValidationError("--every must be at least 1") }
+        guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be 0...64") }
+        do {
+            _ = try pictureOptions.validated()
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    private var pictureOptions: PictureOptions {
+        PictureOptions(format: format, width: width, height: height, quality: quality)
+    }
+
+    func run() throws {
+        var decoderOptions = keyframesOnly ? DecoderOptions.lowLatency(backend: backend) : DecoderOptions.throughput(backend: backend)
+        decoderOptions.threads = threads
+        let sink: PictureSink
+        let decoder: StreamDecoder
+        let encoder: PictureEncoder
+        do {
+            sink = try PictureSink(destination: output, format: format)
+            decoder = try StreamDecoder(options: decoderOptions, maxNALSize: maxNalBytes, keyframesOnly: keyframesOnly)
+            encoder = try PictureEncoder()
+        } catch {
+            printError("frametap: error: \(error.message)")
+            throw error.code == .ioError ? ExitStatus.inputOutput : ExitStatus.noDecodablePicture
+        }
+
+        let run = DecodeRun(encoder: encoder, sink: sink, options: pictureOptions, every: every)
+        do {
+            var reader = try InputReader(path: input)
+            try reader.forEachChunk { chunk in try run.write(decoder.push(chunk)) }
+            try run.write(decoder.finish())
+        } catch {
+            run.progress.finishLine()
+            let failure = error as? FrameTapError ?? FrameTapError(.ioError, "\(error)")
+            printError("frametap: error: \(failure.message)")
+            throw failure.code == .ioError ? ExitStatus.inputOutput : ExitStatus.noDecodablePicture
+        }
+        let progress = run.progress
+        let firstError = run.firstError
+        progress.finishLine()
+
+        let counters = decoder.counters
+        guard counters.nalUnits.values.reduce(0, +) > 0 else {
+            printError("frametap: error: \(input) is not an H.264 Annex B stream: no start code in \(counters.bytes) bytes")
+            throw ExitStatus.notH264
+        }
+        guard progress.framesDecoded > 0 else {
+            printError("frametap: error: no decodable picture in \(input): \(Self.explainNoPicture(counters, firstError ?? decoder.lastError?.error))")
+            throw ExitStatus.noDecodablePicture
+        }
+        let seconds = progress.elapsedSeconds
+        var summary = "frametap: decoded \(progress.framesDecoded) frames"
+        if let last = progress.lastFrame {
+            summary += " (\(last.width)x\(last.height) \(last.pixelFormatName), \(decoder.decoder.backend.rawValue))"
+        }
+        summary += String(format: " in %.2f s (%.1f fps)", seconds, Double(progress.framesDecoded) / max(seconds, 1e-9))
+        summary += "; wrote \(sink.picturesWritten) \(format.rawValue) picture(s) to \(output == "-" ? "stdout" : output)"
+        if counters.decodeErrors > 0 { summary += "; \(counters.decodeErrors) decode error(s)" }
+        if counters.framesDroppedBeforeKeyframe > 0 {
+            summary += "; \(counters.framesDroppedBeforeKeyframe) picture(s) before the first keyframe dropped"
+        }
+        printError(summary)
+    }
+
+    private static func explainNoPicture(_ counters: StreamDecoder.Counters, _ error: FrameTapError?) -> String {
+        let names = counters.nalUnits
+        if names["sps"] == nil { return "no sequence parameter set (SPS) found" }
+        if names["pps"] == nil { return "no picture parameter set (PPS) found" }
+        let baseSlices = (names["idr"] ?? 0) + (names["slice"] ?? 0) + (names["slice_data_a"] ?? 0)
+        if baseSlices == 0 {
+            let other = names.keys.filter { ["slice_extension", "subset_sps", "prefix", "slice_extension_depth"].contains($0) }
+            return other.isEmpty
+                ? "no coded slice found" : "only SVC/MVC extension data (\(other.sorted().joined(separator: ", "))), no AVC base-layer slice"
+        }
+        if counters.framesRejectedTooLarge > 0, let error { return error.message }
+        if counters.framesDroppedBeforeKeyframe > 0 && names["idr"] == nil { return "no IDR or recovery point to start decoding from" }
+        return error?.message ?? "the decoder produced no picture"
+    }
+}
+
+extension PictureFormat: ExpressibleByArgument {}
+extension DecoderBackendChoice: ExpressibleByArgument {}
+
+/// The per-picture half of the decode loop: count, thin out (`--every`), encode, write.
+final class DecodeRun {
+    let encoder: PictureEncoder
+    let sink: PictureSink
+    let options: PictureOptions
+    let every: Int
+    var progress = Progress(enabled: isatty(STDERR_FILENO) != 0)
+    private(set) var firstError: FrameTapError?
+
+    init(encoder: PictureEncoder, sink: PictureSink, options: PictureOptions, every: Int) {
+        self.encoder = encoder
+        self.sink = sink
+        self.options = options
+        self.every = every
+    }
+
+    func write(_ decoded: DecodeOutput) throws(FrameTapError) {
+        if firstError == nil { firstError = decoded.errors.first }
+        for frame in decoded.frames {
+            progress.frameDecoded(frame)
+            guard (progress.framesDecoded - 1) % every == 0 else { continue }
+            try sink.write(try encoder.encode(frame, options))
+        }
+        progress.report()
+    }
+}
+
+/// Where decoded pictures go: numbered files in a directory, or standard output.
+final class PictureSink {
+    private let directory: String?
+    private let fileExtension: String
+    private(set) var picturesWritten = 0
+
+    init(destination: String, format: PictureFormat) throws(FrameTapError) {
+        fileExtension = format == .jpeg ? "jpg" : format.rawValue
+        if destination == "-" {
+            directory = nil
+            signal(SIGPIPE, SIG_IGN)  // a closed pipe becomes EPIPE, reported as an output error
+            return
+        }
+        directory = destination
+        do {
+            try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
+        } catch {
+            throw FrameTapError(.ioError, "cannot create the output directory \(destination): \(error.localizedDescription)")
+        }
+    }
+
+    func write(_ picture: EncodedPicture) throws(FrameTapError) {
+        picturesWritten += 1
+        guard let directory else {
+            try picture.withUnsafeBytes { bytes throws(FrameTapError) in try writeAll(bytes, to: STDOUT_FILENO, name: "stdout") }
+            return
+        }
+        let path = "\(directory)/frame-\(String(format: "%06d", picturesWritten)).\(fileExtension)"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw FrameTapError(.ioError, "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        try picture.withUnsafeBytes { bytes throws(FrameTapError) in try writeAll(bytes, to: descriptor, name: path) }
+    }
+}
+
+/// Counts pictures and, on a terminal, redraws one progress line at most 4 times a second.
+struct Progress {
+    let enabled: Bool
+    private let start = DispatchTime.now().uptimeNanoseconds
+    private var lastReport: UInt64 = 0
+    private(set) var framesDecoded = 0
+    private(set) var lastFrame: DecodedFrame?
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    var elapsedSeconds: Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+
+    mutating func frameDecoded(_ frame: DecodedFrame) {
+        framesDecoded += 1
+        lastFrame = frame
+    }
+
+    mutating func report() {
+        guard enabled else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard now - lastReport > 250_000_000 else { return }
+        lastReport = now
+        let seconds = elapsedSeconds
+        printError(String(format: "\rframes %d  %.1f fps  %.1f s", framesDecoded, Double(framesDecoded) / max(seconds, 1e-9), seconds))
+    }
+
+    func finishLine() {
+        if enabled && lastReport > 0 { printError("\r\u{1B}[K") }
+    }
+}

@@ -1,0 +1,21 @@
+import ArgumentParser
+
+@main
+struct FrameTapCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "frametap",
+        abstract: "H.264 in, pictures out: an HTTP frame service and its offline tools.",
+        discussion: """
+            Exit codes: 0 success; 1 no decodable picture or decoding failed; 3 input or output \
+            error; 4 the input is not H.264; 64 bad usage.
+            """,
+        subcommands: [ServeCommand.self, DecodeCommand.self, ProbeCommand.self]
+    )
+}
+
+/// The documented exit codes of `decode` and `probe` (64, bad usage, is ArgumentParser's own).
+enum ExitStatus {
+    static let noDecodablePicture = ExitCode(1)
+    static let inputOutput = ExitCode(3)
+    static let notH264 = ExitCode(4)
+}

@@ -1,0 +1,201 @@
+import ArgumentParser
+import Foundation
+import H264
+
+/// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
+/// description of every parameter set, access units and keyframes.
+struct ProbeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "probe",
+        abstract: "List NAL units, parameter-set format descriptions, access units and keyframes."
+    )
+
+    @Argument(help: "An H.264 Annex B elementary stream, or - for standard input.")
+    var input: String
+
+    @Flag(help: "Print one JSON document instead of text.")
+    var json = false
+
+    @Option(help: "Largest NAL unit accepted, in bytes.")
+    var maxNalBytes = 8 << 20
+
+    func run() throws {
+        let report: ProbeReport
+        do {
+            report = try ProbeReport.scan(path: input, maxNALSize: maxNalBytes)
+        } catch {
+            printError("frametap: error: \(error.message)")
+            throw ExitStatus.inputOutput
+        }
+        guard !report.nalUnits.isEmpty else {
+            printError("frametap: error: \(input) is not an H.264 Annex B stream: no start code in \(report.bytes) bytes")
+            throw ExitStatus.notH264
+        }
+        let output = json ? try report.json() : report.text()
+        print(output, terminator: output.hasSuffix("\n") ? "" : "\n")
+    }
+}
+
+struct ProbeReport: Encodable {
+    struct NALRecord: Encodable {
+        let offset: Int
+        let size: Int
+        let type: Int
+        let name: String
+        let refIdc: Int
+    }
+
+    struct SPSRecord: Encodable {
+        let id: Int
+        let offset: Int
+        let format: VideoFormat
+        let maxNumRefFrames: Int
+        let frameMbsOnly: Bool
+        let mbAdaptiveFrameField: Bool
+        let maxNumReorderFrames: Int?
+    }
+
+    struct PPSRecord: Encodable {
+        let id: Int
+        let spsId: Int
+        let offset: Int
+        let entropyCoding: String
+        let sliceGroups: Int
+    }
+
+    struct KeyframeRecord: Encodable {
+        let accessUnit: Int
+        let offset: Int
+        let kind: String
+    }
+
+    struct Problem: Encodable {
+        let offset: Int?
+        let code: String
+        let message: String
+    }
+
+    var bytes = 0
+    var nalUnits: [NALRecord] = []
+    var sequenceParameterSets: [SPSRecord] = []
+    var pictureParameterSets: [PPSRecord] = []
+    var accessUnits = 0
+    var pictures = 0
+    var keyframes: [KeyframeRecord] = []
+    var problems: [Problem] = []
+
+    static func scan(path: String, maxNALSize: Int) throws(FrameTapError) -> ProbeReport {
+        var report = ProbeReport()
+        var splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+        var assembler = AccessUnitAssembler()
+        var reader = try InputReader(path: path)
+
+        func take(_ event: SplitterEvent) {
+            switch event {
+            case .unit(let nal):
+                report.record(nal)
+                assembler.push(nal) { report.record($0) }
+            case .dropped(let error):
+                report.problems.append(Problem(offset: nil, code: error.code.rawValue, message: error.message))
+            }
+        }
+        do {
+            try reader.forEachChunk { chunk in
+                report.bytes += chunk.count
+                splitter.push(chunk, take)
+            }
+        } catch let error as FrameTapError {
+            throw error
+        } catch {
+            throw FrameTapError(.ioError, "cannot read \(path): \(error)")
+        }
+        splitter.finish(take)
+        assembler.finish { report.record($0) }
+        return report
+    }
+
+    private mutating func record(_ nal: NALUnit) {
+        nalUnits.append(
+            NALRecord(
+                offset: nal.streamOffset, size: nal.bytes.count, type: Int(nal.type.rawValue), name: nal.type.name,
+                refIdc: Int(nal.refIdc)))
+        do {
+            switch nal.type {
+            case .sps:
+                let sps = try SequenceParameterSet(nal: nal)
+                sequenceParameterSets.append(
+                    SPSRecord(
+                        id: sps.id, offset: nal.streamOffset, format: VideoFormat(sps: sps),
+                        maxNumRefFrames: sps.maxNumRefFrames, frameMbsOnly: sps.frameMbsOnly,
+                        mbAdaptiveFrameField: sps.mbAdaptiveFrameField,
+                        maxNumReorderFrames: sps.vui?.maxNumReorderFrames))
+            case .pps:
+                let pps = try PictureParameterSet(nal: nal)
+                pictureParameterSets.append(
+                    PPSRecord(
+                        id: pps.id, spsId: pps.spsId, offset: nal.streamOffset,
+                        entropyCoding: pps.entropyCodingModeCABAC ? "CABAC" : "CAVLC", sliceGroups: pps.numSliceGroups))
+            default:
+                break
+            }
+        } catch {
+            problems.append(Problem(offset: nal.streamOffset, code: error.code.rawValue, message: error.message))
+        }
+    }
+
+    private mutating func record(_ unit: AccessUnit) {
+        defer { accessUnits += 1 }
+        guard unit.hasPicture else { return }
+        pictures += 1
+        if unit.isIDR {
+            keyframes.append(KeyframeRecord(accessUnit: accessUnits, offset: unit.streamOffset, kind: "IDR"))
+        } else if unit.isRandomAccessPoint {
+            keyframes.append(KeyframeRecord(accessUnit: accessUnits, offset: unit.streamOffset, kind: "recovery point"))
+        }
+    }
+
+    func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return String(decoding: try encoder.encode(self), as: UTF8.self)
+    }
+
+    func text() -> String {
+        var lines: [String] = []
+        lines.append("NAL units: \(nalUnits.count) in \(bytes) bytes")
+        lines.append(pad("offset", 10) + pad("size", 9) + pad("type", 6) + pad("ref", 4) + "name")
+        for nal in nalUnits {
+            lines.append(pad("\(nal.offset)", 10) + pad("\(nal.size)", 9) + pad("\(nal.type)", 6) + pad("\(nal.refIdc)", 4) + nal.name)
+        }
+        lines.append("")
+        for sps in sequenceParameterSets {
+            let f = sps.format
+            lines.append("SPS id \(sps.id) at \(sps.offset):")
+            lines.append("  display size   \(f.width)x\(f.height)")
+            lines.append("  coded size     \(f.codedWidth)x\(f.codedHeight)")
+            lines.append("  crop           left \(f.crop.left) right \(f.crop.right) top \(f.crop.top) bottom \(f.crop.bottom)")
+            lines.append("  profile        \(f.profile) (profile_idc \(f.profileIdc)), level \(f.level)")
+            lines.append("  chroma         \(f.chromaFormat), \(f.bitDepth)-bit luma, \(f.bitDepthChroma)-bit chroma")
+            lines.append("  scan           \(sps.frameMbsOnly ? "progressive" : (sps.mbAdaptiveFrameField ? "interlaced (MBAFF)" : "interlaced (fields)"))")
+            lines.append("  frame rate     \(f.frameRate.map { String(format: "%.3f fps", $0) } ?? "not signalled")")
+            lines.append("  SAR            \(f.sampleAspectRatio ?? "not signalled")")
+            lines.append("  range, colour  \(f.fullRange ? "full" : "limited"), primaries \(f.colorPrimaries), transfer \(f.transfer), matrix \(f.matrix)")
+            lines.append("  ref frames     \(sps.maxNumRefFrames), reorder \(sps.maxNumReorderFrames.map(String.init) ?? "not signalled")")
+        }
+        for pps in pictureParameterSets {
+            lines.append("PPS id \(pps.id) at \(pps.offset): SPS \(pps.spsId), \(pps.entropyCoding), \(pps.sliceGroups) slice group(s)")
+        }
+        lines.append("")
+        lines.append("access units: \(accessUnits) (\(pictures) with a picture)")
+        let positions = keyframes.map { "#\($0.accessUnit)@\($0.offset)\($0.kind == "IDR" ? "" : " (recovery point)")" }
+        lines.append("keyframes: \(keyframes.count)" + (positions.isEmpty ? "" : ": " + positions.joined(separator: ", ")))
+        for problem in problems {
+            lines.append("problem: \(problem.code) at \(problem.offset.map(String.init) ?? "?"): \(problem.message)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}
