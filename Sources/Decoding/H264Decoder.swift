@@ -169,6 +169,30 @@ public final class H264Decoder {
         bytes.withUnsafeBytes { decode(annexB: $0, pts: pts) }
     }
 
+    /// Sends one complete access unit (Annex B bytes of one picture, e.g. `AccessUnit.annexB()`)
+    /// as one packet, bypassing the parser: a picture comes out as soon as it is decodable,
+    /// instead of when the next one starts. The caller is responsible for the picture-size
+    /// check (StreamDecoder does it from the SPS). Use this or `decode(annexB:)` for a
+    /// stream, not both.
+    public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64? = nil) -> DecodeOutput {
+        var output = DecodeOutput()
+        guard bytes.count > 0, bytes.count <= Int(Int32.max) else { return output }
+        let (data, _) = stage(bytes, holdingBackUnsafeTail: false)
+        let unit = ParsedUnit(
+            data: data, size: Int32(bytes.count), pts: pts ?? ft_av_nopts_value(), dts: ft_av_nopts_value(),
+            isKey: false)
+        if reorderProbe != nil {
+            probe(unit, into: &output)
+        } else {
+            send(unit, into: &output)
+        }
+        return output
+    }
+
+    public func decode(accessUnit bytes: [UInt8], pts: Int64? = nil) -> DecodeOutput {
+        bytes.withUnsafeBytes { decode(accessUnit: $0, pts: pts) }
+    }
+
     /// End of stream: returns every frame still inside the parser or the decoder (the last
     /// access unit, reordering and frame-threading delay), then resets both so the next
     /// `decode` starts a fresh stream. Parameter sets already seen stay known to libavcodec.
@@ -390,7 +414,9 @@ public final class H264Decoder {
             paddedInput = .allocate(byteCount: total + padding, alignment: 64)
         }
         let base = paddedInput.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        heldBack.withUnsafeBufferPointer { base.update(from: $0.baseAddress!, count: $0.count) }
+        if !heldBack.isEmpty {
+            heldBack.withUnsafeBufferPointer { base.update(from: $0.baseAddress!, count: $0.count) }
+        }
         if let source = bytes.baseAddress, bytes.count > 0 {
             UnsafeMutableRawPointer(base + heldBack.count).copyMemory(from: source, byteCount: bytes.count)
         }

@@ -5,13 +5,21 @@ import Testing
 /// The shared JVT/openh264 conformance streams (outside the repository; skipped when absent).
 /// Each MANIFEST.tsv row with a `yuv_md5` must decode to exactly that many frames and bytes.
 struct ConformanceStream: CustomTestStringConvertible, Sendable {
+    let directory: URL
     let file: String
     let frames: Int
     let yuvMD5: String
     var testDescription: String { file }
+    var url: URL { directory.appendingPathComponent(file) }
 
-    static let manifest: [ConformanceStream] = {
-        let url = TestSupport.conformanceDirectory.appendingPathComponent("MANIFEST.tsv")
+    static let manifest: [ConformanceStream] = rows(in: TestSupport.conformanceDirectory)
+    /// The repository's own fixtures (Tests/Fixtures), same manifest format.
+    static let fixtures: [ConformanceStream] = rows(
+        in: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Fixtures")
+            .standardizedFileURL)
+
+    static func rows(in directory: URL) -> [ConformanceStream] {
+        let url = directory.appendingPathComponent("MANIFEST.tsv")
         guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [] }
         let rows = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
         guard let header = rows.first,
@@ -21,9 +29,10 @@ struct ConformanceStream: CustomTestStringConvertible, Sendable {
         else { return [] }
         return rows.dropFirst().compactMap { row in
             guard row.count > md5Column, !row[md5Column].isEmpty, let frames = Int(row[framesColumn]) else { return nil }
-            return ConformanceStream(file: row[fileColumn], frames: frames, yuvMD5: row[md5Column])
+            return ConformanceStream(
+                directory: directory, file: row[fileColumn], frames: frames, yuvMD5: row[md5Column])
         }
-    }()
+    }
 
     static var available: Bool { !manifest.isEmpty }
 }
@@ -32,7 +41,7 @@ struct ConformanceStream: CustomTestStringConvertible, Sendable {
 struct ConformanceTests {
     @Test(arguments: ConformanceStream.manifest)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
-        let bytes = try TestSupport.bytes(of: TestSupport.conformanceDirectory.appendingPathComponent(stream.file))
+        let bytes = try TestSupport.bytes(of: stream.url)
         let decoded = try TestSupport.decodeAll(bytes) { 64 * 1024 }
         #expect(decoded.frames.count == stream.frames)
         var md5 = MD5()
@@ -49,5 +58,26 @@ struct ConformanceTests {
             of: TestSupport.conformanceDirectory.appendingPathComponent("sps_subsetsps_bothVUI.264"))
         let decoded = try TestSupport.decodeAll(bytes)
         #expect(decoded.frames.isEmpty)
+    }
+}
+
+@Suite(.enabled(if: !ConformanceStream.fixtures.isEmpty, "Tests/Fixtures not present"))
+struct FixtureTests {
+    @Test(arguments: ConformanceStream.fixtures)
+    func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
+        let decoded = try TestSupport.decodeAll(TestSupport.bytes(of: stream.url)) { 1500 }
+        #expect(decoded.frames.count == stream.frames)
+        #expect(TestSupport.rawMD5(decoded.frames) == stream.yuvMD5)
+    }
+}
+
+/// The same streams through the whole StreamDecoder pipeline, in small uneven pieces.
+@Suite struct StreamDecoderConformanceTests {
+    @Test(arguments: ConformanceStream.manifest + ConformanceStream.fixtures)
+    func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
+        let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: stream.url))
+        #expect(decoded.frames.count == stream.frames)
+        #expect(TestSupport.rawMD5(decoded.frames) == stream.yuvMD5)
+        #expect(decoded.decoder.counters.framesDroppedBeforeKeyframe == 0)
     }
 }

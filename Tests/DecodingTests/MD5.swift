@@ -20,12 +20,16 @@ struct MD5 {
     mutating func update(_ bytes: some Collection<UInt8>) {
         pending.append(contentsOf: bytes)
         length += UInt64(bytes.count)
-        let whole = pending.count / 64 * 64
-        guard whole > 0 else { return }
+        var digest = state
+        var consumed = 0
         pending.withUnsafeBufferPointer { buffer in
-            for start in stride(from: 0, to: whole, by: 64) { compress(UnsafeBufferPointer(rebasing: buffer[start..<start + 64])) }
+            while consumed + 64 <= buffer.count {
+                digest = MD5.compress(digest, UnsafeBufferPointer(rebasing: buffer[consumed..<consumed + 64]))
+                consumed += 64
+            }
         }
-        pending.removeFirst(whole)
+        state = digest
+        pending.removeFirst(consumed)
     }
 
     mutating func finalize() -> String {
@@ -50,7 +54,9 @@ struct MD5 {
         return md5.finalize()
     }
 
-    private mutating func compress(_ block: UnsafeBufferPointer<UInt8>) {
+    private static func compress(
+        _ state: (UInt32, UInt32, UInt32, UInt32), _ block: UnsafeBufferPointer<UInt8>
+    ) -> (UInt32, UInt32, UInt32, UInt32) {
         var words = [UInt32](repeating: 0, count: 16)
         for index in 0..<16 {
             words[index] = UInt32(block[index * 4]) | UInt32(block[index * 4 + 1]) << 8
@@ -73,7 +79,7 @@ struct MD5 {
             let shift = MD5.shifts[round]
             b = b &+ ((f << shift) | (f >> (32 - shift)))
         }
-        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
+        return (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
     }
 }
 

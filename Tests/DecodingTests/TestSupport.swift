@@ -22,22 +22,29 @@ enum TestSupport {
     static let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
         .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
 
-    /// Runs a program, returning its stdout; throws when it exits non-zero.
+    /// Runs a program, returning its stdout; throws when it exits non-zero. Stdout goes through
+    /// a temporary file: reading a Pipe from concurrently running tests tripped Foundation's
+    /// exclusivity checks here.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> Data {
+        let outputURL = directory.appendingPathComponent("stdout-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: outputURL.path, contents: nil) else {
+            throw TestFailure("cannot create \(outputURL.path)")
+        }
+        defer { try? FileManager.default.removeItem(at: outputURL) }
+        let output = try FileHandle(forWritingTo: outputURL)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        try output.close()
         guard process.terminationStatus == 0 else {
             throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
         }
-        return data
+        return try Data(contentsOf: outputURL)
     }
 
     /// Encodes `frames` frames of `testsrc2` at `size` with libx264 into a raw .h264 file,
@@ -135,5 +142,39 @@ struct SplitMix64: RandomNumberGenerator {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+extension TestSupport {
+    /// MD5 of the frames' packed planes one after another (what `-f rawvideo - | md5sum` hashes).
+    static func rawMD5(_ frames: [DecodedFrame]) -> String {
+        var md5 = MD5()
+        for frame in frames {
+            var planes: [UInt8] = []
+            frame.appendPackedPlanes(to: &planes)
+            md5.update(planes)
+        }
+        return md5.finalize()
+    }
+
+    /// Pushes a whole stream through a `StreamDecoder` in reproducible uneven pieces.
+    static func streamDecodeAll(
+        _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, keyframesOnly: Bool = false,
+        maxNALSize: Int = 8 << 20, seed: UInt64 = 1, pieces: ClosedRange<Int> = 1...3000
+    ) throws -> (frames: [DecodedFrame], errors: [FrameTapError], decoder: StreamDecoder) {
+        let decoder = try StreamDecoder(options: options, maxNALSize: maxNALSize, keyframesOnly: keyframesOnly)
+        var generator = SplitMix64(state: seed)
+        var frames: [DecodedFrame] = []
+        var errors: [FrameTapError] = []
+        var offset = 0
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + Int.random(in: pieces, using: &generator))
+            let output = decoder.push(Array(bytes[offset..<end]))
+            frames += output.frames
+            errors += output.errors
+            offset = end
+        }
+        let tail = decoder.finish()
+        return (frames + tail.frames, errors + tail.errors, decoder)
     }
 }

@@ -1,0 +1,203 @@
+import Foundation
+import H264
+
+/// Bytes in, pictures out: Annex B splitter → access-unit assembler → random-access gate →
+/// picture-size check → `H264Decoder`, with the counters a session reports.
+///
+/// Each complete access unit is sent to libavcodec as one packet (`H264Decoder.decode(accessUnit:)`),
+/// so a picture comes out as soon as its last NAL unit has been followed by the next unit's
+/// first one, and the pictures equal the ffmpeg CLI's for the same bytes.
+///
+/// Not thread-safe: owned by one worker, like the `H264Decoder` inside it.
+public final class StreamDecoder {
+    public struct Counters: Sendable, Equatable {
+        /// Bytes pushed.
+        public var bytes = 0
+        /// NAL units by `NALUnitType.name`.
+        public var nalUnits: [String: Int] = [:]
+        public var accessUnits = 0
+        public var framesDecoded = 0
+        /// Pictures not decoded because decoding had not reached a random access point with
+        /// its SPS and PPS yet (libavcodec would not output them either).
+        public var framesDroppedBeforeKeyframe = 0
+        /// Pictures not decoded because their SPS exceeds the size limit.
+        public var framesRejectedTooLarge = 0
+        /// Pictures skipped in keyframes-only mode.
+        public var framesSkippedNotKeyframe = 0
+        /// Errors of every kind: libavcodec failures, oversized NAL units and pictures.
+        public var decodeErrors = 0
+    }
+
+    public struct ErrorEvent: Sendable {
+        public let error: FrameTapError
+        public let at: Date
+    }
+
+    public let decoder: H264Decoder
+    public private(set) var counters = Counters()
+    public private(set) var lastError: ErrorEvent?
+    /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
+    public private(set) var format: VideoFormat?
+    /// Decode only intra random-access pictures (IDR, or I with a recovery point), each drained
+    /// at once so it comes out immediately (thumbnails, previews). Can be switched between
+    /// pushes. Pair it with `DecoderOptions.lowLatency`: each drain would restart the reorder probe.
+    public var keyframesOnly: Bool
+
+    private var splitter: AnnexBSplitter
+    private var assembler = AccessUnitAssembler()
+    /// The assembler's parameter sets as of the access units being handled.
+    private var parameterSets = ParameterSets()
+    /// The SPSs already checked against the size limit, by id, and whether each passed.
+    private var checkedSPS: [Int: (sps: SequenceParameterSet, fits: Bool)] = [:]
+    /// Decoding has reached a random access point with its parameter sets since the stream began.
+    private var started = false
+    /// Parameter set units the decoder has been given (by SPS/PPS id), so ones seen only in
+    /// dropped access units can be sent ahead of the first decoded one.
+    private var sentSPS: [Int: [UInt8]] = [:]
+    private var sentPPS: [Int: [UInt8]] = [:]
+
+    public init(
+        options: DecoderOptions = DecoderOptions(), maxNALSize: Int = 8 << 20, keyframesOnly: Bool = false
+    ) throws(FrameTapError) {
+        guard maxNALSize > 0 else { throw FrameTapError(.invalidParameter, "maxNALSize must be positive") }
+        decoder = try H264Decoder(options: options)
+        splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+        self.keyframesOnly = keyframesOnly
+    }
+
+    /// Feeds the next bytes of the stream, in any chunking.
+    public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
+        var output = DecodeOutput()
+        counters.bytes += bytes.count
+        // Events are collected first and handled after the call: handling them touches other
+        // state of this object, which must not happen while `splitter` is being mutated.
+        var events: [SplitterEvent] = []
+        splitter.push(bytes) { events.append($0) }
+        for event in events { handle(event, into: &output) }
+        return output
+    }
+
+    public func push(_ bytes: [UInt8]) -> DecodeOutput {
+        bytes.withUnsafeBytes { push($0) }
+    }
+
+    /// End of stream: decodes what is still buffered, returns every remaining picture, and
+    /// gets ready for a new stream (which must start at a random access point again).
+    /// Parameter sets stay known, as a following stream on the same session usually repeats them.
+    public func finish() -> DecodeOutput {
+        var output = DecodeOutput()
+        var events: [SplitterEvent] = []
+        splitter.finish { events.append($0) }
+        for event in events { handle(event, into: &output) }
+        var units: [AccessUnit] = []
+        assembler.finish { units.append($0) }
+        for unit in units { handle(unit, into: &output) }
+        append(decoder.drain(), to: &output)
+        started = false
+        return output
+    }
+
+    // MARK: - Pipeline
+
+    private func handle(_ event: SplitterEvent, into output: inout DecodeOutput) {
+        switch event {
+        case .unit(let nal):
+            counters.nalUnits[nal.type.name, default: 0] += 1
+            var units: [AccessUnit] = []
+            assembler.push(nal) { units.append($0) }
+            // The units emitted end before `nal`, so they are handled with the parameter sets
+            // as they were before it (an SPS may replace one with the same id).
+            for unit in units { handle(unit, into: &output) }
+            if nal.type == .sps || nal.type == .pps {
+                _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
+            }
+        case .dropped(let error):
+            record(error, in: &output)
+        }
+    }
+
+    private func handle(_ unit: AccessUnit, into output: inout DecodeOutput) {
+        counters.accessUnits += 1
+        checkNewParameterSets(into: &output)
+        let sps = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) }
+        if unit.hasPicture, let sps {
+            format = VideoFormat(sps: sps)
+            if checkedSPS[sps.id]?.fits == false {
+                counters.framesRejectedTooLarge += 1
+                return
+            }
+        }
+        // A unit without a picture (parameter sets or SEI at the end of a stream) would only make
+        // libavcodec report "no frame"; its parameter sets go out with the next picture instead.
+        guard unit.hasPicture else { return }
+        if !started {
+            // libavcodec outputs nothing before a random access point whose parameter sets it
+            // has; decoding such pictures would only cost time. See the tests for the streams
+            // cut mid-GOP this was checked against.
+            guard unit.isRandomAccessPoint, sps != nil else {
+                counters.framesDroppedBeforeKeyframe += 1
+                return
+            }
+            started = true
+        }
+        if keyframesOnly {
+            guard unit.isRandomAccessPoint, unit.primarySliceType == .i || unit.isIDR else {
+                counters.framesSkippedNotKeyframe += 1
+                return
+            }
+            send(unit, into: &output)
+            append(decoder.drain(), to: &output)
+        } else {
+            send(unit, into: &output)
+        }
+    }
+
+    /// Sends the unit, preceded by the parameter sets it uses when the decoder has not been
+    /// given them in this form (they arrived in a dropped, skipped or picture-less access unit).
+    private func send(_ unit: AccessUnit, into output: inout DecodeOutput) {
+        var bytes: [UInt8] = []
+        let sets = parameterSets
+        if let ppsId = unit.ppsId, let spsId = sets.pps[ppsId]?.spsId,
+            let spsUnit = sets.spsUnits[spsId], let ppsUnit = sets.ppsUnits[ppsId]
+        {
+            if !unit.nalUnits.contains(where: { $0.type == .sps }) && sentSPS[spsId] != spsUnit.bytes {
+                bytes += [0, 0, 0, 1] + spsUnit.bytes
+            }
+            if !unit.nalUnits.contains(where: { $0.type == .pps }) && sentPPS[ppsId] != ppsUnit.bytes {
+                bytes += [0, 0, 0, 1] + ppsUnit.bytes
+            }
+            sentSPS[spsId] = spsUnit.bytes
+            sentPPS[ppsId] = ppsUnit.bytes
+        }
+        bytes += unit.annexB()
+        append(decoder.decode(accessUnit: bytes), to: &output)
+    }
+
+    /// Checks every SPS that is new or changed against the size limit, before any picture
+    /// using it reaches libavcodec.
+    private func checkNewParameterSets(into output: inout DecodeOutput) {
+        for (id, sps) in parameterSets.sps where checkedSPS[id]?.sps != sps {
+            do {
+                try decoder.options.sizeLimit.check(width: sps.codedWidth, height: sps.codedHeight)
+                checkedSPS[id] = (sps, true)
+            } catch {
+                checkedSPS[id] = (sps, false)
+                record(error, in: &output)
+            }
+        }
+    }
+
+    private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
+        output.frames += decoded.frames
+        counters.framesDecoded += decoded.frames.count
+        for error in decoded.errors {
+            record(error, in: &output)
+        }
+    }
+
+    private func record(_ error: FrameTapError, in output: inout DecodeOutput) {
+        counters.decodeErrors += 1
+        lastError = ErrorEvent(error: error, at: Date())
+        output.errors.append(error)
+    }
+}
