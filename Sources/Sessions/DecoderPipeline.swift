@@ -1,0 +1,67 @@
+import Decoding
+import H264
+
+/// The session's view of its `StreamDecoder`: one place that adapts the Decoding module's
+/// API to what a session needs (frames and errors per step, counters, format, backend).
+///
+/// Not thread-safe, like the decoder it owns: only the session's decode worker touches it.
+final class DecoderPipeline {
+    struct Step {
+        var frames: [DecodedFrame] = []
+        var errors: [FrameTapError] = []
+    }
+
+    let backendChoice: DecoderBackendChoice
+    private let decoder: StreamDecoder
+    /// Bytes pushed since the last `finish()`: a new back end may only take over between streams.
+    private(set) var midStream = false
+
+    init(configuration: ServerConfiguration, backend: DecoderBackendChoice, mode: DecodeMode) throws(FrameTapError) {
+        backendChoice = backend
+        decoder = try StreamDecoder(
+            options: configuration.decoderOptions(backend: backend), maxNALSize: configuration.maxNALBytes,
+            keyframesOnly: mode == .keyframes)
+    }
+
+    var backend: DecoderBackend { decoder.decoder.backend }
+    var backendReason: String { decoder.decoder.backendReason }
+    var format: VideoFormat? { decoder.format }
+
+    var keyframesOnly: Bool {
+        get { decoder.keyframesOnly }
+        set { decoder.keyframesOnly = newValue }
+    }
+
+    func push(_ bytes: [UInt8]) -> Step {
+        midStream = true
+        let output = decoder.push(bytes)
+        return Step(frames: output.frames, errors: output.errors)
+    }
+
+    /// End of stream: every delayed picture; afterwards the decoder expects a fresh stream.
+    func finish() -> Step {
+        midStream = false
+        let output = decoder.finish()
+        return Step(frames: output.frames, errors: output.errors)
+    }
+
+    var counters: SessionCounters {
+        let source = decoder.counters
+        var counters = SessionCounters()
+        counters.bytes = source.bytes
+        counters.nalUnits = source.nalUnits
+        counters.accessUnits = source.accessUnits
+        counters.framesDecoded = source.framesDecoded
+        counters.framesDroppedBeforeKeyframe = source.framesDroppedBeforeKeyframe
+        counters.framesRejectedTooLarge = source.framesRejectedTooLarge
+        counters.framesSkippedNotKeyframe = source.framesSkippedNotKeyframe
+        counters.decodeErrors = source.decodeErrors
+        return counters
+    }
+}
+
+/// Moves a pipeline built on a caller's thread (so that a back end that cannot open fails the
+/// caller's request) to the decode worker, which owns it from then on.
+struct PipelineTransfer: @unchecked Sendable {
+    let pipeline: DecoderPipeline
+}

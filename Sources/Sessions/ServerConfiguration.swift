@@ -1,0 +1,97 @@
+import Decoding
+import Foundation
+import H264
+import Imaging
+
+/// What a server is configured with, apart from anything it does at run time.
+/// Built once at start-up (from the command line) and shared read-only by every session.
+public struct ServerConfiguration: Sendable {
+    /// The decoder back end new sessions ask for (a session may override it with `PUT`).
+    public var backend: DecoderBackendChoice
+    /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
+    /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
+    public var decoderThreads: Int
+    public var maxSessions: Int
+    /// Largest body one upload request may carry; nil means unlimited (a live camera push
+    /// is one endless chunked request).
+    public var maxBodyBytes: Int?
+    /// Largest NAL unit accepted; bigger ones are dropped and counted as `nal_too_large`.
+    public var maxNALBytes: Int
+    /// Largest picture decoded (from the SPS) and produced (thumbnail size requests).
+    public var pictureSizeLimit: PictureSizeLimit
+    /// A session with no upload, no viewer and no request for this long is removed.
+    public var idleTimeout: Duration
+    public var defaultQuality: Int
+    /// Upload bytes waiting for the decoder, per session; beyond this the uploader is paused.
+    public var uploadQueueBytes: Int
+    /// Longest `?wait=` a picture request may ask for.
+    public var maxLongPoll: Duration
+    /// An MJPEG viewer with no new picture gets the last one again after this long, which
+    /// also lets a suspended connection notice that its client left.
+    public var mjpegRepeatInterval: Duration
+    /// Where multipart-answer uploads are spooled (files are unlinked as soon as they are opened).
+    public var spoolDirectory: String
+
+    public init(
+        backend: DecoderBackendChoice = .auto,
+        decoderThreads: Int = 1,
+        maxSessions: Int = 64,
+        maxBodyBytes: Int? = nil,
+        maxNALBytes: Int = 8 << 20,
+        pictureSizeLimit: PictureSizeLimit = PictureSizeLimit(),
+        idleTimeout: Duration = .seconds(300),
+        defaultQuality: Int = PictureOptions.defaultQuality,
+        uploadQueueBytes: Int = 1 << 20,
+        maxLongPoll: Duration = .seconds(30),
+        mjpegRepeatInterval: Duration = .seconds(1),
+        spoolDirectory: String = FileManager.default.temporaryDirectory.path
+    ) {
+        self.backend = backend
+        self.decoderThreads = decoderThreads
+        self.maxSessions = maxSessions
+        self.maxBodyBytes = maxBodyBytes
+        self.maxNALBytes = maxNALBytes
+        self.pictureSizeLimit = pictureSizeLimit
+        self.idleTimeout = idleTimeout
+        self.defaultQuality = defaultQuality
+        self.uploadQueueBytes = uploadQueueBytes
+        self.maxLongPoll = maxLongPoll
+        self.mjpegRepeatInterval = mjpegRepeatInterval
+        self.spoolDirectory = spoolDirectory
+    }
+
+    /// Rejects values that would make the server misbehave rather than fail loudly later.
+    public func validated() throws(FrameTapError) -> ServerConfiguration {
+        func require(_ condition: Bool, _ message: String) throws(FrameTapError) {
+            if !condition { throw FrameTapError(.invalidParameter, message) }
+        }
+        try require((0...64).contains(decoderThreads), "decoder threads must be 0...64")
+        try require(maxSessions >= 1, "max sessions must be at least 1")
+        try require(maxBodyBytes.map { $0 >= 1 } ?? true, "max body bytes must be positive")
+        try require(maxNALBytes >= 1024, "max NAL bytes must be at least 1024")
+        try require(idleTimeout > .zero, "idle timeout must be positive")
+        try require(PictureOptions.qualityRange.contains(defaultQuality), "quality must be 1...100")
+        try require(uploadQueueBytes >= 64 << 10, "upload queue must hold at least 64 KiB")
+        try require(maxLongPoll >= .zero, "long-poll limit must not be negative")
+        try require(mjpegRepeatInterval > .zero, "MJPEG repeat interval must be positive")
+        try require(
+            pictureSizeLimit.maxWidth > 0 && pictureSizeLimit.maxHeight > 0 && pictureSizeLimit.maxPixels > 0,
+            "picture size limits must be positive")
+        return self
+    }
+
+    func decoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
+        var options = DecoderOptions.lowLatency(backend: backend)
+        options.threads = decoderThreads
+        options.sizeLimit = pictureSizeLimit
+        return options
+    }
+}
+
+extension Duration {
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}

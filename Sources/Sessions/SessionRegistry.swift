@@ -1,0 +1,171 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// All live sessions: create-or-get within the limits, lookup, list, delete, idle eviction.
+/// Every method may be called from any thread.
+public final class SessionRegistry: Sendable {
+    public let configuration: ServerConfiguration
+    public let metrics: FrameTapMetrics
+    let logger: Logger
+    private let table = Mutex(Table())
+    private let evictionTimer = Mutex<EvictionTimer?>(nil)
+
+    /// Dispatch sources are thread-safe but not marked `Sendable`.
+    private struct EvictionTimer: @unchecked Sendable {
+        let source: any DispatchSourceTimer
+    }
+
+    private struct Table {
+        var sessions: [SessionID: Session] = [:]
+        /// Sessions being created outside the lock (opening a decoder can take a while):
+        /// they count against `maxSessions` already.
+        var reserved = 0
+    }
+
+    public init(configuration: ServerConfiguration, metrics: FrameTapMetrics, logger: Logger) {
+        self.configuration = configuration
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// The session, or `.sessionNotFound`.
+    public func session(_ id: SessionID) throws(SessionError) -> Session {
+        guard let session = find(id) else { throw .notFound(id) }
+        return session
+    }
+
+    public func find(_ id: SessionID) -> Session? {
+        table.withLock { $0.sessions[id] }
+    }
+
+    /// Create-or-get (`POST .../nalus` and `PUT` both create). A new session gets `options`;
+    /// an existing one is returned unchanged (`PUT` then calls `Session.configure`).
+    /// Throws `.tooManySessions` (503, with `retryAfterSeconds`) at the limit, and
+    /// `.pipeline(.decoderUnavailable)` when a forced back end cannot open.
+    public func openSession(_ id: SessionID, options: SessionOptions = SessionOptions()) throws(SessionError)
+        -> (session: Session, created: Bool)
+    {
+        let existing = try table.withLock { table throws(SessionError) -> Session? in
+            if let session = table.sessions[id] { return session }
+            guard table.sessions.count + table.reserved < configuration.maxSessions else {
+                throw SessionError(
+                    .tooManySessions, "the server holds its maximum of \(configuration.maxSessions) sessions",
+                    retryAfterSeconds: retryAfterSeconds(table.sessions.values))
+            }
+            table.reserved += 1
+            return nil
+        }
+        if let existing { return (existing, false) }
+
+        let created: Session
+        do {
+            created = try Session(
+                id: id, configuration: configuration, options: options, metrics: metrics, logger: logger)
+        } catch {
+            table.withLock { $0.reserved -= 1 }
+            logger.error(
+                "session creation failed",
+                metadata: ["session": "\(id)", "code": "\(error.code.rawValue)", "message": "\(error.message)"])
+            throw error
+        }
+        let winner = table.withLock { table -> Session in
+            table.reserved -= 1
+            if let other = table.sessions[id] { return other }
+            table.sessions[id] = created
+            return created
+        }
+        guard winner === created else {
+            // Another request created the same id meanwhile; theirs stands.
+            created.close(reason: "duplicate")
+            return (winner, false)
+        }
+        metrics.activeSessions.increment()
+        metrics.recordSessionCreated()
+        let status = created.status()
+        logger.info(
+            "session created",
+            metadata: [
+                "session": "\(id)", "backend": "\(status.backend.rawValue)", "reason": "\(status.backendReason)",
+                "decode": "\(status.decode.rawValue)",
+            ])
+        return (created, true)
+    }
+
+    /// Every session, ordered by id.
+    public func list() -> [Session] {
+        table.withLock { Array($0.sessions.values) }.sorted { $0.id < $1.id }
+    }
+
+    public func statusList() -> SessionList {
+        SessionList(sessions: list().map { $0.status() })
+    }
+
+    public var count: Int { table.withLock { $0.sessions.count } }
+
+    /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API
+    /// context, cached pictures; ends its MJPEG viewers).
+    public func delete(_ id: SessionID) throws(SessionError) {
+        guard let session = table.withLock({ $0.sessions.removeValue(forKey: id) }) else { throw .notFound(id) }
+        end(session, reason: "deleted")
+    }
+
+    /// Removes sessions idle for `idleTimeout` (no upload, no viewer, no waiting request, no
+    /// activity). Returns their ids.
+    @discardableResult
+    public func evictIdle() -> [SessionID] {
+        let now = Session.uptime()
+        let evicted = table.withLock { table -> [Session] in
+            let idle = table.sessions.values.filter { $0.isIdle(now: now) }
+            for session in idle { table.sessions[session.id] = nil }
+            return idle
+        }
+        for session in evicted { end(session, reason: "idle") }
+        return evicted.map(\.id).sorted()
+    }
+
+    /// Checks for idle sessions periodically (a quarter of the idle timeout, 1...30 s).
+    public func startIdleEviction() {
+        let quarter = configuration.idleTimeout / 4
+        let interval = min(max(quarter, .seconds(1)), .seconds(30))
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "frametap.sessions.eviction"))
+        let nanoseconds = Int(interval.nanoseconds)
+        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds))
+        timer.setEventHandler { [weak self] in self?.evictIdle() }
+        let previous = evictionTimer.withLock { slot in
+            defer { slot = EvictionTimer(source: timer) }
+            return slot
+        }
+        previous?.source.cancel()
+        timer.resume()
+    }
+
+    /// Stops eviction and closes every session (server shutdown).
+    public func shutdown() {
+        let timer = evictionTimer.withLock { slot in
+            defer { slot = nil }
+            return slot
+        }
+        timer?.source.cancel()
+        let all = table.withLock { table -> [Session] in
+            defer { table.sessions.removeAll() }
+            return Array(table.sessions.values)
+        }
+        for session in all { end(session, reason: "shutdown") }
+    }
+
+    private func end(_ session: Session, reason: String) {
+        session.close(reason: reason)
+        metrics.activeSessions.decrement()
+        metrics.recordSessionEnded(reason: reason)
+    }
+
+    /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are busy.
+    private func retryAfterSeconds(_ sessions: some Sequence<Session>) -> Int {
+        let now = Session.uptime()
+        let soonest = sessions.compactMap { $0.nanosecondsUntilIdle(now: now) }.min()
+            ?? configuration.idleTimeout.nanoseconds
+        return max(1, Int((soonest + 999_999_999) / 1_000_000_000))
+    }
+}

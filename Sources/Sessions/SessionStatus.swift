@@ -1,0 +1,234 @@
+import Decoding
+import Foundation
+import H264
+
+/// Which pictures a session decodes.
+public enum DecodeMode: String, Sendable, Codable, CaseIterable {
+    case all
+    /// Only random-access pictures (IDR / recovery point); the rest are skipped before the
+    /// decoder, which makes a high-rate thumbnail session far cheaper.
+    case keyframes
+}
+
+/// The body of `PUT /sessions/{id}`: every member optional, unknown members rejected.
+public struct SessionOptions: Sendable, Equatable {
+    public var backend: DecoderBackendChoice?
+    public var decode: DecodeMode?
+    public var quality: Int?
+
+    public init(backend: DecoderBackendChoice? = nil, decode: DecodeMode? = nil, quality: Int? = nil) {
+        self.backend = backend
+        self.decode = decode
+        self.quality = quality
+    }
+
+    /// Parses a JSON object body; an empty body means "no change".
+    public init(json: some Collection<UInt8>) throws(SessionError) {
+        let data = Data(json)
+        if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            self.init()
+            return
+        }
+        do {
+            self = try JSONDecoder().decode(SessionOptions.self, from: data)
+        } catch let error as SessionError {
+            throw error
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
+            let member = context.codingPath.first?.stringValue
+            throw SessionError(
+                .pipeline(.invalidParameter),
+                member.map { "session option '\($0)' is invalid" } ?? "session options must be a JSON object")
+        } catch {
+            throw SessionError(.pipeline(.invalidParameter), "session options are not valid JSON")
+        }
+    }
+}
+
+extension SessionOptions: Decodable {
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        self.init()
+        for key in container.allKeys {
+            switch key.stringValue {
+            case "backend":
+                guard let choice = DecoderBackendChoice(rawValue: try container.decode(String.self, forKey: key)) else {
+                    throw SessionError(.pipeline(.invalidParameter), "backend must be auto, vaapi or software")
+                }
+                backend = choice
+            case "decode":
+                guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
+                    throw SessionError(.pipeline(.invalidParameter), "decode must be all or keyframes")
+                }
+                decode = mode
+            case "quality":
+                let value = try container.decode(Int.self, forKey: key)
+                guard (1...100).contains(value) else {
+                    throw SessionError(.pipeline(.invalidParameter), "quality must be 1...100")
+                }
+                quality = value
+            default:
+                throw SessionError(.pipeline(.invalidParameter), "unknown session option '\(key.stringValue)'")
+            }
+        }
+    }
+}
+
+/// Stream counters since the session was created (they survive flushes and backend changes).
+public struct SessionCounters: Sendable, Equatable, Encodable {
+    public var bytes = 0
+    public var nalUnits: [String: Int] = [:]
+    public var accessUnits = 0
+    public var framesDecoded = 0
+    public var framesDroppedBeforeKeyframe = 0
+    /// Pictures not decoded because their SPS exceeds the picture size limit.
+    public var framesRejectedTooLarge = 0
+    /// Pictures skipped in keyframes-only mode.
+    public var framesSkippedNotKeyframe = 0
+    public var decodeErrors = 0
+    /// Uploads whose client went away before the body ended.
+    public var uploadsAborted = 0
+
+    public init() {}
+}
+
+/// An error remembered for the status page.
+public struct ErrorRecord: Sendable, Equatable, Encodable {
+    public var code: String
+    public var message: String
+    public var at: Date
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(code, forKey: .code)
+        try container.encode(message, forKey: .message)
+        try container.encode(ISO8601.string(at), forKey: .at)
+    }
+
+    private enum CodingKeys: String, CodingKey { case code, message, at }
+}
+
+public struct LatestFrameInfo: Sendable, Equatable, Encodable {
+    public var seq: UInt64
+    public var pts: Int64?
+    public var keyframe: Bool
+    public var width: Int
+    public var height: Int
+    public var ageMs: Int
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(seq, forKey: .seq)
+        try container.encode(pts, forKey: .pts)  // explicit null: the member is always present
+        try container.encode(keyframe, forKey: .keyframe)
+        try container.encode(width, forKey: .width)
+        try container.encode(height, forKey: .height)
+        try container.encode(ageMs, forKey: .ageMs)
+    }
+
+    private enum CodingKeys: String, CodingKey { case seq, pts, keyframe, width, height, ageMs }
+}
+
+/// `GET /sessions/{id}`. Optional members are encoded as `null`, never left out, so clients
+/// see one stable shape.
+public struct SessionStatus: Sendable, Encodable {
+    public var id: SessionID
+    public var backend: DecoderBackend
+    public var backendReason: String
+    public var decode: DecodeMode
+    public var quality: Int
+    public var createdAt: Date
+    public var lastActivityAt: Date
+    public var format: VideoFormat?
+    public var counters: SessionCounters
+    public var latestFrame: LatestFrameInfo?
+    public var lastError: ErrorRecord?
+    public var subscribers: Int
+    public var uploading: Bool
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(backend.rawValue, forKey: .backend)
+        try container.encode(backendReason, forKey: .backendReason)
+        try container.encode(decode, forKey: .decode)
+        try container.encode(quality, forKey: .quality)
+        try container.encode(ISO8601.string(createdAt), forKey: .createdAt)
+        try container.encode(ISO8601.string(lastActivityAt), forKey: .lastActivityAt)
+        try container.encode(format, forKey: .format)
+        try container.encode(counters, forKey: .counters)
+        try container.encode(latestFrame, forKey: .latestFrame)
+        try container.encode(lastError, forKey: .lastError)
+        try container.encode(subscribers, forKey: .subscribers)
+        try container.encode(uploading, forKey: .uploading)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, backend, backendReason, decode, quality, createdAt, lastActivityAt, format, counters, latestFrame
+        case lastError, subscribers, uploading
+    }
+
+    /// Compact UTF-8 JSON.
+    public func json() -> [UInt8] { StatusJSON.encode(self) }
+}
+
+/// What one upload request carried and produced (the JSON answer of `POST .../nalus`).
+public struct UploadSummary: Sendable, Encodable {
+    public var session: SessionID
+    public var bytes: Int
+    public var nalUnits: [String: Int]
+    /// Pictures output while handling this request.
+    public var frames: Int
+    public var latestSeq: UInt64?
+    public var format: VideoFormat?
+    /// Decode errors during this request; the first one is in `error`.
+    public var decodeErrors: Int
+    public var error: ErrorRecord?
+    public var flushed: Bool
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(session, forKey: .session)
+        try container.encode(bytes, forKey: .bytes)
+        try container.encode(nalUnits, forKey: .nalUnits)
+        try container.encode(frames, forKey: .frames)
+        try container.encode(latestSeq, forKey: .latestSeq)
+        try container.encode(format, forKey: .format)
+        try container.encode(decodeErrors, forKey: .decodeErrors)
+        try container.encode(error, forKey: .error)
+        try container.encode(flushed, forKey: .flushed)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case session, bytes, nalUnits, frames, latestSeq, format, decodeErrors, error, flushed
+    }
+
+    public func json() -> [UInt8] { StatusJSON.encode(self) }
+}
+
+/// `GET /sessions`.
+public struct SessionList: Sendable, Encodable {
+    public var sessions: [SessionStatus]
+    public func json() -> [UInt8] { StatusJSON.encode(self) }
+}
+
+enum StatusJSON {
+    static func encode(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Every member is a plain string, number, bool, object or null: encoding cannot fail.
+        return Array((try? encoder.encode(value)) ?? Data("{}".utf8))
+    }
+}
+
+enum ISO8601 {
+    static func string(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}

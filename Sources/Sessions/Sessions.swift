@@ -1,1 +1,0 @@
-// Placeholder until the Sessions target lands (issue 3).

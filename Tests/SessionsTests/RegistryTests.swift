@@ -1,0 +1,170 @@
+import Foundation
+import Testing
+
+@testable import Sessions
+
+@Suite struct RegistryTests {
+    private func registry(_ configuration: ServerConfiguration = testConfiguration(), metrics: FrameTapMetrics = FrameTapMetrics())
+        -> SessionRegistry
+    {
+        SessionRegistry(configuration: configuration, metrics: metrics, logger: quietLogger)
+    }
+
+    @Test func createGetListDelete() throws {
+        let sessions = registry()
+        let (first, created) = try sessions.openSession(SessionID("b"))
+        #expect(created)
+        let (again, createdAgain) = try sessions.openSession(SessionID("b"))
+        #expect(!createdAgain && again === first)
+        _ = try sessions.openSession(SessionID("a"))
+        #expect(sessions.list().map(\.id.rawValue) == ["a", "b"])
+        #expect(try sessions.session(SessionID("a")).id.rawValue == "a")
+        try sessions.delete(SessionID("a"))
+        #expect(first.isClosed == false)
+        #expect(sessions.count == 1)
+        #expect {
+            try sessions.delete(SessionID("a"))
+        } throws: { error in
+            (error as? SessionError)?.code == .sessionNotFound && (error as? SessionError)?.httpStatus == 404
+        }
+    }
+
+    @Test func sessionLimitAnswers503WithRetryAfter() throws {
+        let sessions = registry(testConfiguration(maxSessions: 2, idleTimeout: .seconds(60)))
+        _ = try sessions.openSession(SessionID("one"))
+        _ = try sessions.openSession(SessionID("two"))
+        do {
+            _ = try sessions.openSession(SessionID("three"))
+            Issue.record("expected too_many_sessions")
+        } catch {
+            #expect(error.code == .tooManySessions)
+            #expect(error.httpStatus == 503)
+            #expect((1...60).contains(error.retryAfterSeconds ?? 0))
+        }
+        // An existing one is still reachable at the limit.
+        _ = try sessions.openSession(SessionID("one"))
+    }
+
+    @Test func idleSessionsAreEvictedBusyOnesAreNot() async throws {
+        let metrics = FrameTapMetrics()
+        let sessions = registry(testConfiguration(idleTimeout: .milliseconds(100)), metrics: metrics)
+        let (idle, _) = try sessions.openSession(SessionID("idle"))
+        let (watched, _) = try sessions.openSession(SessionID("watched"))
+        let viewer = try watched.subscribe(PictureRequest())
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(sessions.evictIdle() == [try SessionID("idle")])
+        #expect(idle.isClosed)
+        #expect(!watched.isClosed)
+        viewer.cancel()
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(sessions.evictIdle() == [try SessionID("watched")])
+        #expect(sessions.count == 0)
+        #expect(metrics.exposition().contains("frametap_sessions_ended_total{reason=\"idle\"} 2"))
+    }
+
+    @Test func evictionTimerRuns() async throws {
+        let sessions = registry(testConfiguration(idleTimeout: .milliseconds(200)))
+        _ = try sessions.openSession(SessionID("x"))
+        sessions.startIdleEviction()
+        #expect(await eventually(timeout: .seconds(5)) { sessions.count == 0 })
+        sessions.shutdown()
+    }
+
+    @Test func deleteEndsViewersCleanly() async throws {
+        let sessions = registry()
+        let (session, _) = try sessions.openSession(SessionID("cam"))
+        let viewer = try session.subscribe(PictureRequest())
+        _ = viewer.poll()
+        let woken = Flag()
+        viewer.notifyWhenReady { woken.set() }
+        try sessions.delete(SessionID("cam"))
+        #expect(woken.count == 1)
+        guard case .ended = viewer.poll() else {
+            Issue.record("expected .ended")
+            return
+        }
+        viewer.cancel()
+    }
+
+    @Test func configureChangesOptions() throws {
+        let sessions = registry()
+        let (session, _) = try sessions.openSession(SessionID("cfg"))
+        try session.configure(SessionOptions(json: Array(#"{"decode":"keyframes","quality":40}"#.utf8)))
+        let status = session.status()
+        #expect(status.decode == .keyframes)
+        #expect(status.quality == 40)
+        #expect(status.backend == .software)
+        for bad in [#"{"quality":0}"#, #"{"quality":true}"#, #"{"backend":"gpu"}"#, #"{"colour":1}"#, "[1]", "{"] {
+            #expect(throws: SessionError.self) { _ = try SessionOptions(json: Array(bad.utf8)) }
+        }
+        #expect(try SessionOptions(json: [UInt8]()) == SessionOptions())
+    }
+
+    @Test func statusJSONHasTheDocumentedShape() async throws {
+        let session = try makeSession()
+        let empty = try #require(JSONSerialization.jsonObject(with: Data(session.status().json())) as? [String: Any])
+        #expect(empty["latestFrame"] is NSNull)
+        #expect(empty["lastError"] is NSNull)
+        #expect(empty["format"] is NSNull)
+
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        let json = try #require(JSONSerialization.jsonObject(with: Data(session.status().json())) as? [String: Any])
+        for key in ["id", "backend", "createdAt", "lastActivityAt", "format", "counters", "latestFrame", "lastError",
+            "subscribers"]
+        {
+            #expect(json.keys.contains(key), "missing \(key)")
+        }
+        #expect(json["id"] as? String == "cam1")
+        #expect(json["backend"] as? String == "software")
+        let created = try #require(json["createdAt"] as? String)
+        #expect(try Date(created, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) <= Date())
+        let format = try #require(json["format"] as? [String: Any])
+        for key in ["width", "height", "codedWidth", "codedHeight", "crop", "profile", "level", "chromaFormat",
+            "bitDepth", "fullRange", "colorPrimaries", "transfer", "matrix"]
+        {
+            #expect(format.keys.contains(key), "format lacks \(key)")
+        }
+        #expect(format["width"] as? Int == 176)
+        let counters = try #require(json["counters"] as? [String: Any])
+        for key in ["bytes", "nalUnits", "accessUnits", "framesDecoded", "framesDroppedBeforeKeyframe", "decodeErrors"] {
+            #expect(counters.keys.contains(key), "counters lack \(key)")
+        }
+        #expect(counters["framesDecoded"] as? Int == Fixture.baselineFrames)
+        let latest = try #require(json["latestFrame"] as? [String: Any])
+        for key in ["seq", "pts", "keyframe", "width", "height", "ageMs"] {
+            #expect(latest.keys.contains(key), "latestFrame lacks \(key)")
+        }
+        #expect(latest["seq"] as? Int == Fixture.baselineFrames)
+        #expect(json["subscribers"] as? Int == 0)
+    }
+
+    @Test func metricsExpositionHasTheSeries() async throws {
+        let metrics = FrameTapMetrics()
+        let sessions = registry(metrics: metrics)
+        let (session, _) = try sessions.openSession(SessionID("m"))
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        _ = try await picture(session).get()
+        _ = try await picture(session).get()
+        let viewer = try session.subscribe(PictureRequest())
+        metrics.recordRequest(route: "/sessions/{id}/frame/latest.jpg", status: 200, duration: .milliseconds(3))
+        let text = metrics.exposition()
+        for series in [
+            "frametap_sessions_active 1",
+            "frametap_ingest_bytes_total \(try Fixture.bytes(Fixture.baseline).count)",
+            "frametap_nal_units_total{type=\"sps\"} 1",
+            "frametap_frames_decoded_total \(Fixture.baselineFrames)",
+            "frametap_picture_encodes_total{format=\"jpeg\"} 1",
+            "frametap_picture_encode_seconds_count{format=\"jpeg\"} 1",
+            "frametap_decode_latency_seconds_count",
+            "frametap_http_requests_total{route=\"/sessions/{id}/frame/latest.jpg\",status=\"200\"} 1",
+            "frametap_mjpeg_clients 1",
+        ] {
+            #expect(text.contains(series), "missing \(series)")
+        }
+        viewer.cancel()
+        try sessions.delete(SessionID("m"))
+        let after = metrics.exposition()
+        #expect(after.contains("frametap_sessions_active 0"))
+        #expect(after.contains("frametap_mjpeg_clients 0"))
+    }
+}
