@@ -1,9 +1,187 @@
 import ArgumentParser
+import Decoding
+import Foundation
+import HTTPServer
+import Imaging
+import Logging
+import Sessions
 
+/// `frametap serve`: the HTTP service. Every option can also come from a `FRAMETAP_*`
+/// environment variable (handy in containers); an option given on the command line wins.
 struct ServeCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "serve", abstract: "Run the HTTP service.")
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the HTTP service.",
+        discussion: """
+            Each option may also be set with the environment variable named in its help \
+            (the command line wins). SIGINT or SIGTERM stops the server gracefully (exit 0).
+            """
+    )
+
+    @Option(help: "Numeric address to listen on. [FRAMETAP_HOST, default 0.0.0.0]")
+    var host: String?
+
+    @Option(help: "TCP port. [FRAMETAP_PORT, default 8080]")
+    var port: Int?
+
+    @Option(help: "HTTP worker threads. [FRAMETAP_THREADS, default: number of cores, at least 2]")
+    var threads: Int?
+
+    @Option(help: "libavcodec threads per session (0 = automatic). [FRAMETAP_DECODER_THREADS, default 1]")
+    var decoderThreads: Int?
+
+    @Option(help: "auto (VA-API when available), vaapi (required) or software. [FRAMETAP_BACKEND, default auto]")
+    var backend: DecoderBackendChoice?
+
+    @Option(help: "Most sessions at once. [FRAMETAP_MAX_SESSIONS, default 64]")
+    var maxSessions: Int?
+
+    @Option(help: "Largest body of one upload request in bytes, or 'unlimited'. [FRAMETAP_MAX_BODY_BYTES, default unlimited]")
+    var maxBodyBytes: String?
+
+    @Option(help: "Largest NAL unit in bytes. [FRAMETAP_MAX_NAL_BYTES, default 8388608]")
+    var maxNalBytes: Int?
+
+    @Option(help: "Largest picture (width x height) decoded or produced. [FRAMETAP_MAX_PICTURE_PIXELS, default 36000000]")
+    var maxPicturePixels: Int?
+
+    @Option(help: "Seconds without upload, viewer or request before a session is removed. [FRAMETAP_SESSION_IDLE_TIMEOUT, default 300]")
+    var sessionIdleTimeout: Double?
+
+    @Option(help: "Require this bearer token on every route except /healthz. [FRAMETAP_AUTH_TOKEN, default none]")
+    var authToken: String?
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical. [FRAMETAP_LOG_LEVEL, default info]")
+    var logLevel: String?
+
+    func validate() throws {
+        _ = try resolved()
+    }
+
     func run() throws {
-        printError("frametap: serve is not available in this build yet")
-        throw ExitCode(2)
+        let settings = try resolved()
+        let level = settings.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "frametap")
+        logHardware(settings.sessions, logger: logger)
+
+        let metrics = FrameTapMetrics()
+        metrics.bootstrapGlobalMetricsSystem()
+        var http = settings.http
+        http.logger = Logger(label: "frametap.http")
+        let service = FrameTapService(
+            http: http, sessions: settings.sessions, metrics: metrics, logger: Logger(label: "frametap.sessions"))
+        do {
+            try service.run()
+        } catch {
+            logger.critical("cannot start", metadata: ["reason": "\(error)"])
+            throw ExitCode.failure
+        }
+        logger.info("stopped")
+    }
+
+    /// Render nodes and what the default back end gives, so an operator sees at start-up
+    /// whether pictures will be decoded in hardware.
+    private func logHardware(_ configuration: ServerConfiguration, logger: Logger) {
+        let directory = "/dev/dri"
+        let nodes = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
+            .filter { $0.hasPrefix("renderD") }.sorted().map { "\(directory)/\($0)" }
+        var options = DecoderOptions.lowLatency(backend: configuration.backend)
+        options.sizeLimit = configuration.pictureSizeLimit
+        do {
+            let probe = try H264Decoder(options: options)
+            logger.info(
+                "hardware decoding",
+                metadata: [
+                    "renderNodes": "\(nodes.isEmpty ? "none" : nodes.joined(separator: ","))",
+                    "backendDefault": "\(configuration.backend.rawValue)", "backend": "\(probe.backend.rawValue)",
+                    "reason": "\(probe.backendReason)",
+                ])
+        } catch {
+            // The server still runs: session creation answers 503 decoder_unavailable.
+            logger.warning(
+                "hardware decoding unavailable",
+                metadata: [
+                    "renderNodes": "\(nodes.isEmpty ? "none" : nodes.joined(separator: ","))",
+                    "backendDefault": "\(configuration.backend.rawValue)", "code": "\(error.code.rawValue)",
+                    "reason": "\(error.message)",
+                ])
+        }
+    }
+
+    struct Settings {
+        var http: HTTPServerConfiguration
+        var sessions: ServerConfiguration
+        var logLevel: Logger.Level
+    }
+
+    /// Command line, then environment, then defaults; every value checked.
+    func resolved(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Settings {
+        let env = EnvironmentOptions(environment)
+        var http = HTTPServerConfiguration()
+        http.host = try host ?? env.string("FRAMETAP_HOST") ?? "0.0.0.0"
+        let port = try port ?? env.int("FRAMETAP_PORT") ?? 8080
+        guard (0...65535).contains(port) else { throw ValidationError("port must be 0...65535") }
+        http.port = UInt16(port)
+        let threads = try threads ?? env.int("FRAMETAP_THREADS") ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
+        guard (1...256).contains(threads) else { throw ValidationError("threads must be 1...256") }
+        http.threadPoolSize = threads
+        let token = try authToken ?? env.string("FRAMETAP_AUTH_TOKEN") ?? ""
+        http.bearerToken = token.isEmpty ? nil : token
+
+        var sessions = ServerConfiguration()
+        sessions.backend = try backend ?? env.parse("FRAMETAP_BACKEND", DecoderBackendChoice.init(rawValue:)) ?? .auto
+        sessions.decoderThreads = try decoderThreads ?? env.int("FRAMETAP_DECODER_THREADS") ?? 1
+        sessions.maxSessions = try maxSessions ?? env.int("FRAMETAP_MAX_SESSIONS") ?? 64
+        let bodyLimit = try maxBodyBytes ?? env.string("FRAMETAP_MAX_BODY_BYTES") ?? "unlimited"
+        if bodyLimit == "unlimited" {
+            sessions.maxBodyBytes = nil
+        } else if let limit = Int(bodyLimit), limit >= 1 {
+            sessions.maxBodyBytes = limit
+        } else {
+            throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
+        }
+        sessions.maxNALBytes = try maxNalBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? 8 << 20
+        let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureOptions.maxPixels
+        guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }
+        sessions.pictureSizeLimit = PictureSizeLimit(maxPixels: pixels)
+        let idle = try sessionIdleTimeout ?? env.parse("FRAMETAP_SESSION_IDLE_TIMEOUT", Double.init) ?? 300
+        guard idle.isFinite, idle > 0, idle <= 31_536_000 else {
+            throw ValidationError("session idle timeout must be a positive number of seconds")
+        }
+        sessions.idleTimeout = .milliseconds(Int64(idle * 1000))
+        do {
+            sessions = try sessions.validated()
+        } catch {
+            throw ValidationError(error.message)
+        }
+
+        let levelName = try logLevel ?? env.string("FRAMETAP_LOG_LEVEL") ?? "info"
+        guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
+            throw ValidationError("log level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        return Settings(http: http, sessions: sessions, logLevel: level)
+    }
+}
+
+/// `FRAMETAP_*` variables; a set but malformed value is an error, never silently ignored.
+struct EnvironmentOptions {
+    let environment: [String: String]
+    init(_ environment: [String: String]) { self.environment = environment }
+
+    func string(_ name: String) throws -> String? { environment[name] }
+
+    func int(_ name: String) throws -> Int? { try parse(name) { Int($0) } }
+
+    func parse<T>(_ name: String, _ make: (String) -> T?) throws -> T? {
+        guard let text = environment[name] else { return nil }
+        guard let value = make(text.trimmingCharacters(in: .whitespaces)) else {
+            throw ValidationError("\(name)='\(text)' is not a valid value")
+        }
+        return value
     }
 }

@@ -1,0 +1,79 @@
+import H264
+import Sessions
+
+extension HTTPError {
+    /// The problem for a session-layer error: its stable code, its status, its message, and
+    /// `Retry-After` when the session layer knows when to come back.
+    init(_ error: SessionError) {
+        var headers: [String: String] = [:]
+        if let seconds = error.retryAfterSeconds { headers["Retry-After"] = String(seconds) }
+        self.init(status: HTTPStatus(error.httpStatus), code: error.code.rawValue, detail: error.message, headers: headers)
+    }
+
+    static func invalidParameter(_ detail: String) -> HTTPError {
+        HTTPError(status: .badRequest, code: FrameTapError.Code.invalidParameter.rawValue, detail: detail)
+    }
+}
+
+extension SessionID {
+    /// The `{id}` path segment as a session id, or 400 invalid_session_id.
+    static func fromPath(_ request: HTTPRequest) throws(HTTPError) -> SessionID {
+        do {
+            return try SessionID(request.pathParameters["id"] ?? "")
+        } catch {
+            throw HTTPError(error)
+        }
+    }
+}
+
+/// Typed access to query parameters; a present but malformed value is a 400
+/// `invalid_parameter` naming the parameter, never silently ignored.
+struct QueryReader {
+    let query: QueryParameters
+
+    init(_ request: HTTPRequest) { query = request.query }
+
+    func int(_ name: String, in range: ClosedRange<Int>) throws(HTTPError) -> Int? {
+        guard let text = query[name] else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw .invalidParameter("\(name) must be an integer \(range.lowerBound)...\(range.upperBound), got '\(text)'")
+        }
+        return value
+    }
+
+    func unsigned(_ name: String) throws(HTTPError) -> UInt64? {
+        guard let text = query[name] else { return nil }
+        guard let value = UInt64(text) else {
+            throw .invalidParameter("\(name) must be a non-negative integer, got '\(text)'")
+        }
+        return value
+    }
+
+    func double(_ name: String, in range: ClosedRange<Double>) throws(HTTPError) -> Double? {
+        guard let text = query[name] else { return nil }
+        guard let value = Double(text), value.isFinite, range.contains(value) else {
+            throw .invalidParameter("\(name) must be a number \(range.lowerBound)...\(range.upperBound), got '\(text)'")
+        }
+        return value
+    }
+
+    /// `true`/`1`/`yes` or `false`/`0`/`no`; a bare `?flush` means true.
+    func bool(_ name: String) throws(HTTPError) -> Bool? {
+        guard let text = query[name] else { return nil }
+        switch text.lowercased() {
+        case "", "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw .invalidParameter("\(name) must be true or false, got '\(text)'")
+        }
+    }
+
+    func oneOf<T: RawRepresentable>(_ name: String, _ type: T.Type) throws(HTTPError) -> T?
+    where T.RawValue == String, T: CaseIterable {
+        guard let text = query[name] else { return nil }
+        guard let value = T(rawValue: text) else {
+            let allowed = T.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .invalidParameter("\(name) must be one of \(allowed), got '\(text)'")
+        }
+        return value
+    }
+}

@@ -1,0 +1,242 @@
+import Imaging
+import Logging
+import Sessions
+
+/// The FrameTap HTTP API on top of the session layer. Every handler returns without decoding
+/// or encoding: cached pictures are answered at once from the cache (zero copy), anything
+/// else is a deferred answer completed by a session worker while the connection is suspended.
+public struct FrameTapAPI: Sendable {
+    public let registry: SessionRegistry
+    public let metrics: FrameTapMetrics
+    let logger: Logger
+
+    /// The longest `?wait=` accepted, in milliseconds.
+    static let maxWaitMilliseconds = 30_000
+    /// Largest `PUT /sessions/{id}` body (a tiny JSON object).
+    static let maxOptionsBytes = 64 << 10
+
+    public init(registry: SessionRegistry, metrics: FrameTapMetrics, logger: Logger) {
+        self.registry = registry
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// Every route of the API.
+    public func router() -> Router {
+        var router = Router()
+        let health = Self.healthResponse
+        router.get("/healthz", requiresAuth: false) { _ in .reusing(health) }
+        router.get("/metrics") { [metrics] _ in
+            .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
+        }
+        router.get("/sessions") { [registry] _ in .json(registry.statusList().json()) }
+        router.get("/sessions/{id}") { [self] request throws(HTTPError) in try sessionStatus(request) }
+        router.add(.put, "/sessions/{id}", maxBodyBytes: Self.maxOptionsBytes) { [self] request throws(HTTPError) in
+            try configureSession(request)
+        }
+        router.delete("/sessions/{id}") { [self] request throws(HTTPError) in try deleteSession(request) }
+        router.addUpload(.post, "/sessions/{id}/nalus", maxBodyBytes: registry.configuration.maxBodyBytes) {
+            [self] request, body throws(HTTPError) in try pushNALUnits(request, body)
+        }
+        for (name, format) in [("latest.jpg", PictureFormat.jpeg), ("latest.yuv", .yuv), ("latest.rgb", .rgb)] {
+            router.get("/sessions/{id}/frame/\(name)") { [self] request throws(HTTPError) in
+                try latestPicture(request, format: format)
+            }
+        }
+        router.get("/sessions/{id}/frames.mjpeg") { [self] request throws(HTTPError) in try mjpeg(request) }
+        return router
+    }
+
+    /// Built once: every health check queues the same prepared response.
+    private static let healthResponse: ReusableResponse = {
+        do {
+            return try ReusableResponse(
+                headers: ["Content-Type": "application/json", "Cache-Control": "no-store"],
+                body: SharedBytes(#"{"status":"ok"}"# + "\n"))
+        } catch {
+            fatalError("libmicrohttpd cannot build a fixed response: \(error)")
+        }
+    }()
+
+    /// The server hook: one metric sample per finished request, by route template and status
+    /// (499 when the client left before any answer), and a log line for server-side failures.
+    public func observe(_ record: RequestRecord) {
+        let status = record.status?.code ?? 499
+        metrics.recordRequest(route: record.route ?? "unmatched", status: status, duration: record.duration)
+        if status >= 500 {
+            logger.error(
+                "request failed",
+                metadata: [
+                    "method": "\(record.method)", "route": "\(record.route ?? "unmatched")", "status": "\(status)",
+                ])
+        }
+    }
+
+    // MARK: - Sessions
+
+    func session(for request: HTTPRequest) throws(HTTPError) -> Session {
+        let id = try SessionID.fromPath(request)
+        do {
+            return try registry.session(id)
+        } catch {
+            throw HTTPError(error)
+        }
+    }
+
+    func sessionStatus(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        noStore(.json(try session(for: request).status().json()))
+    }
+
+    /// Creates the session when missing (201), otherwise reconfigures it (200).
+    func configureSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let id = try SessionID.fromPath(request)
+        do {
+            let options = try SessionOptions(json: request.body)
+            let (session, created) = try registry.openSession(id, options: options)
+            if !created { try session.configure(options) }
+            return noStore(.json(session.status().json(), status: created ? .created : .ok))
+        } catch {
+            throw HTTPError(error)
+        }
+    }
+
+    func deleteSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let id = try SessionID.fromPath(request)
+        do {
+            try registry.delete(id)
+        } catch {
+            throw HTTPError(error)
+        }
+        return HTTPResponse(status: .noContent)
+    }
+
+    private func noStore(_ response: HTTPResponse) -> HTTPResponse {
+        var response = response
+        response.headers.add("Cache-Control", "no-store")
+        return response
+    }
+
+    // MARK: - Upload
+
+    /// `POST /sessions/{id}/nalus`. Runs when the headers are in; the body then streams to the
+    /// session's decode worker (JSON answer) or to a spool file (multipart answer).
+    func pushNALUnits(_ request: HTTPRequest, _ body: RequestBodyStream) throws(HTTPError) -> HTTPResponse {
+        let id = try SessionID.fromPath(request)
+        let query = QueryReader(request)
+        let flush = try query.bool("flush") ?? false
+        let multipart = Self.acceptsMultipart(request.headers["Accept"])
+        let pictureRequest = try multipart ? Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg) : nil
+        let session: Session
+        do {
+            session = try registry.openSession(id).session
+        } catch {
+            throw HTTPError(error)
+        }
+        let handoff = AnswerHandoff()
+        if let pictureRequest {
+            let spool: SpooledUpload
+            do {
+                spool = try session.beginSpooledUpload(pictureRequest)
+            } catch {
+                throw HTTPError(error)
+            }
+            let boundary = Multipart.makeBoundary()
+            let logger = logger
+            let pump = SpoolPump(body: body, spool: spool, flush: flush, handoff: handoff) {
+                HTTPResponse(
+                    headers: ["Content-Type": Multipart.mixedContentType(boundary: boundary), "Cache-Control": "no-store"],
+                    body: .stream(MultipartAnswerSource(spool: spool, boundary: boundary, logger: logger)))
+            }
+            pump.start()
+            return .deferred { promise in
+                // A client gone before the body ended never gets the stream: free the spool now.
+                promise.onCancel { spool.cancel() }
+                handoff.attach(promise)
+            }
+        }
+        do {
+            try session.ingest(from: RequestBodyUploadSource(body), flush: flush) { result in
+                switch result {
+                case .success(let summary): handoff.complete(.json(summary.json()))
+                case .failure(let error): handoff.complete(.problem(HTTPError(error)))
+                }
+            }
+        } catch {
+            throw HTTPError(error)
+        }
+        return .deferred { promise in handoff.attach(promise) }
+    }
+
+    /// True when the client lists `multipart/mixed` (with a non-zero q) in Accept.
+    static func acceptsMultipart(_ accept: String?) -> Bool {
+        guard let accept else { return false }
+        for item in accept.split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard parts.first == "multipart/mixed" else { continue }
+            let zeroQuality = parts.dropFirst().contains { parameter in
+                parameter.hasPrefix("q=") && (Double(parameter.dropFirst(2)) ?? 1) == 0
+            }
+            if !zeroQuality { return true }
+        }
+        return false
+    }
+
+    static func pictureRequest(_ query: QueryReader, format: PictureFormat) throws(HTTPError) -> PictureRequest {
+        let request = PictureRequest(
+            format: format,
+            width: try query.int("width", in: 1...PictureOptions.maxDimension),
+            height: try query.int("height", in: 1...PictureOptions.maxDimension),
+            quality: try query.int("quality", in: PictureOptions.qualityRange))
+        do {
+            return try request.validated()
+        } catch {
+            throw HTTPError(error)
+        }
+    }
+
+    // MARK: - Pictures
+
+    /// `GET /sessions/{id}/frame/latest.{jpg,yuv,rgb}`: a cache hit or a 304 is answered right
+    /// here; an encode or a long poll is a deferred answer (no thread waits).
+    func latestPicture(_ request: HTTPRequest, format: PictureFormat) throws(HTTPError) -> HTTPResponse {
+        let query = QueryReader(request)
+        let pictureRequest = try Self.pictureRequest(query, format: format)
+        let waitMilliseconds = try query.int("wait", in: 0...Self.maxWaitMilliseconds) ?? 0
+        let after = try query.unsigned("after")
+        let session = try session(for: request)
+        let handoff = AnswerHandoff()
+        session.requestPicture(
+            pictureRequest, ifNoneMatch: request.headers["If-None-Match"], after: after,
+            wait: .milliseconds(waitMilliseconds)
+        ) { result in
+            handoff.complete(PictureResponses.answer(result))
+        }
+        guard waitMilliseconds > 0 else { return handoff.response() }
+        // The session answers 304 itself when the wait ends; this is only a backstop.
+        return handoff.response(timeout: .milliseconds(waitMilliseconds) + .seconds(5)) {
+            PictureResponses.notModified(etag: nil)
+        }
+    }
+
+    /// `GET /sessions/{id}/frames.mjpeg`: live multipart/x-mixed-replace, newest picture wins.
+    func mjpeg(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let query = QueryReader(request)
+        let pictureRequest = try Self.pictureRequest(query, format: .jpeg)
+        let fps = try query.double("fps", in: 0.1...120)
+        let session = try session(for: request)
+        let subscriber: FrameSubscriber
+        do {
+            subscriber = try session.subscribe(pictureRequest, maxFPS: fps)
+        } catch {
+            throw HTTPError(error)
+        }
+        let boundary = Multipart.makeBoundary()
+        return HTTPResponse(
+            headers: [
+                "Content-Type": Multipart.mixedReplaceContentType(boundary: boundary),
+                "Cache-Control": "no-cache, no-store, must-revalidate", "Pragma": "no-cache",
+                "X-Accel-Buffering": "no",
+            ],
+            body: .stream(MJPEGSource(subscriber: subscriber, boundary: boundary)))
+    }
+}

@@ -1,0 +1,52 @@
+import Logging
+import Sessions
+
+/// The whole service as `frametap serve` runs it: a session registry with its metrics, the
+/// API routes, and the HTTP server. Tests build exactly this, on an ephemeral port.
+public final class FrameTapService: Sendable {
+    public let registry: SessionRegistry
+    public let metrics: FrameTapMetrics
+    public let api: FrameTapAPI
+    public let server: HTTPServer
+
+    /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
+    /// there still runs after it). `http.bearerToken` turns authentication on.
+    public init(
+        http: HTTPServerConfiguration, sessions: ServerConfiguration, metrics: FrameTapMetrics = FrameTapMetrics(),
+        logger: Logger = Logger(label: "frametap")
+    ) {
+        self.metrics = metrics
+        registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger)
+        let api = FrameTapAPI(registry: registry, metrics: metrics, logger: logger)
+        self.api = api
+        var http = http
+        let previousObserver = http.requestObserver
+        http.requestObserver = { record in
+            api.observe(record)
+            previousObserver?(record)
+        }
+        server = HTTPServer(configuration: http, router: api.router())
+    }
+
+    /// The bound port (useful with port 0).
+    public var port: UInt16 { server.port }
+
+    /// Starts listening and the idle-session eviction; returns at once.
+    public func start() throws(HTTPServerError) {
+        try server.start()
+        registry.startIdleEviction()
+    }
+
+    /// Graceful stop: in-flight requests finish (streams end), then every session is closed.
+    public func stop() {
+        server.stop()
+        registry.shutdown()
+    }
+
+    /// Serves until SIGINT or SIGTERM, then stops gracefully.
+    public func run() throws(HTTPServerError) {
+        registry.startIdleEviction()
+        defer { registry.shutdown() }
+        try server.run()
+    }
+}
