@@ -65,19 +65,25 @@ public struct DecoderOptions: Sendable {
     /// Decoder threads; 0 lets libavcodec pick (one per core, plus one).
     public var threads: Int
     public var threadType: DecoderThreadType
-    /// Learn the stream's reorder delay the way the ffmpeg CLI does before decoding for real.
+    /// Do what the ffmpeg CLI's stream probe (avformat_find_stream_info) does before it
+    /// decodes, so the output equals the CLI's frame for frame:
     ///
-    /// The CLI's stream probe (avformat_find_stream_info) decodes up to 7 pictures with a
-    /// throwaway decoder and opens the real one with the reorder delay (`has_b_frames`) it
-    /// learned. For streams that reorder pictures without announcing it in the SPS (no VUI
-    /// `bitstream_restriction`), a decoder that starts at 0 drops the pictures that come out
-    /// "too late" until it has learned the delay: measured on the conformance stream
-    /// Cisco_Men_whisper_640x320_CABAC_Bframe_9.264, 2 of 9 pictures instead of the CLI's 9.
-    /// With this on, the first access units (until 7 pictures, at most 5 MB) are decoded once
-    /// by a one-thread software probe, then by the real decoder: output equals the CLI's, at
-    /// the cost of holding back the first pictures of each stream. Streams that announce
-    /// their reordering (x264 always does) decode identically either way.
-    public var probeReorderDelay: Bool
+    /// - Reorder delay: the probe decodes up to 7 pictures with a throwaway decoder and opens
+    ///   the real one with the reorder delay (`has_b_frames`) it learned. For streams that
+    ///   reorder pictures without announcing it in the SPS (no VUI `bitstream_restriction`), a
+    ///   decoder starting at 0 drops the pictures that come out "too late" until it has learned
+    ///   the delay: measured on the conformance stream Cisco_Men_whisper_640x320_CABAC_Bframe_9,
+    ///   2 of 9 pictures instead of the CLI's 9. `H264Decoder` does this (first access units,
+    ///   until 7 pictures or 5 MB, decoded once by a one-thread software probe, then for real).
+    /// - Parameter sets: the probe hands the first SPS/PPS it finds to the decoder as
+    ///   extradata, so pictures *before* them in the stream (e.g. an IDR whose SPS/PPS were cut
+    ///   off) still decode. `StreamDecoder` does this by holding access units until the first
+    ///   SPS and PPS (at most 5 MB), then sending those ahead of the held units.
+    ///
+    /// The cost is latency at the start of each stream (the held-back pictures), so the CLI
+    /// turns it on and a live server does not. Streams that begin with their parameter sets and
+    /// announce their reordering (x264 always does) decode identically either way.
+    public var emulateFFmpegProbe: Bool
     public var sizeLimit: PictureSizeLimit
     /// DRM render nodes to try for VA-API, in order; nil scans `/dev/dri/renderD*`.
     public var renderNodes: [String]?
@@ -86,14 +92,14 @@ public struct DecoderOptions: Sendable {
         backend: DecoderBackendChoice = .auto,
         threads: Int = 1,
         threadType: DecoderThreadType = .slice,
-        probeReorderDelay: Bool = false,
+        emulateFFmpegProbe: Bool = false,
         sizeLimit: PictureSizeLimit = PictureSizeLimit(),
         renderNodes: [String]? = nil
     ) {
         self.backend = backend
         self.threads = threads
         self.threadType = threadType
-        self.probeReorderDelay = probeReorderDelay
+        self.emulateFFmpegProbe = emulateFFmpegProbe
         self.sizeLimit = sizeLimit
         self.renderNodes = renderNodes
     }
@@ -101,13 +107,13 @@ public struct DecoderOptions: Sendable {
     /// For a server session: one thread and no probe, so a picture comes out as soon as it is
     /// decodable and many sessions share the cores without oversubscription.
     public static func lowLatency(backend: DecoderBackendChoice = .auto) -> DecoderOptions {
-        DecoderOptions(backend: backend, threads: 1, threadType: .slice, probeReorderDelay: false)
+        DecoderOptions(backend: backend, threads: 1, threadType: .slice, emulateFFmpegProbe: false)
     }
 
     /// For batch decoding (the CLI): every core, frame threading, and the CLI's reorder probe so
     /// the output equals ffmpeg's; output delay does not matter.
     public static func throughput(backend: DecoderBackendChoice = .auto) -> DecoderOptions {
-        DecoderOptions(backend: backend, threads: 0, threadType: .auto, probeReorderDelay: true)
+        DecoderOptions(backend: backend, threads: 0, threadType: .auto, emulateFFmpegProbe: true)
     }
 
     /// Rejects values libavcodec would misbehave with.

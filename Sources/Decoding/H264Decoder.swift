@@ -43,7 +43,7 @@ public final class H264Decoder {
     private var paddedInput: UnsafeMutableRawBufferPointer
     /// Bytes from the end of the last `decode` that the parser must not see yet (see `stage`).
     private var heldBack: [UInt8] = []
-    /// While set, access units go to a throwaway decoder first (see `DecoderOptions.probeReorderDelay`).
+    /// While set, access units go to a throwaway decoder first (see `DecoderOptions.emulateFFmpegProbe`).
     private var reorderProbe: ReorderProbe?
 
     /// Opens the decoder. Throws `.decoderUnavailable` when `options.backend` is `.vaapi` and no
@@ -102,7 +102,7 @@ public final class H264Decoder {
         self.hardwareDevice = device
         self.negotiation = negotiation
         self.paddedInput = .allocate(byteCount: 64 * 1024 + Int(AV_INPUT_BUFFER_PADDING_SIZE), alignment: 64)
-        if options.probeReorderDelay { startReorderProbe() }
+        if options.emulateFFmpegProbe { startReorderProbe() }
     }
 
     /// Opens a decoding context. `reorderDelay` presets `has_b_frames`, as the ffmpeg CLI does
@@ -217,7 +217,7 @@ public final class H264Decoder {
             av_parser_close(parser)
             parser = freshParser
         }
-        if options.probeReorderDelay { startReorderProbe() }
+        if options.emulateFFmpegProbe { startReorderProbe() }
         return output
     }
 

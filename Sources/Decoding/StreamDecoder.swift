@@ -38,7 +38,7 @@ public final class StreamDecoder {
     public private(set) var lastError: ErrorEvent?
     /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
     public private(set) var format: VideoFormat?
-    /// Decode only intra random-access pictures (IDR, or I with a recovery point), each drained
+    /// Decode only intra pictures (IDR or I), each drained
     /// at once so it comes out immediately (thumbnails, previews). Can be switched between
     /// pushes. Pair it with `DecoderOptions.lowLatency`: each drain would restart the reorder probe.
     public var keyframesOnly: Bool
@@ -55,6 +55,14 @@ public final class StreamDecoder {
     /// dropped access units can be sent ahead of the first decoded one.
     private var sentSPS: [Int: [UInt8]] = [:]
     private var sentPPS: [Int: [UInt8]] = [:]
+    /// With `DecoderOptions.emulateFFmpegProbe`: picture units held until the stream's first
+    /// SPS and PPS arrive, as the CLI's probe finds them before its decoder starts.
+    private var awaitingParameterSets: Bool
+    private var held: [AccessUnit] = []
+    private var heldBytes = 0
+    /// Decodable pictures before the first start point (see `startDecoding`).
+    private var waitingForStart: [AccessUnit] = []
+    private var waitingBytes = 0
 
     public init(
         options: DecoderOptions = DecoderOptions(), maxNALSize: Int = 8 << 20, keyframesOnly: Bool = false
@@ -63,6 +71,7 @@ public final class StreamDecoder {
         decoder = try H264Decoder(options: options)
         splitter = AnnexBSplitter(maxNALSize: maxNALSize)
         self.keyframesOnly = keyframesOnly
+        awaitingParameterSets = options.emulateFFmpegProbe
     }
 
     /// Feeds the next bytes of the stream, in any chunking.
@@ -92,8 +101,14 @@ public final class StreamDecoder {
         var units: [AccessUnit] = []
         assembler.finish { units.append($0) }
         for unit in units { handle(unit, into: &output) }
+        releaseHeldUnits(into: &output)
+        // Never reached a start point: libavcodec would not have output them either.
+        counters.framesDroppedBeforeKeyframe += waitingForStart.count
+        waitingForStart = []
+        waitingBytes = 0
         append(decoder.drain(), to: &output)
         started = false
+        awaitingParameterSets = decoder.options.emulateFFmpegProbe
         return output
     }
 
@@ -119,29 +134,47 @@ public final class StreamDecoder {
     private func handle(_ unit: AccessUnit, into output: inout DecodeOutput) {
         counters.accessUnits += 1
         checkNewParameterSets(into: &output)
+        // A unit without a picture (parameter sets or SEI at the end of a stream) would only make
+        // libavcodec report "no frame"; its parameter sets go out with the next picture instead.
+        guard unit.hasPicture else { return }
+        if awaitingParameterSets {
+            if parameterSets.sps.isEmpty || parameterSets.pps.isEmpty {
+                held.append(unit)
+                heldBytes += unit.byteCount
+                // The CLI's probe gives up at 5 MB (probesize) too.
+                if heldBytes >= 5_000_000 { releaseHeldUnits(into: &output) }
+                return
+            }
+            releaseHeldUnits(into: &output)
+        }
+        decodeIfWanted(unit, into: &output)
+    }
+
+    /// Ends the wait for parameter sets: the held units are judged with the sets known now,
+    /// which is what the CLI's decoder sees when the probe passed them as extradata.
+    private func releaseHeldUnits(into output: inout DecodeOutput) {
+        awaitingParameterSets = false
+        let units = held
+        held = []
+        heldBytes = 0
+        for unit in units { decodeIfWanted(unit, into: &output) }
+    }
+
+    /// The gate, the size check and keyframes-only mode, then the decoder.
+    private func decodeIfWanted(_ unit: AccessUnit, into output: inout DecodeOutput) {
         let sps = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) }
-        if unit.hasPicture, let sps {
+        if let sps {
             format = VideoFormat(sps: sps)
             if checkedSPS[sps.id]?.fits == false {
                 counters.framesRejectedTooLarge += 1
                 return
             }
         }
-        // A unit without a picture (parameter sets or SEI at the end of a stream) would only make
-        // libavcodec report "no frame"; its parameter sets go out with the next picture instead.
-        guard unit.hasPicture else { return }
         if !started {
-            // libavcodec outputs nothing before a random access point whose parameter sets it
-            // has; decoding such pictures would only cost time. See the tests for the streams
-            // cut mid-GOP this was checked against.
-            guard unit.isRandomAccessPoint, sps != nil else {
-                counters.framesDroppedBeforeKeyframe += 1
-                return
-            }
-            started = true
+            guard startDecoding(at: unit, into: &output) else { return }
         }
         if keyframesOnly {
-            guard unit.isRandomAccessPoint, unit.primarySliceType == .i || unit.isIDR else {
+            guard unit.isIDR || unit.primarySliceType == .i else {
                 counters.framesSkippedNotKeyframe += 1
                 return
             }
@@ -150,6 +183,48 @@ public final class StreamDecoder {
         } else {
             send(unit, into: &output)
         }
+    }
+
+    /// The random-access gate. Returns true when `unit` is the first picture to decode.
+    ///
+    /// libavcodec cannot decode a picture without its SPS and PPS, and outputs nothing before a
+    /// picture it can start from: an IDR, a recovery point, or an I picture (its
+    /// FRAME_RECOVERED_HEURISTIC; whether it then outputs that I picture depends on the PPS
+    /// reference counts, so it is sent and libavcodec decides). Measured against the ffmpeg CLI
+    /// on streams cut mid-GOP (StreamDecoderTests): pictures before the start point are never
+    /// output, but when the start point is not an IDR, libavcodec still keeps the ones it could
+    /// decode as references, and in intra-refresh streams with parameter sets on every picture
+    /// the "recovered" pictures then differ if they were dropped. So decodable pictures before
+    /// the start point wait here: an IDR makes them irrelevant (dropped and counted, the usual
+    /// case and the saving), any other start point sends them first.
+    private func startDecoding(at unit: AccessUnit, into output: inout DecodeOutput) -> Bool {
+        let hasParameterSets = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) } != nil
+        guard hasParameterSets else {
+            counters.framesDroppedBeforeKeyframe += 1
+            return false
+        }
+        if unit.isIDR || keyframesOnly {
+            counters.framesDroppedBeforeKeyframe += waitingForStart.count
+            waitingForStart = []
+            waitingBytes = 0
+        } else if unit.isRandomAccessPoint || unit.primarySliceType == .i {
+            let earlier = waitingForStart
+            waitingForStart = []
+            waitingBytes = 0
+            for picture in earlier { send(picture, into: &output) }
+        } else {
+            waitingForStart.append(unit)
+            waitingBytes += unit.byteCount
+            // Bounded like the held units: past 8 MB the oldest are dropped (and counted).
+            while waitingBytes > 8 << 20, let oldest = waitingForStart.first {
+                waitingForStart.removeFirst()
+                waitingBytes -= oldest.byteCount
+                counters.framesDroppedBeforeKeyframe += 1
+            }
+            return false
+        }
+        started = true
+        return true
     }
 
     /// Sends the unit, preceded by the parameter sets it uses when the decoder has not been

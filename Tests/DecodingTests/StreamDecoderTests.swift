@@ -1,0 +1,165 @@
+import Decoding
+import Foundation
+import H264
+import Testing
+
+@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"))
+struct StreamDecoderTests {
+    static let live = DecoderOptions.lowLatency(backend: .software)
+
+    /// A stream with `x264Params`, optionally with SPS+PPS inserted before every picture
+    /// (as some cameras send them), cut so it starts at the VCL NAL unit `vclIndex`.
+    static func cutStream(_ name: String, _ x264Params: String, everyPicture: Bool, vclIndex: Int) throws -> URL {
+        var bytes = try TestSupport.bytes(
+            of: TestSupport.stream("gate-\(name)", size: "160x120", frames: 30, x264Params: x264Params))
+        var units = AnnexBSplitter.split(bytes)
+        if everyPicture {
+            let sps = units.first { $0.type == .sps }!
+            let pps = units.first { $0.type == .pps }!
+            var withSets: [NALUnit] = []
+            var previousWasHeader = false
+            for unit in units {
+                // A picture's first slice has first_mb_in_slice 0, coded as a single 1 bit.
+                if unit.type.isVCL && !previousWasHeader && unit.bytes[1] & 0x80 != 0 { withSets += [sps, pps] }
+                previousWasHeader = [.sps, .pps, .sei].contains(unit.type)
+                withSets.append(unit)
+            }
+            units = withSets
+        }
+        let firstVCL = units.indices.filter { units[$0].type.isVCL }[vclIndex]
+        bytes = units[firstVCL...].flatMap { [0, 0, 0, 1] + $0.bytes }
+        let url = TestSupport.directory.appendingPathComponent("cut-\(name)-\(everyPicture)-\(vclIndex).h264")
+        try Data(bytes).write(to: url)
+        return url
+    }
+
+    static let gateCases: [(name: String, params: String, everyPicture: Bool, cuts: [Int])] = [
+        ("closed-gop", "keyint=8:bframes=2", false, [1, 2, 4, 7, 9]),
+        ("open-gop", "keyint=8:min-keyint=8:scenecut=0:bframes=2:open-gop=1", false, [1, 3, 6, 7, 8]),
+        ("intra-refresh", "keyint=8:intra-refresh=1:bframes=0", false, [2, 9, 12]),
+        ("intra-refresh", "keyint=8:intra-refresh=1:bframes=0", true, [2, 9, 12]),
+    ]
+
+    /// Emulating the CLI's probe, every cut decodes exactly like the CLI.
+    @Test(arguments: 0..<4)
+    func streamsCutMidGOPMatchTheCLI(_ caseIndex: Int) throws {
+        let gateCase = Self.gateCases[caseIndex]
+        for cut in gateCase.cuts {
+            let file = try Self.cutStream(gateCase.name, gateCase.params, everyPicture: gateCase.everyPicture, vclIndex: cut)
+            let reference = try TestSupport.ffmpegFrameMD5s(file)
+            let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file))
+            #expect(decoded.frames.map(TestSupport.frameMD5) == reference, "\(gateCase.name) cut at VCL \(cut)")
+        }
+    }
+
+    /// Live (no look-ahead), the gate drops the pictures before the keyframe and still matches
+    /// the CLI whenever the stream carries the parameter sets the pictures need before them.
+    @Test func liveGateDropsOnlyWhatLibavcodecWouldNotOutput() throws {
+        let cases = [("closed-gop", "keyint=8:bframes=2", false, 2), ("open-gop", "keyint=8:min-keyint=8:scenecut=0:bframes=2:open-gop=1", false, 3)]
+        for (name, params, everyPicture, cut) in cases {
+            let file = try Self.cutStream(name, params, everyPicture: everyPicture, vclIndex: cut)
+            let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: Self.live)
+            #expect(decoded.frames.map(TestSupport.frameMD5) == (try TestSupport.ffmpegFrameMD5s(file)))
+            #expect(decoded.decoder.counters.framesDroppedBeforeKeyframe > 0)
+        }
+        // Parameter sets on every picture and no IDR to start from: the pictures before the
+        // recovery point are decoded (not output), since the recovered ones reference them.
+        for cut in [2, 9, 12] {
+            let file = try Self.cutStream("intra-refresh", "keyint=8:intra-refresh=1:bframes=0", everyPicture: true, vclIndex: cut)
+            let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: Self.live)
+            #expect(decoded.frames.map(TestSupport.frameMD5) == (try TestSupport.ffmpegFrameMD5s(file)))
+        }
+    }
+
+    @Test func countsWhatPassesThrough() throws {
+        let file = try TestSupport.stream("counted", size: "64x48", frames: 12, x264Params: "keyint=6:bframes=1")
+        let bytes = try TestSupport.bytes(of: file)
+        let decoded = try TestSupport.streamDecodeAll(bytes, options: Self.live)
+        let counters = decoded.decoder.counters
+        let units = AnnexBSplitter.split(bytes)
+        #expect(counters.bytes == bytes.count)
+        #expect(counters.nalUnits["sps"] == 2 && counters.nalUnits["pps"] == 2)
+        #expect(counters.nalUnits["idr"] == 2)
+        #expect(counters.nalUnits.values.reduce(0, +) == units.count)
+        #expect(counters.accessUnits == 12 && counters.framesDecoded == 12 && decoded.frames.count == 12)
+        #expect(counters.decodeErrors == 0 && decoded.decoder.lastError == nil)
+        #expect(decoded.decoder.format?.width == 64 && decoded.decoder.format?.height == 48)
+    }
+
+    @Test func keyframesOnlyDecodesEachKeyframeAtOnce() throws {
+        let file = try TestSupport.stream("keyframes", size: "96x64", frames: 20, x264Params: "keyint=5:bframes=2:b-adapt=0")
+        let bytes = try TestSupport.bytes(of: file)
+        let all = try TestSupport.streamDecodeAll(bytes, options: Self.live).frames
+        let decoder = try StreamDecoder(options: Self.live, keyframesOnly: true)
+        var keyframes: [DecodedFrame] = []
+        for unit in AnnexBSplitter.split(bytes) {
+            let output = decoder.push([0, 0, 0, 1] + unit.bytes)
+            // A keyframe comes out as soon as the unit after it shows where it ends.
+            keyframes += output.frames
+        }
+        let beforeFinish = keyframes.count
+        keyframes += decoder.finish().frames
+        #expect(beforeFinish == 4)
+        #expect(keyframes.count == 4)
+        #expect(keyframes.allSatisfy { $0.isKeyframe })
+        #expect(keyframes.map(TestSupport.frameMD5) == all.filter(\.isKeyframe).map(TestSupport.frameMD5))
+        #expect(decoder.counters.framesSkippedNotKeyframe == 16)
+    }
+
+    @Test func spsAboveTheLimitIsRejectedBeforeDecoding() throws {
+        let file = try TestSupport.stream("too-large", size: "320x240", frames: 6, x264Params: "keyint=3")
+        var options = Self.live
+        options.sizeLimit = PictureSizeLimit(maxWidth: 1920, maxHeight: 1080, maxPixels: 320 * 239)
+        let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: options)
+        #expect(decoded.frames.isEmpty)
+        #expect(decoded.decoder.counters.framesRejectedTooLarge == 6)
+        #expect(decoded.decoder.decoder.framesDecoded == 0 && decoded.decoder.decoder.decodeErrors == 0)
+        #expect(decoded.errors.map(\.code) == [.pictureTooLarge])  // once per SPS, not per picture
+        #expect(decoded.decoder.lastError?.error.code == .pictureTooLarge)
+        #expect(decoded.decoder.format?.width == 320)
+    }
+
+    @Test func oversizedNALUnitsAreCountedErrors() throws {
+        let file = try TestSupport.stream("nal-cap", size: "160x120", frames: 10, x264Params: "keyint=5")
+        let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: Self.live, maxNALSize: 600)
+        #expect(decoded.errors.contains { $0.code == .nalTooLarge })
+        #expect(decoded.decoder.counters.decodeErrors >= decoded.errors.count)
+    }
+
+    @Test func finishEndsTheStreamAndTheNextOneDecodes() throws {
+        let file = try TestSupport.stream("bframes", size: "320x240", frames: 20, x264Params: "keyint=10:bframes=3:b-adapt=0")
+        let bytes = try TestSupport.bytes(of: file)
+        let reference = try TestSupport.ffmpegFrameMD5s(file)
+        let decoder = try StreamDecoder(options: Self.live)
+        for _ in 0..<2 {
+            let frames = decoder.push(bytes).frames + decoder.finish().frames
+            #expect(frames.map(TestSupport.frameMD5) == reference)
+        }
+        #expect(decoder.counters.framesDecoded == 2 * reference.count)
+    }
+
+    @Test func resolutionChangeUpdatesTheFormat() throws {
+        let small = try TestSupport.stream("res-small", size: "64x48", frames: 6, x264Params: "keyint=3:bframes=1")
+        let large = try TestSupport.stream("res-large", size: "160x120", frames: 6, x264Params: "keyint=3:bframes=1")
+        let decoder = try StreamDecoder(options: Self.live)
+        let first = decoder.push(try TestSupport.bytes(of: small))
+        #expect(decoder.format?.width == 64)
+        let rest = decoder.push(try TestSupport.bytes(of: large)).frames + decoder.finish().frames
+        #expect(decoder.format?.width == 160 && decoder.format?.height == 120)
+        #expect((first.frames + rest).map(\.width) == Array(repeating: 64, count: 6) + Array(repeating: 160, count: 6))
+    }
+
+    @Test func garbageIsSurvivedAndDecodingResumesAtTheNextIDR() throws {
+        let stream = try TestSupport.bytes(of: TestSupport.stream("bframes", size: "320x240", frames: 20, x264Params: "keyint=10:bframes=3:b-adapt=0"))
+        var generator = SplitMix64(state: 9)
+        let garbage = (0..<20_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let input = garbage + stream.prefix(stream.count / 3) + garbage + stream
+        let file = TestSupport.directory.appendingPathComponent("stream-garbage.h264")
+        try Data(input).write(to: file)
+        let decoded = try TestSupport.streamDecodeAll(input)
+        #expect(decoded.frames.map(TestSupport.frameMD5) == (try TestSupport.ffmpegFrameMD5s(file, threads: 1)))
+        let live = try TestSupport.streamDecodeAll(input, options: Self.live)
+        let reference = try TestSupport.ffmpegFrameMD5s(H264DecoderTests.bFrameStream())
+        #expect(live.frames.suffix(10).map(TestSupport.frameMD5) == Array(reference.suffix(10)))
+    }
+}
