@@ -1,0 +1,271 @@
+import Dispatch
+import Foundation
+import HTTPServer
+import Sessions
+import Synchronization
+import Testing
+
+/// Pushes a whole fixture with a flush and returns the newest sequence.
+@discardableResult
+func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240.264") throws -> Int {
+    let response = try post(port, "/sessions/\(session)/nalus?flush=true", try Fixtures.bytes(name))
+    guard response.status == 200, let seq = try jsonObject(response.body)["latestSeq"] as? Int else {
+        throw TestFailure("push failed: \(response.status) \(response.text)")
+    }
+    return seq
+}
+
+/// `GET /sessions/{id}/frame/latest.*` and the MJPEG stream.
+@Suite(.serialized) struct APIPictureTests {
+    @Test func latestJPEGIsAValidJPEGOfThePictureSizeWithItsHeaders() throws {
+        try withService { service in
+            let seq = try pushFixture(service.port, session: "cam")
+            let response = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(response.status == 200)
+            #expect(response.headers["Content-Type"] == "image/jpeg")
+            #expect(jpegSize(response.body)! == (320, 240))
+            #expect(endsWithEOI(response.body))
+            #expect(response.headers["Content-Length"] == String(response.body.count))
+            #expect(response.headers["ETag"] == "\"\(seq)\"")
+            #expect(response.headers["Cache-Control"] == "no-cache")
+            #expect(response.headers["Last-Modified"]?.hasSuffix(" GMT") == true)
+            #expect(response.headers["X-Frame-Seq"] == String(seq))
+            #expect(Int(response.headers["X-Frame-Age-Ms"] ?? "") != nil)
+            #expect(response.headers["X-Frame-Keyframe"] == "false")
+            #expect(["software", "vaapi"].contains(response.headers["X-Decoder-Backend"] ?? ""))
+            // HEAD: the same headers, no body.
+            let head = try request(service.port, "HEAD", "/sessions/cam/frame/latest.jpg")
+            #expect(head.status == 200)
+            #expect(head.headers["ETag"] == "\"\(seq)\"")
+        }
+    }
+
+    @Test func rawFormatsHaveTheirExactSize() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "raw")
+            let yuv = try request(service.port, "GET", "/sessions/raw/frame/latest.yuv")
+            #expect(yuv.status == 200)
+            #expect(yuv.headers["Content-Type"] == "application/octet-stream")
+            #expect(yuv.headers["X-Frame-Pix-Fmt"] == "yuv420p")
+            #expect(yuv.body.count == 320 * 240 * 3 / 2)
+            let rgb = try request(service.port, "GET", "/sessions/raw/frame/latest.rgb?width=32")
+            #expect(rgb.headers["X-Frame-Pix-Fmt"] == "rgb24")
+            #expect(rgb.body.count == 32 * 24 * 3)
+        }
+    }
+
+    @Test func thumbnailsHaveTheExactSizeAsked() throws {
+        try withService { service in
+            let seq = try pushFixture(service.port, session: "thumb")
+            let cases: [(String, Int, Int)] = [
+                ("width=160", 160, 120), ("height=60", 80, 60), ("width=100&height=50", 100, 50),
+                ("width=33&quality=40", 33, 25),
+            ]
+            for (query, width, height) in cases {
+                let response = try request(service.port, "GET", "/sessions/thumb/frame/latest.jpg?\(query)")
+                #expect(response.status == 200, "\(query)")
+                #expect(jpegSize(response.body)! == (width, height), "\(query)")
+                #expect(response.headers["ETag"]?.hasPrefix("\"\(seq)-") == true, "\(query)")
+            }
+        }
+    }
+
+    @Test func badPictureParametersAreRejected() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "p")
+            for query in ["quality=0", "quality=101", "quality=high", "width=0", "width=8193", "height=-1", "wait=30001", "wait=x", "after=-3"] {
+                let response = try request(service.port, "GET", "/sessions/p/frame/latest.jpg?\(query)")
+                #expect(response.status == 400, "\(query)")
+                #expect(response.headers["Content-Type"] == "application/problem+json")
+                let problem = try jsonObject(response.body)
+                #expect(problem["code"] as? String == "invalid_parameter", "\(query)")
+                #expect(problem["type"] as? String == "urn:frametap:problem:invalid_parameter")
+                #expect(problem["title"] is String && problem["detail"] is String)
+            }
+        }
+    }
+
+    @Test func ifNoneMatchAnswersNotModified() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "etag")
+            let first = try request(service.port, "GET", "/sessions/etag/frame/latest.jpg?width=64")
+            let etag = try #require(first.headers["ETag"])
+            let again = try request(
+                service.port, "GET", "/sessions/etag/frame/latest.jpg?width=64", headers: [("If-None-Match", etag)])
+            #expect(again.status == 304)
+            #expect(again.body.isEmpty)
+            #expect(again.headers["ETag"] == etag)
+            // Another representation of the same picture has another tag.
+            let other = try request(
+                service.port, "GET", "/sessions/etag/frame/latest.jpg?width=65", headers: [("If-None-Match", etag)])
+            #expect(other.status == 200)
+            #expect(other.headers["ETag"] != etag)
+            // ?after=<seq> without wait: the same answer.
+            let seq = try #require(first.headers["X-Frame-Seq"])
+            #expect(try request(service.port, "GET", "/sessions/etag/frame/latest.jpg?after=\(seq)").status == 304)
+        }
+    }
+
+    @Test func noFrameYetAndUnknownSessions() throws {
+        try withService { service in
+            #expect(try request(service.port, "PUT", "/sessions/empty").status == 201)
+            let empty = try request(service.port, "GET", "/sessions/empty/frame/latest.jpg")
+            #expect(empty.status == 404)
+            #expect(try jsonObject(empty.body)["code"] as? String == "no_frame_yet")
+            let unknown = try request(service.port, "GET", "/sessions/nobody/frame/latest.jpg")
+            #expect(unknown.status == 404)
+            #expect(try jsonObject(unknown.body)["code"] as? String == "session_not_found")
+            // Reading never creates a session.
+            #expect(service.registry.count == 1)
+        }
+    }
+
+    @Test func longPollTimesOutWithNotModified() throws {
+        try withService { service in
+            let seq = try pushFixture(service.port, session: "lp")
+            let started = ContinuousClock.now
+            let response = try request(service.port, "GET", "/sessions/lp/frame/latest.jpg?wait=400&after=\(seq)")
+            let elapsed = ContinuousClock.now - started
+            #expect(response.status == 304)
+            #expect(elapsed >= .milliseconds(380) && elapsed < .seconds(3))
+            // With If-None-Match naming the current picture.
+            let etag = try #require(try request(service.port, "GET", "/sessions/lp/frame/latest.jpg").headers["ETag"])
+            let tagged = try request(
+                service.port, "GET", "/sessions/lp/frame/latest.jpg?wait=300", headers: [("If-None-Match", etag)])
+            #expect(tagged.status == 304)
+        }
+    }
+
+    @Test func longPollWakesOnANewerPicture() throws {
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        try withService { service in
+            let seq = try pushFixture(service.port, session: "wake", "baseline_176x144.264")
+            let result = Mutex<(TestResponse?, Duration)>((nil, .zero))
+            let done = DispatchSemaphore(value: 0)
+            let port = service.port
+            Thread.detachNewThread {
+                let started = ContinuousClock.now
+                let response = try? request(port, "GET", "/sessions/wake/frame/latest.jpg?wait=10000&after=\(seq)")
+                result.withLock { $0 = (response, ContinuousClock.now - started) }
+                done.signal()
+            }
+            let session = try #require(service.registry.find(try SessionID("wake")))
+            #expect(eventually { session.waitingRequests == 1 })
+            _ = try post(service.port, "/sessions/wake/nalus?flush=true", bytes)
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            let (response, elapsed) = result.withLock { $0 }
+            #expect(response?.status == 200)
+            #expect(Int(response?.headers["X-Frame-Seq"] ?? "") ?? 0 > seq)
+            #expect(jpegSize(response?.body ?? []) != nil)
+            #expect(elapsed < .seconds(8))
+        }
+    }
+
+    @Test func longPollBeforeTheFirstPictureGetsTheFirstPicture() throws {
+        try withService { service in
+            #expect(try request(service.port, "PUT", "/sessions/first").status == 201)
+            let result = Mutex<TestResponse?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let port = service.port
+            Thread.detachNewThread {
+                let response = try? request(port, "GET", "/sessions/first/frame/latest.jpg?wait=10000")
+                result.withLock { $0 = response }
+                done.signal()
+            }
+            let session = try #require(service.registry.find(try SessionID("first")))
+            #expect(eventually { session.waitingRequests == 1 })
+            try pushFixture(service.port, session: "first", "baseline_176x144.264")
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(result.withLock { $0 }?.status == 200)
+        }
+    }
+
+    /// Many simultaneous requests for the same new representation share one encode, and
+    /// repeated requests are served from the cache.
+    @Test func encodeOnceUnderConcurrentRequests() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "once")
+            let session = try #require(service.registry.find(try SessionID("once")))
+            let before = session.encodeCount
+            let port = service.port
+            let bodies = Mutex<[[UInt8]]>([])
+            DispatchQueue.concurrentPerform(iterations: 12) { _ in
+                if let response = try? request(port, "GET", "/sessions/once/frame/latest.jpg?width=120&quality=70"),
+                    response.status == 200
+                {
+                    bodies.withLock { $0.append(response.body) }
+                }
+            }
+            let all = bodies.withLock { $0 }
+            #expect(all.count == 12)
+            #expect(Set(all.map { md5Hex($0) }).count == 1)
+            #expect(session.encodeCount == before + 1)
+            _ = try request(port, "GET", "/sessions/once/frame/latest.jpg?width=120&quality=70")
+            #expect(session.encodeCount == before + 1)
+            let metrics = try request(port, "GET", "/metrics").text
+            #expect(metricValue(metrics, "frametap_picture_encodes_total", labels: [#"format="jpeg""#]) == Double(session.encodeCount))
+        }
+    }
+
+    @Test func mjpegStreamsPartsAndEndsCleanlyWhenTheSessionIsDeleted() throws {
+        try withService(sessions: { $0.mjpegRepeatInterval = .milliseconds(200) }) { service in
+            let seq = try pushFixture(service.port, session: "live")
+            let client = try RawClient(port: service.port)
+            try client.send("GET /sessions/live/frames.mjpeg?width=160 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            var raw: [UInt8] = []
+            var parts: [MultipartPart] = []
+            var boundaryText = ""
+            let deadline = ContinuousClock.now + .seconds(10)
+            while parts.count < 3, ContinuousClock.now < deadline {
+                guard let bytes = client.read(timeout: .milliseconds(500)) else { break }
+                raw += bytes
+                guard let response = try? parseResponse(raw) else { continue }
+                boundaryText = try boundary(of: response.headers["Content-Type"])
+                parts = try parseMultipart(response.body, boundary: boundaryText).parts
+            }
+            let head = try parseResponse(raw)
+            #expect(head.status == 200)
+            #expect(head.headers["Content-Type"]?.hasPrefix("multipart/x-mixed-replace;boundary=") == true)
+            #expect(parts.count >= 3)  // the first picture, then repeats while nothing new comes
+            for part in parts {
+                #expect(part.headers["Content-Type"] == "image/jpeg")
+                #expect(part.headers["X-Frame-Seq"] == String(seq))
+                #expect(jpegSize(part.body)! == (160, 120))
+            }
+            let session = try #require(service.registry.find(try SessionID("live")))
+            #expect(session.subscriberCount == 1)
+            #expect(try request(service.port, "DELETE", "/sessions/live").status == 204)
+            raw += client.readToEnd(timeout: .seconds(5))
+            let final = try parseResponse(raw)
+            #expect(final.chunkedComplete)
+            #expect(try parseMultipart(final.body, boundary: boundaryText).closed)
+        }
+    }
+
+    @Test func mjpegViewerLeavingIsForgottenAtOnce() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "gone")
+            let session = try #require(service.registry.find(try SessionID("gone")))
+            let client = try RawClient(port: service.port)
+            try client.send("GET /sessions/gone/frames.mjpeg?fps=5 HTTP/1.1\r\nHost: x\r\n\r\n")
+            _ = client.read(until: { $0.count > 1000 })
+            #expect(session.subscriberCount == 1)
+            client.close()
+            #expect(eventually { session.subscriberCount == 0 })
+        }
+    }
+
+    @Test func mjpegErrors() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "m")
+            for query in ["fps=0", "fps=121", "fps=abc", "quality=0"] {
+                let response = try request(service.port, "GET", "/sessions/m/frames.mjpeg?\(query)")
+                #expect(response.status == 400, "\(query)")
+                #expect(try jsonObject(response.body)["code"] as? String == "invalid_parameter")
+            }
+            let unknown = try request(service.port, "GET", "/sessions/none/frames.mjpeg")
+            #expect(unknown.status == 404)
+            #expect(try jsonObject(unknown.body)["code"] as? String == "session_not_found")
+        }
+    }
+}

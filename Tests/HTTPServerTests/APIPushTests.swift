@@ -1,0 +1,265 @@
+import Decoding
+import Foundation
+import HTTPServer
+import Sessions
+import Testing
+
+/// `POST /sessions/{id}/nalus`: JSON and multipart answers, stream continuity, limits, errors.
+@Suite(.serialized) struct APIPushTests {
+    @Test func flushAnswersTheFrameCountOfTheManifest() throws {
+        try withService { service in
+            for name in ["baseline_176x144.264", "main_bframes_176x144.264", "high_320x240.264"] {
+                let entry = try Fixtures.entry(name)
+                let bytes = try Fixtures.bytes(name)
+                let id = name.replacingOccurrences(of: ".264", with: "")
+                let response = try post(service.port, "/sessions/\(id)/nalus?flush=true", bytes)
+                #expect(response.status == 200)
+                #expect(response.headers["Content-Type"] == "application/json")
+                let json = try jsonObject(response.body)
+                #expect(json["session"] as? String == id)
+                #expect(json["bytes"] as? Int == bytes.count)
+                #expect(json["frames"] as? Int == entry.frames, "\(name)")
+                #expect(json["latestSeq"] as? Int == entry.frames)
+                #expect(json["flushed"] as? Bool == true)
+                let format = json["format"] as? [String: Any]
+                #expect(format?["width"] as? Int == entry.width)
+                #expect(format?["height"] as? Int == entry.height)
+                let nalUnits = json["nalUnits"] as? [String: Int] ?? [:]
+                #expect(nalUnits["sps"] == 1 && nalUnits["pps"] == 1 && (nalUnits["idr"] ?? 0) >= 1)
+            }
+        }
+    }
+
+    /// The stream continues across requests: a start code cut in two by the request boundary,
+    /// and chunks cut at odd places inside each request, still give every picture.
+    @Test func chunkedPushSplitInsideAStartCodeAcrossTwoRequests() throws {
+        let entry = try Fixtures.entry("high_320x240.264")
+        let bytes = try Fixtures.bytes("high_320x240.264")
+        let offsets = startCodeOffsets(bytes)
+        let cut = offsets[offsets.count / 2] + 2  // between "00 00" and "01"
+        let first = Array(bytes[..<cut])
+        let second = Array(bytes[cut...])
+        func pieces(_ part: [UInt8], size: Int) -> [[UInt8]] {
+            stride(from: 0, to: part.count, by: size).map { Array(part[$0..<min($0 + size, part.count)]) }
+        }
+        try withService { service in
+            let one = try chunkedPost(service.port, "/sessions/split/nalus", pieces: pieces(first, size: 1000))
+            #expect(one.status == 200)
+            let two = try chunkedPost(service.port, "/sessions/split/nalus?flush=true", pieces: pieces(second, size: 333))
+            #expect(two.status == 200)
+            let a = try jsonObject(one.body)
+            let b = try jsonObject(two.body)
+            #expect((a["bytes"] as? Int ?? 0) + (b["bytes"] as? Int ?? 0) == bytes.count)
+            #expect((a["frames"] as? Int ?? 0) + (b["frames"] as? Int ?? 0) == entry.frames)
+            #expect(b["latestSeq"] as? Int == entry.frames)
+            let status = try jsonObject(request(service.port, "GET", "/sessions/split").body)
+            let counters = status["counters"] as? [String: Any]
+            #expect(counters?["framesDecoded"] as? Int == entry.frames)
+            #expect(counters?["decodeErrors"] as? Int == 0)
+            #expect(status["uploading"] as? Bool == false)
+        }
+    }
+
+    /// After a flush the next POST starts a fresh stream: the same file again gives every picture again.
+    @Test func flushStartsAFreshStream() throws {
+        let entry = try Fixtures.entry("baseline_176x144.264")
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        try withService { service in
+            for round in 1...2 {
+                let json = try jsonObject(post(service.port, "/sessions/again/nalus?flush=true", bytes).body)
+                #expect(json["frames"] as? Int == entry.frames)
+                #expect(json["latestSeq"] as? Int == entry.frames * round)
+            }
+        }
+    }
+
+    @Test(arguments: ["high_320x240.264", "main_bframes_176x144.264", "odd_crop_322x242.264", "high10_320x240.264"])
+    func multipartRawPartsEqualTheReferenceDecode(name: String) throws {
+        let entry = try Fixtures.entry(name)
+        let bytes = try Fixtures.bytes(name)
+        try withService { service in
+            let response = try chunkedPost(
+                service.port, "/sessions/mp/nalus?flush=true&format=yuv", pieces: [Array(bytes[..<777]), Array(bytes[777...])],
+                headers: [("Accept", "multipart/mixed")])
+            #expect(response.status == 200)
+            #expect(response.chunkedComplete)
+            let contentType = response.headers["Content-Type"]
+            #expect(contentType?.hasPrefix("multipart/mixed;boundary=") == true)
+            let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: contentType))
+            #expect(closed)
+            #expect(parts.count == entry.frames)
+            #expect(md5Hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
+            for (index, part) in parts.enumerated() {
+                #expect(part.headers["Content-Type"] == "application/octet-stream")
+                #expect(part.headers["X-Frame-Seq"] == String(index + 1))
+                #expect(part.headers["X-Frame-Width"] == String(entry.width))
+                #expect(part.headers["X-Frame-Height"] == String(entry.height))
+                #expect(part.headers["X-Frame-Pix-Fmt"] != nil)
+                #expect(part.headers["X-Frame-Keyframe"] == (index == 0 ? "true" : "false"))
+            }
+        }
+    }
+
+    @Test func multipartJPEGThumbnailsOnePartPerPicture() throws {
+        let entry = try Fixtures.entry("baseline_176x144.264")
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        try withService { service in
+            let response = try post(
+                service.port, "/sessions/mpj/nalus?flush=true&width=88&quality=60", bytes,
+                headers: [("Accept", "application/json;q=0.5, multipart/mixed")])
+            #expect(response.status == 200)
+            let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: response.headers["Content-Type"]))
+            #expect(closed)
+            #expect(parts.count == entry.frames)
+            for part in parts {
+                #expect(part.headers["Content-Type"] == "image/jpeg")
+                #expect(jpegSize(part.body)! == (88, 72))
+                #expect(part.headers["X-Frame-Pix-Fmt"] == nil)
+            }
+            // The pictures are the session's pictures: the last one is the latest.
+            let latest = try request(service.port, "GET", "/sessions/mpj/frame/latest.jpg?width=88&quality=60")
+            #expect(latest.body == parts.last?.body)
+        }
+    }
+
+    @Test func multipartParametersAreChecked() throws {
+        try withService { service in
+            for query in ["format=png", "width=0", "quality=101"] {
+                let response = try post(
+                    service.port, "/sessions/x/nalus?\(query)", [0, 0, 1], headers: [("Accept", "multipart/mixed")])
+                #expect(response.status == 400, "\(query)")
+                #expect(try jsonObject(response.body)["code"] as? String == "invalid_parameter")
+            }
+        }
+    }
+
+    /// Bad input is reported but never costs what was already decoded.
+    @Test func garbageKeepsTheLastPictureAndShowsLastError() throws {
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        // A P slice naming a PPS that does not exist: libavcodec rejects it as invalid data.
+        let badSlice: [UInt8] = [0, 0, 0, 1, 0x41, 0x98, 0x44]
+        try withService { service in
+            let first = try jsonObject(post(service.port, "/sessions/g/nalus", Array(bytes[..<6000])).body)
+            let seqBefore = first["latestSeq"] as? Int ?? 0
+            #expect(seqBefore > 0)
+            // The flush ends the stream, so the bad access unit surely reaches the decoder.
+            let response = try post(service.port, "/sessions/g/nalus?flush=true", badSlice + badSlice)
+            #expect(response.status == 200)
+            let json = try jsonObject(response.body)
+            #expect((json["decodeErrors"] as? Int ?? 0) >= 1)
+            #expect((json["error"] as? [String: Any])?["code"] as? String == "invalid_data")
+            let status = try jsonObject(request(service.port, "GET", "/sessions/g").body)
+            let lastError = status["lastError"] as? [String: Any]
+            #expect(lastError?["code"] as? String == "invalid_data")
+            #expect(lastError?["message"] is String && lastError?["at"] is String)
+            let latest = try request(service.port, "GET", "/sessions/g/frame/latest.jpg")
+            #expect(latest.status == 200)
+            #expect(Int(latest.headers["X-Frame-Seq"] ?? "") ?? 0 >= seqBefore)
+            // And the session goes on: a new stream decodes.
+            let again = try jsonObject(post(service.port, "/sessions/g/nalus?flush=true", bytes).body)
+            #expect(again["frames"] as? Int == 20)
+        }
+    }
+
+    @Test func aFlushedRequestWithOnlyErrorsIsUnprocessable() throws {
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        try withService(sessions: { $0.pictureSizeLimit = PictureSizeLimitForTests.tiny }) { service in
+            let response = try post(service.port, "/sessions/big/nalus?flush=true", bytes)
+            #expect(response.status == 422)
+            #expect(response.headers["Content-Type"] == "application/problem+json")
+            #expect(try jsonObject(response.body)["code"] as? String == "picture_too_large")
+        }
+    }
+
+    @Test func nalTooLarge() throws {
+        try withService(sessions: { $0.maxNALBytes = 1024 }) { service in
+            let hugeNAL: [UInt8] = [0, 0, 1, 0x65] + [UInt8](repeating: 0x88, count: 4000)
+            let response = try post(service.port, "/sessions/n/nalus?flush=true", hugeNAL)
+            #expect(response.status == 413)
+            #expect(try jsonObject(response.body)["code"] as? String == "nal_too_large")
+            // Without a flush the request itself succeeds; the skipped unit shows as an error.
+            let unflushed = try jsonObject(post(service.port, "/sessions/n/nalus", hugeNAL + [0, 0, 1, 9, 0xf0]).body)
+            #expect((unflushed["error"] as? [String: Any])?["code"] as? String == "nal_too_large")
+        }
+    }
+
+    @Test func bodyTooLarge() throws {
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        try withService(sessions: { $0.maxBodyBytes = 4096 }) { service in
+            // Announced length: refused before the body is read.
+            let announced = try post(service.port, "/sessions/b/nalus", bytes)
+            #expect(announced.status == 413)
+            let problem = try jsonObject(announced.body)
+            #expect(problem["code"] as? String == "body_too_large")
+            #expect(problem["status"] as? Int == 413)
+            // Chunked: refused when the limit is passed.
+            let chunked = try chunkedPost(service.port, "/sessions/b/nalus", pieces: [Array(bytes[..<3000]), Array(bytes[3000...])])
+            #expect(chunked.status == 413)
+            #expect(try jsonObject(chunked.body)["code"] as? String == "body_too_large")
+            // Under the limit is fine, and the session still works.
+            let small = try post(service.port, "/sessions/b/nalus", Array(bytes[..<4000]))
+            #expect(small.status == 200)
+        }
+    }
+
+    @Test func invalidSessionIDs() throws {
+        try withService { service in
+            for id in [String(repeating: "a", count: 129), "bad%20id", "caf%C3%A9", "a%3Ab"] {
+                let response = try post(service.port, "/sessions/\(id)/nalus", [0, 0, 1])
+                #expect(response.status == 400, "\(id)")
+                #expect(try jsonObject(response.body)["code"] as? String == "invalid_session_id")
+            }
+            let longest = String(repeating: "Az0._~-", count: 18).prefix(128)
+            #expect(try post(service.port, "/sessions/\(longest)/nalus", [0, 0, 1]).status == 200)
+        }
+    }
+
+    @Test func tooManySessions() throws {
+        try withService(sessions: { $0.maxSessions = 1 }) { service in
+            #expect(try post(service.port, "/sessions/one/nalus", [0, 0, 1]).status == 200)
+            let refused = try post(service.port, "/sessions/two/nalus", [0, 0, 1])
+            #expect(refused.status == 503)
+            #expect(Int(refused.headers["Retry-After"] ?? "") ?? 0 >= 1)
+            #expect(try jsonObject(refused.body)["code"] as? String == "too_many_sessions")
+            // An existing session is still served, and deleting frees the slot.
+            #expect(try post(service.port, "/sessions/one/nalus", [0, 0, 1]).status == 200)
+            #expect(try request(service.port, "DELETE", "/sessions/one").status == 204)
+            #expect(try post(service.port, "/sessions/two/nalus", [0, 0, 1]).status == 200)
+        }
+    }
+
+    @Test func aSecondConcurrentUploadIsABusySession() throws {
+        try withService { service in
+            let client = try RawClient(port: service.port)
+            try client.send("POST /sessions/busy/nalus HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n\0\0\u{1}\r\n")
+            #expect(eventually { service.registry.find(try! SessionID("busy"))?.status().uploading == true })
+            let second = try post(service.port, "/sessions/busy/nalus", [0, 0, 1])
+            #expect(second.status == 409)
+            #expect(try jsonObject(second.body)["code"] as? String == "session_busy")
+            try client.send("0\r\n\r\n")
+            #expect(try parseResponse(client.readToEnd()).status == 200)
+        }
+    }
+
+    @Test func aForcedHardwareBackendThatIsMissingIsUnavailable() throws {
+        let renderNodes = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/dri"))?.filter { $0.hasPrefix("renderD") } ?? []
+        guard renderNodes.isEmpty else { return }  // a machine with VA-API would open it
+        try withService(sessions: { $0.backend = .vaapi }) { service in
+            let response = try post(service.port, "/sessions/hw/nalus", [0, 0, 1])
+            #expect(response.status == 503)
+            #expect(try jsonObject(response.body)["code"] as? String == "decoder_unavailable")
+            #expect(service.registry.count == 0)
+        }
+        try withService { service in
+            #expect(try request(service.port, "PUT", "/sessions/hw", body: Array(#"{"backend":"software"}"#.utf8)).status == 201)
+            let response = try request(service.port, "PUT", "/sessions/hw", body: Array(#"{"backend":"vaapi"}"#.utf8))
+            #expect(response.status == 503)
+            #expect(try jsonObject(response.body)["code"] as? String == "decoder_unavailable")
+        }
+    }
+}
+
+enum PictureSizeLimitForTests {
+    /// Smaller than every fixture.
+    static var tiny: PictureSizeLimit { PictureSizeLimit(maxWidth: 8192, maxHeight: 8192, maxPixels: 100 * 100) }
+}

@@ -1,0 +1,235 @@
+import Foundation
+import HTTPServer
+import Sessions
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Starts the same composition `frametap serve` runs (FrameTapService) on an ephemeral
+/// loopback port, runs `body`, always stops it.
+func withService<T>(
+    sessions configureSessions: (inout ServerConfiguration) -> Void = { _ in },
+    http configureHTTP: (inout HTTPServerConfiguration) -> Void = { _ in },
+    _ body: (FrameTapService) throws -> T
+) throws -> T {
+    var http = HTTPServerConfiguration()
+    http.host = "127.0.0.1"
+    http.port = 0
+    http.threadPoolSize = 2
+    http.shutdownGracePeriod = .seconds(2)
+    configureHTTP(&http)
+    var sessions = ServerConfiguration()
+    configureSessions(&sessions)
+    let service = FrameTapService(http: http, sessions: try sessions.validated())
+    try service.start()
+    defer { service.stop() }
+    return try body(service)
+}
+
+/// The committed fixtures and their manifest (frame counts, md5 of the raw decoder output).
+enum Fixtures {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Fixtures")
+
+    struct Entry {
+        let file: String
+        let width: Int
+        let height: Int
+        let frames: Int
+        let yuvMD5: String
+    }
+
+    static func bytes(_ name: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: directory.appendingPathComponent(name)))
+    }
+
+    static func entry(_ name: String) throws -> Entry {
+        let text = try String(contentsOf: directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8)
+        let lines = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
+        guard let header = lines.first else { throw TestFailure("empty manifest") }
+        func column(_ name: String) throws -> Int {
+            guard let index = header.firstIndex(where: { $0 == name }) else { throw TestFailure("no column \(name)") }
+            return index
+        }
+        let (file, width, height, frames, md5) = try (
+            column("file"), column("width"), column("height"), column("frames"), column("yuv_md5")
+        )
+        guard let row = lines.first(where: { $0.count > md5 && $0[file] == name }) else {
+            throw TestFailure("\(name) not in the manifest")
+        }
+        return Entry(
+            file: name, width: Int(row[width])!, height: Int(row[height])!, frames: Int(row[frames])!,
+            yuvMD5: String(row[md5]))
+    }
+}
+
+/// A POST with a chunked body cut into the given pieces (each piece one HTTP chunk).
+func chunkedPost(
+    _ port: UInt16, _ target: String, pieces: [[UInt8]], headers: [(String, String)] = []
+) throws -> TestResponse {
+    let client = try RawClient(port: port)
+    var head = "POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n"
+    for (name, value) in headers { head += "\(name): \(value)\r\n" }
+    try client.send(head + "\r\n")
+    for piece in pieces where !piece.isEmpty {
+        try client.send(Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10])
+    }
+    try client.send("0\r\n\r\n")
+    return try parseResponse(client.readToEnd(timeout: .seconds(30)))
+}
+
+func post(_ port: UInt16, _ target: String, _ body: [UInt8], headers: [(String, String)] = []) throws -> TestResponse {
+    try request(port, "POST", target, headers: headers, body: body)
+}
+
+/// Width and height from a JPEG's start-of-frame marker (baseline or progressive); nil when
+/// the bytes are not a JPEG.
+func jpegSize(_ bytes: [UInt8]) -> (width: Int, height: Int)? {
+    guard bytes.count > 4, bytes[0] == 0xFF, bytes[1] == 0xD8 else { return nil }
+    var index = 2
+    while index + 9 < bytes.count {
+        guard bytes[index] == 0xFF else { return nil }
+        let marker = bytes[index + 1]
+        let length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
+        if (0xC0...0xC3).contains(marker) {
+            let height = Int(bytes[index + 5]) << 8 | Int(bytes[index + 6])
+            let width = Int(bytes[index + 7]) << 8 | Int(bytes[index + 8])
+            return (width, height)
+        }
+        index += 2 + length
+    }
+    return nil
+}
+
+/// The JPEG ends with EOI.
+func endsWithEOI(_ bytes: [UInt8]) -> Bool {
+    bytes.count >= 2 && bytes[bytes.count - 2] == 0xFF && bytes[bytes.count - 1] == 0xD9
+}
+
+struct MultipartPart {
+    var headers: HTTPHeaders
+    var body: [UInt8]
+}
+
+/// Parses a multipart body strictly: every part `--boundary CRLF headers CRLF CRLF bytes CRLF`
+/// with a Content-Length; `closed` tells whether the closing delimiter followed.
+func parseMultipart(_ raw: [UInt8], boundary: String) throws -> (parts: [MultipartPart], closed: Bool) {
+    let opening = Array("--\(boundary)\r\n".utf8)
+    let closing = Array("--\(boundary)--\r\n".utf8)
+    var parts: [MultipartPart] = []
+    var position = 0
+    while position < raw.count {
+        if raw.count - position >= closing.count, Array(raw[position..<(position + closing.count)]) == closing {
+            return (parts, true)
+        }
+        guard raw.count - position >= opening.count, Array(raw[position..<(position + opening.count)]) == opening
+        else {
+            // A stream read up to some point may stop inside a part.
+            return (parts, false)
+        }
+        guard let headerEnd = find([13, 10, 13, 10], in: raw, from: position) else { return (parts, false) }
+        let head = String(decoding: raw[(position + opening.count)..<headerEnd], as: UTF8.self)
+        var headers = HTTPHeaders()
+        for line in head.components(separatedBy: "\r\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.add(
+                String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+        }
+        guard let length = headers["Content-Length"].flatMap({ Int($0) }) else {
+            throw TestFailure("part without Content-Length")
+        }
+        let start = headerEnd + 4
+        guard raw.count >= start + length + 2 else { return (parts, false) }
+        guard raw[start + length] == 13, raw[start + length + 1] == 10 else { throw TestFailure("part not followed by CRLF") }
+        parts.append(MultipartPart(headers: headers, body: Array(raw[start..<(start + length)])))
+        position = start + length + 2
+    }
+    return (parts, false)
+}
+
+func boundary(of contentType: String?) throws -> String {
+    guard let contentType, let range = contentType.range(of: "boundary=") else {
+        throw TestFailure("no boundary in \(contentType ?? "nil")")
+    }
+    return String(contentType[range.upperBound...]).trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+}
+
+/// The value of one Prometheus sample (`name{labels} value`), summed over label sets that
+/// contain every given label.
+func metricValue(_ exposition: String, _ name: String, labels: [String] = []) -> Double {
+    var total = 0.0
+    for line in exposition.split(separator: "\n") where line.hasPrefix(name) && !line.hasPrefix("#") {
+        let text = String(line)
+        let series = text.split(separator: " ").first.map(String.init) ?? ""
+        guard series == name || series.hasPrefix(name + "{") else { continue }
+        guard labels.allSatisfy({ series.contains($0) }) else { continue }
+        total += Double(text.split(separator: " ").last ?? "") ?? 0
+    }
+    return total
+}
+
+/// RFC 1321 MD5, enough to compare raw picture bytes with the manifest.
+func md5Hex(_ message: [UInt8]) -> String {
+    let shifts: [UInt32] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+        4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+    ]
+    let table: [UInt32] = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4_294_967_296)) }
+    var a0: UInt32 = 0x6745_2301
+    var b0: UInt32 = 0xefcd_ab89
+    var c0: UInt32 = 0x98ba_dcfe
+    var d0: UInt32 = 0x1032_5476
+    var padded = message
+    padded.append(0x80)
+    while padded.count % 64 != 56 { padded.append(0) }
+    let bitLength = UInt64(message.count) &* 8
+    for shift in stride(from: 0, to: 64, by: 8) { padded.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+    var words = [UInt32](repeating: 0, count: 16)
+    for chunk in stride(from: 0, to: padded.count, by: 64) {
+        for index in 0..<16 {
+            let base = chunk + index * 4
+            words[index] =
+                UInt32(padded[base]) | UInt32(padded[base + 1]) << 8 | UInt32(padded[base + 2]) << 16
+                | UInt32(padded[base + 3]) << 24
+        }
+        var (a, b, c, d) = (a0, b0, c0, d0)
+        for step in 0..<64 {
+            var f: UInt32
+            let g: Int
+            switch step {
+            case 0..<16: f = (b & c) | (~b & d); g = step
+            case 16..<32: f = (d & b) | (~d & c); g = (5 * step + 1) % 16
+            case 32..<48: f = b ^ c ^ d; g = (3 * step + 5) % 16
+            default: f = c ^ (b | ~d); g = (7 * step) % 16
+            }
+            f = f &+ a &+ table[step] &+ words[g]
+            a = d
+            d = c
+            c = b
+            b = b &+ (f << shifts[step] | f >> (32 - shifts[step]))
+        }
+        a0 = a0 &+ a
+        b0 = b0 &+ b
+        c0 = c0 &+ c
+        d0 = d0 &+ d
+    }
+    return [a0, b0, c0, d0].map { word in
+        (0..<4).map { String(format: "%02x", (word >> UInt32($0 * 8)) & 0xff) }.joined()
+    }.joined()
+}
+
+/// Offsets of every 3-byte start code (a 4-byte one is found at its last three bytes).
+func startCodeOffsets(_ bytes: [UInt8]) -> [Int] {
+    var offsets: [Int] = []
+    var index = 0
+    while index + 2 < bytes.count {
+        if bytes[index] == 0, bytes[index + 1] == 0, bytes[index + 2] == 1 {
+            offsets.append(index)
+            index += 3
+        } else {
+            index += 1
+        }
+    }
+    return offsets
+}

@@ -1,0 +1,91 @@
+# Shared helpers for the smoke scripts (sourced, not run). Needs curl, jq, python3, md5sum.
+# BASE is the server's URL; FIXTURES the committed fixtures; TMP a scratch directory.
+
+SMOKE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+FIXTURES=${FIXTURES:-$SMOKE_DIR/../Tests/Fixtures}
+PASSED=${PASSED:-0}
+FAILED=${FAILED:-0}
+
+pass() { PASSED=$((PASSED + 1)); echo "ok   $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL $*"; }
+
+# check NAME ACTUAL EXPECTED
+check() {
+    if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+
+# A fresh session name per run, so scripts can run against a long-lived server.
+session_name() { echo "smoke-$1-$$-$RANDOM"; }
+
+# manifest FILE COLUMN: a value from Tests/Fixtures/MANIFEST.tsv
+manifest() {
+    awk -F'\t' -v file="$1" -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+        $1 == file { print $c }' "$FIXTURES/MANIFEST.tsv"
+}
+
+# jpeg_size FILE: "WIDTHxHEIGHT" from the start-of-frame marker, or "not-a-jpeg"
+jpeg_size() {
+    python3 - "$1" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+if data[:2] != b"\xff\xd8" or data[-2:] != b"\xff\xd9":
+    print("not-a-jpeg"); sys.exit()
+i = 2
+while i + 9 < len(data) and data[i] == 0xFF:
+    marker, length = data[i + 1], struct.unpack(">H", data[i + 2:i + 4])[0]
+    if 0xC0 <= marker <= 0xC3:
+        height, width = struct.unpack(">HH", data[i + 5:i + 9])
+        print(f"{width}x{height}"); sys.exit()
+    i += 2 + length
+print("not-a-jpeg")
+PY
+}
+
+# multipart FILE HEADERS_FILE: prints "COUNT MD5-OF-CONCATENATED-PARTS CLOSED", checking that
+# every part is "--boundary CRLF headers CRLF CRLF bytes CRLF" with a Content-Length.
+multipart() {
+    python3 - "$1" "$2" <<'PY'
+import hashlib, re, sys
+data = open(sys.argv[1], "rb").read()
+headers = open(sys.argv[2], "rb").read().decode("latin-1")
+boundary = re.search(r"boundary=\"?([^\";\r\n]+)", headers).group(1).encode()
+opening, closing = b"--" + boundary + b"\r\n", b"--" + boundary + b"--\r\n"
+pos, count, md5, closed = 0, 0, hashlib.md5(), False
+while pos < len(data):
+    if data.startswith(closing, pos):
+        closed = True; break
+    if not data.startswith(opening, pos): break
+    end = data.find(b"\r\n\r\n", pos)
+    if end < 0: break
+    head = data[pos:end].decode("latin-1")
+    length = re.search(r"(?im)^content-length:\s*(\d+)", head)
+    if not length or len(data) < end + 4 + int(length.group(1)) + 2: break
+    start = end + 4; stop = start + int(length.group(1))
+    if data[stop:stop + 2] != b"\r\n": break
+    md5.update(data[start:stop]); count += 1; pos = stop + 2
+print(count, md5.hexdigest(), "closed" if closed else "open")
+PY
+}
+
+# push SESSION FILE [QUERY]: POST the whole file in one request; prints the JSON answer
+push() {
+    curl -sS -X POST --data-binary @"$2" -H 'Content-Type: application/octet-stream' "$BASE/sessions/$1/nalus${3:+?$3}"
+}
+
+# status_of METHOD URL [curl args...]: the HTTP status only
+status_of() {
+    local method=$1 url=$2
+    shift 2
+    curl -sS -o /dev/null -w '%{http_code}' -X "$method" "$@" "$url"
+}
+
+# problem_of METHOD URL [curl args...]: "STATUS CODE CONTENT-TYPE" of a problem answer
+problem_of() {
+    local method=$1 url=$2
+    shift 2
+    local body
+    body=$(curl -sS -X "$method" -D "$TMP/problem-headers" "$@" "$url")
+    local type
+    type=$(tr -d '\r' < "$TMP/problem-headers" | awk -F': ' 'tolower($1) == "content-type" { print $2 }' | tail -1)
+    echo "$(jq -r '.status' <<<"$body") $(jq -r '.code' <<<"$body") $type"
+}
