@@ -10,6 +10,13 @@ check "mjpeg: content type" "$(tr -d '\r' < "$TMP/jh" | awk -F': ' 'tolower($1) 
 read -r count md5 closed < <(multipart "$TMP/mjpeg" "$TMP/jh")
 check "mjpeg: at least two parts in 3 s (repeats while idle)" "$(( count >= 2 ))" "1"
 check "mjpeg: parts carry X-Frame-Seq" "$(grep -ac '^X-Frame-Seq: 20' "$TMP/mjpeg" | awk '{ print ($1 >= 2) }')" "1"
+# A real client: FFmpeg's mpjpeg demuxer is strict about the multipart syntax.
+if command -v ffmpeg > /dev/null; then
+    check "mjpeg: ffmpeg -f mpjpeg reads two pictures" "$(timeout 20 ffmpeg -nostdin -hide_banner -loglevel error \
+        -f mpjpeg -i "$BASE/sessions/$s/frames.mjpeg" -frames:v 2 -f null - > /dev/null 2>&1; echo $?)" "0"
+else
+    echo "skip ffmpeg -f mpjpeg (no ffmpeg)"
+fi
 # DELETE ends a viewer cleanly: the stream closes with the closing delimiter.
 curl -sS -N --max-time 10 -D "$TMP/jh2" -o "$TMP/mjpeg2" "$BASE/sessions/$s/frames.mjpeg" &
 viewer=$!
