@@ -54,6 +54,15 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
     // out; a variadic list cannot skip an entry in the middle.
     struct MHD_OptionItem options[8];
     size_t count = 0;
+    // The logger goes first: libmicrohttpd only routes its own messages to it from the point it
+    // is set, and warns (on the standard logger) when it is not the first option.
+    if (config->logger != NULL && logger_slot != NULL) {
+        logger_slot->callback = config->logger;
+        logger_slot->cls = config->logger_cls;
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)ft_log_trampoline, logger_slot };
+        flags |= MHD_USE_ERROR_LOG;
+    }
     options[count++] = (struct MHD_OptionItem){
         MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)config->completed, config->completed_cls };
     options[count++] = (struct MHD_OptionItem){
@@ -70,13 +79,6 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
     }
     if (bind_address != NULL) {
         options[count++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)bind_address };
-    }
-    if (config->logger != NULL && logger_slot != NULL) {
-        logger_slot->callback = config->logger;
-        logger_slot->cls = config->logger_cls;
-        options[count++] = (struct MHD_OptionItem){
-            MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)ft_log_trampoline, logger_slot };
-        flags |= MHD_USE_ERROR_LOG;
     }
     options[count++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
 
