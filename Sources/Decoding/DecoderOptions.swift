@@ -51,15 +51,23 @@ public enum DecoderThreadType: String, Sendable, CaseIterable {
 
 /// Everything that configures an `H264Decoder` or `StreamDecoder`.
 ///
-/// Thread defaults were chosen by measurement on this project's 2-core build host, decoding a
-/// 1920x1080 30 fps libx264 stream (High profile, one slice per picture, B-frames) with the
-/// software decoder, alternating runs:
-/// - 1 thread: ~200 fps, output delay = the stream's reorder delay only.
-/// - 2 frame threads: ~330 fps (1.65x) but one extra picture of delay, and both cores busy.
-/// - slice threads: no gain, libx264 writes one slice per picture by default.
-/// A server runs many sessions on the same cores, so extra threads per session only add
-/// contention and latency; the default is therefore `lowLatency` (1 thread). The CLI decodes
-/// one file as fast as it can and uses `throughput` (libavcodec's automatic frame threading).
+/// Thread defaults were chosen by measurement on this project's 2-core build host (other
+/// builds running, load ~2), software-decoding a 1920x1080 30 fps libx264 stream (High, one
+/// slice per picture, B-frames, 300 pictures), alternating each run with
+/// `ffmpeg -threads 1 -i F -f null -` (214-257 fps, process start and demuxing included):
+///
+/// | configuration                 | pictures/s | first picture out after | access units in flight |
+/// |-------------------------------|-----------:|------------------------:|-----------------------:|
+/// | 1 thread                      |   270-273  | 3 access units          | 2                      |
+/// | 2 threads, frame              |   367-487  | 4                       | 3                      |
+/// | 2 threads, slice              |   264-272  | (no gain: one slice per picture)                 |
+/// | 0 = auto (3 threads), frame+slice | 334-399 | 5 (9 with the probe)  | 4                      |
+///
+/// Frame threading gains 1.4-1.8x for one stream, but each extra thread holds back one more
+/// picture, and a server runs many sessions on the same two cores, where extra threads only add
+/// contention. So the default (and `lowLatency`, for the server) is one thread; the CLI decodes
+/// one file as fast as it can and uses `throughput` (automatic frame threading plus the CLI's
+/// probe). A GPU back end does the work itself, so one thread is right for VA-API too.
 public struct DecoderOptions: Sendable {
     public var backend: DecoderBackendChoice
     /// Decoder threads; 0 lets libavcodec pick (one per core, plus one).

@@ -4,7 +4,7 @@ import H264
 
 /// What one `decode` or `drain` call produced. A packet that fails does not stop the call:
 /// the frames decoded before and after it are still here, and each failure is in `errors`.
-public struct DecodeOutput {
+public struct DecodeOutput: Sendable {
     public var frames: [DecodedFrame] = []
     public var errors: [FrameTapError] = []
 
@@ -275,9 +275,15 @@ public final class H264Decoder {
         }
         av_packet_unref(packet)
         if status < 0 {
-            // libavcodec skips the broken unit and resynchronises by itself (at the latest at
-            // the next IDR); the frames it can still produce are read below as usual.
-            record(frameTapError(averror: status, "avcodec_send_packet"), in: &output)
+            if negotiation.refusedSoftware {
+                // Forced VA-API and the hardware turned this stream down: say that, not "invalid data".
+                negotiation.refusedSoftware = false
+                record(FrameTapError(.decoderUnavailable, negotiation.reason), in: &output)
+            } else {
+                // libavcodec skips the broken unit and resynchronises by itself (at the latest
+                // at the next IDR); the frames it can still produce are read below as usual.
+                record(frameTapError(averror: status, "avcodec_send_packet"), in: &output)
+            }
         }
         receiveFrames(into: &output)
     }
@@ -472,6 +478,8 @@ final class FormatNegotiation {
     let required: Bool
     /// The reason given when the device opened, restored when a later SPS is supported again.
     let deviceReason: String
+    /// Set when `required` made `get_format` refuse the software format; the failing send reads it.
+    var refusedSoftware = false
 
     init(backend: DecoderBackend, reason: String, required: Bool) {
         self.backend = backend
@@ -505,6 +513,7 @@ private let chooseHardwareFormat:
             ?? "profile \(context.pointee.profile)"
         if negotiation.required {
             negotiation.reason = "VA-API required but it cannot decode this stream (\(profile))"
+            negotiation.refusedSoftware = true
             return AV_PIX_FMT_NONE
         }
         guard let software = offered.last(where: { $0 != AV_PIX_FMT_VAAPI }) else { return AV_PIX_FMT_NONE }
