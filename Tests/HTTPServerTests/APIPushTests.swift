@@ -122,6 +122,31 @@ import Testing
         }
     }
 
+    /// A long body (the same stream 20 times) through both answers: every picture comes out,
+    /// the multipart answer drops none, and the upload queue stays within its bound.
+    @Test func longBodiesLoseNoPicture() throws {
+        let entry = try Fixtures.entry("baseline_176x144.264")
+        let once = try Fixtures.bytes("baseline_176x144.264")
+        let repeats = 20
+        let body = Array([[UInt8]](repeating: once, count: repeats).joined())
+        let pieces = stride(from: 0, to: body.count, by: 4099).map { Array(body[$0..<min($0 + 4099, body.count)]) }
+        try withService(sessions: { $0.uploadQueueBytes = 64 << 10 }) { service in
+            let json = try jsonObject(chunkedPost(service.port, "/sessions/long/nalus?flush=true", pieces: pieces).body)
+            #expect(json["frames"] as? Int == entry.frames * repeats)
+            #expect(json["bytes"] as? Int == body.count)
+            let session = try #require(service.registry.find(try SessionID("long")))
+            #expect(session.queuedUploadBytes == 0)
+            let response = try chunkedPost(
+                service.port, "/sessions/long/nalus?flush=true&width=16", pieces: pieces,
+                headers: [("Accept", "multipart/mixed")])
+            let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: response.headers["Content-Type"]))
+            #expect(closed)
+            #expect(parts.count == entry.frames * repeats)
+            let sequences = parts.compactMap { Int($0.headers["X-Frame-Seq"] ?? "") }
+            #expect(sequences == Array((entry.frames * repeats + 1)...(2 * entry.frames * repeats)))
+        }
+    }
+
     @Test func multipartParametersAreChecked() throws {
         try withService { service in
             for query in ["format=png", "width=0", "quality=101"] {

@@ -95,6 +95,15 @@ import Testing
         }
     }
 
+    @Test func idleSessionsAreRemoved() throws {
+        try withService(sessions: { $0.idleTimeout = .milliseconds(500) }) { (service: FrameTapService) throws in
+            #expect(try request(service.port, "PUT", "/sessions/idle").status == 201)
+            let removed = eventually(timeout: .seconds(5)) { service.registry.count == 0 }
+            #expect(removed)
+            #expect(try request(service.port, "GET", "/sessions/idle").status == 404)
+        }
+    }
+
     @Test func routingErrors() throws {
         try withService { service in
             let notAllowed = try request(service.port, "PATCH", "/sessions/x")
