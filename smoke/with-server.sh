@@ -23,6 +23,11 @@ fi
 "$ROOT/smoke/run.sh" "http://127.0.0.1:$PORT"
 RESULT=$?
 kill -TERM "$SERVER"
+# The graceful stop takes at most the HTTP grace period (10 s); never wait forever.
+for _ in $(seq 300); do kill -0 "$SERVER" 2> /dev/null || break; sleep 0.1; done
+if kill -0 "$SERVER" 2> /dev/null; then
+    echo "the server did not stop within 30 s of SIGTERM"; kill -KILL "$SERVER"
+fi
 wait "$SERVER"
 EXIT=$?
 if [ "$EXIT" != 0 ]; then
