@@ -68,6 +68,8 @@ public enum DecoderThreadType: String, Sendable, CaseIterable {
 /// contention. So the default (and `lowLatency`, for the server) is one thread; the CLI decodes
 /// one file as fast as it can and uses `throughput` (automatic frame threading plus the CLI's
 /// probe). A GPU back end does the work itself, so one thread is right for VA-API too.
+/// `AV_CODEC_FLAG_LOW_DELAY` is not offered: its effect here is switching frame threading off,
+/// and with one thread there is no frame-threading delay left for it to remove.
 public struct DecoderOptions: Sendable {
     public var backend: DecoderBackendChoice
     /// Decoder threads; 0 lets libavcodec pick (one per core, plus one).

@@ -1,5 +1,4 @@
 import CFFmpeg
-import Foundation
 import H264
 
 /// What one `decode` or `drain` call produced. A packet that fails does not stop the call:
@@ -11,10 +10,15 @@ public struct DecodeOutput: Sendable {
     public init() {}
 }
 
-/// Decodes an H.264 Annex B byte stream with libavcodec, the way the ffmpeg CLI reads a raw
-/// `.h264` file: bytes go through libavcodec's H.264 parser, which cuts them into access units
-/// however they were chunked, and each access unit is sent to the decoder. So the frames equal
-/// `ffmpeg -flags unaligned -f h264 -i F -autoscale 0 -fps_mode passthrough -f rawvideo -`.
+/// Decodes H.264 with libavcodec, like FFmpeg's doc/examples decode loops: parse → send packet
+/// → receive frames, plus drain at end of stream.
+///
+/// Two ways in, one per stream:
+/// - `decode(annexB:)` takes raw Annex B bytes in any chunking and cuts them into access units
+///   with libavcodec's H.264 parser, as the ffmpeg CLI's raw `h264` demuxer does, so the frames
+///   equal `ffmpeg -flags unaligned -f h264 -i F -autoscale 0 -fps_mode passthrough -f rawvideo -`.
+/// - `decode(accessUnit:)` takes complete access units (StreamDecoder assembles them), one
+///   packet each, so a picture does not wait for the next one to start.
 ///
 /// Not thread-safe: the C contexts are owned by one worker (a session or the CLI loop) and
 /// must only be used from it. Frames it returns are immutable and `Sendable`.

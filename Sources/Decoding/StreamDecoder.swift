@@ -5,8 +5,13 @@ import H264
 /// picture-size check → `H264Decoder`, with the counters a session reports.
 ///
 /// Each complete access unit is sent to libavcodec as one packet (`H264Decoder.decode(accessUnit:)`),
-/// so a picture comes out as soon as its last NAL unit has been followed by the next unit's
-/// first one, and the pictures equal the ffmpeg CLI's for the same bytes.
+/// so a picture comes out as soon as the first NAL unit after it arrives. The access units are
+/// cut as libavcodec's parser cuts them (checked on every conformance stream and fixture), so
+/// with `DecoderOptions.emulateFFmpegProbe` the pictures equal the ffmpeg CLI's for the same
+/// bytes (for damaged streams: with the same thread count; libavcodec conceals errors
+/// differently with frame threading). Without it (live), the only difference measured is that
+/// pictures before the stream's first in-band SPS/PPS cannot be decoded, where the CLI's probe
+/// looks ahead for them.
 ///
 /// Not thread-safe: owned by one worker, like the `H264Decoder` inside it.
 public final class StreamDecoder {
@@ -17,8 +22,9 @@ public final class StreamDecoder {
         public var nalUnits: [String: Int] = [:]
         public var accessUnits = 0
         public var framesDecoded = 0
-        /// Pictures not decoded because decoding had not reached a random access point with
-        /// its SPS and PPS yet (libavcodec would not output them either).
+        /// Pictures not decoded because their SPS/PPS were unknown, or because they came before
+        /// the first start point (IDR, recovery point or I picture) and an IDR made them
+        /// irrelevant. libavcodec would not have output any of them.
         public var framesDroppedBeforeKeyframe = 0
         /// Pictures not decoded because their SPS exceeds the size limit.
         public var framesRejectedTooLarge = 0
@@ -38,9 +44,9 @@ public final class StreamDecoder {
     public private(set) var lastError: ErrorEvent?
     /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
     public private(set) var format: VideoFormat?
-    /// Decode only intra pictures (IDR or I), each drained
-    /// at once so it comes out immediately (thumbnails, previews). Can be switched between
-    /// pushes. Pair it with `DecoderOptions.lowLatency`: each drain would restart the reorder probe.
+    /// Decode only intra pictures (IDR or I), each drained at once so it comes out immediately
+    /// (thumbnails, previews). Can be switched between pushes. Pair it with
+    /// `DecoderOptions.lowLatency`: each drain would restart the CLI-probe emulation.
     public var keyframesOnly: Bool
 
     private var splitter: AnnexBSplitter
@@ -49,7 +55,7 @@ public final class StreamDecoder {
     private var parameterSets = ParameterSets()
     /// The SPSs already checked against the size limit, by id, and whether each passed.
     private var checkedSPS: [Int: (sps: SequenceParameterSet, fits: Bool)] = [:]
-    /// Decoding has reached a random access point with its parameter sets since the stream began.
+    /// Decoding has reached a start point with its parameter sets since the stream began.
     private var started = false
     /// Parameter set units the decoder has been given (by SPS/PPS id), so ones seen only in
     /// dropped access units can be sent ahead of the first decoded one.
