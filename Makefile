@@ -1,20 +1,29 @@
 # FrameTap build entry points. Every target installs what it needs first (`deps`),
 # so a fresh Debian 12 machine with a Swift 6 toolchain needs nothing else.
 
-SWIFT      ?= swift
-SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-CORPUS     ?= ../shared/testdata/h264
-DEBUG_BIN  := .build/debug/frametap
-RELEASE_BIN:= .build/release/frametap
+SWIFT       ?= swift
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CORPUS      ?= ../shared/testdata/h264
+DEBUG_BIN   := .build/debug/frametap
+RELEASE_BIN := .build/release/frametap
+VENV        := .venv
 
-# Build and runtime libraries, plus the tools the tests and fixture script call.
-APT_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
-                libmicrohttpd-dev libva-dev ffmpeg curl jq python3
+# Build and runtime libraries.
+BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
+                  libmicrohttpd-dev libva-dev
+# What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
+# curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients).
+TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
+                  gstreamer1.0-plugins-good chromium
+# Python tools from PyPI for the spec checks.
+PIP_PACKAGES   := openapi-spec-validator schemathesis
 
-.PHONY: deps build release run test conformance fixtures clean
+.PHONY: deps test-deps build release run test unit-test smoke clients conformance \
+        conformance-http fixtures clean
 
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# Installs only what is missing, so it is quick when everything is present.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -22,6 +31,15 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call apt_install,$(BUILD_PACKAGES))
+
+test-deps: deps
+	$(call apt_install,$(TEST_PACKAGES))
+	@[ -x $(VENV)/bin/schemathesis ] || { python3 -m venv $(VENV) && \
+	  $(VENV)/bin/pip install -q --disable-pip-version-check $(PIP_PACKAGES); }
 
 build: deps
 	$(SWIFT) build
@@ -32,17 +50,37 @@ release: deps
 run: release
 	$(RELEASE_BIN) serve
 
-test: build
+# Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, then
+# the conformance corpus through the CLI and over HTTP (when the corpus folder exists).
+test: test-deps build
 	$(SWIFT) test
-	@if [ -d "$(CORPUS)" ]; then $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)"; \
+	smoke/with-server.sh $(DEBUG_BIN)
+	smoke/clients.sh $(DEBUG_BIN)
+	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
+	@if [ -d "$(CORPUS)" ]; then \
+	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \
+	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS)"; \
 	 else echo "conformance: $(CORPUS) not found, skipped"; fi
 
-conformance: build
+unit-test: build
+	$(SWIFT) test
+
+smoke: test-deps build
+	smoke/with-server.sh $(DEBUG_BIN)
+
+clients: test-deps build
+	smoke/clients.sh $(DEBUG_BIN)
+
+conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
+
+conformance-http: test-deps build
+	scripts/conformance-http.sh "$(CORPUS)" "$(DEBUG_BIN)"
 
 # Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264).
 fixtures: deps
+	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
 
 clean:
-	rm -rf .build
+	rm -rf .build $(VENV)
