@@ -54,6 +54,7 @@ run: release
 # the conformance corpus through the CLI and over HTTP (when the corpus folder exists).
 test: test-deps build
 	$(SWIFT) test
+	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
 	smoke/with-server.sh $(DEBUG_BIN)
 	smoke/clients.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures

@@ -57,6 +57,9 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "Largest NAL unit accepted, in bytes.")
     var maxNalBytes = 8 << 20
 
+    @Flag(help: "Let libavcodec print its own warnings about the stream.")
+    var verbose = false
+
     func validate() throws {
         guard every >= 1 else { throw ValidationError("--every must be at least 1") }
         guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be 0...64") }
@@ -72,6 +75,7 @@ struct DecodeCommand: ParsableCommand {
     }
 
     func run() throws {
+        LibavLogging.set(verbose ? .warnings : .quiet)
         var decoderOptions = keyframesOnly ? DecoderOptions.lowLatency(backend: backend) : DecoderOptions.throughput(backend: backend)
         decoderOptions.threads = threads
         let sink: PictureSink
@@ -111,7 +115,7 @@ struct DecodeCommand: ParsableCommand {
             throw ExitStatus.noDecodablePicture
         }
         let seconds = progress.elapsedSeconds
-        var summary = "frametap: decoded \(progress.framesDecoded) frames"
+        var summary = "frametap: decoded \(progress.framesDecoded) frame\(progress.framesDecoded == 1 ? "" : "s")"
         if let last = progress.lastFrame {
             summary += " (\(last.width)x\(last.height) \(last.pixelFormatName), \(decoder.decoder.backend.rawValue))"
         }

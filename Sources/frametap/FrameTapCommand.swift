@@ -9,7 +9,7 @@ struct FrameTapCommand: ParsableCommand {
             Exit codes: 0 success; 1 no decodable picture or decoding failed; 3 input or output \
             error; 4 the input is not H.264; 64 bad usage.
             """,
-        subcommands: [ServeCommand.self, DecodeCommand.self, ProbeCommand.self]
+        subcommands: [ServeCommand.self, DecodeCommand.self, ProbeCommand.self, HealthcheckCommand.self]
     )
 }
 

@@ -48,6 +48,8 @@ struct ProbeReport: Encodable {
     struct SPSRecord: Encodable {
         let id: Int
         let offset: Int
+        /// Later units with the same id and identical bytes (streams often repeat parameter sets).
+        var repeats = 0
         let format: VideoFormat
         let maxNumRefFrames: Int
         let frameMbsOnly: Bool
@@ -59,6 +61,7 @@ struct ProbeReport: Encodable {
         let id: Int
         let spsId: Int
         let offset: Int
+        var repeats = 0
         let entropyCoding: String
         let sliceGroups: Int
     }
@@ -83,6 +86,13 @@ struct ProbeReport: Encodable {
     var pictures = 0
     var keyframes: [KeyframeRecord] = []
     var problems: [Problem] = []
+    /// The bytes of the newest SPS/PPS per id, to fold identical repeats into one record.
+    private var lastSPSBytes: [Int: (bytes: [UInt8], record: Int)] = [:]
+    private var lastPPSBytes: [Int: (bytes: [UInt8], record: Int)] = [:]
+
+    private enum CodingKeys: String, CodingKey {
+        case bytes, nalUnits, sequenceParameterSets, pictureParameterSets, accessUnits, pictures, keyframes, problems
+    }
 
     static func scan(path: String, maxNALSize: Int) throws(FrameTapError) -> ProbeReport {
         var report = ProbeReport()
@@ -123,6 +133,11 @@ struct ProbeReport: Encodable {
             switch nal.type {
             case .sps:
                 let sps = try SequenceParameterSet(nal: nal)
+                if let last = lastSPSBytes[sps.id], last.bytes == nal.bytes {
+                    sequenceParameterSets[last.record].repeats += 1
+                    return
+                }
+                lastSPSBytes[sps.id] = (nal.bytes, sequenceParameterSets.count)
                 sequenceParameterSets.append(
                     SPSRecord(
                         id: sps.id, offset: nal.streamOffset, format: VideoFormat(sps: sps),
@@ -131,6 +146,11 @@ struct ProbeReport: Encodable {
                         maxNumReorderFrames: sps.vui?.maxNumReorderFrames))
             case .pps:
                 let pps = try PictureParameterSet(nal: nal)
+                if let last = lastPPSBytes[pps.id], last.bytes == nal.bytes {
+                    pictureParameterSets[last.record].repeats += 1
+                    return
+                }
+                lastPPSBytes[pps.id] = (nal.bytes, pictureParameterSets.count)
                 pictureParameterSets.append(
                     PPSRecord(
                         id: pps.id, spsId: pps.spsId, offset: nal.streamOffset,
@@ -170,7 +190,7 @@ struct ProbeReport: Encodable {
         lines.append("")
         for sps in sequenceParameterSets {
             let f = sps.format
-            lines.append("SPS id \(sps.id) at \(sps.offset):")
+            lines.append("SPS id \(sps.id) at \(sps.offset)\(sps.repeats > 0 ? " (repeated \(sps.repeats) times)" : ""):")
             lines.append("  display size   \(f.width)x\(f.height)")
             lines.append("  coded size     \(f.codedWidth)x\(f.codedHeight)")
             lines.append("  crop           left \(f.crop.left) right \(f.crop.right) top \(f.crop.top) bottom \(f.crop.bottom)")
@@ -183,7 +203,7 @@ struct ProbeReport: Encodable {
             lines.append("  ref frames     \(sps.maxNumRefFrames), reorder \(sps.maxNumReorderFrames.map(String.init) ?? "not signalled")")
         }
         for pps in pictureParameterSets {
-            lines.append("PPS id \(pps.id) at \(pps.offset): SPS \(pps.spsId), \(pps.entropyCoding), \(pps.sliceGroups) slice group(s)")
+            lines.append("PPS id \(pps.id) at \(pps.offset)\(pps.repeats > 0 ? " (repeated \(pps.repeats) times)" : ""): SPS \(pps.spsId), \(pps.entropyCoding), \(pps.sliceGroups) slice group(s)")
         }
         lines.append("")
         lines.append("access units: \(accessUnits) (\(pictures) with a picture)")

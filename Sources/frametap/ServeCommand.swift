@@ -66,6 +66,7 @@ struct ServeCommand: ParsableCommand {
             handler.logLevel = level
             return handler
         }
+        LibavLogging.set(level <= .debug ? .warnings : .quiet)
         let logger = Logger(label: "frametap")
         logHardware(settings.sessions, logger: logger)
 

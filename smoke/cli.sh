@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The offline command line as a user meets it: outputs, sizes and the documented exit codes
+# for bad input. Needs no server.   smoke/cli.sh [path/to/frametap] [conformance corpus dir]
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${1:-$ROOT/.build/debug/frametap}
+CORPUS=${2:-$ROOT/../shared/testdata/h264}
+. "$ROOT/smoke/lib.sh"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# expect_exit NAME CODE COMMAND...: the exit code and a "frametap: error:" line on stderr
+expect_exit() {
+    local name=$1 want=$2; shift 2
+    "$@" > /dev/null 2> "$TMP/stderr" < /dev/null
+    local got=$?
+    check "$name exits $want" "$got" "$want"
+    if [ "$want" != 0 ]; then
+        grep -q '^frametap: error: ' "$TMP/stderr" && pass "$name explains itself: $(head -c 120 "$TMP/stderr")" \
+            || fail "$name printed no error line"
+    fi
+}
+
+FIXTURE=$FIXTURES/high_320x240.264
+head -c 65536 /dev/urandom | tr -d '\000' > "$TMP/noise.bin"
+python3 -c "
+import random; random.seed(7)
+open('$TMP/startcodes.bin', 'wb').write(b''.join(b'\x00\x00\x01' + bytes(random.randrange(256) for _ in range(300)) for _ in range(200)))"
+: > "$TMP/empty.264"
+
+expect_exit "decode of a missing file" 3 "$BIN" decode "$TMP/missing.264" --output "$TMP/out"
+expect_exit "decode of a directory" 3 "$BIN" decode "$TMP" --output "$TMP/out"
+expect_exit "decode of bytes without start codes" 4 "$BIN" decode "$TMP/noise.bin" --output "$TMP/out"
+expect_exit "decode of an empty file" 4 "$BIN" decode "$TMP/empty.264" --output "$TMP/out"
+expect_exit "decode of garbage between start codes" 1 "$BIN" decode "$TMP/startcodes.bin" --output "$TMP/out"
+expect_exit "probe of a missing file" 3 "$BIN" probe "$TMP/missing.264"
+expect_exit "probe of bytes without start codes" 4 "$BIN" probe "$TMP/noise.bin"
+"$BIN" decode "$FIXTURE" --every 0 > /dev/null 2>&1; check "decode --every 0 is a usage error" "$?" 64
+"$BIN" decode "$FIXTURE" --quality 101 > /dev/null 2>&1; check "decode --quality 101 is a usage error" "$?" 64
+
+frames=$(manifest high_320x240.264 frames)
+"$BIN" decode "$FIXTURE" --output "$TMP/jpegs" 2> /dev/null
+check "decode writes one JPEG per frame" "$(ls "$TMP/jpegs" | wc -l)" "$frames"
+check "frame-000001.jpg is a 320x240 JPEG" "$(jpeg_size "$TMP/jpegs/frame-000001.jpg")" 320x240
+"$BIN" decode "$FIXTURE" --output "$TMP/thumbs" --width 101 --every 5 2> /dev/null
+check "--every 5 keeps every fifth frame" "$(ls "$TMP/thumbs" | wc -l)" $(((frames + 4) / 5))
+check "--width 101 keeps the aspect ratio" "$(jpeg_size "$TMP/thumbs/frame-000001.jpg")" 101x76
+check "--format rgb --output - writes w*h*3 per frame" \
+    "$("$BIN" decode "$FIXTURE" --format rgb --width 64 --height 48 --output - 2> /dev/null | wc -c)" $((64 * 48 * 3 * frames))
+check "decode from standard input equals the manifest md5" \
+    "$("$BIN" decode - --format yuv --output - < "$FIXTURE" 2> /dev/null | md5sum | cut -d' ' -f1)" \
+    "$(manifest high_320x240.264 yuv_md5)"
+"$BIN" decode "$FIXTURE" --keyframes-only --output "$TMP/keys" 2> /dev/null
+check "--keyframes-only decodes only the IDR" "$(ls "$TMP/keys" | wc -l)" 1
+
+check "probe shows the cropped size of the odd fixture" \
+    "$("$BIN" probe "$FIXTURES/odd_crop_322x242.264" | grep -c 'display size   322x242')" 1
+check "probe --json parses and counts access units" \
+    "$("$BIN" probe --json "$FIXTURE" | jq '.pictures')" "$frames"
+if [ -f "$CORPUS/CVFC1_Sony_C.jsv" ]; then
+    check "probe shows 300x168 for CVFC1" \
+        "$("$BIN" probe --json "$CORPUS/CVFC1_Sony_C.jsv" | jq -r '.sequenceParameterSets[0].format | "\(.width)x\(.height)"')" 300x168
+fi
+
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
