@@ -69,6 +69,10 @@ public final class DecodedFrame: @unchecked Sendable {
     public let pts: Int64?
     public let isKeyframe: Bool
     public let pictureType: PictureType
+    /// libavcodec could not decode all of this picture and filled the damage in by error
+    /// concealment (corrupt or missing slices, missing references): `decode_error_flags` or
+    /// `AV_FRAME_FLAG_CORRUPT`. Such a picture is still output, as the ffmpeg CLI outputs it.
+    public let hasDecodeErrors: Bool
     /// Display (cropped) size.
     public let width: Int
     public let height: Int
@@ -87,6 +91,8 @@ public final class DecodedFrame: @unchecked Sendable {
         self.pts = pts
         self.isKeyframe = frame.pointee.key_frame != 0  // FFmpeg 5.1 has no AV_FRAME_FLAG_KEY yet
         self.pictureType = PictureType(frame.pointee.pict_type)
+        self.hasDecodeErrors =
+            frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0
         self.width = Int(frame.pointee.width)
         self.height = Int(frame.pointee.height)
         self.pixelFormat = AVPixelFormat(frame.pointee.format)

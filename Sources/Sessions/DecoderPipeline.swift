@@ -32,17 +32,34 @@ final class DecoderPipeline {
         set { decoder.keyframesOnly = newValue }
     }
 
+    /// Pictures libavcodec output with concealed damage (`DecodedFrame.hasDecodeErrors`), each
+    /// also reported as an `invalid_data` error of its step and counted in `decodeErrors`.
+    private var damagedPictures = 0
+
     func push(_ bytes: [UInt8]) -> Step {
         midStream = true
-        let output = decoder.push(bytes)
-        return Step(frames: output.frames, errors: output.errors)
+        return step(decoder.push(bytes))
     }
 
     /// End of stream: every delayed picture; afterwards the decoder expects a fresh stream.
     func finish() -> Step {
         midStream = false
-        let output = decoder.finish()
-        return Step(frames: output.frames, errors: output.errors)
+        return step(decoder.finish())
+    }
+
+    /// A damaged picture is still a step's frame (multipart answers send every picture, like
+    /// the ffmpeg CLI), but it is an error for the session, which never makes it the latest.
+    private func step(_ output: DecodeOutput) -> Step {
+        var errors = output.errors
+        for frame in output.frames where frame.hasDecodeErrors {
+            damagedPictures += 1
+            errors.append(
+                FrameTapError(
+                    .invalidData,
+                    "a damaged \(frame.pictureType.rawValue) picture was decoded with concealed errors; "
+                        + "the last good picture stays the latest"))
+        }
+        return Step(frames: output.frames, errors: errors)
     }
 
     var counters: SessionCounters {
@@ -55,7 +72,7 @@ final class DecoderPipeline {
         counters.framesDroppedBeforeKeyframe = source.framesDroppedBeforeKeyframe
         counters.framesRejectedTooLarge = source.framesRejectedTooLarge
         counters.framesSkippedNotKeyframe = source.framesSkippedNotKeyframe
-        counters.decodeErrors = source.decodeErrors
+        counters.decodeErrors = source.decodeErrors + damagedPictures
         return counters
     }
 }

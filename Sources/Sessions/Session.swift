@@ -215,8 +215,10 @@ public final class Session: Sendable {
     // MARK: - Publishing (decode worker)
 
     /// Runs one decoder step on the decode worker and publishes what it produced: counters,
-    /// format, errors, then the frames in output order (the newest becomes the latest picture).
-    /// Returns the published frames, oldest first.
+    /// format, errors, then the frames in output order. The newest undamaged one becomes the
+    /// latest picture: a picture libavcodec concealed errors in (`hasDecodeErrors`, already an
+    /// error of the step) never replaces a good one. Returns every published frame, damaged
+    /// ones included, oldest first (a multipart answer sends them all, as the ffmpeg CLI does).
     @discardableResult
     func runDecoderStep(
         receivedAt: UInt64?, progress: UploadProgress?, _ body: (DecoderPipeline) -> DecoderPipeline.Step
@@ -248,15 +250,16 @@ public final class Session: Sendable {
                 state.nextSequence += 1
                 published.append(entry)
             }
-            let previous = state.latest
-            state.latest = published.last
             state.lastActivity = now
             state.lastActivityUptime = nowUptime
+            guard let newest = published.last(where: { !$0.frame.hasDecodeErrors }) else { return true }
+            let previous = state.latest
+            state.latest = newest
             // Keep the previous picture's encodings too: a request that read it as the
             // latest just before this publish must still find them.
-            state.cacheFloor = previous?.sequence ?? published.last!.sequence
+            state.cacheFloor = previous?.sequence ?? newest.sequence
             state.evictCache(olderThan: state.cacheFloor)
-            wake = state.takeWakeUps(newest: published.last!)
+            wake = state.takeWakeUps(newest: newest)
             return true
         }
         guard open else { return [] }
