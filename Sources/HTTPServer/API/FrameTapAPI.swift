@@ -125,7 +125,10 @@ public struct FrameTapAPI: Sendable {
         let query = QueryReader(request)
         let flush = try query.bool("flush") ?? false
         let multipart = Self.acceptsMultipart(request.headers["Accept"])
-        let pictureRequest = try multipart ? Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg) : nil
+        // The picture parameters only matter for a multipart answer, but a malformed one is a
+        // 400 either way (never silently ignored).
+        let requested = try Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg)
+        let pictureRequest = multipart ? requested : nil
         let session: Session
         do {
             session = try registry.openSession(id).session
