@@ -50,6 +50,10 @@ public final class StreamDecoder {
     public var keyframesOnly: Bool
 
     private var splitter: AnnexBSplitter
+    /// Where the current stream began, for the end-of-stream check of unsplittable input.
+    private var bytesAtStreamStart = 0
+    private var unitsAtStreamStart = 0
+    private var discardedBytesReported = 0
     private var assembler = AccessUnitAssembler()
     /// The assembler's parameter sets as of the access units being handled.
     private var parameterSets = ParameterSets()
@@ -104,6 +108,7 @@ public final class StreamDecoder {
         var events: [SplitterEvent] = []
         splitter.finish { events.append($0) }
         for event in events { handle(event, into: &output) }
+        reportUnsplittableBytes(into: &output)
         var units: [AccessUnit] = []
         assembler.finish { units.append($0) }
         for unit in units { handle(unit, into: &output) }
@@ -274,6 +279,31 @@ public final class StreamDecoder {
         for error in decoded.errors {
             record(error, in: &output)
         }
+    }
+
+    /// A client disconnected mid-upload: the NAL unit it was sending is cut short. Dropping it
+    /// keeps the next upload's first start code from closing it as if it were whole. Decoded
+    /// pictures, parameter sets and the access unit assembled so far stay.
+    public func abandonIncompleteUnit() {
+        splitter.abandonIncompleteUnit()
+    }
+
+    /// At the end of a stream: bytes that were never part of a NAL unit are an error of the
+    /// input (garbage before the first start code, or no start code at all), not silence.
+    private func reportUnsplittableBytes(into output: inout DecodeOutput) {
+        let discarded = splitter.discardedBytes - discardedBytesReported
+        discardedBytesReported = splitter.discardedBytes
+        let units = splitter.emittedUnits + splitter.droppedUnits
+        defer { unitsAtStreamStart = units }
+        if units == unitsAtStreamStart && counters.bytes > bytesAtStreamStart {
+            let bytes = counters.bytes - bytesAtStreamStart
+            bytesAtStreamStart = counters.bytes
+            record(
+                FrameTapError(.invalidData, "not an H.264 Annex B stream: no start code in \(bytes) bytes"), in: &output)
+        } else if discarded > 0 {
+            record(FrameTapError(.invalidData, "\(discarded) bytes that belong to no NAL unit were skipped"), in: &output)
+        }
+        bytesAtStreamStart = counters.bytes
     }
 
     private func record(_ error: FrameTapError, in output: inout DecodeOutput) {

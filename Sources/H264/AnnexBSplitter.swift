@@ -109,6 +109,17 @@ public struct AnnexBSplitter: Sendable {
         skippedBeforeFirstStartCode = 0
     }
 
+    /// The input broke off (a client disconnected mid-upload): the unit being collected is
+    /// incomplete, so it is dropped instead of being completed by whatever bytes come next.
+    /// The splitter waits for the next start code; stream offsets keep counting.
+    public mutating func abandonIncompleteUnit() {
+        if mode == .collecting { discardedBytes += unit.count + zeroRun }
+        mode = .seekingFirstStartCode
+        unit = []
+        zeroRun = 0
+        skippedBeforeFirstStartCode = 0
+    }
+
     /// Splits a complete stream in one go.
     public static func split(_ bytes: [UInt8], maxNALSize: Int = 8 << 20) -> [NALUnit] {
         var splitter = AnnexBSplitter(maxNALSize: maxNALSize)

@@ -47,6 +47,11 @@ final class DecoderPipeline {
         return step(decoder.finish())
     }
 
+    /// The upload broke off: its last NAL unit is incomplete and must not be decoded.
+    func abandonIncompleteUnit() {
+        decoder.abandonIncompleteUnit()
+    }
+
     /// A damaged picture is still a step's frame (multipart answers send every picture, like
     /// the ffmpeg CLI), but it is an error for the session, which never makes it the latest.
     private func step(_ output: DecodeOutput) -> Step {

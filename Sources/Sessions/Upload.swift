@@ -287,6 +287,7 @@ extension Session {
                 completion(.success(summary))
             }
         case .abort:
+            decoding.pipeline?.abandonIncompleteUnit()
             recordError(SessionError(.uploadAborted, "the client disconnected before the upload ended"))
         }
     }

@@ -86,6 +86,24 @@ struct StreamDecoderTests {
         #expect(decoded.decoder.format?.width == 64 && decoded.decoder.format?.height == 48)
     }
 
+    @Test func bytesWithoutStartCodeEndAsInvalidData() throws {
+        let decoder = try StreamDecoder(options: Self.live)
+        let noise = (0..<5000).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) | 1 }  // never two zeros
+        #expect(decoder.push(noise).errors.isEmpty)
+        let ended = decoder.finish()
+        #expect(ended.frames.isEmpty)
+        #expect(ended.errors.map(\.code) == [.invalidData])
+        #expect(ended.errors.first?.message.contains("no start code in 5000 bytes") == true)
+        // A real stream afterwards decodes, and garbage in front of it is reported once.
+        let file = try TestSupport.stream("after-noise", size: "64x48", frames: 3, x264Params: "keyint=3")
+        let stream = try TestSupport.bytes(of: file)
+        var frames = decoder.push([9, 9, 9] + stream).frames
+        let second = decoder.finish()
+        frames += second.frames
+        #expect(frames.count == 3)
+        #expect(second.errors.map(\.message) == ["3 bytes that belong to no NAL unit were skipped"])
+    }
+
     @Test func keyframesOnlyDecodesEachKeyframeAtOnce() throws {
         let file = try TestSupport.stream("keyframes", size: "96x64", frames: 20, x264Params: "keyint=5:bframes=2:b-adapt=0")
         let bytes = try TestSupport.bytes(of: file)

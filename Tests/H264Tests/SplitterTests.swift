@@ -34,6 +34,17 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALSize: Int = 8 << 20) -
 }
 
 @Suite struct SplitterTests {
+    @Test func anAbandonedUnitIsDroppedAndTheNextStartCodeResynchronises() {
+        var splitter = AnnexBSplitter()
+        var result = SplitResult()
+        splitter.push([0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x65, 9, 9]) { result.record($0) }
+        splitter.abandonIncompleteUnit()  // the IDR above was cut short
+        splitter.push([7, 7, 0, 0, 1, 0x41, 5, 6]) { result.record($0) }
+        splitter.finish { result.record($0) }
+        #expect(result.units == [[0x67, 1, 2], [0x41, 5, 6]])
+        #expect(splitter.discardedBytes == 3 + 2)
+    }
+
     @Test func threeAndFourByteStartCodes() {
         let stream: [UInt8] = [0, 0, 0, 1, 0x67, 1, 2, 0, 0, 1, 0x68, 3, 0, 0, 0, 1, 0x65, 4, 5]
         let result = split(stream)

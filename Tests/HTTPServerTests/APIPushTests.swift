@@ -186,6 +186,17 @@ import Testing
         }
     }
 
+    @Test func aBodyThatIsNotH264IsUnprocessable() throws {
+        let noise = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) | 0x10 }
+        try withService { service in
+            let response = try post(service.port, "/sessions/noise/nalus?flush=true", noise)
+            #expect(response.status == 422)
+            let problem = try jsonObject(response.body)
+            #expect(problem["code"] as? String == "invalid_data")
+            #expect((problem["detail"] as? String)?.contains("no start code") == true)
+        }
+    }
+
     @Test func aFlushedRequestWithOnlyErrorsIsUnprocessable() throws {
         let bytes = try Fixtures.bytes("baseline_176x144.264")
         try withService(sessions: { $0.pictureSizeLimit = PictureSizeLimitForTests.tiny }) { service in
