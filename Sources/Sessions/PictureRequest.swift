@@ -71,6 +71,7 @@ public enum PictureETag {
 /// and the session default, so requests that produce the same bytes share one encode
 /// (`?width=W` for a W-wide picture equals no width; quality does not affect raw formats).
 struct PictureKey: Hashable, Sendable {
+    static let maxUpscale = 2
     let sequence: UInt64
     let format: PictureFormat
     let width: Int
@@ -90,6 +91,14 @@ struct PictureKey: Hashable, Sendable {
             try limit.check(width: size.width, height: size.height)
         } catch {
             throw SessionError(.pipeline(.invalidParameter), error.message)
+        }
+        // Each distinct size is one more scale and encode of up to `limit` pixels: enlarging
+        // adds no detail, so it is capped to keep one client from buying that cost repeatedly.
+        let maxScale = PictureKey.maxUpscale
+        guard size.width <= frame.width * maxScale, size.height <= frame.height * maxScale else {
+            throw SessionError(
+                .pipeline(.invalidParameter),
+                "\(size.width)x\(size.height) enlarges the \(frame.width)x\(frame.height) picture more than \(maxScale)x")
         }
         self.sequence = sequence
         format = request.format

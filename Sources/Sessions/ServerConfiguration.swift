@@ -31,6 +31,9 @@ public struct ServerConfiguration: Sendable {
     public var mjpegRepeatInterval: Duration
     /// Where multipart-answer uploads are spooled (files are unlinked as soon as they are opened).
     public var spoolDirectory: String
+    /// Largest body a multipart-answer upload may spool, even when `maxBodyBytes` is unlimited:
+    /// the spool is disk (or RAM where the temporary directory is a tmpfs), so it needs a bound.
+    public var maxSpoolBytes: Int
 
     public init(
         backend: DecoderBackendChoice = .auto,
@@ -44,7 +47,8 @@ public struct ServerConfiguration: Sendable {
         uploadQueueBytes: Int = 1 << 20,
         maxLongPoll: Duration = .seconds(30),
         mjpegRepeatInterval: Duration = .seconds(1),
-        spoolDirectory: String = FileManager.default.temporaryDirectory.path
+        spoolDirectory: String = FileManager.default.temporaryDirectory.path,
+        maxSpoolBytes: Int = 2 << 30
     ) {
         self.backend = backend
         self.decoderThreads = decoderThreads
@@ -58,6 +62,7 @@ public struct ServerConfiguration: Sendable {
         self.maxLongPoll = maxLongPoll
         self.mjpegRepeatInterval = mjpegRepeatInterval
         self.spoolDirectory = spoolDirectory
+        self.maxSpoolBytes = maxSpoolBytes
     }
 
     /// Rejects values that would make the server misbehave rather than fail loudly later.
@@ -68,6 +73,7 @@ public struct ServerConfiguration: Sendable {
         try require((0...64).contains(decoderThreads), "decoder threads must be 0...64")
         try require(maxSessions >= 1, "max sessions must be at least 1")
         try require(maxBodyBytes.map { $0 >= 1 } ?? true, "max body bytes must be positive")
+        try require(maxSpoolBytes >= 1, "max spool bytes must be positive")
         try require(maxNALBytes >= 1024, "max NAL bytes must be at least 1024")
         try require(idleTimeout > .zero, "idle timeout must be positive")
         try require(PictureOptions.qualityRange.contains(defaultQuality), "quality must be 1...100")

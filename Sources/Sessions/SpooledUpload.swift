@@ -63,14 +63,16 @@ public final class SpooledUpload: Sendable {
     /// Writes the chunk to the spool. Throws `.bodyTooLarge` past `maxBodyBytes` (the answer
     /// then finishes with that error) and `.pipeline(.ioError)` when the disk refuses.
     public func append(_ bytes: UnsafeRawBufferPointer) throws(SessionError) {
-        let maxBody = session.configuration.maxBodyBytes
+        let configuration = session.configuration
+        let maxBody = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let verdict = state.withLock { state -> SessionError? in
             if let failure = state.failure { return failure }
             guard !state.uploadEnded, !state.cancelled else {
                 return SessionError(.pipeline(.invalidParameter), "this upload has already ended")
             }
-            if let maxBody, state.bytes + bytes.count > maxBody {
-                state.failure = SessionError(.bodyTooLarge, "request body exceeds \(maxBody) bytes")
+            if state.bytes + bytes.count > maxBody {
+                let which = maxBody == configuration.maxBodyBytes ? "" : " (the limit for multipart answers, which spool the body)"
+                state.failure = SessionError(.bodyTooLarge, "request body exceeds \(maxBody) bytes\(which)")
                 return state.failure
             }
             state.bytes += bytes.count

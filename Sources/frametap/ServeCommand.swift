@@ -39,6 +39,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Largest body of one upload request in bytes, or 'unlimited'. [FRAMETAP_MAX_BODY_BYTES, default unlimited]")
     var maxBodyBytes: String?
 
+    @Option(help: "Largest body a multipart-answer upload may spool to the temporary directory. [FRAMETAP_MAX_SPOOL_BYTES, default 2147483648]")
+    var maxSpoolBytes: Int?
+
     @Option(help: "Largest NAL unit in bytes. [FRAMETAP_MAX_NAL_BYTES, default 8388608]")
     var maxNalBytes: Int?
 
@@ -146,6 +149,7 @@ struct ServeCommand: ParsableCommand {
         } else {
             throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
         }
+        sessions.maxSpoolBytes = try maxSpoolBytes ?? env.int("FRAMETAP_MAX_SPOOL_BYTES") ?? 2 << 30
         sessions.maxNALBytes = try maxNalBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? 8 << 20
         let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureOptions.maxPixels
         guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }

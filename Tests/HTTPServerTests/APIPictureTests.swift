@@ -59,7 +59,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             let seq = try pushFixture(service.port, session: "thumb")
             let cases: [(String, Int, Int)] = [
                 ("width=160", 160, 120), ("height=60", 80, 60), ("width=100&height=50", 100, 50),
-                ("width=33&quality=40", 33, 25),
+                ("width=33&quality=40", 33, 25), ("width=640", 640, 480),
             ]
             for (query, width, height) in cases {
                 let response = try request(service.port, "GET", "/sessions/thumb/frame/latest.jpg?\(query)")
@@ -73,7 +73,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
     @Test func badPictureParametersAreRejected() throws {
         try withService { service in
             try pushFixture(service.port, session: "p")
-            for query in ["quality=0", "quality=101", "quality=high", "width=0", "width=8193", "height=-1", "wait=30001", "wait=x", "after=-3"] {
+            for query in ["quality=0", "quality=101", "quality=high", "width=0", "width=8193", "height=-1", "wait=30001", "wait=x", "after=-3", "width=641", "height=481"] {
                 let response = try request(service.port, "GET", "/sessions/p/frame/latest.jpg?\(query)")
                 #expect(response.status == 400, "\(query)")
                 #expect(response.headers["Content-Type"] == "application/problem+json")

@@ -186,6 +186,20 @@ import Testing
         }
     }
 
+    @Test func aMultipartAnswerSpoolsAtMostTheSpoolLimit() throws {
+        let bytes = try Fixtures.bytes("baseline_176x144.264")
+        try withService(sessions: { $0.maxSpoolBytes = 4096 }) { service in
+            let response = try chunkedPost(
+                service.port, "/sessions/spool/nalus?flush=true", pieces: [Array(bytes[..<3000]), Array(bytes[3000...])],
+                headers: [("Accept", "multipart/mixed")])
+            #expect(response.status == 413)
+            #expect(try jsonObject(response.body)["code"] as? String == "body_too_large")
+            // The JSON answer streams to the decoder instead and has no such limit.
+            let plain = try post(service.port, "/sessions/spool/nalus?flush=true", bytes)
+            #expect(plain.status == 200)
+        }
+    }
+
     @Test func aBodyThatIsNotH264IsUnprocessable() throws {
         let noise = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) | 0x10 }
         try withService { service in
