@@ -10,6 +10,10 @@
 #include <libavutil/pixdesc.h>
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
+// libva itself (not only through libavutil's hwcontext): Decoding's HardwareProbe asks each
+// render node for its driver, VA-API version and H.264 decode profiles.
+#include <va/va.h>
+#include <va/va_drm.h>
 
 // Swift cannot import function-like or expression macros; these wrappers exist only
 // to expose those macro values under a callable name.

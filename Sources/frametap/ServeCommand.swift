@@ -90,10 +90,24 @@ struct ServeCommand: ParsableCommand {
 
     /// Render nodes and what the default back end gives, so an operator sees at start-up
     /// whether pictures will be decoded in hardware.
+    /// Each render node is reported first: libva's driver, VA-API version and H.264 decode
+    /// profiles, or why the node is unusable (the same facts as `GET /system`).
     private func logHardware(_ configuration: ServerConfiguration, logger: Logger) {
-        let directory = "/dev/dri"
-        let nodes = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
-            .filter { $0.hasPrefix("renderD") }.sorted().map { "\(directory)/\($0)" }
+        let hardware = SystemInfo.hardware
+        let nodes = hardware.renderNodes.map(\.path)
+        for node in hardware.renderNodes {
+            if let error = node.error {
+                logger.warning("render node unusable", metadata: ["node": "\(node.path)", "reason": "\(error)"])
+            } else {
+                logger.info(
+                    "render node",
+                    metadata: [
+                        "node": "\(node.path)", "vendor": "\(node.vendor ?? "?")",
+                        "vaapi": "\(node.vaapiVersion ?? "?")",
+                        "h264Profiles": "\(node.h264Profiles.isEmpty ? "none" : node.h264Profiles.joined(separator: ","))",
+                    ])
+            }
+        }
         var options = DecoderOptions.lowLatency(backend: configuration.backend)
         options.sizeLimit = configuration.pictureSizeLimit
         do {

@@ -29,6 +29,9 @@ public struct FrameTapAPI: Sendable {
         router.get("/metrics") { [metrics] _ in
             .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
+        router.get("/system") { [registry] _ in
+            .json(SystemInfo(configuration: registry.configuration, activeSessions: registry.statusList().sessions.count).json())
+        }
         router.get("/sessions") { [registry] _ in .json(registry.statusList().json()) }
         router.get("/sessions/{id}") { [self] request throws(HTTPError) in try sessionStatus(request) }
         router.add(.put, "/sessions/{id}", maxBodyBytes: Self.maxOptionsBytes) { [self] request throws(HTTPError) in

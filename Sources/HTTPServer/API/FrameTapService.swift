@@ -16,6 +16,7 @@ public final class FrameTapService: Sendable {
         logger: Logger = Logger(label: "frametap")
     ) {
         self.metrics = metrics
+        SystemInfo.registerHardwareMetrics(metrics)
         registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger)
         let api = FrameTapAPI(registry: registry, metrics: metrics, logger: logger)
         self.api = api

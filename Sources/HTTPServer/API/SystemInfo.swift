@@ -1,0 +1,99 @@
+import Decoding
+import Foundation
+import Sessions
+
+/// `GET /system`: what this instance is and can do: version, decoder defaults, limits, and the
+/// hardware decoding it found at start-up (render nodes with driver, VA-API version and H.264
+/// profiles, or the reason a node is unusable).
+public struct SystemInfo: Sendable, Encodable {
+    /// The service version (also openapi.yaml's info.version).
+    public static let version = "0.1.0"
+
+    /// Probed once per process, on first use (`frametap serve` does it at start-up): libva
+    /// loads a driver per node, which takes a moment and does not change while running.
+    public static let hardware: HardwareReport = HardwareProbe.probe()
+
+    public var version: String
+    public var libavcodec: String
+    public var backendDefault: String
+    public var decoderThreads: Int
+    /// True when libavcodec has VA-API and at least one render node decodes H.264.
+    public var vaapiAvailable: Bool
+    public var hardware: HardwareReport
+    public var limits: Limits
+    public var activeSessions: Int
+
+    public struct Limits: Sendable, Encodable {
+        public var maxSessions: Int
+        public var maxBodyBytes: Int?
+        public var maxNalBytes: Int
+        public var maxPictureWidth: Int
+        public var maxPictureHeight: Int
+        public var maxPicturePixels: Int
+        public var sessionIdleTimeoutSeconds: Double
+        public var maxWaitMilliseconds: Int
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(maxSessions, forKey: .maxSessions)
+            try container.encode(maxBodyBytes, forKey: .maxBodyBytes)  // null: unlimited
+            try container.encode(maxNalBytes, forKey: .maxNalBytes)
+            try container.encode(maxPictureWidth, forKey: .maxPictureWidth)
+            try container.encode(maxPictureHeight, forKey: .maxPictureHeight)
+            try container.encode(maxPicturePixels, forKey: .maxPicturePixels)
+            try container.encode(sessionIdleTimeoutSeconds, forKey: .sessionIdleTimeoutSeconds)
+            try container.encode(maxWaitMilliseconds, forKey: .maxWaitMilliseconds)
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case maxSessions, maxBodyBytes, maxNalBytes, maxPictureWidth, maxPictureHeight, maxPicturePixels
+            case sessionIdleTimeoutSeconds, maxWaitMilliseconds
+        }
+    }
+
+    public init(configuration: ServerConfiguration, activeSessions: Int, hardware: HardwareReport = SystemInfo.hardware) {
+        version = Self.version
+        libavcodec = hardware.libavcodecVersion
+        backendDefault = configuration.backend.rawValue
+        decoderThreads = configuration.decoderThreads
+        vaapiAvailable = hardware.libavcodecVAAPI && hardware.renderNodes.contains { $0.usable }
+        self.hardware = hardware
+        let idle = configuration.idleTimeout.components
+        limits = Limits(
+            maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
+            maxNalBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
+            maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
+            maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
+            sessionIdleTimeoutSeconds: Double(idle.seconds) + Double(idle.attoseconds) / 1e18,
+            maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
+        self.activeSessions = activeSessions
+    }
+
+    public func json() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array((try? encoder.encode(self)) ?? Data("{}".utf8))
+    }
+
+    /// Gauges for `/metrics`, set once: `frametap_vaapi_render_nodes` (nodes found),
+    /// `frametap_vaapi_render_node_usable{node}` (1 when the node decodes H.264) and
+    /// `frametap_vaapi_h264_profiles{node,profile}` (1 per profile with a decode entry point).
+    static func registerHardwareMetrics(_ metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware) {
+        func gauge(_ name: String, _ help: String, _ labels: [(String, String)], _ value: Double) {
+            metrics.registry.makeGauge(
+                descriptor: .init(metricName: name, unitName: "", helpText: help), labels: labels
+            ).set(to: value)
+        }
+        gauge("frametap_vaapi_render_nodes", "DRM render nodes found at start-up", [], Double(hardware.renderNodes.count))
+        for node in hardware.renderNodes {
+            gauge(
+                "frametap_vaapi_render_node_usable", "1 when libva initialised the node and it decodes H.264",
+                [("node", node.path)], node.usable ? 1 : 0)
+            for profile in node.h264Profiles {
+                gauge(
+                    "frametap_vaapi_h264_profiles", "H.264 profiles the node decodes (VLD entry point)",
+                    [("node", node.path), ("profile", profile)], 1)
+            }
+        }
+    }
+}

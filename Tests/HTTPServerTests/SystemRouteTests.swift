@@ -1,0 +1,70 @@
+import Decoding
+import Foundation
+import HTTPServer
+import Sessions
+import Testing
+
+/// GET /system and the hardware gauges in /metrics.
+@Suite(.serialized) struct SystemRouteTests {
+    @Test func systemDescribesTheInstance() throws {
+        try withService(sessions: {
+            $0.maxSessions = 7
+            $0.maxBodyBytes = 123_456
+            $0.decoderThreads = 2
+            $0.backend = .software
+        }) { service in
+            try pushFixture(service.port, session: "sys", "baseline_176x144.264")
+            let answer = try request(service.port, "GET", "/system")
+            #expect(answer.status == 200)
+            #expect(answer.headers["Content-Type"] == "application/json")
+            let json = try jsonObject(answer.body)
+            #expect(
+                Set(json.keys) == [
+                    "version", "libavcodec", "backendDefault", "decoderThreads", "vaapiAvailable", "hardware", "limits",
+                    "activeSessions",
+                ])
+            #expect(json["version"] as? String == SystemInfo.version)
+            #expect(json["backendDefault"] as? String == "software")
+            #expect(json["decoderThreads"] as? Int == 2)
+            #expect(json["activeSessions"] as? Int == 1)
+            let limits = try #require(json["limits"] as? [String: Any])
+            #expect(limits["maxSessions"] as? Int == 7)
+            #expect(limits["maxBodyBytes"] as? Int == 123_456)
+            #expect(limits["maxWaitMilliseconds"] as? Int == 30_000)
+            #expect(limits["sessionIdleTimeoutSeconds"] as? Double == 300)
+            let hardware = try #require(json["hardware"] as? [String: Any])
+            #expect(Set(hardware.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes"])
+            let nodes = try #require(hardware["renderNodes"] as? [[String: Any]])
+            // Whatever this machine has: each node is either usable or says why not.
+            #expect(nodes.count == SystemInfo.hardware.renderNodes.count)
+            for node in nodes {
+                #expect((node["usable"] as? Bool == true) != (node["error"] is String))
+            }
+            #expect((json["vaapiAvailable"] as? Bool) == SystemInfo.hardware.renderNodes.contains { $0.usable })
+        }
+    }
+
+    @Test func unlimitedBodyIsNull() throws {
+        try withService { service in
+            let limits = try jsonObject(request(service.port, "GET", "/system").body)["limits"] as? [String: Any]
+            #expect(limits?["maxBodyBytes"] is NSNull)
+        }
+    }
+
+    @Test func systemNeedsTheToken() throws {
+        try withService(http: { $0.bearerToken = "secret" }) { service in
+            let anonymous = try request(service.port, "GET", "/system")
+            #expect(anonymous.status == 401)
+            let authorized = try request(service.port, "GET", "/system", headers: [("Authorization", "Bearer secret")])
+            #expect(authorized.status == 200)
+        }
+    }
+
+    @Test func hardwareGaugesInMetrics() throws {
+        try withService { service in
+            let text = try request(service.port, "GET", "/metrics").text
+            #expect(text.contains("# TYPE frametap_vaapi_render_nodes gauge"))
+            #expect(metricValue(text, "frametap_vaapi_render_nodes") == Double(SystemInfo.hardware.renderNodes.count))
+        }
+    }
+}
