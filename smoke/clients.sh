@@ -214,7 +214,8 @@ if [ -x "$VENV/bin/schemathesis" ] && [ -x "$VENV/bin/python" ]; then
         --request-timeout 15 --generation-database none --no-color "${seed_args[@]}" > "$TMP/schemathesis.log" 2>&1)
     rc=$?
     summary=$(grep -E '^ *[0-9]+ generated' "$TMP/schemathesis.log" | tr -s ' ')
-    expect "e: schemathesis, every check:${summary:- no summary} ($(($(date +%s) - start)) s)" "$rc" "exit $rc"
+    operations=$(grep -oE 'Operations: +[0-9]+ selected / [0-9]+ total' "$TMP/schemathesis.log" | tr -s ' ' | cut -d' ' -f2-)
+    expect "e: schemathesis, every check, ${operations:-? operations}:${summary:- no summary} ($(($(date +%s) - start)) s)" "$rc" "exit $rc"
     [ "$rc" = 0 ] || sed -n '/ERRORS\|FAILURES/,$p' "$TMP/schemathesis.log" | head -100
     expect "e: the server survived schemathesis" "$(kill -0 "$SERVER_PID" 2> /dev/null; echo $?)"
     check "e: /healthz answers after schemathesis" "$(curl -sS -m 5 "$BASE/healthz" | jq -r .status)" "ok"
