@@ -47,7 +47,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # VA-API drivers tried for /dev/dri render nodes: intel-media-va-driver (iHD, Broadwell and
 # newer Intel GPUs; the "-non-free" build in Debian's non-free adds the encoders, decoding
 # does not need them) and mesa-va-drivers (AMD radeonsi, nouveau). Pass VA_DRIVERS="" for a
-# software-only image that is about 150 MB smaller (mesa pulls LLVM).
+# software-only image (466 MB instead of 672 MB: mesa pulls LLVM).
 ARG VA_DRIVERS="intel-media-va-driver mesa-va-drivers"
 
 # Only runtime libraries: libavcodec/libavutil/libswscale (FFmpeg 5.1), TurboJPEG,

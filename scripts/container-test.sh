@@ -188,6 +188,11 @@ check_health=$("${PODMAN[@]}" inspect --format '{{.State.Health.Status}}' "$CONT
 [ "$check_health" = healthy ] && pass "podman healthcheck run: healthy" || fail "health: $check_health"
 "${PODMAN[@]}" logs "$CONTAINER" 2>&1 | grep -q 'hardware decoding' && pass "start-up log reports hardware decoding" \
     || fail "no hardware report in the log"
+system=$(curl -fsS "http://127.0.0.1:$PORT/system" | jq -c '[.version, (.hardware.renderNodes | length), .vaapiAvailable, .hardware.libavcodecVAAPI]')
+case $system in
+    '["'*'",'*',false,true]' | '["'*'",'*',true,true]') pass "GET /system in the container: $system (version, render nodes, VA-API usable, libavcodec VA-API)" ;;
+    *) fail "GET /system: $system" ;;
+esac
 
 step "smoke suite against the container"
 if "$ROOT/smoke/run.sh" "http://127.0.0.1:$PORT" > "$WORK/smoke.log" 2>&1; then

@@ -30,6 +30,7 @@ import Testing
             let limits = try #require(json["limits"] as? [String: Any])
             #expect(limits["maxSessions"] as? Int == 7)
             #expect(limits["maxBodyBytes"] as? Int == 123_456)
+            #expect(limits["maxSpoolBytes"] as? Int == 2 << 30)
             #expect(limits["maxWaitMilliseconds"] as? Int == 30_000)
             #expect(limits["sessionIdleTimeoutSeconds"] as? Double == 300)
             let hardware = try #require(json["hardware"] as? [String: Any])

@@ -26,6 +26,7 @@ public struct SystemInfo: Sendable, Encodable {
     public struct Limits: Sendable, Encodable {
         public var maxSessions: Int
         public var maxBodyBytes: Int?
+        public var maxSpoolBytes: Int
         public var maxNalBytes: Int
         public var maxPictureWidth: Int
         public var maxPictureHeight: Int
@@ -37,6 +38,7 @@ public struct SystemInfo: Sendable, Encodable {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(maxSessions, forKey: .maxSessions)
             try container.encode(maxBodyBytes, forKey: .maxBodyBytes)  // null: unlimited
+            try container.encode(maxSpoolBytes, forKey: .maxSpoolBytes)
             try container.encode(maxNalBytes, forKey: .maxNalBytes)
             try container.encode(maxPictureWidth, forKey: .maxPictureWidth)
             try container.encode(maxPictureHeight, forKey: .maxPictureHeight)
@@ -46,7 +48,7 @@ public struct SystemInfo: Sendable, Encodable {
         }
 
         private enum CodingKeys: String, CodingKey {
-            case maxSessions, maxBodyBytes, maxNalBytes, maxPictureWidth, maxPictureHeight, maxPicturePixels
+            case maxSessions, maxBodyBytes, maxSpoolBytes, maxNalBytes, maxPictureWidth, maxPictureHeight, maxPicturePixels
             case sessionIdleTimeoutSeconds, maxWaitMilliseconds
         }
     }
@@ -61,6 +63,7 @@ public struct SystemInfo: Sendable, Encodable {
         let idle = configuration.idleTimeout.components
         limits = Limits(
             maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
+            maxSpoolBytes: configuration.maxSpoolBytes,
             maxNalBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
