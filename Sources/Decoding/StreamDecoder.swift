@@ -93,7 +93,20 @@ public final class StreamDecoder {
         var events: [SplitterEvent] = []
         splitter.push(bytes) { events.append($0) }
         for event in events { handle(event, into: &output) }
+        endAccessUnitEarly(into: &output)
         return output
+    }
+
+    /// A picture's last NAL unit ends only where the next start code begins, and the access unit
+    /// only where the next unit shows it belongs to another picture. When the first bytes of
+    /// that next unit are already here and settle it, the picture goes to the decoder now
+    /// rather than when the next unit is complete: for a camera sending one slice per picture,
+    /// that is one picture interval sooner. The access units are the same either way.
+    private func endAccessUnitEarly(into output: inout DecodeOutput) {
+        guard let prefix = splitter.pendingUnitPrefix, assembler.nextUnitEndsAccessUnit(prefix: prefix) else { return }
+        var units: [AccessUnit] = []
+        assembler.endAccessUnit { units.append($0) }
+        for unit in units { handle(unit, into: &output) }
     }
 
     public func push(_ bytes: [UInt8]) -> DecodeOutput {

@@ -132,6 +132,41 @@ public struct AccessUnitAssembler: Sendable {
         if nal.type == .endOfStream { flush(emit) }
     }
 
+    /// Whether a NAL unit beginning with `prefix` (its header byte and whatever of the rest has
+    /// arrived) will end the pending access unit once it arrives whole. A live decoder can then
+    /// pass a picture on when the next unit *starts* (`endAccessUnit`), instead of when that unit
+    /// ends, which for a single-slice stream is one picture interval later.
+    ///
+    /// True only where `push` is certain to flush, whatever the rest of the unit holds: an AUD,
+    /// SEI, SPS or PPS after a picture, or a slice at macroblock 0 of a picture that already has
+    /// one at macroblock 0, whose (known) PPS rules out redundant pictures and whose SPS rules
+    /// out separate colour planes. Anything else (a few bytes more may still be needed, or an
+    /// unusual stream) answers false and the unit decides when it is complete, as before.
+    public func nextUnitEndsAccessUnit(prefix: ArraySlice<UInt8>) -> Bool {
+        guard pendingHasPicture, held.isEmpty, !endedBySequenceEnd, let first = prefix.first else { return false }
+        switch NALUnitType(headerByte: first) {
+        case .aud, .sei, .sps, .pps:
+            return true
+        case .slice, .idr:
+            guard planesStartedAtFirstMb & 1 != 0, prefix.count >= 2,
+                let leading = try? SliceHeaderPrefix.leadingFields(of: NALUnit(bytes: Array(prefix))),
+                leading.firstMbInSlice == 0,
+                let pps = parameterSets.pps[leading.ppsId], !pps.redundantPicCntPresent,
+                let sps = parameterSets.sps[pps.spsId], !sps.separateColourPlane
+            else { return false }
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Emits the pending access unit now, when `nextUnitEndsAccessUnit` said the next unit will
+    /// end it; that unit then starts the next access unit exactly as it would have.
+    public mutating func endAccessUnit(_ emit: (AccessUnit) -> Void) {
+        guard pendingHasPicture, held.isEmpty else { return }
+        flush(emit)
+    }
+
     /// End of stream: emits what is pending and forgets the picture state. Parameter sets are
     /// kept, since a following stream on the same session usually repeats them anyway.
     public mutating func finish(_ emit: (AccessUnit) -> Void) {

@@ -90,6 +90,13 @@ public struct AnnexBSplitter: Sendable {
         position = pieceStart + count
     }
 
+    /// The first bytes (at most 16) of the unit whose end has not arrived yet, nil when none is
+    /// being collected. They never change as more bytes come, so a consumer may act on them
+    /// early (see `AccessUnitAssembler.nextUnitEndsAccessUnit`).
+    public var pendingUnitPrefix: ArraySlice<UInt8>? {
+        mode == .collecting && !unit.isEmpty ? unit.prefix(16) : nil
+    }
+
     /// End of stream: emits the last unit and resets, so the next push starts a new stream
     /// (stream offsets start again at 0; the counters keep running).
     public mutating func finish(_ handle: (SplitterEvent) -> Void) {

@@ -171,7 +171,8 @@ import Testing
         let gone = TestBodySource()
         let aborted = await withCheckedContinuation { continuation in
             try? session.ingest(from: gone, flush: false) { continuation.resume(returning: $0) }
-            gone.feed(.bytes(Array(stream.prefix(3000))))
+            // Cut inside the first picture (its IDR slice is 2645 bytes): nothing complete arrived.
+            gone.feed(.bytes(Array(stream.prefix(2000))))
             gone.feed(.clientGone)
         }
         guard case .failure(let error) = aborted else {
