@@ -196,6 +196,23 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' "$N/sessions/$(sid 0)/frame/lates
 waited=$((($(date +%s%N) - t0) / 1000000))
 check "long poll through nginx waits and ends with 304" "$code $([ "$waited" -ge 1400 ] && echo waited)" "304 waited"
 
+# A live push (ffmpeg -re, one endless chunked POST) reaches the instance while it streams:
+# nginx forwards the body as it arrives (proxy_request_buffering off).
+if command -v ffmpeg > /dev/null; then
+    ffmpeg -v error -f lavfi -i testsrc2=size=320x240:rate=10 -t 6 -c:v libx264 -preset ultrafast -g 10 \
+        -f h264 "$T/live.264" && \
+    ffmpeg -v error -re -i "$T/live.264" -c copy -f h264 -method POST -chunked_post 1 \
+        "$N/sessions/deploy-live/nalus" > /dev/null 2>&1 &
+    LIVE=$!
+    sleep 3
+    live=$(curl -sS "$N/sessions/deploy-live" | jq -c '[.uploading, (.counters.framesDecoded > 5)]')
+    check "a live push streams through nginx (decoding while the upload runs)" "$live" "[true,true]"
+    wait "$LIVE"
+    curl -sS -o /dev/null -X DELETE "$N/sessions/deploy-live"
+else
+    echo "skip live push (no ffmpeg)"
+fi
+
 # --- lose one instance ------------------------------------------------------------------------
 VICTIM=${VICTIM:-1}
 kill -KILL "${PIDS[$VICTIM]}"
