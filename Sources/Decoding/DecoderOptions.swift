@@ -94,6 +94,12 @@ public struct DecoderOptions: Sendable {
     /// turns it on and a live server does not. Streams that begin with their parameter sets and
     /// announce their reordering (x264 always does) decode identically either way.
     public var emulateFFmpegProbe: Bool
+    /// With `emulateFFmpegProbe`: skip the reorder-delay probe when the stream's SPS already
+    /// says how much it reorders (VUI `max_num_reorder_frames`) or cannot reorder (Baseline,
+    /// intra-only profiles). libavcodec then sets the delay from the SPS, so the probe would
+    /// learn nothing and only hold back the first pictures. A server wants this; the CLI keeps
+    /// the full emulation for byte-exact parity even with streams whose SPS understates it.
+    public var probeOnlyUnannouncedReordering: Bool = false
     public var sizeLimit: PictureSizeLimit
     /// DRM render nodes to try for VA-API, in order; nil scans `/dev/dri/renderD*`.
     public var renderNodes: [String]?

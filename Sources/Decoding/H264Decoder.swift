@@ -294,6 +294,17 @@ public final class H264Decoder {
 
     // MARK: - Reorder-delay probe (what the ffmpeg CLI learns before it starts decoding)
 
+    /// True while the first access units of a stream go to the reorder-delay probe.
+    public var isProbingReorderDelay: Bool { reorderProbe != nil }
+
+    /// Ends the probe now (the caller knows the stream's reorder delay needs no probing) and
+    /// returns what the buffered units decode to.
+    public func endReorderProbe() -> DecodeOutput {
+        var output = DecodeOutput()
+        finishReorderProbe(into: &output)
+        return output
+    }
+
     /// Starts buffering the stream's first access units for the probe.
     private func startReorderProbe() {
         guard reorderProbe == nil else { return }

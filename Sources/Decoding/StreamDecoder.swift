@@ -269,6 +269,11 @@ public final class StreamDecoder {
             sentPPS[ppsId] = ppsUnit.bytes
         }
         bytes += unit.annexB()
+        if decoder.isProbingReorderDelay, decoder.options.probeOnlyUnannouncedReordering,
+            let sps = unit.ppsId.flatMap({ sets.sps(forPPS: $0) }), sps.announcesReorderDelay
+        {
+            append(decoder.endReorderProbe(), to: &output)
+        }
         append(decoder.decode(accessUnit: bytes), to: &output)
     }
 

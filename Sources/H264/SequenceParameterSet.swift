@@ -202,6 +202,16 @@ public struct SequenceParameterSet: Sendable, Equatable {
     public var displayWidth: Int { cropRect.width }
     public var displayHeight: Int { cropRect.height }
 
+    /// True when a decoder can know the picture reorder delay from this SPS alone: the VUI
+    /// states `max_num_reorder_frames`, or the profile has no B slices (Baseline) or only
+    /// intra pictures (the Intra profiles, constraint_set3 with profile_idc 110/122/244/44).
+    public var announcesReorderDelay: Bool {
+        if vui?.maxNumReorderFrames != nil { return true }
+        if profileIdc == 66 { return true }
+        if profileIdc == 44 { return true }
+        return [110, 122, 244].contains(profileIdc) && constraintFlags.set3
+    }
+
     public var profileName: String {
         Self.profileName(profileIdc: profileIdc, constraints: constraintFlags)
     }

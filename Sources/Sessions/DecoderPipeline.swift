@@ -19,7 +19,7 @@ final class DecoderPipeline {
     init(configuration: ServerConfiguration, backend: DecoderBackendChoice, mode: DecodeMode) throws(FrameTapError) {
         backendChoice = backend
         decoder = try StreamDecoder(
-            options: configuration.decoderOptions(backend: backend), maxNALSize: configuration.maxNALBytes,
+            options: configuration.decoderOptions(backend: backend, mode: mode), maxNALSize: configuration.maxNALBytes,
             keyframesOnly: mode == .keyframes)
     }
 

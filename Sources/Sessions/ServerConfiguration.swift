@@ -86,10 +86,16 @@ public struct ServerConfiguration: Sendable {
         return self
     }
 
-    func decoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
+    /// One thread by default (see `decoderThreads`). Streams that reorder pictures without
+    /// saying so in their SPS lose pictures unless the reorder delay is probed first, as the
+    /// ffmpeg CLI does; the probe holds back a stream's first pictures, so it runs only for
+    /// those streams, and never in keyframes mode (each keyframe is drained at once).
+    func decoderOptions(backend: DecoderBackendChoice, mode: DecodeMode) -> DecoderOptions {
         var options = DecoderOptions.lowLatency(backend: backend)
         options.threads = decoderThreads
         options.sizeLimit = pictureSizeLimit
+        options.emulateFFmpegProbe = mode == .all
+        options.probeOnlyUnannouncedReordering = true
         return options
     }
 }

@@ -59,6 +59,15 @@ struct RealStreamTests {
         #expect(format.crop.left + format.crop.right == format.codedWidth - 300)
     }
 
+    /// Whether a decoder knows the reorder delay from the SPS alone (the server skips its
+    /// reorder probe then): x264-style VUI, Baseline and Intra profiles do; a Main stream
+    /// without bitstream_restriction does not.
+    @Test func reorderDelayAnnouncement() throws {
+        #expect(try TestStreams.firstSPS("BA1_Sony_D.jsv").announcesReorderDelay)
+        #expect(try TestStreams.firstSPS("PPH10I1_Panasonic_A.264").announcesReorderDelay)
+        #expect(try !TestStreams.firstSPS("Cisco_Men_whisper_640x320_CABAC_Bframe_9.264").announcesReorderDelay)
+    }
+
     @Test func high10Intra720p() throws {
         let sps = try TestStreams.firstSPS("PPH10I1_Panasonic_A.264")
         #expect(sps.profileName == "High 10 Intra")
