@@ -59,7 +59,8 @@ RUN export DEBIAN_FRONTEND=noninteractive \
         libavcodec59 libavutil57 libswscale6 libturbojpeg0 libmicrohttpd12 libva2 libva-drm2 \
         ${VA_DRIVERS} \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
+ && groupadd --system --gid 10001 frametap \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin frametap
 
 COPY --from=builder /out/frametap /usr/local/bin/frametap

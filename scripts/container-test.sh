@@ -178,8 +178,11 @@ if curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz"; then
 else
     "${PODMAN[@]}" logs "$CONTAINER" | tail -20; fail "container did not come up"; finish
 fi
-uid=$("${PODMAN[@]}" exec "$CONTAINER" id -u)
-[ "$uid" != 0 ] && pass "server runs as uid $uid" || fail "server runs as root"
+ids=$("${PODMAN[@]}" exec "$CONTAINER" id)
+case $ids in
+    "uid=10001(frametap) gid=10001(frametap)"*) pass "server runs as $ids" ;;
+    *) fail "server runs as $ids (want uid and gid 10001, frametap)" ;;
+esac
 "${PODMAN[@]}" exec "$CONTAINER" /usr/local/bin/frametap healthcheck && pass "frametap healthcheck exits 0" \
     || fail "frametap healthcheck"
 # The configured health check itself (podman runs it once; no systemd timer needed).
