@@ -429,9 +429,13 @@ final class ConnectionContext: Sendable {
         let (stage, answer, route, method) = state.withLock { state in
             state.closed = true
             state.suspended = false
+            // Drop what this context holds: a pending promise's delivery closure refers back to
+            // this context, and an upload consumer's ready handler too, so keeping them here
+            // would make a reference cycle that outlives the connection.
             defer {
                 state.stage = .complete
                 state.stream = nil
+                if case .queued = state.answer {} else { state.answer = .notYet }
             }
             return (state.stage, state.answer, state.route?.pattern, state.request.method)
         }

@@ -64,6 +64,9 @@ public final class RequestBodyStream: Sendable {
             }
             if let terminal = state.terminal, !state.terminalDelivered {
                 state.terminalDelivered = true
+                // Nothing follows the terminal event. The handler usually captures the consumer,
+                // which holds this stream: letting it go breaks that reference cycle.
+                state.readyHandler = nil
                 return (terminal, false)
             }
             state.consumerWaiting = true
@@ -104,8 +107,9 @@ public final class RequestBodyStream: Sendable {
     /// an event arrives after `next()` returned nil.
     public func setReadyHandler(_ handler: @escaping @Sendable () -> Void) {
         let runNow = state.withLock { state -> Bool in
+            guard !state.terminalDelivered else { return false }
             state.readyHandler = handler
-            return !state.chunks.isEmpty || (state.terminal != nil && !state.terminalDelivered)
+            return !state.chunks.isEmpty || state.terminal != nil
         }
         if runNow { handler() }
     }

@@ -159,6 +159,7 @@ public final class SessionRegistry: Sendable {
         session.close(reason: reason)
         metrics.activeSessions.decrement()
         metrics.recordSessionEnded(reason: reason)
+        MemoryReturn.soon()
     }
 
     /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are busy.

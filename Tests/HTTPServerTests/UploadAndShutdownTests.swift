@@ -197,3 +197,29 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         #expect(!BearerTokenAuth.constantTimeEquals(token + Array(repeating: 0, count: 256), token))
     }
 }
+
+/// A consumer usually holds its body stream and is captured by the stream's ready handler:
+/// once the terminal event is taken, the stream lets the handler go, so neither outlives the
+/// request (a per-request leak of the whole connection context before).
+@Suite struct RequestBodyLifetimeTests {
+    final class Consumer: Sendable {
+        let body: RequestBodyStream
+        init(body: RequestBodyStream) { self.body = body }
+    }
+
+    @Test func theReadyHandlerIsReleasedAfterTheTerminalEvent() {
+        weak var released: Consumer?
+        do {
+            let body = RequestBodyStream(capacity: 1024, resumeProducer: {})
+            let consumer = Consumer(body: body)
+            released = consumer
+            body.setReadyHandler { _ = consumer.body.queuedBytes }
+            _ = [UInt8](repeating: 7, count: 10).withUnsafeBytes { body.offer($0) }
+            body.terminate(.end)
+            #expect(body.next() == .bytes([UInt8](repeating: 7, count: 10)))
+            #expect(body.next() == .end)
+            body.setReadyHandler { _ = consumer }  // too late: ignored, nothing follows
+        }
+        #expect(released == nil)
+    }
+}

@@ -1,0 +1,37 @@
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Gives memory freed by ended sessions back to the operating system.
+///
+/// A session's decoder and encoder buffers (megabytes per picture) are allocated and freed on
+/// whichever worker threads ran it, so they land in several glibc malloc arenas, which keep
+/// freed pages mapped. Without a trim, RSS after many session create/delete cycles plateaus
+/// far above what the live sessions use (measured: 40 → 140 MB after 4,000 cycles of a
+/// 320x240 push, flat afterwards — fragmentation, not a leak). `malloc_trim` returns those
+/// pages. It is looked up at run time because it is glibc-only and not in Swift's Glibc module.
+enum MemoryReturn {
+    private typealias TrimFunction = @convention(c) (Int) -> Int32
+
+    private static let trim: TrimFunction? = {
+        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+        return unsafeBitCast(symbol, to: TrimFunction.self)
+    }()
+
+    private static let scheduled = Atomic<Bool>(false)
+    private static let queue = DispatchQueue(label: "frametap.memory-return", qos: .utility)
+
+    /// Trims about a second from now, once for any number of calls in between (the ended
+    /// sessions' last buffers are freed asynchronously on their own queues).
+    static func soon() {
+        guard trim != nil, scheduled.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        queue.asyncAfter(deadline: .now() + .seconds(1)) {
+            scheduled.store(false, ordering: .releasing)
+            _ = trim?(0)
+        }
+    }
+}
