@@ -325,14 +325,18 @@ extension Session {
     /// Throws like `beginUpload`. `completion` runs once on the decode worker, as for
     /// `Upload.finish`: after `.end` (with `flush` applied), or with `.uploadAborted` /
     /// `.bodyTooLarge` after those events (the bytes before them are kept and decoded).
+    /// The returned upload lets the caller `abort()` it at once when it learns first that the
+    /// request is over (the pump learns it a little later, on the decode worker).
+    @discardableResult
     public func ingest(
         from source: some UploadBodySource, flush: Bool,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
-    ) throws(SessionError) {
+    ) throws(SessionError) -> Upload {
         let upload = try beginUpload()
         let pump = UploadPump(upload: upload, source: source, flush: flush, completion: completion)
         source.setUploadReadyHandler { [decodeQueue] in decodeQueue.async { pump.run() } }
         decodeQueue.async { pump.run() }
+        return upload
     }
 }
 

@@ -170,7 +170,7 @@ import Testing
 
         let gone = TestBodySource()
         let aborted = await withCheckedContinuation { continuation in
-            try? session.ingest(from: gone, flush: false) { continuation.resume(returning: $0) }
+            _ = try? session.ingest(from: gone, flush: false) { continuation.resume(returning: $0) }
             // Cut inside the first picture (its IDR slice is 2645 bytes): nothing complete arrived.
             gone.feed(.bytes(Array(stream.prefix(2000))))
             gone.feed(.clientGone)

@@ -160,8 +160,9 @@ public struct FrameTapAPI: Sendable {
                 handoff.attach(promise)
             }
         }
+        let upload: Upload
         do {
-            try session.ingest(from: RequestBodyUploadSource(body), flush: flush) { result in
+            upload = try session.ingest(from: RequestBodyUploadSource(body), flush: flush) { result in
                 switch result {
                 case .success(let summary): handoff.complete(.json(summary.json()))
                 case .failure(let error): handoff.complete(.problem(HTTPError(error)))
@@ -170,7 +171,13 @@ public struct FrameTapAPI: Sendable {
         } catch {
             throw HTTPError(error)
         }
-        return .deferred { promise in handoff.attach(promise) }
+        return .deferred { promise in
+            // The server answers by itself when the body passes the limit (413) or the client
+            // leaves; the session's upload slot must be free before that answer goes out, or
+            // the client's next push could find the session busy.
+            promise.onCancel { upload.abort() }
+            handoff.attach(promise)
+        }
     }
 
     /// True when the client lists `multipart/mixed` (with a non-zero q) in Accept.
