@@ -11,7 +11,9 @@ func avErrorString(_ code: Int32) -> String {
 /// Maps a negative libav* return value to the pipeline's error type. `operation` names the
 /// call that failed so the message says where.
 func frameTapError(averror code: Int32, _ operation: String) -> FrameTapError {
-    let message = "\(operation): \(avErrorString(code)) (\(code))"
+    // `what` says what failed in the user's terms, libavutil's text says why; the numeric code
+    // and the C function name help no one reading an HTTP problem or a CLI message.
+    let message = "\(operation): \(avErrorString(code))"
     switch code {
     case ft_averror_invaliddata(): return FrameTapError(.invalidData, message)
     case ft_averror_enomem(): return FrameTapError(.allocationFailed, message)

@@ -137,7 +137,7 @@ public final class H264Decoder {
         guard status >= 0 else {
             var failed: UnsafeMutablePointer<AVCodecContext>? = context
             avcodec_free_context(&failed)
-            throw frameTapError(averror: status, "avcodec_open2")
+            throw frameTapError(averror: status, "libavcodec could not open the H.264 decoder")
         }
         return context
     }
@@ -213,7 +213,7 @@ public final class H264Decoder {
 
         let status = avcodec_send_packet(codecContext, nil)
         if status < 0 {
-            record(frameTapError(averror: status, "avcodec_send_packet(flush)"), in: &output)
+            record(frameTapError(averror: status, "libavcodec failed at the end of the stream"), in: &output)
         }
         receiveFrames(into: &output)
         avcodec_flush_buffers(codecContext)
@@ -286,7 +286,7 @@ public final class H264Decoder {
             } else {
                 // libavcodec skips the broken unit and resynchronises by itself (at the latest
                 // at the next IDR); the frames it can still produce are read below as usual.
-                record(frameTapError(averror: status, "avcodec_send_packet"), in: &output)
+                record(frameTapError(averror: status, "libavcodec could not decode an access unit"), in: &output)
             }
         }
         receiveFrames(into: &output)
@@ -372,7 +372,7 @@ public final class H264Decoder {
             let status = avcodec_receive_frame(codecContext, frame)
             if status == ft_averror_eagain() || status == ft_averror_eof() { return }
             if status < 0 {
-                record(frameTapError(averror: status, "avcodec_receive_frame"), in: &output)
+                record(frameTapError(averror: status, "libavcodec could not output a picture"), in: &output)
                 return
             }
             do {

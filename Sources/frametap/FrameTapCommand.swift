@@ -1,4 +1,5 @@
 import ArgumentParser
+import HTTPServer
 
 @main
 struct FrameTapCommand: ParsableCommand {
@@ -9,6 +10,7 @@ struct FrameTapCommand: ParsableCommand {
             Exit codes: 0 success; 1 no decodable picture or decoding failed; 3 input or output \
             error; 4 the input is not H.264; 64 bad usage.
             """,
+        version: SystemInfo.version,
         subcommands: [ServeCommand.self, DecodeCommand.self, ProbeCommand.self, HealthcheckCommand.self]
     )
 }
