@@ -189,7 +189,9 @@ esac
 "${PODMAN[@]}" healthcheck run "$CONTAINER" > /dev/null 2>&1
 check_health=$("${PODMAN[@]}" inspect --format '{{.State.Health.Status}}' "$CONTAINER")
 [ "$check_health" = healthy ] && pass "podman healthcheck run: healthy" || fail "health: $check_health"
-"${PODMAN[@]}" logs "$CONTAINER" 2>&1 | grep -q 'hardware decoding' && pass "start-up log reports hardware decoding" \
+# The log is read whole first: with pipefail, `grep -q` quitting early would SIGPIPE podman.
+LOG_TEXT=$("${PODMAN[@]}" logs "$CONTAINER" 2>&1)
+grep -q 'hardware decoding' <<< "$LOG_TEXT" && pass "start-up log reports hardware decoding" \
     || fail "no hardware report in the log"
 system=$(curl -fsS "http://127.0.0.1:$PORT/system" | jq -c '[.version, (.hardware.renderNodes | length), .vaapiAvailable, .hardware.libavcodecVAAPI]')
 case $system in
@@ -214,7 +216,8 @@ exit_code=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$CONTAINER")
     "${PODMAN[@]}" logs "$CONTAINER" 2>&1 | tail -20; fail "exit status $exit_code after SIGTERM"; }
 [ "$stop_ms" -le $((STOP_LIMIT * 1000)) ] && pass "stopped in $stop_ms ms (limit ${STOP_LIMIT} s)" \
     || fail "stop took $stop_ms ms (limit ${STOP_LIMIT} s)"
-"${PODMAN[@]}" logs "$CONTAINER" 2>&1 | grep -q 'stopped' && pass "server logged its graceful stop" \
+LOG_TEXT=$("${PODMAN[@]}" logs "$CONTAINER" 2>&1)
+grep -q 'stopped' <<< "$LOG_TEXT" && pass "server logged its graceful stop" \
     || fail "no 'stopped' line in the log"
 
 finish
