@@ -172,34 +172,10 @@ public final class SpooledUpload: Sendable {
     /// ends), then encode the oldest pending picture; the next one waits for the next poll.
     private func produce() {
         dispatchPrecondition(condition: .onQueue(session.decodeQueue))
-        let flush = state.withLock { $0.flush }
         worker.progress.begin(counters: session.currentCounters())
-        while worker.pending.isEmpty, !worker.ended {
-            guard !session.isClosed, !state.withLock({ $0.cancelled }) else { return }
-            let chunk: [UInt8]
-            do {
-                chunk = try file.read(at: worker.offset, count: SpoolWorker.readSize)
-            } catch {
-                session.recordError(error)
-                finish(.failure(error))
-                return
-            }
-            worker.offset += chunk.count
-            if chunk.isEmpty {
-                worker.ended = true
-                if flush {
-                    worker.pending += session.runDecoderStep(receivedAt: nil, progress: worker.progress) { $0.finish() }
-                    session.decoding.streamEnded()
-                    session.refreshDecoderFacts()
-                }
-            } else {
-                worker.pending += session.runDecoderStep(receivedAt: Session.uptime(), progress: worker.progress) {
-                    $0.push(chunk)
-                }
-            }
-        }
+        guard decodeUntilAPictureIsPending() else { return }
         guard !worker.pending.isEmpty else {
-            let bytes = state.withLock { $0.bytes }
+            let (bytes, flush) = state.withLock { ($0.bytes, $0.flush) }
             let snapshot = session.state.withLock { ($0.counters, $0.latest?.sequence, $0.format) }
             finish(
                 .success(
@@ -210,6 +186,12 @@ public final class SpooledUpload: Sendable {
         }
         let next = worker.pending.removeFirst()
         let quality = session.state.withLock { request.effectiveQuality(sessionDefault: $0.quality) }
+        // Decode one picture ahead while this one is encoded on the encode worker, so decoding
+        // and encoding overlap (two cores) instead of alternating; at most the pictures of one
+        // decoder step wait, so memory stays bounded.
+        if worker.pending.isEmpty && !worker.ended {
+            session.decodeQueue.async { [self] in _ = decodeUntilAPictureIsPending() }
+        }
         session.servedPicture(next, request: request, quality: quality) { [self] result in
             switch result {
             case .success(let served):
@@ -229,6 +211,38 @@ public final class SpooledUpload: Sendable {
                 }
             }
         }
+    }
+
+    /// Reads and decodes spooled bytes until a picture is pending or the spool has ended.
+    /// Returns false when the answer is over (read failure, cancelled, session closed).
+    private func decodeUntilAPictureIsPending() -> Bool {
+        dispatchPrecondition(condition: .onQueue(session.decodeQueue))
+        let flush = state.withLock { $0.flush }
+        while worker.pending.isEmpty, !worker.ended {
+            guard !session.isClosed, !state.withLock({ $0.cancelled }) else { return false }
+            let chunk: [UInt8]
+            do {
+                chunk = try file.read(at: worker.offset, count: SpoolWorker.readSize)
+            } catch {
+                session.recordError(error)
+                finish(.failure(error))
+                return false
+            }
+            worker.offset += chunk.count
+            if chunk.isEmpty {
+                worker.ended = true
+                if flush {
+                    worker.pending += session.runDecoderStep(receivedAt: nil, progress: worker.progress) { $0.finish() }
+                    session.decoding.streamEnded()
+                    session.refreshDecoderFacts()
+                }
+            } else {
+                worker.pending += session.runDecoderStep(receivedAt: Session.uptime(), progress: worker.progress) {
+                    $0.push(chunk)
+                }
+            }
+        }
+        return true
     }
 
     private func finish(_ result: Result<UploadSummary, SessionError>) {
