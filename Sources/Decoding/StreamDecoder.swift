@@ -15,7 +15,7 @@ import H264
 ///
 /// Not thread-safe: owned by one worker, like the `H264Decoder` inside it.
 public final class StreamDecoder {
-    public struct Counters: Sendable, Equatable {
+    public struct Counters: Sendable, Equatable, Encodable {
         /// Bytes pushed.
         public var bytes = 0
         /// NAL units by `NALUnitType.name`.
@@ -32,6 +32,20 @@ public final class StreamDecoder {
         public var framesSkippedNotKeyframe = 0
         /// Errors of every kind: libavcodec failures, oversized NAL units and pictures.
         public var decodeErrors = 0
+
+        public init() {}
+
+        /// Sums two decoders' counts (a session that replaced its decoder reports both).
+        public mutating func add(_ other: Counters) {
+            bytes += other.bytes
+            for (name, count) in other.nalUnits { nalUnits[name, default: 0] += count }
+            accessUnits += other.accessUnits
+            framesDecoded += other.framesDecoded
+            framesDroppedBeforeKeyframe += other.framesDroppedBeforeKeyframe
+            framesRejectedTooLarge += other.framesRejectedTooLarge
+            framesSkippedNotKeyframe += other.framesSkippedNotKeyframe
+            decodeErrors += other.decodeErrors
+        }
     }
 
     public struct ErrorEvent: Sendable {

@@ -68,16 +68,9 @@ final class DecoderPipeline {
     }
 
     var counters: SessionCounters {
-        let source = decoder.counters
         var counters = SessionCounters()
-        counters.bytes = source.bytes
-        counters.nalUnits = source.nalUnits
-        counters.accessUnits = source.accessUnits
-        counters.framesDecoded = source.framesDecoded
-        counters.framesDroppedBeforeKeyframe = source.framesDroppedBeforeKeyframe
-        counters.framesRejectedTooLarge = source.framesRejectedTooLarge
-        counters.framesSkippedNotKeyframe = source.framesSkippedNotKeyframe
-        counters.decodeErrors = source.decodeErrors + damagedPictures
+        counters.stream = decoder.counters
+        counters.decodeErrors += damagedPictures
         return counters
     }
 }

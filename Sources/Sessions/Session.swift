@@ -406,14 +406,7 @@ final class EncodeWorkerState: @unchecked Sendable {
 
 extension SessionCounters {
     mutating func add(_ other: SessionCounters) {
-        bytes += other.bytes
-        for (name, count) in other.nalUnits { nalUnits[name, default: 0] += count }
-        accessUnits += other.accessUnits
-        framesDecoded += other.framesDecoded
-        framesDroppedBeforeKeyframe += other.framesDroppedBeforeKeyframe
-        framesRejectedTooLarge += other.framesRejectedTooLarge
-        framesSkippedNotKeyframe += other.framesSkippedNotKeyframe
-        decodeErrors += other.decodeErrors
+        stream.add(other.stream)
     }
 
     /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`).

@@ -80,22 +80,30 @@ extension SessionOptions: Decodable {
     }
 }
 
-/// Stream counters since the session was created (they survive flushes and backend changes).
+/// Stream counters since the session was created (they survive flushes and backend changes):
+/// the decoders' own counts, read through as if they were this struct's members, plus what only
+/// a session knows. Encodes flat, as the `counters` member of the status JSON.
+@dynamicMemberLookup
 public struct SessionCounters: Sendable, Equatable, Encodable {
-    public var bytes = 0
-    public var nalUnits: [String: Int] = [:]
-    public var accessUnits = 0
-    public var framesDecoded = 0
-    public var framesDroppedBeforeKeyframe = 0
-    /// Pictures not decoded because their SPS exceeds the picture size limit.
-    public var framesRejectedTooLarge = 0
-    /// Pictures skipped in keyframes-only mode.
-    public var framesSkippedNotKeyframe = 0
-    public var decodeErrors = 0
+    /// What the session's decoders counted, summed over any it replaced.
+    public var stream = StreamDecoder.Counters()
     /// Uploads whose client went away before the body ended.
     public var uploadsAborted = 0
 
     public init() {}
+
+    public subscript<Value>(dynamicMember path: WritableKeyPath<StreamDecoder.Counters, Value>) -> Value {
+        get { stream[keyPath: path] }
+        set { stream[keyPath: path] = newValue }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try stream.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(uploadsAborted, forKey: .uploadsAborted)
+    }
+
+    private enum CodingKeys: String, CodingKey { case uploadsAborted }
 }
 
 /// An error remembered for the status page.
