@@ -133,11 +133,10 @@ struct ProbeReport: Encodable {
             switch nal.type {
             case .sps:
                 let sps = try SequenceParameterSet(nal: nal)
-                if let last = lastSPSBytes[sps.id], last.bytes == nal.bytes {
-                    sequenceParameterSets[last.record].repeats += 1
+                if let record = Self.repeatedRecord(nal, id: sps.id, next: sequenceParameterSets.count, &lastSPSBytes) {
+                    sequenceParameterSets[record].repeats += 1
                     return
                 }
-                lastSPSBytes[sps.id] = (nal.bytes, sequenceParameterSets.count)
                 sequenceParameterSets.append(
                     SPSRecord(
                         id: sps.id, offset: nal.streamOffset, format: VideoFormat(sps: sps),
@@ -146,11 +145,10 @@ struct ProbeReport: Encodable {
                         maxNumReorderFrames: sps.vui?.maxNumReorderFrames))
             case .pps:
                 let pps = try PictureParameterSet(nal: nal)
-                if let last = lastPPSBytes[pps.id], last.bytes == nal.bytes {
-                    pictureParameterSets[last.record].repeats += 1
+                if let record = Self.repeatedRecord(nal, id: pps.id, next: pictureParameterSets.count, &lastPPSBytes) {
+                    pictureParameterSets[record].repeats += 1
                     return
                 }
-                lastPPSBytes[pps.id] = (nal.bytes, pictureParameterSets.count)
                 pictureParameterSets.append(
                     PPSRecord(
                         id: pps.id, spsId: pps.spsId, offset: nal.streamOffset,
@@ -161,6 +159,16 @@ struct ProbeReport: Encodable {
         } catch {
             problems.append(Problem(offset: nal.streamOffset, code: error.code.rawValue, message: error.message))
         }
+    }
+
+    /// The record an identical repeat of this parameter set folds into, or nil when it is new
+    /// or changed (then it becomes record `next`, the newest for its id).
+    private static func repeatedRecord(
+        _ nal: NALUnit, id: Int, next: Int, _ newest: inout [Int: (bytes: [UInt8], record: Int)]
+    ) -> Int? {
+        if let last = newest[id], last.bytes == nal.bytes { return last.record }
+        newest[id] = (nal.bytes, next)
+        return nil
     }
 
     private mutating func record(_ unit: AccessUnit) {
