@@ -22,8 +22,15 @@ public struct PictureSizeLimit: Sendable, Equatable {
     public var maxHeight: Int
     public var maxPixels: Int
 
-    /// 8192x8192 bounds each side; 36 Mpixels bounds the area (8K UHD is 33.2 Mpixels).
-    public init(maxWidth: Int = 8192, maxHeight: Int = 8192, maxPixels: Int = 36_000_000) {
+    /// The default bound of each side: 8192, the largest side libavcodec's H.264 levels reach.
+    public static let defaultMaxSide = 8192
+    /// The default bound of the area: 36 Mpixels (8K UHD is 33.2 Mpixels).
+    public static let defaultMaxPixels = 36_000_000
+
+    public init(
+        maxWidth: Int = PictureSizeLimit.defaultMaxSide, maxHeight: Int = PictureSizeLimit.defaultMaxSide,
+        maxPixels: Int = PictureSizeLimit.defaultMaxPixels
+    ) {
         self.maxWidth = maxWidth
         self.maxHeight = maxHeight
         self.maxPixels = maxPixels
@@ -31,9 +38,9 @@ public struct PictureSizeLimit: Sendable, Equatable {
 
     /// Throws `.pictureTooLarge` when a `width`x`height` picture exceeds the limit.
     /// Pass the coded size: that is what the decoder allocates.
-    public func check(width: Int, height: Int) throws(FrameTapError) {
+    public func check(width: Int, height: Int) throws(DecodeError) {
         guard width > maxWidth || height > maxHeight || width * height > maxPixels else { return }
-        throw FrameTapError(
+        throw DecodeError(
             .pictureTooLarge,
             "picture \(width)x\(height) exceeds the limit of \(maxWidth)x\(maxHeight), \(maxPixels) pixels")
     }
@@ -133,12 +140,12 @@ public struct DecoderOptions: Sendable {
     }
 
     /// Rejects values libavcodec would misbehave with.
-    public func validated() throws(FrameTapError) -> DecoderOptions {
+    public func validated() throws(DecodeError) -> DecoderOptions {
         guard (0...64).contains(threads) else {
-            throw FrameTapError(.invalidParameter, "decoder threads must be 0...64, got \(threads)")
+            throw DecodeError(.invalidOptions, "decoder threads must be 0...64, got \(threads)")
         }
         guard sizeLimit.maxWidth > 0, sizeLimit.maxHeight > 0, sizeLimit.maxPixels > 0 else {
-            throw FrameTapError(.invalidParameter, "picture size limits must be positive")
+            throw DecodeError(.invalidOptions, "picture size limits must be positive")
         }
         return self
     }

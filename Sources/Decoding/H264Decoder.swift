@@ -5,7 +5,7 @@ import H264
 /// the frames decoded before and after it are still here, and each failure is in `errors`.
 public struct DecodeOutput: Sendable {
     public var frames: [DecodedFrame] = []
-    public var errors: [FrameTapError] = []
+    public var errors: [DecodeError] = []
 
     public init() {}
 }
@@ -33,7 +33,7 @@ public final class H264Decoder {
     public private(set) var framesDecoded: UInt64 = 0
     /// Packets or frames libavcodec rejected since creation.
     public private(set) var decodeErrors: Int = 0
-    public private(set) var lastError: FrameTapError?
+    public private(set) var lastError: DecodeError?
 
     private var codecContext: UnsafeMutablePointer<AVCodecContext>
     private var parser: UnsafeMutablePointer<AVCodecParserContext>
@@ -52,10 +52,10 @@ public final class H264Decoder {
 
     /// Opens the decoder. Throws `.decoderUnavailable` when `options.backend` is `.vaapi` and no
     /// VA-API device opens; with `.auto` that falls back to software instead.
-    public init(options: DecoderOptions = DecoderOptions()) throws(FrameTapError) {
+    public init(options: DecoderOptions = DecoderOptions()) throws(DecodeError) {
         self.options = try options.validated()
         guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264) else {
-            throw FrameTapError(.decoderUnavailable, "libavcodec has no H.264 decoder")
+            throw DecodeError(.decoderUnavailable, "libavcodec has no H.264 decoder")
         }
 
         let negotiation: FormatNegotiation
@@ -89,7 +89,7 @@ public final class H264Decoder {
         }
         guard let parser, let packet, let frame else {
             release()
-            throw FrameTapError(.allocationFailed, "could not allocate the H.264 parser, packet or frame")
+            throw DecodeError(.allocationFailed, "could not allocate the H.264 parser, packet or frame")
         }
         let context: UnsafeMutablePointer<AVCodecContext>
         do {
@@ -114,9 +114,9 @@ public final class H264Decoder {
     private static func openContext(
         options: DecoderOptions, device: UnsafeMutablePointer<AVBufferRef>?, negotiation: FormatNegotiation?,
         reorderDelay: Int32 = 0, threads: Int? = nil
-    ) throws(FrameTapError) -> UnsafeMutablePointer<AVCodecContext> {
+    ) throws(DecodeError) -> UnsafeMutablePointer<AVCodecContext> {
         guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264), let context = avcodec_alloc_context3(codec) else {
-            throw FrameTapError(.allocationFailed, "could not allocate an H.264 decoder context")
+            throw DecodeError(.allocationFailed, "could not allocate an H.264 decoder context")
         }
         // Exact crops at odd offsets (e.g. 300x168 from 304x176) need unaligned plane pointers.
         context.pointee.flags |= Int32(AV_CODEC_FLAG_UNALIGNED)
@@ -137,7 +137,7 @@ public final class H264Decoder {
         guard status >= 0 else {
             var failed: UnsafeMutablePointer<AVCodecContext>? = context
             avcodec_free_context(&failed)
-            throw frameTapError(averror: status, "libavcodec could not open the H.264 decoder")
+            throw DecodeError(averror: status, "libavcodec could not open the H.264 decoder")
         }
         return context
     }
@@ -213,7 +213,7 @@ public final class H264Decoder {
 
         let status = avcodec_send_packet(codecContext, nil)
         if status < 0 {
-            record(frameTapError(averror: status, "libavcodec failed at the end of the stream"), in: &output)
+            record(DecodeError(averror: status, "libavcodec failed at the end of the stream"), in: &output)
         }
         receiveFrames(into: &output)
         avcodec_flush_buffers(codecContext)
@@ -282,11 +282,11 @@ public final class H264Decoder {
             if negotiation.refusedSoftware {
                 // Forced VA-API and the hardware turned this stream down: say that, not "invalid data".
                 negotiation.refusedSoftware = false
-                record(FrameTapError(.decoderUnavailable, negotiation.reason), in: &output)
+                record(DecodeError(.decoderUnavailable, negotiation.reason), in: &output)
             } else {
                 // libavcodec skips the broken unit and resynchronises by itself (at the latest
                 // at the next IDR); the frames it can still produce are read below as usual.
-                record(frameTapError(averror: status, "libavcodec could not decode an access unit"), in: &output)
+                record(DecodeError(averror: status, "libavcodec could not decode an access unit"), in: &output)
             }
         }
         receiveFrames(into: &output)
@@ -372,7 +372,7 @@ public final class H264Decoder {
             let status = avcodec_receive_frame(codecContext, frame)
             if status == ft_averror_eagain() || status == ft_averror_eof() { return }
             if status < 0 {
-                record(frameTapError(averror: status, "libavcodec could not output a picture"), in: &output)
+                record(DecodeError(averror: status, "libavcodec could not output a picture"), in: &output)
                 return
             }
             do {
@@ -385,10 +385,10 @@ public final class H264Decoder {
 
     /// Moves the received picture into a `DecodedFrame`, downloading it first when it lives in
     /// GPU memory. Leaves `frame` empty for the next `avcodec_receive_frame`.
-    private func wrapReceivedFrame() throws(FrameTapError) -> DecodedFrame {
+    private func wrapReceivedFrame() throws(DecodeError) -> DecodedFrame {
         defer { av_frame_unref(frame) }
         guard let owned = av_frame_alloc() else {
-            throw FrameTapError(.allocationFailed, "av_frame_alloc")
+            throw DecodeError(.allocationFailed, "av_frame_alloc")
         }
         if frame.pointee.format == AV_PIX_FMT_VAAPI.rawValue {
             // Surface → system memory (NV12 for 8-bit 4:2:0). The transfer copies only pixels,
@@ -400,7 +400,7 @@ public final class H264Decoder {
             if status < 0 {
                 var failed: UnsafeMutablePointer<AVFrame>? = owned
                 av_frame_free(&failed)
-                throw frameTapError(averror: status, "downloading a VA-API frame")
+                throw DecodeError(averror: status, "downloading a VA-API frame")
             }
         } else {
             av_frame_move_ref(owned, frame)
@@ -410,7 +410,7 @@ public final class H264Decoder {
         return DecodedFrame(taking: owned, sequence: framesDecoded, pts: pts)
     }
 
-    private func record(_ error: FrameTapError, in output: inout DecodeOutput) {
+    private func record(_ error: DecodeError, in output: inout DecodeOutput) {
         decodeErrors += 1
         lastError = error
         output.errors.append(error)

@@ -1,7 +1,7 @@
 import CFFmpeg
 
 /// libavcodec prints its own diagnostics ("no frame!", "non-existing PPS") to stderr. Every
-/// one of them already surfaces as a counted `FrameTapError`, so by default the library is
+/// one of them already surfaces as a counted `DecodeError`, so by default the library is
 /// silenced; `--log-level debug` lets its warnings through for troubleshooting.
 public enum LibavLogging {
     public enum Verbosity: Sendable {

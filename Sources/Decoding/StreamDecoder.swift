@@ -49,7 +49,7 @@ public final class StreamDecoder {
     }
 
     public struct ErrorEvent: Sendable {
-        public let error: FrameTapError
+        public let error: DecodeError
         public let at: Date
     }
 
@@ -89,11 +89,11 @@ public final class StreamDecoder {
     private var waitingBytes = 0
 
     public init(
-        options: DecoderOptions = DecoderOptions(), maxNALSize: Int = 8 << 20, keyframesOnly: Bool = false
-    ) throws(FrameTapError) {
-        guard maxNALSize > 0 else { throw FrameTapError(.invalidParameter, "maxNALSize must be positive") }
+        options: DecoderOptions = DecoderOptions(), maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, keyframesOnly: Bool = false
+    ) throws(DecodeError) {
+        guard maxNALBytes > 0 else { throw DecodeError(.invalidOptions, "maxNALBytes must be positive") }
         decoder = try H264Decoder(options: options)
-        splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+        splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         self.keyframesOnly = keyframesOnly
         awaitingParameterSets = options.emulateFFmpegProbe
     }
@@ -165,7 +165,7 @@ public final class StreamDecoder {
                 _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
             }
         case .dropped(let error):
-            record(error, in: &output)
+            record(DecodeError(error), in: &output)
         }
     }
 
@@ -331,14 +331,14 @@ public final class StreamDecoder {
             let bytes = counters.bytes - bytesAtStreamStart
             bytesAtStreamStart = counters.bytes
             record(
-                FrameTapError(.invalidData, "not an H.264 Annex B stream: no start code in \(bytes) bytes"), in: &output)
+                DecodeError(.invalidData, "not an H.264 Annex B stream: no start code in \(bytes) bytes"), in: &output)
         } else if discarded > 0 {
-            record(FrameTapError(.invalidData, "\(discarded) bytes that belong to no NAL unit were skipped"), in: &output)
+            record(DecodeError(.invalidData, "\(discarded) bytes that belong to no NAL unit were skipped"), in: &output)
         }
         bytesAtStreamStart = counters.bytes
     }
 
-    private func record(_ error: FrameTapError, in output: inout DecodeOutput) {
+    private func record(_ error: DecodeError, in output: inout DecodeOutput) {
         counters.decodeErrors += 1
         lastError = ErrorEvent(error: error, at: Date())
         output.errors.append(error)

@@ -30,15 +30,15 @@ enum VAAPIDevice {
     /// caller) and the node, or the reason none worked, listing everything tried.
     static func open(
         codec: UnsafePointer<AVCodec>, renderNodes: [String]?
-    ) -> Result<(device: UnsafeMutablePointer<AVBufferRef>, node: String), FrameTapError> {
+    ) -> Result<(device: UnsafeMutablePointer<AVBufferRef>, node: String), DecodeError> {
         guard decoderSupportsVAAPI(codec) else {
-            return .failure(FrameTapError(
+            return .failure(DecodeError(
                 .decoderUnavailable, "VA-API unavailable: this libavcodec build has no VA-API H.264 hwaccel"))
         }
         let nodes = renderNodes ?? scanRenderNodes()
         guard !nodes.isEmpty else {
             let searched = renderNodes == nil ? "no /dev/dri/renderD* render node found" : "no render node configured"
-            return .failure(FrameTapError(.decoderUnavailable, "VA-API unavailable: \(searched)"))
+            return .failure(DecodeError(.decoderUnavailable, "VA-API unavailable: \(searched)"))
         }
         var failures: [String] = []
         for node in nodes {
@@ -49,7 +49,7 @@ enum VAAPIDevice {
             }
             failures.append("\(node): \(avErrorString(status))")
         }
-        return .failure(FrameTapError(
+        return .failure(DecodeError(
             .decoderUnavailable, "VA-API unavailable: no render node opened (\(failures.joined(separator: "; ")))"))
     }
 }

@@ -14,22 +14,22 @@ public enum AVCC {
 
     /// The NAL units of a length-prefixed buffer. `lengthSize` is 1, 2 or 4 (from the avcC
     /// record). Throws `.invalidData` for a truncated buffer or a zero-length unit.
-    public static func nalUnits(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(FrameTapError) -> [NALUnit] {
+    public static func nalUnits(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [NALUnit] {
         guard [1, 2, 4].contains(lengthSize) else {
-            throw FrameTapError(.invalidParameter, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
+            throw BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
         }
         var units: [NALUnit] = []
         var offset = 0
         while offset < bytes.count {
             guard bytes.count - offset >= lengthSize else {
-                throw FrameTapError(.invalidData, "truncated NAL length field at offset \(offset)")
+                throw BitstreamError(.invalidData, "truncated NAL length field at offset \(offset)")
             }
             var size = 0
             for index in 0..<lengthSize { size = size << 8 | Int(bytes[offset + index]) }
             offset += lengthSize
-            guard size > 0 else { throw FrameTapError(.invalidData, "zero-length NAL unit at offset \(offset - lengthSize)") }
+            guard size > 0 else { throw BitstreamError(.invalidData, "zero-length NAL unit at offset \(offset - lengthSize)") }
             guard size <= bytes.count - offset else {
-                throw FrameTapError(.invalidData, "NAL unit at offset \(offset) claims \(size) bytes, \(bytes.count - offset) left")
+                throw BitstreamError(.invalidData, "NAL unit at offset \(offset) claims \(size) bytes, \(bytes.count - offset) left")
             }
             units.append(NALUnit(bytes: Array(bytes[offset..<(offset + size)]), streamOffset: offset))
             offset += size
@@ -38,12 +38,12 @@ public enum AVCC {
     }
 
     /// Same as `nalUnits(fromLengthPrefixed:lengthSize:)` (the contract's name for it).
-    public static func annexB(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(FrameTapError) -> [NALUnit] {
+    public static func annexB(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [NALUnit] {
         try nalUnits(fromLengthPrefixed: bytes, lengthSize: lengthSize)
     }
 
     /// Length-prefixed units rewritten as an Annex B byte stream (4-byte start codes).
-    public static func annexBBytes(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(FrameTapError) -> [UInt8] {
+    public static func annexBBytes(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [UInt8] {
         AccessUnit(nalUnits: try nalUnits(fromLengthPrefixed: bytes, lengthSize: lengthSize)).annexB()
     }
 }
@@ -69,17 +69,17 @@ public struct AVCDecoderConfigurationRecord: Sendable, Equatable {
     static let profilesWithExtension: Set<UInt8> = [100, 110, 122, 144]
 
     /// Profile, level and format come from the first SPS.
-    public init(sps: [NALUnit], pps: [NALUnit], lengthSize: Int = 4) throws(FrameTapError) {
-        guard let first = sps.first else { throw FrameTapError(.invalidData, "an avcC record needs at least one SPS") }
-        guard !pps.isEmpty else { throw FrameTapError(.invalidData, "an avcC record needs at least one PPS") }
+    public init(sps: [NALUnit], pps: [NALUnit], lengthSize: Int = 4) throws(BitstreamError) {
+        guard let first = sps.first else { throw BitstreamError(.invalidData, "an avcC record needs at least one SPS") }
+        guard !pps.isEmpty else { throw BitstreamError(.invalidData, "an avcC record needs at least one PPS") }
         guard [1, 2, 4].contains(lengthSize) else {
-            throw FrameTapError(.invalidParameter, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
+            throw BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
         }
         guard sps.count < 32, pps.count < 256, (sps + pps).allSatisfy({ $0.bytes.count <= 0xFFFF }) else {
-            throw FrameTapError(.invalidData, "too many or too large parameter sets for an avcC record")
+            throw BitstreamError(.invalidData, "too many or too large parameter sets for an avcC record")
         }
         guard sps.allSatisfy({ $0.type == .sps }), pps.allSatisfy({ $0.type == .pps }) else {
-            throw FrameTapError(.invalidData, "avcC parameter set lists must hold SPS and PPS NAL units only")
+            throw BitstreamError(.invalidData, "avcC parameter set lists must hold SPS and PPS NAL units only")
         }
         let parsed = try SequenceParameterSet(nal: first)
         profileIndication = parsed.profileIdc
@@ -119,30 +119,30 @@ public struct AVCDecoderConfigurationRecord: Sendable, Equatable {
     }
 
     /// Parses a record; the high-profile extension is read when present (many muxers omit it).
-    public init(parsing bytes: [UInt8]) throws(FrameTapError) {
+    public init(parsing bytes: [UInt8]) throws(BitstreamError) {
         var offset = 0
-        func byte() throws(FrameTapError) -> UInt8 {
-            guard offset < bytes.count else { throw FrameTapError(.invalidData, "avcC record is truncated") }
+        func byte() throws(BitstreamError) -> UInt8 {
+            guard offset < bytes.count else { throw BitstreamError(.invalidData, "avcC record is truncated") }
             defer { offset += 1 }
             return bytes[offset]
         }
-        func sizedUnit() throws(FrameTapError) -> [UInt8] {
+        func sizedUnit() throws(BitstreamError) -> [UInt8] {
             let size = Int(try byte()) << 8 | Int(try byte())
             guard size <= bytes.count - offset else {
-                throw FrameTapError(.invalidData, "avcC parameter set of \(size) bytes runs past the end")
+                throw BitstreamError(.invalidData, "avcC parameter set of \(size) bytes runs past the end")
             }
             defer { offset += size }
             return Array(bytes[offset..<(offset + size)])
         }
         configurationVersion = try byte()
         guard configurationVersion == 1 else {
-            throw FrameTapError(.invalidData, "avcC configurationVersion \(configurationVersion) is not 1")
+            throw BitstreamError(.invalidData, "avcC configurationVersion \(configurationVersion) is not 1")
         }
         profileIndication = try byte()
         profileCompatibility = try byte()
         levelIndication = try byte()
         let lengthByte = try byte() & 3
-        guard lengthByte != 2 else { throw FrameTapError(.invalidData, "avcC lengthSizeMinusOne 2 is reserved") }
+        guard lengthByte != 2 else { throw BitstreamError(.invalidData, "avcC lengthSizeMinusOne 2 is reserved") }
         lengthSize = Int(lengthByte) + 1
         let spsCount = Int(try byte() & 0x1F)
         sequenceParameterSets = []

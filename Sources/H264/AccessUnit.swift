@@ -77,7 +77,7 @@ public struct AccessUnitAssembler: Sendable {
     /// SPS, PPS, SEI or slice headers that could not be parsed (the units were still passed on).
     public private(set) var malformedUnits = 0
     /// The most recent parse problem, for diagnostics.
-    public private(set) var lastError: FrameTapError?
+    public private(set) var lastError: BitstreamError?
 
     private var pending: [NALUnit] = []
     /// Types 14...18 after a slice, waiting to learn which access unit they open or continue.
@@ -264,7 +264,7 @@ public struct AccessUnitAssembler: Sendable {
         }
     }
 
-    private mutating func record(_ error: FrameTapError) {
+    private mutating func record(_ error: BitstreamError) {
         malformedUnits += 1
         lastError = error
     }

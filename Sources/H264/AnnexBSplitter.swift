@@ -1,8 +1,8 @@
 /// What the splitter reports while it reads a byte stream.
 public enum SplitterEvent: Sendable {
     case unit(NALUnit)
-    /// A unit was larger than `maxNALSize`; its bytes were discarded (`.nalTooLarge`).
-    case dropped(FrameTapError)
+    /// A unit was larger than `maxNALBytes`; its bytes were discarded (`.nalTooLarge`).
+    case dropped(BitstreamError)
 }
 
 /// Cuts an H.264 Annex B byte stream (§B.2) into NAL units, whatever the size of the pieces it
@@ -12,12 +12,15 @@ public enum SplitterEvent: Sendable {
 /// a start code are removed from the unit before it (the zero_byte of a four-byte start code and
 /// trailing_zero_8bits; a NAL unit never ends in a zero byte, §7.4.1). Empty units are skipped.
 ///
-/// Memory stays bounded: a unit that grows past `maxNALSize` is reported as `.dropped` at once,
+/// Memory stays bounded: a unit that grows past `maxNALBytes` is reported as `.dropped` at once,
 /// the rest of its bytes are skipped without being buffered, and splitting resumes at the next
 /// start code. Zero bytes are not copied until a non-zero byte proves they are part of the unit,
 /// so padding between units costs nothing and never counts against the limit.
 public struct AnnexBSplitter: Sendable {
-    public let maxNALSize: Int
+    public let maxNALBytes: Int
+    /// The NAL size cap every FrameTap entry point uses unless configured otherwise: far above
+    /// any real slice (an 8K intra picture in one slice is a few MB), small enough to bound memory.
+    public static let defaultMaxNALBytes = 8 << 20
     /// Every byte pushed since this splitter was made (not reset by `finish()`).
     public private(set) var bytesConsumed = 0
     /// Bytes before the first start code of a stream that were not zero padding (garbage skipped).
@@ -43,9 +46,9 @@ public struct AnnexBSplitter: Sendable {
     private var unitOffset = 0
     private var skippedBeforeFirstStartCode = 0
 
-    public init(maxNALSize: Int = 8 << 20) {
-        precondition(maxNALSize > 0, "maxNALSize must be positive")
-        self.maxNALSize = maxNALSize
+    public init(maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) {
+        precondition(maxNALBytes > 0, "maxNALBytes must be positive")
+        self.maxNALBytes = maxNALBytes
     }
 
     public mutating func push(_ bytes: [UInt8], _ handle: (SplitterEvent) -> Void) {
@@ -128,8 +131,8 @@ public struct AnnexBSplitter: Sendable {
     }
 
     /// Splits a complete stream in one go.
-    public static func split(_ bytes: [UInt8], maxNALSize: Int = 8 << 20) -> [NALUnit] {
-        var splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+    public static func split(_ bytes: [UInt8], maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) -> [NALUnit] {
+        var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         var units: [NALUnit] = []
         let collect: (SplitterEvent) -> Void = { event in
             if case .unit(let unit) = event { units.append(unit) }
@@ -198,11 +201,11 @@ public struct AnnexBSplitter: Sendable {
         case .collecting:
             if allZero { break }
             let kept = lastNonZero + 1 - start
-            if unit.count + zeroRun + kept > maxNALSize {
+            if unit.count + zeroRun + kept > maxNALBytes {
                 droppedUnits += 1
-                handle(.dropped(FrameTapError(
+                handle(.dropped(BitstreamError(
                     .nalTooLarge,
-                    "NAL unit at stream offset \(unitOffset) exceeds \(maxNALSize) bytes; skipped to the next start code")))
+                    "NAL unit at stream offset \(unitOffset) exceeds \(maxNALBytes) bytes; skipped to the next start code")))
                 unit = []
                 mode = .discardingOversizedUnit
                 break

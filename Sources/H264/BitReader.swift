@@ -50,7 +50,7 @@ public struct BitReader: Sendable {
     public var bitsLeft: Int { bitCount - position }
     public var isByteAligned: Bool { position & 7 == 0 }
 
-    public mutating func readBit() throws(FrameTapError) -> Bool {
+    public mutating func readBit() throws(BitstreamError) -> Bool {
         guard position < bitCount else { throw Self.overrun() }
         let bit = bytes[position >> 3] >> (7 - UInt8(position & 7)) & 1
         position += 1
@@ -58,7 +58,7 @@ public struct BitReader: Sendable {
     }
 
     /// `u(n)` for n in 0...32.
-    public mutating func readBits(_ count: Int) throws(FrameTapError) -> UInt32 {
+    public mutating func readBits(_ count: Int) throws(BitstreamError) -> UInt32 {
         precondition((0...32).contains(count), "readBits takes 0...32 bits")
         guard count <= bitsLeft else { throw Self.overrun() }
         var value: UInt64 = 0
@@ -76,20 +76,20 @@ public struct BitReader: Sendable {
         return UInt32(value)
     }
 
-    public mutating func readFlag() throws(FrameTapError) -> Bool { try readBit() }
+    public mutating func readFlag() throws(BitstreamError) -> Bool { try readBit() }
 
-    public mutating func skipBits(_ count: Int) throws(FrameTapError) {
+    public mutating func skipBits(_ count: Int) throws(BitstreamError) {
         guard count >= 0, count <= bitsLeft else { throw Self.overrun() }
         position += count
     }
 
     /// `ue(v)` (§9.1). Values up to 2^32 - 2, the largest a 32-bit codeNum field can hold.
-    public mutating func readUE() throws(FrameTapError) -> UInt32 {
+    public mutating func readUE() throws(BitstreamError) -> UInt32 {
         var leadingZeros = 0
         while try !readBit() {
             leadingZeros += 1
             if leadingZeros > 31 {
-                throw FrameTapError(.invalidData, "Exp-Golomb code longer than 32 bits at bit \(position)")
+                throw BitstreamError(.invalidData, "Exp-Golomb code longer than 32 bits at bit \(position)")
             }
         }
         let suffix = try readBits(leadingZeros)
@@ -97,26 +97,26 @@ public struct BitReader: Sendable {
     }
 
     /// `se(v)` (§9.1.1).
-    public mutating func readSE() throws(FrameTapError) -> Int32 {
+    public mutating func readSE() throws(BitstreamError) -> Int32 {
         let codeNum = Int64(try readUE())
         let magnitude = (codeNum + 1) / 2
         return Int32(codeNum & 1 == 1 ? magnitude : -magnitude)
     }
 
     /// `ue(v)` as an Int, rejected with `.invalidData` when above `maximum` (a syntax element's range).
-    public mutating func readUE(max maximum: Int, _ element: @autoclosure () -> String) throws(FrameTapError) -> Int {
+    public mutating func readUE(max maximum: Int, _ element: @autoclosure () -> String) throws(BitstreamError) -> Int {
         let value = Int(try readUE())
         guard value <= maximum else {
-            throw FrameTapError(.invalidData, "\(element()) = \(value) is above its maximum \(maximum)")
+            throw BitstreamError(.invalidData, "\(element()) = \(value) is above its maximum \(maximum)")
         }
         return value
     }
 
     /// `se(v)` as an Int, rejected with `.invalidData` outside `range`.
-    public mutating func readSE(in range: ClosedRange<Int>, _ element: @autoclosure () -> String) throws(FrameTapError) -> Int {
+    public mutating func readSE(in range: ClosedRange<Int>, _ element: @autoclosure () -> String) throws(BitstreamError) -> Int {
         let value = Int(try readSE())
         guard range.contains(value) else {
-            throw FrameTapError(.invalidData, "\(element()) = \(value) is outside \(range)")
+            throw BitstreamError(.invalidData, "\(element()) = \(value) is outside \(range)")
         }
         return value
     }
@@ -131,7 +131,7 @@ public struct BitReader: Sendable {
         return position < stopBit
     }
 
-    private static func overrun() -> FrameTapError {
-        FrameTapError(.invalidData, "bitstream ends inside a syntax element")
+    private static func overrun() -> BitstreamError {
+        BitstreamError(.invalidData, "bitstream ends inside a syntax element")
     }
 }

@@ -11,7 +11,7 @@ public struct ParameterSets: Sendable {
     /// Parses an SPS or PPS and stores it; other NAL types are ignored. Returns true when a set
     /// was added or its content changed. A malformed set throws and leaves the stored one alone.
     @discardableResult
-    public mutating func update(with nal: NALUnit) throws(FrameTapError) -> Bool {
+    public mutating func update(with nal: NALUnit) throws(BitstreamError) -> Bool {
         switch nal.type {
         case .sps:
             let parsed = try SequenceParameterSet(nal: nal)

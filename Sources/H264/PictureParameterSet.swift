@@ -23,14 +23,14 @@ public struct PictureParameterSet: Sendable, Equatable {
 
     /// `sps` supplies chroma_format_idc for the length of the scaling-matrix tail; without it
     /// 4:2:0 is assumed, which only matters for 4:4:4 streams with PPS scaling matrices.
-    public init(nal: NALUnit, sps: SequenceParameterSet? = nil) throws(FrameTapError) {
+    public init(nal: NALUnit, sps: SequenceParameterSet? = nil) throws(BitstreamError) {
         guard nal.type == .pps else {
-            throw FrameTapError(.invalidData, "NAL unit type \(nal.type.name) is not a PPS")
+            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not a PPS")
         }
         try self.init(rbsp: nal.rbsp(), chromaFormatIdc: sps?.chromaFormatIdc ?? 1)
     }
 
-    public init(rbsp: [UInt8], chromaFormatIdc: Int = 1) throws(FrameTapError) {
+    public init(rbsp: [UInt8], chromaFormatIdc: Int = 1) throws(BitstreamError) {
         var reader = BitReader(rbsp)
         id = try reader.readUE(max: 255, "pic_parameter_set_id")
         spsId = try reader.readUE(max: 31, "seq_parameter_set_id")

@@ -13,14 +13,14 @@ public struct SEIMessage: Sendable, Equatable {
 
     /// Splits an SEI RBSP into its messages. payloadType and payloadSize are coded as runs of
     /// 0xFF (each adding 255) ended by one byte below 0xFF. A payload that runs past the end throws.
-    public static func messages(inRBSP rbsp: [UInt8]) throws(FrameTapError) -> [SEIMessage] {
+    public static func messages(inRBSP rbsp: [UInt8]) throws(BitstreamError) -> [SEIMessage] {
         var messages: [SEIMessage] = []
         var offset = 0
-        func readCodedValue() throws(FrameTapError) -> Int {
+        func readCodedValue() throws(BitstreamError) -> Int {
             var value = 0
             while true {
                 guard offset < rbsp.count else {
-                    throw FrameTapError(.invalidData, "SEI message header runs past the end of the NAL unit")
+                    throw BitstreamError(.invalidData, "SEI message header runs past the end of the NAL unit")
                 }
                 let byte = rbsp[offset]
                 offset += 1
@@ -33,7 +33,7 @@ public struct SEIMessage: Sendable, Equatable {
             let type = try readCodedValue()
             let size = try readCodedValue()
             guard size <= rbsp.count - offset else {
-                throw FrameTapError(.invalidData, "SEI payload of type \(type) claims \(size) bytes, \(rbsp.count - offset) left")
+                throw BitstreamError(.invalidData, "SEI payload of type \(type) claims \(size) bytes, \(rbsp.count - offset) left")
             }
             messages.append(SEIMessage(payloadType: type, payload: Array(rbsp[offset..<(offset + size)])))
             offset += size
@@ -41,9 +41,9 @@ public struct SEIMessage: Sendable, Equatable {
         return messages
     }
 
-    public static func messages(in nal: NALUnit) throws(FrameTapError) -> [SEIMessage] {
+    public static func messages(in nal: NALUnit) throws(BitstreamError) -> [SEIMessage] {
         guard nal.type == .sei else {
-            throw FrameTapError(.invalidData, "NAL unit type \(nal.type.name) is not an SEI")
+            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not an SEI")
         }
         return try messages(inRBSP: nal.rbsp())
     }
@@ -58,7 +58,7 @@ public struct RecoveryPoint: Sendable, Equatable {
     public var brokenLink: Bool
     public var changingSliceGroupIdc: Int
 
-    public init(payload: [UInt8]) throws(FrameTapError) {
+    public init(payload: [UInt8]) throws(BitstreamError) {
         var reader = BitReader(payload)
         recoveryFrameCount = try reader.readUE(max: 65535, "recovery_frame_cnt")
         exactMatch = try reader.readFlag()

@@ -75,15 +75,15 @@ public struct SequenceParameterSet: Sendable, Equatable {
     /// True when the SPS announced a VUI that could not be parsed.
     public var vuiMalformed: Bool
 
-    public init(nal: NALUnit) throws(FrameTapError) {
+    public init(nal: NALUnit) throws(BitstreamError) {
         guard nal.type == .sps else {
-            throw FrameTapError(.invalidData, "NAL unit type \(nal.type.name) is not an SPS")
+            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not an SPS")
         }
         try self.init(rbsp: nal.rbsp())
     }
 
     /// `rbsp` starts after the NAL header byte, emulation prevention removed.
-    public init(rbsp: [UInt8]) throws(FrameTapError) {
+    public init(rbsp: [UInt8]) throws(BitstreamError) {
         var reader = BitReader(rbsp)
         profileIdc = UInt8(try reader.readBits(8))
         constraintFlags = ConstraintFlags(byte: UInt8(try reader.readBits(8)))
@@ -266,7 +266,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
 /// scaling_list() (§7.3.2.1.1.1). FrameTap hands decoding to libavcodec, so the values are only
 /// walked over; getting their length right is what matters.
 enum ScalingList {
-    static func skip(_ reader: inout BitReader, size: Int) throws(FrameTapError) {
+    static func skip(_ reader: inout BitReader, size: Int) throws(BitstreamError) {
         var lastScale = 8
         var nextScale = 8
         for _ in 0..<size {

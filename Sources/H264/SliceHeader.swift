@@ -51,7 +51,7 @@ public struct SliceHeaderPrefix: Sendable, Equatable {
 
     /// Throws `.invalidData` for a malformed header, a NAL type without a slice header, or a
     /// PPS/SPS that `parameterSets` does not hold.
-    public init(nal: NALUnit, parameterSets: ParameterSets) throws(FrameTapError) {
+    public init(nal: NALUnit, parameterSets: ParameterSets) throws(BitstreamError) {
         var reader = try Self.reader(for: nal)
         nalType = nal.type
         nalRefIdc = nal.refIdc
@@ -61,10 +61,10 @@ public struct SliceHeaderPrefix: Sendable, Equatable {
         sliceTypeFixedForPicture = rawSliceType >= 5
         ppsId = try reader.readUE(max: 255, "pic_parameter_set_id")
         guard let pps = parameterSets.pps[ppsId] else {
-            throw FrameTapError(.invalidData, "slice refers to PPS \(ppsId), which has not been received")
+            throw BitstreamError(.invalidData, "slice refers to PPS \(ppsId), which has not been received")
         }
         guard let sps = parameterSets.sps[pps.spsId] else {
-            throw FrameTapError(.invalidData, "PPS \(ppsId) refers to SPS \(pps.spsId), which has not been received")
+            throw BitstreamError(.invalidData, "PPS \(ppsId) refers to SPS \(pps.spsId), which has not been received")
         }
         spsId = sps.id
         colourPlaneId = sps.separateColourPlane ? Int(try reader.readBits(2)) : 0
@@ -98,7 +98,7 @@ public struct SliceHeaderPrefix: Sendable, Equatable {
 
     /// first_mb_in_slice, slice_type and pic_parameter_set_id: the fields readable without
     /// parameter sets, for slices whose PPS is missing.
-    public static func leadingFields(of nal: NALUnit) throws(FrameTapError)
+    public static func leadingFields(of nal: NALUnit) throws(BitstreamError)
         -> (firstMbInSlice: Int, sliceType: SliceType, ppsId: Int)
     {
         var reader = try reader(for: nal)
@@ -135,9 +135,9 @@ public struct SliceHeaderPrefix: Sendable, Equatable {
     /// The header is far shorter than this, so there is no need to unescape a whole slice.
     private static let headerBytesToUnescape = 128
 
-    private static func reader(for nal: NALUnit) throws(FrameTapError) -> BitReader {
+    private static func reader(for nal: NALUnit) throws(BitstreamError) -> BitReader {
         guard nal.type.hasSliceHeader else {
-            throw FrameTapError(.invalidData, "NAL unit type \(nal.type.name) has no slice header")
+            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) has no slice header")
         }
         let end = min(nal.bytes.count, 1 + headerBytesToUnescape)
         return BitReader(RBSP.unescape(nal.bytes[1..<end]))

@@ -26,7 +26,7 @@ public struct VUIParameters: Sendable, Equatable {
         public var dpbOutputDelayLength: Int
         public var timeOffsetLength: Int
 
-        init(reader: inout BitReader) throws(FrameTapError) {
+        init(reader: inout BitReader) throws(BitstreamError) {
             let count = 1 + (try reader.readUE(max: 31, "cpb_cnt_minus1"))
             bitRateScale = Int(try reader.readBits(4))
             cpbSizeScale = Int(try reader.readBits(4))
@@ -75,7 +75,7 @@ public struct VUIParameters: Sendable, Equatable {
 
     public init() {}
 
-    init(reader: inout BitReader) throws(FrameTapError) {
+    init(reader: inout BitReader) throws(BitstreamError) {
         if try reader.readFlag() {
             let idc = Int(try reader.readBits(8))
             aspectRatioIdc = idc

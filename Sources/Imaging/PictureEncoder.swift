@@ -27,9 +27,9 @@ public final class PictureEncoder {
     /// stays below it and is reused.
     static let retainedBufferLimit = 64 << 20
 
-    public init() throws(FrameTapError) {
+    public init() throws(ImagingError) {
         guard let compressor = tjInitCompress() else {
-            throw FrameTapError(.allocationFailed, "cannot create a TurboJPEG compressor: \(Self.turboJPEGError(nil))")
+            throw ImagingError(.allocationFailed, "cannot create a TurboJPEG compressor: \(Self.turboJPEGError(nil))")
         }
         self.compressor = compressor
     }
@@ -42,18 +42,18 @@ public final class PictureEncoder {
     /// Number of cached swscale contexts (for tests and diagnostics).
     public var cachedScalerCount: Int { scalers.count }
 
-    public func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(FrameTapError) -> EncodedPicture {
+    public func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(ImagingError) -> EncodedPicture {
         let options = try options.validated()
         defer { releaseOversizedBuffers() }
         let source = try SourcePicture(frame)
         let size = outputSize(sourceWidth: source.width, sourceHeight: source.height, width: options.width, height: options.height)
         guard size.width <= PictureOptions.maxDimension, size.height <= PictureOptions.maxDimension,
-            size.width * size.height <= PictureOptions.maxPixels
+            size.width * size.height <= PictureSizeLimit.defaultMaxPixels
         else {
-            throw FrameTapError(
-                .invalidParameter,
+            throw ImagingError(
+                .invalidOptions,
                 "output \(size.width)x\(size.height) exceeds the limit of \(PictureOptions.maxDimension) per side "
-                    + "and \(PictureOptions.maxPixels) pixels")
+                    + "and \(PictureSizeLimit.defaultMaxPixels) pixels")
         }
         switch options.format {
         case .jpeg: return try encodeJPEG(source, size: size, quality: options.quality)
@@ -73,7 +73,7 @@ public final class PictureEncoder {
 
     // MARK: JPEG
 
-    private func encodeJPEG(_ source: SourcePicture, size: (width: Int, height: Int), quality: Int) throws(FrameTapError)
+    private func encodeJPEG(_ source: SourcePicture, size: (width: Int, height: Int), quality: Int) throws(ImagingError)
         -> EncodedPicture
     {
         let (inputFormat, subsampling) = PixelFormats.jpegInput(for: source.format)
@@ -111,11 +111,11 @@ public final class PictureEncoder {
 
     private func compress(
         _ planes: PlanePointers, width: Int, height: Int, subsampling: TJSAMP, quality: Int, sequence: UInt64
-    ) throws(FrameTapError) -> EncodedPicture {
+    ) throws(ImagingError) -> EncodedPicture {
         let samp = Int32(subsampling.rawValue)
         let bound = tjBufSize(Int32(width), Int32(height), samp)
         guard bound != UInt(bitPattern: -1), bound <= UInt(Int.max) else {
-            throw FrameTapError(.encodeFailed, "TurboJPEG cannot size a \(width)x\(height) JPEG")
+            throw ImagingError(.encodeFailed, "TurboJPEG cannot size a \(width)x\(height) JPEG")
         }
         if Int(bound) > jpegBufferCapacity {
             jpegBuffer?.deallocate()
@@ -133,7 +133,7 @@ public final class PictureEncoder {
             }
         }
         guard status == 0, let output else {
-            throw FrameTapError(.encodeFailed, "JPEG compression failed: \(Self.turboJPEGError(compressor))")
+            throw ImagingError(.encodeFailed, "JPEG compression failed: \(Self.turboJPEGError(compressor))")
         }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(outputSize), alignment: 64)
         storage.copyMemory(from: UnsafeRawBufferPointer(start: output, count: Int(outputSize)))
@@ -150,7 +150,7 @@ public final class PictureEncoder {
 
     /// The native planar format (semi-planar becomes planar), scaled in that same format; the
     /// samples keep the source range and bit depth.
-    private func encodeYUV(_ source: SourcePicture, size: (width: Int, height: Int)) throws(FrameTapError)
+    private func encodeYUV(_ source: SourcePicture, size: (width: Int, height: Int)) throws(ImagingError)
         -> EncodedPicture
     {
         let outputFormat = PixelFormats.planarEquivalent(of: source.format)
@@ -167,7 +167,7 @@ public final class PictureEncoder {
         return try packed(planes, format: outputFormat, size: size, name: name, kind: .yuv, sequence: source.sequence)
     }
 
-    private func encodeRGB(_ source: SourcePicture, size: (width: Int, height: Int)) throws(FrameTapError)
+    private func encodeRGB(_ source: SourcePicture, size: (width: Int, height: Int)) throws(ImagingError)
         -> EncodedPicture
     {
         let planes = try convert(
@@ -195,16 +195,16 @@ public final class PictureEncoder {
     private func packed(
         _ planes: PlanePointers, format: AVPixelFormat, size: (width: Int, height: Int), name: String,
         kind: PictureFormat, sequence: UInt64
-    ) throws(FrameTapError) -> EncodedPicture {
+    ) throws(ImagingError) -> EncodedPicture {
         guard let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else {
-            throw FrameTapError(.encodeFailed, "cannot lay out \(name) at \(size.width)x\(size.height)")
+            throw ImagingError(.encodeFailed, "cannot lay out \(name) at \(size.width)x\(size.height)")
         }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.packedSize, alignment: 64)
         var offset = 0
         for plane in 0..<layout.planeCount {
             guard let base = planes.data[plane] else {
                 storage.deallocate()
-                throw FrameTapError(.encodeFailed, "\(name) plane \(plane) is missing")
+                throw ImagingError(.encodeFailed, "\(name) plane \(plane) is missing")
             }
             let stride = Int(planes.strides[plane])
             for row in 0..<layout.rows[plane] {
@@ -223,9 +223,9 @@ public final class PictureEncoder {
     private func convert(
         _ source: SourcePicture, to format: AVPixelFormat, size: (width: Int, height: Int), outputFullRange: Bool,
         rgbColorspace: Int32?
-    ) throws(FrameTapError) -> PlanePointers {
+    ) throws(ImagingError) -> PlanePointers {
         guard let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else {
-            throw FrameTapError(.encodeFailed, "cannot lay out \(PixelFormats.name(format)) at \(size.width)x\(size.height)")
+            throw ImagingError(.encodeFailed, "cannot lay out \(PixelFormats.name(format)) at \(size.width)x\(size.height)")
         }
         let key = ScalerKey(
             sourceFormat: source.format.rawValue, sourceWidth: source.width, sourceHeight: source.height,
@@ -245,7 +245,7 @@ public final class PictureEncoder {
             }
         }
         guard lines == Int32(size.height) else {
-            throw FrameTapError(
+            throw ImagingError(
                 .encodeFailed,
                 "swscale produced \(lines) of \(size.height) lines converting \(source.formatName) to \(PixelFormats.name(format))")
         }
@@ -270,29 +270,29 @@ struct SourcePicture {
     let sequence: UInt64
     let planes: PlanePointers
 
-    init(_ frame: DecodedFrame) throws(FrameTapError) {
+    init(_ frame: DecodedFrame) throws(ImagingError) {
         guard let descriptor = av_pix_fmt_desc_get(frame.pixelFormat) else {
-            throw FrameTapError(.encodeFailed, "frame has no known pixel format (\(frame.pixelFormat.rawValue))")
+            throw ImagingError(.encodeFailed, "frame has no known pixel format (\(frame.pixelFormat.rawValue))")
         }
         guard descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_HWACCEL) == 0 else {
-            throw FrameTapError(
+            throw ImagingError(
                 .encodeFailed, "frame holds \(frame.pixelFormatName) hardware surfaces; download it to memory first")
         }
         guard frame.width > 0, frame.height > 0 else {
-            throw FrameTapError(.encodeFailed, "frame has no pixels (\(frame.width)x\(frame.height))")
+            throw ImagingError(.encodeFailed, "frame has no pixels (\(frame.width)x\(frame.height))")
         }
         let format = PixelFormats.withoutJPEGAlias(frame.pixelFormat)
         guard let layout = PlaneLayout(pixelFormat: format, width: frame.width, height: frame.height) else {
-            throw FrameTapError(.encodeFailed, "cannot lay out \(frame.pixelFormatName) at \(frame.width)x\(frame.height)")
+            throw ImagingError(.encodeFailed, "cannot lay out \(frame.pixelFormatName) at \(frame.width)x\(frame.height)")
         }
         var planes = PlanePointers()
         for index in 0..<layout.planeCount {
             guard let plane = frame.plane(index) else {
-                throw FrameTapError(.encodeFailed, "\(frame.pixelFormatName) frame lacks plane \(index)")
+                throw ImagingError(.encodeFailed, "\(frame.pixelFormatName) frame lacks plane \(index)")
             }
             guard plane.stride >= layout.rowBytes[index] else {
                 // Negative (bottom-up) or short strides never come from libavcodec's H.264 decoder.
-                throw FrameTapError(.encodeFailed, "\(frame.pixelFormatName) plane \(index) has stride \(plane.stride)")
+                throw ImagingError(.encodeFailed, "\(frame.pixelFormatName) plane \(index) has stride \(plane.stride)")
             }
             planes.data[index] = plane.base
             planes.strides[index] = Int32(plane.stride)

@@ -1,4 +1,4 @@
-import H264
+import Decoding
 
 /// What a picture request asks for.
 public enum PictureFormat: String, Sendable, CaseIterable {
@@ -13,10 +13,7 @@ public enum PictureFormat: String, Sendable, CaseIterable {
 /// Output options of one picture request.
 public struct PictureOptions: Hashable, Sendable {
     /// Largest accepted width or height, the same bound the decoder puts on input pictures.
-    public static let maxDimension = 8192
-    /// Largest accepted output area: the decoder's default picture limit, so a thumbnail
-    /// request can never cost more memory than the biggest picture the service decodes.
-    public static let maxPixels = 36_000_000
+    public static let maxDimension = PictureSizeLimit.defaultMaxSide
     public static let qualityRange = 1...100
     public static let defaultQuality = 85
 
@@ -35,17 +32,17 @@ public struct PictureOptions: Hashable, Sendable {
         self.quality = quality
     }
 
-    /// Returns `self` when every value is in range, otherwise `.invalidParameter` naming the culprit.
-    public func validated() throws(FrameTapError) -> PictureOptions {
+    /// Returns `self` when every value is in range, otherwise `.invalidOptions` naming the culprit.
+    public func validated() throws(ImagingError) -> PictureOptions {
         if let width, !(1...Self.maxDimension).contains(width) {
-            throw FrameTapError(.invalidParameter, "width must be 1...\(Self.maxDimension), got \(width)")
+            throw ImagingError(.invalidOptions, "width must be 1...\(Self.maxDimension), got \(width)")
         }
         if let height, !(1...Self.maxDimension).contains(height) {
-            throw FrameTapError(.invalidParameter, "height must be 1...\(Self.maxDimension), got \(height)")
+            throw ImagingError(.invalidOptions, "height must be 1...\(Self.maxDimension), got \(height)")
         }
         if !Self.qualityRange.contains(quality) {
-            throw FrameTapError(
-                .invalidParameter,
+            throw ImagingError(
+                .invalidOptions,
                 "quality must be \(Self.qualityRange.lowerBound)...\(Self.qualityRange.upperBound), got \(quality)")
         }
         return self

@@ -30,7 +30,7 @@ final class ScalerCache {
 
     var count: Int { entries.count }
 
-    func context(for key: ScalerKey) throws(FrameTapError) -> OpaquePointer {
+    func context(for key: ScalerKey) throws(ImagingError) -> OpaquePointer {
         if let index = entries.firstIndex(where: { $0.key == key }) {
             let entry = entries.remove(at: index)
             entries.append(entry)
@@ -53,9 +53,9 @@ final class ScalerCache {
     /// instead of repeating it, smoother on synthetic colour edges but no longer ffmpeg's output).
     static let flags: Int32 = SWS_BICUBIC
 
-    private static func makeContext(_ key: ScalerKey) throws(FrameTapError) -> OpaquePointer {
+    private static func makeContext(_ key: ScalerKey) throws(ImagingError) -> OpaquePointer {
         guard let context = sws_alloc_context() else {
-            throw FrameTapError(.allocationFailed, "cannot allocate a swscale context")
+            throw ImagingError(.allocationFailed, "cannot allocate a swscale context")
         }
         // Ranges go in as options before init, as libavfilter's scale filter does: set after
         // init, a same-size same-format context has already picked a plain copy and would
@@ -71,12 +71,12 @@ final class ScalerCache {
         let raw = UnsafeMutableRawPointer(context)
         for (name, value) in options where av_opt_set_int(raw, name, value, 0) < 0 {
             sws_freeContext(context)
-            throw FrameTapError(.encodeFailed, "swscale rejected option \(name)=\(value)")
+            throw ImagingError(.encodeFailed, "swscale rejected option \(name)=\(value)")
         }
         let status = sws_init_context(context, nil, nil)
         guard status >= 0 else {
             sws_freeContext(context)
-            throw FrameTapError(.encodeFailed, "swscale cannot convert \(describe(key)): \(errorString(status))")
+            throw ImagingError(.encodeFailed, "swscale cannot convert \(describe(key)): \(errorString(status))")
         }
         if let colorspace = key.rgbColorspace {
             let status = sws_setColorspaceDetails(
@@ -84,7 +84,7 @@ final class ScalerCache {
                 sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16)
             guard status >= 0 else {
                 sws_freeContext(context)
-                throw FrameTapError(.encodeFailed, "swscale cannot apply the colour matrix for \(describe(key))")
+                throw ImagingError(.encodeFailed, "swscale cannot apply the colour matrix for \(describe(key))")
             }
         }
         return context

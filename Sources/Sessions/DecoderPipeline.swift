@@ -8,7 +8,7 @@ import H264
 final class DecoderPipeline {
     struct Step {
         var frames: [DecodedFrame] = []
-        var errors: [FrameTapError] = []
+        var errors: [DecodeError] = []
     }
 
     let backendChoice: DecoderBackendChoice
@@ -16,10 +16,10 @@ final class DecoderPipeline {
     /// Bytes pushed since the last `finish()`: a new back end may only take over between streams.
     private(set) var midStream = false
 
-    init(configuration: ServerConfiguration, backend: DecoderBackendChoice, mode: DecodeMode) throws(FrameTapError) {
+    init(configuration: ServerConfiguration, backend: DecoderBackendChoice, mode: DecodeMode) throws(DecodeError) {
         backendChoice = backend
         decoder = try StreamDecoder(
-            options: configuration.decoderOptions(backend: backend, mode: mode), maxNALSize: configuration.maxNALBytes,
+            options: configuration.decoderOptions(backend: backend, mode: mode), maxNALBytes: configuration.maxNALBytes,
             keyframesOnly: mode == .keyframes)
     }
 
@@ -59,7 +59,7 @@ final class DecoderPipeline {
         for frame in output.frames where frame.hasDecodeErrors {
             damagedPictures += 1
             errors.append(
-                FrameTapError(
+                DecodeError(
                     .invalidData,
                     "a damaged \(frame.pictureType.rawValue) picture was decoded with concealed errors; "
                         + "the last good picture stays the latest"))

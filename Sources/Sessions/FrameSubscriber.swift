@@ -99,11 +99,11 @@ struct SubscriberState {
 
 extension Session {
     /// Registers an MJPEG viewer. Throws `.sessionNotFound` after delete and
-    /// `.pipeline(.invalidParameter)` for bad options (fps must be 0.1...120 when given).
+    /// `.invalidParameter` for bad options (fps must be 0.1...120 when given).
     public func subscribe(_ request: PictureRequest, maxFPS: Double? = nil) throws(SessionError) -> FrameSubscriber {
         let request = try request.validated()
         if let maxFPS, !(0.1...120).contains(maxFPS) {
-            throw SessionError(.pipeline(.invalidParameter), "fps must be 0.1...120")
+            throw SessionError(.invalidParameter, "fps must be 0.1...120")
         }
         let minInterval = maxFPS.map { UInt64(1e9 / $0) } ?? 0
         let now = Date()

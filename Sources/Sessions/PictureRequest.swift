@@ -90,14 +90,14 @@ struct PictureKey: Hashable, Sendable {
         do {
             try limit.check(width: size.width, height: size.height)
         } catch {
-            throw SessionError(.pipeline(.invalidParameter), error.message)
+            throw SessionError(.invalidParameter, error.message)
         }
         // Each distinct size is one more scale and encode of up to `limit` pixels: enlarging
         // adds no detail, so it is capped to keep one client from buying that cost repeatedly.
         let maxScale = PictureKey.maxUpscale
         guard size.width <= frame.width * maxScale, size.height <= frame.height * maxScale else {
             throw SessionError(
-                .pipeline(.invalidParameter),
+                .invalidParameter,
                 "\(size.width)x\(size.height) enlarges the \(frame.width)x\(frame.height) picture more than \(maxScale)x")
         }
         self.sequence = sequence

@@ -66,9 +66,9 @@ public struct ServerConfiguration: Sendable {
     }
 
     /// Rejects values that would make the server misbehave rather than fail loudly later.
-    public func validated() throws(FrameTapError) -> ServerConfiguration {
-        func require(_ condition: Bool, _ message: String) throws(FrameTapError) {
-            if !condition { throw FrameTapError(.invalidParameter, message) }
+    public func validated() throws(SessionError) -> ServerConfiguration {
+        func require(_ condition: Bool, _ message: String) throws(SessionError) {
+            if !condition { throw SessionError(.invalidParameter, message) }
         }
         try require((0...64).contains(decoderThreads), "decoder threads must be 0...64")
         try require(maxSessions >= 1, "max sessions must be at least 1")

@@ -274,7 +274,7 @@ public final class Session: Sendable {
         return published
     }
 
-    private func recordStepMetrics(before: SessionCounters, after: SessionCounters, errors: [FrameTapError], frames: Int) {
+    private func recordStepMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
         let newBytes = after.bytes - before.bytes
         if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
         for (type, count) in after.nalUnits {
@@ -285,7 +285,7 @@ public final class Session: Sendable {
         for error in errors { metrics.recordError(code: error.code.rawValue) }
     }
 
-    private func logErrors(_ errors: [FrameTapError]) {
+    private func logErrors(_ errors: [DecodeError]) {
         for error in errors {
             logger.warning("decode error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
         }
@@ -396,7 +396,7 @@ final class EncodeWorkerState: @unchecked Sendable {
     // @unchecked: touched only on the session's encode queue.
     private var encoder: PictureEncoder?
 
-    func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(FrameTapError) -> EncodedPicture {
+    func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(ImagingError) -> EncodedPicture {
         if encoder == nil { encoder = try PictureEncoder() }
         return try encoder!.encode(frame, options)
     }

@@ -1,24 +1,31 @@
-import H264
+import Decoding
+import Imaging
 
-/// An error of the session layer, as a value that carries the HTTP status it maps to.
+/// An error of the session layer: its own failures (no such session, busy, limits) and the
+/// decoding and imaging failures it passes on, each with a stable `code` string.
 ///
-/// The HTTP layer turns it into a problem+json body (`code.rawValue`, `status`, `message`) and
-/// adds any headers itself (e.g. `Retry-After` from `retryAfterSeconds`); nothing here knows
-/// about libmicrohttpd. Pipeline errors keep their `FrameTapError` code so clients see the
-/// same stable strings everywhere.
+/// What a failure means over HTTP (status, headers) is the API's business, not this layer's.
 public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Code: Sendable, Equatable, Hashable {
         case invalidSessionID
         case sessionNotFound
         case tooManySessions
         case noFrameYet
-        /// A second upload while one is in progress on the same session (see `Session.beginUpload`).
+        /// A second upload while one is in progress on the same session.
         case sessionBusy
         case bodyTooLarge
         /// The client went away before its upload ended.
         case uploadAborted
-        case pipeline(FrameTapError.Code)
+        /// The server stopped listening to an upload because it is shutting down.
+        case shuttingDown
+        /// A request option (size, quality, fps, session option) is out of range.
+        case invalidParameter
+        /// The spool file of a multipart-answer upload could not be written or read.
+        case spoolFailed
+        case decoding(DecodeError.Code)
+        case imaging(ImagingError.Code)
 
+        /// The stable string clients match on. Never change an existing one.
         public var rawValue: String {
             switch self {
             case .invalidSessionID: "invalid_session_id"
@@ -28,28 +35,11 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .sessionBusy: "session_busy"
             case .bodyTooLarge: "body_too_large"
             case .uploadAborted: "upload_aborted"
-            case .pipeline(let code): code.rawValue
-            }
-        }
-
-        /// The HTTP status a response for this error carries.
-        public var httpStatus: Int {
-            switch self {
-            case .invalidSessionID: 400
-            case .sessionNotFound, .noFrameYet: 404
-            case .sessionBusy: 409
-            case .bodyTooLarge: 413
-            case .tooManySessions: 503
-            // The client's connection is gone; the status only shows up in logs and metrics.
-            case .uploadAborted: 400
-            case .pipeline(let code):
-                switch code {
-                case .invalidParameter: 400
-                case .nalTooLarge: 413
-                case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture: 422
-                case .decoderUnavailable: 503
-                case .allocationFailed, .encodeFailed, .ioError, .decoderFailure: 500
-                }
+            case .shuttingDown: "shutting_down"
+            case .invalidParameter: "invalid_parameter"
+            case .spoolFailed: "io_error"
+            case .decoding(let code): code.rawValue
+            case .imaging(let code): code.rawValue
             }
         }
     }
@@ -65,11 +55,16 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         self.retryAfterSeconds = retryAfterSeconds
     }
 
-    public init(_ error: FrameTapError) {
-        self.init(.pipeline(error.code), error.message)
+    /// Keeps the decoder's code; an out-of-range decoder option is an invalid parameter.
+    public init(_ error: DecodeError) {
+        self.init(error.code == .invalidOptions ? .invalidParameter : .decoding(error.code), error.message)
     }
 
-    public var httpStatus: Int { code.httpStatus }
+    /// Keeps the encoder's code; an out-of-range size or quality is an invalid parameter.
+    public init(_ error: ImagingError) {
+        self.init(error.code == .invalidOptions ? .invalidParameter : .imaging(error.code), error.message)
+    }
+
     public var description: String { "\(code.rawValue): \(message)" }
 
     static func notFound(_ id: SessionID) -> SessionError {

@@ -36,10 +36,10 @@ public struct SessionOptions: Sendable, Equatable {
         } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
             let member = context.codingPath.first?.stringValue
             throw SessionError(
-                .pipeline(.invalidParameter),
+                .invalidParameter,
                 member.map { "session option '\($0)' is invalid" } ?? "session options must be a JSON object")
         } catch {
-            throw SessionError(.pipeline(.invalidParameter), "session options are not valid JSON")
+            throw SessionError(.invalidParameter, "session options are not valid JSON")
         }
     }
 }
@@ -59,22 +59,22 @@ extension SessionOptions: Decodable {
             switch key.stringValue {
             case "backend":
                 guard let choice = DecoderBackendChoice(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw SessionError(.pipeline(.invalidParameter), "backend must be auto, vaapi or software")
+                    throw SessionError(.invalidParameter, "backend must be auto, vaapi or software")
                 }
                 backend = choice
             case "decode":
                 guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw SessionError(.pipeline(.invalidParameter), "decode must be all or keyframes")
+                    throw SessionError(.invalidParameter, "decode must be all or keyframes")
                 }
                 decode = mode
             case "quality":
                 let value = try container.decode(Int.self, forKey: key)
                 guard (1...100).contains(value) else {
-                    throw SessionError(.pipeline(.invalidParameter), "quality must be 1...100")
+                    throw SessionError(.invalidParameter, "quality must be 1...100")
                 }
                 quality = value
             default:
-                throw SessionError(.pipeline(.invalidParameter), "unknown session option '\(key.stringValue)'")
+                throw SessionError(.invalidParameter, "unknown session option '\(key.stringValue)'")
             }
         }
     }

@@ -61,14 +61,14 @@ public final class SpooledUpload: Sendable {
     }
 
     /// Writes the chunk to the spool. Throws `.bodyTooLarge` past `maxBodyBytes` (the answer
-    /// then finishes with that error) and `.pipeline(.ioError)` when the disk refuses.
+    /// then finishes with that error) and `.spoolFailed` when the disk refuses.
     public func append(_ bytes: UnsafeRawBufferPointer) throws(SessionError) {
         let configuration = session.configuration
         let maxBody = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let verdict = state.withLock { state -> SessionError? in
             if let failure = state.failure { return failure }
             guard !state.uploadEnded, !state.cancelled else {
-                return SessionError(.pipeline(.invalidParameter), "this upload has already ended")
+                return SessionError(.invalidParameter, "this upload has already ended")
             }
             if state.bytes + bytes.count > maxBody {
                 let which = maxBody == configuration.maxBodyBytes ? "" : " (the limit for multipart answers, which spool the body)"
@@ -278,7 +278,7 @@ final class SpoolFile: @unchecked Sendable {
         var template = Array((directory + "/frametap-spool-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
-            throw SessionError(.pipeline(.ioError), "cannot create a spool file in \(directory): errno \(errno)")
+            throw SessionError(.spoolFailed, "cannot create a spool file in \(directory): errno \(errno)")
         }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         descriptor.store(fd, ordering: .releasing)
@@ -291,7 +291,7 @@ final class SpoolFile: @unchecked Sendable {
             let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(writeOffset + done))
             if written < 0 {
                 if errno == EINTR { continue }
-                throw SessionError(.pipeline(.ioError), "writing the spool file failed: errno \(errno)")
+                throw SessionError(.spoolFailed, "writing the spool file failed: errno \(errno)")
             }
             done += written
         }
@@ -308,7 +308,7 @@ final class SpoolFile: @unchecked Sendable {
                 buffer.removeSubrange(got...)
                 return buffer
             }
-            if errno != EINTR { throw SessionError(.pipeline(.ioError), "reading the spool file failed: errno \(errno)") }
+            if errno != EINTR { throw SessionError(.spoolFailed, "reading the spool file failed: errno \(errno)") }
         }
     }
 
@@ -322,7 +322,7 @@ final class SpoolFile: @unchecked Sendable {
 
 extension Session {
     /// Starts a multipart-answer upload. Throws `.sessionBusy` like `beginUpload`, and
-    /// `.pipeline(.ioError)` when no spool file can be created.
+    /// `.spoolFailed` when no spool file can be created.
     public func beginSpooledUpload(_ request: PictureRequest) throws(SessionError) -> SpooledUpload {
         let request = try request.validated()
         let file = try SpoolFile(directory: configuration.spoolDirectory)

@@ -77,14 +77,14 @@ final class UploadProgress: @unchecked Sendable {
     private(set) var frames = 0
     private(set) var errors = 0
     private(set) var firstError: ErrorRecord?
-    private var loggedCodes: Set<FrameTapError.Code> = []
+    private var loggedCodes: Set<DecodeError.Code> = []
 
     func begin(counters: SessionCounters) {
         if countersAtBegin == nil { countersAtBegin = counters }
     }
 
     /// Logs each error code once per request: a garbage upload is one warning, not thousands.
-    func record(frames: Int, errors: [FrameTapError], at date: Date, logger: Logger) {
+    func record(frames: Int, errors: [DecodeError], at date: Date, logger: Logger) {
         self.frames += frames
         self.errors += errors.count
         for error in errors {
@@ -148,7 +148,7 @@ extension Session {
         let result = state.withLock { state -> Result<(taken: Int, startDrain: Bool), SessionError> in
             guard !state.closed else { return .failure(.notFound(id)) }
             guard var writer = state.writer, writer.id == writerID else {
-                return .failure(SessionError(.pipeline(.invalidParameter), "this upload has already ended"))
+                return .failure(SessionError(.invalidParameter, "this upload has already ended"))
             }
             if let failure = writer.failure { return .failure(failure) }
             if let maxBody, writer.bytes + bytes.count > maxBody {
@@ -195,7 +195,7 @@ extension Session {
         let outcome = state.withLock { state -> Result<Bool, SessionError> in
             guard !state.closed else { return .failure(.notFound(id)) }
             guard let writer = state.writer, writer.id == writerID else {
-                return .failure(SessionError(.pipeline(.invalidParameter), "this upload has already ended"))
+                return .failure(SessionError(.invalidParameter, "this upload has already ended"))
             }
             // The next request may start now; its bytes queue up behind this finish.
             state.writer = nil
@@ -280,9 +280,9 @@ extension Session {
             if let failure {
                 completion(.failure(failure))
             } else if flush, summary.frames == 0, let first = progress.firstError,
-                let code = FrameTapError.Code(rawValue: first.code)
+                let code = DecodeError.Code(rawValue: first.code)
             {
-                completion(.failure(SessionError(.pipeline(code), first.message)))
+                completion(.failure(SessionError(DecodeError(code, first.message))))
             } else {
                 completion(.success(summary))
             }

@@ -1,30 +1,32 @@
 import Foundation
-import H264
+import ArgumentParser
+import Decoding
+import Imaging
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// Reads a file or standard input (`-`) in fixed-size pieces, so any input size costs the
-/// same memory. Every failure becomes `FrameTapError(.ioError)` naming the path.
+/// same memory. Every failure is a `CommandFailure.io` naming the path.
 struct InputReader {
     let path: String
     private let descriptor: Int32
     private var buffer: [UInt8]
 
-    init(path: String, chunkSize: Int = 1 << 20) throws(FrameTapError) {
+    init(path: String, chunkSize: Int = 1 << 20) throws(CommandFailure) {
         self.path = path
         if path == "-" {
             descriptor = STDIN_FILENO
         } else {
             let opened = open(path, O_RDONLY | O_CLOEXEC)
             guard opened >= 0 else {
-                throw FrameTapError(.ioError, "cannot open \(path): \(String(cString: strerror(errno)))")
+                throw CommandFailure.io("cannot open \(path): \(String(cString: strerror(errno)))")
             }
             var info = stat()
             if fstat(opened, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
                 close(opened)
-                throw FrameTapError(.ioError, "cannot read \(path): it is a directory")
+                throw CommandFailure.io("cannot read \(path): it is a directory")
             }
             descriptor = opened
         }
@@ -41,7 +43,7 @@ struct InputReader {
                 let count = read(fd, storage.baseAddress, storage.count)
                 if count < 0 {
                     if errno == EINTR { continue }
-                    throw FrameTapError(.ioError, "cannot read \(path): \(String(cString: strerror(errno)))")
+                    throw CommandFailure.io("cannot read \(path): \(String(cString: strerror(errno)))")
                 }
                 if count == 0 { return }
                 try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
@@ -51,13 +53,13 @@ struct InputReader {
 }
 
 /// Writes all bytes to a descriptor, retrying short writes and EINTR.
-func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, name: String) throws(FrameTapError) {
+func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, name: String) throws(CommandFailure) {
     var offset = 0
     while offset < bytes.count {
         let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
         if written < 0 {
             if errno == EINTR { continue }
-            throw FrameTapError(.ioError, "cannot write \(name): \(String(cString: strerror(errno)))")
+            throw CommandFailure.io("cannot write \(name): \(String(cString: strerror(errno)))")
         }
         offset += written
     }
@@ -69,5 +71,33 @@ func printError(_ message: String) {
     if !line.hasSuffix("\n") && !line.hasSuffix("\r") { line += "\n" }
     line.utf8CString.withUnsafeBytes { raw in
         try? writeAll(UnsafeRawBufferPointer(rebasing: raw.dropLast()), to: STDERR_FILENO, name: "stderr")
+    }
+}
+
+/// A failure of `decode` or `probe`: the line for standard error and the documented exit code.
+struct CommandFailure: Error, CustomStringConvertible {
+    let message: String
+    let exitCode: ExitCode
+
+    var description: String { message }
+
+    /// Reading the input or writing the output failed (exit 3).
+    static func io(_ message: String) -> CommandFailure {
+        CommandFailure(message: message, exitCode: ExitStatus.inputOutput)
+    }
+
+    /// Decoding failed (exit 1).
+    init(_ error: DecodeError) {
+        self.init(message: error.message, exitCode: ExitStatus.noDecodablePicture)
+    }
+
+    /// A picture could not be encoded (exit 1).
+    init(_ error: ImagingError) {
+        self.init(message: error.message, exitCode: ExitStatus.noDecodablePicture)
+    }
+
+    private init(message: String, exitCode: ExitCode) {
+        self.message = message
+        self.exitCode = exitCode
     }
 }

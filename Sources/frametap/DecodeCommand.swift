@@ -54,8 +54,8 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "Decoder threads (0 = one per core).")
     var threads = 0
 
-    @Option(help: "Largest NAL unit accepted, in bytes.")
-    var maxNalBytes = 8 << 20
+    @Option(name: .customLong("max-nal-bytes"), help: "Largest NAL unit accepted, in bytes.")
+    var maxNALBytes = AnnexBSplitter.defaultMaxNALBytes
 
     @Flag(help: "Let libavcodec print its own warnings about the stream.")
     var verbose = false
@@ -83,11 +83,17 @@ struct DecodeCommand: ParsableCommand {
         let encoder: PictureEncoder
         do {
             sink = try PictureSink(destination: output, format: format)
-            decoder = try StreamDecoder(options: decoderOptions, maxNALSize: maxNalBytes, keyframesOnly: keyframesOnly)
+            decoder = try StreamDecoder(options: decoderOptions, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly)
             encoder = try PictureEncoder()
-        } catch {
+        } catch let failure as CommandFailure {
+            printError("frametap: error: \(failure.message)")
+            throw failure.exitCode
+        } catch let error as DecodeError {
             printError("frametap: error: \(error.message)")
-            throw error.code == .ioError ? ExitStatus.inputOutput : ExitStatus.noDecodablePicture
+            throw ExitStatus.noDecodablePicture
+        } catch {
+            printError("frametap: error: \(error)")
+            throw ExitStatus.noDecodablePicture
         }
 
         let run = DecodeRun(encoder: encoder, sink: sink, options: pictureOptions, every: every)
@@ -97,9 +103,9 @@ struct DecodeCommand: ParsableCommand {
             try run.write(decoder.finish())
         } catch {
             run.progress.finishLine()
-            let failure = error as? FrameTapError ?? FrameTapError(.ioError, "\(error)")
+            let failure = error as? CommandFailure ?? CommandFailure.io("\(error)")
             printError("frametap: error: \(failure.message)")
-            throw failure.code == .ioError ? ExitStatus.inputOutput : ExitStatus.noDecodablePicture
+            throw failure.exitCode
         }
         let progress = run.progress
         let firstError = run.firstError
@@ -128,7 +134,7 @@ struct DecodeCommand: ParsableCommand {
         printError(summary)
     }
 
-    private static func explainNoPicture(_ counters: StreamDecoder.Counters, _ error: FrameTapError?) -> String {
+    private static func explainNoPicture(_ counters: StreamDecoder.Counters, _ error: DecodeError?) -> String {
         let names = counters.nalUnits
         if names["sps"] == nil { return "no sequence parameter set (SPS) found" }
         if names["pps"] == nil { return "no picture parameter set (PPS) found" }
@@ -154,7 +160,7 @@ final class DecodeRun {
     let options: PictureOptions
     let every: Int
     var progress = Progress(enabled: isatty(STDERR_FILENO) != 0)
-    private(set) var firstError: FrameTapError?
+    private(set) var firstError: DecodeError?
 
     init(encoder: PictureEncoder, sink: PictureSink, options: PictureOptions, every: Int) {
         self.encoder = encoder
@@ -163,12 +169,18 @@ final class DecodeRun {
         self.every = every
     }
 
-    func write(_ decoded: DecodeOutput) throws(FrameTapError) {
+    func write(_ decoded: DecodeOutput) throws(CommandFailure) {
         if firstError == nil { firstError = decoded.errors.first }
         for frame in decoded.frames {
             progress.frameDecoded(frame)
             guard (progress.framesDecoded - 1) % every == 0 else { continue }
-            try sink.write(try encoder.encode(frame, options))
+            let picture: EncodedPicture
+            do {
+                picture = try encoder.encode(frame, options)
+            } catch {
+                throw CommandFailure(error)
+            }
+            try sink.write(picture)
         }
         progress.report()
     }
@@ -180,7 +192,7 @@ final class PictureSink {
     private let fileExtension: String
     private(set) var picturesWritten = 0
 
-    init(destination: String, format: PictureFormat) throws(FrameTapError) {
+    init(destination: String, format: PictureFormat) throws(CommandFailure) {
         fileExtension = format == .jpeg ? "jpg" : format.rawValue
         if destination == "-" {
             directory = nil
@@ -191,23 +203,23 @@ final class PictureSink {
         do {
             try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
         } catch {
-            throw FrameTapError(.ioError, "cannot create the output directory \(destination): \(error.localizedDescription)")
+            throw CommandFailure.io("cannot create the output directory \(destination): \(error.localizedDescription)")
         }
     }
 
-    func write(_ picture: EncodedPicture) throws(FrameTapError) {
+    func write(_ picture: EncodedPicture) throws(CommandFailure) {
         picturesWritten += 1
         guard let directory else {
-            try picture.withUnsafeBytes { bytes throws(FrameTapError) in try writeAll(bytes, to: STDOUT_FILENO, name: "stdout") }
+            try picture.withUnsafeBytes { bytes throws(CommandFailure) in try writeAll(bytes, to: STDOUT_FILENO, name: "stdout") }
             return
         }
         let path = "\(directory)/frame-\(String(format: "%06d", picturesWritten)).\(fileExtension)"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw FrameTapError(.ioError, "cannot create \(path): \(String(cString: strerror(errno)))")
+            throw CommandFailure.io("cannot create \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
-        try picture.withUnsafeBytes { bytes throws(FrameTapError) in try writeAll(bytes, to: descriptor, name: path) }
+        try picture.withUnsafeBytes { bytes throws(CommandFailure) in try writeAll(bytes, to: descriptor, name: path) }
     }
 }
 

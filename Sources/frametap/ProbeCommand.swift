@@ -16,13 +16,13 @@ struct ProbeCommand: ParsableCommand {
     @Flag(help: "Print one JSON document instead of text.")
     var json = false
 
-    @Option(help: "Largest NAL unit accepted, in bytes.")
-    var maxNalBytes = 8 << 20
+    @Option(name: .customLong("max-nal-bytes"), help: "Largest NAL unit accepted, in bytes.")
+    var maxNALBytes = AnnexBSplitter.defaultMaxNALBytes
 
     func run() throws {
         let report: ProbeReport
         do {
-            report = try ProbeReport.scan(path: input, maxNALSize: maxNalBytes)
+            report = try ProbeReport.scan(path: input, maxNALBytes: maxNALBytes)
         } catch {
             printError("frametap: error: \(error.message)")
             throw ExitStatus.inputOutput
@@ -94,9 +94,9 @@ struct ProbeReport: Encodable {
         case bytes, nalUnits, sequenceParameterSets, pictureParameterSets, accessUnits, pictures, keyframes, problems
     }
 
-    static func scan(path: String, maxNALSize: Int) throws(FrameTapError) -> ProbeReport {
+    static func scan(path: String, maxNALBytes: Int) throws(CommandFailure) -> ProbeReport {
         var report = ProbeReport()
-        var splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+        var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         var assembler = AccessUnitAssembler()
         var reader = try InputReader(path: path)
 
@@ -114,10 +114,10 @@ struct ProbeReport: Encodable {
                 report.bytes += chunk.count
                 splitter.push(chunk, take)
             }
-        } catch let error as FrameTapError {
+        } catch let error as CommandFailure {
             throw error
         } catch {
-            throw FrameTapError(.ioError, "cannot read \(path): \(error)")
+            throw CommandFailure.io("cannot read \(path): \(error)")
         }
         splitter.finish(take)
         assembler.finish { report.record($0) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Decoding
 import Foundation
+import H264
 import HTTPServer
 import Imaging
 import Logging
@@ -42,10 +43,12 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Largest body a multipart-answer upload may spool to the temporary directory. [FRAMETAP_MAX_SPOOL_BYTES, default 2147483648]")
     var maxSpoolBytes: Int?
 
-    @Option(help: "Largest NAL unit in bytes. [FRAMETAP_MAX_NAL_BYTES, default 8388608]")
-    var maxNalBytes: Int?
+    @Option(
+        name: .customLong("max-nal-bytes"),
+        help: "Largest NAL unit in bytes. [FRAMETAP_MAX_NAL_BYTES, default \(AnnexBSplitter.defaultMaxNALBytes)]")
+    var maxNALBytes: Int?
 
-    @Option(help: "Largest picture (width x height) decoded or produced. [FRAMETAP_MAX_PICTURE_PIXELS, default 36000000]")
+    @Option(help: "Largest picture (width x height) decoded or produced. [FRAMETAP_MAX_PICTURE_PIXELS, default \(PictureSizeLimit.defaultMaxPixels)]")
     var maxPicturePixels: Int?
 
     @Option(help: "Seconds without upload, viewer or request before a session is removed. [FRAMETAP_SESSION_IDLE_TIMEOUT, default 300]")
@@ -164,8 +167,8 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
         }
         sessions.maxSpoolBytes = try maxSpoolBytes ?? env.int("FRAMETAP_MAX_SPOOL_BYTES") ?? 2 << 30
-        sessions.maxNALBytes = try maxNalBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? 8 << 20
-        let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureOptions.maxPixels
+        sessions.maxNALBytes = try maxNALBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? AnnexBSplitter.defaultMaxNALBytes
+        let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureSizeLimit.defaultMaxPixels
         guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }
         sessions.pictureSizeLimit = PictureSizeLimit(maxPixels: pixels)
         let idle = try sessionIdleTimeout ?? env.parse("FRAMETAP_SESSION_IDLE_TIMEOUT", Double.init) ?? 300

@@ -110,8 +110,8 @@ struct H264DecoderTests {
     @Test func sizeLimitCheck() {
         let limit = PictureSizeLimit()
         #expect(throws: Never.self) { try limit.check(width: 8192, height: 4352) }
-        #expect(throws: FrameTapError.self) { try limit.check(width: 8193, height: 16) }
-        #expect(throws: FrameTapError.self) { try limit.check(width: 8192, height: 8192) }
+        #expect(throws: DecodeError.self) { try limit.check(width: 8193, height: 16) }
+        #expect(throws: DecodeError.self) { try limit.check(width: 8192, height: 8192) }
     }
 
     @Test func garbageAndTruncationDoNotWedgeTheDecoder() throws {
@@ -174,7 +174,7 @@ struct H264DecoderTests {
         #expect {
             _ = try H264Decoder(options: DecoderOptions(backend: .vaapi, renderNodes: []))
         } throws: { error in
-            (error as? FrameTapError)?.code == .decoderUnavailable
+            (error as? DecodeError)?.code == .decoderUnavailable
         }
     }
 
@@ -190,7 +190,7 @@ struct H264DecoderTests {
         }
         defer { if node != "/dev/null" { try? FileManager.default.removeItem(atPath: path) } }
 
-        var thrown: FrameTapError?
+        var thrown: DecodeError?
         do {
             _ = try H264Decoder(options: DecoderOptions(backend: .vaapi, renderNodes: [path]))
         } catch {
@@ -210,7 +210,7 @@ struct H264DecoderTests {
     }
 
     @Test func invalidThreadCountIsRejected() {
-        #expect(throws: FrameTapError(.invalidParameter, "decoder threads must be 0...64, got -1")) {
+        #expect(throws: DecodeError(.invalidOptions, "decoder threads must be 0...64, got -1")) {
             _ = try H264Decoder(options: DecoderOptions(threads: -1))
         }
     }

@@ -139,7 +139,7 @@ struct StreamDecoderTests {
 
     @Test func oversizedNALUnitsAreCountedErrors() throws {
         let file = try TestSupport.stream("nal-cap", size: "160x120", frames: 10, x264Params: "keyint=5")
-        let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: Self.live, maxNALSize: 600)
+        let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: Self.live, maxNALBytes: 600)
         #expect(decoded.errors.contains { $0.code == .nalTooLarge })
         #expect(decoded.decoder.counters.decodeErrors >= decoded.errors.count)
     }

@@ -104,16 +104,16 @@ enum TestSupport {
     /// Decodes a whole byte stream with `H264Decoder`, in chunks of the sizes `chunking` yields.
     static func decodeAll(
         _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, chunking: () -> Int = { 4096 }
-    ) throws -> (frames: [DecodedFrame], errors: [FrameTapError]) {
+    ) throws -> (frames: [DecodedFrame], errors: [DecodeError]) {
         let decoder = try H264Decoder(options: options)
         return decodeAll(bytes, with: decoder, chunking: chunking)
     }
 
     static func decodeAll(
         _ bytes: [UInt8], with decoder: H264Decoder, chunking: () -> Int = { 4096 }
-    ) -> (frames: [DecodedFrame], errors: [FrameTapError]) {
+    ) -> (frames: [DecodedFrame], errors: [DecodeError]) {
         var frames: [DecodedFrame] = []
-        var errors: [FrameTapError] = []
+        var errors: [DecodeError] = []
         var offset = 0
         bytes.withUnsafeBytes { buffer in
             while offset < buffer.count {
@@ -163,12 +163,12 @@ extension TestSupport {
     /// Pushes a whole stream through a `StreamDecoder` in reproducible uneven pieces.
     static func streamDecodeAll(
         _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, keyframesOnly: Bool = false,
-        maxNALSize: Int = 8 << 20, seed: UInt64 = 1, pieces: ClosedRange<Int> = 1...3000
-    ) throws -> (frames: [DecodedFrame], errors: [FrameTapError], decoder: StreamDecoder) {
-        let decoder = try StreamDecoder(options: options, maxNALSize: maxNALSize, keyframesOnly: keyframesOnly)
+        maxNALBytes: Int = 8 << 20, seed: UInt64 = 1, pieces: ClosedRange<Int> = 1...3000
+    ) throws -> (frames: [DecodedFrame], errors: [DecodeError], decoder: StreamDecoder) {
+        let decoder = try StreamDecoder(options: options, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly)
         var generator = SplitMix64(state: seed)
         var frames: [DecodedFrame] = []
-        var errors: [FrameTapError] = []
+        var errors: [DecodeError] = []
         var offset = 0
         while offset < bytes.count {
             let end = min(bytes.count, offset + Int.random(in: pieces, using: &generator))

@@ -27,12 +27,12 @@ import Testing
     @Test func truncatedInputThrows() throws {
         let prefixed = AVCC.lengthPrefixed(units)
         for cut in [1, 3, 5, 9, prefixed.count - 1] {
-            #expect(throws: FrameTapError.self, "cut \(cut)") {
+            #expect(throws: BitstreamError.self, "cut \(cut)") {
                 try AVCC.nalUnits(fromLengthPrefixed: Array(prefixed.prefix(cut)))
             }
         }
-        #expect(throws: FrameTapError.self) { try AVCC.nalUnits(fromLengthPrefixed: [0, 0, 0, 0]) }
-        #expect(throws: FrameTapError(.invalidParameter, "NAL length size must be 1, 2 or 4 bytes, not 3")) {
+        #expect(throws: BitstreamError.self) { try AVCC.nalUnits(fromLengthPrefixed: [0, 0, 0, 0]) }
+        #expect(throws: BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not 3")) {
             try AVCC.nalUnits(fromLengthPrefixed: prefixed, lengthSize: 3)
         }
         #expect(try AVCC.nalUnits(fromLengthPrefixed: []).isEmpty)
@@ -82,14 +82,14 @@ import Testing
         let bytes = try AVCDecoderConfigurationRecord(sps: [SPSBuilder().nal], pps: [PPSBuilder().nal]).serialized()
         // The last four bytes are the optional high-profile extension; cut inside the PPS instead.
         for cut in [0, 3, 6, 9, bytes.count - 5] {
-            #expect(throws: FrameTapError.self, "cut \(cut)") { try AVCDecoderConfigurationRecord(parsing: Array(bytes.prefix(cut))) }
+            #expect(throws: BitstreamError.self, "cut \(cut)") { try AVCDecoderConfigurationRecord(parsing: Array(bytes.prefix(cut))) }
         }
         var wrongVersion = bytes
         wrongVersion[0] = 2
-        #expect(throws: FrameTapError.self) { try AVCDecoderConfigurationRecord(parsing: wrongVersion) }
-        #expect(throws: FrameTapError.self) { try AVCDecoderConfigurationRecord(sps: [], pps: [PPSBuilder().nal]) }
-        #expect(throws: FrameTapError.self) { try AVCDecoderConfigurationRecord(sps: [SPSBuilder().nal], pps: []) }
-        #expect(throws: FrameTapError.self) {
+        #expect(throws: BitstreamError.self) { try AVCDecoderConfigurationRecord(parsing: wrongVersion) }
+        #expect(throws: BitstreamError.self) { try AVCDecoderConfigurationRecord(sps: [], pps: [PPSBuilder().nal]) }
+        #expect(throws: BitstreamError.self) { try AVCDecoderConfigurationRecord(sps: [SPSBuilder().nal], pps: []) }
+        #expect(throws: BitstreamError.self) {
             try AVCDecoderConfigurationRecord(sps: [PPSBuilder().nal], pps: [PPSBuilder().nal])
         }
     }

@@ -326,9 +326,9 @@ let recoveryPointSEI: [UInt8] = [6, 1, 0b1000_0000, 0x80]
     }
 
     @Test func truncatedMessagesThrow() {
-        #expect(throws: FrameTapError.self) { try SEIMessage.messages(inRBSP: [5, 10, 1, 2, 3]) }
-        #expect(throws: FrameTapError.self) { try SEIMessage.messages(inRBSP: [0xFF, 0xFF]) }
-        #expect(throws: FrameTapError.self) { try SEIMessage.messages(in: NALUnit(bytes: [0x67])) }
+        #expect(throws: BitstreamError.self) { try SEIMessage.messages(inRBSP: [5, 10, 1, 2, 3]) }
+        #expect(throws: BitstreamError.self) { try SEIMessage.messages(inRBSP: [0xFF, 0xFF]) }
+        #expect(throws: BitstreamError.self) { try SEIMessage.messages(in: NALUnit(bytes: [0x67])) }
     }
 
     @Test func emptyAndPaddedSEI() throws {

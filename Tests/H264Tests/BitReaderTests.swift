@@ -12,7 +12,7 @@ import Testing
         #expect(try reader.readBits(8) == 0x80)
         #expect(try reader.readBits(32) == 0x1234_5678)
         #expect(reader.bitsLeft == 0)
-        #expect(throws: FrameTapError.self) { try reader.readBit() }
+        #expect(throws: BitstreamError.self) { try reader.readBit() }
     }
 
     @Test func expGolombRoundTrip() throws {
@@ -43,7 +43,7 @@ import Testing
     @Test func malformedExpGolombThrowsInvalidData() {
         // 32 leading zeros: the value would not fit in 32 bits.
         var tooLong = BitReader([0, 0, 0, 0, 0x80, 0, 0, 0, 0])
-        #expect(throws: FrameTapError(.invalidData, "Exp-Golomb code longer than 32 bits at bit 32")) {
+        #expect(throws: BitstreamError(.invalidData, "Exp-Golomb code longer than 32 bits at bit 32")) {
             try tooLong.readUE()
         }
         var truncated = BitReader([0b0000_0001])
@@ -54,9 +54,9 @@ import Testing
             #expect(error.code == .invalidData)
         }
         var allZero = BitReader([0, 0])
-        #expect(throws: FrameTapError.self) { try allZero.readUE() }
+        #expect(throws: BitstreamError.self) { try allZero.readUE() }
         var ranged = BitReader([0b0001_0000])  // ue = 7
-        #expect(throws: FrameTapError.self) { try ranged.readUE(max: 6, "bit_depth") }
+        #expect(throws: BitstreamError.self) { try ranged.readUE(max: 6, "bit_depth") }
     }
 
     @Test func moreRBSPData() throws {

@@ -82,10 +82,10 @@ import Testing
     }
 
     @Test func malformedHeaderThrows() {
-        #expect(throws: FrameTapError.self) { try PictureParameterSet(rbsp: [0x00]) }
+        #expect(throws: BitstreamError.self) { try PictureParameterSet(rbsp: [0x00]) }
         var builder = PPSBuilder()
         builder.numSliceGroups = 9
-        #expect(throws: FrameTapError.self) { try PictureParameterSet(nal: builder.nal) }
+        #expect(throws: BitstreamError.self) { try PictureParameterSet(nal: builder.nal) }
     }
 
     @Test func parameterSetsTrackChanges() throws {
@@ -103,7 +103,7 @@ import Testing
         #expect(sets.sps(forPPS: 4)?.codedWidth == 640)
         #expect(sets.sps(forPPS: 5) == nil)
         #expect(try sets.update(with: NALUnit(bytes: [0x09, 0xF0])) == false)
-        #expect(throws: FrameTapError.self) { try sets.update(with: NALUnit(bytes: [0x67, 0x64])) }
+        #expect(throws: BitstreamError.self) { try sets.update(with: NALUnit(bytes: [0x67, 0x64])) }
         #expect(sets.sps[0]?.codedWidth == 640)
         #expect(sets.spsUnits[0] == sps.nal && sets.ppsUnits[4] == pps.nal)
     }

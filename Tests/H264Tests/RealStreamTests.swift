@@ -19,9 +19,8 @@ enum TestStreams {
     static var available: Bool { access(directory, R_OK) == 0 }
 
     static func bytes(_ name: String) throws -> [UInt8] {
-        guard let file = fopen(directory + "/" + name, "rb") else {
-            throw FrameTapError(.ioError, "cannot open \(name)")
-        }
+        struct CannotOpen: Error { let name: String }
+        guard let file = fopen(directory + "/" + name, "rb") else { throw CannotOpen(name: name) }
         defer { fclose(file) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 16)

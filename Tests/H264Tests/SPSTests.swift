@@ -105,7 +105,7 @@ import Testing
     @Test func outOfRangeScalingDeltaIsInvalid() {
         var builder = SPSBuilder()
         builder.scalingLists = [[200]] + Array(repeating: nil, count: 7)
-        #expect(throws: FrameTapError.self) { try builder.parsed() }
+        #expect(throws: BitstreamError.self) { try builder.parsed() }
     }
 
     @Test func bitDepthsAndChromaFormats() throws {
@@ -125,7 +125,7 @@ import Testing
         sps = try builder.parsed()
         #expect(sps.separateColourPlane && sps.chromaArrayType == 0)
         builder.bitDepthLuma = 15
-        #expect(throws: FrameTapError.self) { try builder.parsed() }
+        #expect(throws: BitstreamError.self) { try builder.parsed() }
     }
 
     @Test func pocTypeOneAndTwo() throws {
@@ -146,7 +146,7 @@ import Testing
         #expect(sps.picOrderCount == .type2)
         #expect(sps.codedWidth == 320)
         builder.pocType = 3
-        #expect(throws: FrameTapError.self) { try builder.parsed() }
+        #expect(throws: BitstreamError.self) { try builder.parsed() }
     }
 
     @Test func interlacedSizes() throws {
@@ -331,9 +331,9 @@ import Testing
 
     @Test func truncatedEssentialFieldsThrow() {
         let bytes = SPSBuilder().writer.bytes
-        #expect(throws: FrameTapError.self) { try SequenceParameterSet(rbsp: Array(bytes.prefix(4))) }
-        #expect(throws: FrameTapError.self) { try SequenceParameterSet(rbsp: []) }
-        #expect(throws: FrameTapError.self) { try SequenceParameterSet(nal: NALUnit(bytes: [0x68, 0xCE])) }
+        #expect(throws: BitstreamError.self) { try SequenceParameterSet(rbsp: Array(bytes.prefix(4))) }
+        #expect(throws: BitstreamError.self) { try SequenceParameterSet(rbsp: []) }
+        #expect(throws: BitstreamError.self) { try SequenceParameterSet(nal: NALUnit(bytes: [0x68, 0xCE])) }
     }
 
     @Test func colourNames() {

@@ -69,10 +69,10 @@ import Testing
 
     @Test func unknownParameterSetsThrow() throws {
         let slice = SliceBuilder(ppsId: 3).nal(sps: SPSBuilder(), pps: PPSBuilder())
-        #expect(throws: FrameTapError.self) { try SliceHeaderPrefix(nal: slice, parameterSets: ParameterSets()) }
+        #expect(throws: BitstreamError.self) { try SliceHeaderPrefix(nal: slice, parameterSets: ParameterSets()) }
         let leading = try SliceHeaderPrefix.leadingFields(of: slice)
         #expect(leading.ppsId == 3 && leading.firstMbInSlice == 0 && leading.sliceType == .p)
-        #expect(throws: FrameTapError.self) { try SliceHeaderPrefix.leadingFields(of: NALUnit(bytes: [0x67, 0x42])) }
+        #expect(throws: BitstreamError.self) { try SliceHeaderPrefix.leadingFields(of: NALUnit(bytes: [0x67, 0x42])) }
     }
 
     /// Each §7.4.1.2.4 condition on its own.

@@ -19,8 +19,8 @@ struct SplitResult: Equatable {
     }
 }
 
-func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALSize: Int = 8 << 20) -> SplitResult {
-    var splitter = AnnexBSplitter(maxNALSize: maxNALSize)
+func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) -> SplitResult {
+    var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
     var result = SplitResult()
     var offset = 0
     for size in pieces ?? [stream.count] {
@@ -121,19 +121,19 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALSize: Int = 8 << 20) -
     @Test func oversizedUnitIsDroppedAndSplittingResumes() {
         let big = [UInt8(0x65)] + Array(repeating: 0x11, count: 100)
         let stream: [UInt8] = [0, 0, 0, 1, 0x67, 1] + [0, 0, 1] + big + [0, 0, 1, 0x68, 2, 0, 0, 1, 0x41, 3]
-        let whole = split(stream, maxNALSize: 50)
+        let whole = split(stream, maxNALBytes: 50)
         #expect(whole.units == [[0x67, 1], [0x68, 2], [0x41, 3]])
         #expect(whole.dropped == 1)
-        #expect(split(stream, pieces: Array(repeating: 7, count: 30), maxNALSize: 50) == whole)
+        #expect(split(stream, pieces: Array(repeating: 7, count: 30), maxNALBytes: 50) == whole)
         // A unit exactly at the limit passes; trailing zeros and start-code zeros do not count.
         let exact = [UInt8(0x65)] + Array(repeating: 0x22, count: 49) + [0, 0, 0, 0]
-        let atLimit = split([0, 0, 1] + exact + [0, 0, 0, 1, 0x41, 1], maxNALSize: 50)
+        let atLimit = split([0, 0, 1] + exact + [0, 0, 0, 1, 0x41, 1], maxNALBytes: 50)
         #expect(atLimit.dropped == 0)
         #expect(atLimit.units.first?.count == 50)
     }
 
     @Test func oversizedLastUnitIsDroppedAtOnce() {
-        var splitter = AnnexBSplitter(maxNALSize: 10)
+        var splitter = AnnexBSplitter(maxNALBytes: 10)
         var dropped = 0
         var units = 0
         let handle: (SplitterEvent) -> Void = { event in
@@ -168,8 +168,8 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALSize: Int = 8 << 20) -
         var rng = SplitMix64(seed: 0x5EED)
         for iteration in 0..<200 {
             let stream = randomAnnexBStream(&rng, units: 1 + Int(rng.next() % 12))
-            let maxNALSize = iteration % 3 == 0 ? 40 : 8 << 20
-            let whole = split(stream, maxNALSize: maxNALSize)
+            let maxNALBytes = iteration % 3 == 0 ? 40 : 8 << 20
+            let whole = split(stream, maxNALBytes: maxNALBytes)
             for _ in 0..<10 {
                 var pieces: [Int] = []
                 var covered = 0
@@ -178,7 +178,7 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALSize: Int = 8 << 20) -
                     pieces.append(size)
                     covered += size
                 }
-                #expect(split(stream, pieces: pieces, maxNALSize: maxNALSize) == whole, "iteration \(iteration)")
+                #expect(split(stream, pieces: pieces, maxNALBytes: maxNALBytes) == whole, "iteration \(iteration)")
             }
         }
     }

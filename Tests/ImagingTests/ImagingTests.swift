@@ -9,11 +9,11 @@ import Testing
 @Suite struct OptionTests {
     @Test func qualityOutsideOneToHundredIsRejected() throws {
         for quality in [0, -5, 101, 1000] {
-            #expect(throws: FrameTapError.self) { try PictureOptions(quality: quality).validated() }
+            #expect(throws: ImagingError.self) { try PictureOptions(quality: quality).validated() }
             do {
                 _ = try PictureOptions(quality: quality).validated()
             } catch {
-                #expect(error.code == .invalidParameter)
+                #expect(error.code == .invalidOptions)
                 #expect(error.message.contains("quality"))
             }
         }
@@ -25,7 +25,7 @@ import Testing
     @Test func sizesOutsideLimitsAreRejected() throws {
         for options in [PictureOptions(width: 0), PictureOptions(height: -1), PictureOptions(width: 8193),
                         PictureOptions(format: .rgb, height: 100_000)] {
-            #expect(throws: FrameTapError(.invalidParameter, options.width != nil
+            #expect(throws: ImagingError(.invalidOptions, options.width != nil
                 ? "width must be 1...8192, got \(options.width!)"
                 : "height must be 1...8192, got \(options.height!)")) { try options.validated() }
         }
@@ -286,13 +286,13 @@ import Testing
     @Test func outputAboveThePixelLimitIsRejected() throws {
         let frame = try makeFrame(AV_PIX_FMT_YUV420P, width: 16, height: 16) { _, _, _ in 128 }
         let encoder = try PictureEncoder()
-        #expect(throws: FrameTapError.self) {
+        #expect(throws: ImagingError.self) {
             try encoder.encode(frame, PictureOptions(width: 8192, height: 8192))
         }
         do {
             _ = try encoder.encode(frame, PictureOptions(format: .rgb, width: 8192, height: 8192))
         } catch {
-            #expect(error.code == .invalidParameter)
+            #expect(error.code == .invalidOptions)
         }
         // Width alone on a tall source can push the derived height over the per-side limit.
         let tall = try makeFrame(AV_PIX_FMT_GRAY8, width: 2, height: 64) { _, _, _ in 128 }
@@ -300,7 +300,7 @@ import Testing
             _ = try encoder.encode(tall, PictureOptions(width: 300))
             Issue.record("expected a size error")
         } catch {
-            #expect(error.code == .invalidParameter)
+            #expect(error.code == .invalidOptions)
         }
     }
 }

@@ -7,11 +7,39 @@ extension HTTPError {
     init(_ error: SessionError) {
         var headers: [String: String] = [:]
         if let seconds = error.retryAfterSeconds { headers["Retry-After"] = String(seconds) }
-        self.init(status: HTTPStatus(error.httpStatus), code: error.code.rawValue, detail: error.message, headers: headers)
+        if error.code == .shuttingDown { headers["Retry-After"] = "1" }
+        self.init(status: Self.status(of: error.code), code: error.code.rawValue, detail: error.message, headers: headers)
+    }
+
+    /// The one place a service error code meets its HTTP status.
+    static func status(of code: SessionError.Code) -> HTTPStatus {
+        switch code {
+        case .invalidSessionID, .invalidParameter: .badRequest
+        case .sessionNotFound, .noFrameYet: .notFound
+        case .sessionBusy: .conflict
+        case .bodyTooLarge: .contentTooLarge
+        case .tooManySessions, .shuttingDown: .serviceUnavailable
+        // The client's connection is gone; the status only shows up in logs and metrics.
+        case .uploadAborted: .badRequest
+        case .spoolFailed: .internalServerError
+        case .decoding(let code):
+            switch code {
+            case .invalidOptions: .badRequest
+            case .nalTooLarge: .contentTooLarge
+            case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture: .unprocessableContent
+            case .decoderUnavailable: .serviceUnavailable
+            case .allocationFailed, .decoderFailure: .internalServerError
+            }
+        case .imaging(let code):
+            switch code {
+            case .invalidOptions: .badRequest
+            case .encodeFailed, .allocationFailed: .internalServerError
+            }
+        }
     }
 
     static func invalidParameter(_ detail: String) -> HTTPError {
-        HTTPError(status: .badRequest, code: FrameTapError.Code.invalidParameter.rawValue, detail: detail)
+        HTTPError(status: .badRequest, code: SessionError.Code.invalidParameter.rawValue, detail: detail)
     }
 }
 

@@ -1,0 +1,70 @@
+import CFFmpeg
+import H264
+
+/// What went wrong while turning bytes into pictures: a bitstream problem found on the way
+/// (`init(_: BitstreamError)` keeps its code), or a decoder-side one.
+public struct DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Stable, machine-readable codes. Never rename a case's raw value: clients match on it.
+    public enum Code: String, Sendable, CaseIterable {
+        /// Not a valid H.264 stream: from the bitstream layer, or libavcodec's AVERROR_INVALIDDATA.
+        case invalidData = "invalid_data"
+        /// A NAL unit exceeded the configured size cap (the splitter dropped it).
+        case nalTooLarge = "nal_too_large"
+        /// Valid H.264 that this build cannot decode (e.g. an SVC/MVC-only stream).
+        case unsupportedStream = "unsupported_stream"
+        /// The SPS announces a picture above the configured size limit.
+        case pictureTooLarge = "picture_too_large"
+        /// The requested decoder back end cannot be opened, or refuses the stream.
+        case decoderUnavailable = "decoder_unavailable"
+        /// A C allocation (frame, packet, context, buffer) failed.
+        case allocationFailed = "allocation_failed"
+        /// The stream ended without a single decodable picture.
+        case noDecodablePicture = "no_decodable_picture"
+        /// An option is out of range (thread count, size limits...).
+        case invalidOptions = "invalid_parameter"
+        /// A libavcodec call failed for a reason not covered above.
+        case decoderFailure = "decoder_failure"
+
+        init(_ code: BitstreamError.Code) {
+            switch code {
+            case .invalidData: self = .invalidData
+            case .nalTooLarge: self = .nalTooLarge
+            case .invalidArgument: self = .invalidOptions
+            }
+        }
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public init(_ error: BitstreamError) {
+        self.init(Code(error.code), error.message)
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    /// Maps a negative libav* return value. `operation` says what failed in the user's terms,
+    /// libavutil's text says why; the numeric code and the C function name help no one reading
+    /// an HTTP problem or a CLI message.
+    init(averror status: Int32, _ operation: String) {
+        let message = "\(operation): \(avErrorString(status))"
+        switch status {
+        case ft_averror_invaliddata(): self.init(.invalidData, message)
+        case ft_averror_enomem(): self.init(.allocationFailed, message)
+        case ft_averror_patchwelcome(): self.init(.unsupportedStream, message)
+        default: self.init(.decoderFailure, message)
+        }
+    }
+}
+
+/// libavutil's text for an error code, e.g. "Invalid data found when processing input".
+func avErrorString(_ code: Int32) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(AV_ERROR_MAX_STRING_SIZE))
+    av_strerror(code, &buffer, buffer.count)
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
