@@ -49,10 +49,20 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // HTTP only: the libmicrohttpd daemon, routing, requests and responses, streaming.
         .target(
             name: "HTTPServer",
             dependencies: [
-                "Sessions", "CMicroHTTPD",
+                "CMicroHTTPD",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // FrameTap's routes and handlers: the HTTP API over the session layer.
+        .target(
+            name: "FrameTapAPI",
+            dependencies: [
+                "HTTPServer", "Sessions", "Decoding", "Imaging",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -60,7 +70,7 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "H264", "Decoding", "Imaging", "Sessions", "HTTPServer",
+                "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -74,7 +84,12 @@ let package = Package(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),
         .testTarget(name: "SessionsTests", dependencies: ["Sessions"], swiftSettings: strictSwift),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Sessions"], swiftSettings: strictSwift),
+        // Test helpers shared by the test targets (a raw HTTP client, MD5); nothing ships it.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "FrameTapAPITests", dependencies: ["FrameTapAPI", "HTTPServer", "Sessions", "TestSupport"],
+            swiftSettings: strictSwift),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,7 +1,9 @@
 #include "CMicroHTTPD.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +11,35 @@
 uint16_t ft_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info == NULL ? 0 : info->port;
+}
+
+ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, size_t size, int timeout_ms) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == NULL) {
+        return -1;
+    }
+    const int fd = info->connect_fd;
+    const char *bytes = data;
+    size_t sent = 0;
+    while (sent < size) {
+        ssize_t written = send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
+        if (written > 0) {
+            sent += (size_t)written;
+            continue;
+        }
+        if (written < 0 && errno == EINTR) {
+            continue;
+        }
+        if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd waiting = { .fd = fd, .events = POLLOUT };
+            if (poll(&waiting, 1, timeout_ms) > 0) {
+                continue;
+            }
+        }
+        break;
+    }
+    return sent == 0 && size > 0 ? -1 : (ssize_t)sent;
 }
 
 // MHD hands over a printf format plus va_list; format it here so Swift receives a finished line.

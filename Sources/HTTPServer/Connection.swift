@@ -14,18 +14,23 @@ struct MHDConnectionHandle: @unchecked Sendable {
 /// Two questions describe where a request is:
 /// - `Stage`: how far the request itself was read (headers → body → complete);
 /// - `Answer`: what is known about the response (nothing yet → ready → pending on a
-///   promise → queued to libmicrohttpd).
-/// Suspension is orthogonal: the connection is suspended while waiting for the body
-/// consumer (upload backpressure), for a promise, or for a stream source.
+///   promise → queued to libmicrohttpd, or sent early).
+/// Suspension is orthogonal: the connection is suspended while waiting for the body's sink
+/// (upload backpressure), for a promise, or for a stream source.
+///
+/// An answer decided while the body still arrives (the sink refused, a limit was passed, the
+/// server stops) is sent at once, written to the socket directly because libmicrohttpd cannot
+/// queue a response mid-body; then the rest of the body is read and dropped, at most
+/// `maxDiscardBytes` or for `maxDiscardDuration`, and the connection is closed.
 final class ConnectionContext: Sendable {
     enum Stage {
         case headers
         /// Collecting a small body in memory for a buffered route.
         case bufferingBody([UInt8])
-        /// Handing pieces to a streamed-upload consumer.
-        case streamingBody(RequestBodyStream)
-        /// The answer is decided; the rest of the upload is read and dropped.
-        case discardingBody(dropped: Int)
+        /// Handing pieces to a streamed upload's sink.
+        case streamingBody(any RequestBodySink, received: Int)
+        /// The answer went out before the body ended; the rest is read and dropped.
+        case discardingBody(dropped: Int, since: ContinuousClock.Instant)
         case complete
     }
 
@@ -35,6 +40,8 @@ final class ConnectionContext: Sendable {
         case ready(HTTPResponse)
         case pending(ResponsePromise, DeferredResponse)
         case queued(HTTPStatus)
+        /// Written to the socket before the body ended (see the type's comment).
+        case sentEarly(HTTPStatus)
     }
 
     struct State {
@@ -42,6 +49,9 @@ final class ConnectionContext: Sendable {
         var route: Router.Route?
         var stage = Stage.headers
         var answer = Answer.notYet
+        /// The answer became ready on another thread while the body arrives: the next
+        /// access-handler call sends it early.
+        var earlyAnswerDue = false
         var suspended = false
         /// A stream source woke us while we were not suspended: pull again before suspending.
         var wakePending = false
@@ -66,11 +76,11 @@ final class ConnectionContext: Sendable {
     // MARK: libmicrohttpd access-handler calls
 
     /// First call: the headers are in. Route, authenticate, check the announced size, and
-    /// for streamed uploads start the handler now so its consumer is ready for the body.
+    /// for streamed uploads start the handler now so its sink is ready for the body.
     func headersReceived(_ request: HTTPRequest) -> MHD_Result {
         var request = request
         var rejection: HTTPError?
-        var uploadStart: (UploadHandler, Int)?
+        var uploadHandler: UploadHandler?
         var route: Router.Route?
 
         if core.isDraining {
@@ -94,8 +104,8 @@ final class ConnectionContext: Sendable {
                 {
                     rejection = .bodyTooLarge(limit: limit)
                 }
-                if rejection == nil, case .streamed(let capacity, let handler) = matched.action {
-                    uploadStart = (handler, capacity)
+                if rejection == nil, case .streamed(let handler) = matched.action {
+                    uploadHandler = handler
                 }
             }
         }
@@ -107,21 +117,22 @@ final class ConnectionContext: Sendable {
         if let rejection {
             return reject(rejection, hasBody: request.hasBody)
         }
-        if let (handler, capacity) = uploadStart {
-            let body = RequestBodyStream(capacity: capacity) { [self] in resumeForBody() }
+        if let uploadHandler {
+            let sink: any RequestBodySink
             let response: HTTPResponse
             do {
-                response = try handler(request, body)
+                (sink, response) = try uploadHandler(request)
             } catch {
-                body.terminate(.aborted(.clientGone))
                 return reject(error, hasBody: request.hasBody)
             }
-            if !request.hasBody { body.terminate(.end) }
+            if !request.hasBody { sink.finish() }
+            // Weak: the sink is kept by this context's stage, so a strong capture would be a cycle.
+            sink.setWake { [weak self] in self?.resumeForBody() }
             state.withLock {
-                $0.stage = request.hasBody ? .streamingBody(body) : .complete
+                $0.stage = request.hasBody ? .streamingBody(sink, received: 0) : .complete
                 $0.answer = .ready(response)
             }
-            // A deferred answer starts now, so the worker holds the promise during the upload.
+            // A deferred answer starts now, so its worker holds the promise during the upload.
             startDeferredIfNeeded()
             return MHD_Result.YES
         }
@@ -132,45 +143,51 @@ final class ConnectionContext: Sendable {
     /// A piece of the body. Leaving bytes in `size` (not consumed) is only allowed together
     /// with suspending the connection.
     func bodyReceived(_ bytes: UnsafeRawBufferPointer, size: UnsafeMutablePointer<Int>) -> MHD_Result {
-        enum Next { case consumed, keepRest, closeConnection, cancelPromise(ResponsePromise) }
+        enum Next {
+            case consumed, keepRest, closeConnection
+            case answerEarly(HTTPResponse, abort: (any RequestBodySink, RequestBodyAbort)?)
+        }
         let next: Next = state.withLock { state in
             switch state.stage {
             case .headers, .complete:
                 return .consumed
-            case .discardingBody(let dropped):
+            case .discardingBody(let dropped, let since):
                 let total = dropped + bytes.count
-                if total > core.configuration.maxDiscardBytes { return .closeConnection }
-                state.stage = .discardingBody(dropped: total)
+                if total > core.configuration.maxDiscardBytes
+                    || ContinuousClock.now - since > core.configuration.maxDiscardDuration
+                {
+                    return .closeConnection
+                }
+                state.stage = .discardingBody(dropped: total, since: since)
                 return .consumed
             case .bufferingBody(var collected):
                 let limit = state.route?.maxBodyBytes ?? Int.max
                 if collected.count + bytes.count > limit {
-                    state.stage = .discardingBody(dropped: bytes.count)
-                    state.answer = .ready(.problem(.bodyTooLarge(limit: limit)))
-                    return .consumed
+                    return .answerEarly(.problem(.bodyTooLarge(limit: limit)), abort: nil)
                 }
                 state.stage = .complete  // drop the array's reference before appending, no copy-on-write
                 collected.append(contentsOf: bytes)
                 state.stage = .bufferingBody(collected)
                 return .consumed
-            case .streamingBody(let body):
-                if let limit = state.route?.maxBodyBytes, body.totalBytes + bytes.count > limit {
-                    body.terminate(.aborted(.tooLarge(limit: limit)))
-                    state.stage = .discardingBody(dropped: bytes.count)
-                    let previous = state.answer
-                    state.answer = .ready(.problem(.bodyTooLarge(limit: limit)))
-                    if case .pending(let promise, _) = previous { return .cancelPromise(promise) }
-                    return .consumed
+            case .streamingBody(let sink, let received):
+                if state.earlyAnswerDue, case .ready(let response) = state.answer {
+                    return .answerEarly(response, abort: (sink, .answeredEarly))
                 }
-                switch body.offer(bytes) {
-                case .discard:
-                    body.countDiscarded(bytes.count)
-                    return .consumed
+                if core.isDraining {
+                    return .answerEarly(.problem(.shuttingDown()), abort: (sink, .serverShutdown))
+                }
+                if let limit = state.route?.maxBodyBytes, received + bytes.count > limit {
+                    return .answerEarly(.problem(.bodyTooLarge(limit: limit)), abort: (sink, .tooLarge(limit: limit)))
+                }
+                switch sink.write(bytes) {
+                case .refused(let error):
+                    return .answerEarly(.problem(error), abort: nil)
                 case .accepted(let taken):
                     size.pointee -= taken
+                    state.stage = .streamingBody(sink, received: received + taken)
                     if taken == bytes.count { return .consumed }
-                    // Queue full: keep the rest in MHD's buffer and stop reading until the
-                    // consumer drained half the queue (RequestBodyStream.next resumes us).
+                    // Full: keep the rest in libmicrohttpd's buffer and stop reading until the
+                    // sink made room (its wake-up resumes us).
                     if core.isStopping { return .closeConnection }
                     state.suspended = true
                     MHD_suspend_connection(connection.pointer)
@@ -185,33 +202,44 @@ final class ConnectionContext: Sendable {
         case .keepRest:
             return MHD_Result.YES
         case .closeConnection:
+            core.expectDeliberateClose()
             return MHD_Result.NO
-        case .cancelPromise(let promise):
+        case .answerEarly(let response, let abort):
             size.pointee = 0
-            promise.cancel(answering: nil)
-            return MHD_Result.YES
+            if let (sink, reason) = abort { sink.abort(reason) }
+            return answerEarly(response, droppedSoFar: bytes.count)
         }
     }
 
     /// The last call (upload_data_size 0 after the headers, or again after a resume): run a
     /// buffered handler, then queue the answer or wait for it suspended.
     func requestComplete() -> MHD_Result {
-        let handlerToRun: (RequestHandler, HTTPRequest)? = state.withLock { state in
+        enum Next { case run(RequestHandler, HTTPRequest), answer, closeAfterEarlyAnswer }
+        var finishedSink: (any RequestBodySink)?
+        let next: Next = state.withLock { state in
             switch state.stage {
             case .bufferingBody(let body):
                 state.request.body = body
-            case .streamingBody(let stream):
-                stream.terminate(.end)
-            case .headers, .discardingBody, .complete:
+            case .streamingBody(let sink, _):
+                finishedSink = sink
+            case .discardingBody:
+                return .closeAfterEarlyAnswer
+            case .headers, .complete:
                 break
             }
             state.stage = .complete
-            guard case .notYet = state.answer, let route = state.route,
-                case .buffered(let handler) = route.action
-            else { return nil }
-            return (handler, state.request)
+            state.earlyAnswerDue = false
+            guard case .notYet = state.answer, let route = state.route, case .buffered(let handler) = route.action
+            else { return .answer }
+            return .run(handler, state.request)
         }
-        if let (handler, request) = handlerToRun {
+        finishedSink?.finish()
+        switch next {
+        case .closeAfterEarlyAnswer:
+            // The answer already went out, with `Connection: close`.
+            core.expectDeliberateClose()
+            return MHD_Result.NO
+        case .run(let handler, let request):
             let response: HTTPResponse
             do {
                 response = try handler(request)
@@ -219,8 +247,10 @@ final class ConnectionContext: Sendable {
                 response = .problem(error)
             }
             state.withLock { $0.answer = .ready(response) }
+            return answerWhenReady()
+        case .answer:
+            return answerWhenReady()
         }
-        return answerWhenReady()
     }
 
     // MARK: answering
@@ -240,6 +270,29 @@ final class ConnectionContext: Sendable {
         state.withLock {
             $0.stage = .complete
             $0.answer = .ready(.problem(error))
+        }
+        return MHD_Result.YES
+    }
+
+    /// Sends `response` now, mid-body, then drops what follows of the body (see the type's
+    /// comment). Runs inside an access-handler call of this connection.
+    private func answerEarly(_ response: HTTPResponse, droppedSoFar: Int) -> MHD_Result {
+        let pending = state.withLock { state -> ResponsePromise? in
+            state.stage = .discardingBody(dropped: droppedSoFar, since: .now)
+            state.earlyAnswerDue = false
+            defer { state.answer = .sentEarly(response.status) }
+            if case .pending(let promise, _) = state.answer { return promise }
+            return nil
+        }
+        // The answer is decided: whoever was going to answer must not try any more.
+        pending?.cancel(answering: nil)
+        let bytes = EarlyResponse.serialize(response)
+        let written = bytes.withUnsafeBytes { buffer in
+            ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 1000)
+        }
+        guard written == bytes.count else {
+            core.expectDeliberateClose()
+            return MHD_Result.NO
         }
         return MHD_Result.YES
     }
@@ -282,7 +335,7 @@ final class ConnectionContext: Sendable {
                     state.suspended = true
                     MHD_suspend_connection(connection.pointer)
                     return .suspended
-                case .queued:
+                case .queued, .sentEarly:
                     return .done
                 }
             }
@@ -299,22 +352,19 @@ final class ConnectionContext: Sendable {
         }
     }
 
-    /// Promise side (any thread): store the answer and resume the connection if it waits.
+    /// Promise side (any thread): store the answer and resume the connection if it waits. An
+    /// answer that comes while the body still arrives goes out at the next access-handler call.
     private func deliver(_ response: HTTPResponse) {
         var response = response
         if response.special.map({ if case .deferred = $0 { true } else { false } }) == true {
             response = .problem(.internalError("A deferred answer cannot answer with another deferred answer."))
         }
-        let discard: RequestBodyStream? = state.withLock { state in
-            guard !state.closed, case .pending = state.answer else { return nil }
+        state.withLock { state in
+            guard !state.closed, case .pending = state.answer else { return }
             state.answer = .ready(response)
+            if case .streamingBody = state.stage { state.earlyAnswerDue = true }
             resumeLocked(&state)
-            // The answer is decided while the upload still runs: its remaining bytes cannot
-            // change it, so stop queueing them for the consumer.
-            if case .streamingBody(let body) = state.stage { return body }
-            return nil
         }
-        discard?.discardRemaining()
     }
 
     private func queue(_ response: HTTPResponse) -> MHD_Result {
@@ -377,7 +427,7 @@ final class ConnectionContext: Sendable {
         MHD_resume_connection(connection.pointer)
     }
 
-    /// The upload consumer made room.
+    /// The body's sink made room, or started refusing.
     private func resumeForBody() {
         state.withLock { resumeLocked(&$0) }
     }
@@ -407,15 +457,46 @@ final class ConnectionContext: Sendable {
 
     // MARK: shutdown and completion
 
-    /// stop(): end streams and answer waiting deferred responses now.
-    func endWaiting() {
-        let (stream, pending) = state.withLock { state -> (StreamResponse?, (ResponsePromise, DeferredResponse)?) in
-            if case .pending(let promise, let deferred) = state.answer { return (state.stream, (promise, deferred)) }
-            return (state.stream, nil)
+    /// What `stop()` still waits for on this connection.
+    enum ShutdownWork { case none, answering, upload }
+
+    var shutdownWork: ShutdownWork {
+        state.withLock { state in
+            if state.closed { return .none }
+            switch state.stage {
+            case .streamingBody, .discardingBody: return .upload
+            default: return .answering
+            }
         }
-        if let stream { stream.endForShutdown() }
-        if let (promise, deferred) = pending {
+    }
+
+    /// stop(): end streams and answer waiting deferred responses now; an upload whose body is
+    /// still arriving is answered 503 at once (at its next access-handler call) and its sink
+    /// told to keep nothing more.
+    func endWaiting() {
+        enum Work {
+            case none
+            case stream(StreamResponse)
+            case pending(ResponsePromise, DeferredResponse)
+            case upload(any RequestBodySink)
+        }
+        let work: Work = state.withLock { state in
+            if case .streamingBody(let sink, _) = state.stage {
+                state.answer = .ready(.problem(.shuttingDown()))
+                state.earlyAnswerDue = true
+                resumeLocked(&state)
+                return .upload(sink)
+            }
+            if case .pending(let promise, let deferred) = state.answer { return .pending(promise, deferred) }
+            if let stream = state.stream { return .stream(stream) }
+            return .none
+        }
+        switch work {
+        case .none: break
+        case .stream(let stream): stream.endForShutdown()
+        case .pending(let promise, let deferred):
             promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
+        case .upload(let sink): sink.abort(.serverShutdown)
         }
     }
 
@@ -430,16 +511,19 @@ final class ConnectionContext: Sendable {
             state.closed = true
             state.suspended = false
             // Drop what this context holds: a pending promise's delivery closure refers back to
-            // this context, and an upload consumer's ready handler too, so keeping them here
-            // would make a reference cycle that outlives the connection.
+            // this context, and so might a sink, so keeping them here would make a reference
+            // cycle that outlives the connection.
             defer {
                 state.stage = .complete
                 state.stream = nil
-                if case .queued = state.answer {} else { state.answer = .notYet }
+                switch state.answer {
+                case .queued, .sentEarly: break
+                default: state.answer = .notYet
+                }
             }
             return (state.stage, state.answer, state.route?.pattern, state.request.method)
         }
-        let outcome: RequestRecord.Outcome =
+        var outcome: RequestRecord.Outcome =
             switch code {
             case .REQUEST_TERMINATED_COMPLETED_OK: .completed
             case .REQUEST_TERMINATED_TIMEOUT_REACHED: .timedOut
@@ -447,13 +531,16 @@ final class ConnectionContext: Sendable {
             case .REQUEST_TERMINATED_CLIENT_ABORT, .REQUEST_TERMINATED_READ_ERROR: .clientGone
             default: .failed
             }
-        if case .streamingBody(let body) = stage {
-            body.terminate(.aborted(outcome == .serverShutdown ? .serverShutdown : .clientGone))
+        if case .streamingBody(let sink, _) = stage {
+            sink.abort(outcome == .serverShutdown ? .serverShutdown : .clientGone)
         }
         var status: HTTPStatus?
         switch answer {
         case .pending(let promise, _): promise.cancel(answering: nil)
         case .queued(let sent): status = sent
+        case .sentEarly(let sent):
+            status = sent
+            outcome = .answeredEarly
         case .notYet, .ready: break
         }
         core.forget(self)
@@ -464,4 +551,25 @@ final class ConnectionContext: Sendable {
     }
 
     var isClosed: Bool { state.withLock { $0.closed } }
+}
+
+/// A complete HTTP/1.1 response as bytes, for `ft_mhd_send_raw`: the few answers sent before
+/// a request body ended (problems, small bodies), always with `Connection: close`.
+enum EarlyResponse {
+    static func serialize(_ response: HTTPResponse) -> [UInt8] {
+        let body: [UInt8]
+        switch response.body {
+        case .bytes(let bytes): body = bytes
+        case .shared(let storage): body = Array(storage.bytes)
+        case .empty, .stream: body = []
+        }
+        var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
+        head += "Date: \(HTTPDate.now())\r\n"
+        for field in response.headers
+        where !["content-length", "connection", "transfer-encoding", "date"].contains(field.name.lowercased()) {
+            head += "\(field.name): \(field.value)\r\n"
+        }
+        head += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        return Array(head.utf8) + body
+    }
 }

@@ -26,10 +26,15 @@ public struct HTTPServerConfiguration: Sendable {
     /// A streaming connection with nothing to send pulls its source with `idle: true` this
     /// often, so sources can resend their last chunk and dead clients get noticed.
     public var heartbeatInterval: Duration = .seconds(1)
-    /// After an upload was rejected mid-body (too large, or the consumer stopped), up to this
-    /// many further bytes are read and dropped so the client still gets the answer; beyond
-    /// it the connection is closed without one.
+    /// After an upload was answered mid-body (too large, the consumer stopped listening, the
+    /// server stops), up to this many further bytes are read and dropped, so a client that
+    /// reads its answer only after sending gets to see it; then the connection is closed.
     public var maxDiscardBytes: Int = 8 << 20
+    /// ...and for at most this long (a live pusher sends forever, slowly).
+    public var maxDiscardDuration: Duration = .seconds(2)
+    /// At shutdown, how long uploads (answered 503 mid-body) may keep their connection so the
+    /// answer reaches the client before the connection is closed.
+    public var uploadShutdownLinger: Duration = .milliseconds(300)
     /// Called once per finished request (route pattern, status, duration), on a server thread.
     public var requestObserver: (@Sendable (RequestRecord) -> Void)?
     public var logger = Logger(label: "frametap.http")
@@ -41,6 +46,8 @@ public struct HTTPServerConfiguration: Sendable {
 public struct RequestRecord: Sendable {
     public enum Outcome: Sendable, Equatable {
         case completed
+        /// Answered before the request body ended (see `HTTPServerConfiguration.maxDiscardBytes`).
+        case answeredEarly
         case clientGone
         case timedOut
         case serverShutdown
@@ -139,8 +146,16 @@ public final class HTTPServer: Sendable {
             core.listening.store(false, ordering: .releasing)
             core.draining.store(true, ordering: .releasing)
             core.endWaitingRequests()
-            let deadline = ContinuousClock.now + grace
-            while core.activeCount > 0 && ContinuousClock.now < deadline {
+            // Requests being answered get the grace period. Uploads were answered 503 at once
+            // (at their next piece of body) and told to keep nothing more; they get a short
+            // moment for that answer to go out, since an idle client may never send the piece
+            // that lets it out, and then they are closed with everything else.
+            let start = ContinuousClock.now
+            while true {
+                let (answering, uploads) = core.shutdownWork()
+                let elapsed = ContinuousClock.now - start
+                if answering == 0 && (uploads == 0 || elapsed >= core.configuration.uploadShutdownLinger) { break }
+                if elapsed >= grace { break }
                 usleep(10_000)
             }
             core.stopping.store(true, ordering: .releasing)
@@ -188,6 +203,7 @@ final class ServerCore: Sendable {
     /// Set right before MHD_stop_daemon: nothing may suspend any more.
     let stopping = Atomic<Bool>(false)
     private let nextID = Atomic<UInt64>(1)
+    private let deliberateCloses = Atomic<Int>(0)
     private let connections = Mutex<[UInt64: ConnectionContext]>([:])
 
     init(configuration: HTTPServerConfiguration, router: Router) {
@@ -215,11 +231,39 @@ final class ServerCore: Sendable {
         for context in connections.withLock({ Array($0.values) }) { context.endWaiting() }
     }
 
+    /// Connections `stop()` still waits for: those answering a request, and uploads.
+    func shutdownWork() -> (answering: Int, uploads: Int) {
+        var answering = 0
+        var uploads = 0
+        for context in connections.withLock({ Array($0.values) }) {
+            switch context.shutdownWork {
+            case .none: break
+            case .answering: answering += 1
+            case .upload: uploads += 1
+            }
+        }
+        return (answering, uploads)
+    }
+
+    /// The next "application reported internal error" libmicrohttpd logs is ours: a connection
+    /// we close on purpose (its answer went out early, or it passed the discard limit) by
+    /// returning MHD_NO, for which libmicrohttpd has no quieter way.
+    func expectDeliberateClose() {
+        deliberateCloses.add(1, ordering: .relaxed)
+    }
+
     func resumeAllSuspended() {
         for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
     }
 
     func log(_ message: String) {
+        if message.hasPrefix("Application reported internal error"),
+            deliberateCloses.load(ordering: .relaxed) > 0
+        {
+            deliberateCloses.subtract(1, ordering: .relaxed)
+            configuration.logger.debug("libmicrohttpd: \(message) (closed on purpose)")
+            return
+        }
         configuration.logger.warning("libmicrohttpd: \(message)")
     }
 }

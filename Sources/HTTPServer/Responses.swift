@@ -240,8 +240,9 @@ public final class ResponsePromise: Sendable {
             return state.cancelHandlers
         }
         guard let handlers else { return }
-        if let response { deliver(response) }
+        // Handlers first: whoever held the promise learns it is over before the client can.
         for handler in handlers { handler() }
+        if let response { deliver(response) }
     }
 
     func arm(timeout: Duration, onTimeout: @escaping @Sendable () -> HTTPResponse) {

@@ -1,11 +1,12 @@
 /// Answers a request whose body (if any) was collected in memory (`request.body`).
 public typealias RequestHandler = @Sendable (HTTPRequest) throws(HTTPError) -> HTTPResponse
 
-/// Answers a streamed upload. Runs as soon as the headers arrived, before the body: hand
-/// `body` to a worker and return the answer to send once the upload ended, usually
-/// `.deferred { promise in ... }` completed by that worker. Throwing rejects the upload
-/// before it starts (the client gets the problem and the connection is closed).
-public typealias UploadHandler = @Sendable (HTTPRequest, RequestBodyStream) throws(HTTPError) -> HTTPResponse
+/// Answers a streamed upload. Runs as soon as the headers arrived, before the body: return the
+/// sink the body goes to and the answer to send once the upload ended, usually
+/// `.deferred { promise in ... }` completed by the sink's consumer. Throwing rejects the
+/// upload before it starts (the client gets the problem and the connection is closed).
+public typealias UploadHandler =
+    @Sendable (HTTPRequest) throws(HTTPError) -> (sink: any RequestBodySink, answer: HTTPResponse)
 
 /// Routes by method and path pattern. Patterns are literal segments and `{name}` segments
 /// that match one non-empty segment: "/sessions/{id}/frames.mjpeg". GET routes also answer
@@ -29,7 +30,7 @@ public struct Router: Sendable {
 
     enum Action: Sendable {
         case buffered(RequestHandler)
-        case streamed(queueCapacity: Int, UploadHandler)
+        case streamed(UploadHandler)
     }
 
     enum Match {
@@ -53,16 +54,17 @@ public struct Router: Sendable {
                 segments: Self.parse(pattern), action: .buffered(handler)))
     }
 
-    /// A route whose body is streamed to a consumer through a queue of at most
-    /// `queueCapacity` bytes.
+    /// A route whose body is streamed, piece by piece as it arrives, to the sink its handler
+    /// returns. `maxBodyBytes` is checked against an announced Content-Length before the body
+    /// and against the bytes received while it arrives (413, sent at once).
     public mutating func addUpload(
-        _ method: HTTPMethod, _ pattern: String, maxBodyBytes: Int? = nil, queueCapacity: Int = 1 << 20,
-        requiresAuth: Bool = true, _ handler: @escaping UploadHandler
+        _ method: HTTPMethod, _ pattern: String, maxBodyBytes: Int? = nil, requiresAuth: Bool = true,
+        _ handler: @escaping UploadHandler
     ) {
         routes.append(
             Route(
                 method: method, pattern: pattern, requiresAuth: requiresAuth, maxBodyBytes: maxBodyBytes,
-                segments: Self.parse(pattern), action: .streamed(queueCapacity: queueCapacity, handler)))
+                segments: Self.parse(pattern), action: .streamed(handler)))
     }
 
     public mutating func get(_ pattern: String, requiresAuth: Bool = true, _ handler: @escaping RequestHandler) {

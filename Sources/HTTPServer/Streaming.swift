@@ -66,112 +66,6 @@ public protocol StreamSource: AnyObject, Sendable {
     func close(_ reason: StreamCloseReason)
 }
 
-/// Fan-out where the newest chunk wins (MJPEG live view, like ustreamer): publishing replaces
-/// the previous chunk, and each viewer gets the newest chunk it has not sent yet. A viewer
-/// that is mid-send finishes its current chunk and then jumps to the newest one.
-public final class NewestChunkBroadcast: Sendable {
-    private struct State {
-        var latest: StreamChunk?
-        var sequence: UInt64 = 0
-        var finished = false
-        var trailer: StreamChunk?
-        var lastSent: [ObjectIdentifier: UInt64] = [:]
-        var trailerSent: Set<ObjectIdentifier> = []
-        var waiting: [ObjectIdentifier: StreamWaker] = [:]
-    }
-
-    private let state = Mutex(State())
-    private let onViewerCountChange: (@Sendable (Int) -> Void)?
-
-    /// `onViewerCountChange` runs on whichever thread attached or closed a viewer; keep it cheap.
-    public init(onViewerCountChange: (@Sendable (Int) -> Void)? = nil) {
-        self.onViewerCountChange = onViewerCountChange
-    }
-
-    public var viewerCount: Int { state.withLock { $0.lastSent.count } }
-
-    /// Replaces the newest chunk and wakes every waiting viewer.
-    public func publish(_ chunk: StreamChunk) {
-        let wakers = state.withLock { state -> [StreamWaker] in
-            guard !state.finished else { return [] }
-            state.latest = chunk
-            state.sequence &+= 1
-            defer { state.waiting = [:] }
-            return Array(state.waiting.values)
-        }
-        for waker in wakers { waker.wake() }
-    }
-
-    /// Ends every viewer's stream after an optional last chunk (e.g. a multipart closing
-    /// delimiter). Viewers attaching afterwards get only the trailer.
-    public func finish(trailer: StreamChunk? = nil) {
-        let wakers = state.withLock { state -> [StreamWaker] in
-            guard !state.finished else { return [] }
-            state.finished = true
-            state.trailer = trailer
-            defer { state.waiting = [:] }
-            return Array(state.waiting.values)
-        }
-        for waker in wakers { waker.wake() }
-    }
-
-    /// A source for one new viewer. It starts with the newest chunk already published, if any.
-    public func makeSource() -> any StreamSource {
-        let viewer = Viewer(broadcast: self)
-        let count = state.withLock { state -> Int in
-            state.lastSent[ObjectIdentifier(viewer)] = 0
-            return state.lastSent.count
-        }
-        onViewerCountChange?(count)
-        return viewer
-    }
-
-    fileprivate func next(for viewer: ObjectIdentifier, waker: StreamWaker, idle: Bool) -> StreamPoll {
-        state.withLock { state in
-            guard let lastSent = state.lastSent[viewer] else { return .end }
-            if let latest = state.latest, state.sequence != lastSent, !state.finished {
-                state.lastSent[viewer] = state.sequence
-                return .chunk(latest)
-            }
-            if state.finished {
-                if let trailer = state.trailer, !state.trailerSent.contains(viewer) {
-                    state.trailerSent.insert(viewer)
-                    return .chunk(trailer)
-                }
-                return .end
-            }
-            if idle, let latest = state.latest {
-                return .chunk(latest)
-            }
-            state.waiting[viewer] = waker
-            return .pending
-        }
-    }
-
-    fileprivate func close(_ viewer: ObjectIdentifier) {
-        let count = state.withLock { state -> Int? in
-            state.waiting[viewer] = nil
-            state.trailerSent.remove(viewer)
-            guard state.lastSent.removeValue(forKey: viewer) != nil else { return nil }
-            return state.lastSent.count
-        }
-        if let count { onViewerCountChange?(count) }
-    }
-
-    private final class Viewer: StreamSource {
-        let broadcast: NewestChunkBroadcast
-        init(broadcast: NewestChunkBroadcast) { self.broadcast = broadcast }
-
-        func next(waker: StreamWaker, idle: Bool) -> StreamPoll {
-            broadcast.next(for: ObjectIdentifier(self), waker: waker, idle: idle)
-        }
-
-        func close(_ reason: StreamCloseReason) {
-            broadcast.close(ObjectIdentifier(self))
-        }
-    }
-}
-
 /// Multipart framing strict enough for GStreamer's multipartdemux and FFmpeg's mpjpeg
 /// demuxer: every part starts with `--boundary` CRLF, carries Content-Type and
 /// Content-Length, a blank line, the bytes, then CRLF.
@@ -193,29 +87,36 @@ public enum Multipart {
         "multipart/mixed;boundary=\(boundary)"
     }
 
-    /// `--boundary CRLF` + headers + blank line. `sequence` becomes `X-Frame-Seq`.
+    /// `--boundary CRLF` + Content-Type, Content-Length, `headers` + blank line.
     public static func partHeader(
-        boundary: String, contentType: String, contentLength: Int, sequence: UInt64? = nil,
-        extraHeaders: [(String, String)] = []
+        boundary: String, contentType: String, contentLength: Int, headers: [(String, String)] = []
     ) -> [UInt8] {
         var text = "--\(boundary)\r\nContent-Type: \(contentType)\r\nContent-Length: \(contentLength)\r\n"
-        if let sequence { text += "X-Frame-Seq: \(sequence)\r\n" }
-        for (name, value) in extraHeaders { text += "\(name): \(value)\r\n" }
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
         return Array(text.utf8)
     }
 
     /// One complete part: header, the payload without copying, CRLF.
     public static func part(
-        boundary: String, contentType: String, payload: any ByteStorage, sequence: UInt64? = nil,
-        extraHeaders: [(String, String)] = []
+        boundary: String, contentType: String, payload: any ByteStorage, headers: [(String, String)] = []
     ) -> StreamChunk {
         StreamChunk([
             .bytes(
                 partHeader(
-                    boundary: boundary, contentType: contentType, contentLength: payload.bytes.count,
-                    sequence: sequence, extraHeaders: extraHeaders)),
+                    boundary: boundary, contentType: contentType, contentLength: payload.bytes.count, headers: headers)),
             .storage(payload),
+            .bytes([13, 10]),
+        ])
+    }
+
+    /// One complete part from bytes (e.g. a small JSON document).
+    public static func part(boundary: String, contentType: String, bytes: [UInt8], headers: [(String, String)] = [])
+        -> StreamChunk
+    {
+        StreamChunk([
+            .bytes(partHeader(boundary: boundary, contentType: contentType, contentLength: bytes.count, headers: headers)),
+            .bytes(bytes),
             .bytes([13, 10]),
         ])
     }

@@ -74,9 +74,3 @@ final class DecoderPipeline {
         return counters
     }
 }
-
-/// Moves a pipeline built on a caller's thread (so that a back end that cannot open fails the
-/// caller's request) to the decode worker, which owns it from then on.
-struct PipelineTransfer: @unchecked Sendable {
-    let pipeline: DecoderPipeline
-}

@@ -82,9 +82,9 @@ struct PictureKey: Hashable, Sendable {
         PictureOptions(format: format, width: width, height: height, quality: format == .jpeg ? quality : 85)
     }
 
-    init(
-        sequence: UInt64, frame: DecodedFrame, request: PictureRequest, defaultQuality: Int, limit: PictureSizeLimit
-    ) throws(SessionError) {
+    /// `quality` is the request's effective quality (its own, or the session default).
+    init(published: PublishedFrame, request: PictureRequest, quality: Int, limit: PictureSizeLimit) throws(SessionError) {
+        let frame = published.frame
         let size = outputSize(
             sourceWidth: frame.width, sourceHeight: frame.height, width: request.width, height: request.height)
         do {
@@ -100,10 +100,62 @@ struct PictureKey: Hashable, Sendable {
                 .invalidParameter,
                 "\(size.width)x\(size.height) enlarges the \(frame.width)x\(frame.height) picture more than \(maxScale)x")
         }
-        self.sequence = sequence
+        sequence = published.sequence
         format = request.format
         width = size.width
         height = size.height
-        quality = request.format == .jpeg ? request.effectiveQuality(sessionDefault: defaultQuality) : 0
+        self.quality = request.format == .jpeg ? quality : 0
     }
+}
+
+/// A decoded picture as the session published it, with its session-wide sequence number
+/// (1, 2, ...; never reused, also across flushes and back end changes, so it is a valid ETag
+/// basis).
+struct PublishedFrame: Sendable {
+    let frame: DecodedFrame
+    let sequence: UInt64
+    let backend: DecoderBackend
+
+    func info(now: UInt64) -> LatestFrameInfo {
+        LatestFrameInfo(
+            seq: sequence, pts: frame.pts, keyframe: frame.isKeyframe, width: frame.width, height: frame.height,
+            ageMs: Int((now &- frame.decodedAtUptimeNanoseconds) / 1_000_000))
+    }
+}
+
+/// A picture ready to send, with what the response headers need.
+public struct ServedPicture: Sendable {
+    /// Immutable bytes at a stable address, shared by every reader of this representation.
+    public let picture: EncodedPicture
+    public let sequence: UInt64
+    /// Quoted entity tag (`"17"`, `"17-w160"`).
+    public let etag: String
+    public let pts: Int64?
+    public let isKeyframe: Bool
+    /// Wall-clock decode time (for `Last-Modified`).
+    public let decodedAt: Date
+    public let backend: DecoderBackend
+    /// Monotonic decode time, for `ageMilliseconds(now:)`.
+    public let decodedAtUptime: UInt64
+
+    init(published: PublishedFrame, picture: EncodedPicture, etag: String) {
+        self.picture = picture
+        sequence = published.sequence
+        self.etag = etag
+        pts = published.frame.pts
+        isKeyframe = published.frame.isKeyframe
+        decodedAt = published.frame.decodedAt
+        backend = published.backend
+        decodedAtUptime = published.frame.decodedAtUptimeNanoseconds
+    }
+
+    /// Milliseconds between the decode and `now` (a `SessionClock.uptime` reading).
+    public func ageMilliseconds(now: UInt64) -> Int { Int((now &- decodedAtUptime) / 1_000_000) }
+}
+
+public enum PictureAnswer: Sendable {
+    case picture(ServedPicture)
+    /// 304: the client's picture is still the newest (or no newer one came before the wait
+    /// ended). `etag` is the current picture's tag for these options, nil before the first picture.
+    case notModified(etag: String?)
 }

@@ -1,68 +1,70 @@
 import Decoding
-import Dispatch
 import Foundation
 import H264
 import Imaging
 import Logging
 import Synchronization
 
-/// One live stream: ingest → decode → newest picture → encoded-picture cache → readers.
+/// One live stream, made of three parts that each own their state:
 ///
-/// Threads: every public method may be called from any thread (libmicrohttpd's) and returns
-/// without decoding or encoding. Decoding runs on the session's serial decode worker,
-/// encoding on its serial encode worker; different sessions run in parallel. All shared
-/// state sits behind one `Mutex` whose critical sections never call out: callbacks given to
-/// a session are always invoked with no lock held, on a session worker, on the timer queue,
-/// or (where documented) synchronously on the calling thread.
+/// - `IngestWorker`: the uploads, the decoder and what it reports (counters, format, back end,
+///   last error), on the session's decode queue;
+/// - `PictureCache`: the encoded pictures and the encodes in flight, on its encode queue;
+/// - `ViewerSet`: the newest picture and everyone waiting for it (long polls, MJPEG viewers).
+///
+/// Bytes flow ingest → newest picture → cache → viewers. Every public method may be called
+/// from any thread and returns without decoding or encoding; callbacks run with no lock held.
 public final class Session: Sendable {
     public let id: SessionID
     public let createdAt: Date
-    let configuration: ServerConfiguration
-    let metrics: FrameTapMetrics
-    let logger: Logger
-    let decodeQueue: DispatchQueue
-    let encodeQueue: DispatchQueue
-    let decoding: DecodeWorkerState
-    let encoding: EncodeWorkerState
-    let state: Mutex<State>
+    public let clock: any SessionClock
+    let context: SessionContext
+    let ingest: IngestWorker
+    let pictures: PictureCache
+    let viewers: ViewerSet
 
-    /// Deadlines (long-poll timeouts, MJPEG pacing) of every session; the work done there is a
-    /// lock and a hand-off, so one queue is plenty.
-    static let timerQueue = DispatchQueue(label: "frametap.sessions.timers")
-
-    /// Creates the session and its decoder. Throws `.pipeline(.decoderUnavailable)` when the
-    /// back end asked for (`vaapi`) cannot open.
+    /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
+    /// back end asked for cannot open.
     public init(
         id: SessionID, configuration: ServerConfiguration, options: SessionOptions = SessionOptions(),
-        metrics: FrameTapMetrics, logger: Logger
+        metrics: FrameTapMetrics, logger: Logger, clock: any SessionClock = SystemClock()
     ) throws(SessionError) {
         self.id = id
-        self.configuration = configuration
-        self.metrics = metrics
+        self.clock = clock
+        createdAt = clock.now
         var logger = logger
         logger[metadataKey: "session"] = "\(id)"
-        self.logger = logger
-        createdAt = Date()
-        let backendChoice = options.backend ?? configuration.backend
+        let context = SessionContext(
+            configuration: configuration, clock: clock, metrics: metrics, logger: logger,
+            activity: SessionActivity(clock: clock))
+        self.context = context
         let mode = options.decode ?? .all
         let pipeline: DecoderPipeline
         do {
-            pipeline = try DecoderPipeline(configuration: configuration, backend: backendChoice, mode: mode)
+            pipeline = try DecoderPipeline(
+                configuration: configuration, backend: options.backend ?? configuration.backend, mode: mode)
         } catch {
             throw SessionError(error)
         }
-        decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
-        encodeQueue = DispatchQueue(label: "frametap.session.\(id).encode")
-        decoding = DecodeWorkerState(pipeline: pipeline)
-        encoding = EncodeWorkerState()
-        state = Mutex(
-            State(
-                lastActivity: createdAt, lastActivityUptime: Self.uptime(), backendChoice: backendChoice,
-                backend: pipeline.backend, backendReason: pipeline.backendReason, decodeMode: mode,
-                quality: options.quality ?? configuration.defaultQuality))
+        let encodeQueue = DispatchQueue(label: "frametap.session.\(id).encode")
+        // The cache reports encode failures to the ingest worker, which keeps the last error;
+        // the worker is made after the cache, so the report goes through this box.
+        let failureSink = Mutex<IngestWorker?>(nil)
+        let pictures = PictureCache(
+            encodeQueue: encodeQueue, defaultQuality: options.quality ?? configuration.defaultQuality,
+            sizeLimit: configuration.pictureSizeLimit, metrics: metrics,
+            onFailure: { error in failureSink.withLock { $0 }?.record(error) })
+        let activity = context.activity
+        let viewers = ViewerSet(
+            clock: clock, pictures: pictures, repeatInterval: configuration.mjpegRepeatInterval,
+            onChange: { _, _ in activity.touch() })
+        let ingest = IngestWorker(
+            id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures)
+        failureSink.withLock { $0 = ingest }
+        self.pictures = pictures
+        self.viewers = viewers
+        self.ingest = ingest
     }
-
-    static func uptime() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     // MARK: - Configuration
 
@@ -70,34 +72,21 @@ public final class Session: Sendable {
     /// is opened right here (so an unavailable one fails this call and changes nothing) and
     /// takes over at the next stream start (after a flush), or at once when no stream is under way.
     public func configure(_ options: SessionOptions) throws(SessionError) {
-        let current = state.withLock { ($0.closed, $0.backendChoice, $0.decodeMode) }
-        guard !current.0 else { throw .notFound(id) }
-        let replacement: PipelineTransfer?
-        if let backend = options.backend, backend != current.1 {
+        guard !ingest.isClosed else { throw .notFound(id) }
+        let facts = ingest.facts
+        var backend: (choice: DecoderBackendChoice, pipeline: DecoderPipeline)?
+        if let choice = options.backend, choice != facts.backendChoice {
             do {
                 let pipeline = try DecoderPipeline(
-                    configuration: configuration, backend: backend, mode: options.decode ?? current.2)
-                replacement = PipelineTransfer(pipeline: pipeline)
+                    configuration: context.configuration, backend: choice, mode: options.decode ?? facts.decodeMode)
+                backend = (choice, pipeline)
             } catch {
                 throw SessionError(error)
             }
-        } else {
-            replacement = nil
         }
-        state.withLock { state in
-            if let quality = options.quality { state.quality = quality }
-            if let mode = options.decode { state.decodeMode = mode }
-            if let backend = options.backend { state.backendChoice = backend }
-        }
-        let mode = options.decode
-        decodeQueue.async { [self] in
-            if let mode { decoding.setMode(mode) }
-            if let replacement {
-                decoding.replace(with: replacement.pipeline)
-                refreshDecoderFacts()
-            }
-        }
-        logger.info(
+        if let quality = options.quality { pictures.defaultQuality = quality }
+        ingest.configure(mode: options.decode, backend: backend)
+        context.logger.info(
             "session configured",
             metadata: [
                 "backend": "\(options.backend?.rawValue ?? "unchanged")",
@@ -106,313 +95,168 @@ public final class Session: Sendable {
             ])
     }
 
-    /// Back end facts can change on the decode worker (a pipeline swap, VA-API refusing a profile).
-    func refreshDecoderFacts() {
-        guard let pipeline = decoding.pipeline else { return }
-        let facts = (pipeline.backend, pipeline.backendReason, pipeline.format)
-        let counters = decoding.counters(adding: pipeline)
-        state.withLock { state in
-            state.backend = facts.0
-            state.backendReason = facts.1
-            if let format = facts.2 { state.format = format }
-            state.counters.merge(decoder: counters)
+    // MARK: - Uploads
+
+    /// Starts a `POST .../nalus` answered with JSON. Feed the body to the returned queue;
+    /// `completion` runs once, on the decode queue, when the upload was decoded (with `flush`,
+    /// to the end of the stream) or failed. Throws `.sessionBusy` while another upload's body
+    /// is arriving: one stream has one byte order, and two writers interleaving pieces cut
+    /// anywhere would corrupt it.
+    public func beginUpload(
+        flush: Bool, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+    ) throws(SessionError) -> UploadQueue {
+        try ingest.beginUpload(flush: flush, completion: completion)
+    }
+
+    /// Starts a `POST .../nalus` answered with one part per picture (see `SpooledUpload`).
+    public func beginSpooledUpload(_ request: PictureRequest, flush: Bool) throws(SessionError) -> SpooledUpload {
+        try ingest.beginSpooledUpload(request: try request.validated(), flush: flush)
+    }
+
+    // MARK: - Pictures
+
+    /// `GET /sessions/{id}/frame/latest.{jpg,yuv,rgb}`.
+    ///
+    /// - `ifNoneMatch`: the raw header; a tag equal to the current one answers 304.
+    /// - `after`: the sequence the client has; without `wait`, not newer answers 304.
+    /// - `wait`: long-poll (capped at `maxLongPoll`) until a picture newer than `after`, or than
+    ///   the newest sequence named in `ifNoneMatch`, or than nothing (the first picture);
+    ///   on timeout 304.
+    ///
+    /// `completion` runs exactly once: synchronously on the calling thread when the answer is
+    /// known at once (cached picture, 304, error), otherwise later on the encode queue or a
+    /// timer. N simultaneous requests for the same picture and options share one encode.
+    public func requestPicture(
+        _ request: PictureRequest, ifNoneMatch: String? = nil, after: UInt64? = nil, wait: Duration = .zero,
+        completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
+    ) {
+        do {
+            _ = try request.validated()
+        } catch {
+            completion(.failure(error))
+            return
         }
+        guard !ingest.isClosed else {
+            completion(.failure(.notFound(id)))
+            return
+        }
+        context.activity.touch()
+        let condition = PictureAnswerCondition(
+            ifNoneMatch: ifNoneMatch.map { PictureETag.parse(ifNoneMatch: $0) }, after: after)
+        let wait = min(max(wait, .zero), context.configuration.maxLongPoll)
+        viewers.requestPicture(request, clientHas: condition, wait: wait) { [id] result in
+            completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
+        }
+    }
+
+    /// Registers an MJPEG viewer. Throws `.sessionNotFound` after close and `.invalidParameter`
+    /// for bad options (fps must be 0.1...120 when given).
+    public func subscribe(_ request: PictureRequest, maxFPS: Double? = nil) throws(SessionError) -> Viewer {
+        let request = try request.validated()
+        if let maxFPS, !(0.1...120).contains(maxFPS) {
+            throw SessionError(.invalidParameter, "fps must be 0.1...120")
+        }
+        let minInterval = maxFPS.map { UInt64(1e9 / $0) } ?? 0
+        let viewerID: UInt64
+        do {
+            viewerID = try viewers.addViewer(request: request, minInterval: minInterval)
+        } catch {
+            throw .notFound(id)
+        }
+        context.metrics.mjpegClients.increment()
+        context.logger.debug("MJPEG viewer joined", metadata: ["viewer": "\(viewerID)"])
+        return Viewer(session: self, id: viewerID, request: request, maxFPS: maxFPS)
+    }
+
+    func viewerLeft(_ viewerID: UInt64) {
+        guard viewers.removeViewer(viewerID) else { return }
+        context.metrics.mjpegClients.decrement()
+        context.logger.debug("MJPEG viewer left", metadata: ["viewer": "\(viewerID)"])
     }
 
     // MARK: - Status
 
     public func status() -> SessionStatus {
-        let now = Self.uptime()
-        return state.withLock { state in
-            SessionStatus(
-                id: id, backend: state.backend, backendReason: state.backendReason, decode: state.decodeMode,
-                quality: state.quality, createdAt: createdAt, lastActivityAt: state.lastActivity,
-                format: state.format, counters: state.counters,
-                latestFrame: state.latest.map { $0.info(now: now) }, lastError: state.lastError,
-                subscribers: state.subscribers.count, uploading: state.writer != nil)
-        }
+        let facts = ingest.facts
+        return SessionStatus(
+            id: id, backend: facts.backend, backendReason: facts.backendReason, decode: facts.decodeMode,
+            quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
+            format: facts.format, counters: facts.counters,
+            latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
+            subscribers: viewers.viewerCount, uploading: ingest.isUploading)
     }
 
-    /// Number of pictures encoded so far (each (picture, size, quality, format) at most once).
-    public var encodeCount: Int { state.withLock { $0.encodes } }
-
-    public var isClosed: Bool { state.withLock { $0.closed } }
-
-    /// Upload bytes waiting for the decoder (never above `uploadQueueBytes`).
-    public var queuedUploadBytes: Int { state.withLock { $0.queuedBytes } }
-
+    /// Pictures encoded so far (each (picture, size, quality, format) at most once).
+    public var encodeCount: Int { pictures.encodeCount }
+    public var isClosed: Bool { ingest.isClosed }
     /// The newest picture's sequence, nil before the first one.
-    public var latestSequence: UInt64? { state.withLock { $0.latest?.sequence } }
+    public var latestSequence: UInt64? { viewers.newest?.sequence }
+    /// Long polls waiting for a newer picture.
+    public var waitingRequests: Int { viewers.waiterCount }
+    /// MJPEG viewers connected.
+    public var viewerCount: Int { viewers.viewerCount }
 
     /// True when nothing uses the session and nothing happened for `idleTimeout`.
     func isIdle(now: UInt64) -> Bool {
-        state.withLock { state in
-            state.writer == nil && state.subscribers.isEmpty && state.waiters.isEmpty
-                && now &- state.lastActivityUptime >= configuration.idleTimeout.nanoseconds
-        }
+        nanosecondsUntilIdle(now: now) == 0
     }
 
     /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use.
     func nanosecondsUntilIdle(now: UInt64) -> UInt64? {
-        state.withLock { state in
-            guard state.writer == nil, state.subscribers.isEmpty, state.waiters.isEmpty else { return nil }
-            let idleFor = now &- state.lastActivityUptime
-            let timeout = configuration.idleTimeout.nanoseconds
-            return idleFor >= timeout ? 0 : timeout - idleFor
-        }
+        guard !ingest.isBusy, viewers.isEmpty else { return nil }
+        let idleFor = now &- context.activity.lastUptime
+        let timeout = context.configuration.idleTimeout.nanoseconds
+        return idleFor >= timeout ? 0 : timeout - idleFor
     }
 
     // MARK: - Close
 
-    /// Frees the decoder (and its VA-API context), cached pictures and queued upload bytes;
-    /// ends MJPEG viewers (their next poll answers `.ended`), fails waiting requests with
-    /// `session_not_found` and completes a pending upload with the same error.
+    /// Frees the decoder (and its hardware context), the cached pictures and queued upload
+    /// bytes; refuses uploads in progress (their clients are answered `session_not_found` at
+    /// once), ends MJPEG viewers and fails waiting requests.
     public func close(reason: String = "deleted") {
-        let taken: ClosedLeftovers? = state.withLock { state in
-            guard !state.closed else { return nil }
-            state.closed = true
-            let leftovers = ClosedLeftovers(
-                waiters: Array(state.waiters.values),
-                subscriberCallbacks: state.subscribers.values.compactMap(\.callback),
-                subscriberCount: state.subscribers.count,
-                pendingFinishes: state.queue.compactMap(\.finishCompletion),
-                roomCallback: state.roomCallback,
-                spool: state.spool)
-            state.waiters.removeAll()
-            state.subscribers.removeAll()
-            state.queue.removeAll()
-            state.queuedBytes = 0
-            state.roomCallback = nil
-            state.spool = nil
-            state.writer = nil
-            state.cache.removeAll()
-            state.cacheOrder.removeAll()
-            state.latest = nil
-            return leftovers
-        }
-        guard let taken else { return }
-        decodeQueue.async { [decoding] in decoding.release() }
-        encodeQueue.async { [encoding] in encoding.release() }
+        guard !ingest.isClosed else { return }
         let gone = SessionError.notFound(id)
-        for waiter in taken.waiters { waiter.completion(.failure(gone)) }
-        for callback in taken.subscriberCallbacks { callback() }
-        for completion in taken.pendingFinishes { completion(.failure(gone)) }
-        taken.roomCallback?()
-        taken.spool?.sessionClosed()
-        if taken.subscriberCount > 0 { metrics.mjpegClients.decrement(by: Double(taken.subscriberCount)) }
-        logger.info("session closed", metadata: ["reason": "\(reason)"])
-    }
-
-    private struct ClosedLeftovers {
-        var waiters: [Waiter]
-        var subscriberCallbacks: [@Sendable () -> Void]
-        var subscriberCount: Int
-        var pendingFinishes: [UploadCompletion]
-        var roomCallback: (@Sendable () -> Void)?
-        var spool: SpooledUpload?
-    }
-
-    // MARK: - Publishing (decode worker)
-
-    /// Runs one decoder step on the decode worker and publishes what it produced: counters,
-    /// format, errors, then the frames in output order. The newest undamaged one becomes the
-    /// latest picture: a picture libavcodec concealed errors in (`hasDecodeErrors`, already an
-    /// error of the step) never replaces a good one. Returns every published frame, damaged
-    /// ones included, oldest first (a multipart answer sends them all, as the ffmpeg CLI does).
-    @discardableResult
-    func runDecoderStep(
-        receivedAt: UInt64?, progress: UploadProgress?, _ body: (DecoderPipeline) -> DecoderPipeline.Step
-    ) -> [PublishedFrame] {
-        dispatchPrecondition(condition: .onQueue(decodeQueue))
-        guard let pipeline = decoding.pipeline else { return [] }
-        let step = body(pipeline)
-        let counters = decoding.counters(adding: pipeline)
-        let facts = (pipeline.backend, pipeline.backendReason, pipeline.format)
-        let now = Date()
-        let nowUptime = Self.uptime()
-
-        var published: [PublishedFrame] = []
-        var before = SessionCounters()
-        var wake = WakeUps()
-        let open = state.withLock { state -> Bool in
-            guard !state.closed else { return false }
-            before = state.counters
-            state.counters.merge(decoder: counters)
-            state.backend = facts.0
-            state.backendReason = facts.1
-            if let format = facts.2 { state.format = format }
-            for error in step.errors {
-                state.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-            }
-            guard !step.frames.isEmpty else { return true }
-            for frame in step.frames {
-                let entry = PublishedFrame(frame: frame, sequence: state.nextSequence, backend: facts.0)
-                state.nextSequence += 1
-                published.append(entry)
-            }
-            state.lastActivity = now
-            state.lastActivityUptime = nowUptime
-            guard let newest = published.last(where: { !$0.frame.hasDecodeErrors }) else { return true }
-            let previous = state.latest
-            state.latest = newest
-            // Keep the previous picture's encodings too: a request that read it as the
-            // latest just before this publish must still find them.
-            state.cacheFloor = previous?.sequence ?? newest.sequence
-            state.evictCache(olderThan: state.cacheFloor)
-            wake = state.takeWakeUps(newest: newest)
-            return true
-        }
-        guard open else { return [] }
-
-        recordStepMetrics(before: before, after: counters, errors: step.errors, frames: published.count)
-        if let receivedAt, !published.isEmpty {
-            metrics.decodeLatency.recordNanoseconds(Int64(clamping: nowUptime &- receivedAt))
-        }
-        progress?.record(frames: published.count, errors: step.errors, at: now, logger: logger)
-        if progress == nil { logErrors(step.errors) }
-        wake.run(session: self)
-        return published
-    }
-
-    private func recordStepMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
-        let newBytes = after.bytes - before.bytes
-        if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
-        for (type, count) in after.nalUnits {
-            let delta = count - (before.nalUnits[type] ?? 0)
-            if delta > 0 { metrics.recordNALUnits(type: type, count: delta) }
-        }
-        if frames > 0 { metrics.framesDecoded.increment(by: frames) }
-        for error in errors { metrics.recordError(code: error.code.rawValue) }
-    }
-
-    private func logErrors(_ errors: [DecodeError]) {
-        for error in errors {
-            logger.warning("decode error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
-        }
-    }
-
-    /// An error outside the decoder (encode failure, aborted upload): remembered and counted.
-    func recordError(_ error: SessionError) {
-        let now = Date()
-        state.withLock { state in
-            state.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-            if error.code == .uploadAborted { state.counters.uploadsAborted += 1 }
-        }
-        metrics.recordError(code: error.code.rawValue)
-        logger.warning("session error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
-    }
-
-    func touch() {
-        let now = Date()
-        let uptime = Self.uptime()
-        state.withLock { state in
-            state.lastActivity = now
-            state.lastActivityUptime = uptime
-        }
+        let endedViewers = viewers.viewerCount
+        ingest.close()
+        viewers.close(failing: gone)
+        pictures.close(failing: gone)
+        if endedViewers > 0 { context.metrics.mjpegClients.decrement(by: Double(endedViewers)) }
+        context.logger.info("session closed", metadata: ["reason": "\(reason)"])
     }
 }
 
-/// A picture the session published, with its session-wide sequence number (1, 2, ...; never
-/// reused, also across flushes and back end changes, so it is a valid ETag basis).
-struct PublishedFrame: Sendable {
-    let frame: DecodedFrame
-    let sequence: UInt64
-    let backend: DecoderBackend
+/// One MJPEG viewer (`GET /sessions/{id}/frames.mjpeg`). The HTTP layer's content reader loop:
+///
+///     switch viewer.poll() {
+///     case .picture(let served, _): write the part (headers + served.picture.bytes)
+///     case .wait:  suspend the connection; viewer.notifyWhenReady { resume it }
+///     case .ended: write the closing boundary, end the response
+///     }
+///     ... and when the response is freed (client gone): viewer.cancel()
+public final class Viewer: Sendable {
+    public let session: Session
+    public let request: PictureRequest
+    /// Most parts per second, nil for as many as decoded.
+    public let maxFPS: Double?
+    let id: UInt64
 
-    func info(now: UInt64) -> LatestFrameInfo {
-        LatestFrameInfo(
-            seq: sequence, pts: frame.pts, keyframe: frame.isKeyframe, width: frame.width, height: frame.height,
-            ageMs: Int((now &- frame.decodedAtUptimeNanoseconds) / 1_000_000))
-    }
-}
-
-/// What a publish must do once the lock is released.
-struct WakeUps {
-    var waiters: [Waiter] = []
-    var newest: PublishedFrame?
-    var subscribers: [UInt64] = []
-
-    func run(session: Session) {
-        if let newest {
-            for waiter in waiters {
-                session.serve(newest, request: waiter.request, quality: waiter.quality, completion: waiter.completion)
-            }
-        }
-        for id in subscribers { session.evaluateSubscriber(id) }
-    }
-}
-
-/// The decoder and what it accumulated, owned by the decode worker.
-final class DecodeWorkerState: @unchecked Sendable {
-    // @unchecked: touched only on the session's decode queue.
-    private(set) var pipeline: DecoderPipeline?
-    /// A back end chosen while a stream was under way; it takes over at the next stream start.
-    private var pending: DecoderPipeline?
-    /// Counters of pipelines replaced earlier, so session counters never go backwards.
-    private var retired = SessionCounters()
-
-    init(pipeline: DecoderPipeline) {
-        self.pipeline = pipeline
+    init(session: Session, id: UInt64, request: PictureRequest, maxFPS: Double?) {
+        self.session = session
+        self.id = id
+        self.request = request
+        self.maxFPS = maxFPS
     }
 
-    func counters(adding pipeline: DecoderPipeline) -> SessionCounters {
-        var total = retired
-        total.add(pipeline.counters)
-        return total
+    /// Non-blocking; any thread. Starts the encode of the newest picture when one is due.
+    public func poll() -> ViewerPoll { session.viewers.poll(id) }
+
+    /// Calls `callback` once when `poll` has something (a newer picture, a repeat that is due,
+    /// or the end), at once on this thread when it already has. Call it after suspending.
+    public func notifyWhenReady(_ callback: @escaping @Sendable () -> Void) {
+        session.viewers.notifyWhenReady(id, callback)
     }
 
-    func setMode(_ mode: DecodeMode) {
-        pipeline?.keyframesOnly = mode == .keyframes
-        pending?.keyframesOnly = mode == .keyframes
-    }
-
-    func replace(with replacement: DecoderPipeline) {
-        guard let current = pipeline else { return }
-        if current.midStream {
-            pending = replacement
-        } else {
-            retired.add(current.counters)
-            pipeline = replacement
-        }
-    }
-
-    /// After a flush: a pending back end takes over now that no stream is under way.
-    func streamEnded() {
-        guard let replacement = pending, let current = pipeline else { return }
-        retired.add(current.counters)
-        pipeline = replacement
-        pending = nil
-    }
-
-    func release() {
-        pipeline = nil
-        pending = nil
-    }
-}
-
-/// The picture encoder, owned by the encode worker (a `PictureEncoder` keeps a TurboJPEG
-/// handle and scaler caches that must not be shared between threads).
-final class EncodeWorkerState: @unchecked Sendable {
-    // @unchecked: touched only on the session's encode queue.
-    private var encoder: PictureEncoder?
-
-    func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(ImagingError) -> EncodedPicture {
-        if encoder == nil { encoder = try PictureEncoder() }
-        return try encoder!.encode(frame, options)
-    }
-
-    func release() { encoder = nil }
-}
-
-extension SessionCounters {
-    mutating func add(_ other: SessionCounters) {
-        stream.add(other.stream)
-    }
-
-    /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`).
-    mutating func merge(decoder: SessionCounters) {
-        let aborted = uploadsAborted
-        self = decoder
-        uploadsAborted = aborted
-    }
+    /// The viewer left: forget it. Idempotent.
+    public func cancel() { session.viewerLeft(id) }
 }

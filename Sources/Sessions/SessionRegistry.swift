@@ -8,6 +8,7 @@ import Synchronization
 public final class SessionRegistry: Sendable {
     public let configuration: ServerConfiguration
     public let metrics: FrameTapMetrics
+    public let clock: any SessionClock
     let logger: Logger
     private let table = Mutex(Table())
     private let evictionTimer = Mutex<EvictionTimer?>(nil)
@@ -24,10 +25,14 @@ public final class SessionRegistry: Sendable {
         var reserved = 0
     }
 
-    public init(configuration: ServerConfiguration, metrics: FrameTapMetrics, logger: Logger) {
+    public init(
+        configuration: ServerConfiguration, metrics: FrameTapMetrics, logger: Logger,
+        clock: any SessionClock = SystemClock()
+    ) {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
+        self.clock = clock
     }
 
     /// The session, or `.sessionNotFound`.
@@ -62,7 +67,7 @@ public final class SessionRegistry: Sendable {
         let created: Session
         do {
             created = try Session(
-                id: id, configuration: configuration, options: options, metrics: metrics, logger: logger)
+                id: id, configuration: configuration, options: options, metrics: metrics, logger: logger, clock: clock)
         } catch {
             table.withLock { $0.reserved -= 1 }
             logger.error(
@@ -115,7 +120,7 @@ public final class SessionRegistry: Sendable {
     /// activity). Returns their ids.
     @discardableResult
     public func evictIdle() -> [SessionID] {
-        let now = Session.uptime()
+        let now = clock.uptime
         let evicted = table.withLock { table -> [Session] in
             let idle = table.sessions.values.filter { $0.isIdle(now: now) }
             for session in idle { table.sessions[session.id] = nil }
@@ -164,7 +169,7 @@ public final class SessionRegistry: Sendable {
 
     /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are busy.
     private func retryAfterSeconds(_ sessions: some Sequence<Session>) -> Int {
-        let now = Session.uptime()
+        let now = clock.uptime
         let soonest = sessions.compactMap { $0.nanosecondsUntilIdle(now: now) }.min()
             ?? configuration.idleTimeout.nanoseconds
         return max(1, Int((soonest + 999_999_999) / 1_000_000_000))

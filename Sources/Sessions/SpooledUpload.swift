@@ -1,50 +1,51 @@
 import Decoding
 import Dispatch
 import Foundation
-import H264
 import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
+/// What the reader of a multipart answer gets next.
 public enum MultipartPoll: Sendable {
-    /// The next part: one picture output while handling this request, in output order.
+    /// The next part: one picture output while handling this upload, in output order.
     case part(ServedPicture)
     /// Not produced yet: suspend, then call `notifyWhenReady`.
     case wait
-    /// No more parts. `.success` carries the request summary (e.g. for a closing JSON part);
-    /// `.failure` means the session was deleted or the spool could not be read.
+    /// No more parts. `.failure` says why the answer is incomplete or the push failed (the
+    /// session was deleted, the spool could not be read, or the stream had no decodable
+    /// picture), so the answer can end with a machine-readable error instead of looking like
+    /// "no pictures".
     case finished(Result<UploadSummary, SessionError>)
 }
 
-/// A `POST /sessions/{id}/nalus` whose answer is `multipart/mixed` with one part per picture.
+/// A `POST /sessions/{id}/nalus` answered with `multipart/mixed`, one part per picture.
 ///
 /// libmicrohttpd cannot answer before the upload ends, and decoding while uploading would have
-/// to hold every picture until then. So the compressed body is spooled to a temporary file
-/// while it arrives (bounded memory for any length), and decoding happens afterwards, pulled
-/// by the answer: the next part is decoded and encoded only when the client has taken the
-/// previous one. The file is unlinked as soon as it is created, so it vanishes with its
-/// descriptor however the request ends.
+/// to hold every picture until then. So the body goes, through the upload's queue, into an
+/// unlinked temporary file as it arrives (bounded memory for any length), and decoding happens
+/// afterwards, pulled by the answer: the next part is decoded and encoded only once the client
+/// took the previous one. The session's upload slot is held until the answer ended.
 ///
-/// HTTP layer: `append` each upload chunk (written at once, never blocks on the decoder),
-/// `endUpload(flush:)` when the body is complete, then from the content reader `poll()`
-/// (`.wait` → suspend, `notifyWhenReady { resume }`), and `cancel()` when the request is
-/// freed (harmless after the end). The session's upload slot is held from `beginSpooledUpload`
-/// until the last part was produced or `cancel`.
+/// HTTP side: feed the body to `queue`; `onUploadEnd` says when the answer may start (or that
+/// the upload failed); then the content reader calls `poll()` (`.wait` → suspend,
+/// `notifyWhenReady { resume }`), and `cancel()` when the request is freed.
 public final class SpooledUpload: Sendable {
-    public let session: Session
+    public let queue: UploadQueue
     public let request: PictureRequest
-    let writerID: UInt64
+    let flush: Bool
     private let file: SpoolFile
-    private let worker: SpoolWorker
-    private let state = Mutex(SpoolState())
+    private let progress: QueueBound<UploadProgress>
+    private let reader: QueueBound<SpoolReader>
+    private unowned let worker: IngestWorker
+    private let pictures: PictureCache
+    private let state = Mutex(AnswerState())
 
-    private struct SpoolState {
-        var bytes = 0
+    private struct AnswerState {
         var uploadEnded = false
-        var flush = false
-        var failure: SessionError?
+        var uploadEndHandler: (@Sendable (Result<Void, SessionError>) -> Void)?
+        var uploadResult: Result<Void, SessionError>?
         var ready: ServedPicture?
         var producing = false
         var finished: Result<UploadSummary, SessionError>?
@@ -52,56 +53,90 @@ public final class SpooledUpload: Sendable {
         var cancelled = false
     }
 
-    init(session: Session, writerID: UInt64, request: PictureRequest, file: SpoolFile) {
-        self.session = session
-        self.writerID = writerID
-        self.request = request
-        self.file = file
-        worker = SpoolWorker()
+    /// Decode-queue state of the answer: how far the spool was read, and pictures decoded but
+    /// not yet handed out.
+    private struct SpoolReader {
+        /// Small reads bound how many pictures one decoder step can produce (and hold) at once.
+        static let readSize = 4096
+        var offset = 0
+        var ended = false
+        var pending: [PublishedFrame] = []
     }
 
-    /// Writes the chunk to the spool. Throws `.bodyTooLarge` past `maxBodyBytes` (the answer
-    /// then finishes with that error) and `.spoolFailed` when the disk refuses.
-    public func append(_ bytes: UnsafeRawBufferPointer) throws(SessionError) {
-        let configuration = session.configuration
-        let maxBody = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
-        let verdict = state.withLock { state -> SessionError? in
-            if let failure = state.failure { return failure }
-            guard !state.uploadEnded, !state.cancelled else {
-                return SessionError(.invalidParameter, "this upload has already ended")
-            }
-            if state.bytes + bytes.count > maxBody {
-                let which = maxBody == configuration.maxBodyBytes ? "" : " (the limit for multipart answers, which spool the body)"
-                state.failure = SessionError(.bodyTooLarge, "request body exceeds \(maxBody) bytes\(which)")
-                return state.failure
-            }
-            state.bytes += bytes.count
+    init(
+        queue: UploadQueue, progress: QueueBound<UploadProgress>, request: PictureRequest, flush: Bool,
+        file: SpoolFile, worker: IngestWorker, pictures: PictureCache
+    ) {
+        self.queue = queue
+        self.progress = progress
+        self.request = request
+        self.flush = flush
+        self.file = file
+        self.worker = worker
+        self.pictures = pictures
+        reader = QueueBound(SpoolReader(), queue: worker.decodeQueue)
+    }
+
+    /// True once the answer ended or was cancelled: the session may take another upload.
+    var isOver: Bool { state.withLock { $0.finished != nil || $0.cancelled } }
+
+    // MARK: - The upload (decode queue)
+
+    /// Runs `handler` once: `.success` when the whole body is spooled (send the answer's head
+    /// and start pulling parts), `.failure` when the upload ended without its body.
+    public func onUploadEnd(_ handler: @escaping @Sendable (Result<Void, SessionError>) -> Void) {
+        let result = state.withLock { state -> Result<Void, SessionError>? in
+            if let result = state.uploadResult { return result }
+            state.uploadEndHandler = handler
             return nil
         }
-        if let verdict { throw verdict }
-        do {
-            try file.write(bytes)
-        } catch {
-            state.withLock { $0.failure = error }
-            session.recordError(error)
-            throw error
+        if let result { handler(result) }
+    }
+
+    private func uploadEnded(_ result: Result<Void, SessionError>) {
+        let (handler, reader) = state.withLock { state in
+            guard state.uploadResult == nil else {
+                return ((@Sendable (Result<Void, SessionError>) -> Void)?.none, (@Sendable () -> Void)?.none)
+            }
+            state.uploadResult = result
+            if case .success = result { state.uploadEnded = true }
+            defer {
+                state.uploadEndHandler = nil
+                state.callback = nil
+            }
+            return (state.uploadEndHandler, state.callback)
+        }
+        handler?(result)
+        // A reader that polled before the body ended can go on now.
+        reader?()
+    }
+
+    /// One event of the upload's queue. Returns true when the job is over.
+    func handle(_ event: UploadQueue.Event) -> Bool {
+        switch event {
+        case .bytes(let bytes, _):
+            let written = bytes.withUnsafeBytes { buffer in
+                Result { () throws(SessionError) in try file.write(buffer) }
+            }
+            if case .failure(let error) = written {
+                worker.record(error)
+                // The client is told at once; the queue's stop event ends the job.
+                queue.refuse(error)
+            }
+            return false
+        case .end:
+            uploadEnded(.success(()))
+            // The job goes on: the answer decodes the spool and ends it (`finish`, `cancel`).
+            return false
+        case .stopped(let stop):
+            let error = worker.stopped(stop)
+            uploadEnded(.failure(error))
+            finish(.failure(error), endJob: false)
+            return true
         }
     }
 
-    public func append(_ bytes: [UInt8]) throws(SessionError) {
-        try bytes.withUnsafeBytes { buffer in
-            Result { () throws(SessionError) in try append(buffer) }
-        }.get()
-    }
-
-    /// The body is complete. With `flush`, the stream ends after the spooled bytes (every
-    /// delayed picture becomes a part) and the next upload starts a fresh stream.
-    public func endUpload(flush: Bool) {
-        state.withLock { state in
-            state.uploadEnded = true
-            state.flush = flush
-        }
-    }
+    // MARK: - The answer
 
     public func poll() -> MultipartPoll {
         enum Step {
@@ -114,85 +149,75 @@ public final class SpooledUpload: Sendable {
                 return .answer(.part(ready))
             }
             if let finished = state.finished { return .answer(.finished(finished)) }
-            if let failure = state.failure { return .answer(.finished(.failure(failure))) }
-            guard state.uploadEnded, !state.producing else { return .answer(.wait) }
+            guard state.uploadEnded, !state.producing, !state.cancelled else { return .answer(.wait) }
             state.producing = true
             return .produce
         }
         switch step {
         case .answer(let answer):
-            if case .finished = answer { release() }
             return answer
         case .produce:
-            session.decodeQueue.async { [self] in produce() }
+            worker.decodeQueue.async { [self] in produce() }
             return .wait
         }
     }
 
-    /// Calls `callback` once when `poll` has a part or the end, immediately on this thread when
-    /// it already has. Call it after suspending.
+    /// Calls `callback` once when `poll` has a part or the end, at once on this thread when it
+    /// already has. Call it after suspending.
     public func notifyWhenReady(_ callback: @escaping @Sendable () -> Void) {
         let callNow = state.withLock { state -> Bool in
-            if state.ready != nil || state.finished != nil || state.failure != nil || state.cancelled { return true }
+            if state.ready != nil || state.finished != nil || state.cancelled { return true }
             state.callback = callback
             return false
         }
         if callNow { callback() }
     }
 
-    /// The request is over (finished or the client left): frees the spool and the upload slot.
-    /// A client leaving before the end is counted as an aborted upload.
+    /// The request is over (answered, or the client left): frees the spool and the upload slot.
+    /// A client that leaves before the end is counted as an aborted upload.
     public func cancel() {
         let early = state.withLock { state -> Bool in
             guard !state.cancelled else { return false }
             state.cancelled = true
             state.callback = nil
-            return state.finished == nil && state.failure?.code != .bodyTooLarge
+            return state.finished == nil && state.uploadEnded
         }
-        if early { session.recordError(SessionError(.uploadAborted, "the client disconnected before the answer ended")) }
+        if early { worker.record(SessionError(.uploadAborted, "the client disconnected before the answer ended")) }
+        // Before the body ended the queue's stop event ends the job; afterwards this does.
+        queue.abort(.clientGone)
+        release()
+    }
+
+    /// The session closed.
+    func sessionClosed(_ error: SessionError) {
+        uploadEnded(.failure(error))
+        finish(.failure(error), endJob: false)
         release()
     }
 
     private func release() {
-        session.releaseSpool(self)
-        session.decodeQueue.async { [file] in file.close() }
+        worker.endJob(spooled: self)
+        worker.decodeQueue.async { [file] in file.close() }
     }
 
-    /// Called by `Session.close`.
-    func sessionClosed() {
-        let callback = state.withLock { state -> (@Sendable () -> Void)? in
-            if state.finished == nil { state.finished = .failure(.notFound(session.id)) }
-            defer { state.callback = nil }
-            return state.callback
-        }
-        callback?()
-    }
-
-    /// Decode worker: decode spooled bytes until at least one picture is out (or the spool
-    /// ends), then encode the oldest pending picture; the next one waits for the next poll.
+    /// Decode queue: decode spooled bytes until a picture is pending (or the spool ended), then
+    /// encode the oldest pending picture; the next one waits for the next poll.
     private func produce() {
-        dispatchPrecondition(condition: .onQueue(session.decodeQueue))
-        worker.progress.begin(counters: session.currentCounters())
         guard decodeUntilAPictureIsPending() else { return }
-        guard !worker.pending.isEmpty else {
-            let (bytes, flush) = state.withLock { ($0.bytes, $0.flush) }
-            let snapshot = session.state.withLock { ($0.counters, $0.latest?.sequence, $0.format) }
-            finish(
-                .success(
-                    worker.progress.summary(
-                        session: session.id, counters: snapshot.0, bytes: bytes, latestSeq: snapshot.1,
-                        format: snapshot.2, flushed: flush)))
+        let next = reader.withValue { reader -> PublishedFrame? in
+            reader.pending.isEmpty ? nil : reader.pending.removeFirst()
+        }
+        guard let next else {
+            finish(worker.summary(of: progress, bytes: queue.totalBytes, flushed: flush), endJob: true)
             return
         }
-        let next = worker.pending.removeFirst()
-        let quality = session.state.withLock { request.effectiveQuality(sessionDefault: $0.quality) }
-        // Decode one picture ahead while this one is encoded on the encode worker, so decoding
+        // Decode one picture ahead while this one is encoded on the encode queue, so decoding
         // and encoding overlap (two cores) instead of alternating; at most the pictures of one
         // decoder step wait, so memory stays bounded.
-        if worker.pending.isEmpty && !worker.ended {
-            session.decodeQueue.async { [self] in _ = decodeUntilAPictureIsPending() }
+        if reader.withValue({ $0.pending.isEmpty && !$0.ended }) {
+            worker.decodeQueue.async { [self] in _ = decodeUntilAPictureIsPending() }
         }
-        session.servedPicture(next, request: request, quality: quality) { [self] result in
+        pictures.serve(next, request) { [self] result in
             switch result {
             case .success(let served):
                 let callback = state.withLock { state -> (@Sendable () -> Void)? in
@@ -202,13 +227,11 @@ public final class SpooledUpload: Sendable {
                     return state.callback
                 }
                 callback?()
-            case .failure(let error):
-                if error.code == .sessionNotFound {
-                    finish(.failure(error))
-                } else {
-                    // This picture cannot be encoded (already recorded); go on with the next.
-                    session.decodeQueue.async { [self] in produce() }
-                }
+            case .failure(let error) where error.code == .sessionNotFound:
+                finish(.failure(error), endJob: true)
+            case .failure:
+                // This picture cannot be encoded (the cache recorded why); go on with the next.
+                worker.decodeQueue.async { [self] in produce() }
             }
         }
     }
@@ -216,86 +239,77 @@ public final class SpooledUpload: Sendable {
     /// Reads and decodes spooled bytes until a picture is pending or the spool has ended.
     /// Returns false when the answer is over (read failure, cancelled, session closed).
     private func decodeUntilAPictureIsPending() -> Bool {
-        dispatchPrecondition(condition: .onQueue(session.decodeQueue))
-        let flush = state.withLock { $0.flush }
-        while worker.pending.isEmpty, !worker.ended {
-            guard !session.isClosed, !state.withLock({ $0.cancelled }) else { return false }
+        while reader.withValue({ $0.pending.isEmpty && !$0.ended }) {
+            guard !worker.isClosed, !state.withLock({ $0.cancelled }) else { return false }
+            let offset = reader.withValue { $0.offset }
             let chunk: [UInt8]
             do {
-                chunk = try file.read(at: worker.offset, count: SpoolWorker.readSize)
+                chunk = try file.read(at: offset, count: SpoolReader.readSize)
             } catch {
-                session.recordError(error)
-                finish(.failure(error))
+                worker.record(error)
+                finish(.failure(error), endJob: true)
                 return false
             }
-            worker.offset += chunk.count
             if chunk.isEmpty {
-                worker.ended = true
+                reader.withValue { $0.ended = true }
                 if flush {
-                    worker.pending += session.runDecoderStep(receivedAt: nil, progress: worker.progress) { $0.finish() }
-                    session.decoding.streamEnded()
-                    session.refreshDecoderFacts()
+                    let published = worker.step(receivedAt: nil, progress: progress) { $0.finish() }
+                    reader.withValue { $0.pending += published }
+                    worker.withDecoder { $0.streamEnded() }
                 }
             } else {
-                worker.pending += session.runDecoderStep(receivedAt: Session.uptime(), progress: worker.progress) {
-                    $0.push(chunk)
+                let published = worker.step(receivedAt: worker.clock.uptime, progress: progress) { $0.push(chunk) }
+                reader.withValue {
+                    $0.offset += chunk.count
+                    $0.pending += published
                 }
             }
         }
         return true
     }
 
-    private func finish(_ result: Result<UploadSummary, SessionError>) {
+    private func finish(_ result: Result<UploadSummary, SessionError>, endJob: Bool) {
         let callback = state.withLock { state -> (@Sendable () -> Void)? in
             state.producing = false
             if state.finished == nil { state.finished = result }
             defer { state.callback = nil }
             return state.callback
         }
-        session.releaseSpool(self)
+        if endJob { worker.endJob(spooled: self) }
         callback?()
     }
 }
 
-/// Decode-worker-only progress of one spooled answer.
-private final class SpoolWorker: @unchecked Sendable {
-    // @unchecked: touched only on the session's decode queue.
-    /// Small reads bound how many pictures one decoder step can produce (and hold) at once.
-    static let readSize = 4096
-    var offset = 0
-    var ended = false
-    var pending: [PublishedFrame] = []
-    let progress = UploadProgress()
-}
-
-/// An unlinked temporary file: written by the uploading thread, read and closed on the decode
-/// worker (MHD never runs two callbacks of one connection at once, so they do not overlap).
-final class SpoolFile: @unchecked Sendable {
+/// An unlinked temporary file: written and read on the session's decode queue, closed there or
+/// when freed.
+final class SpoolFile: Sendable {
     private let descriptor = Atomic<Int32>(-1)
-    private var writeOffset = 0
+    private let writeOffset = Atomic<Int>(0)
 
     init(directory: String) throws(SessionError) {
         var template = Array((directory + "/frametap-spool-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
-            throw SessionError(.spoolFailed, "cannot create a spool file in \(directory): errno \(errno)")
+            throw SessionError(.spoolFailed, "cannot create a spool file in \(directory): \(String(cString: strerror(errno)))")
         }
+        // Unlinked at once: the file vanishes with its descriptor however the request ends.
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         descriptor.store(fd, ordering: .releasing)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SessionError) {
         let fd = descriptor.load(ordering: .acquiring)
+        let start = writeOffset.load(ordering: .relaxed)
         var done = 0
         while done < bytes.count {
-            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(writeOffset + done))
+            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(start + done))
             if written < 0 {
                 if errno == EINTR { continue }
-                throw SessionError(.spoolFailed, "writing the spool file failed: errno \(errno)")
+                throw SessionError(.spoolFailed, "writing the spool file failed: \(String(cString: strerror(errno)))")
             }
             done += written
         }
-        writeOffset += done
+        writeOffset.store(start + done, ordering: .relaxed)
     }
 
     func read(at offset: Int, count: Int) throws(SessionError) -> [UInt8] {
@@ -308,7 +322,9 @@ final class SpoolFile: @unchecked Sendable {
                 buffer.removeSubrange(got...)
                 return buffer
             }
-            if errno != EINTR { throw SessionError(.spoolFailed, "reading the spool file failed: errno \(errno)") }
+            if errno != EINTR {
+                throw SessionError(.spoolFailed, "reading the spool file failed: \(String(cString: strerror(errno)))")
+            }
         }
     }
 
@@ -318,34 +334,4 @@ final class SpoolFile: @unchecked Sendable {
     }
 
     deinit { close() }
-}
-
-extension Session {
-    /// Starts a multipart-answer upload. Throws `.sessionBusy` like `beginUpload`, and
-    /// `.spoolFailed` when no spool file can be created.
-    public func beginSpooledUpload(_ request: PictureRequest) throws(SessionError) -> SpooledUpload {
-        let request = try request.validated()
-        let file = try SpoolFile(directory: configuration.spoolDirectory)
-        let upload = try state.withLock { state throws(SessionError) -> SpooledUpload in
-            guard !state.closed else { throw .notFound(id) }
-            guard state.writer == nil else {
-                throw SessionError(.sessionBusy, "another upload to session '\(id)' is in progress")
-            }
-            let writerID = state.nextWriterID
-            state.nextWriterID += 1
-            state.writer = Writer(id: writerID)
-            let upload = SpooledUpload(session: self, writerID: writerID, request: request, file: file)
-            state.spool = upload
-            return upload
-        }
-        logger.debug("multipart upload started")
-        return upload
-    }
-
-    func releaseSpool(_ upload: SpooledUpload) {
-        state.withLock { state in
-            if state.writer?.id == upload.writerID { state.writer = nil }
-            if state.spool === upload { state.spool = nil }
-        }
-    }
 }

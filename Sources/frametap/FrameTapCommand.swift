@@ -1,5 +1,5 @@
 import ArgumentParser
-import HTTPServer
+import FrameTapAPI
 
 @main
 struct FrameTapCommand: ParsableCommand {

@@ -2,6 +2,7 @@ import ArgumentParser
 import Decoding
 import Foundation
 import H264
+import FrameTapAPI
 import HTTPServer
 import Imaging
 import Logging

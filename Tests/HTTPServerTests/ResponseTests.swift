@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -89,7 +90,7 @@ import Testing
     }
 
     @Test func mjpegStreamSendsNewestFramesAndDisconnectFreesTheViewer() throws {
-        let broadcast = NewestChunkBroadcast()
+        let broadcast = TestBroadcast()
         let boundary = "frametapboundary"
         try withServer(
             configure: { $0.heartbeatInterval = .milliseconds(200) },
@@ -108,7 +109,9 @@ import Testing
                     sequence += 1
                     let jpeg = SharedBytes([0xFF, 0xD8] + Array(repeating: UInt8(sequence % 200), count: 5000) + [0xFF, 0xD9])
                     broadcast.publish(
-                        Multipart.part(boundary: boundary, contentType: "image/jpeg", payload: jpeg, sequence: sequence))
+                        Multipart.part(
+                            boundary: boundary, contentType: "image/jpeg", payload: jpeg,
+                            headers: [("X-Frame-Seq", String(sequence))]))
                     usleep(20_000)
                 }
             }
@@ -150,7 +153,7 @@ import Testing
     @Test func idleStreamRepeatsLastChunkAndNoticesDeadClient() throws {
         // No new frames: the heartbeat makes the source resend its last chunk, which is how
         // a vanished client is noticed on a suspended connection.
-        let broadcast = NewestChunkBroadcast()
+        let broadcast = TestBroadcast()
         broadcast.publish(StreamChunk(bytes: Array("frame\n".utf8)))
         try withServer(
             configure: { $0.heartbeatInterval = .milliseconds(100) },
@@ -168,7 +171,7 @@ import Testing
     }
 
     @Test func finishedStreamEndsWithClosingDelimiter() throws {
-        let broadcast = NewestChunkBroadcast()
+        let broadcast = TestBroadcast()
         try withServer(routes: { router in
             router.get("/all") { _ in
                 HTTPResponse(

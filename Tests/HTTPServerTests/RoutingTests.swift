@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import HTTPServer
 import Testing
@@ -99,14 +100,15 @@ import Testing
     }
 
     @Test func multipartFramingIsStrict() {
-        let header = Multipart.partHeader(boundary: "b0", contentType: "image/jpeg", contentLength: 3, sequence: 9)
-        #expect(String(decoding: header, as: UTF8.self) == "--b0\r\nContent-Type: image/jpeg\r\nContent-Length: 3\r\nX-Frame-Seq: 9\r\n\r\n")
+        let header = Multipart.partHeader(
+            boundary: "b0", contentType: "image/jpeg", contentLength: 3, headers: [("X-Part", "9")])
+        #expect(String(decoding: header, as: UTF8.self) == "--b0\r\nContent-Type: image/jpeg\r\nContent-Length: 3\r\nX-Part: 9\r\n\r\n")
         #expect(String(decoding: Multipart.closingDelimiter(boundary: "b0"), as: UTF8.self) == "--b0--\r\n")
         #expect(Multipart.mixedReplaceContentType(boundary: "b0") == "multipart/x-mixed-replace;boundary=b0")
         let boundary = Multipart.makeBoundary()
         #expect(boundary.allSatisfy { $0.isLetter || $0.isNumber })
         let part = Multipart.part(boundary: "b0", contentType: "image/jpeg", payload: SharedBytes([1, 2, 3]))
-        #expect(part.byteCount == header.count - "X-Frame-Seq: 9\r\n".utf8.count + 3 + 2)
+        #expect(part.byteCount == header.count - "X-Part: 9\r\n".utf8.count + 3 + 2)
     }
 }
 

@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -7,34 +8,39 @@ import Testing
 /// A worker that drains an upload on its own thread, slowly, and answers with what it saw.
 final class SlowConsumer: Sendable {
     let events = Recorder<String>()
-    let highWaterMark = Atomic<Int>(0)
-    let capacity = Atomic<Int>(0)
 
-    func start(_ body: RequestBodyStream, promise: ResponsePromise, delayMicroseconds: UInt32) {
-        capacity.store(body.capacity, ordering: .relaxed)
+    func start(_ sink: TestSink, promise: ResponsePromise, delayMicroseconds: UInt32) {
         Thread.detachNewThread { [self] in
             var total = 0
             var checksum: UInt64 = 0
-            while let event = body.waitForNext() {
+            while let event = sink.next() {
                 switch event {
                 case .bytes(let bytes):
                     total += bytes.count
-                    checksum = bytes.withUnsafeBytes { raw in
-                        raw.reduce(checksum) { $0 &+ UInt64($1) }
-                    }
+                    checksum = bytes.reduce(checksum) { $0 &+ UInt64($1) }
                     if delayMicroseconds > 0 { usleep(delayMicroseconds) }
                 case .end:
-                    highWaterMark.store(body.highWaterMark, ordering: .relaxed)
                     events.record("end")
                     promise.succeed(.text("\(total) \(checksum)"))
                     return
                 case .aborted(let reason):
-                    highWaterMark.store(body.highWaterMark, ordering: .relaxed)
                     events.record("aborted \(reason)")
                     return
                 }
             }
         }
+    }
+}
+
+/// An upload route whose body goes to a fresh `TestSink` drained by `consumer`.
+func uploadRoute(
+    _ router: inout Router, maxBodyBytes: Int? = nil, capacity: Int = 1 << 20, consumer: SlowConsumer,
+    delayMicroseconds: UInt32 = 0, sinks: Recorder<TestSink>? = nil
+) {
+    router.addUpload(.post, "/upload", maxBodyBytes: maxBodyBytes) { _ in
+        let sink = TestSink(capacity: capacity)
+        sinks?.record(sink)
+        return (sink, .deferred { promise in consumer.start(sink, promise: promise, delayMicroseconds: delayMicroseconds) })
     }
 }
 
@@ -63,13 +69,12 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
 }
 
 @Suite(.serialized) struct UploadTests {
-    @Test func largeChunkedUploadThroughSlowConsumerStaysWithinTheQueueBound() throws {
+    @Test func largeChunkedUploadThroughSlowConsumerStaysWithinTheSinkBound() throws {
         let consumer = SlowConsumer()
+        let sinks = Recorder<TestSink>()
         let capacity = 256 * 1024
         try withServer(routes: { router in
-            router.addUpload(.post, "/upload", queueCapacity: capacity) { _, body in
-                .deferred { promise in consumer.start(body, promise: promise, delayMicroseconds: 300) }
-            }
+            uploadRoute(&router, capacity: capacity, consumer: consumer, delayMicroseconds: 300, sinks: sinks)
         }) { (server: HTTPServer) throws in
             let total = 20 * 1024 * 1024
             let client = try RawClient(port: server.port)
@@ -78,20 +83,16 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
             #expect(response.status == 200)
             #expect(response.text == "\(total) \(checksum)")
             #expect(consumer.events.all == ["end"])
-            let highWaterMark = consumer.highWaterMark.load(ordering: .relaxed)
-            // The queue did fill up (backpressure engaged) but never beyond its bound.
-            #expect(highWaterMark > capacity / 2)
-            #expect(highWaterMark <= capacity)
+            let highest = try #require(sinks.all.first).highestQueued
+            // The sink did fill up (backpressure engaged) but the server never held more.
+            #expect(highest > capacity / 2)
+            #expect(highest <= capacity)
         }
     }
 
-    @Test func clientAbortMidUploadIsReportedToTheConsumer() throws {
+    @Test func clientAbortMidUploadIsReportedToTheSink() throws {
         let consumer = SlowConsumer()
-        try withServer(routes: { router in
-            router.addUpload(.post, "/upload", queueCapacity: 1 << 20) { _, body in
-                .deferred { promise in consumer.start(body, promise: promise, delayMicroseconds: 0) }
-            }
-        }) { (server: HTTPServer) throws in
+        try withServer(routes: { router in uploadRoute(&router, consumer: consumer) }) { (server: HTTPServer) throws in
             let client = try RawClient(port: server.port)
             try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
             try client.send(Array("8000\r\n".utf8) + Array(repeating: 1, count: 0x8000) + [13, 10])
@@ -105,9 +106,9 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
     @Test func announcedBodyAboveTheLimitIsRefusedUpFront() throws {
         let handlerRuns = Atomic<Int>(0)
         try withServer(routes: { router in
-            router.addUpload(.post, "/upload", maxBodyBytes: 1000) { _, _ in
+            router.addUpload(.post, "/upload", maxBodyBytes: 1000) { _ in
                 handlerRuns.add(1, ordering: .relaxed)
-                return HTTPResponse(status: .accepted)
+                return (TestSink(capacity: 1), HTTPResponse(status: .accepted))
             }
             router.post("/small", maxBodyBytes: 10) { _ in .text("fits") }
         }) { (server: HTTPServer) throws in
@@ -122,26 +123,80 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         }
     }
 
-    @Test func chunkedBodyPassingTheLimitGets413AfterTheBody() throws {
-        let consumer = SlowConsumer()
-        try withServer(routes: { router in
-            router.addUpload(.post, "/upload", maxBodyBytes: 100_000) { _, body in
-                .deferred { promise in consumer.start(body, promise: promise, delayMicroseconds: 0) }
+    /// Sends chunked zeros until the server answers or closes; returns the answer's bytes, how
+    /// much was sent after the answer arrived, and whether the server closed the connection.
+    private func pushUntilAnswered(
+        _ client: RawClient, path: String = "/upload", during: Duration = .seconds(10), afterHead: () -> Void = {}
+    ) throws -> (answer: [UInt8], closed: Bool, elapsed: Duration) {
+        try client.send("POST \(path) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        afterHead()
+        let chunk = Array("4000\r\n".utf8) + [UInt8](repeating: 0, count: 0x4000) + [13, 10]
+        var answer: [UInt8] = []
+        let started = ContinuousClock.now
+        var answeredAt: ContinuousClock.Instant?
+        while ContinuousClock.now - started < during {
+            if let bytes = client.read(timeout: .milliseconds(1)) {
+                if !bytes.isEmpty, answeredAt == nil { answeredAt = .now }
+                answer += bytes
+            } else {
+                return (answer, true, (answeredAt ?? .now) - started)
             }
-        }) { (server: HTTPServer) throws in
+            if (try? client.send(chunk)) == nil {
+                return (answer + client.readToEnd(timeout: .seconds(1)), true, (answeredAt ?? .now) - started)
+            }
+        }
+        return (answer, false, (answeredAt ?? .now) - started)
+    }
+
+    @Test func chunkedBodyPassingTheLimitIsAnswered413AtOnceThenClosed() throws {
+        let consumer = SlowConsumer()
+        try withServer(
+            configure: { $0.maxDiscardBytes = 256 * 1024 },
+            routes: { router in uploadRoute(&router, maxBodyBytes: 100_000, consumer: consumer) }
+        ) { (server: HTTPServer) throws in
             let client = try RawClient(port: server.port)
-            _ = try chunkedUpload(client, path: "/upload", totalBytes: 300_000, chunkSize: 16 * 1024)
-            let response = try parseResponse(client.readToEnd())
+            let (answer, closed, _) = try pushUntilAnswered(client)
+            let response = try parseResponse(answer)
             #expect(response.status == 413)
+            #expect(response.headers["Connection"] == "close")
             #expect(try jsonObject(response.body)["code"] as? String == "body_too_large")
+            #expect(closed, "the server closes after dropping at most maxDiscardBytes more")
             #expect(eventually { consumer.events.all == ["aborted tooLarge(limit: 100000)"] })
+        }
+    }
+
+    @Test func aSinkThatStopsListeningIsAnsweredAtOnceThenClosed() throws {
+        let consumer = SlowConsumer()
+        let sinks = Recorder<TestSink>()
+        try withServer(
+            configure: {
+                $0.maxDiscardBytes = 1 << 30
+                $0.maxDiscardDuration = .milliseconds(500)
+            },
+            routes: { router in uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, sinks: sinks) }
+        ) { (server: HTTPServer) throws in
+            let client = try RawClient(port: server.port)
+            let refuser = Thread {
+                _ = eventually { !sinks.all.isEmpty }
+                usleep(200_000)
+                sinks.all.first?.refuse(HTTPError(status: .notFound, code: "gone", detail: "the consumer left"))
+            }
+            refuser.start()
+            let (answer, closed, elapsed) = try pushUntilAnswered(client)
+            let response = try parseResponse(answer)
+            #expect(response.status == 404)
+            #expect(try jsonObject(response.body)["code"] as? String == "gone")
+            // Answered right after the refusal, not when the (endless) body ends.
+            #expect(elapsed < .seconds(2))
+            #expect(closed, "closed after maxDiscardDuration")
+            #expect(eventually { server.activeRequestCount == 0 })
         }
     }
 }
 
 @Suite(.serialized) struct ShutdownTests {
     @Test func stopEndsSuspendedRequestsAndReturnsPromptly() throws {
-        let broadcast = NewestChunkBroadcast()
+        let broadcast = TestBroadcast()
         broadcast.publish(StreamChunk(bytes: Array("first\n".utf8)))
         let abandoned = Atomic<Int>(0)
         var configuration = HTTPServerConfiguration()
@@ -183,6 +238,36 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         // The port is closed.
         #expect(throws: (any Error).self) { _ = try request(server.port, "GET", "/live") }
     }
+
+    @Test func stopAnswersAnUploadInProgress503AndReturnsWithinASecond() throws {
+        let consumer = SlowConsumer()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.shutdownGracePeriod = .seconds(10)
+        var router = Router()
+        uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, delayMicroseconds: 1000)
+        let server = HTTPServer(configuration: configuration, router: router)
+        try server.start()
+        let client = try RawClient(port: server.port)
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let chunk = Array("4000\r\n".utf8) + [UInt8](repeating: 0, count: 0x4000) + [13, 10]
+        let pushing = Atomic<Bool>(true)
+        let pusher = Thread {
+            while pushing.load(ordering: .relaxed), (try? client.send(chunk)) != nil { usleep(2000) }
+        }
+        pusher.start()
+        usleep(300_000)
+        let started = ContinuousClock.now
+        server.stop()
+        #expect(ContinuousClock.now - started < .seconds(1))
+        let answer = client.readToEnd(timeout: .seconds(2))
+        pushing.store(false, ordering: .relaxed)
+        let response = try parseResponse(answer)
+        #expect(response.status == 503)
+        #expect(response.headers["Retry-After"] == "1")
+        #expect(try jsonObject(response.body)["code"] as? String == "shutting_down")
+        #expect(eventually { consumer.events.all == ["aborted serverShutdown"] })
+    }
 }
 
 @Suite struct ConstantTimeTests {
@@ -195,31 +280,5 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         #expect(!BearerTokenAuth.constantTimeEquals([], token))
         // 256 extra bytes must not wrap the length difference to zero.
         #expect(!BearerTokenAuth.constantTimeEquals(token + Array(repeating: 0, count: 256), token))
-    }
-}
-
-/// A consumer usually holds its body stream and is captured by the stream's ready handler:
-/// once the terminal event is taken, the stream lets the handler go, so neither outlives the
-/// request (a per-request leak of the whole connection context before).
-@Suite struct RequestBodyLifetimeTests {
-    final class Consumer: Sendable {
-        let body: RequestBodyStream
-        init(body: RequestBodyStream) { self.body = body }
-    }
-
-    @Test func theReadyHandlerIsReleasedAfterTheTerminalEvent() {
-        weak var released: Consumer?
-        do {
-            let body = RequestBodyStream(capacity: 1024, resumeProducer: {})
-            let consumer = Consumer(body: body)
-            released = consumer
-            body.setReadyHandler { _ = consumer.body.queuedBytes }
-            _ = [UInt8](repeating: 7, count: 10).withUnsafeBytes { body.offer($0) }
-            body.terminate(.end)
-            #expect(body.next() == .bytes([UInt8](repeating: 7, count: 10)))
-            #expect(body.next() == .end)
-            body.setReadyHandler { _ = consumer }  // too late: ignored, nothing follows
-        }
-        #expect(released == nil)
     }
 }

@@ -34,9 +34,7 @@ import Testing
         let session = try makeSession()
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let good = try #require(session.latestSequence)
-        let upload = try session.beginUpload()
-        try await send(damagedSlices(), to: upload)
-        _ = await finish(upload, flush: true)
+        _ = try await upload(damagedSlices(), to: session, flush: true)
         // Nothing newer and good arrived: the wait ends with 304, not a damaged picture.
         let answer = try await picture(session, after: good, wait: .milliseconds(200)).get()
         #expect(answer.served == nil)

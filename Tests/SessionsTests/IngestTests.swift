@@ -54,50 +54,61 @@ import Testing
         #expect(session.status().counters.framesDecoded == 2 * Fixture.baselineFrames)
     }
 
-    @Test func secondConcurrentUploadIsRefusedWith409() throws {
+    @Test func secondConcurrentUploadIsRefusedWith409() async throws {
         let session = try makeSession()
-        let upload = try session.beginUpload()
+        let queue = try session.beginUpload(flush: false) { _ in }
         #expect {
-            _ = try session.beginUpload()
+            _ = try session.beginUpload(flush: false) { _ in }
         } throws: { error in
             (error as? SessionError)?.code == .sessionBusy
         }
-        upload.abort()
-        // Sequential uploads are never refused.
-        _ = try session.beginUpload()
+        #expect(session.status().uploading)
+        // Once the body ended, the next upload is accepted at once; it waits for the first
+        // to be decoded before it takes bytes.
+        queue.finish()
+        let next = Outcome<Result<UploadSummary, SessionError>>()
+        let second = try session.beginUpload(flush: true) { next.set($0) }
+        try await send(try Fixture.bytes(Fixture.baseline), to: second)
+        second.finish()
+        #expect(try await next.value().get().frames == Fixture.baselineFrames)
     }
 
     @Test func uploadQueueNeverExceedsItsBound() async throws {
         let bound = 64 << 10
         let session = try makeSession(configuration: testConfiguration(uploadQueueBytes: bound))
         let stream = Array(try [[UInt8]](repeating: Fixture.bytes(Fixture.baseline), count: 40).joined())
-        let upload = try session.beginUpload()
-        let highest = HighWater()
-        let pauses = try await send(stream, to: upload, chunk: 16 << 10) { highest.note(session.queuedUploadBytes) }
-        let summary = try await finish(upload, flush: true).get()
-        #expect(highest.value <= bound)
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: true) { answer.set($0) }
+        let pauses = try await send(stream, to: queue, chunk: 16 << 10)
+        queue.finish()
+        let summary = try await answer.value().get()
+        #expect(queue.highestQueuedBytes <= bound)
         #expect(pauses > 0, "a 400 KB upload into a 64 KB queue must have been paused")
         #expect(summary.frames == 40 * Fixture.baselineFrames)
         #expect(summary.bytes == stream.count)
     }
 
-    @Test func abortKeepsTheLastGoodPicture() async throws {
+    @Test func aClientThatLeavesKeepsTheLastGoodPicture() async throws {
         let stream = try Fixture.bytes(Fixture.baseline)
         let session = try makeSession()
         _ = try await push(stream, to: session, flush: true)
-        let before = session.latestSequence
-        let upload = try session.beginUpload()
-        try await send(Array(stream[..<(stream.count / 3)]), to: upload)
-        upload.abort()
-        #expect(await eventually { session.status().lastError?.code == "upload_aborted" })
+        let before = try #require(session.latestSequence)
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false) { answer.set($0) }
+        try await send(Array(stream[..<(stream.count / 3)]), to: queue)
+        queue.abort(.clientGone)
+        guard case .failure(let error) = await answer.value() else {
+            Issue.record("expected upload_aborted")
+            return
+        }
+        #expect(error.code == .uploadAborted)
         let status = session.status()
+        #expect(status.lastError?.code == "upload_aborted")
         #expect(status.counters.uploadsAborted == 1)
-        #expect(status.latestFrame != nil)
-        #expect((session.latestSequence ?? 0) >= (before ?? 1))
-        let answer = try await picture(session).get()
-        #expect(answer.served != nil)
+        #expect((session.latestSequence ?? 0) >= before)
+        #expect(try await picture(session).get().served != nil)
         // The camera reconnects: a new upload is accepted at once.
-        _ = try session.beginUpload()
+        _ = try session.beginUpload(flush: false) { _ in }
     }
 
     @Test func garbageIsCountedAndThePictureSurvives() async throws {
@@ -110,34 +121,33 @@ import Testing
             // Start codes followed by NAL headers with the forbidden bit set and random payloads.
             garbage += [0, 0, 0, 1, 0xE5] + (0..<600).map { _ in UInt8.random(in: 1...255, using: &generator) }
         }
-        let result = await finish(
-            try {
-                let upload = try session.beginUpload()
-                _ = try upload.append(garbage)
-                return upload
-            }(), flush: true)
-        if case .failure(let error) = result {
-            #expect([.decoding(.invalidData), .decoding(.nalTooLarge)].contains(error.code))
+        let result = try await upload(garbage, to: session, flush: true)
+        guard case .failure(let error) = result else {
+            Issue.record("a flushed upload with no picture and errors fails")
+            return
         }
+        #expect([.decoding(.invalidData), .decoding(.nalTooLarge)].contains(error.code))
         let status = session.status()
-        #expect(status.counters.decodeErrors > 0 || status.lastError != nil)
+        #expect(status.counters.decodeErrors > 0)
         let after = try await picture(session).get().served
-        #expect(after != nil)
         #expect(after?.sequence == good?.sequence)
     }
 
     @Test func bodyLimitFailsTheRequestButKeepsTheSession() async throws {
         let stream = try Fixture.bytes(Fixture.baseline)
         let session = try makeSession(configuration: testConfiguration(maxBodyBytes: 4000))
-        let upload = try session.beginUpload()
-        #expect(throws: SessionError.self) { _ = try upload.append(stream) }
-        let result = await finish(upload, flush: true)
-        guard case .failure(let error) = result else {
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: true) { answer.set($0) }
+        let offer = stream.withUnsafeBytes { queue.offer($0) }
+        #expect(offer == .refused(SessionError(.bodyTooLarge, "request body exceeds 4000 bytes")))
+        guard case .failure(let error) = await answer.value() else {
             Issue.record("expected body_too_large")
             return
         }
         #expect(error.code == .bodyTooLarge)
         #expect(session.status().lastError?.code == "body_too_large")
+        // The slot is free again.
+        _ = try session.beginUpload(flush: false) { _ in }
     }
 
     @Test func keyframesOnlyModeDecodesOnlyKeyframes() async throws {
@@ -148,52 +158,53 @@ import Testing
         #expect(session.status().latestFrame?.keyframe == true)
     }
 
-    @Test func ingestPullsFromABodySource() async throws {
-        let stream = try Fixture.bytes(Fixture.baseline)
+    @Test func aDeletedSessionRefusesItsUploadAtOnce() async throws {
         let session = try makeSession()
-        let source = TestBodySource()
-        let result = try await withCheckedThrowingContinuation { continuation in
-            do {
-                try session.ingest(from: source, flush: true) { continuation.resume(returning: $0) }
-            } catch {
-                continuation.resume(throwing: error)
-                return
-            }
-            for start in stride(from: 0, to: stream.count, by: 1500) {
-                source.feed(.bytes(Array(stream[start..<min(start + 1500, stream.count)])))
-            }
-            source.feed(.end)
-        }
-        let summary = try result.get()
-        #expect(summary.frames == Fixture.baselineFrames)
-        #expect(summary.bytes == stream.count)
-
-        let gone = TestBodySource()
-        let aborted = await withCheckedContinuation { continuation in
-            _ = try? session.ingest(from: gone, flush: false) { continuation.resume(returning: $0) }
-            // Cut inside the first picture (its IDR slice is 2645 bytes): nothing complete arrived.
-            gone.feed(.bytes(Array(stream.prefix(2000))))
-            gone.feed(.clientGone)
-        }
-        guard case .failure(let error) = aborted else {
-            Issue.record("expected upload_aborted")
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false) { answer.set($0) }
+        try await send(Array(try Fixture.bytes(Fixture.baseline).prefix(3000)), to: queue)
+        let woken = Flag()
+        queue.setProducerWake { woken.set() }
+        session.close()
+        // The producer is woken (a suspended connection resumes) and its next piece is refused.
+        #expect(woken.count >= 1)
+        let refused = [UInt8](repeating: 0, count: 10).withUnsafeBytes { queue.offer($0) }
+        #expect(refused == .refused(SessionError(.sessionNotFound, "the session was deleted")))
+        guard case .failure(let error) = await answer.value() else {
+            Issue.record("expected session_not_found")
             return
         }
-        #expect(error.code == .uploadAborted)
-        #expect(await eventually { session.status().counters.uploadsAborted == 1 })
-        #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
+        #expect(error.code == .sessionNotFound)
+    }
+
+    @Test func shutdownStopsDecodingAtOnce() async throws {
+        let session = try makeSession(configuration: testConfiguration(uploadQueueBytes: 1 << 20))
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: true) { answer.set($0) }
+        // Queued but (mostly) not decoded yet: the server stops listening now.
+        let stream = Array(try [[UInt8]](repeating: Fixture.bytes(Fixture.baseline), count: 20).joined())
+        _ = stream.withUnsafeBytes { queue.offer($0) }
+        queue.abort(.serverShutdown)
+        guard case .failure(let error) = await answer.value() else {
+            Issue.record("expected shutting_down")
+            return
+        }
+        #expect(error.code == .shuttingDown)
+        #expect(queue.queuedBytes == 0)
+        #expect(session.status().counters.framesDecoded < 20 * Fixture.baselineFrames)
     }
 
     @Test func multipartAnswerPullsOnePartPerPicture() async throws {
         let stream = try Fixture.bytes(Fixture.baseline)
         let session = try makeSession()
-        let spooled = try session.beginSpooledUpload(PictureRequest(format: .jpeg, width: 88))
-        for start in stride(from: 0, to: stream.count, by: 3000) {
-            try spooled.append(Array(stream[start..<min(start + 3000, stream.count)]))
-        }
+        let spooled = try session.beginSpooledUpload(PictureRequest(format: .jpeg, width: 88), flush: true)
+        let bodyEnded = Outcome<Result<Void, SessionError>>()
+        spooled.onUploadEnd { bodyEnded.set($0) }
+        try await send(stream, to: spooled.queue, chunk: 3000)
+        spooled.queue.finish()
+        try await bodyEnded.value().get()
         // Nothing is decoded before the answer pulls.
         #expect(session.status().counters.bytes == 0)
-        spooled.endUpload(flush: true)
         var sequences: [UInt64] = []
         var summary: UploadSummary?
         while summary == nil {
@@ -201,14 +212,13 @@ import Testing
             case .part(let served):
                 #expect(served.picture.width == 88 && served.picture.height == 72)
                 sequences.append(served.sequence)
-                if sequences.count == 1 {
-                    // Pull model: nothing more is decoded until this part was taken.
-                    try await Task.sleep(for: .milliseconds(50))
-                    #expect(session.status().counters.bytes < stream.count)
-                }
             case .wait:
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    spooled.notifyWhenReady { continuation.resume() }
+                let ready = Signal()
+                spooled.notifyWhenReady { ready.signal() }
+                await ready.wait()
+                if sequences.count == 1 {
+                    // Pull model: decoding stays a picture or so ahead of what was taken.
+                    #expect(session.status().counters.bytes < stream.count)
                 }
             case .finished(let result):
                 summary = try result.get()
@@ -219,48 +229,53 @@ import Testing
         #expect(summary?.frames == Fixture.baselineFrames)
         #expect(summary?.bytes == stream.count)
         // The upload slot is free again.
-        _ = try session.beginUpload()
-    }
-}
-
-/// A bounded pull source like the HTTP layer's request-body queue.
-final class TestBodySource: UploadBodySource, @unchecked Sendable {
-    private let lock = NSLock()
-    private var events: [UploadBodyEvent] = []
-    private var handler: (@Sendable () -> Void)?
-    private(set) var discarded = false
-
-    func feed(_ event: UploadBodyEvent) {
-        lock.lock()
-        events.append(event)
-        let handler = self.handler
-        lock.unlock()
-        handler?()
+        _ = try session.beginUpload(flush: false) { _ in }
     }
 
-    func nextUploadEvent() -> UploadBodyEvent? {
-        lock.lock()
-        defer { lock.unlock() }
-        return events.isEmpty ? nil : events.removeFirst()
+    @Test func aFailedMultipartPushEndsWithItsError() async throws {
+        let session = try makeSession()
+        let spooled = try session.beginSpooledUpload(PictureRequest(), flush: true)
+        try await send(Array("not H.264 at all".utf8), to: spooled.queue)
+        spooled.queue.finish()
+        var ending: Result<UploadSummary, SessionError>?
+        while ending == nil {
+            switch spooled.poll() {
+            case .part: Issue.record("no picture in garbage")
+            case .wait:
+                let ready = Signal()
+                spooled.notifyWhenReady { ready.signal() }
+                await ready.wait()
+            case .finished(let result): ending = result
+            }
+        }
+        guard case .failure(let error) = ending else {
+            Issue.record("a push with no picture and errors fails, also as multipart")
+            return
+        }
+        #expect(error.code == .decoding(.invalidData))
+        spooled.cancel()
     }
 
-    func setUploadReadyHandler(_ handler: @escaping @Sendable () -> Void) {
-        lock.lock()
-        self.handler = handler
-        let ready = !events.isEmpty
-        lock.unlock()
-        if ready { handler() }
+    @Test func spoolLimitRefusesAtOnce() async throws {
+        var configuration = testConfiguration()
+        configuration.maxSpoolBytes = 10_000
+        let session = try makeSession(configuration: configuration)
+        let spooled = try session.beginSpooledUpload(PictureRequest(), flush: true)
+        let bodyEnded = Outcome<Result<Void, SessionError>>()
+        spooled.onUploadEnd { bodyEnded.set($0) }
+        let zeros = [UInt8](repeating: 0, count: 4096)
+        var refusal: SessionError?
+        for _ in 0..<10 where refusal == nil {
+            if case .refused(let error) = zeros.withUnsafeBytes({ spooled.queue.offer($0) }) { refusal = error }
+        }
+        #expect(refusal?.code == .bodyTooLarge)
+        guard case .failure(let error) = await bodyEnded.value() else {
+            Issue.record("the upload failed")
+            return
+        }
+        #expect(error.code == .bodyTooLarge)
+        #expect(session.status().lastError?.code == "body_too_large")
+        spooled.cancel()
+        _ = try session.beginUpload(flush: false) { _ in }
     }
-
-    func discardRemainingUpload() {
-        lock.lock()
-        discarded = true
-        events.removeAll()
-        lock.unlock()
-    }
-}
-
-final class HighWater: @unchecked Sendable {
-    private(set) var value = 0
-    func note(_ sample: Int) { value = max(value, sample) }
 }

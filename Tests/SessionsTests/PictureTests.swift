@@ -72,30 +72,52 @@ import Testing
     }
 
     @Test func longPollResumesOnANewPicture() async throws {
-        let session = try await decodedSession()
-        let latest = try #require(session.latestSequence)
-        let started = ContinuousClock.now
-        async let answer = picture(session, after: latest, wait: .seconds(10))
-        #expect(await eventually { session.waitingRequests == 1 })
+        let clock = ManualClock()
+        let session = try makeSession(clock: clock)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
-        let served = try await answer.get().served
+        let latest = try #require(session.latestSequence)
+        let answer = Outcome<Result<PictureAnswer, SessionError>>()
+        session.requestPicture(PictureRequest(), after: latest, wait: .seconds(10)) { answer.set($0) }
+        #expect(session.waitingRequests == 1)
+        clock.advance(by: .seconds(5))
+        #expect(answer.current == nil, "still waiting half way through")
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        let served = try await answer.value().get().served
         #expect((served?.sequence ?? 0) > latest)
-        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(session.waitingRequests == 0)
     }
 
     @Test func longPollTimesOutWith304() async throws {
-        let session = try await decodedSession()
+        let clock = ManualClock()
+        let session = try makeSession(clock: clock)
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let served = try #require(try await picture(session).get().served)
-        let started = ContinuousClock.now
-        let answer = try await picture(session, ifNoneMatch: served.etag, wait: .milliseconds(200)).get()
-        let elapsed = ContinuousClock.now - started
-        guard case .notModified(let etag) = answer else {
+        let answer = Outcome<Result<PictureAnswer, SessionError>>()
+        session.requestPicture(PictureRequest(), ifNoneMatch: served.etag, wait: .milliseconds(200)) { answer.set($0) }
+        clock.advance(by: .milliseconds(199))
+        #expect(answer.current == nil)
+        #expect(session.waitingRequests == 1)
+        clock.advance(by: .milliseconds(1))
+        guard case .notModified(let etag) = try #require(answer.current).get() else {
             Issue.record("expected 304 after the wait")
             return
         }
         #expect(etag == served.etag)
-        #expect(elapsed >= .milliseconds(180))
         #expect(session.waitingRequests == 0)
+    }
+
+    @Test func longPollWaitIsCappedByTheConfiguration() async throws {
+        let clock = ManualClock()
+        var configuration = testConfiguration()
+        configuration.maxLongPoll = .seconds(2)
+        let session = try makeSession(configuration: configuration, clock: clock)
+        let answer = Outcome<Result<PictureAnswer, SessionError>>()
+        session.requestPicture(PictureRequest(), wait: .seconds(3600)) { answer.set($0) }
+        clock.advance(by: .seconds(2))
+        guard case .notModified(nil) = try #require(answer.current).get() else {
+            Issue.record("expected 304 without a tag: no picture yet")
+            return
+        }
     }
 
     @Test func subscriberSkipsToTheNewestPicture() async throws {
@@ -105,104 +127,114 @@ import Testing
             Issue.record("no picture yet: the viewer must wait")
             return
         }
-        let woken = Flag()
-        viewer.notifyWhenReady { woken.set() }
+        let woken = Signal()
+        viewer.notifyWhenReady { woken.signal() }
         // The viewer does not pull while 20 pictures are decoded (a slow client).
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
-        #expect(await eventually { woken.count == 1 })
+        await woken.wait()
         var last: ServedPicture?
-        while case .picture(let served, _) = viewer.poll() { last = served }
-        if last == nil || last?.sequence != UInt64(Fixture.baselineFrames) {
-            // The wake-up came for an earlier picture; the next pull gets the newest.
-            _ = await eventually {
-                if case .picture(let served, _) = viewer.poll() { last = served }
-                return last?.sequence == UInt64(Fixture.baselineFrames)
+        while last?.sequence != UInt64(Fixture.baselineFrames) {
+            switch viewer.poll() {
+            case .picture(let served, _): last = served
+            case .wait:
+                // The wake-up came for an earlier picture; the newest one is being encoded.
+                let next = Signal()
+                viewer.notifyWhenReady { next.signal() }
+                await next.wait()
+            case .ended:
+                Issue.record("the session did not end")
+                return
             }
         }
-        #expect(last?.sequence == UInt64(Fixture.baselineFrames))
         // Skipped pictures were never encoded for it: far fewer encodes than pictures.
         #expect(session.encodeCount < Fixture.baselineFrames / 2)
         viewer.cancel()
-        #expect(session.subscriberCount == 0)
+        #expect(session.viewerCount == 0)
+    }
+
+    /// Takes the viewer's next part, waiting (for an encode) when needed; nil at the end.
+    private func nextPart(_ viewer: Viewer) async -> (ServedPicture, repeated: Bool)? {
+        while true {
+            switch viewer.poll() {
+            case .picture(let served, let repeated): return (served, repeated)
+            case .ended: return nil
+            case .wait:
+                let ready = Signal()
+                viewer.notifyWhenReady { ready.signal() }
+                await ready.wait()
+            }
+        }
     }
 
     @Test func idleViewerGetsTheLastPictureRepeated() async throws {
-        let session = try await decodedSession(configuration: testConfiguration(repeatInterval: .milliseconds(150)))
+        let clock = ManualClock()
+        let session = try makeSession(configuration: testConfiguration(repeatInterval: .seconds(1)), clock: clock)
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let viewer = try session.subscribe(PictureRequest(), maxFPS: 30)
-        var first: ServedPicture?
-        _ = await eventually {
-            if case .picture(let served, let repeated) = viewer.poll() {
-                #expect(!repeated)
-                first = served
-            } else {
-                viewer.notifyWhenReady {}
-            }
-            return first != nil
-        }
-        #expect(first != nil)
+        let first = try #require(await nextPart(viewer))
+        #expect(!first.repeated)
         guard case .wait = viewer.poll() else {
             Issue.record("nothing new: the viewer must wait")
             return
         }
         let woken = Flag()
         viewer.notifyWhenReady { woken.set() }
-        #expect(await eventually(timeout: .seconds(2)) { woken.count == 1 })
+        clock.advance(by: .milliseconds(999))
+        #expect(woken.count == 0)
+        clock.advance(by: .milliseconds(1))
+        #expect(woken.count == 1)
         guard case .picture(let again, let repeated) = viewer.poll() else {
             Issue.record("expected the repeat")
             return
         }
         #expect(repeated)
-        #expect(again.sequence == first?.sequence)
-        #expect(again.picture === first?.picture)
+        #expect(again.sequence == first.0.sequence)
+        #expect(again.picture === first.0.picture)
     }
 
     @Test func fpsCapDelaysTheNextPart() async throws {
-        let session = try await decodedSession()
+        let clock = ManualClock()
+        let session = try makeSession(clock: clock)
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let viewer = try session.subscribe(PictureRequest(), maxFPS: 2)
-        var delivered = 0
-        _ = await eventually {
-            if case .picture = viewer.poll() { delivered += 1 }
-            return delivered == 1
-        }
+        #expect(await nextPart(viewer) != nil)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         // A newer picture exists, but the next part is due 500 ms after the first.
         guard case .wait = viewer.poll() else {
             Issue.record("the fps cap must hold the next part back")
             return
         }
-        let started = ContinuousClock.now
         let woken = Flag()
         viewer.notifyWhenReady { woken.set() }
-        #expect(await eventually(timeout: .seconds(3)) { woken.count == 1 })
-        #expect(ContinuousClock.now - started >= .milliseconds(300))
-        guard case .picture(let served, let repeated) = viewer.poll() else {
-            Issue.record("expected the newest picture")
-            return
-        }
-        #expect(!repeated)
-        #expect(served.sequence == UInt64(2 * Fixture.baselineFrames))
+        clock.advance(by: .milliseconds(499))
+        #expect(woken.count == 0)
+        clock.advance(by: .milliseconds(1))
+        let part = try #require(await nextPart(viewer))
+        #expect(!part.repeated)
+        #expect(part.0.sequence == UInt64(2 * Fixture.baselineFrames))
     }
 
     @Test func closeEndsViewersAndFailsWaiters() async throws {
         let session = try await decodedSession()
         let viewer = try session.subscribe(PictureRequest())
-        while case .picture = viewer.poll() {}
+        _ = await nextPart(viewer)
         let woken = Flag()
         viewer.notifyWhenReady { woken.set() }
         let latest = try #require(session.latestSequence)
-        async let waiting = picture(session, after: latest, wait: .seconds(10))
-        #expect(await eventually { session.waitingRequests == 1 })
+        let waiting = Outcome<Result<PictureAnswer, SessionError>>()
+        session.requestPicture(PictureRequest(), after: latest, wait: .seconds(10)) { waiting.set($0) }
+        #expect(session.waitingRequests == 1)
         session.close()
         #expect(woken.count == 1)
         guard case .ended = viewer.poll() else {
             Issue.record("expected the end")
             return
         }
-        guard case .failure(let error) = await waiting else {
+        guard case .failure(let error) = try #require(waiting.current) else {
             Issue.record("expected session_not_found")
             return
         }
         #expect(error.code == .sessionNotFound)
-        #expect(throws: SessionError.self) { _ = try session.beginUpload() }
+        #expect(throws: SessionError.self) { _ = try session.beginUpload(flush: false) { _ in } }
     }
 }

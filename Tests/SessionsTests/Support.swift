@@ -35,48 +35,157 @@ func testConfiguration(
 
 func makeSession(
     _ name: String = "cam1", configuration: ServerConfiguration = testConfiguration(),
-    options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics = FrameTapMetrics()
+    options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics = FrameTapMetrics(),
+    clock: any SessionClock = SystemClock()
 ) throws -> Session {
     try Session(
-        id: SessionID(name), configuration: configuration, options: options, metrics: metrics, logger: quietLogger)
+        id: SessionID(name), configuration: configuration, options: options, metrics: metrics, logger: quietLogger,
+        clock: clock)
 }
 
-/// Sends `bytes` in `chunk`-sized appends, waiting for room whenever the queue is full.
-/// Returns how many appends were cut short by a full queue.
+/// A clock the test moves by hand: `advance` runs every timer that fell due, in order, on the
+/// calling thread. Session parts driven by it run without a single sleep.
+final class ManualClock: SessionClock {
+    private struct Timer {
+        let due: UInt64
+        let order: Int
+        let action: @Sendable () -> Void
+    }
+    private let state = Mutex<(uptime: UInt64, timers: [Timer], next: Int)>((1_000_000_000, [], 0))
+    private let origin = Date(timeIntervalSince1970: 1_800_000_000)
+
+    var uptime: UInt64 { state.withLock { $0.uptime } }
+    var now: Date { origin.addingTimeInterval(Double(uptime) / 1e9) }
+
+    func schedule(at deadline: UInt64, _ action: @escaping @Sendable () -> Void) {
+        state.withLock { state in
+            state.timers.append(Timer(due: deadline, order: state.next, action: action))
+            state.next += 1
+        }
+    }
+
+    /// Timers waiting to fire.
+    var pendingTimers: Int { state.withLock { $0.timers.count } }
+
+    func advance(by duration: Duration) {
+        let target = state.withLock { state -> UInt64 in
+            state.uptime += duration.nanoseconds
+            return state.uptime
+        }
+        while true {
+            let due = state.withLock { state -> Timer? in
+                guard let index = state.timers.indices
+                    .filter({ state.timers[$0].due <= target })
+                    .min(by: { (state.timers[$0].due, state.timers[$0].order) < (state.timers[$1].due, state.timers[$1].order) })
+                else { return nil }
+                return state.timers.remove(at: index)
+            }
+            guard let due else { return }
+            due.action()
+        }
+    }
+}
+
+/// Wakes one waiting task; a signal that comes before the wait is kept.
+final class Signal: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.pending {
+                    state.pending = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+}
+
+/// The value a callback delivers once, for a test to await.
+final class Outcome<Value: Sendable>: Sendable {
+    private let state = Mutex<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
+
+    func set(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            guard state.value == nil else { return nil }
+            state.value = value
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    var current: Value? { state.withLock { $0.value } }
+
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let value = state.withLock { state -> Value? in
+                if let value = state.value { return value }
+                state.waiter = continuation
+                return nil
+            }
+            if let value { continuation.resume(returning: value) }
+        }
+    }
+}
+
+/// Feeds `bytes` into an upload's queue in `chunk`-sized pieces, as the HTTP server does,
+/// waiting for the producer wake-up whenever the queue is full. Returns how many pieces were
+/// cut short by a full queue. `watch` runs after every piece.
 @discardableResult
-func send(_ bytes: [UInt8], to upload: Upload, chunk: Int = 16 << 10, watch: (() -> Void)? = nil) async throws
+func send(_ bytes: [UInt8], to queue: UploadQueue, chunk: Int = 16 << 10, watch: (() -> Void)? = nil) async throws
     -> Int
 {
+    let room = Signal()
+    queue.setProducerWake { room.signal() }
     var offset = 0
     var pauses = 0
     while offset < bytes.count {
         let end = min(offset + chunk, bytes.count)
-        let taken = try bytes[offset..<end].withUnsafeBytes { buffer in
-            try Result { () throws(SessionError) -> Int in try upload.append(buffer) }.get()
-        }
+        let offer = bytes[offset..<end].withUnsafeBytes { queue.offer($0) }
         watch?()
-        offset += taken
-        if offset < end {
-            pauses += 1
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                upload.notifyWhenRoom { continuation.resume() }
+        switch offer {
+        case .refused(let error): throw error
+        case .accepted(let taken):
+            offset += taken
+            if offset < end {
+                pauses += 1
+                await room.wait()
             }
         }
     }
     return pauses
 }
 
-func finish(_ upload: Upload, flush: Bool) async -> Result<UploadSummary, SessionError> {
-    await withCheckedContinuation { continuation in
-        upload.finish(flush: flush) { continuation.resume(returning: $0) }
-    }
+/// One whole JSON-answered upload: begin, send, finish, await the answer.
+func push(_ bytes: [UInt8], to session: Session, flush: Bool, chunk: Int = 16 << 10) async throws -> UploadSummary {
+    try await upload(bytes, to: session, flush: flush, chunk: chunk).get()
 }
 
-/// One whole request: begin, send, finish.
-func push(_ bytes: [UInt8], to session: Session, flush: Bool, chunk: Int = 16 << 10) async throws -> UploadSummary {
-    let upload = try session.beginUpload()
-    try await send(bytes, to: upload, chunk: chunk)
-    return try await finish(upload, flush: flush).get()
+func upload(_ bytes: [UInt8], to session: Session, flush: Bool, chunk: Int = 16 << 10) async throws
+    -> Result<UploadSummary, SessionError>
+{
+    let answer = Outcome<Result<UploadSummary, SessionError>>()
+    let queue = try session.beginUpload(flush: flush) { answer.set($0) }
+    try await send(bytes, to: queue, chunk: chunk)
+    queue.finish()
+    return await answer.value()
 }
 
 func picture(

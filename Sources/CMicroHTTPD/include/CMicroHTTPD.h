@@ -48,6 +48,18 @@ struct ft_mhd_config {
     unsigned int connection_timeout_seconds;/* 0: never time out */
 };
 
+/// Writes `size` bytes straight to the connection's socket, bypassing libmicrohttpd, and
+/// returns how many were written (or -1). It exists because libmicrohttpd 0.9.75 cannot queue
+/// a response while the request body is still arriving (MHD_queue_response refuses outside the
+/// headers-processed and full-request states), yet a server that stops listening to an upload
+/// (its session was deleted, a limit was passed, it shuts down) must tell the client at once
+/// instead of swallowing the rest of an endless body. Call it only from the connection's own
+/// access-handler call, when no response was queued and none will be: libmicrohttpd writes
+/// nothing to the socket while it reads a body, so nothing interleaves. The caller then reads
+/// and drops what follows for a bounded amount and closes the connection. Waits up to
+/// `timeout_ms` for a full socket buffer.
+ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, size_t size, int timeout_ms);
+
 /// Error codes from ft_mhd_start besides NULL-with-errno.
 enum { FT_MHD_BAD_BIND_HOST = -1, FT_MHD_START_FAILED = -2 };
 

@@ -1,5 +1,7 @@
+import TestSupport
 import Decoding
 import Foundation
+@testable import FrameTapAPI
 import HTTPServer
 import Sessions
 import Testing

@@ -1,4 +1,6 @@
+import TestSupport
 import Foundation
+@testable import FrameTapAPI
 import HTTPServer
 import Sessions
 import Testing

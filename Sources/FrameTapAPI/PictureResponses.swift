@@ -1,11 +1,8 @@
 import Foundation
-import Synchronization
+import HTTPServer
 import Imaging
 import Sessions
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Synchronization
 
 // An encoded picture already keeps its bytes at a fixed address for its whole life, which is
 // exactly what a zero-copy response needs: libmicrohttpd sends straight from the cache.
@@ -14,16 +11,17 @@ extension EncodedPicture: ByteStorage {}
 /// Response headers and bodies for served pictures.
 enum PictureResponses {
     /// 200 with the cached bytes themselves as the body (`.shared`: no copy, no encode here).
-    static func picture(_ served: ServedPicture) -> HTTPResponse {
+    /// `now` is the session clock's uptime, for the picture's age.
+    static func picture(_ served: ServedPicture, now: UInt64) -> HTTPResponse {
         let picture = served.picture
         var headers = HTTPHeaders()
         headers.add("Content-Type", picture.contentType)
         headers.add("ETag", served.etag)
         headers.add("Cache-Control", "no-cache")
-        headers.add("Last-Modified", HTTPDate.string(served.decodedAt))
+        headers.add("Last-Modified", HTTPDate.string(secondsSince1970: Int(served.decodedAt.timeIntervalSince1970)))
         headers.add("X-Frame-Seq", String(served.sequence))
         if let pts = served.pts { headers.add("X-Frame-PTS", String(pts)) }
-        headers.add("X-Frame-Age-Ms", String(served.ageMilliseconds))
+        headers.add("X-Frame-Age-Ms", String(served.ageMilliseconds(now: now)))
         headers.add("X-Frame-Keyframe", served.isKeyframe ? "true" : "false")
         headers.add("X-Frame-Width", String(picture.width))
         headers.add("X-Frame-Height", String(picture.height))
@@ -39,40 +37,26 @@ enum PictureResponses {
         return HTTPResponse(status: .notModified, headers: headers)
     }
 
-    static func answer(_ result: Result<PictureAnswer, SessionError>) -> HTTPResponse {
+    static func answer(_ result: Result<PictureAnswer, SessionError>, now: UInt64) -> HTTPResponse {
         switch result {
-        case .success(.picture(let served)): picture(served)
+        case .success(.picture(let served)): picture(served, now: now)
         case .success(.notModified(let etag)): notModified(etag: etag)
         case .failure(let error): .problem(HTTPError(error))
         }
     }
 
     /// Headers of one multipart/mixed part (the `POST .../nalus` answer), after Content-Type
-    /// and Content-Length, which `Multipart.part` writes itself along with X-Frame-Seq.
+    /// and Content-Length, which `Multipart.part` writes itself.
     static func partHeaders(_ served: ServedPicture) -> [(String, String)] {
         let picture = served.picture
         var headers: [(String, String)] = [
+            ("X-Frame-Seq", String(served.sequence)),
             ("X-Frame-Width", String(picture.width)), ("X-Frame-Height", String(picture.height)),
         ]
         if let pixelFormat = picture.pixelFormatName { headers.append(("X-Frame-Pix-Fmt", pixelFormat)) }
         if let pts = served.pts { headers.append(("X-Frame-PTS", String(pts))) }
         headers.append(("X-Frame-Keyframe", served.isKeyframe ? "true" : "false"))
         return headers
-    }
-}
-
-/// RFC 9110 IMF-fixdate, formatted by hand: no locale, no formatter object per request.
-enum HTTPDate {
-    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-
-    static func string(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 }
 

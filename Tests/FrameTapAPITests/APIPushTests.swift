@@ -1,5 +1,7 @@
+import TestSupport
 import Decoding
 import Foundation
+@testable import FrameTapAPI
 import HTTPServer
 import Sessions
 import Testing
@@ -135,7 +137,7 @@ import Testing
             #expect(json["frames"] as? Int == entry.frames * repeats)
             #expect(json["bytes"] as? Int == body.count)
             let session = try #require(service.registry.find(try SessionID("long")))
-            #expect(session.queuedUploadBytes == 0)
+            #expect(!session.status().uploading)
             let response = try chunkedPost(
                 service.port, "/sessions/long/nalus?flush=true&width=16", pieces: pieces,
                 headers: [("Accept", "multipart/mixed")])

@@ -1,3 +1,4 @@
+import HTTPServer
 import Logging
 import Sessions
 

@@ -1,4 +1,4 @@
-import Dispatch
+import HTTPServer
 import Imaging
 import Logging
 import Sessions
@@ -8,27 +8,27 @@ import Synchronization
 /// this viewer (a slow client skips pictures, nothing queues), and the session repeats the
 /// last picture when nothing new came, which also lets a vanished client be noticed.
 final class MJPEGSource: StreamSource {
-    private let subscriber: FrameSubscriber
+    private let viewer: Viewer
     private let boundary: String
     /// Set once the closing delimiter was handed out (the session ended).
     private let ended = Atomic<Bool>(false)
 
-    init(subscriber: FrameSubscriber, boundary: String) {
-        self.subscriber = subscriber
+    init(viewer: Viewer, boundary: String) {
+        self.viewer = viewer
         self.boundary = boundary
     }
 
     func next(waker: StreamWaker, idle: Bool) -> StreamPoll {
         if ended.load(ordering: .acquiring) { return .end }
-        switch subscriber.poll() {
+        switch viewer.poll() {
         case .picture(let served, _):
             return .chunk(
                 Multipart.part(
                     boundary: boundary, contentType: served.picture.contentType, payload: served.picture,
-                    sequence: served.sequence))
+                    headers: [("X-Frame-Seq", String(served.sequence))]))
         case .wait:
             // A wake-up that comes before the server suspends is remembered by the server.
-            subscriber.notifyWhenReady { waker.wake() }
+            viewer.notifyWhenReady { waker.wake() }
             return .pending
         case .ended:
             ended.store(true, ordering: .releasing)
@@ -37,21 +37,28 @@ final class MJPEGSource: StreamSource {
     }
 
     func close(_ reason: StreamCloseReason) {
-        subscriber.cancel()
+        viewer.cancel()
     }
 }
 
 /// The `multipart/mixed` answer of a `POST .../nalus`: the spooled body is decoded as the
 /// client takes the parts (pull model: a part is produced only after the previous one was
 /// handed over, and none is ever dropped), then the closing delimiter ends the body.
+///
+/// A push that failed (no decodable picture, a picture over the size limit, the session
+/// deleted, the spool unreadable) ends with one `application/problem+json` part before the
+/// closing delimiter, the same problem a JSON push gets, so a client can tell "failed" from
+/// "no pictures". The status line (200) went out before the failure was known.
 final class MultipartAnswerSource: StreamSource {
     private let spool: SpooledUpload
+    private let session: Session
     private let boundary: String
     private let logger: Logger
     private let ended = Atomic<Bool>(false)
 
-    init(spool: SpooledUpload, boundary: String, logger: Logger) {
+    init(spool: SpooledUpload, session: Session, boundary: String, logger: Logger) {
         self.spool = spool
+        self.session = session
         self.boundary = boundary
         self.logger = logger
     }
@@ -63,7 +70,7 @@ final class MultipartAnswerSource: StreamSource {
             return .chunk(
                 Multipart.part(
                     boundary: boundary, contentType: served.picture.contentType, payload: served.picture,
-                    sequence: served.sequence, extraHeaders: PictureResponses.partHeaders(served)))
+                    headers: PictureResponses.partHeaders(served)))
         case .wait:
             spool.notifyWhenReady { waker.wake() }
             return .pending
@@ -71,14 +78,16 @@ final class MultipartAnswerSource: StreamSource {
             ended.store(true, ordering: .releasing)
             return .chunk(StreamChunk(bytes: Multipart.closingDelimiter(boundary: boundary)))
         case .finished(.failure(let error)):
-            // The status line is long gone; a body cut off without its closing delimiter is
-            // how the client learns the answer is incomplete (the error is in the session status).
+            ended.store(true, ordering: .releasing)
             logger.warning(
-                "multipart answer ended early",
-                metadata: [
-                    "session": "\(spool.session.id)", "code": "\(error.code.rawValue)", "message": "\(error.message)",
-                ])
-            return .failure
+                "multipart push failed",
+                metadata: ["session": "\(session.id)", "code": "\(error.code.rawValue)", "message": "\(error.message)"])
+            let problem = HTTPError(error)
+            var chunk = Multipart.part(
+                boundary: boundary, contentType: "application/problem+json", bytes: problem.problemJSON(),
+                headers: [("X-Problem-Status", String(problem.status.code))])
+            chunk.segments.append(.bytes(Multipart.closingDelimiter(boundary: boundary)))
+            return .chunk(chunk)
         }
     }
 

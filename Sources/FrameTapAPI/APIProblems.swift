@@ -1,4 +1,5 @@
 import H264
+import HTTPServer
 import Sessions
 
 extension HTTPError {

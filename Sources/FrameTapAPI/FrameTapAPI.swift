@@ -1,3 +1,4 @@
+import HTTPServer
 import Imaging
 import Logging
 import Sessions
@@ -39,7 +40,7 @@ public struct FrameTapAPI: Sendable {
         }
         router.delete("/sessions/{id}") { [self] request throws(HTTPError) in try deleteSession(request) }
         router.addUpload(.post, "/sessions/{id}/nalus", maxBodyBytes: registry.configuration.maxBodyBytes) {
-            [self] request, body throws(HTTPError) in try pushNALUnits(request, body)
+            [self] request throws(HTTPError) in try pushNALUnits(request)
         }
         for (name, format) in [("latest.jpg", PictureFormat.jpeg), ("latest.yuv", .yuv), ("latest.rgb", .rgb)] {
             router.get("/sessions/{id}/frame/\(name)") { [self] request throws(HTTPError) in
@@ -121,9 +122,10 @@ public struct FrameTapAPI: Sendable {
 
     // MARK: - Upload
 
-    /// `POST /sessions/{id}/nalus`. Runs when the headers are in; the body then streams to the
-    /// session's decode worker (JSON answer) or to a spool file (multipart answer).
-    func pushNALUnits(_ request: HTTPRequest, _ body: RequestBodyStream) throws(HTTPError) -> HTTPResponse {
+    /// `POST /sessions/{id}/nalus`. Runs when the headers are in and returns where the body
+    /// goes: the session's upload queue, drained by its ingest worker, which decodes it as it
+    /// arrives (JSON answer) or spools it (multipart answer, decoded as the answer is read).
+    func pushNALUnits(_ request: HTTPRequest) throws(HTTPError) -> (sink: any RequestBodySink, answer: HTTPResponse) {
         let id = try SessionID.fromPath(request)
         let query = QueryReader(request)
         let flush = try query.bool("flush") ?? false
@@ -131,7 +133,6 @@ public struct FrameTapAPI: Sendable {
         // The picture parameters only matter for a multipart answer, but a malformed one is a
         // 400 either way (never silently ignored).
         let requested = try Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg)
-        let pictureRequest = multipart ? requested : nil
         let session: Session
         do {
             session = try registry.openSession(id).session
@@ -139,45 +140,53 @@ public struct FrameTapAPI: Sendable {
             throw HTTPError(error)
         }
         let handoff = AnswerHandoff()
-        if let pictureRequest {
-            let spool: SpooledUpload
+        guard multipart else {
+            let queue: UploadQueue
             do {
-                spool = try session.beginSpooledUpload(pictureRequest)
+                queue = try session.beginUpload(flush: flush) { result in
+                    switch result {
+                    case .success(let summary): handoff.complete(.json(summary.json()))
+                    case .failure(let error): handoff.complete(.problem(HTTPError(error)))
+                    }
+                }
             } catch {
                 throw HTTPError(error)
             }
-            let boundary = Multipart.makeBoundary()
-            let logger = logger
-            let pump = SpoolPump(body: body, spool: spool, flush: flush, handoff: handoff) {
-                HTTPResponse(
-                    headers: ["Content-Type": Multipart.mixedContentType(boundary: boundary), "Cache-Control": "no-store"],
-                    body: .stream(MultipartAnswerSource(spool: spool, boundary: boundary, logger: logger)))
+            return (UploadSink(queue), .deferred { promise in handoff.attach(promise) })
+        }
+        if let length = request.contentLength, length > registry.configuration.maxSpoolBytes {
+            throw .bodyTooLarge(limit: registry.configuration.maxSpoolBytes)
+        }
+        let spool: SpooledUpload
+        do {
+            spool = try session.beginSpooledUpload(requested, flush: flush)
+        } catch {
+            throw HTTPError(error)
+        }
+        let boundary = Multipart.makeBoundary()
+        let logger = logger
+        spool.onUploadEnd { result in
+            switch result {
+            case .success:
+                handoff.complete(
+                    HTTPResponse(
+                        headers: [
+                            "Content-Type": Multipart.mixedContentType(boundary: boundary), "Cache-Control": "no-store",
+                        ],
+                        body: .stream(
+                            MultipartAnswerSource(spool: spool, session: session, boundary: boundary, logger: logger))))
+            case .failure(let error):
+                handoff.complete(.problem(HTTPError(error)))
             }
-            pump.start()
-            return .deferred { promise in
+        }
+        return (
+            UploadSink(spool.queue),
+            .deferred { promise in
                 // A client gone before the body ended never gets the stream: free the spool now.
                 promise.onCancel { spool.cancel() }
                 handoff.attach(promise)
             }
-        }
-        let upload: Upload
-        do {
-            upload = try session.ingest(from: RequestBodyUploadSource(body), flush: flush) { result in
-                switch result {
-                case .success(let summary): handoff.complete(.json(summary.json()))
-                case .failure(let error): handoff.complete(.problem(HTTPError(error)))
-                }
-            }
-        } catch {
-            throw HTTPError(error)
-        }
-        return .deferred { promise in
-            // The server answers by itself when the body passes the limit (413) or the client
-            // leaves; the session's upload slot must be free before that answer goes out, or
-            // the client's next push could find the session busy.
-            promise.onCancel { upload.abort() }
-            handoff.attach(promise)
-        }
+        )
     }
 
     /// True when the client lists `multipart/mixed` (with a non-zero q) in Accept.
@@ -221,8 +230,8 @@ public struct FrameTapAPI: Sendable {
         session.requestPicture(
             pictureRequest, ifNoneMatch: request.headers["If-None-Match"], after: after,
             wait: .milliseconds(waitMilliseconds)
-        ) { result in
-            handoff.complete(PictureResponses.answer(result))
+        ) { [clock = session.clock] result in
+            handoff.complete(PictureResponses.answer(result, now: clock.uptime))
         }
         guard waitMilliseconds > 0 else { return handoff.response() }
         // The session answers 304 itself when the wait ends; this is only a backstop.
@@ -237,9 +246,9 @@ public struct FrameTapAPI: Sendable {
         let pictureRequest = try Self.pictureRequest(query, format: .jpeg)
         let fps = try query.double("fps", in: 0.1...120)
         let session = try session(for: request)
-        let subscriber: FrameSubscriber
+        let viewer: Viewer
         do {
-            subscriber = try session.subscribe(pictureRequest, maxFPS: fps)
+            viewer = try session.subscribe(pictureRequest, maxFPS: fps)
         } catch {
             throw HTTPError(error)
         }
@@ -250,6 +259,6 @@ public struct FrameTapAPI: Sendable {
                 "Cache-Control": "no-cache, no-store, must-revalidate", "Pragma": "no-cache",
                 "X-Accel-Buffering": "no",
             ],
-            body: .stream(MJPEGSource(subscriber: subscriber, boundary: boundary)))
+            body: .stream(MJPEGSource(viewer: viewer, boundary: boundary)))
     }
 }

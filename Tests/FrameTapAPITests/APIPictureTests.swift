@@ -1,5 +1,7 @@
+import TestSupport
 import Dispatch
 import Foundation
+@testable import FrameTapAPI
 import HTTPServer
 import Sessions
 import Synchronization
@@ -233,7 +235,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
                 #expect(jpegSize(part.body)! == (160, 120))
             }
             let session = try #require(service.registry.find(try SessionID("live")))
-            #expect(session.subscriberCount == 1)
+            #expect(session.viewerCount == 1)
             #expect(try request(service.port, "DELETE", "/sessions/live").status == 204)
             raw += client.readToEnd(timeout: .seconds(5))
             let final = try parseResponse(raw)
@@ -249,9 +251,9 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             let client = try RawClient(port: service.port)
             try client.send("GET /sessions/gone/frames.mjpeg?fps=5 HTTP/1.1\r\nHost: x\r\n\r\n")
             _ = client.read(until: { $0.count > 1000 })
-            #expect(session.subscriberCount == 1)
+            #expect(session.viewerCount == 1)
             client.close()
-            #expect(eventually { session.subscriberCount == 0 })
+            #expect(eventually { session.viewerCount == 0 })
         }
     }
 

@@ -1,5 +1,6 @@
 import Decoding
 import Foundation
+import HTTPServer
 import Sessions
 
 /// `GET /system`: what this instance is and can do: version, decoder defaults, limits, and the

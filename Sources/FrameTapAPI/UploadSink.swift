@@ -1,0 +1,33 @@
+import HTTPServer
+import Sessions
+
+/// An upload's queue as the HTTP server's body sink. It passes bytes and ends through, and
+/// turns the session layer's refusal into the HTTP answer the client gets at once.
+final class UploadSink: RequestBodySink {
+    private let queue: UploadQueue
+
+    init(_ queue: UploadQueue) { self.queue = queue }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> RequestBodyWrite {
+        switch queue.offer(bytes) {
+        case .accepted(let taken): .accepted(taken)
+        case .refused(let error): .refused(HTTPError(error))
+        }
+    }
+
+    func finish() { queue.finish() }
+
+    func abort(_ reason: RequestBodyAbort) {
+        switch reason {
+        case .clientGone: queue.abort(.clientGone)
+        case .serverShutdown: queue.abort(.serverShutdown)
+        case .tooLarge(let limit):
+            queue.abort(.refused(SessionError(.bodyTooLarge, "request body exceeds \(limit) bytes")))
+        case .answeredEarly:
+            // The consumer decided the answer, so it already stopped listening; nothing to add.
+            queue.abort(.clientGone)
+        }
+    }
+
+    func setWake(_ wake: @escaping @Sendable () -> Void) { queue.setProducerWake(wake) }
+}

@@ -1,0 +1,508 @@
+import Decoding
+import Dispatch
+import Foundation
+import H264
+import Logging
+import Synchronization
+
+/// Queue → splitter → decoder → newest picture, for one session, on its serial decode queue.
+///
+/// Uploads are jobs in arrival order. Only the first one takes bytes (the others wait with an
+/// empty, unadmitted queue), so a session holds at most one upload queue's worth of bytes. A
+/// second upload while one's body is still arriving is refused (`session_busy`): one stream
+/// has one byte order.
+///
+/// Owns: the upload jobs, the decoder (bound to the decode queue) and what the decoder
+/// reports: counters, format, back end and why, the last error.
+final class IngestWorker: Sendable {
+    /// What the status page shows of the decoder; replaced after every decoder step.
+    struct Facts: Sendable {
+        var backendChoice: DecoderBackendChoice
+        var backend: DecoderBackend
+        var backendReason: String
+        var decodeMode: DecodeMode
+        var format: VideoFormat?
+        var counters = SessionCounters()
+        var lastError: ErrorRecord?
+    }
+
+    private struct State {
+        var closed = false
+        var jobs: [UploadJob] = []
+        var facts: Facts
+    }
+
+    let id: SessionID
+    let decodeQueue: DispatchQueue
+    private let decoder: QueueBound<DecoderSlot>
+    private let state: Mutex<State>
+    private let context: SessionContext
+    /// Where the newest picture goes.
+    private let viewers: ViewerSet
+    private let pictures: PictureCache
+
+    init(
+        id: SessionID, pipeline: DecoderPipeline, mode: DecodeMode, context: SessionContext, viewers: ViewerSet,
+        pictures: PictureCache
+    ) {
+        self.id = id
+        decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
+        decoder = QueueBound(DecoderSlot(pipeline: pipeline), queue: decodeQueue)
+        state = Mutex(
+            State(
+                facts: Facts(
+                    backendChoice: pipeline.backendChoice, backend: pipeline.backend,
+                    backendReason: pipeline.backendReason, decodeMode: mode)))
+        self.context = context
+        self.viewers = viewers
+        self.pictures = pictures
+    }
+
+    var facts: Facts { state.withLock { $0.facts } }
+
+    /// True while an upload is queued, arriving or answering.
+    var isBusy: Bool { state.withLock { !$0.jobs.isEmpty } }
+
+    /// True while an upload's body is arriving (status `uploading`).
+    var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot } } }
+
+    // MARK: - Uploads
+
+    /// Starts a `POST .../nalus` answered with JSON: the body is decoded as it arrives.
+    /// `completion` runs once on the decode queue with the summary, or the failure.
+    func beginUpload(
+        flush: Bool, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+    ) throws(SessionError) -> UploadQueue {
+        try enqueue { _, _ in .live(flush: flush, completion: completion) }.queue
+    }
+
+    /// Starts a `POST .../nalus` answered with one part per picture: the body goes to a spool
+    /// file as it arrives and is decoded as the answer is read (see `SpooledUpload`).
+    func beginSpooledUpload(request: PictureRequest, flush: Bool) throws(SessionError) -> SpooledUpload {
+        let configuration = context.configuration
+        let file = try SpoolFile(directory: configuration.spoolDirectory)
+        let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
+        let job = try enqueue(maxBytes: spooledLimit) { queue, progress in
+            .spooled(
+                SpooledUpload(
+                    queue: queue, progress: progress, request: request, flush: flush, file: file, worker: self,
+                    pictures: pictures))
+        }
+        guard case .spooled(let spool) = job.kind else { preconditionFailure("a spooled job was made") }
+        return spool
+    }
+
+    private func enqueue(
+        maxBytes: Int? = nil, _ makeKind: (UploadQueue, QueueBound<UploadProgress>) -> UploadJob.Kind
+    ) throws(SessionError) -> UploadJob {
+        let configuration = context.configuration
+        let job = try state.withLock { state throws(SessionError) -> UploadJob in
+            guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
+            guard !state.jobs.contains(where: \.holdsSlot) else {
+                throw SessionError(.sessionBusy, "another upload to this session is in progress")
+            }
+            let queue = UploadQueue(
+                watermark: HighLowWatermark(capacity: configuration.uploadQueueBytes),
+                maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock)
+            let progress = QueueBound(UploadProgress(), queue: decodeQueue)
+            let job = UploadJob(queue: queue, kind: makeKind(queue, progress), progress: progress)
+            state.jobs.append(job)
+            return job
+        }
+        job.queue.setConsumerWake { [weak self] in
+            guard let self else { return }
+            decodeQueue.async { self.drain() }
+        }
+        context.activity.touch()
+        context.logger.debug("upload started", metadata: ["multipart": "\(job.isSpooled)"])
+        return job
+    }
+
+    /// The decode queue's loop: handles the first job's events until it has none, moving on to
+    /// the next job when one ends.
+    private func drain() {
+        while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.queue.take() {
+            // The upload's counts start where the previous upload's decoding ended.
+            job.progress.withValue { if !$0.hasBegun { $0.begin(counters: facts.counters) } }
+            let jobEnded: Bool
+            switch job.kind {
+            case .live(let flush, _):
+                jobEnded = handleLive(event, job: job, flush: flush)
+            case .spooled(let spool):
+                jobEnded = spool.handle(event)
+            }
+            if jobEnded { endJob(job) }
+        }
+    }
+
+    /// Removes a finished job and lets the next one take bytes.
+    func endJob(_ job: UploadJob) {
+        endJob { $0 === job }
+    }
+
+    /// A spooled answer ended (or its client left): its job is over.
+    func endJob(spooled spool: SpooledUpload) {
+        endJob { job in
+            if case .spooled(let other) = job.kind { return other === spool }
+            return false
+        }
+    }
+
+    private func endJob(where matches: (UploadJob) -> Bool) {
+        let next = state.withLock { state -> UploadJob? in
+            let wasFirst = state.jobs.first.map(matches) ?? false
+            state.jobs.removeAll(where: matches)
+            return wasFirst ? state.jobs.first : nil
+        }
+        guard let next else { return }
+        next.queue.admit()
+        decodeQueue.async { [self] in drain() }
+    }
+
+    /// Returns true when the job is over.
+    private func handleLive(_ event: UploadQueue.Event, job: UploadJob, flush: Bool) -> Bool {
+        switch event {
+        case .bytes(let bytes, let receivedAt):
+            step(receivedAt: receivedAt, progress: job.progress) { $0.push(bytes) }
+            return false
+        case .end:
+            if flush { endStream(progress: job.progress) }
+            let outcome = summary(of: job.progress, bytes: job.queue.totalBytes, flushed: flush)
+            context.logger.debug("upload finished", metadata: ["bytes": "\(job.queue.totalBytes)"])
+            job.complete(outcome)
+            return true
+        case .stopped(let stop):
+            decoder.withValue { $0.pipeline?.abandonIncompleteUnit() }
+            job.complete(.failure(stopped(stop)))
+            return true
+        }
+    }
+
+    /// The answer to a finished upload: its summary, or a failure when a flushed body produced
+    /// no picture at all but errors (the same push that a client could not tell from silence).
+    func summary(
+        of progress: QueueBound<UploadProgress>, bytes: Int, flushed: Bool
+    ) -> Result<UploadSummary, SessionError> {
+        let facts = facts
+        let latest = viewers.newest?.sequence
+        return progress.withValue { progress in
+            progress.outcome(
+                summary: progress.summary(
+                    counters: facts.counters, bytes: bytes, latestSeq: latest, format: facts.format,
+                    flushed: flushed, session: id),
+                flushed: flushed)
+        }
+    }
+
+    var clock: any SessionClock { context.clock }
+
+    /// An upload that ended before its body did: recorded (and logged truthfully) as what it is.
+    func stopped(_ stop: UploadQueue.Stop) -> SessionError {
+        switch stop {
+        case .clientGone:
+            let error = SessionError(.uploadAborted, "the client disconnected before the upload ended")
+            record(error)
+            return error
+        case .serverShutdown:
+            context.logger.info("upload stopped: the server is shutting down; nothing more of it is decoded")
+            return SessionError(.shuttingDown, "the server is shutting down")
+        case .refused(let error):
+            if error.code == .bodyTooLarge { record(error) }
+            return error
+        }
+    }
+
+    /// End of stream: every delayed picture, then a pending back end may take over.
+    func endStream(progress: QueueBound<UploadProgress>) {
+        let published = step(receivedAt: nil, progress: progress) { $0.finish() }
+        decoder.withValue { $0.streamEnded() }
+        refreshFacts()
+        context.logger.info("stream flushed", metadata: ["frames": "\(published.count)"])
+    }
+
+    // MARK: - Decoding
+
+    /// Runs one decoder step on the decode queue and publishes what it produced: counters,
+    /// format, errors, then the frames in output order. Returns them numbered, damaged ones
+    /// included (a multipart answer sends them all, as the ffmpeg CLI does).
+    @discardableResult
+    func step(
+        receivedAt: UInt64?, progress: QueueBound<UploadProgress>?,
+        _ body: (DecoderPipeline) -> DecoderPipeline.Step
+    ) -> [PublishedFrame] {
+        let outcome = decoder.withValue {
+            slot -> (DecoderPipeline.Step, SessionCounters, DecoderPipeline, [PublishedFrame])? in
+            guard let pipeline = slot.pipeline else { return nil }
+            let step = body(pipeline)
+            let published = step.frames.map { frame in
+                defer { slot.nextSequence += 1 }
+                return PublishedFrame(frame: frame, sequence: slot.nextSequence, backend: pipeline.backend)
+            }
+            return (step, slot.counters(adding: pipeline), pipeline, published)
+        }
+        guard let (step, counters, pipeline, published) = outcome else { return [] }
+        let now = context.clock.now
+        let before = state.withLock { state -> SessionCounters? in
+            guard !state.closed else { return nil }
+            let before = state.facts.counters
+            state.facts.counters.merge(decoder: counters)
+            state.facts.backend = pipeline.backend
+            state.facts.backendReason = pipeline.backendReason
+            if let format = pipeline.format { state.facts.format = format }
+            for error in step.errors {
+                state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
+            }
+            return before
+        }
+        guard let before else { return [] }
+        // A picture libavcodec concealed errors in (already an error of this step) never
+        // replaces a good one as the newest.
+        if let newest = published.last(where: { !$0.frame.hasDecodeErrors }) {
+            // Only this queue publishes, so the newest cannot change between these calls.
+            pictures.newestChanged(previous: viewers.newest?.sequence, newest: newest.sequence)
+            viewers.publish(newest)
+        }
+        if !published.isEmpty { context.activity.touch() }
+        recordMetrics(before: before, after: counters, errors: step.errors, frames: published.count)
+        if let receivedAt, !published.isEmpty {
+            context.metrics.decodeLatency.recordNanoseconds(Int64(clamping: context.clock.uptime &- receivedAt))
+        }
+        if let progress {
+            progress.withValue { $0.record(frames: published.count, errors: step.errors, at: now, logger: context.logger) }
+        } else {
+            for error in step.errors {
+                context.logger.warning(
+                    "decode error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+            }
+        }
+        return published
+    }
+
+    private func recordMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
+        let metrics = context.metrics
+        let newBytes = after.bytes - before.bytes
+        if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
+        for (type, count) in after.nalUnits {
+            let delta = count - (before.nalUnits[type] ?? 0)
+            if delta > 0 { metrics.recordNALUnits(type: type, count: delta) }
+        }
+        if frames > 0 { metrics.framesDecoded.increment(by: frames) }
+        for error in errors { metrics.recordError(code: error.code.rawValue) }
+    }
+
+    /// An error outside the decoder (encode failure, aborted upload, limit): remembered and counted.
+    func record(_ error: SessionError) {
+        let now = context.clock.now
+        state.withLock { state in
+            state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
+            if error.code == .uploadAborted { state.facts.counters.uploadsAborted += 1 }
+        }
+        context.metrics.recordError(code: error.code.rawValue)
+        context.logger.warning("session error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+    }
+
+    /// Back end facts can change on the decode queue without a step (a pipeline swap).
+    private func refreshFacts() {
+        let snapshot = decoder.withValue { slot -> (DecoderPipeline, SessionCounters)? in
+            guard let pipeline = slot.pipeline else { return nil }
+            return (pipeline, slot.counters(adding: pipeline))
+        }
+        guard let (pipeline, counters) = snapshot else { return }
+        state.withLock { state in
+            state.facts.backend = pipeline.backend
+            state.facts.backendReason = pipeline.backendReason
+            if let format = pipeline.format { state.facts.format = format }
+            state.facts.counters.merge(decoder: counters)
+        }
+    }
+
+    // MARK: - Configuration
+
+    /// `PUT /sessions/{id}`: the decode mode applies at once; a new back end (already opened by
+    /// the caller, so an unavailable one failed the request) takes over at the next stream
+    /// start, or at once when no stream is under way.
+    func configure(mode: DecodeMode?, backend: (choice: DecoderBackendChoice, pipeline: DecoderPipeline)?) {
+        state.withLock { state in
+            if let mode { state.facts.decodeMode = mode }
+            if let backend { state.facts.backendChoice = backend.choice }
+        }
+        let replacement = backend.map { PipelineTransfer(pipeline: $0.pipeline) }
+        decodeQueue.async { [self] in
+            decoder.withValue { slot in
+                if let mode { slot.setMode(mode) }
+                if let replacement { slot.replace(with: replacement.pipeline) }
+            }
+            refreshFacts()
+        }
+    }
+
+    // MARK: - Close
+
+    /// Refuses every upload (their clients are answered `session_not_found` at once), ends
+    /// spooled answers, and frees the decoder on its queue.
+    func close() {
+        let jobs = state.withLock { state -> [UploadJob] in
+            guard !state.closed else { return [] }
+            state.closed = true
+            defer { state.jobs = [] }
+            return state.jobs
+        }
+        let gone = SessionError(.sessionNotFound, "the session was deleted")
+        for job in jobs {
+            job.queue.refuse(gone)
+            switch job.kind {
+            case .live: job.complete(.failure(gone))
+            case .spooled(let spool): spool.sessionClosed(gone)
+            }
+        }
+        decodeQueue.async { [decoder] in decoder.withValue { $0.release() } }
+    }
+
+    var isClosed: Bool { state.withLock { $0.closed } }
+
+    /// Runs `body` with the decoder slot (on the decode queue only).
+    func withDecoder<Result>(_ body: (inout DecoderSlot) -> Result) -> Result {
+        decoder.withValue(body)
+    }
+}
+
+/// What a session's parts share: configuration, clock, metrics, logger, activity.
+struct SessionContext: Sendable {
+    let configuration: ServerConfiguration
+    let clock: any SessionClock
+    let metrics: FrameTapMetrics
+    let logger: Logger
+    let activity: SessionActivity
+}
+
+/// When a session was last used (an upload byte, a picture, a request, a viewer leaving),
+/// for idle eviction and the status page.
+final class SessionActivity: Sendable {
+    private let clock: any SessionClock
+    private let last: Mutex<(uptime: UInt64, date: Date)>
+
+    init(clock: any SessionClock) {
+        self.clock = clock
+        last = Mutex((clock.uptime, clock.now))
+    }
+
+    func touch() {
+        let now = (clock.uptime, clock.now)
+        last.withLock { $0 = now }
+    }
+
+    var lastUptime: UInt64 { last.withLock { $0.uptime } }
+    var lastDate: Date { last.withLock { $0.date } }
+}
+
+/// One upload as the ingest worker handles it.
+final class UploadJob: Sendable {
+    enum Kind: Sendable {
+        case live(flush: Bool, completion: @Sendable (Result<UploadSummary, SessionError>) -> Void)
+        case spooled(SpooledUpload)
+    }
+
+    let queue: UploadQueue
+    let kind: Kind
+    /// What this upload produced so far; touched on the decode queue only.
+    let progress: QueueBound<UploadProgress>
+    /// A live upload's completion runs once, whoever ends it first (its last event, or close).
+    private let completed = Atomic<Bool>(false)
+
+    init(queue: UploadQueue, kind: Kind, progress: QueueBound<UploadProgress>) {
+        self.queue = queue
+        self.kind = kind
+        self.progress = progress
+    }
+
+    /// Answers a live upload, once.
+    func complete(_ result: Result<UploadSummary, SessionError>) {
+        guard case .live(_, let completion) = kind,
+            completed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        completion(result)
+    }
+
+    var isSpooled: Bool {
+        if case .spooled = kind { return true }
+        return false
+    }
+
+    /// A job holds the session's upload slot while its body arrives, and a spooled one until
+    /// its answer ended too.
+    var holdsSlot: Bool {
+        switch kind {
+        case .live: !queue.isProducerDone
+        case .spooled(let spool): !spool.isOver
+        }
+    }
+}
+
+/// The decoder and what it accumulated; lives on the decode queue (`QueueBound`).
+struct DecoderSlot {
+    private(set) var pipeline: DecoderPipeline?
+    /// A back end chosen while a stream was under way; it takes over at the next stream start.
+    private var pending: DecoderPipeline?
+    /// Counters of pipelines replaced earlier, so session counters never go backwards.
+    private var retired = SessionCounters()
+    /// The next picture's session-wide sequence number.
+    var nextSequence: UInt64 = 1
+
+    init(pipeline: DecoderPipeline) {
+        self.pipeline = pipeline
+    }
+
+    func counters(adding pipeline: DecoderPipeline) -> SessionCounters {
+        var total = retired
+        total.add(pipeline.counters)
+        return total
+    }
+
+    mutating func setMode(_ mode: DecodeMode) {
+        pipeline?.keyframesOnly = mode == .keyframes
+        pending?.keyframesOnly = mode == .keyframes
+    }
+
+    mutating func replace(with replacement: DecoderPipeline) {
+        guard let current = pipeline else { return }
+        if current.midStream {
+            pending = replacement
+        } else {
+            retired.add(current.counters)
+            pipeline = replacement
+        }
+    }
+
+    /// After a flush: a pending back end takes over now that no stream is under way.
+    mutating func streamEnded() {
+        guard let replacement = pending, let current = pipeline else { return }
+        retired.add(current.counters)
+        pipeline = replacement
+        pending = nil
+    }
+
+    mutating func release() {
+        pipeline = nil
+        pending = nil
+    }
+}
+
+/// Moves a pipeline built on a caller's thread (so that a back end that cannot open fails the
+/// caller's request) to the decode queue, which owns it from then on.
+struct PipelineTransfer: @unchecked Sendable {
+    // @unchecked: handed over once, to the decode queue, and never touched by the sender again.
+    let pipeline: DecoderPipeline
+}
+
+extension SessionCounters {
+    mutating func add(_ other: SessionCounters) {
+        stream.add(other.stream)
+    }
+
+    /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`).
+    mutating func merge(decoder: SessionCounters) {
+        let aborted = uploadsAborted
+        self = decoder
+        uploadsAborted = aborted
+    }
+}

@@ -1,0 +1,59 @@
+import Decoding
+import Foundation
+import H264
+import Logging
+
+/// What one upload produced so far: pictures, errors, and the counters when it began (its
+/// summary reports the difference). Lives on the session's decode queue.
+struct UploadProgress {
+    private(set) var frames = 0
+    private(set) var errors = 0
+    private(set) var firstError: DecodeError?
+    private var firstErrorRecord: ErrorRecord?
+    private var countersAtBegin: SessionCounters?
+    private var loggedCodes: Set<DecodeError.Code> = []
+
+    var hasBegun: Bool { countersAtBegin != nil }
+
+    mutating func begin(counters: SessionCounters) {
+        if countersAtBegin == nil { countersAtBegin = counters }
+    }
+
+    /// Logs each error code once per upload: a garbage upload is one warning, not thousands.
+    mutating func record(frames: Int, errors: [DecodeError], at date: Date, logger: Logger) {
+        self.frames += frames
+        self.errors += errors.count
+        for error in errors {
+            if firstError == nil {
+                firstError = error
+                firstErrorRecord = ErrorRecord(code: error.code.rawValue, message: error.message, at: date)
+            }
+            if loggedCodes.insert(error.code).inserted {
+                logger.warning(
+                    "decode error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+            }
+        }
+    }
+
+    func summary(
+        counters: SessionCounters, bytes: Int, latestSeq: UInt64?, format: VideoFormat?, flushed: Bool,
+        session: SessionID
+    ) -> UploadSummary {
+        let start = countersAtBegin ?? counters
+        var nalUnits: [String: Int] = [:]
+        for (name, count) in counters.nalUnits {
+            let delta = count - (start.nalUnits[name] ?? 0)
+            if delta > 0 { nalUnits[name] = delta }
+        }
+        return UploadSummary(
+            session: session, bytes: bytes, nalUnits: nalUnits, frames: frames, latestSeq: latestSeq, format: format,
+            decodeErrors: errors, error: firstErrorRecord, flushed: flushed)
+    }
+
+    /// A flushed upload that produced no picture but errors failed: the client must be able to
+    /// tell "your stream is broken" from "no pictures yet". Anything else succeeded.
+    func outcome(summary: UploadSummary, flushed: Bool) -> Result<UploadSummary, SessionError> {
+        if flushed, frames == 0, let firstError { return .failure(SessionError(firstError)) }
+        return .success(summary)
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// What several test targets need: a raw HTTP client that controls exactly what goes on the
+// wire, a response parser, polling, MD5. Only the test targets depend on this target.
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A raw HTTP/1.1 client over a blocking POSIX socket, so tests control exactly what goes on
+/// the wire (chunked uploads, aborts, reading a stream part by part).
+/// `@unchecked`: a socket is safe to send on from one thread while another reads it, which
+/// is all the tests do across threads.
+public final class RawClient: @unchecked Sendable {
+    private var fd: Int32
+
+    public init(port: UInt16, host: String = "127.0.0.1") throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestFailure("socket failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr(host)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            Glibc.close(fd)
+            throw TestFailure("connect failed: errno \(errno)")
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if fd >= 0 {
+            Glibc.close(fd)
+            fd = -1
+        }
+    }
+
+    /// Blocks while the server applies backpressure (the kernel buffers are full).
+    public func send(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { throw TestFailure("send failed: errno \(errno)") }
+            sent += n
+        }
+    }
+
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    /// One read: bytes, [] on timeout, nil at end of stream.
+    public func read(timeout: Duration = .seconds(5)) -> [UInt8]? {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard poll(&descriptor, 1, milliseconds) > 0 else { return [] }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+        if n <= 0 { return nil }
+        return Array(buffer[0..<n])
+    }
+
+    /// Reads until `done` says the collected bytes suffice, the peer closes, or time runs out.
+    public func read(until done: ([UInt8]) -> Bool, timeout: Duration = .seconds(10)) -> [UInt8] {
+        var collected: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        while !done(collected), ContinuousClock.now < deadline {
+            guard let bytes = read(timeout: .milliseconds(200)) else { break }
+            collected += bytes
+        }
+        return collected
+    }
+
+    public func readToEnd(timeout: Duration = .seconds(10)) -> [UInt8] {
+        var closed = false
+        var collected: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        while !closed, ContinuousClock.now < deadline {
+            if let bytes = read(timeout: .milliseconds(200)) { collected += bytes } else { closed = true }
+        }
+        return collected
+    }
+}
+
+public struct TestResponse: Sendable {
+    public var status: Int
+    public var headers: ResponseHeaders
+    public var body: [UInt8]
+    public var text: String { String(decoding: body, as: UTF8.self) }
+    /// Whether a chunked body ended with its terminating zero-size chunk.
+    public var chunkedComplete = false
+}
+
+/// Response header fields in arrival order; lookup ignores ASCII case.
+public struct ResponseHeaders: Sendable {
+    public private(set) var fields: [(name: String, value: String)] = []
+    public init() {}
+    public mutating func add(_ name: String, _ value: String) { fields.append((name, value)) }
+    public subscript(name: String) -> String? { fields.first { $0.name.lowercased() == name.lowercased() }?.value }
+    public func values(_ name: String) -> [String] { fields.filter { $0.name.lowercased() == name.lowercased() }.map(\.value) }
+}
+
+/// Parses one response (status line, headers, fixed-length or chunked body) from raw bytes.
+public func parseResponse(_ raw: [UInt8]) throws -> TestResponse {
+    guard let headerEnd = find([13, 10, 13, 10], in: raw) else { throw TestFailure("no header end in \(raw.count) bytes") }
+    let head = String(decoding: raw[0..<headerEnd], as: UTF8.self)
+    var lines = head.components(separatedBy: "\r\n")
+    let statusLine = lines.removeFirst().split(separator: " ")
+    guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw TestFailure("bad status line") }
+    var headers = ResponseHeaders()
+    for line in lines {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers.add(String(line[..<colon]), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+    }
+    var rest = Array(raw[(headerEnd + 4)...])
+    var response = TestResponse(status: status, headers: headers, body: [])
+    if headers["Transfer-Encoding"]?.lowercased() == "chunked" {
+        var body: [UInt8] = []
+        while let lineEnd = find([13, 10], in: rest) {
+            let sizeText = String(decoding: rest[0..<lineEnd], as: UTF8.self)
+            guard let size = Int(sizeText, radix: 16) else { break }
+            if size == 0 {
+                response.chunkedComplete = true
+                break
+            }
+            guard rest.count >= lineEnd + 2 + size + 2 else { break }
+            body += rest[(lineEnd + 2)..<(lineEnd + 2 + size)]
+            rest = Array(rest[(lineEnd + 2 + size + 2)...])
+        }
+        response.body = body
+    } else if let length = headers["Content-Length"].flatMap({ Int($0) }) {
+        response.body = Array(rest.prefix(length))
+    } else {
+        response.body = rest
+    }
+    return response
+}
+
+public func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int = 0) -> Int? {
+    guard haystack.count >= needle.count, start <= haystack.count - needle.count else { return nil }
+    for index in start...(haystack.count - needle.count) where haystack[index] == needle[0] {
+        if Array(haystack[index..<(index + needle.count)]) == needle { return index }
+    }
+    return nil
+}
+
+/// One request on a fresh connection (Connection: close), read to the end.
+public func request(
+    _ port: UInt16, _ method: String = "GET", _ target: String, headers: [(String, String)] = [],
+    body: [UInt8]? = nil
+) throws -> TestResponse {
+    let client = try RawClient(port: port)
+    var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+    for (name, value) in headers { head += "\(name): \(value)\r\n" }
+    if let body { head += "Content-Length: \(body.count)\r\n" }
+    head += "\r\n"
+    try client.send(Array(head.utf8) + (body ?? []))
+    return try parseResponse(client.readToEnd())
+}
+
+/// Parses a JSON object body.
+public func jsonObject(_ body: [UInt8]) throws -> [String: Any] {
+    guard let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        throw TestFailure("not a JSON object")
+    }
+    return object
+}
+
+/// Polls `condition` until true or the timeout passes.
+public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
+
+/// RFC 1321 MD5, enough to compare raw picture bytes with the manifest.
+public func md5Hex(_ message: [UInt8]) -> String {
+    let shifts: [UInt32] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+        4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+    ]
+    let table: [UInt32] = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4_294_967_296)) }
+    var a0: UInt32 = 0x6745_2301
+    var b0: UInt32 = 0xefcd_ab89
+    var c0: UInt32 = 0x98ba_dcfe
+    var d0: UInt32 = 0x1032_5476
+    var padded = message
+    padded.append(0x80)
+    while padded.count % 64 != 56 { padded.append(0) }
+    let bitLength = UInt64(message.count) &* 8
+    for shift in stride(from: 0, to: 64, by: 8) { padded.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+    var words = [UInt32](repeating: 0, count: 16)
+    for chunk in stride(from: 0, to: padded.count, by: 64) {
+        for index in 0..<16 {
+            let base = chunk + index * 4
+            words[index] =
+                UInt32(padded[base]) | UInt32(padded[base + 1]) << 8 | UInt32(padded[base + 2]) << 16
+                | UInt32(padded[base + 3]) << 24
+        }
+        var (a, b, c, d) = (a0, b0, c0, d0)
+        for step in 0..<64 {
+            var f: UInt32
+            let g: Int
+            switch step {
+            case 0..<16: f = (b & c) | (~b & d); g = step
+            case 16..<32: f = (d & b) | (~d & c); g = (5 * step + 1) % 16
+            case 32..<48: f = b ^ c ^ d; g = (3 * step + 5) % 16
+            default: f = c ^ (b | ~d); g = (7 * step) % 16
+            }
+            f = f &+ a &+ table[step] &+ words[g]
+            a = d
+            d = c
+            c = b
+            b = b &+ (f << shifts[step] | f >> (32 - shifts[step]))
+        }
+        a0 = a0 &+ a
+        b0 = b0 &+ b
+        c0 = c0 &+ c
+        d0 = d0 &+ d
+    }
+    return [a0, b0, c0, d0].map { word in
+        (0..<4).map { String(format: "%02x", (word >> UInt32($0 * 8)) & 0xff) }.joined()
+    }.joined()
+}
+
