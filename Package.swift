@@ -83,7 +83,7 @@ let package = Package(
         .testTarget(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),
-        .testTarget(name: "SessionsTests", dependencies: ["Sessions"], swiftSettings: strictSwift),
+        .testTarget(name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging"], swiftSettings: strictSwift),
         // Test helpers shared by the test targets (a raw HTTP client, MD5); nothing ships it.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),

@@ -67,12 +67,14 @@ public struct FrameTapAPI: Sendable {
     public func observe(_ record: RequestRecord) {
         let status = record.status?.code ?? 499
         metrics.recordRequest(route: record.route ?? "unmatched", status: status, duration: record.duration)
-        if status >= 500 {
-            logger.error(
-                "request failed",
-                metadata: [
-                    "method": "\(record.method)", "route": "\(record.route ?? "unmatched")", "status": "\(status)",
-                ])
+        let metadata: Logger.Metadata = [
+            "method": "\(record.method)", "route": "\(record.route ?? "unmatched")", "status": "\(status)",
+        ]
+        if record.outcome == .answeredEarly {
+            // The server stopped listening to a body on purpose (deleted session, limit, shutdown).
+            logger.info("upload answered before its body ended", metadata: metadata)
+        } else if status >= 500 {
+            logger.error("request failed", metadata: metadata)
         }
     }
 

@@ -84,6 +84,13 @@ public final class FrameTapMetrics: Sendable {
         timer(Names.encodeSeconds, ["format": format]).recordNanoseconds(Int64(duration.nanoseconds))
     }
 
+    /// An upload that ended before its body did, by why: `client_gone`, `session_deleted`,
+    /// `body_too_large`, `shutting_down`, `spool_failed`. All but the first were cut off by the
+    /// server, and their client was answered at once.
+    func recordUploadStopped(reason: String) {
+        counter(Names.uploadsStopped, ["reason": reason]).increment()
+    }
+
     func recordSessionEnded(reason: String) {
         counter(Names.sessionsEnded, ["reason": reason]).increment()
     }
@@ -129,5 +136,6 @@ public final class FrameTapMetrics: Sendable {
         public static let requests = "frametap_http_requests_total"
         public static let requestSeconds = "frametap_http_request_seconds"
         public static let mjpegClients = "frametap_mjpeg_clients"
+        public static let uploadsStopped = "frametap_uploads_stopped_total"
     }
 }

@@ -202,12 +202,22 @@ final class IngestWorker: Sendable {
         case .clientGone:
             let error = SessionError(.uploadAborted, "the client disconnected before the upload ended")
             record(error)
+            context.metrics.recordUploadStopped(reason: "client_gone")
             return error
         case .serverShutdown:
             context.logger.info("upload stopped: the server is shutting down; nothing more of it is decoded")
+            context.metrics.recordUploadStopped(reason: "shutting_down")
             return SessionError(.shuttingDown, "the server is shutting down")
         case .refused(let error):
-            if error.code == .bodyTooLarge { record(error) }
+            switch error.code {
+            case .bodyTooLarge:
+                record(error)
+                context.metrics.recordUploadStopped(reason: "body_too_large")
+            case .spoolFailed:
+                context.metrics.recordUploadStopped(reason: "spool_failed")
+            default:
+                break
+            }
             return error
         }
     }
@@ -349,6 +359,10 @@ final class IngestWorker: Sendable {
         }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
         for job in jobs {
+            if !job.queue.isProducerDone {
+                context.metrics.recordUploadStopped(reason: "session_deleted")
+                context.logger.info("upload stopped: the session was deleted; its client is told at once")
+            }
             job.queue.refuse(gone)
             switch job.kind {
             case .live: job.complete(.failure(gone))

@@ -78,6 +78,14 @@ struct PictureKey: Hashable, Sendable {
     let height: Int
     let quality: Int
 
+    init(sequence: UInt64, format: PictureFormat, width: Int, height: Int, quality: Int) {
+        self.sequence = sequence
+        self.format = format
+        self.width = width
+        self.height = height
+        self.quality = quality
+    }
+
     var encoderOptions: PictureOptions {
         PictureOptions(format: format, width: width, height: height, quality: format == .jpeg ? quality : 85)
     }

@@ -11,12 +11,7 @@ public final class SessionRegistry: Sendable {
     public let clock: any SessionClock
     let logger: Logger
     private let table = Mutex(Table())
-    private let evictionTimer = Mutex<EvictionTimer?>(nil)
-
-    /// Dispatch sources are thread-safe but not marked `Sendable`.
-    private struct EvictionTimer: @unchecked Sendable {
-        let source: any DispatchSourceTimer
-    }
+    private let evicting = Atomic<Bool>(false)
 
     private struct Table {
         var sessions: [SessionID: Session] = [:]
@@ -130,29 +125,26 @@ public final class SessionRegistry: Sendable {
         return evicted.map(\.id).sorted()
     }
 
-    /// Checks for idle sessions periodically (a quarter of the idle timeout, 1...30 s).
+    /// Checks for idle sessions periodically (a quarter of the idle timeout, 1...30 s), on the
+    /// registry's clock.
     public func startIdleEviction() {
+        guard !evicting.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        scheduleEviction()
+    }
+
+    private func scheduleEviction() {
         let quarter = configuration.idleTimeout / 4
         let interval = min(max(quarter, .seconds(1)), .seconds(30))
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "frametap.sessions.eviction"))
-        let nanoseconds = Int(interval.nanoseconds)
-        timer.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds))
-        timer.setEventHandler { [weak self] in self?.evictIdle() }
-        let previous = evictionTimer.withLock { slot in
-            defer { slot = EvictionTimer(source: timer) }
-            return slot
+        clock.schedule(at: clock.uptime + interval.nanoseconds) { [weak self] in
+            guard let self, evicting.load(ordering: .acquiring) else { return }
+            evictIdle()
+            scheduleEviction()
         }
-        previous?.source.cancel()
-        timer.resume()
     }
 
     /// Stops eviction and closes every session (server shutdown).
     public func shutdown() {
-        let timer = evictionTimer.withLock { slot in
-            defer { slot = nil }
-            return slot
-        }
-        timer?.source.cancel()
+        evicting.store(false, ordering: .releasing)
         let all = table.withLock { table -> [Session] in
             defer { table.sessions.removeAll() }
             return Array(table.sessions.values)

@@ -221,6 +221,11 @@ final class ViewerSet: Sendable {
 
 /// What a long-polling client already has, from `?after=` or `If-None-Match`.
 struct PictureAnswerCondition: Sendable {
+    init(ifNoneMatch: (tags: [String], wildcard: Bool)? = nil, after: UInt64? = nil) {
+        self.ifNoneMatch = ifNoneMatch
+        self.after = after
+    }
+
     /// The raw `If-None-Match` tags (quotes kept) and whether it was `*`.
     var ifNoneMatch: (tags: [String], wildcard: Bool)?
     /// `?after=`: the sequence the client has.

@@ -44,29 +44,44 @@ import Testing
         _ = try sessions.openSession(SessionID("one"))
     }
 
-    @Test func idleSessionsAreEvictedBusyOnesAreNot() async throws {
+    @Test func idleSessionsAreEvictedBusyOnesAreNot() throws {
         let metrics = FrameTapMetrics()
-        let sessions = registry(testConfiguration(idleTimeout: .milliseconds(100)), metrics: metrics)
+        let clock = ManualClock()
+        let sessions = SessionRegistry(
+            configuration: testConfiguration(idleTimeout: .seconds(100)), metrics: metrics, logger: quietLogger,
+            clock: clock)
         let (idle, _) = try sessions.openSession(SessionID("idle"))
         let (watched, _) = try sessions.openSession(SessionID("watched"))
         let viewer = try watched.subscribe(PictureRequest())
-        try await Task.sleep(for: .milliseconds(150))
+        clock.advance(by: .seconds(99))
+        #expect(sessions.evictIdle() == [])
+        clock.advance(by: .seconds(1))
         #expect(sessions.evictIdle() == [try SessionID("idle")])
         #expect(idle.isClosed)
         #expect(!watched.isClosed)
+        // Leaving counts as activity: the idle timeout starts from the last viewer's exit.
         viewer.cancel()
-        try await Task.sleep(for: .milliseconds(150))
+        clock.advance(by: .seconds(99))
+        #expect(sessions.evictIdle() == [])
+        clock.advance(by: .seconds(1))
         #expect(sessions.evictIdle() == [try SessionID("watched")])
         #expect(sessions.count == 0)
         #expect(metrics.exposition().contains("frametap_sessions_ended_total{reason=\"idle\"} 2"))
     }
 
-    @Test func evictionTimerRuns() async throws {
-        let sessions = registry(testConfiguration(idleTimeout: .milliseconds(200)))
+    @Test func evictionRunsEveryQuarterOfTheIdleTimeout() throws {
+        let clock = ManualClock()
+        let sessions = SessionRegistry(
+            configuration: testConfiguration(idleTimeout: .seconds(20)), metrics: FrameTapMetrics(), logger: quietLogger,
+            clock: clock)
         _ = try sessions.openSession(SessionID("x"))
         sessions.startIdleEviction()
-        #expect(await eventually(timeout: .seconds(5)) { sessions.count == 0 })
+        clock.advance(by: .seconds(15))
+        #expect(sessions.count == 1)
+        clock.advance(by: .seconds(5))  // idle for 20 s, and a check falls due
+        #expect(sessions.count == 0)
         sessions.shutdown()
+        #expect(clock.pendingTimers <= 1)
     }
 
     @Test func deleteEndsViewersCleanly() async throws {

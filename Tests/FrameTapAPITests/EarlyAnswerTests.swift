@@ -1,0 +1,164 @@
+import Foundation
+import HTTPServer
+import Sessions
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import FrameTapAPI
+
+/// A client pushing a body that never ends (a live camera, or an endless stream of zeros),
+/// reading whatever the server answers meanwhile, as a real client with a duplex socket does.
+final class EndlessPush: Sendable {
+    private let client: RawClient
+    private let state = Mutex<(answer: [UInt8], answeredAt: ContinuousClock.Instant?, closed: Bool, sent: Int)>(
+        ([], nil, false, 0))
+    private let running = Atomic<Bool>(true)
+
+    /// `piece` is sent as one chunk every `interval` until the server closes or `stop()`.
+    init(port: UInt16, target: String, headers: [(String, String)] = [], piece: [UInt8], interval: Duration) throws {
+        client = try RawClient(port: port)
+        var head = "POST \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        try client.send(head + "\r\n")
+        let chunk = Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10]
+        let microseconds = UInt32(interval.components.attoseconds / 1_000_000_000_000 + interval.components.seconds * 1_000_000)
+        Thread.detachNewThread { [self] in
+            while running.load(ordering: .relaxed) {
+                guard (try? client.send(chunk)) != nil else { break }
+                state.withLock { $0.sent += chunk.count }
+                if microseconds > 0 { usleep(microseconds) }
+            }
+        }
+        Thread.detachNewThread { [self] in
+            while running.load(ordering: .relaxed) {
+                guard let bytes = client.read(timeout: .milliseconds(50)) else {
+                    state.withLock { $0.closed = true }
+                    return
+                }
+                if !bytes.isEmpty {
+                    state.withLock { state in
+                        if state.answeredAt == nil { state.answeredAt = .now }
+                        state.answer += bytes
+                    }
+                }
+            }
+        }
+    }
+
+    var answeredAt: ContinuousClock.Instant? { state.withLock { $0.answeredAt } }
+    var isClosed: Bool { state.withLock { $0.closed } }
+    var bytesSent: Int { state.withLock { $0.sent } }
+
+    func response() throws -> TestResponse { try parseResponse(state.withLock { $0.answer }) }
+
+    func stop() {
+        running.store(false, ordering: .relaxed)
+        client.close()
+    }
+}
+
+/// D1-D3: a server that stops listening to an upload says so at once and closes the connection.
+@Suite(.serialized) struct EarlyAnswerTests {
+    private func baseline() throws -> [UInt8] { try Fixtures.bytes("baseline_176x144.264") }
+
+    @Test func aLivePushToADeletedSessionIsAnswered404AtOnceAndClosed() throws {
+        try withService(http: { $0.maxDiscardDuration = .milliseconds(500) }) { service in
+            // A camera sends a picture's worth every 20 ms, forever.
+            let push = try EndlessPush(
+                port: service.port, target: "/sessions/live/nalus", piece: try baseline(), interval: .milliseconds(20))
+            defer { push.stop() }
+            let id = try SessionID("live")
+            #expect(eventually { service.registry.find(id)?.latestSequence != nil }, "the push is decoding")
+            let session = try #require(service.registry.find(id))
+            let deleted = ContinuousClock.now
+            #expect(try request(service.port, "DELETE", "/sessions/live").status == 204)
+            #expect(eventually(timeout: .seconds(1)) { push.answeredAt != nil }, "answered within 1 s of the DELETE")
+            let response = try push.response()
+            #expect(response.status == 404)
+            #expect(response.headers["Connection"] == "close")
+            #expect(try jsonObject(response.body)["code"] as? String == "session_not_found")
+            #expect((push.answeredAt ?? .now) - deleted < .seconds(1))
+            #expect(eventually(timeout: .seconds(3)) { push.isClosed }, "the connection is closed")
+            #expect(session.isClosed)
+            let metrics = try request(service.port, "GET", "/metrics").text
+            #expect(metricValue(metrics, "frametap_uploads_stopped_total", labels: ["session_deleted"]) == 1)
+        }
+    }
+
+    @Test func endlessZerosPastTheSpoolLimitAreAnswered413AtOnceAndClosed() throws {
+        try withService(sessions: { $0.maxSpoolBytes = 1 << 20 }, http: { $0.maxDiscardBytes = 4 << 20 }) { service in
+            let push = try EndlessPush(
+                port: service.port, target: "/sessions/zeros/nalus", headers: [("Accept", "multipart/mixed")],
+                piece: [UInt8](repeating: 0, count: 64 << 10), interval: .zero)
+            defer { push.stop() }
+            #expect(eventually(timeout: .seconds(5)) { push.answeredAt != nil })
+            let response = try push.response()
+            #expect(response.status == 413)
+            #expect(try jsonObject(response.body)["code"] as? String == "body_too_large")
+            #expect(eventually(timeout: .seconds(5)) { push.isClosed }, "closed after at most maxDiscardBytes more")
+            // What the client got through before the close: the limit, the discard allowance and
+            // what the kernel buffers hold, never gigabytes.
+            #expect(push.bytesSent < 64 << 20)
+            #expect(eventually {
+                let metrics = (try? request(service.port, "GET", "/metrics").text) ?? ""
+                return metricValue(metrics, "frametap_uploads_stopped_total", labels: ["body_too_large"]) == 1
+            })
+            // The session took no harm: the next push works.
+            #expect(try post(service.port, "/sessions/zeros/nalus?flush=true", try baseline()).status == 200)
+        }
+    }
+
+    /// A push that fails answers 200 (the status line goes out before decoding starts) but
+    /// ends with a problem part, the same problem the JSON answer would be.
+    @Test func aFailedMultipartPushEndsWithAProblemPart() throws {
+        try withService(sessions: { $0.pictureSizeLimit = .init(maxPixels: 50_000) }) { service in
+            for (body, code, status) in [
+                (Array("this is not an H.264 stream".utf8), "invalid_data", 422),
+                (try Fixtures.bytes("high_320x240.264"), "picture_too_large", 422),
+            ] {
+                let json = try post(service.port, "/sessions/j\(code)/nalus?flush=true", body)
+                #expect(json.status == status)
+                #expect(try jsonObject(json.body)["code"] as? String == code)
+
+                let response = try post(
+                    service.port, "/sessions/m\(code)/nalus?flush=true", body, headers: [("Accept", "multipart/mixed")])
+                #expect(response.status == 200)
+                let (parts, closed) = try parseMultipart(
+                    response.body, boundary: boundary(of: response.headers["Content-Type"]))
+                #expect(closed)
+                let last = try #require(parts.last)
+                #expect(last.headers["Content-Type"] == "application/problem+json")
+                #expect(last.headers["X-Problem-Status"] == String(status))
+                let problem = try jsonObject(last.body)
+                #expect(problem["code"] as? String == code)
+                #expect(problem["status"] as? Int == status)
+                #expect(parts.dropLast().allSatisfy { $0.headers["Content-Type"] == "image/jpeg" })
+            }
+        }
+    }
+
+    @Test func stopAnswersAPushInProgress503AndReturnsWithinASecond() throws {
+        var http = HTTPServerConfiguration()
+        http.host = "127.0.0.1"
+        http.port = 0
+        http.shutdownGracePeriod = .seconds(10)
+        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        try service.start()
+        let push = try EndlessPush(
+            port: service.port, target: "/sessions/term/nalus", piece: try baseline(), interval: .milliseconds(20))
+        defer { push.stop() }
+        let id = try SessionID("term")
+        #expect(eventually { service.registry.find(id)?.latestSequence != nil })
+        let decodedBefore = service.registry.find(id)?.status().counters.framesDecoded ?? 0
+        let started = ContinuousClock.now
+        service.stop()
+        #expect(ContinuousClock.now - started < .seconds(1))
+        #expect(eventually(timeout: .seconds(1)) { push.answeredAt != nil })
+        let response = try push.response()
+        #expect(response.status == 503)
+        #expect(response.headers["Retry-After"] == "1")
+        #expect(try jsonObject(response.body)["code"] as? String == "shutting_down")
+        #expect(decodedBefore > 0)
+    }
+}
