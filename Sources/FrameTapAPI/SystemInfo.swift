@@ -28,7 +28,7 @@ public struct SystemInfo: Sendable, Encodable {
         public var maxSessions: Int
         public var maxBodyBytes: Int?
         public var maxSpoolBytes: Int
-        public var maxNalBytes: Int
+        public var maxNALBytes: Int
         public var maxPictureWidth: Int
         public var maxPictureHeight: Int
         public var maxPicturePixels: Int
@@ -40,7 +40,7 @@ public struct SystemInfo: Sendable, Encodable {
             try container.encode(maxSessions, forKey: .maxSessions)
             try container.encode(maxBodyBytes, forKey: .maxBodyBytes)  // null: unlimited
             try container.encode(maxSpoolBytes, forKey: .maxSpoolBytes)
-            try container.encode(maxNalBytes, forKey: .maxNalBytes)
+            try container.encode(maxNALBytes, forKey: .maxNalBytes)
             try container.encode(maxPictureWidth, forKey: .maxPictureWidth)
             try container.encode(maxPictureHeight, forKey: .maxPictureHeight)
             try container.encode(maxPicturePixels, forKey: .maxPicturePixels)
@@ -65,7 +65,7 @@ public struct SystemInfo: Sendable, Encodable {
         limits = Limits(
             maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
             maxSpoolBytes: configuration.maxSpoolBytes,
-            maxNalBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
+            maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
             sessionIdleTimeoutSeconds: Double(idle.seconds) + Double(idle.attoseconds) / 1e18,
