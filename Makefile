@@ -115,3 +115,64 @@ bench: deps
 
 clean:
 	rm -rf .build $(VENV)
+
+# Fuzzing (libFuzzer, see Fuzz/). `make fuzz FUZZ_SECONDS=N` builds the targets, writes their
+# seeds from Tests/Fixtures and runs each for N seconds; it fails when one crashes, keeping the
+# input in .fuzz/crashes/<target>/. `make fuzz-quick` is the 20-second run for `make test`.
+#
+# The targets are built with swiftc from the sources, not as SwiftPM targets: a fuzz target has
+# no main (-sanitize=fuzzer links libFuzzer's), so as an executable target it would not link in
+# a plain `swift build`, and `swift build -Xswiftc -sanitize=fuzzer,address` would instrument
+# and rebuild the whole package and its dependencies in a scratch path of its own. Here only
+# what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the H264
+# module once, as a static library, and the two files of HTTPServer that RequestTarget needs
+# (it uses only QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
+# targets' own code (reference splitter, invariant checks) has AddressSanitizer but no
+# coverage: its branches would only add noise to the corpus, and tracing its byte loops took
+# half the run time. `swift build` and `swift test` never see any of it. lld rather than
+# gold, which warns about every ASan symbol.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc request-target
+FUZZ_BUILD   := .build-fuzz
+SWIFTC       ?= swiftc
+FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
+FUZZ_SUPPORT := Fuzz/Support/FuzzSupport.swift
+FUZZ_HTTPSERVER_SOURCES := Sources/HTTPServer/RequestTarget.swift Sources/HTTPServer/HTTPTypes.swift
+
+.PHONY: fuzz fuzz-quick fuzz-build fuzz-seeds fuzz-clean
+
+fuzz: fuzz-build fuzz-seeds
+	Fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-quick:
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+
+fuzz-build: $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
+
+# Derived from the committed fixtures each time (a second or so), never committed themselves.
+fuzz-seeds:
+	python3 Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
+
+$(FUZZ_BUILD)/libH264.a: $(wildcard Sources/H264/*.swift)
+	@mkdir -p $(FUZZ_BUILD)/modules
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name H264 \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H264.swiftmodule -emit-library -static -o $@ $^
+
+$(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
+	@mkdir -p $(FUZZ_BUILD)/modules
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/HTTPServer.swiftmodule -emit-library -static -o $@ $^
+
+$(FUZZ_BUILD)/annexb-assembly: Fuzz/Targets/AnnexBAssembly.swift $(FUZZ_BUILD)/libH264.a
+$(FUZZ_BUILD)/parameter-sets: Fuzz/Targets/ParameterSets.swift $(FUZZ_BUILD)/libH264.a
+$(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a
+$(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
+$(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
+	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \
+	  -emit-object -o $@.o $(filter %.swift,$^)
+	$(SWIFTC) -sanitize=fuzzer,address -use-ld=lld $@.o \
+	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) -o $@
+
+# Keeps nothing: binaries, seeds, the corpora libFuzzer grew and saved crashes.
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD) .fuzz

@@ -164,8 +164,11 @@ public final class StreamDecoder {
             if nal.type == .sps || nal.type == .pps {
                 _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
             }
-        case .dropped(let error):
+        case .dropped(let error, let prefix):
             record(DecodeError(error), in: &output)
+            var units: [AccessUnit] = []
+            assembler.unitDropped(prefix: prefix) { units.append($0) }
+            for unit in units { handle(unit, into: &output) }
         }
     }
 

@@ -167,6 +167,15 @@ public struct AccessUnitAssembler: Sendable {
         flush(emit)
     }
 
+    /// The splitter dropped a unit beginning with `prefix` (`SplitterEvent.dropped`): ends the
+    /// pending access unit if that unit would have, as far as its first bytes tell. Otherwise
+    /// the units after a dropped one would join the picture before it or not depending on
+    /// whether its first bytes had arrived, and been acted on, before the bytes that made it too
+    /// large: on how the stream was chunked.
+    public mutating func unitDropped(prefix: ArraySlice<UInt8>, _ emit: (AccessUnit) -> Void) {
+        if nextUnitEndsAccessUnit(prefix: prefix) { flush(emit) }
+    }
+
     /// End of stream: emits what is pending and forgets the picture state. Parameter sets are
     /// kept, since a following stream on the same session usually repeats them anyway.
     public mutating func finish(_ emit: (AccessUnit) -> Void) {

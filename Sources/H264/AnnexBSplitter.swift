@@ -1,8 +1,10 @@
 /// What the splitter reports while it reads a byte stream.
 public enum SplitterEvent: Sendable {
     case unit(NALUnit)
-    /// A unit was larger than `maxNALBytes`; its bytes were discarded (`.nalTooLarge`).
-    case dropped(BitstreamError)
+    /// A unit was larger than `maxNALBytes`; its bytes were discarded (`.nalTooLarge`). `prefix`
+    /// is its first bytes (at most `AnnexBSplitter.prefixLength`, fewer only for caps that small),
+    /// for `AccessUnitAssembler.unitDropped(prefix:)`.
+    case dropped(BitstreamError, prefix: ArraySlice<UInt8>)
 }
 
 /// Cuts an H.264 Annex B byte stream (§B.2) into NAL units, whatever the size of the pieces it
@@ -21,6 +23,9 @@ public struct AnnexBSplitter: Sendable {
     /// The NAL size cap every FrameTap entry point uses unless configured otherwise: far above
     /// any real slice (an 8K intra picture in one slice is a few MB), small enough to bound memory.
     public static let defaultMaxNALBytes = 8 << 20
+    /// How many first bytes of a unit `pendingUnitPrefix` and `.dropped` give: enough for every
+    /// slice header field that can end an access unit early.
+    public static let prefixLength = 16
     /// Every byte pushed since this splitter was made (not reset by `finish()`).
     public private(set) var bytesConsumed = 0
     /// Bytes before the first start code of a stream that were not zero padding (garbage skipped).
@@ -93,11 +98,11 @@ public struct AnnexBSplitter: Sendable {
         position = pieceStart + count
     }
 
-    /// The first bytes (at most 16) of the unit whose end has not arrived yet, nil when none is
-    /// being collected. They never change as more bytes come, so a consumer may act on them
-    /// early (see `AccessUnitAssembler.nextUnitEndsAccessUnit`).
+    /// The first bytes (at most `prefixLength`) of the unit whose end has not arrived yet, nil
+    /// when none is being collected. They never change as more bytes come, so a consumer may act
+    /// on them early (see `AccessUnitAssembler.nextUnitEndsAccessUnit`).
     public var pendingUnitPrefix: ArraySlice<UInt8>? {
-        mode == .collecting && !unit.isEmpty ? unit.prefix(16) : nil
+        mode == .collecting && !unit.isEmpty ? unit.prefix(Self.prefixLength) : nil
     }
 
     /// End of stream: emits the last unit and resets, so the next push starts a new stream
@@ -203,9 +208,11 @@ public struct AnnexBSplitter: Sendable {
             let kept = lastNonZero + 1 - start
             if unit.count + zeroRun + kept > maxNALBytes {
                 droppedUnits += 1
-                handle(.dropped(BitstreamError(
-                    .nalTooLarge,
-                    "NAL unit at stream offset \(unitOffset) exceeds \(maxNALBytes) bytes; skipped to the next start code")))
+                handle(.dropped(
+                    BitstreamError(
+                        .nalTooLarge,
+                        "NAL unit at stream offset \(unitOffset) exceeds \(maxNALBytes) bytes; skipped to the next start code"),
+                    prefix: prefixOfDroppedUnit(then: p + start, count: kept)))
                 unit = []
                 mode = .discardingOversizedUnit
                 break
@@ -214,6 +221,16 @@ public struct AnnexBSplitter: Sendable {
             unit.append(contentsOf: UnsafeBufferPointer(start: p + start, count: kept))
         }
         zeroRun = allZero ? zeroRun + (end - start) : trailingZeros
+    }
+
+    /// The first bytes of the unit being dropped: those collected, the zeros held back, then
+    /// `count` new bytes. All of them exceed the cap, so for a cap of at least `prefixLength`
+    /// bytes the prefix is complete and the same whatever the chunking.
+    private func prefixOfDroppedUnit(then bytes: UnsafePointer<UInt8>, count: Int) -> ArraySlice<UInt8> {
+        var prefix = Array(unit.prefix(Self.prefixLength))
+        prefix.append(contentsOf: repeatElement(0, count: min(zeroRun, Self.prefixLength - prefix.count)))
+        prefix.append(contentsOf: UnsafeBufferPointer(start: bytes, count: min(count, Self.prefixLength - prefix.count)))
+        return prefix[...]
     }
 
     private mutating func emitUnit(_ handle: (SplitterEvent) -> Void) {

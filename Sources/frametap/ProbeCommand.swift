@@ -105,8 +105,9 @@ struct ProbeReport: Encodable {
             case .unit(let nal):
                 report.record(nal)
                 assembler.push(nal) { report.record($0) }
-            case .dropped(let error):
+            case .dropped(let error, let prefix):
                 report.problems.append(Problem(offset: nil, code: error.code.rawValue, message: error.message))
+                assembler.unitDropped(prefix: prefix) { report.record($0) }
             }
         }
         do {

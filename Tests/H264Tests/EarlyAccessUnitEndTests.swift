@@ -13,18 +13,29 @@ import Testing
         return names.filter { $0.hasSuffix(".264") }.sorted().map { directory.appendingPathComponent($0) }
     }()
 
-    static func plainUnits(_ bytes: [UInt8]) -> [[NALUnit]] {
+    static func plainUnits(_ bytes: [UInt8], maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) -> [[NALUnit]] {
+        var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         var assembler = AccessUnitAssembler()
         var units: [[NALUnit]] = []
-        for nal in AnnexBSplitter.split(bytes) { assembler.push(nal) { units.append($0.nalUnits) } }
+        var events: [SplitterEvent] = []
+        splitter.push(bytes) { events.append($0) }
+        splitter.finish { events.append($0) }
+        for event in events {
+            switch event {
+            case .unit(let nal): assembler.push(nal) { units.append($0.nalUnits) }
+            case .dropped(_, let prefix): assembler.unitDropped(prefix: prefix) { units.append($0.nalUnits) }
+            }
+        }
         assembler.finish { units.append($0.nalUnits) }
         return units
     }
 
     /// Splits in `chunk`-byte pieces and ends access units early after every piece. Returns the
     /// units and, for each, how many bytes had been pushed when it came out.
-    static func earlyUnits(_ bytes: [UInt8], chunk: Int) -> (units: [[NALUnit]], pushedWhenOut: [Int], early: Int) {
-        var splitter = AnnexBSplitter()
+    static func earlyUnits(
+        _ bytes: [UInt8], chunk: Int, maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes
+    ) -> (units: [[NALUnit]], pushedWhenOut: [Int], early: Int) {
+        var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         var assembler = AccessUnitAssembler()
         var units: [[NALUnit]] = []
         var pushedWhenOut: [Int] = []
@@ -32,12 +43,16 @@ import Testing
         var offset = 0
         while offset < bytes.count {
             let end = min(offset + chunk, bytes.count)
-            var nals: [NALUnit] = []
-            splitter.push(Array(bytes[offset..<end])) { if case .unit(let nal) = $0 { nals.append(nal) } }
-            for nal in nals {
-                assembler.push(nal) {
-                    units.append($0.nalUnits)
-                    pushedWhenOut.append(end)
+            var events: [SplitterEvent] = []
+            splitter.push(Array(bytes[offset..<end])) { events.append($0) }
+            let out = { (unit: AccessUnit) in
+                units.append(unit.nalUnits)
+                pushedWhenOut.append(end)
+            }
+            for event in events {
+                switch event {
+                case .unit(let nal): assembler.push(nal, out)
+                case .dropped(_, let prefix): assembler.unitDropped(prefix: prefix, out)
                 }
             }
             if let prefix = splitter.pendingUnitPrefix, assembler.nextUnitEndsAccessUnit(prefix: prefix) {
@@ -95,6 +110,32 @@ import Testing
                 assembler.endAccessUnit { _ in out += 1 }
             }
             #expect(out == index + 1, "access unit \(index) should be out once unit \(index + 1) starts")
+        }
+    }
+
+    /// A picture's first slice that is over the NAL cap is dropped, and filler data follows it.
+    /// Whether the filler joins the picture before the dropped slice must not depend on whether
+    /// the slice's first bytes arrived in an earlier piece than the bytes that made it too large
+    /// (found by the annexb-assembly fuzz target).
+    @Test func aDroppedUnitEndsTheAccessUnitAlikeForAnyChunking() {
+        var stream = StreamBuilder()
+        stream.parameterSets()
+        stream.slice { $0.type = .idr }
+        var oversized = SliceBuilder()
+        oversized.type = .idr
+        oversized.idrPicId = 1
+        let slice = oversized.nal(sps: stream.sps, pps: stream.pps).bytes
+        stream.units.append(NALUnit(bytes: slice + Array(repeating: 0x11, count: 200)))
+        stream.add(.filler, [0xFF, 0xFF, 0x80])
+        stream.slice {
+            $0.type = .idr
+            $0.idrPicId = 2
+        }
+        let bytes = AccessUnit(nalUnits: stream.units).annexB()
+        let expected = Self.plainUnits(bytes, maxNALBytes: 100)
+        #expect(expected.map { $0.map(\.type) } == [[.sps, .pps, .idr], [.filler, .idr]])
+        for chunk in 1...bytes.count {
+            #expect(Self.earlyUnits(bytes, chunk: chunk, maxNALBytes: 100).units == expected, "\(chunk)-byte pieces")
         }
     }
 

@@ -6,15 +6,17 @@ struct SplitResult: Equatable {
     var units: [[UInt8]] = []
     var offsets: [Int] = []
     var dropped = 0
+    var droppedPrefixes: [[UInt8]] = []
 
     mutating func record(_ event: SplitterEvent) {
         switch event {
         case .unit(let unit):
             units.append(unit.bytes)
             offsets.append(unit.streamOffset)
-        case .dropped(let error):
+        case .dropped(let error, let prefix):
             #expect(error.code == .nalTooLarge)
             dropped += 1
+            droppedPrefixes.append(Array(prefix))
         }
     }
 }
@@ -124,6 +126,7 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) 
         let whole = split(stream, maxNALBytes: 50)
         #expect(whole.units == [[0x67, 1], [0x68, 2], [0x41, 3]])
         #expect(whole.dropped == 1)
+        #expect(whole.droppedPrefixes == [Array(big.prefix(AnnexBSplitter.prefixLength))])
         #expect(split(stream, pieces: Array(repeating: 7, count: 30), maxNALBytes: 50) == whole)
         // A unit exactly at the limit passes; trailing zeros and start-code zeros do not count.
         let exact = [UInt8(0x65)] + Array(repeating: 0x22, count: 49) + [0, 0, 0, 0]

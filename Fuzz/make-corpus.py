@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets from the project's fixtures.
+
+    Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
+
+One folder per target (annexb-assembly, parameter-sets, avcc, request-target). The seeds are
+derived data, regenerated on every `make fuzz`, and never committed: the fixtures they come
+from are. libFuzzer only reads these folders; what it learns goes to .fuzz/corpus/<target>.
+"""
+
+import hashlib
+import os
+import shutil
+import sys
+
+START_CODE = b"\x00\x00\x00\x01"
+SPS, PPS, SEI, IDR, SLICE = 7, 8, 6, 5, 1
+# Enough of a slice for its header (the parser unescapes at most 128 bytes of it).
+SLICE_HEADER_BYTES = 64
+PROFILES_WITH_AVCC_EXTENSION = {100, 110, 122, 144}
+
+
+def nal_units(stream):
+    """The NAL units of an Annex B stream: bytes between 00 00 01 start codes, trailing zeros cut."""
+    starts = []
+    index = stream.find(b"\x00\x00\x01")
+    while index >= 0:
+        starts.append(index + 3)
+        index = stream.find(b"\x00\x00\x01", index + 3)
+    units = []
+    for number, start in enumerate(starts):
+        end = starts[number + 1] - 3 if number + 1 < len(starts) else len(stream)
+        unit = stream[start:end].rstrip(b"\x00")
+        if unit:
+            units.append(unit)
+    return units
+
+
+def annex_b(units):
+    return b"".join(START_CODE + unit for unit in units)
+
+
+def length_prefixed(units, size):
+    return b"".join(len(unit).to_bytes(size, "big") + unit for unit in units)
+
+
+def avcc_record(sps, pps):
+    record = bytes([1, sps[1], sps[2], sps[3], 0xFF, 0xE1]) + len(sps).to_bytes(2, "big") + sps
+    record += bytes([1]) + len(pps).to_bytes(2, "big") + pps
+    if sps[1] in PROFILES_WITH_AVCC_EXTENSION:
+        record += bytes([0xFC | 1, 0xF8, 0xF8, 0])  # 4:2:0, 8 bits: a plausible seed, mutated anyway
+    return record
+
+
+class Corpus:
+    def __init__(self, root, target):
+        self.folder = os.path.join(root, target)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        os.makedirs(self.folder)
+        self.seen = set()
+
+    def add(self, name, data):
+        digest = hashlib.sha1(data).hexdigest()
+        if not data or digest in self.seen:
+            return
+        self.seen.add(digest)
+        with open(os.path.join(self.folder, f"{name}-{digest[:10]}"), "wb") as seed:
+            seed.write(data)
+
+    def __len__(self):
+        return len(self.seen)
+
+
+# Targets a client of the API sends (openapi.yaml), plus the hostile ones the parser exists for.
+REQUEST_TARGETS = [
+    "/", "/healthz", "/metrics", "/system", "/sessions", "/sessions/cam1",
+    "/sessions/cam1/nalus", "/sessions/cam1/nalus?flush=true",
+    "/sessions/cam1/nalus?format=jpeg&width=320&height=180&quality=80",
+    "/sessions/cam1/frame/latest.jpg", "/sessions/cam1/frame/latest.jpg?width=160",
+    "/sessions/cam%201/frame/latest.jpg?width=160&wait=5000",
+    "/sessions/cam1/frame/latest.yuv?after=12&wait=5000", "/sessions/cam1/frame/latest.rgb?height=90",
+    "/sessions/cam1/frames.mjpeg?fps=5&width=640&quality=70",
+    "/sessions/cam1/frame/latest.jpg?access_token=s3cr3t%2Btoken&width=64",
+    "/sessions/caf%C3%A9/frame/latest.jpg", "/sessions/%E6%9D%B1%E4%BA%AC/frames.mjpeg",
+    "/sessions/a.b_c~d-e", "/sessions/x?label=a+b&label=c%2Bd&flag&&=v",
+    "/sessions/victim%00/frames.mjpeg", "/sessions/base%2Fframe%2Flatest.jpg",
+    "/sessions/../system", "/sessions/%2e%2e/x", "/sessions//frames.mjpeg", "/sessions/",
+    "/sessions/%zz", "/sessions/%4", "/sessions/%C0%AF", "/a#fragment", "*", "http://host/sessions",
+]
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit("usage: make-corpus.py FIXTURES_DIR OUT_DIR")
+    fixtures, out = sys.argv[1], sys.argv[2]
+    corpora = {name: Corpus(out, name) for name in ["annexb-assembly", "parameter-sets", "avcc", "request-target"]}
+
+    for file_name in sorted(os.listdir(fixtures)):
+        if not file_name.endswith(".264"):
+            continue
+        stem = file_name[:-4]
+        with open(os.path.join(fixtures, file_name), "rb") as fixture:
+            stream = fixture.read()
+        units = nal_units(stream)
+
+        # (a) The whole stream, and its start (parameter sets and the first pictures) for speed.
+        corpora["annexb-assembly"].add(stem, stream)
+        corpora["annexb-assembly"].add(stem + "-head", stream[:3000])
+
+        # (b) Every distinct parameter set and SEI alone, and SPS + PPS + each kind of slice
+        # header, so slice headers are read against the sets they refer to.
+        by_type = lambda kind: [unit for unit in units if unit[0] & 0x1F == kind]
+        for kind, name in [(SPS, "sps"), (PPS, "pps"), (SEI, "sei")]:
+            for unit in by_type(kind):
+                corpora["parameter-sets"].add(f"{stem}-{name}", annex_b([unit]))
+        sets = by_type(SPS)[:1] + by_type(PPS)[:1]
+        first_slices = {}
+        for unit in units:
+            if unit[0] & 0x1F in (IDR, SLICE):
+                first_slices.setdefault((unit[0] & 0x1F, unit[1] if len(unit) > 1 else 0), unit)
+        for (kind, _), unit in sorted(first_slices.items()):
+            corpora["parameter-sets"].add(f"{stem}-slice{kind}", annex_b(sets + [unit[:SLICE_HEADER_BYTES]]))
+
+        # (b) avcC records and length-prefixed units (4-, 2- and 1-byte lengths).
+        if by_type(SPS) and by_type(PPS):
+            corpora["avcc"].add(f"{stem}-avcC", avcc_record(by_type(SPS)[0], by_type(PPS)[0]))
+        small = [unit[:SLICE_HEADER_BYTES] for unit in units[:8]]
+        corpora["avcc"].add(f"{stem}-length4", length_prefixed(small, 4))
+        corpora["avcc"].add(f"{stem}-length2", length_prefixed(small, 2))
+        corpora["avcc"].add(f"{stem}-length1", length_prefixed(small, 1))
+
+    for number, target in enumerate(REQUEST_TARGETS):
+        corpora["request-target"].add(f"target{number:02d}", target.encode())
+
+    for name, corpus in corpora.items():
+        print(f"seeds: {len(corpus):4d} in {corpus.folder}")
+
+
+if __name__ == "__main__":
+    main()
