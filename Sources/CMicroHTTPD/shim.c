@@ -42,6 +42,12 @@ ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, siz
     return sent == 0 && size > 0 ? -1 : (ssize_t)sent;
 }
 
+int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : shutdown(info->connect_fd, SHUT_WR);
+}
+
 // MHD hands over a printf format plus va_list; format it here so Swift receives a finished line.
 static void ft_log_trampoline(void *cls, const char *format, va_list ap) {
     const struct ft_mhd_logger_slot *slot = cls;
@@ -83,7 +89,7 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
 
     // The option list is built as an MHD_OPTION_ARRAY so optional entries can simply be left
     // out; a variadic list cannot skip an entry in the middle.
-    struct MHD_OptionItem options[8];
+    struct MHD_OptionItem options[16];
     size_t count = 0;
     // The logger goes first: libmicrohttpd only routes its own messages to it from the point it
     // is set, and warns (on the standard logger) when it is not the first option.
@@ -96,6 +102,10 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
     }
     options[count++] = (struct MHD_OptionItem){
         MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)config->completed, config->completed_cls };
+    if (config->uri_logger != NULL) {
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)config->uri_logger, config->uri_logger_cls };
+    }
     options[count++] = (struct MHD_OptionItem){
         MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)config->thread_pool_size, NULL };
     options[count++] = (struct MHD_OptionItem){

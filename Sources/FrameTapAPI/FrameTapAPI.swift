@@ -39,9 +39,8 @@ public struct FrameTapAPI: Sendable {
             try configureSession(request)
         }
         router.delete("/sessions/{id}") { [self] request throws(HTTPError) in try deleteSession(request) }
-        router.addUpload(.post, "/sessions/{id}/nalus", maxBodyBytes: registry.configuration.maxBodyBytes) {
-            [self] request throws(HTTPError) in try pushNALUnits(request)
-        }
+        // The body limits are the upload queue's (one place for the announced and the streamed size).
+        router.addUpload(.post, "/sessions/{id}/nalus") { [self] request throws(HTTPError) in try pushNALUnits(request) }
         for (name, format) in [("latest.jpg", PictureFormat.jpeg), ("latest.yuv", .yuv), ("latest.rgb", .rgb)] {
             router.get("/sessions/{id}/frame/\(name)") { [self] request throws(HTTPError) in
                 try latestPicture(request, format: format)
@@ -135,6 +134,9 @@ public struct FrameTapAPI: Sendable {
         // The picture parameters only matter for a multipart answer, but a malformed one is a
         // 400 either way (never silently ignored).
         let requested = try Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg)
+        let configuration = registry.configuration
+        let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
+        if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
         let session: Session
         do {
             session = try registry.openSession(id).session
@@ -155,9 +157,6 @@ public struct FrameTapAPI: Sendable {
                 throw HTTPError(error)
             }
             return (UploadSink(queue), .deferred { promise in handoff.attach(promise) })
-        }
-        if let length = request.contentLength, length > registry.configuration.maxSpoolBytes {
-            throw .bodyTooLarge(limit: registry.configuration.maxSpoolBytes)
         }
         let spool: SpooledUpload
         do {

@@ -1,5 +1,9 @@
 import CMicroHTTPD
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 // libmicrohttpd's C callbacks. They are capture-free closures (so they convert to C function
 // pointers) and reach Swift state only through their `cls` pointers: the ServerCore
 // (unretained: HTTPServer keeps it alive until after MHD_stop_daemon), a ConnectionContext
@@ -7,19 +11,34 @@ import CMicroHTTPD
 // response until its free callback). They live outside main.swift on purpose: top-level
 // code there is main-actor isolated and traps when an MHD thread calls into it.
 
+/// Called with the request line's target, as the client sent it (libmicrohttpd decodes the
+/// `url` it passes the access handler, which would let `%2F` and `%00` change the route). The
+/// request's context is made here and becomes its `*con_cls`.
+let uriLogCallback: ft_mhd_uri_log_callback = { cls, uri, connection in
+    guard let cls, let connection else { return nil }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    let raw = uri.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
+    return Unmanaged.passRetained(core.makeContext(connection: connection, rawTarget: raw)).toOpaque()
+}
+
 let accessHandlerCallback: MHD_AccessHandlerCallback = {
-    cls, connection, url, method, _, uploadData, uploadDataSize, connectionContext in
+    cls, connection, url, method, version, uploadData, uploadDataSize, connectionContext in
     guard let cls, let connection, let uploadDataSize, let connectionContext else { return MHD_Result.NO }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
-    guard let existing = connectionContext.pointee else {
-        let context = core.makeContext(connection: connection)
+    let context: ConnectionContext
+    if let existing = connectionContext.pointee {
+        context = Unmanaged<ConnectionContext>.fromOpaque(existing).takeUnretainedValue()
+    } else {
+        // The URI callback always runs first; this only keeps a surprise from crashing.
+        let raw = url.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
+        context = core.makeContext(connection: connection, rawTarget: raw)
         connectionContext.pointee = Unmanaged.passRetained(context).toOpaque()
-        let request = readRequest(
-            connection: connection, method: method.map { String(cString: $0) } ?? "",
-            url: url.map { String(cString: $0) } ?? "/")
-        return context.headersReceived(request)
     }
-    let context = Unmanaged<ConnectionContext>.fromOpaque(existing).takeUnretainedValue()
+    if !context.hasStarted {
+        return context.headersReceived(
+            method: HTTPMethod(method.map { String(cString: $0) } ?? ""),
+            version: version.map { String(cString: $0) } ?? "", headers: readHeaders(connection))
+    }
     if uploadDataSize.pointee > 0, let uploadData {
         return context.bodyReceived(
             UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee), size: uploadDataSize)
@@ -54,19 +73,14 @@ let releaseRetainedObject: MHD_ContentReaderFreeCallback = { cls in
     Unmanaged<AnyObject>.fromOpaque(cls).release()
 }
 
-/// Reads headers and query arguments with the length-aware iterator, so values containing
-/// NUL bytes are neither truncated nor misread.
-private func readRequest(connection: OpaquePointer, method: String, url: String) -> HTTPRequest {
+/// Reads the headers, duplicates included, with the length-aware iterator, so values
+/// containing NUL bytes are neither truncated nor misread.
+private func readHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
     var headers: [(String, String)] = []
-    var query: [(String, String)] = []
     withUnsafeMutablePointer(to: &headers) { pointer in
         _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectPair, pointer)
     }
-    withUnsafeMutablePointer(to: &query) { pointer in
-        _ = MHD_get_connection_values_n(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectPair, pointer)
-    }
-    return HTTPRequest(
-        method: HTTPMethod(method), path: url, query: QueryParameters(query), headers: HTTPHeaders(headers))
+    return HTTPHeaders(headers)
 }
 
 private let collectPair: MHD_KeyValueIteratorN = { cls, _, key, keyLength, value, valueLength in

@@ -1,6 +1,10 @@
 import CMicroHTTPD
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Wraps an MHD_Connection pointer so it can cross threads. It is only dereferenced by
 /// libmicrohttpd; we use it for suspend/resume/queue, and only while the request lives
 /// (`ConnectionContext.State.closed` guards every use from other threads).
@@ -45,6 +49,8 @@ final class ConnectionContext: Sendable {
     }
 
     struct State {
+        /// The access handler's first call (the headers) happened.
+        var started = false
         var request: HTTPRequest
         var route: Router.Route?
         var stage = Stage.headers
@@ -64,21 +70,67 @@ final class ConnectionContext: Sendable {
     let connection: MHDConnectionHandle
     let id: UInt64
     let startedAt = ContinuousClock.now
+    /// The request line's target as the client sent it, still percent-encoded.
+    let rawTarget: [UInt8]
+    /// The libmicrohttpd thread that runs this connection (it is where the context is made).
+    let thread = pthread_self()
     private let state: Mutex<State>
 
-    init(core: ServerCore, connection: MHDConnectionHandle, id: UInt64) {
+    init(core: ServerCore, connection: MHDConnectionHandle, id: UInt64, rawTarget: [UInt8]) {
         self.core = core
         self.connection = connection
         self.id = id
-        self.state = Mutex(State(request: HTTPRequest(method: .get, path: "/")))
+        self.rawTarget = rawTarget
+        self.state = Mutex(State(request: HTTPRequest(method: .get, segments: [])))
+    }
+
+    var hasStarted: Bool { state.withLock { $0.started } }
+
+    /// libmicrohttpd 0.9.75 answers a `Content-Length` it cannot parse by itself, before the
+    /// application sees the request, and sends that answer's status line and headers twice (a
+    /// bug). It logs the reason first, on this connection's thread, which is when this runs:
+    /// when this connection is the one (its headers are parsed by then), the proper problem is
+    /// written directly and the socket's sending side shut, so libmicrohttpd's own answer
+    /// never reaches the client. Returns whether it answered.
+    func answerUnparsableContentLength() -> Bool {
+        guard lookupHeader(connection.pointer, "Transfer-Encoding") == nil,
+            let value = lookupHeader(connection.pointer, "Content-Length"), !RequestEdge.isValidLength(value)
+        else { return false }
+        let problem = RequestEdge.malformedLength(value)
+        let claimed = state.withLock { state -> Bool in
+            guard !state.started else { return false }
+            state.started = true
+            state.stage = .complete
+            state.answer = .sentEarly(problem.status)
+            return true
+        }
+        guard claimed else { return false }
+        let bytes = EarlyResponse.serialize(.problem(problem))
+        _ = bytes.withUnsafeBytes { ft_mhd_send_raw(connection.pointer, $0.baseAddress, $0.count, 1000) }
+        _ = ft_mhd_shutdown_write(connection.pointer)
+        return true
     }
 
     // MARK: libmicrohttpd access-handler calls
 
-    /// First call: the headers are in. Route, authenticate, check the announced size, and
-    /// for streamed uploads start the handler now so its sink is ready for the body.
-    func headersReceived(_ request: HTTPRequest) -> MHD_Result {
-        var request = request
+    /// First call: the headers are in. Check the request's framing and target, route,
+    /// authenticate, check the announced size, and for streamed uploads start the handler now
+    /// so its sink is ready for the body. Nothing of a body is read before all of this passed.
+    func headersReceived(method: HTTPMethod, version: String, headers: HTTPHeaders) -> MHD_Result {
+        state.withLock { $0.started = true }
+        if let error = RequestEdge.check(version: version, headers: headers) {
+            state.withLock { $0.request = HTTPRequest(method: method, segments: [], headers: headers, version: version) }
+            return reject(error, hasBody: true)
+        }
+        let target: RequestTarget
+        do {
+            target = try RequestTarget.parse(rawTarget, dotSegments: .keep)
+        } catch {
+            state.withLock { $0.request = HTTPRequest(method: method, segments: [], headers: headers, version: version) }
+            return reject(error.problem, hasBody: true)
+        }
+        var request = HTTPRequest(
+            method: method, segments: target.segments, query: target.query, headers: headers, version: version)
         var rejection: HTTPError?
         var uploadHandler: UploadHandler?
         var route: Router.Route?
@@ -86,7 +138,9 @@ final class ConnectionContext: Sendable {
         if core.isDraining {
             rejection = .shuttingDown()
         } else {
-            switch core.router.match(method: request.method, path: request.path) {
+            switch core.router.match(method: request.method, segments: request.segments) {
+            case .misplacedDotSegment:
+                rejection = RequestTargetError(.dotSegment, at: 0).problem
             case .notFound:
                 rejection = .notFound("No route for \(request.path).")
             case .methodNotAllowed(let allowed):
@@ -171,7 +225,7 @@ final class ConnectionContext: Sendable {
                 return .consumed
             case .streamingBody(let sink, let received):
                 if state.earlyAnswerDue, case .ready(let response) = state.answer {
-                    return .answerEarly(response, abort: (sink, .answeredEarly))
+                    return .answerEarly(response, abort: (sink, core.isDraining ? .serverShutdown : .answeredEarly))
                 }
                 if core.isDraining {
                     return .answerEarly(.problem(.shuttingDown()), abort: (sink, .serverShutdown))
@@ -256,7 +310,7 @@ final class ConnectionContext: Sendable {
     // MARK: answering
 
     private func reject(_ error: HTTPError, hasBody: Bool) -> MHD_Result {
-        if hasBody {
+        if hasBody || error.headers["Connection"] == "close" {
             // Queued before the body: libmicrohttpd skips the upload and closes the
             // connection after answering, which is what an unwanted upload deserves.
             state.withLock {
@@ -572,4 +626,9 @@ enum EarlyResponse {
         head += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         return Array(head.utf8) + body
     }
+}
+
+/// A header's value as libmicrohttpd parsed it, nil when absent (only on the connection's thread).
+private func lookupHeader(_ connection: OpaquePointer, _ name: String) -> String? {
+    MHD_lookup_connection_value(connection, MHD_ValueKind.HEADER_KIND, name).map { String(cString: $0) }
 }

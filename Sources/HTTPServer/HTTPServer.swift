@@ -113,6 +113,8 @@ public final class HTTPServer: Sendable {
                 config.access_handler_cls = coreReference
                 config.completed = requestCompletedCallback
                 config.completed_cls = coreReference
+                config.uri_logger = uriLogCallback
+                config.uri_logger_cls = coreReference
                 config.logger = logCallback
                 config.logger_cls = coreReference
                 config.thread_pool_size = UInt32(max(1, configuration.threadPoolSize))
@@ -203,7 +205,7 @@ final class ServerCore: Sendable {
     /// Set right before MHD_stop_daemon: nothing may suspend any more.
     let stopping = Atomic<Bool>(false)
     private let nextID = Atomic<UInt64>(1)
-    private let deliberateCloses = Atomic<Int>(0)
+    private let expectedLogs = Mutex<[String: Int]>([:])
     private let connections = Mutex<[UInt64: ConnectionContext]>([:])
 
     init(configuration: HTTPServerConfiguration, router: Router) {
@@ -216,9 +218,10 @@ final class ServerCore: Sendable {
     var isStopping: Bool { stopping.load(ordering: .acquiring) }
     var activeCount: Int { connections.withLock { $0.count } }
 
-    func makeContext(connection: OpaquePointer) -> ConnectionContext {
+    func makeContext(connection: OpaquePointer, rawTarget: [UInt8]) -> ConnectionContext {
         let id = nextID.add(1, ordering: .relaxed).oldValue
-        let context = ConnectionContext(core: self, connection: MHDConnectionHandle(pointer: connection), id: id)
+        let context = ConnectionContext(
+            core: self, connection: MHDConnectionHandle(pointer: connection), id: id, rawTarget: rawTarget)
         connections.withLock { $0[id] = context }
         return context
     }
@@ -229,6 +232,10 @@ final class ServerCore: Sendable {
 
     func endWaitingRequests() {
         for context in connections.withLock({ Array($0.values) }) { context.endWaiting() }
+    }
+
+    func resumeAllSuspended() {
+        for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
     }
 
     /// Connections `stop()` still waits for: those answering a request, and uploads.
@@ -249,19 +256,40 @@ final class ServerCore: Sendable {
     /// we close on purpose (its answer went out early, or it passed the discard limit) by
     /// returning MHD_NO, for which libmicrohttpd has no quieter way.
     func expectDeliberateClose() {
-        deliberateCloses.add(1, ordering: .relaxed)
+        expectLog(startingWith: "Application reported internal error")
     }
 
-    func resumeAllSuspended() {
-        for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
+    /// libmicrohttpd reports what the server did on purpose in the same words as real trouble;
+    /// the lines expected that way are logged at debug level instead of as warnings.
+    private func expectLog(startingWith prefix: String, times: Int = 1) {
+        expectedLogs.withLock { $0[prefix, default: 0] += times }
+    }
+
+    private func isExpected(_ message: String) -> Bool {
+        expectedLogs.withLock { expected in
+            guard let prefix = expected.keys.first(where: { message.hasPrefix($0) }) else { return false }
+            expected[prefix]! -= 1
+            if expected[prefix]! == 0 { expected[prefix] = nil }
+            return true
+        }
     }
 
     func log(_ message: String) {
-        if message.hasPrefix("Application reported internal error"),
-            deliberateCloses.load(ordering: .relaxed) > 0
+        if message.hasPrefix("Failed to parse `Content-Length'") || message.hasPrefix("Too large value of 'Content-Length'")
         {
-            deliberateCloses.subtract(1, ordering: .relaxed)
-            configuration.logger.debug("libmicrohttpd: \(message) (closed on purpose)")
+            // See ConnectionContext.answerUnparsableContentLength.
+            let thread = pthread_self()
+            let candidates = connections.withLock { $0.values.filter { pthread_equal($0.thread, thread) != 0 } }
+            let answered = candidates.filter { $0.answerUnparsableContentLength() }.count
+            if answered > 0 {
+                expectLog(startingWith: "Error processing request", times: answered)
+                expectLog(startingWith: "Failed to send the response headers", times: answered)
+                configuration.logger.debug("libmicrohttpd: \(message) (answered with a problem instead)")
+                return
+            }
+        }
+        if isExpected(message) {
+            configuration.logger.debug("libmicrohttpd: \(message) (expected)")
             return
         }
         configuration.logger.warning("libmicrohttpd: \(message)")

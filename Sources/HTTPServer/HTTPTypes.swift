@@ -143,10 +143,14 @@ public struct QueryParameters: Sendable, Sequence {
 /// One request as a handler sees it.
 public struct HTTPRequest: Sendable {
     public let method: HTTPMethod
-    /// Percent-decoded path without the query string.
-    public let path: String
+    /// The path's segments, each percent-decoded on its own (so a `/` inside one stays there).
+    public let segments: [String]
+    /// The segments joined with `/`, for messages and logs; routing uses `segments`.
+    public var path: String { "/" + segments.joined(separator: "/") }
     public let query: QueryParameters
     public let headers: HTTPHeaders
+    /// `HTTP/1.1`, `HTTP/1.0`.
+    public let version: String
     /// Values of the `{name}` segments of the matched route pattern.
     public internal(set) var pathParameters: [String: String] = [:]
     /// The matched route pattern (e.g. "/sessions/{id}"), nil when no route matched.
@@ -155,13 +159,20 @@ public struct HTTPRequest: Sendable {
     public internal(set) var body: [UInt8] = []
 
     public init(
-        method: HTTPMethod, path: String, query: QueryParameters = QueryParameters(),
-        headers: HTTPHeaders = HTTPHeaders()
+        method: HTTPMethod, segments: [String], query: QueryParameters = QueryParameters(),
+        headers: HTTPHeaders = HTTPHeaders(), version: String = "HTTP/1.1"
     ) {
         self.method = method
-        self.path = path
+        self.segments = segments
         self.query = query
         self.headers = headers
+        self.version = version
+    }
+
+    /// A request for `target` (a path with an optional query), parsed as the server parses one.
+    public init(method: HTTPMethod, target: String, headers: HTTPHeaders = HTTPHeaders()) throws(RequestTargetError) {
+        let parsed = try RequestTarget.parse(target)
+        self.init(method: method, segments: parsed.segments, query: parsed.query, headers: headers)
     }
 
     /// The Content-Length the client announced, if any.

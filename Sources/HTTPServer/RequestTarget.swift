@@ -38,33 +38,48 @@ public struct RequestTarget: Sendable {
     /// only because an encoded `/` is rejected, and routing should use `segments` anyway.
     public var path: String { "/" + segments.joined(separator: "/") }
 
-    public static func parse(_ target: String) throws(RequestTargetError) -> RequestTarget {
+    /// What to do with a `.` or `..` segment (also percent-encoded).
+    public enum DotSegments: Sendable {
+        /// Reject the target: clients and proxies that normalise paths would address something else.
+        case reject
+        /// Keep them as ordinary segments, for a router that accepts them only as values of a
+        /// route parameter (which its handler validates) and rejects them anywhere else.
+        case keep
+    }
+
+    public static func parse(_ target: String, dotSegments: DotSegments = .reject) throws(RequestTargetError)
+        -> RequestTarget
+    {
         if let parsed = target.utf8.withContiguousStorageIfAvailable({ bytes in
-            Result { () throws(RequestTargetError) in try parse(bytes) }
+            Result { () throws(RequestTargetError) in try parse(bytes, dotSegments: dotSegments) }
         }) {
             return try parsed.get()
         }
-        return try parse(Array(target.utf8))
+        return try parse(Array(target.utf8), dotSegments: dotSegments)
     }
 
     /// The target as the client sent it, e.g. libmicrohttpd's request line bytes.
-    public static func parse(_ target: some Collection<UInt8>) throws(RequestTargetError) -> RequestTarget {
+    public static func parse(_ target: some Collection<UInt8>, dotSegments: DotSegments = .reject)
+        throws(RequestTargetError) -> RequestTarget
+    {
         if let parsed = target.withContiguousStorageIfAvailable({ bytes in
-            Result { () throws(RequestTargetError) in try parse(bytes) }
+            Result { () throws(RequestTargetError) in try parse(bytes, dotSegments: dotSegments) }
         }) {
             return try parsed.get()
         }
-        return try parse(Array(target))
+        return try parse(Array(target), dotSegments: dotSegments)
     }
 
-    public static func parse(_ raw: UnsafeBufferPointer<UInt8>) throws(RequestTargetError) -> RequestTarget {
+    public static func parse(_ raw: UnsafeBufferPointer<UInt8>, dotSegments: DotSegments = .reject)
+        throws(RequestTargetError) -> RequestTarget
+    {
         guard raw.count <= maxLength else { throw RequestTargetError(.tooLong, at: maxLength) }
         guard raw.first == slash else { throw RequestTargetError(.notOriginForm, at: 0) }
         // The decoded form of a piece is never longer than the piece, so one scratch buffer
         // as long as the target serves every piece in turn; it is on the stack when small.
         return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: raw.count) {
             (scratch) throws(RequestTargetError) -> RequestTarget in
-            let decoder = PieceDecoder(raw: raw, scratch: scratch)
+            let decoder = PieceDecoder(raw: raw, scratch: scratch, rejectDotSegments: dotSegments == .reject)
             var pathEnd = 1
             var slashes = 0
             while pathEnd < raw.count && raw[pathEnd] != questionMark {
@@ -193,6 +208,7 @@ private struct PieceDecoder {
 
     let raw: UnsafeBufferPointer<UInt8>
     let scratch: UnsafeMutableBufferPointer<UInt8>
+    let rejectDotSegments: Bool
 
     func decode(_ range: Range<Int>, as kind: Kind) throws(RequestTargetError) -> String {
         var written = 0
@@ -224,7 +240,7 @@ private struct PieceDecoder {
         }
         let decoded = changed
             ? UnsafeBufferPointer(rebasing: scratch[0..<written]) : UnsafeBufferPointer(rebasing: raw[range])
-        if kind == .pathSegment && decoded.count <= 2 && decoded.allSatisfy({ $0 == dot }) {
+        if rejectDotSegments, kind == .pathSegment, decoded.count <= 2, decoded.allSatisfy({ $0 == dot }) {
             throw RequestTargetError(.dotSegment, at: range.lowerBound)
         }
         // ASCII is valid UTF-8, and the non-validating initialiser is the fast one.

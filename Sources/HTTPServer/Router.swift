@@ -8,9 +8,12 @@ public typealias RequestHandler = @Sendable (HTTPRequest) throws(HTTPError) -> H
 public typealias UploadHandler =
     @Sendable (HTTPRequest) throws(HTTPError) -> (sink: any RequestBodySink, answer: HTTPResponse)
 
-/// Routes by method and path pattern. Patterns are literal segments and `{name}` segments
+/// Routes by method and path pattern, on the request's raw segments (each decoded on its own,
+/// so an encoded `/` never splits one). Patterns are literal segments and `{name}` segments
 /// that match one non-empty segment: "/sessions/{id}/frames.mjpeg". GET routes also answer
 /// HEAD. Unknown paths get a 404 problem, known paths with another method a 405 with Allow.
+/// A `.` or `..` segment may only be the value of a `{name}` segment (whose handler validates
+/// it); anywhere else it is a 400, since a client or proxy that normalises paths means another one.
 public struct Router: Sendable {
     public struct Route: Sendable {
         public let method: HTTPMethod
@@ -37,6 +40,7 @@ public struct Router: Sendable {
         case found(Route, [String: String])
         case methodNotAllowed([HTTPMethod])
         case notFound
+        case misplacedDotSegment
     }
 
     public private(set) var routes: [Route] = []
@@ -82,8 +86,7 @@ public struct Router: Sendable {
         add(.delete, pattern, maxBodyBytes: 0, requiresAuth: requiresAuth, handler)
     }
 
-    func match(method: HTTPMethod, path: String) -> Match {
-        let parts = Self.split(path)
+    func match(method: HTTPMethod, segments parts: [String]) -> Match {
         var allowed: [HTTPMethod] = []
         for route in routes {
             guard let parameters = Self.bind(route.segments, to: parts) else { continue }
@@ -93,7 +96,7 @@ public struct Router: Sendable {
             allowed.append(route.method)
             if route.method == .get { allowed.append(.head) }
         }
-        if allowed.isEmpty { return .notFound }
+        if allowed.isEmpty { return parts.contains(where: Self.isDotSegment) ? .misplacedDotSegment : .notFound }
         var unique: [HTTPMethod] = []
         for method in allowed where !unique.contains(method) { unique.append(method) }
         return .methodNotAllowed(unique)
@@ -123,6 +126,8 @@ public struct Router: Sendable {
         }
         return parameters
     }
+
+    private static func isDotSegment(_ part: String) -> Bool { part == "." || part == ".." }
 }
 
 /// Bearer-token check. Browsers cannot add an Authorization header to `<img src>` or

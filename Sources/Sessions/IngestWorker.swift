@@ -103,7 +103,8 @@ final class IngestWorker: Sendable {
             }
             let queue = UploadQueue(
                 watermark: HighLowWatermark(capacity: configuration.uploadQueueBytes),
-                maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock)
+                maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock,
+                onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
             let progress = QueueBound(UploadProgress(), queue: decodeQueue)
             let job = UploadJob(queue: queue, kind: makeKind(queue, progress), progress: progress)
             state.jobs.append(job)
@@ -209,17 +210,17 @@ final class IngestWorker: Sendable {
             context.metrics.recordUploadStopped(reason: "shutting_down")
             return SessionError(.shuttingDown, "the server is shutting down")
         case .refused(let error):
-            switch error.code {
-            case .bodyTooLarge:
-                record(error)
-                context.metrics.recordUploadStopped(reason: "body_too_large")
-            case .spoolFailed:
-                context.metrics.recordUploadStopped(reason: "spool_failed")
-            default:
-                break
-            }
+            // A body past its limit was counted when the queue refused it (`bodyPassedLimit`).
+            if error.code == .spoolFailed { context.metrics.recordUploadStopped(reason: "spool_failed") }
             return error
         }
+    }
+
+    /// The upload's queue refused its body past the limit, on the producer's thread: the
+    /// client is answered 413 now, so it is counted now.
+    private func bodyPassedLimit(_ error: SessionError) {
+        record(error)
+        context.metrics.recordUploadStopped(reason: "body_too_large")
     }
 
     /// End of stream: every delayed picture, then a pending back end may take over.

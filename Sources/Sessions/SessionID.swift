@@ -1,4 +1,5 @@
 /// A validated session name: 1 to 128 characters from `[A-Za-z0-9._~-]` (RFC 3986 unreserved),
+/// but not `.` or `..`,
 /// so it is safe in a URL path, a log line and a metric label without escaping.
 public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
     public static let maxLength = 128
@@ -10,6 +11,10 @@ public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible
             throw SessionError(
                 .invalidSessionID,
                 "session id must be 1...\(Self.maxLength) characters from A-Z a-z 0-9 . _ ~ -")
+        }
+        // Path segments clients and proxies normalise away: such a session could not be reached.
+        guard text != ".", text != ".." else {
+            throw SessionError(.invalidSessionID, "session id must not be '.' or '..'")
         }
         rawValue = String(text)
     }

@@ -93,13 +93,20 @@ public final class UploadQueue: Sendable {
     public let maxBytes: Int?
     private let clock: any SessionClock
     private let state: Mutex<State>
+    /// Told (on the producer's thread) when the queue itself refuses the body past `maxBytes`:
+    /// that is when the upload ends for the server, whatever the consumer gets to later.
+    private let onLimit: @Sendable (SessionError) -> Void
 
     /// `admitted: false` makes the queue take nothing until `admit()`: an upload that waits for
     /// an earlier one of the same session to be decoded holds no bytes.
-    public init(watermark: HighLowWatermark, maxBytes: Int? = nil, admitted: Bool = true, clock: any SessionClock) {
+    public init(
+        watermark: HighLowWatermark, maxBytes: Int? = nil, admitted: Bool = true, clock: any SessionClock,
+        onLimit: @escaping @Sendable (SessionError) -> Void = { _ in }
+    ) {
         self.watermark = watermark
         self.maxBytes = maxBytes
         self.clock = clock
+        self.onLimit = onLimit
         state = Mutex(State(admitted: admitted))
     }
 
@@ -108,6 +115,7 @@ public final class UploadQueue: Sendable {
     public func offer(_ bytes: UnsafeRawBufferPointer) -> Offer {
         let receivedAt = clock.uptime
         var wake: (@Sendable () -> Void)?
+        var passedLimit = false
         let offer = state.withLock { state -> Offer in
             if let refusal = state.refusal { return .refused(refusal) }
             guard !state.producerDone else {
@@ -119,6 +127,7 @@ public final class UploadQueue: Sendable {
                 state.producerDone = true
                 state.terminal = .stopped(.refused(refusal))
                 wake = state.takeConsumerWake()
+                passedLimit = true
                 return .refused(refusal)
             }
             let room = state.admitted ? max(0, watermark.high - state.queuedBytes) : 0
@@ -133,6 +142,7 @@ public final class UploadQueue: Sendable {
             return .accepted(taken)
         }
         wake?()
+        if passedLimit, case .refused(let refusal) = offer { onLimit(refusal) }
         return offer
     }
 

@@ -24,6 +24,10 @@ uint16_t ft_mhd_bound_port(struct MHD_Daemon *daemon);
 /// which Swift cannot format; the C side formats it and hands over a plain string.
 typedef void (*ft_mhd_log_callback)(void *cls, const char *message);
 
+/// MHD_OPTION_URI_LOG_CALLBACK's function: it receives the request target as sent (before
+/// libmicrohttpd percent-decodes it) and returns the request's initial `*con_cls`.
+typedef void *(*ft_mhd_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
 /// Everything `ft_mhd_start` passes to the variadic MHD_start_daemon, as one fixed struct
 /// (Swift cannot call C variadic functions, and function-pointer options are not CVarArg).
 struct ft_mhd_config {
@@ -38,6 +42,8 @@ struct ft_mhd_config {
     void *access_handler_cls;
     MHD_RequestCompletedCallback completed;
     void *completed_cls;
+    ft_mhd_uri_log_callback uri_logger;
+    void *uri_logger_cls;
     /// NULL: MHD's default (stderr when MHD_USE_ERROR_LOG is set). Otherwise MHD_USE_ERROR_LOG
     /// is added and every MHD message goes to logger(logger_cls, line).
     ft_mhd_log_callback logger;
@@ -59,6 +65,12 @@ struct ft_mhd_config {
 /// and drops what follows for a bounded amount and closes the connection. Waits up to
 /// `timeout_ms` for a full socket buffer.
 ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, size_t size, int timeout_ms);
+
+/// Ends the sending side of the connection's socket (shutdown SHUT_WR) after an answer was
+/// written with ft_mhd_send_raw, so that libmicrohttpd's own later write fails instead of
+/// reaching the client. libmicrohttpd 0.9.75 answers a `Content-Length` it cannot parse itself,
+/// with its status line and headers twice (a bug), without calling the application first.
+int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 
 /// Error codes from ft_mhd_start besides NULL-with-errno.
 enum { FT_MHD_BAD_BIND_HOST = -1, FT_MHD_START_FAILED = -2 };

@@ -1,0 +1,73 @@
+/// The checks HTTP/1.1 (RFC 9112) asks of a server before it reads a request's body, which
+/// libmicrohttpd 0.9.75 does not make (it reads `Content-Length` + `Transfer-Encoding` as
+/// chunked, lets the first of two `Content-Length`s win, reads an unknown transfer coding until
+/// the connection closes, and accepts HTTP/1.1 without `Host`). A request that fails one is
+/// answered with a problem and its connection closed, so nothing after it on that connection
+/// (a smuggled second request) is ever read.
+enum RequestEdge {
+    static func check(version: String, headers: HTTPHeaders) -> HTTPError? {
+        let hosts = headers.values("Host")
+        if version == "HTTP/1.1" && hosts.isEmpty {
+            return problem(.badRequest, "missing_host", "An HTTP/1.1 request needs a Host header.")
+        }
+        if hosts.count > 1 {
+            return problem(.badRequest, "invalid_host", "A request has one Host header, not \(hosts.count).")
+        }
+        let encodings = headers.values("Transfer-Encoding")
+        let lengths = headers.values("Content-Length")
+        if !encodings.isEmpty {
+            if !lengths.isEmpty {
+                return problem(
+                    .badRequest, "ambiguous_length",
+                    "Content-Length and Transfer-Encoding together make the body's length ambiguous.")
+            }
+            let coding = encodings.joined(separator: ",").split(separator: ",").map { $0.trimmingCharacters() }
+            if coding.map({ $0.lowercased() }) != ["chunked"] {
+                return problem(
+                    HTTPStatus(501), "unsupported_transfer_encoding",
+                    "Only Transfer-Encoding: chunked is supported, not '\(encodings.joined(separator: ", "))'.")
+            }
+            return nil
+        }
+        guard let first = lengths.first else { return nil }
+        if !isValidLength(first) {
+            return malformedLength(first)
+        }
+        if lengths.count > 1 {
+            return problem(.badRequest, "invalid_content_length", "A request has one Content-Length, not \(lengths.count).")
+        }
+        return nil
+    }
+
+    static func malformedLength(_ value: String) -> HTTPError {
+        problem(.badRequest, "invalid_content_length", "Content-Length '\(value)' is not a length.")
+    }
+
+    /// Digits only, and within what libmicrohttpd reads as a 64-bit length.
+    static func isValidLength(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+            && UInt64(text) != nil
+    }
+
+    private static func problem(_ status: HTTPStatus, _ code: String, _ detail: String) -> HTTPError {
+        HTTPError(status: status, code: code, detail: detail, headers: ["Connection": "close"])
+    }
+}
+
+extension RequestTargetError {
+    /// The 400 answer: one code for every way a target can be malformed, `reason` says which.
+    var problem: HTTPError {
+        HTTPError(
+            status: .badRequest, code: code, detail: message, headers: ["Connection": "close"],
+            extensions: ["reason": reason.rawValue])
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters() -> String {
+        var view = self
+        while view.first == " " || view.first == "\t" { view = view.dropFirst() }
+        while view.last == " " || view.last == "\t" { view = view.dropLast() }
+        return String(view)
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import HTTPServer
+import Sessions
+import TestSupport
+import Testing
+
+@testable import FrameTapAPI
+
+/// D4 and D7 through the real API: the path is routed as sent, and `.`/`..` are no session ids.
+@Suite(.serialized) struct APIEdgeTests {
+    @Test func anEncodedNULOrSlashNeverReachesAnotherRoute() throws {
+        try withService { service in
+            _ = try pushFixture(service.port, session: "victim")
+            for target in ["/sessions/victim%00/frames.mjpeg", "/sessions/victim%2Fframe%2Flatest.jpg"] {
+                let response = try request(service.port, "DELETE", target)
+                #expect(response.status == 400, "\(target)")
+                #expect(try jsonObject(response.body)["code"] as? String == "invalid_request_target")
+            }
+            let picture = try request(service.port, "GET", "/sessions/base%2Fframe%2Flatest.jpg")
+            #expect(picture.status == 400)
+            #expect(service.registry.find(try SessionID("victim")) != nil, "the session survived")
+        }
+    }
+
+    @Test(arguments: [
+        ("PUT", "/sessions/."), ("DELETE", "/sessions/.."), ("GET", "/sessions/%2e%2e/frame/latest.jpg"),
+        ("POST", "/sessions/./nalus"),
+    ])
+    func dotIDsAreInvalidSessionIDs(method: String, target: String) throws {
+        try withService { service in
+            let response = try request(service.port, method, target, body: method == "GET" || method == "DELETE" ? nil : [])
+            #expect(response.status == 400, "\(method) \(target)")
+            #expect(try jsonObject(response.body)["code"] as? String == "invalid_session_id")
+            #expect(service.registry.count == 0)
+        }
+    }
+}
