@@ -42,6 +42,12 @@ ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, siz
     return sent == 0 && size > 0 ? -1 : (ssize_t)sent;
 }
 
+int ft_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -110,6 +116,14 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
         MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)config->thread_pool_size, NULL };
     options[count++] = (struct MHD_OptionItem){
         MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)config->connection_timeout_seconds, NULL };
+    if (config->notify_connection != NULL) {
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)config->notify_connection, config->notify_connection_cls };
+    }
+    if (config->per_ip_connection_limit > 0) {
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)config->per_ip_connection_limit, NULL };
+    }
     if (config->connection_limit > 0) {
         options[count++] = (struct MHD_OptionItem){
             MHD_OPTION_CONNECTION_LIMIT, (intptr_t)config->connection_limit, NULL };

@@ -36,6 +36,11 @@ final class MJPEGSource: StreamSource {
         }
     }
 
+    func lastChunkBeforeShutdown() -> StreamChunk? {
+        ended.store(true, ordering: .releasing)
+        return StreamChunk(bytes: Multipart.closingDelimiter(boundary: boundary))
+    }
+
     func close(_ reason: StreamCloseReason) {
         viewer.cancel()
     }
@@ -82,16 +87,27 @@ final class MultipartAnswerSource: StreamSource {
             logger.warning(
                 "multipart push failed",
                 metadata: ["session": "\(session.id)", "code": "\(error.code.rawValue)", "message": "\(error.message)"])
-            let problem = HTTPError(error)
-            var chunk = Multipart.part(
-                boundary: boundary, contentType: "application/problem+json", bytes: problem.problemJSON(),
-                headers: [("X-Problem-Status", String(problem.status.code))])
-            chunk.segments.append(.bytes(Multipart.closingDelimiter(boundary: boundary)))
-            return .chunk(chunk)
+            return .chunk(problemEnding(error))
         }
     }
 
+    /// The answer is cut short: it ends with a `shutting_down` problem part, so the client
+    /// knows the parts it got are not all.
+    func lastChunkBeforeShutdown() -> StreamChunk? {
+        guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return nil }
+        return problemEnding(SessionError(.shuttingDown, "the server is shutting down; the answer is incomplete"))
+    }
+
+    private func problemEnding(_ error: SessionError) -> StreamChunk {
+        let problem = HTTPError(error)
+        var chunk = Multipart.part(
+            boundary: boundary, contentType: "application/problem+json", bytes: problem.problemJSON(),
+            headers: [("X-Problem-Status", String(problem.status.code))])
+        chunk.segments.append(.bytes(Multipart.closingDelimiter(boundary: boundary)))
+        return chunk
+    }
+
     func close(_ reason: StreamCloseReason) {
-        spool.cancel()
+        spool.cancel(serverShutdown: reason == .serverShutdown)
     }
 }

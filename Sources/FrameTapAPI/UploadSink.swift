@@ -11,6 +11,9 @@ final class UploadSink: RequestBodySink {
     func write(_ bytes: UnsafeRawBufferPointer) -> RequestBodyWrite {
         switch queue.offer(bytes) {
         case .accepted(let taken): .accepted(taken)
+        case .refused(let error) where error.code == .bodyTooLarge && queue.maxBytes != nil:
+            // The same problem as for a body announced too large up front.
+            .refused(.bodyTooLarge(limit: queue.maxBytes!))
         case .refused(let error): .refused(HTTPError(error))
         }
     }
@@ -23,9 +26,7 @@ final class UploadSink: RequestBodySink {
         case .serverShutdown: queue.abort(.serverShutdown)
         case .tooLarge(let limit):
             queue.abort(.refused(SessionError(.bodyTooLarge, "request body exceeds \(limit) bytes")))
-        case .answeredEarly:
-            // The consumer decided the answer, so it already stopped listening; nothing to add.
-            queue.abort(.clientGone)
+        case .answeredEarly: queue.abort(.answered)
         }
     }
 

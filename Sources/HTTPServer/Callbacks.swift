@@ -46,6 +46,11 @@ let accessHandlerCallback: MHD_AccessHandlerCallback = {
     return context.requestComplete()
 }
 
+let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, _, code in
+    guard let cls, let connection else { return }
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().connectionNotified(connection, code)
+}
+
 let requestCompletedCallback: MHD_RequestCompletedCallback = { _, _, connectionContext, code in
     guard let connectionContext, let existing = connectionContext.pointee else { return }
     connectionContext.pointee = nil

@@ -55,9 +55,6 @@ final class ConnectionContext: Sendable {
         var route: Router.Route?
         var stage = Stage.headers
         var answer = Answer.notYet
-        /// The answer became ready on another thread while the body arrives: the next
-        /// access-handler call sends it early.
-        var earlyAnswerDue = false
         var suspended = false
         /// A stream source woke us while we were not suspended: pull again before suspending.
         var wakePending = false
@@ -118,6 +115,7 @@ final class ConnectionContext: Sendable {
     /// so its sink is ready for the body. Nothing of a body is read before all of this passed.
     func headersReceived(method: HTTPMethod, version: String, headers: HTTPHeaders) -> MHD_Result {
         state.withLock { $0.started = true }
+        core.deadlines.headersArrived(connection.pointer)
         if let error = RequestEdge.check(version: version, headers: headers) {
             state.withLock { $0.request = HTTPRequest(method: method, segments: [], headers: headers, version: version) }
             return reject(error, hasBody: true)
@@ -224,9 +222,6 @@ final class ConnectionContext: Sendable {
                 state.stage = .bufferingBody(collected)
                 return .consumed
             case .streamingBody(let sink, let received):
-                if state.earlyAnswerDue, case .ready(let response) = state.answer {
-                    return .answerEarly(response, abort: (sink, core.isDraining ? .serverShutdown : .answeredEarly))
-                }
                 if core.isDraining {
                     return .answerEarly(.problem(.shuttingDown()), abort: (sink, .serverShutdown))
                 }
@@ -261,7 +256,16 @@ final class ConnectionContext: Sendable {
         case .answerEarly(let response, let abort):
             size.pointee = 0
             if let (sink, reason) = abort { sink.abort(reason) }
-            return answerEarly(response, droppedSoFar: bytes.count)
+            let (sent, pending) = state.withLock { answerEarlyLocked(response, &$0) }
+            pending?.cancel(answering: nil)
+            state.withLock { state in
+                if case .discardingBody = state.stage { state.stage = .discardingBody(dropped: bytes.count, since: .now) }
+            }
+            guard sent else {
+                core.expectDeliberateClose()
+                return MHD_Result.NO
+            }
+            return MHD_Result.YES
         }
     }
 
@@ -282,7 +286,6 @@ final class ConnectionContext: Sendable {
                 break
             }
             state.stage = .complete
-            state.earlyAnswerDue = false
             guard case .notYet = state.answer, let route = state.route, case .buffered(let handler) = route.action
             else { return .answer }
             return .run(handler, state.request)
@@ -328,27 +331,28 @@ final class ConnectionContext: Sendable {
         return MHD_Result.YES
     }
 
-    /// Sends `response` now, mid-body, then drops what follows of the body (see the type's
-    /// comment). Runs inside an access-handler call of this connection.
-    private func answerEarly(_ response: HTTPResponse, droppedSoFar: Int) -> MHD_Result {
-        let pending = state.withLock { state -> ResponsePromise? in
-            state.stage = .discardingBody(dropped: droppedSoFar, since: .now)
-            state.earlyAnswerDue = false
-            defer { state.answer = .sentEarly(response.status) }
-            if case .pending(let promise, _) = state.answer { return promise }
-            return nil
-        }
-        // The answer is decided: whoever was going to answer must not try any more.
-        pending?.cancel(answering: nil)
+    /// Sends `response` now, mid-body, from whichever thread decided it (see the type's
+    /// comment): written to the socket directly, whose sending side is then shut, so nothing
+    /// libmicrohttpd might still write (its own answer to broken chunk framing, say) reaches
+    /// the client after it; then the rest of the body is dropped, for at most
+    /// `maxDiscardDuration` even if the client goes quiet. Must hold the lock: it serialises
+    /// this with the connection's end (after `closed` the socket may be gone). Returns whether
+    /// the answer was written whole, and the promise that can no longer answer.
+    private func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State) -> (sent: Bool, ResponsePromise?) {
+        guard !state.closed else { return (false, nil) }
+        var pending: ResponsePromise?
+        if case .pending(let promise, _) = state.answer { pending = promise }
+        state.stage = .discardingBody(dropped: 0, since: .now)
+        state.answer = .sentEarly(response.status)
         let bytes = EarlyResponse.serialize(response)
         let written = bytes.withUnsafeBytes { buffer in
-            ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 1000)
+            ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 100)
         }
-        guard written == bytes.count else {
-            core.expectDeliberateClose()
-            return MHD_Result.NO
-        }
-        return MHD_Result.YES
+        _ = ft_mhd_shutdown_write(connection.pointer)
+        core.deadlines.cutOff(connection.pointer, after: core.configuration.maxDiscardDuration)
+        // A suspended connection must read on, to drop the rest and notice the end.
+        resumeLocked(&state)
+        return (written == bytes.count, pending)
     }
 
     private func startDeferredIfNeeded() {
@@ -413,12 +417,19 @@ final class ConnectionContext: Sendable {
         if response.special.map({ if case .deferred = $0 { true } else { false } }) == true {
             response = .problem(.internalError("A deferred answer cannot answer with another deferred answer."))
         }
-        state.withLock { state in
-            guard !state.closed, case .pending = state.answer else { return }
-            state.answer = .ready(response)
-            if case .streamingBody = state.stage { state.earlyAnswerDue = true }
-            resumeLocked(&state)
+        let sink = state.withLock { state -> (any RequestBodySink)? in
+            guard !state.closed, case .pending = state.answer else { return nil }
+            guard case .streamingBody(let sink, _) = state.stage else {
+                state.answer = .ready(response)
+                resumeLocked(&state)
+                return nil
+            }
+            // The body is still arriving: answer now, not when it ends (or never, for a live push).
+            _ = answerEarlyLocked(response, &state)
+            return sink
         }
+        // The answer came from the sink's consumer, which has stopped listening already.
+        sink?.abort(.answeredEarly)
     }
 
     private func queue(_ response: HTTPResponse) -> MHD_Result {
@@ -534,11 +545,12 @@ final class ConnectionContext: Sendable {
             case pending(ResponsePromise, DeferredResponse)
             case upload(any RequestBodySink)
         }
+        var cancelled: ResponsePromise?
         let work: Work = state.withLock { state in
             if case .streamingBody(let sink, _) = state.stage {
-                state.answer = .ready(.problem(.shuttingDown()))
-                state.earlyAnswerDue = true
-                resumeLocked(&state)
+                // Told to keep nothing more before the answer goes out, so nothing is decoded after it.
+                sink.abort(.serverShutdown)
+                (_, cancelled) = answerEarlyLocked(.problem(.shuttingDown()), &state)
                 return .upload(sink)
             }
             if case .pending(let promise, let deferred) = state.answer { return .pending(promise, deferred) }
@@ -550,7 +562,7 @@ final class ConnectionContext: Sendable {
         case .stream(let stream): stream.endForShutdown()
         case .pending(let promise, let deferred):
             promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
-        case .upload(let sink): sink.abort(.serverShutdown)
+        case .upload: cancelled?.cancel(answering: nil)
         }
     }
 
@@ -598,13 +610,12 @@ final class ConnectionContext: Sendable {
         case .notYet, .ready: break
         }
         core.forget(self)
+        core.deadlines.requestEnded(connection.pointer)
         core.configuration.requestObserver?(
             RequestRecord(
                 method: method, route: route, status: status, duration: ContinuousClock.now - startedAt,
                 outcome: outcome))
     }
-
-    var isClosed: Bool { state.withLock { $0.closed } }
 }
 
 /// A complete HTTP/1.1 response as bytes, for `ft_mhd_send_raw`: the few answers sent before

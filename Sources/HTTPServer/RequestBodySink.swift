@@ -4,7 +4,8 @@
 /// fills up) and resumed when the sink calls its wake-up. So an upload of any size costs the
 /// sink's bound, whatever the body's size or the client's speed.
 public protocol RequestBodySink: AnyObject, Sendable {
-    /// Takes as many leading bytes as there is room for.
+    /// Takes as many leading bytes as there is room for. Runs inside the connection's lock:
+    /// keep it quick, and never call the wake-up from inside it.
     func write(_ bytes: UnsafeRawBufferPointer) -> RequestBodyWrite
     /// The whole body arrived.
     func finish()

@@ -13,6 +13,8 @@ final class StreamResponse: Sendable {
         var lastProgress = ContinuousClock.now
         var idleDue = false
         var endRequested = false
+        /// The source's last chunk before a shutdown was asked for.
+        var lastChunkTaken = false
         var finishedNormally = false
         var timer: TimerHandle?
     }
@@ -77,6 +79,19 @@ final class StreamResponse: Sendable {
                 return (state.idleDue, state.endRequested)
             }
             if endRequested {
+                let last = reader.withLock { state -> StreamChunk? in
+                    guard !state.lastChunkTaken else { return nil }
+                    state.lastChunkTaken = true
+                    return source.lastChunkBeforeShutdown()
+                }
+                if let last {
+                    reader.withLock { state in
+                        state.chunk = last
+                        state.segment = 0
+                        state.offset = 0
+                    }
+                    continue
+                }
                 reader.withLock { $0.finishedNormally = true }
                 return ft_mhd_reader_end_of_stream()
             }

@@ -62,8 +62,16 @@ public protocol StreamSource: AnyObject, Sendable {
     /// not see disconnects), or `.pending` to keep waiting.
     func next(waker: StreamWaker, idle: Bool) -> StreamPoll
 
+    /// The server is shutting down: the last chunk to send before the stream ends (a closing
+    /// delimiter, a final error part), or nil to end it at once.
+    func lastChunkBeforeShutdown() -> StreamChunk?
+
     /// Called exactly once when the server stops pulling: drop the waker and any resources.
     func close(_ reason: StreamCloseReason)
+}
+
+extension StreamSource {
+    public func lastChunkBeforeShutdown() -> StreamChunk? { nil }
 }
 
 /// Multipart framing strict enough for GStreamer's multipartdemux and FFmpeg's mpjpeg

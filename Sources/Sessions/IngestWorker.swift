@@ -213,14 +213,17 @@ final class IngestWorker: Sendable {
             // A body past its limit was counted when the queue refused it (`bodyPassedLimit`).
             if error.code == .spoolFailed { context.metrics.recordUploadStopped(reason: "spool_failed") }
             return error
+        case .answered:
+            return SessionError(.uploadAborted, "the upload was answered before its body ended")
         }
     }
 
     /// The upload's queue refused its body past the limit, on the producer's thread: the
     /// client is answered 413 now, so it is counted now.
     private func bodyPassedLimit(_ error: SessionError) {
-        record(error)
         context.metrics.recordUploadStopped(reason: "body_too_large")
+        // Recording logs; off the producer's thread, which is inside the HTTP server's lock.
+        decodeQueue.async { [self] in record(error) }
     }
 
     /// End of stream: every delayed picture, then a pending back end may take over.

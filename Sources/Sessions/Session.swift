@@ -48,19 +48,19 @@ public final class Session: Sendable {
         }
         let encodeQueue = DispatchQueue(label: "frametap.session.\(id).encode")
         // The cache reports encode failures to the ingest worker, which keeps the last error;
-        // the worker is made after the cache, so the report goes through this box.
-        let failureSink = Mutex<IngestWorker?>(nil)
+        // the worker is made after the cache (and holds it), so the report goes through a weak box.
+        let failureSink = WeakBox<IngestWorker>()
         let pictures = PictureCache(
             encodeQueue: encodeQueue, defaultQuality: options.quality ?? configuration.defaultQuality,
             sizeLimit: configuration.pictureSizeLimit, metrics: metrics,
-            onFailure: { error in failureSink.withLock { $0 }?.record(error) })
+            onFailure: { error in failureSink.value?.record(error) })
         let activity = context.activity
         let viewers = ViewerSet(
             clock: clock, pictures: pictures, repeatInterval: configuration.mjpegRepeatInterval,
             onChange: { _, _ in activity.touch() })
         let ingest = IngestWorker(
             id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures)
-        failureSink.withLock { $0 = ingest }
+        failureSink.value = ingest
         self.pictures = pictures
         self.viewers = viewers
         self.ingest = ingest
@@ -259,4 +259,19 @@ public final class Viewer: Sendable {
 
     /// The viewer left: forget it. Idempotent.
     public func cancel() { session.viewerLeft(id) }
+}
+
+/// A reference that does not keep its object alive, settable once the object exists.
+final class WeakBox<Object: AnyObject & Sendable>: Sendable {
+    private let reference = Mutex<Weak>(Weak())
+
+    private struct Weak: @unchecked Sendable {
+        // @unchecked: only read and written under `reference`'s lock.
+        weak var object: Object?
+    }
+
+    var value: Object? {
+        get { reference.withLock { $0.object } }
+        set { reference.withLock { $0.object = newValue } }
+    }
 }

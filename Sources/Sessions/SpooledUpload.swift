@@ -38,7 +38,9 @@ public final class SpooledUpload: Sendable {
     private let file: SpoolFile
     private let progress: QueueBound<UploadProgress>
     private let reader: QueueBound<SpoolReader>
-    private unowned let worker: IngestWorker
+    /// Strong: the worker holds this upload's job until the job ends (or the session closes),
+    /// which is when this reference stops mattering.
+    private let worker: IngestWorker
     private let pictures: PictureCache
     private let state = Mutex(AnswerState())
 
@@ -132,6 +134,7 @@ public final class SpooledUpload: Sendable {
             let error = worker.stopped(stop)
             uploadEnded(.failure(error))
             finish(.failure(error), endJob: false)
+            worker.decodeQueue.async { [file] in file.close() }
             return true
         }
     }
@@ -173,18 +176,27 @@ public final class SpooledUpload: Sendable {
         if callNow { callback() }
     }
 
-    /// The request is over (answered, or the client left): frees the spool and the upload slot.
-    /// A client that leaves before the end is counted as an aborted upload.
-    public func cancel() {
-        let early = state.withLock { state -> Bool in
-            guard !state.cancelled else { return false }
+    /// The request is over (answered, the client left, the server stops): frees the spool and
+    /// the upload slot. A client that leaves before the answer ended is counted as an aborted
+    /// upload; one the server stops is not.
+    public func cancel(serverShutdown: Bool = false) {
+        let (early, bodyEnded) = state.withLock { state -> (Bool, Bool) in
+            guard !state.cancelled else { return (false, false) }
             state.cancelled = true
             state.callback = nil
-            return state.finished == nil && state.uploadEnded
+            // Its closure holds the request; nothing will call it any more.
+            state.uploadEndHandler = nil
+            return (state.finished == nil && state.uploadEnded, state.uploadEnded)
         }
-        if early { worker.record(SessionError(.uploadAborted, "the client disconnected before the answer ended")) }
-        // Before the body ended the queue's stop event ends the job; afterwards this does.
-        queue.abort(.clientGone)
+        if early && !serverShutdown {
+            worker.record(SessionError(.uploadAborted, "the client disconnected before the answer ended"))
+        }
+        guard bodyEnded else {
+            // The body is still arriving: the queue's stop event, which the decode queue has yet
+            // to take, ends the job (and counts why), so the next upload waits until it has.
+            queue.abort(serverShutdown ? .serverShutdown : .clientGone)
+            return
+        }
         release()
     }
 

@@ -47,6 +47,9 @@ public final class UploadQueue: Sendable {
         /// The upload was refused: past `maxBytes` (the bytes before the limit are delivered),
         /// or by the consumer (queued bytes are dropped).
         case refused(SessionError)
+        /// The server answered before the body ended, for the consumer (which, having decided
+        /// that answer, stopped listening already). Queued bytes are dropped.
+        case answered
     }
 
     public enum Offer: Sendable, Equatable {
@@ -93,8 +96,9 @@ public final class UploadQueue: Sendable {
     public let maxBytes: Int?
     private let clock: any SessionClock
     private let state: Mutex<State>
-    /// Told (on the producer's thread) when the queue itself refuses the body past `maxBytes`:
-    /// that is when the upload ends for the server, whatever the consumer gets to later.
+    /// Told (on the producer's thread, so it must be quick and not call back into the producer)
+    /// when the queue itself refuses the body past `maxBytes`: that is when the upload ends for
+    /// the server, whatever the consumer gets to later.
     private let onLimit: @Sendable (SessionError) -> Void
 
     /// `admitted: false` makes the queue take nothing until `admit()`: an upload that waits for
@@ -141,8 +145,9 @@ public final class UploadQueue: Sendable {
             wake = state.takeConsumerWake()
             return .accepted(taken)
         }
-        wake?()
+        // The limit first: what it records must come before what the consumer does next.
         if passedLimit, case .refused(let refusal) = offer { onLimit(refusal) }
+        wake?()
         return offer
     }
 
@@ -154,7 +159,7 @@ public final class UploadQueue: Sendable {
     /// The producer stops before the body ended. After `.serverShutdown` nothing more is
     /// decoded (the queued bytes are dropped); otherwise the bytes that arrived are still delivered.
     public func abort(_ reason: Stop) {
-        terminate(.stopped(reason), dropQueued: reason == .serverShutdown)
+        terminate(.stopped(reason), dropQueued: reason == .serverShutdown || reason == .answered)
     }
 
     /// Runs `wake` (any thread) whenever a suspended producer may go on: room was made, the
@@ -174,8 +179,13 @@ public final class UploadQueue: Sendable {
                 let chunk = state.chunks[state.headIndex]
                 state.chunks[state.headIndex].bytes = []
                 state.headIndex += 1
+                // Taken slots are dropped once they are half the array, so a queue that never
+                // runs empty (decoder slightly slower than the network) does not grow.
                 if state.headIndex == state.chunks.count {
                     state.chunks.removeAll(keepingCapacity: true)
+                    state.headIndex = 0
+                } else if state.headIndex >= 64 && state.headIndex * 2 >= state.chunks.count {
+                    state.chunks.removeFirst(state.headIndex)
                     state.headIndex = 0
                 }
                 state.queuedBytes -= chunk.bytes.count

@@ -29,6 +29,19 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "HTTP worker threads. [FRAMETAP_THREADS, default: number of cores, at least 2]")
     var threads: Int?
 
+    private static let httpDefaults = HTTPServerConfiguration()
+
+    @Option(help: "Open connections at most. [FRAMETAP_MAX_CONNECTIONS, default \(httpDefaults.maxConnections)]")
+    var maxConnections: Int?
+
+    @Option(
+        name: .customLong("max-connections-per-ip"),
+        help: "Open connections per client address at most; 0 = no limit (behind a proxy). [FRAMETAP_MAX_CONNECTIONS_PER_IP, default \(httpDefaults.maxConnectionsPerIP)]")
+    var maxConnectionsPerIP: Int?
+
+    @Option(help: "Seconds a connection has to send a request's headers, from opening or from its previous answer. [FRAMETAP_HEADER_TIMEOUT, default \(httpDefaults.headerTimeout.components.seconds)]")
+    var headerTimeout: Double?
+
     @Option(help: "libavcodec threads per session (0 = automatic). [FRAMETAP_DECODER_THREADS, default 1]")
     var decoderThreads: Int?
 
@@ -67,6 +80,7 @@ struct ServeCommand: ParsableCommand {
 
     func run() throws {
         let settings = try resolved()
+        FileDescriptorLimit.raiseToMaximum()
         let level = settings.logLevel
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -152,6 +166,18 @@ struct ServeCommand: ParsableCommand {
         let threads = try threads ?? env.int("FRAMETAP_THREADS") ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
         guard (1...256).contains(threads) else { throw ValidationError("threads must be 1...256") }
         http.threadPoolSize = threads
+        let connections = try maxConnections ?? env.int("FRAMETAP_MAX_CONNECTIONS") ?? http.maxConnections
+        guard (1...1_000_000).contains(connections) else { throw ValidationError("max connections must be 1...1000000") }
+        http.maxConnections = connections
+        let perIP = try maxConnectionsPerIP ?? env.int("FRAMETAP_MAX_CONNECTIONS_PER_IP") ?? http.maxConnectionsPerIP
+        guard perIP >= 0 else { throw ValidationError("max connections per IP must be 0 (no limit) or more") }
+        http.maxConnectionsPerIP = perIP
+        let headerSeconds = try headerTimeout ?? env.parse("FRAMETAP_HEADER_TIMEOUT", Double.init)
+            ?? Double(http.headerTimeout.components.seconds)
+        guard headerSeconds.isFinite, headerSeconds > 0, headerSeconds <= 3600 else {
+            throw ValidationError("header timeout must be a positive number of seconds (at most 3600)")
+        }
+        http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
         let token = try authToken ?? env.string("FRAMETAP_AUTH_TOKEN") ?? ""
         http.bearerToken = token.isEmpty ? nil : token
 
@@ -206,5 +232,16 @@ struct EnvironmentOptions {
             throw ValidationError("\(name)='\(text)' is not a valid value")
         }
         return value
+    }
+}
+
+/// Every connection is a file descriptor; the soft limit is often 1024, below the server's
+/// connection limit, so the process takes what the hard limit allows.
+enum FileDescriptorLimit {
+    static func raiseToMaximum() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 }

@@ -161,4 +161,69 @@ final class EndlessPush: Sendable {
         #expect(try jsonObject(response.body)["code"] as? String == "shutting_down")
         #expect(decodedBefore > 0)
     }
+
+    /// A pusher that pauses (nothing arrives to carry the answer) is told at once all the same.
+    @Test func aPausedPushToADeletedSessionIsAnsweredAtOnce() throws {
+        try withService(http: { $0.maxDiscardDuration = .milliseconds(500) }) { service in
+            let client = try RawClient(port: service.port)
+            try client.send("POST /sessions/paused/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let piece = try Fixtures.bytes("baseline_176x144.264")
+            try client.send(Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10])
+            let id = try SessionID("paused")
+            #expect(eventually { service.registry.find(id)?.latestSequence != nil })
+            // The pusher now sends nothing more.
+            let deleted = ContinuousClock.now
+            #expect(try request(service.port, "DELETE", "/sessions/paused").status == 204)
+            let answer = client.read(until: { find([13, 10, 13, 10], in: $0) != nil }, timeout: .seconds(1))
+            #expect(ContinuousClock.now - deleted < .seconds(1))
+            let response = try parseResponse(answer)
+            #expect(response.status == 404)
+            #expect(try jsonObject(response.body)["code"] as? String == "session_not_found")
+            // A quiet client is not kept for the connection timeout: closed after maxDiscardDuration.
+            let rest = client.readToEnd(timeout: .seconds(3))
+            #expect(rest.isEmpty, "nothing after the answer")
+            #expect(ContinuousClock.now - deleted < .seconds(3))
+        }
+    }
+
+    /// After an early answer libmicrohttpd goes on parsing the chunked body; a framing error it
+    /// finds then must not put a second response on the wire.
+    @Test func brokenFramingAfterAnEarlyAnswerAddsNoSecondResponse() throws {
+        try withService(sessions: { $0.maxBodyBytes = 10_000 }) { service in
+            let client = try RawClient(port: service.port)
+            try client.send("POST /sessions/framing/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            try client.send(Array("4000\r\n".utf8) + [UInt8](repeating: 0, count: 0x4000) + [13, 10])
+            try? client.send("zz-not-a-chunk-size\r\n\r\n")
+            let text = String(decoding: client.readToEnd(timeout: .seconds(3)), as: UTF8.self)
+            let statusLines = text.components(separatedBy: "\r\n").filter { $0.hasPrefix("HTTP/1.") }
+            #expect(statusLines == ["HTTP/1.1 413 Content Too Large"], "\(text)")
+        }
+    }
+
+    /// SIGTERM in the middle of a multipart answer: the answer ends with a shutting_down problem
+    /// part and its closing delimiter, so the client knows it is incomplete.
+    @Test func shutdownDuringAMultipartAnswerEndsItWithAProblemPart() throws {
+        var http = HTTPServerConfiguration()
+        http.host = "127.0.0.1"
+        http.port = 0
+        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        try service.start()
+        let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
+        let client = try RawClient(port: service.port)
+        try client.send(
+            "POST /sessions/mp/nalus?flush=true HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\nContent-Length: \(body.count)\r\n\r\n")
+        try client.send(body)
+        // Read a little of the answer only, so it is still going when the server stops.
+        let head = client.read(until: { find(Array("image/jpeg".utf8), in: $0) != nil }, timeout: .seconds(10))
+        service.stop()
+        let raw = head + client.readToEnd(timeout: .seconds(5))
+        let response = try parseResponse(raw)
+        #expect(response.status == 200)
+        let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: response.headers["Content-Type"]))
+        #expect(closed)
+        let last = try #require(parts.last)
+        #expect(last.headers["Content-Type"] == "application/problem+json")
+        #expect(try jsonObject(last.body)["code"] as? String == "shutting_down")
+        #expect(parts.count < 20 * 15 + 1, "cut short")
+    }
 }

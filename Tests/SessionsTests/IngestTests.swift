@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Testing
 
@@ -181,17 +182,42 @@ import Testing
         let session = try makeSession(configuration: testConfiguration(uploadQueueBytes: 1 << 20))
         let answer = Outcome<Result<UploadSummary, SessionError>>()
         let queue = try session.beginUpload(flush: true) { answer.set($0) }
-        // Queued but (mostly) not decoded yet: the server stops listening now.
+        // The decode queue is held up while the bytes arrive and the server stops listening,
+        // so anything decoded afterwards would be decoded after the stop.
+        let release = DispatchSemaphore(value: 0)
+        session.ingest.decodeQueue.async { release.wait() }
         let stream = Array(try [[UInt8]](repeating: Fixture.bytes(Fixture.baseline), count: 20).joined())
-        _ = stream.withUnsafeBytes { queue.offer($0) }
+        #expect(stream.withUnsafeBytes { queue.offer($0) } == .accepted(stream.count))
         queue.abort(.serverShutdown)
+        #expect(queue.queuedBytes == 0)
+        release.signal()
         guard case .failure(let error) = await answer.value() else {
             Issue.record("expected shutting_down")
             return
         }
         #expect(error.code == .shuttingDown)
-        #expect(queue.queuedBytes == 0)
-        #expect(session.status().counters.framesDecoded < 20 * Fixture.baselineFrames)
+        #expect(session.status().counters.bytes == 0, "nothing was decoded after the stop")
+        #expect(session.status().counters.framesDecoded == 0)
+    }
+
+    @Test func aSecondUploadHoldsNoBytesWhileTheFirstIsDecoded() async throws {
+        let session = try makeSession()
+        let release = DispatchSemaphore(value: 0)
+        let first = try session.beginUpload(flush: false) { _ in }
+        session.ingest.decodeQueue.async { release.wait() }
+        let bytes = try Fixture.bytes(Fixture.baseline)
+        #expect(bytes.withUnsafeBytes { first.offer($0) } == .accepted(bytes.count))
+        first.finish()
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let second = try session.beginUpload(flush: true) { answer.set($0) }
+        let woken = Flag()
+        second.setProducerWake { woken.set() }
+        #expect(bytes.withUnsafeBytes { second.offer($0) } == .accepted(0), "waits: the first is not decoded")
+        release.signal()
+        #expect(await eventually { woken.count == 1 }, "admitted once the first was decoded")
+        try await send(bytes, to: second)
+        second.finish()
+        #expect(try await answer.value().get().frames > 0)
     }
 
     @Test func multipartAnswerPullsOnePartPerPicture() async throws {

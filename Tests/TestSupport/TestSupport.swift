@@ -20,9 +20,24 @@ public struct TestFailure: Error, CustomStringConvertible {
 public final class RawClient: @unchecked Sendable {
     private var fd: Int32
 
-    public init(port: UInt16, host: String = "127.0.0.1") throws {
+    /// `source` binds the local end to that address first (e.g. 127.0.0.2, to be another client).
+    public init(port: UInt16, host: String = "127.0.0.1", source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket failed") }
+        guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                Glibc.close(fd)
+                throw TestFailure("bind \(source) failed: errno \(errno)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -236,3 +251,11 @@ public func md5Hex(_ message: [UInt8]) -> String {
     }.joined()
 }
 
+
+/// Raises this process's open-file limit to its hard limit (tests that open many sockets).
+public func raiseOpenFileLimit() {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+}

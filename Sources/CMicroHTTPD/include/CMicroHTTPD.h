@@ -44,12 +44,16 @@ struct ft_mhd_config {
     void *completed_cls;
     ft_mhd_uri_log_callback uri_logger;
     void *uri_logger_cls;
+    /// MHD_OPTION_NOTIFY_CONNECTION: told when each connection opens and closes (NULL: not told).
+    MHD_NotifyConnectionCallback notify_connection;
+    void *notify_connection_cls;
     /// NULL: MHD's default (stderr when MHD_USE_ERROR_LOG is set). Otherwise MHD_USE_ERROR_LOG
     /// is added and every MHD message goes to logger(logger_cls, line).
     ft_mhd_log_callback logger;
     void *logger_cls;
     unsigned int thread_pool_size;
     unsigned int connection_limit;          /* 0: MHD's default */
+    unsigned int per_ip_connection_limit;   /* 0: no limit per client address */
     size_t connection_memory_limit;         /* 0: MHD's default (32 KiB) */
     unsigned int connection_timeout_seconds;/* 0: never time out */
 };
@@ -71,6 +75,9 @@ ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, siz
 /// reaching the client. libmicrohttpd 0.9.75 answers a `Content-Length` it cannot parse itself,
 /// with its status line and headers twice (a bug), without calling the application first.
 int ft_mhd_shutdown_write(struct MHD_Connection *connection);
+
+/// The socket of a connection, or -1.
+int ft_mhd_connection_fd(struct MHD_Connection *connection);
 
 /// Error codes from ft_mhd_start besides NULL-with-errno.
 enum { FT_MHD_BAD_BIND_HOST = -1, FT_MHD_START_FAILED = -2 };
