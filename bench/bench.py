@@ -12,6 +12,7 @@ session of this script. Any frame-count mismatch with what the peer decoded abor
 import argparse
 import http.client
 import json
+import functools
 import os
 import platform
 import re
@@ -139,12 +140,20 @@ class Stream:
 # --------------------------------------------------------------------------------------------
 # Processes
 
+@functools.lru_cache(maxsize=None)
+def per_address_unlimited():
+    """`--max-connections-per-ip 0` when the binary has it (older builds, compared in the same run, do not)."""
+    help_text = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True).stdout
+    return ["--max-connections-per-ip", "0"] if "--max-connections-per-ip" in help_text else []
+
+
 class Server:
     def __init__(self, *extra, name="frametap"):
         self.port = free_port()
         self.log = open(os.path.join(WORK, "out", "%s-%d.log" % (name, self.port)), "w")
+        # Every camera and reader of a benchmark comes from 127.0.0.1, as from a proxy: no per-address cap.
         self.args = [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-                     "--max-sessions", "2048", *extra]
+                     "--max-sessions", "2048", *per_address_unlimited(), *extra]
         command(" ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in self.args))
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
