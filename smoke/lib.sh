@@ -89,3 +89,65 @@ problem_of() {
     type=$(tr -d '\r' < "$TMP/problem-headers" | awk -F': ' 'tolower($1) == "content-type" { print $2 }' | tail -1)
     echo "$(jq -r '.status' <<<"$body") $(jq -r '.code' <<<"$body") $type"
 }
+
+# Browser checks (need chromium and TMP).
+
+# png_check FILE X Y W H: "ok ..." when the rectangle of the PNG shows a picture (at least 90 %
+# of its pixels not white and at least 16 distinct colours), otherwise "blank ...". Decodes the
+# PNG with zlib only (8-bit RGB/RGBA, not interlaced: what Chromium and GStreamer write).
+png_check() {
+    python3 - "$@" <<'PY'
+import struct, sys, zlib
+path, x0, y0, w, h = sys.argv[1], *map(int, sys.argv[2:6])
+data = open(path, "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+pos, idat, ihdr = 8, b"", None
+while pos < len(data):
+    length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    chunk = data[pos + 8:pos + 8 + length]
+    if kind == b"IHDR": ihdr = struct.unpack(">IIBBBBB", chunk)
+    elif kind == b"IDAT": idat += chunk
+    pos += 12 + length
+width, height, depth, colour, _, _, interlace = ihdr
+channels = {2: 3, 6: 4}.get(colour)
+if depth != 8 or channels is None or interlace:
+    print(f"unsupported PNG depth {depth} colour type {colour} interlace {interlace}"); sys.exit()
+raw, stride = zlib.decompress(idat), width * channels
+rows, prev = [], bytearray(stride)
+for y in range(min(height, y0 + h)):
+    kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    for i in range(stride):
+        a = line[i - channels] if i >= channels else 0
+        b = prev[i]
+        c = prev[i - channels] if i >= channels else 0
+        if kind == 1: line[i] = (line[i] + a) & 255
+        elif kind == 2: line[i] = (line[i] + b) & 255
+        elif kind == 3: line[i] = (line[i] + (a + b) // 2) & 255
+        elif kind == 4:
+            p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    rows.append(line); prev = line
+colours, non_white, total = set(), 0, 0
+for y in range(y0, min(height, y0 + h)):
+    for x in range(x0, min(width, x0 + w)):
+        px = bytes(rows[y][x * channels:x * channels + 3])
+        colours.add(px); total += 1
+        non_white += px != b"\xff\xff\xff"
+fraction = non_white / max(total, 1)
+verdict = "ok" if total and fraction >= 0.9 and len(colours) >= 16 else "blank"
+print(f"{verdict} ({width}x{height} PNG; in {w}x{h}+{x0}+{y0}: {fraction:.0%} not white, {len(colours)} colours)")
+PY
+}
+
+# chromium_shot URL PNG: headless Chromium renders a page whose only content is
+# (CHROMIUM_EXTRA_FLAGS are added to its command line, e.g. to accept a test certificate)
+# <img src=URL width=320 height=240> at the top left; the MJPEG never finishes loading, so the
+# virtual time budget ends the page load. Prints Chromium's exit status.
+chromium_shot() {
+    printf '<!doctype html><html><body style="margin:0;background:#fff"><img src="%s" width="320" height="240"></body></html>\n' \
+        "$1" > "$TMP/page.html"
+    timeout -k 5 60 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
+        ${CHROMIUM_EXTRA_FLAGS:-} --hide-scrollbars --user-data-dir="$TMP/chromium-profile" --window-size=640,480 \
+        --virtual-time-budget=4000 --screenshot="$2" "file://$TMP/page.html" > "$TMP/chromium.log" 2>&1
+    echo $?
+}

@@ -18,13 +18,14 @@ server_start() {
         return 1
     fi
     PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    BASE="http://127.0.0.1:$PORT"
+    # SERVER_SCHEME=https with SERVER_CURL_OPTS (e.g. --cacert FILE) for a TLS server.
+    BASE="${SERVER_SCHEME:-http}://127.0.0.1:$PORT"
     SERVER_LOG=$(mktemp)
     "$binary" serve --host 127.0.0.1 --port "$PORT" "$@" 2> "$SERVER_LOG" &
     SERVER_PID=$!
     local tries=$((${SERVER_START_TIMEOUT:-10} * 10))
     for _ in $(seq "$tries"); do
-        curl -fsS -m 2 -o /dev/null "$BASE/healthz" 2> /dev/null && return 0
+        curl -fsS -m 2 ${SERVER_CURL_OPTS:-} -o /dev/null "$BASE/healthz" 2> /dev/null && return 0
         kill -0 "$SERVER_PID" 2> /dev/null || break
         sleep 0.1
     done

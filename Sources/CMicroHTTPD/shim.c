@@ -13,6 +13,9 @@ uint16_t ft_mhd_bound_port(struct MHD_Daemon *daemon) {
     return info == NULL ? 0 : info->port;
 }
 
+ssize_t ft_tls_send(void *tls_session, const void *data, size_t size);
+int ft_tls_again(ssize_t status);
+
 ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, size_t size, int timeout_ms) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -20,9 +23,26 @@ ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, siz
         return -1;
     }
     const int fd = info->connect_fd;
+    // Over TLS the bytes go through the connection's GnuTLS session (NULL without TLS).
+    const union MHD_ConnectionInfo *tls = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    void *tls_session = tls == NULL ? NULL : tls->tls_session;
     const char *bytes = data;
     size_t sent = 0;
     while (sent < size) {
+        if (tls_session != NULL) {
+            ssize_t written = ft_tls_send(tls_session, bytes + sent, size - sent);
+            if (written > 0) {
+                sent += (size_t)written;
+                continue;
+            }
+            if (ft_tls_again(written)) {
+                struct pollfd waiting = { .fd = fd, .events = POLLOUT };
+                if (poll(&waiting, 1, timeout_ms) > 0) {
+                    continue;
+                }
+            }
+            break;
+        }
         ssize_t written = send(fd, bytes + sent, size - sent, MSG_NOSIGNAL);
         if (written > 0) {
             sent += (size_t)written;
@@ -116,6 +136,11 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
         MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)config->thread_pool_size, NULL };
     options[count++] = (struct MHD_OptionItem){
         MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)config->connection_timeout_seconds, NULL };
+    if (config->tls) {
+        flags |= MHD_USE_TLS;
+        options[count++] = (struct MHD_OptionItem){
+            MHD_OPTION_HTTPS_CERT_CALLBACK, 0, ft_tls_retrieve_callback() };
+    }
     if (config->notify_connection != NULL) {
         options[count++] = (struct MHD_OptionItem){
             MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)config->notify_connection, config->notify_connection_cls };

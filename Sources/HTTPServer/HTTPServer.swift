@@ -28,6 +28,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var connectionTimeout: Duration = .seconds(60)
     /// When set, every route that requires auth needs this bearer token.
     public var bearerToken: String?
+    /// When set, the server speaks HTTPS only, with this certificate (reloaded by `reloadTLS()`).
+    public var tls: TLSFiles?
     /// How long `stop()` lets in-flight requests finish before closing them.
     public var shutdownGracePeriod: Duration = .seconds(10)
     /// A streaming connection with nothing to send pulls its source with `idle: true` this
@@ -47,6 +49,28 @@ public struct HTTPServerConfiguration: Sendable {
     public var logger = Logger(label: "frametap.http")
 
     public init() {}
+}
+
+/// A PEM certificate chain (leaf first) and its PEM private key, read at start and on
+/// `HTTPServer.reloadTLS()`.
+public struct TLSFiles: Sendable, Equatable {
+    public var certificatePath: String
+    public var keyPath: String
+
+    public init(certificatePath: String, keyPath: String) {
+        self.certificatePath = certificatePath
+        self.keyPath = keyPath
+    }
+
+    /// Loads both files; nothing is used until they loaded together.
+    func load() throws(HTTPServerError) -> OpaquePointer {
+        var error = [CChar](repeating: 0, count: 512)
+        guard let credentials = ft_tls_load(certificatePath, keyPath, &error, error.count) else {
+            throw HTTPServerError(
+                description: String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return credentials
+    }
 }
 
 /// One finished request, for metrics.
@@ -105,6 +129,7 @@ public final class HTTPServer: Sendable {
         try daemon.withLock { (state: inout DaemonState?) throws(HTTPServerError) in
             guard state == nil else { return }
             let configuration = core.configuration
+            let credentials = try configuration.tls?.load()
             let slot = UnsafeMutablePointer<ft_mhd_logger_slot>.allocate(capacity: 1)
             slot.initialize(to: ft_mhd_logger_slot())
             let coreReference = Unmanaged.passUnretained(core).toOpaque()
@@ -132,6 +157,7 @@ public final class HTTPServer: Sendable {
                 config.connection_memory_limit = max(0, configuration.connectionMemoryLimit)
                 config.connection_timeout_seconds = UInt32(
                     clamping: max(0, configuration.connectionTimeout.components.seconds))
+                config.tls = credentials == nil ? 0 : 1
                 return ft_mhd_start(&config, slot, &error)
             }
             guard let pointer else {
@@ -141,7 +167,13 @@ public final class HTTPServer: Sendable {
                     description: "cannot listen on \(configuration.host):\(configuration.port) (\(reason))")
             }
             core.deadlines.start()
-            core.boundPort.store(ft_mhd_bound_port(pointer), ordering: .releasing)
+            let port = ft_mhd_bound_port(pointer)
+            if let credentials, ft_tls_use(port, credentials) != 0 {
+                MHD_stop_daemon(pointer)
+                slot.deallocate()
+                throw HTTPServerError(description: "too many TLS servers in one process")
+            }
+            core.boundPort.store(port, ordering: .releasing)
             core.listening.store(true, ordering: .releasing)
             state = DaemonState(pointer: pointer, loggerSlot: slot)
         }
@@ -181,10 +213,26 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// Starts (if needed), serves until SIGINT or SIGTERM, then stops gracefully.
+    /// Reads the certificate and key again; new connections get the new ones, open ones keep
+    /// theirs. Nothing changes when they cannot be loaded (the error says why).
+    public func reloadTLS() throws(HTTPServerError) {
+        guard let files = core.configuration.tls else {
+            throw HTTPServerError(description: "the server does not use TLS")
+        }
+        let credentials = try files.load()
+        _ = ft_tls_use(port, credentials)
+    }
+
+    /// Starts (if needed), serves until SIGINT or SIGTERM, then stops gracefully. SIGHUP
+    /// reloads the TLS certificate and key.
     public func run() throws(HTTPServerError) {
         try start()
-        core.configuration.logger.info("listening", metadata: ["host": "\(core.configuration.host)", "port": "\(port)"])
+        core.configuration.logger.info(
+            "listening",
+            metadata: [
+                "host": "\(core.configuration.host)", "port": "\(port)",
+                "scheme": "\(core.configuration.tls == nil ? "http" : "https")",
+            ])
         let stopSignal = DispatchSemaphore(value: 0)
         let queue = DispatchQueue(label: "frametap.http.signals")
         // The default actions would kill the process before the graceful stop; Dispatch
@@ -192,12 +240,26 @@ public final class HTTPServer: Sendable {
         signal(SIGINT, SIG_IGN)
         signal(SIGTERM, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+        var sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler { stopSignal.signal() }
             source.resume()
             return source
         }
+        signal(SIGHUP, SIG_IGN)
+        let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+        reload.setEventHandler { [self] in
+            guard let files = core.configuration.tls else { return }
+            do {
+                try reloadTLS()
+                core.configuration.logger.info("TLS certificate reloaded", metadata: ["certificate": "\(files.certificatePath)"])
+            } catch {
+                core.configuration.logger.error(
+                    "TLS certificate not reloaded; the previous one stays", metadata: ["reason": "\(error)"])
+            }
+        }
+        reload.resume()
+        sources.append(reload)
         stopSignal.wait()
         core.configuration.logger.info("stopping")
         stop()
@@ -312,6 +374,11 @@ final class ServerCore: Sendable {
                 configuration.logger.debug("libmicrohttpd: \(message) (answered with a problem instead)")
                 return
             }
+        }
+        if message.hasPrefix("Error: received handshake message out of context") {
+            // libmicrohttpd's words for any failed TLS handshake: the client is gone, nothing to fix here.
+            configuration.logger.info("a client failed the TLS handshake (plain HTTP on the HTTPS port?); closed")
+            return
         }
         if isExpected(message) {
             configuration.logger.debug("libmicrohttpd: \(message) (expected)")

@@ -71,6 +71,12 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Require this bearer token on every route except /healthz. [FRAMETAP_AUTH_TOKEN, default none]")
     var authToken: String?
 
+    @Option(help: "Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key; SIGHUP reloads both. [FRAMETAP_TLS_CERT, default none]")
+    var tlsCert: String?
+
+    @Option(help: "The PEM private key of --tls-cert. [FRAMETAP_TLS_KEY, default none]")
+    var tlsKey: String?
+
     @Option(help: "trace, debug, info, notice, warning, error or critical. [FRAMETAP_LOG_LEVEL, default info]")
     var logLevel: String?
 
@@ -180,6 +186,13 @@ struct ServeCommand: ParsableCommand {
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
         let token = try authToken ?? env.string("FRAMETAP_AUTH_TOKEN") ?? ""
         http.bearerToken = token.isEmpty ? nil : token
+        let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
+        let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
+        switch (certificate.isEmpty, key.isEmpty) {
+        case (true, true): http.tls = nil
+        case (false, false): http.tls = TLSFiles(certificatePath: certificate, keyPath: key)
+        default: throw ValidationError("--tls-cert and --tls-key go together")
+        }
 
         var sessions = ServerConfiguration()
         sessions.backend = try backend ?? env.parse("FRAMETAP_BACKEND", DecoderBackendChoice.init(rawValue:)) ?? .auto

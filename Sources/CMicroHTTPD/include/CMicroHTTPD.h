@@ -56,6 +56,8 @@ struct ft_mhd_config {
     unsigned int per_ip_connection_limit;   /* 0: no limit per client address */
     size_t connection_memory_limit;         /* 0: MHD's default (32 KiB) */
     unsigned int connection_timeout_seconds;/* 0: never time out */
+    /// Non-zero: serve HTTPS, with the credentials given to ft_tls_use.
+    int tls;
 };
 
 /// Writes `size` bytes straight to the connection's socket, bypassing libmicrohttpd, and
@@ -78,6 +80,22 @@ int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
+
+/// TLS (GnuTLS, as libmicrohttpd uses it): a certificate chain and its private key loaded from
+/// PEM files, opaque to Swift. At most FT_TLS_MAX_CHAIN certificates per chain.
+enum { FT_TLS_MAX_CHAIN = 16 };
+struct ft_tls_credentials;
+
+/// Loads a PEM chain (leaf first) and its PEM private key. NULL on failure, with the reason in
+/// `error`.
+struct ft_tls_credentials *ft_tls_load(const char *cert_path, const char *key_path, char *error, size_t error_size);
+
+/// The credentials every TLS handshake on the server listening on `port` presents from now on
+/// (see tls.c for why a callback). -1 when too many servers use TLS in this process.
+int ft_tls_use(uint16_t port, struct ft_tls_credentials *credentials);
+
+/// The function to pass as MHD_OPTION_HTTPS_CERT_CALLBACK (a gnutls_certificate_retrieve_function2).
+void *ft_tls_retrieve_callback(void);
 
 /// Error codes from ft_mhd_start besides NULL-with-errno.
 enum { FT_MHD_BAD_BIND_HOST = -1, FT_MHD_START_FAILED = -2 };

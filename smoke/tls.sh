@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# HTTPS from real clients: makes a certificate for 127.0.0.1 with openssl, starts FRAMETAP_BIN
+# with --tls-cert/--tls-key and --auth-token, and checks
+#   a. curl --cacert: /healthz, a push, latest.jpg;
+#   b. ffmpeg's chunked live push over https (certificate verified);
+#   c. a plain-HTTP client on the TLS port is refused cleanly (connection closed, nothing
+#      served) and the server goes on serving HTTPS;
+#   d. headless Chromium shows the MJPEG stream in an <img> over https with ?access_token=;
+#   e. SIGHUP reloads a new certificate for new connections, and a bad one is refused
+#      (the previous certificate stays);
+# then stops it with SIGTERM (exit 0 wanted).
+#
+#   smoke/tls.sh FRAMETAP_BIN
+#
+# Needs openssl, curl, ffmpeg, python3, chromium. Prints one PASS/FAIL line per check and
+# "N passed, N failed" last; exits non-zero when anything failed.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BINARY=${1:?usage: smoke/tls.sh FRAMETAP_BIN}
+TMP=$(mktemp -d)
+export TMP
+source "$ROOT/smoke/lib.sh"
+source "$ROOT/smoke/server.sh"
+PASSED=0
+FAILED=0
+pass() { PASSED=$((PASSED + 1)); echo "PASS $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL $*"; }
+expect() { if [ "$2" = 0 ]; then pass "$1"; else fail "$1${3:+: $3}"; fi; }
+cleanup() {
+    [ -n "${SERVER_PID:-}" ] && kill -KILL "$SERVER_PID" 2> /dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# certificate NAME: a self-signed P-256 certificate for 127.0.0.1 with CN=NAME.
+certificate() {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+        -subj "/CN=$1" -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+        -keyout "$TMP/$1.key" -out "$TMP/$1.pem" 2> /dev/null
+}
+# served_name: the CN of the certificate a new TLS connection gets.
+served_name() {
+    openssl s_client -connect "127.0.0.1:$PORT" -servername localhost < /dev/null 2> /dev/null |
+        openssl x509 -noout -subject 2> /dev/null | sed 's/.*CN *= *//'
+}
+
+certificate first
+cp "$TMP/first.pem" "$TMP/server.pem"
+cp "$TMP/first.key" "$TMP/server.key"
+TOKEN=tls-smoke-token
+SERVER_SCHEME=https SERVER_CURL_OPTS="--cacert $TMP/server.pem" \
+    server_start "$BINARY" --tls-cert "$TMP/server.pem" --tls-key "$TMP/server.key" --auth-token "$TOKEN" ||
+    { fail "server start"; echo "$PASSED passed, $FAILED failed"; exit 1; }
+echo "server on $BASE"
+CURL=(curl -sS -m 10 --cacert "$TMP/first.pem" -H "Authorization: Bearer $TOKEN")
+
+# a. curl
+status=$("${CURL[@]}" -o /dev/null -w '%{http_code}' "$BASE/healthz")
+expect "a: /healthz over https is 200" "$([ "$status" = 200 ]; echo $?)" "got $status"
+frames=$("${CURL[@]}" --data-binary @"$FIXTURES/high_320x240.264" "$BASE/sessions/cam/nalus?flush=true" | jq -r .frames)
+expect "a: a push over https decodes every picture" "$([ "$frames" = "$(manifest high_320x240.264 frames)" ]; echo $?)" \
+    "frames $frames"
+"${CURL[@]}" -o "$TMP/latest.jpg" "$BASE/sessions/cam/frame/latest.jpg"
+expect "a: latest.jpg over https is a 320x240 JPEG" "$([ "$(jpeg_size "$TMP/latest.jpg")" = 320x240 ]; echo $?)"
+
+# b. ffmpeg, verifying the certificate
+timeout 60 ffmpeg -nostdin -hide_banner -loglevel error -re -i "$FIXTURES/high_320x240.264" -c copy -f h264 \
+    -method POST -chunked_post 1 -headers "Authorization: Bearer $TOKEN"$'\r\n' \
+    -tls_verify 1 -ca_file "$TMP/first.pem" "$BASE/sessions/live/nalus" 2> "$TMP/ffmpeg.log"
+rc=$?
+expect "b: ffmpeg's chunked push over https ended with exit 0" "$rc" "$(tail -c 300 "$TMP/ffmpeg.log")"
+decoded=$("${CURL[@]}" "$BASE/sessions/live" | jq -r .counters.framesDecoded)
+expect "b: its pictures were decoded ($decoded)" "$([ "${decoded:-0}" -gt 0 ] 2> /dev/null; echo $?)"
+
+# c. plain HTTP on the TLS port
+start=$(date +%s%N)
+plain=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz")
+rc=$?
+elapsed=$((($(date +%s%N) - start) / 1000000))
+expect "c: plain HTTP on the TLS port gets no answer and a closed connection (curl exit $rc, $elapsed ms)" \
+    "$([ "$plain" = 000 ] && [ "$rc" = 52 -o "$rc" = 56 ] && [ "$elapsed" -lt 2000 ]; echo $?)"
+status=$("${CURL[@]}" -o /dev/null -w '%{http_code}' "$BASE/healthz")
+expect "c: HTTPS still answers after it" "$([ "$status" = 200 ]; echo $?)"
+
+# d. a browser <img>, over https, with the token in the URL
+rc=$(CHROMIUM_EXTRA_FLAGS="--ignore-certificate-errors" \
+    chromium_shot "$BASE/sessions/cam/frames.mjpeg?access_token=$TOKEN" "$TMP/tls.png")
+verdict=$(png_check "$TMP/tls.png" 0 0 320 240 2>&1)
+expect "d: Chromium shows the MJPEG stream over https: $verdict" "$([[ $rc == 0 && $verdict == ok* ]]; echo $?)"
+
+# e. SIGHUP reload
+expect "e: the first certificate is served" "$([ "$(served_name)" = first ]; echo $?)"
+certificate second
+cp "$TMP/second.pem" "$TMP/server.pem"
+cp "$TMP/second.key" "$TMP/server.key"
+kill -HUP "$SERVER_PID"
+for _ in $(seq 50); do [ "$(served_name)" = second ] && break; sleep 0.1; done
+expect "e: after SIGHUP new connections get the new certificate" "$([ "$(served_name)" = second ]; echo $?)"
+status=$(curl -sS -m 10 --cacert "$TMP/second.pem" -o /dev/null -w '%{http_code}' "$BASE/healthz")
+expect "e: and verify against it" "$([ "$status" = 200 ]; echo $?)"
+echo "not a certificate" > "$TMP/server.pem"
+kill -HUP "$SERVER_PID"
+sleep 0.5
+expect "e: a broken certificate file is not taken (the previous one stays)" "$([ "$(served_name)" = second ]; echo $?)"
+expect "e: the log says why" "$(grep -q 'TLS certificate not reloaded' "$SERVER_LOG"; echo $?)"
+
+server_stop
+expect "SIGTERM: the server exited 0" "$?"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
