@@ -147,9 +147,8 @@ final class ConnectionContext: Sendable {
                 route = matched
                 request.pathParameters = parameters
                 request.route = matched.pattern
-                if matched.requiresAuth, let auth = core.auth {
-                    let outcome = auth.check(request)
-                    if outcome != .allowed { rejection = .unauthorized(invalidToken: outcome == .invalid) }
+                if matched.requiresAuth, let authorizer = core.authorizer {
+                    rejection = authorizer.authorize(request)
                 }
                 if rejection == nil, let limit = matched.maxBodyBytes, let length = request.contentLength,
                     length > limit

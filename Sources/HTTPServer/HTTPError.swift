@@ -52,18 +52,6 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
             extensions: ["max_body_bytes": String(limit)])
     }
 
-    /// `invalidToken` distinguishes "no credentials" from "wrong credentials" in the
-    /// WWW-Authenticate challenge (RFC 6750 section 3).
-    public static func unauthorized(invalidToken: Bool) -> HTTPError {
-        let challenge = invalidToken
-            ? #"Bearer realm="frametap", error="invalid_token""# : #"Bearer realm="frametap""#
-        return HTTPError(
-            status: .unauthorized, code: "unauthorized",
-            detail: invalidToken
-                ? "The bearer token is not valid." : "A bearer token is required.",
-            headers: ["WWW-Authenticate": challenge])
-    }
-
     public static func shuttingDown() -> HTTPError {
         HTTPError(
             status: .serviceUnavailable, code: "shutting_down",

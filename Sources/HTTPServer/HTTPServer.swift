@@ -26,8 +26,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var connectionMemoryLimit: Int = 32 * 1024
     /// Idle connections are closed after this; suspended connections never time out.
     public var connectionTimeout: Duration = .seconds(60)
-    /// When set, every route that requires auth needs this bearer token.
-    public var bearerToken: String?
+    /// Decides the routes that require authorization (nil: everything is open).
+    public var authorizer: (any RequestAuthorizer)?
     /// When set, the server speaks HTTPS only, with this certificate (reloaded by `reloadTLS()`).
     public var tls: TLSFiles?
     /// How long `stop()` lets in-flight requests finish before closing them.
@@ -271,7 +271,7 @@ public final class HTTPServer: Sendable {
 final class ServerCore: Sendable {
     let configuration: HTTPServerConfiguration
     let router: Router
-    let auth: BearerTokenAuth?
+    let authorizer: (any RequestAuthorizer)?
     let boundPort = Atomic<UInt16>(0)
     let listening = Atomic<Bool>(false)
     /// Set once stop() began: new requests are refused with 503 and Connection: close.
@@ -286,7 +286,7 @@ final class ServerCore: Sendable {
     init(configuration: HTTPServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
-        self.auth = configuration.bearerToken.map(BearerTokenAuth.init(token:))
+        authorizer = configuration.authorizer
         deadlines = ConnectionDeadlines(headerTimeout: configuration.headerTimeout)
     }
 

@@ -185,7 +185,7 @@ struct ServeCommand: ParsableCommand {
         }
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
         let token = try authToken ?? env.string("FRAMETAP_AUTH_TOKEN") ?? ""
-        http.bearerToken = token.isEmpty ? nil : token
+        http.authorizer = token.isEmpty ? nil : BearerTokenAuth(token: token)
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
         switch (certificate.isEmpty, key.isEmpty) {

@@ -1,0 +1,90 @@
+/// Decides whether a request may go on, after routing and before any body byte is read, for
+/// the routes that require it. Returns nil to let it through, or the problem to answer
+/// (401 `unauthorized` with a `WWW-Authenticate` challenge, 403 `forbidden`).
+public protocol RequestAuthorizer: Sendable {
+    func authorize(_ request: HTTPRequest) -> HTTPError?
+}
+
+/// The bearer token a request carries (RFC 6750): the `Authorization: Bearer` header, or, on
+/// GET and HEAD only, the `access_token` query parameter. Browsers cannot add a header to
+/// `<img src>` or to an EventSource, hence the query; it puts the token in URLs (logs,
+/// history), which is why it is limited to read-only methods.
+public enum PresentedToken: Sendable, Equatable {
+    case none
+    /// An Authorization header that is not `Bearer <token>`.
+    case malformed
+    case bearer(String)
+
+    public init(_ request: HTTPRequest) {
+        if let header = request.headers["Authorization"] {
+            let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+                self = .malformed
+                return
+            }
+            self = .bearer(String(parts[1]).trimmingSpaces())
+        } else if request.method == .get || request.method == .head, let token = request.query["access_token"] {
+            self = .bearer(token)
+        } else {
+            self = .none
+        }
+    }
+}
+
+extension HTTPError {
+    /// 401. `invalidToken` distinguishes "no credentials" from "wrong credentials" in the
+    /// WWW-Authenticate challenge (RFC 6750 section 3); `detail` says what was wrong.
+    public static func unauthorized(invalidToken: Bool, detail: String? = nil, realm: String = "frametap") -> HTTPError {
+        let challenge = invalidToken
+            ? #"Bearer realm="\#(realm)", error="invalid_token""# : #"Bearer realm="\#(realm)""#
+        return HTTPError(
+            status: .unauthorized, code: "unauthorized",
+            detail: detail ?? (invalidToken ? "The bearer token is not valid." : "A bearer token is required."),
+            headers: ["WWW-Authenticate": challenge])
+    }
+
+    /// 403: the token is valid but does not allow this request.
+    public static func forbidden(_ detail: String, realm: String = "frametap") -> HTTPError {
+        HTTPError(
+            status: .forbidden, code: "forbidden", detail: detail,
+            headers: ["WWW-Authenticate": #"Bearer realm="\#(realm)", error="insufficient_scope""#])
+    }
+}
+
+/// One shared token for every route that requires authorization.
+public struct BearerTokenAuth: RequestAuthorizer {
+    private let token: [UInt8]
+
+    public init(token: String) { self.token = Array(token.utf8) }
+
+    public func authorize(_ request: HTTPRequest) -> HTTPError? {
+        switch PresentedToken(request) {
+        case .none: .unauthorized(invalidToken: false)
+        case .malformed: .unauthorized(invalidToken: true)
+        case .bearer(let presented):
+            Self.constantTimeEquals(Array(presented.utf8), token) ? nil : .unauthorized(invalidToken: true)
+        }
+    }
+
+    /// Compares without an early exit, so the time taken does not reveal how many leading
+    /// bytes matched. The length difference is folded into the result, and the loop always
+    /// runs over the expected token's length.
+    public static func constantTimeEquals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
+        if presented.count != expected.count { difference |= 1 }
+        for index in 0..<expected.count {
+            let other = index < presented.count ? presented[index] : 0
+            difference |= other ^ expected[index]
+        }
+        return difference == 0
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var view = Substring(self)
+        while view.first == " " || view.first == "\t" { view = view.dropFirst() }
+        while view.last == " " || view.last == "\t" { view = view.dropLast() }
+        return String(view)
+    }
+}
