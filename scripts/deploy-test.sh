@@ -283,5 +283,30 @@ service = doc["services"]["frametap"]
 assert service["healthcheck"]["test"] and service["ports"] and service["environment"]
 PY
 then pass "deploy/docker-compose.yml parses (service frametap with health check)"; else fail "docker-compose.yml"; fi
+# Each session may spool one multipart upload: sessions x spool limit must fit the /tmp given.
+if "$VENV/bin/python" - "$ROOT" <<'PY'
+import glob, os, re, sys, yaml
+units = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+def size(text):
+    number, unit = re.fullmatch(r"([0-9.]+)\s*([a-zA-Z]*)", str(text).strip()).groups()
+    return float(number) * units[unit.lower()]
+root = sys.argv[1]
+checked = []
+for path in sorted(glob.glob(os.path.join(root, "deploy/k8s/deployment*.yaml"))):
+    spec = yaml.safe_load(open(path))["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env", [])}
+    tmp = next(v["emptyDir"]["sizeLimit"] for v in spec["volumes"] if v["name"] == "tmp")
+    need = int(env["FRAMETAP_MAX_SESSIONS"]) * int(env["FRAMETAP_MAX_SPOOL_BYTES"])
+    assert need <= size(tmp), f"{path}: {need} bytes of spool > emptyDir {tmp}"
+    checked.append(os.path.basename(path))
+compose = yaml.safe_load(open(os.path.join(root, "deploy/docker-compose.yml")))["services"]["frametap"]
+env = compose["environment"]
+tmpfs = next(t for t in compose["tmpfs"] if t.startswith("/tmp:"))
+limit = re.search(r"size=([0-9a-zA-Z]+)", tmpfs).group(1)
+# Docker's tmpfs sizes are binary: 1g is 1 GiB.
+assert int(env["FRAMETAP_MAX_SESSIONS"]) * int(env["FRAMETAP_MAX_SPOOL_BYTES"]) <= size(limit + "i"), "compose tmpfs too small"
+print(" ".join(checked + ["docker-compose.yml"]))
+PY
+then pass "sessions x --max-spool-bytes fits /tmp in every manifest"; else fail "spool limit vs /tmp"; fi
 
 finish
