@@ -58,4 +58,68 @@ import Testing
         #expect(first?["vendor"] is NSNull)
         #expect(first?["usable"] as? Bool == false)
     }
+
+    // MARK: - CUDA
+
+    /// No libcuda (every CI machine): no devices and the reason, never a crash.
+    @Test func cudaWithoutTheDriverLibrary() throws {
+        let cuda = HardwareProbe.probeCUDA(library: "libframetap-no-such-cuda.so.1")
+        #expect(cuda.devices.isEmpty && cuda.driverVersion == nil)
+        #expect(cuda.error?.hasPrefix("cannot load the NVIDIA driver (libframetap-no-such-cuda.so.1") == true)
+
+        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
+        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any])
+        #expect(
+            Set(json.keys) == [
+                "libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "libavcodecNVDEC",
+                "cudaDriverVersion", "cudaError", "cudaDevices",
+            ])
+        #expect(json["cudaDriverVersion"] is NSNull)
+        #expect((json["cudaDevices"] as? [Any])?.isEmpty == true)
+        #expect((json["cudaError"] as? String)?.contains("libframetap-no-such-cuda.so.1") == true)
+    }
+
+    /// The default probe on this machine: consistent whatever it has.
+    @Test func cudaOnThisMachine() {
+        let report = HardwareProbe.probe(renderNodes: [])
+        #expect(report.cudaDevices.isEmpty == (report.cudaError != nil))
+        if !FileManager.default.fileExists(atPath: "/dev/nvidiactl") {
+            #expect(report.cudaDevices.isEmpty)
+        }
+    }
+
+    @Test func cudaDeviceShapeHasExplicitNulls() throws {
+        let cuda = CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [
+                CUDADeviceReport(device: .cuda(0), index: 0, name: "Pretend GPU", totalMemoryBytes: 80 << 30),
+                CUDADeviceReport(device: .cuda(1), index: 1),
+            ])
+        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
+        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any])
+        #expect(json["cudaDriverVersion"] as? String == "12.8" && json["cudaError"] is NSNull)
+        let devices = try #require(json["cudaDevices"] as? [[String: Any]])
+        for device in devices {
+            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "usable", "error"])
+        }
+        #expect(devices[0]["device"] as? String == "cuda:0" && devices[0]["name"] as? String == "Pretend GPU")
+        #expect(devices[0]["totalMemoryBytes"] as? Int == 80 << 30 && devices[0]["usable"] as? Bool == true)
+        #expect(devices[1]["name"] is NSNull && devices[1]["opened"] is NSNull && devices[1]["error"] is NSNull)
+    }
+
+    /// Opening through a pool says which devices opened and why the others did not; the pool
+    /// keeps the opened ones for the first sessions.
+    @Test func cudaDevicesOpenedThroughAPool() {
+        let platform = PretendPlatform(cuda: [0, 1], failing: [.cuda(1): "CUDA_ERROR_DEVICES_UNAVAILABLE (46)"])
+        let pool = HardwareDevicePool(platform: platform)
+        let cuda = CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [CUDADeviceReport(device: .cuda(0), index: 0), CUDADeviceReport(device: .cuda(1), index: 1)])
+        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda, openingWith: pool)
+        #expect(report.cudaDevices.map(\.opened) == [true, false])
+        #expect(report.cudaDevices.map(\.usable) == [true, false])
+        #expect(report.cudaDevices[1].error?.contains("CUDA_ERROR_DEVICES_UNAVAILABLE") == true)
+        #expect(pool.usage().map(\.state) == [.open, .failed])
+        #expect(pool.usage().map(\.sessions) == [0, 0])
+    }
 }
