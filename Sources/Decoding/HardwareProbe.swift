@@ -81,8 +81,13 @@ public struct CUDADeviceReport: Sendable, Equatable, Encodable {
     private enum CodingKeys: String, CodingKey { case device, index, name, totalMemoryBytes, opened, usable, error }
 }
 
-/// The hardware decoding this process can use: libavcodec's VA-API and NVDEC support, every
-/// render node, and every CUDA device.
+/// The hardware decoding this process can use: libavcodec's VA-API support and every render
+/// node, and the CUDA devices (`cuda`).
+///
+/// Encoded, this is GET /system's `hardware` object, a published contract (openapi.yaml,
+/// `additionalProperties: false`), so its JSON keeps exactly the VA-API keys it had; the CUDA
+/// part encodes on its own (`cuda`, a `CUDAReport`) for the HTTP layer to add next to it when
+/// the contract does.
 public struct HardwareReport: Sendable, Equatable, Encodable {
     /// The libavcodec the process runs with (`avcodec_version()`), e.g. "59.37.100".
     public var libavcodecVersion: String
@@ -91,27 +96,20 @@ public struct HardwareReport: Sendable, Equatable, Encodable {
     /// The VA-API version of the libva headers this binary was built with (libva 2.17 is VA-API 1.17).
     public var vaapiHeaderVersion: String
     public var renderNodes: [RenderNodeReport]
-    /// Whether this libavcodec build has the NVDEC (CUDA) H.264 hwaccel at all.
-    public var libavcodecNVDEC: Bool
-    /// The CUDA driver's version, e.g. "12.8"; nil without a driver.
-    public var cudaDriverVersion: String?
-    /// Why no CUDA device can be listed (no libcuda.so.1, cuInit failed...); nil when the driver answered.
-    public var cudaError: String?
-    public var cudaDevices: [CUDADeviceReport]
+    /// NVIDIA GPUs as the CUDA driver describes them, and libavcodec's NVDEC support.
+    public var cuda: CUDAReport
+
+    public var cudaDevices: [CUDADeviceReport] { cuda.devices }
 
     public init(
         libavcodecVersion: String, libavcodecVAAPI: Bool, vaapiHeaderVersion: String, renderNodes: [RenderNodeReport],
-        libavcodecNVDEC: Bool = false, cudaDriverVersion: String? = nil, cudaError: String? = nil,
-        cudaDevices: [CUDADeviceReport] = []
+        cuda: CUDAReport = CUDAReport(driverVersion: nil, error: nil, devices: [])
     ) {
         self.libavcodecVersion = libavcodecVersion
         self.libavcodecVAAPI = libavcodecVAAPI
         self.vaapiHeaderVersion = vaapiHeaderVersion
         self.renderNodes = renderNodes
-        self.libavcodecNVDEC = libavcodecNVDEC
-        self.cudaDriverVersion = cudaDriverVersion
-        self.cudaError = cudaError
-        self.cudaDevices = cudaDevices
+        self.cuda = cuda
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -120,29 +118,41 @@ public struct HardwareReport: Sendable, Equatable, Encodable {
         try container.encode(libavcodecVAAPI, forKey: .libavcodecVAAPI)
         try container.encode(vaapiHeaderVersion, forKey: .vaapiHeaderVersion)
         try container.encode(renderNodes, forKey: .renderNodes)
-        try container.encode(libavcodecNVDEC, forKey: .libavcodecNVDEC)
-        try container.encode(cudaDriverVersion, forKey: .cudaDriverVersion)  // explicit nulls: one stable shape
-        try container.encode(cudaError, forKey: .cudaError)
-        try container.encode(cudaDevices, forKey: .cudaDevices)
     }
 
-    private enum CodingKeys: String, CodingKey {
-        case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes, libavcodecNVDEC, cudaDriverVersion
-        case cudaError, cudaDevices
-    }
+    private enum CodingKeys: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes }
 }
 
-/// What the CUDA driver says, separately from the render nodes.
-public struct CUDAReport: Sendable, Equatable {
+/// What the CUDA driver says: its version and every device, or why there are none.
+public struct CUDAReport: Sendable, Equatable, Encodable {
+    /// Whether this libavcodec build has the NVDEC (CUDA) H.264 hwaccel at all (by default: this
+    /// process's libavcodec).
+    public var libavcodecNVDEC: Bool
+    /// The CUDA driver's version, e.g. "12.8"; nil without a driver.
     public var driverVersion: String?
+    /// Why no CUDA device can be listed (no libcuda.so.1, cuInit failed...); nil when the driver answered.
     public var error: String?
     public var devices: [CUDADeviceReport]
 
-    public init(driverVersion: String?, error: String?, devices: [CUDADeviceReport]) {
+    public init(
+        driverVersion: String?, error: String?, devices: [CUDADeviceReport],
+        libavcodecNVDEC: Bool? = nil
+    ) {
+        self.libavcodecNVDEC = libavcodecNVDEC ?? LibavHardwareSupport.decodes(.cuda)
         self.driverVersion = driverVersion
         self.error = error
         self.devices = devices
     }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(libavcodecNVDEC, forKey: .libavcodecNVDEC)
+        try container.encode(driverVersion, forKey: .driverVersion)  // explicit nulls: one stable shape
+        try container.encode(error, forKey: .error)
+        try container.encode(devices, forKey: .devices)
+    }
+
+    private enum CodingKeys: String, CodingKey { case libavcodecNVDEC, driverVersion, error, devices }
 }
 
 /// Asks libva directly what each DRM render node can do, so `frametap serve` can say at start-up
@@ -158,13 +168,22 @@ public enum HardwareProbe {
     /// and every CUDA device the driver reports. With a `pool`, each CUDA device is also opened
     /// through it (and stays open there, warm for the first session); without, only the driver
     /// is asked, which costs no GPU memory.
-    public static func probe(directory: String = "/dev/dri", openingWith pool: HardwareDevicePool? = nil) -> HardwareReport {
-        probe(renderNodes: VAAPIDevice.scanRenderNodes(directory: directory), openingWith: pool)
+    public static func probe(directory: String = "/dev/dri") -> HardwareReport {
+        probe(renderNodes: VAAPIDevice.scanRenderNodes(directory: directory))
     }
 
-    /// Probes the given nodes, in order, and the CUDA devices.
+    public static func probe(directory: String = "/dev/dri", openingWith pool: HardwareDevicePool) -> HardwareReport {
+        probe(renderNodes: VAAPIDevice.scanRenderNodes(directory: directory), cuda: probeCUDA(), openingWith: pool)
+    }
+
+    /// Probes the given nodes, in order, and the CUDA devices the driver reports.
+    public static func probe(renderNodes: [String]) -> HardwareReport {
+        probe(renderNodes: renderNodes, cuda: probeCUDA(), openingWith: nil)
+    }
+
+    /// Probes the given nodes, in order, and `cuda`'s devices (opened through `pool` if given).
     public static func probe(
-        renderNodes: [String], cuda: CUDAReport = probeCUDA(), openingWith pool: HardwareDevicePool? = nil
+        renderNodes: [String], cuda: CUDAReport, openingWith pool: HardwareDevicePool? = nil
     ) -> HardwareReport {
         let avcodec = avcodec_version()
         var cuda = cuda
@@ -173,8 +192,7 @@ public enum HardwareProbe {
             libavcodecVersion: "\(avcodec >> 16).\((avcodec >> 8) & 0xFF).\(avcodec & 0xFF)",
             libavcodecVAAPI: LibavHardwareSupport.decodes(.vaapi),
             vaapiHeaderVersion: "\(VA_MAJOR_VERSION).\(VA_MINOR_VERSION).\(VA_MICRO_VERSION)",
-            renderNodes: renderNodes.map(probeNode), libavcodecNVDEC: LibavHardwareSupport.decodes(.cuda),
-            cudaDriverVersion: cuda.driverVersion, cudaError: cuda.error, cudaDevices: cuda.devices)
+            renderNodes: renderNodes.map(probeNode), cuda: cuda)
     }
 
     /// The CUDA devices of the driver in `library` (`dlopen`; the process's own driver by

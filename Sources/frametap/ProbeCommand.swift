@@ -88,6 +88,7 @@ extension ProbeCommand {
 
     struct HardwareOutput: Encodable {
         let hardware: HardwareReport
+        let cuda: CUDAReport
         let opens: [DeviceOpen]
         let devices: [HardwareDeviceUsage]
     }
@@ -111,7 +112,8 @@ extension ProbeCommand {
                 }
             }
         }
-        let output = HardwareOutput(hardware: HardwareProbe.probe(), opens: opens, devices: pool.usage())
+        let report = HardwareProbe.probe()
+        let output = HardwareOutput(hardware: report, cuda: report.cuda, opens: opens, devices: pool.usage())
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         print(String(decoding: try encoder.encode(output), as: UTF8.self))
