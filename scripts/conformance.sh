@@ -156,9 +156,9 @@ check_stream() {
     report PASS "$file" "md5 $md5 (frame count not checked: no 'decoded N frames' summary on stderr)"
   fi
   if [ "$rc" -eq 0 ] && [ "$md5" = "$expected_md5" ]; then
-    case ${used%% *} in
-      cuda | vaapi) on_hardware=$((on_hardware + 1)) ;;
-      software) [ -n "$refusal" ] || [ "${used#software software:}" != "$used" ] && fell_back=$((fell_back + 1)) ;;
+    case $used in
+      cuda\ * | vaapi\ *) on_hardware=$((on_hardware + 1)) ;;
+      "software software: "*) fell_back=$((fell_back + 1)) ;;  # auto's reason for leaving hardware
     esac
   fi
 }
