@@ -107,7 +107,8 @@ public struct HardwareCapability: Sendable, Equatable {
     /// Why a stream with this SPS cannot go to this engine, or nil when it can (as far as the
     /// SPS tells). Bit depth is checked first: High 10 says more about a 10-bit stream than its chroma.
     public func refusal(for sps: SequenceParameterSet) -> Refusal? {
-        let profile = sps.profileName
+        // Checked for every picture on the hardware: the name is only built for a refusal.
+        var profile: String { sps.profileName }
         let depth = max(sps.bitDepthLuma, sps.bitDepthChroma)
         if depth > maxBitDepth {
             let chroma = sps.chromaArrayType == 1 ? "" : " \(Self.chromaName(sps.chromaFormatIdc))"
