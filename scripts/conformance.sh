@@ -8,7 +8,14 @@
 # e.g. the third-party corpus, Tests/Fixtures, or a user's own copy of the conformance suite.
 #
 # Usage: scripts/conformance.sh CORPUS_DIR FRAMETAP_BIN
-# Environment: DECODE_TIMEOUT (seconds per stream, default 120).
+# Environment: DECODE_TIMEOUT (seconds per stream, default 120);
+#   BACKEND=auto|cuda|vaapi|software passes --backend (default: the CLI's own, auto);
+#   HW_DEVICES=LIST passes --hw-devices (e.g. cuda:0).
+# Each PASS line names the back end that decoded the stream. With BACKEND=cuda or vaapi (the
+# hardware is required), a stream the hardware refuses (decode fails naming unsupported_profile,
+# unsupported_chroma, too_large, no_hw_format or hwaccel_init_failed) is decoded again with
+# --backend auto and must then match through its software fallback, which the line names; any
+# other failure on the hardware (no device, wrong bytes) is a FAIL.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -18,7 +25,15 @@ fi
 corpus=$1
 frametap=$2
 timeout_s=${DECODE_TIMEOUT:-120}
+backend=${BACKEND:-}
+hw_devices=${HW_DEVICES:-}
 manifest="$corpus/MANIFEST.tsv"
+case $backend in
+  '' | auto | cuda | vaapi | software) ;;
+  *) echo "conformance: BACKEND must be auto, cuda, vaapi or software, not '$backend'" >&2; exit 2 ;;
+esac
+hw_args=()
+[ -n "$hw_devices" ] && hw_args=(--hw-devices "$hw_devices")
 
 if [ ! -f "$manifest" ]; then
   echo "conformance: $manifest not found" >&2
@@ -34,6 +49,8 @@ trap 'rm -rf "$work"' EXIT
 
 passed=0
 failed=0
+on_hardware=0
+fell_back=0
 
 report() {  # report PASS|FAIL|SKIP NAME DETAILS
   printf '%-4s  %s  %s\n' "$1" "$2" "$3"
@@ -73,17 +90,56 @@ decoded_frame_count() {
   grep -oE 'decoded [0-9]+ frames?' "$work/stderr" | tail -n1 | grep -oE '[0-9]+' || true
 }
 
-check_stream() {
-  local file=$1 expected_frames=$2 expected_md5=$3
-  local path="$corpus/$file" rc md5 bytes frames problem message
+# The summary ends with "; backend NAME (REASON)": prints "NAME REASON".
+backend_used() {
+  grep -E 'frametap: decoded [0-9]+ frames?' "$work/stderr" | tail -n1 |
+    sed -nE 's/.*; backend ([a-z]+) \((.*)\)$/\1 \2/p' || true
+}
+
+# A required back end's refusal of the stream itself (not of the device): its reason code.
+hardware_refusal() {
+  grep -oE '\((unsupported_profile|unsupported_chroma|too_large|no_hw_format|hwaccel_init_failed)\)' \
+    "$work/stderr" | head -n1 | tr -d '()' || true
+}
+
+run_decode() {  # run_decode PATH BACKEND -> $work/stderr, $work/digest; returns the exit status
+  local path=$1 choice=$2 rc
+  local args=()
+  [ -n "$choice" ] && args=(--backend "$choice")
   set +e
   timeout --kill-after=10 "$timeout_s" "$frametap" decode "$path" --format yuv --output - \
-    2>"$work/stderr" </dev/null | digest_and_count >"$work/digest"
+    ${args[@]+"${args[@]}"} ${hw_args[@]+"${hw_args[@]}"} 2>"$work/stderr" </dev/null |
+    digest_and_count >"$work/digest"
   rc=${PIPESTATUS[0]}
   set -e
+  return "$rc"
+}
+
+check_stream() {
+  local file=$1 expected_frames=$2 expected_md5=$3
+  local path="$corpus/$file" rc md5 bytes frames problem message used refusal="" where
+  rc=0
+  run_decode "$path" "$backend" || rc=$?
+  if [ "$rc" -ne 0 ] && { [ "$backend" = cuda ] || [ "$backend" = vaapi ]; }; then
+    refusal=$(hardware_refusal)
+    if [ -n "$refusal" ]; then
+      rc=0
+      run_decode "$path" auto || rc=$?
+    fi
+  fi
   read -r md5 bytes <"$work/digest"
   frames=$(decoded_frame_count)
   message=$(last_stderr_line)
+  used=$(backend_used)
+  if [ -z "$used" ]; then
+    where="back end not named"
+  elif [ -n "$refusal" ]; then
+    where="$backend refused it ($refusal); auto decoded it on ${used%% *} (${used#* })"
+  elif [ -n "$backend" ]; then
+    where="on ${used%% *} (${used#* })"
+  else
+    where="on ${used%% *}"
+  fi
 
   problem=$(abnormal_exit "$rc")
   if [ -n "$problem" ]; then
@@ -95,20 +151,23 @@ check_stream() {
   elif [ -n "$frames" ] && [ -n "$expected_frames" ] && [ "$frames" != "$expected_frames" ]; then
     report FAIL "$file" "md5 ok but summary says $frames frames, expected $expected_frames"
   elif [ -n "$frames" ]; then
-    report PASS "$file" "$frames frames, md5 $md5"
+    report PASS "$file" "$frames frames, md5 $md5, $where"
   else
     report PASS "$file" "md5 $md5 (frame count not checked: no 'decoded N frames' summary on stderr)"
+  fi
+  if [ "$rc" -eq 0 ] && [ "$md5" = "$expected_md5" ]; then
+    case $used in
+      cuda\ * | vaapi\ *) on_hardware=$((on_hardware + 1)) ;;
+      "software software: "*) fell_back=$((fell_back + 1)) ;;  # auto's reason for leaving hardware
+    esac
   fi
 }
 
 check_negative() {
   local file=$1
   local path="$corpus/$file" rc problem message
-  set +e
-  timeout --kill-after=10 "$timeout_s" "$frametap" decode "$path" --format yuv --output - \
-    2>"$work/stderr" >/dev/null </dev/null
-  rc=$?
-  set -e
+  rc=0
+  run_decode "$path" "$backend" || rc=$?
   message=$(last_stderr_line)
   problem=$(abnormal_exit "$rc")
   if [ -n "$problem" ]; then
@@ -141,5 +200,9 @@ while IFS=$'\x1f' read -r -u 3 file _source _notes _width _height frames _pix_fm
   fi
 done 3< <(tr '\t' '\037' <"$manifest")
 
-echo "$passed passed, $failed failed"
+if [ -n "$backend" ]; then
+  echo "$passed passed, $failed failed ($on_hardware decoded on hardware, $fell_back by a software fallback; BACKEND=$backend)"
+else
+  echo "$passed passed, $failed failed"
+fi
 [ "$failed" -eq 0 ]

@@ -48,6 +48,13 @@ public struct DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(code.rawValue): \(message)" }
 
+    /// Whether, from a hardware decoder, this error points at the device rather than the
+    /// bitstream: libavcodec reports a failed NVDEC/VA-API call as an unknown or allocation
+    /// error ("No decoder surfaces left"), and broken input as invalid data.
+    public var suggestsDeviceFailure: Bool {
+        code == .decoderFailure || code == .allocationFailed
+    }
+
     /// Maps a negative libav* return value. `operation` says what failed in the user's terms,
     /// libavutil's text says why; the numeric code and the C function name help no one reading
     /// an HTTP problem or a CLI message.

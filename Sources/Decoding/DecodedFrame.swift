@@ -1,6 +1,7 @@
 import CFFmpeg
 import Foundation
 import H264
+import Synchronization
 
 /// The coding type of a decoded picture, as libavcodec reports it.
 public enum PictureType: String, Sendable {
@@ -58,12 +59,24 @@ public enum ColorMatrix: String, Sendable {
 /// One decoded picture. Immutable and shared by reference: it owns an `AVFrame` whose
 /// pixel buffers are reference-counted by libavutil, so handing a frame to many readers
 /// (the latest-picture slot, encoders, raw writers) never copies pixels.
+///
+/// A picture decoded on a GPU (CUDA or VA-API) stays there until something reads its pixels:
+/// `plane(_:)`, `appendPackedPlanes(to:)`, `avFrame` and `systemFrame()` download it first,
+/// once, under a lock (readers on other threads wait for that one download and share it).
+/// Readers never see device memory: every pointer this type hands out is system memory.
+/// The downloaded picture is presented in the software decoder's layout: the NV12 that NVDEC
+/// and VA-API produce for 8-bit 4:2:0 becomes `yuv420p` (or `yuvj420p`), the same samples with
+/// the chroma de-interleaved, so a picture looks the same (format, planes, bytes) whichever
+/// back end decoded it. `pixelFormat` is that presented format from the start.
 public final class DecodedFrame: @unchecked Sendable {
-    // @unchecked: the AVFrame is never mutated after init, and libavutil's buffer
-    // reference counts are atomic, so concurrent readers and the final free are safe.
-    private let frame: UnsafeMutablePointer<AVFrame>
+    // @unchecked: the metadata is immutable; the pixels sit behind a Mutex and change at most
+    // once (device -> system memory, or -> unavailable). The system-memory AVFrame is never
+    // mutated after that, and libavutil's buffer reference counts are atomic, so concurrent
+    // readers and the final free are safe.
+    private let pixels: Mutex<Pixels>
+    private let downloads: FrameDownloadCounter
 
-    /// Position in output order within its decoder, starting at 1.
+    /// Position in output order within its stream, starting at 1.
     public let sequence: UInt64
     /// Presentation timestamp in the caller's time base, when the input carried one.
     public let pts: Int64?
@@ -76,39 +89,145 @@ public final class DecodedFrame: @unchecked Sendable {
     /// Display (cropped) size.
     public let width: Int
     public let height: Int
+    /// The format of the planes readers get (for a device picture: after the download).
     public let pixelFormat: AVPixelFormat
     public let colorRange: ColorRange
     public let colorMatrix: ColorMatrix
+    /// The back end that decoded this picture.
+    public let decodedBy: DecoderBackend
     /// Wall-clock time the decoder returned this picture.
     public let decodedAt: Date
     /// Monotonic time the decoder returned this picture (for ages and latencies).
     public let decodedAtUptimeNanoseconds: UInt64
 
-    /// Takes ownership of `frame` (which must hold system-memory pixels).
-    public init(taking frame: UnsafeMutablePointer<AVFrame>, sequence: UInt64, pts: Int64?) {
-        self.frame = frame
+    // @unchecked: the AVFrames are owned by one DecodedFrame and only touched under its lock;
+    // Mutex needs a Sendable (or `sending`) value and the same pointer also feeds the metadata.
+    enum Pixels: @unchecked Sendable {
+        case system(UnsafeMutablePointer<AVFrame>)
+        case device(UnsafeMutablePointer<AVFrame>, DeviceDownload)
+        case unavailable(DecodeError)
+    }
+
+    /// How a device picture becomes a system-memory one in `pixelFormat`.
+    struct DeviceDownload {
+        let transfer: @Sendable (UnsafePointer<AVFrame>, AVPixelFormat) throws(DecodeError) -> UnsafeMutablePointer<AVFrame>
+    }
+
+    /// Takes ownership of `frame`, which must hold system-memory pixels.
+    public convenience init(taking frame: UnsafeMutablePointer<AVFrame>, sequence: UInt64, pts: Int64?) {
+        self.init(
+            metadata: frame, pixelFormat: AVPixelFormat(frame.pointee.format), decodedBy: .software,
+            pixels: .system(frame), sequence: sequence, pts: pts, downloads: .shared)
+    }
+
+    /// Takes ownership of `surface`, a hardware frame (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`).
+    /// `softwareFormat` is the format libavcodec's software decoder would have output
+    /// (`AVCodecContext.sw_pix_fmt`): the picture is presented in it when the download allows.
+    convenience init(
+        takingSurface surface: UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
+        sequence: UInt64, pts: Int64?, downloads: FrameDownloadCounter
+    ) {
+        let downloaded = Self.transferFormat(of: surface)
+        let presented = Self.presentedFormat(downloaded: downloaded, softwareFormat: softwareFormat)
+        self.init(
+            metadata: surface, pixelFormat: presented, decodedBy: decodedBy,
+            pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), sequence: sequence, pts: pts,
+            downloads: downloads)
+    }
+
+    init(
+        metadata frame: UnsafePointer<AVFrame>, pixelFormat: AVPixelFormat, decodedBy: DecoderBackend,
+        pixels: Pixels, sequence: UInt64, pts: Int64?, downloads: FrameDownloadCounter
+    ) {
+        self.pixels = Mutex(pixels)
+        self.downloads = downloads
         self.sequence = sequence
         self.pts = pts
         self.isKeyframe = frame.pointee.key_frame != 0  // FFmpeg 5.1 has no AV_FRAME_FLAG_KEY yet
         self.pictureType = PictureType(frame.pointee.pict_type)
         self.hasDecodeErrors =
             frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0
-        self.width = Int(frame.pointee.width)
-        self.height = Int(frame.pointee.height)
-        self.pixelFormat = AVPixelFormat(frame.pointee.format)
-        self.colorRange = ColorRange(frame.pointee.color_range, pixelFormat: AVPixelFormat(frame.pointee.format))
+        // Hardware frames keep their left/top crop until the download (libavcodec can only
+        // shrink a surface from the right and bottom); software frames come fully cropped.
+        let cropX = Int(frame.pointee.crop_left) + Int(frame.pointee.crop_right)
+        let cropY = Int(frame.pointee.crop_top) + Int(frame.pointee.crop_bottom)
+        self.width = max(0, Int(frame.pointee.width) - cropX)
+        self.height = max(0, Int(frame.pointee.height) - cropY)
+        self.pixelFormat = pixelFormat
+        self.colorRange = ColorRange(frame.pointee.color_range, pixelFormat: pixelFormat)
         self.colorMatrix = ColorMatrix(frame.pointee.colorspace)
+        self.decodedBy = decodedBy
         self.decodedAt = Date()
         self.decodedAtUptimeNanoseconds = DispatchTime.now().uptimeNanoseconds
     }
 
     deinit {
-        var owned: UnsafeMutablePointer<AVFrame>? = frame
-        av_frame_free(&owned)
+        pixels.withLock { pixels in
+            switch pixels {
+            case .system(let frame), .device(let frame, _):
+                var owned: UnsafeMutablePointer<AVFrame>? = frame
+                av_frame_free(&owned)
+            case .unavailable:
+                break
+            }
+        }
     }
 
-    /// Read-only access for the imaging code (swscale/TurboJPEG take the planes directly).
-    public var avFrame: UnsafePointer<AVFrame> { UnsafePointer(frame) }
+    // MARK: - Where the pixels are
+
+    /// True while the pixels are still in GPU memory (never for a software-decoded picture).
+    public var isOnDevice: Bool {
+        pixels.withLock { if case .device = $0 { true } else { false } }
+    }
+
+    /// Why the download failed; the picture then has no planes.
+    public var downloadError: DecodeError? {
+        pixels.withLock { if case .unavailable(let error) = $0 { error } else { nil } }
+    }
+
+    /// The picture in system memory, downloading it first if it is still on the device
+    /// (once; counted in `DecoderOptions.frameDownloads`). Valid as long as this object lives.
+    public func systemFrame() throws(DecodeError) -> UnsafePointer<AVFrame> {
+        try materialize(spilled: false)
+    }
+
+    /// Read-only access for the imaging code; nil when a device picture could not be downloaded.
+    public var avFrame: UnsafePointer<AVFrame>? { try? systemFrame() }
+
+    /// The decoder hands a surface back to its pool by downloading the picture (see `DeviceFrameBudget`).
+    func spillToSystemMemory() {
+        _ = try? materialize(spilled: true)
+    }
+
+    private func materialize(spilled: Bool) throws(DecodeError) -> UnsafePointer<AVFrame> {
+        let result: Result<UnsafePointer<AVFrame>, DecodeError> = pixels.withLock { pixels in
+            switch pixels {
+            case .system(let frame):
+                return .success(UnsafePointer(frame))
+            case .unavailable(let error):
+                return .failure(error)
+            case .device(let surface, let download):
+                var owned: UnsafeMutablePointer<AVFrame>? = surface
+                do throws(DecodeError) {
+                    let system = try download.transfer(UnsafePointer(surface), pixelFormat)
+                    av_frame_free(&owned)  // the surface goes back to the decoder's pool now
+                    pixels = .system(system)
+                    downloads.recordDownload(bytes: packedSize(of: system), spilled: spilled)
+                    return .success(UnsafePointer(system))
+                } catch {
+                    // Final: the surface is released either way, so a broken device cannot
+                    // starve the decoder by pictures that are retried forever.
+                    av_frame_free(&owned)
+                    pixels = .unavailable(error)
+                    downloads.recordFailure()
+                    return .failure(error)
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    // MARK: - Planes (system memory only)
 
     /// libavutil's name of the pixel format, e.g. `yuv420p`, `yuv420p10le`, `nv12`.
     public var pixelFormatName: String {
@@ -118,18 +237,28 @@ public final class DecodedFrame: @unchecked Sendable {
 
     /// Bytes per row and rows of plane `index` (cropped), or nil when the format has no such plane.
     public func planeGeometry(_ index: Int) -> (rowBytes: Int, rows: Int)? {
-        guard let desc = av_pix_fmt_desc_get(pixelFormat) else { return nil }
-        let planeCount = Int(av_pix_fmt_count_planes(pixelFormat))
+        Self.planeGeometry(index, format: pixelFormat, width: width, height: height)
+    }
+
+    static func planeGeometry(_ index: Int, format: AVPixelFormat, width: Int, height: Int) -> (rowBytes: Int, rows: Int)? {
+        guard let desc = av_pix_fmt_desc_get(format) else { return nil }
+        let planeCount = Int(av_pix_fmt_count_planes(format))
         guard index < planeCount else { return nil }
-        let rowBytes = Int(av_image_get_linesize(pixelFormat, Int32(width), Int32(index)))
+        let rowBytes = Int(av_image_get_linesize(format, Int32(width), Int32(index)))
         let isChroma = (index == 1 || index == 2) && (desc.pointee.flags & UInt64(AV_PIX_FMT_FLAG_RGB)) == 0
         let rows = isChroma ? -((-height) >> Int(desc.pointee.log2_chroma_h)) : height
         return (rowBytes, rows)
     }
 
-    /// Base pointer and stride (bytes, may exceed `rowBytes`) of plane `index`.
+    /// Base pointer and stride (bytes, may exceed `rowBytes`) of plane `index`, in system
+    /// memory (a device picture is downloaded first); nil when there is no such plane or the
+    /// download failed (`downloadError`).
     public func plane(_ index: Int) -> (base: UnsafePointer<UInt8>, stride: Int)? {
-        guard planeGeometry(index) != nil else { return nil }
+        guard planeGeometry(index) != nil, let frame = try? systemFrame() else { return nil }
+        return Self.plane(index, of: frame)
+    }
+
+    static func plane(_ index: Int, of frame: UnsafePointer<AVFrame>) -> (base: UnsafePointer<UInt8>, stride: Int)? {
         let data = withUnsafePointer(to: frame.pointee.data) { tuple in
             tuple.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { $0[index] }
         }
@@ -151,17 +280,125 @@ public final class DecodedFrame: @unchecked Sendable {
         return total
     }
 
+    private func packedSize(of frame: UnsafePointer<AVFrame>) -> Int {
+        var total = 0
+        var index = 0
+        while let geometry = Self.planeGeometry(
+            index, format: AVPixelFormat(frame.pointee.format), width: Int(frame.pointee.width),
+            height: Int(frame.pointee.height))
+        {
+            total += geometry.rowBytes * geometry.rows
+            index += 1
+        }
+        return total
+    }
+
     /// Appends the tightly packed, cropped native planes to `output`, plane after plane.
     /// This is the byte layout of `ffmpeg -f rawvideo` in the native pixel format.
+    /// Appends nothing when a device picture cannot be downloaded (see `downloadError`).
     public func appendPackedPlanes(to output: inout [UInt8]) {
+        guard let frame = try? systemFrame() else { return }
         output.reserveCapacity(output.count + packedSize)
         var index = 0
-        while let geometry = planeGeometry(index), let plane = plane(index) {
+        while let geometry = planeGeometry(index), let plane = Self.plane(index, of: frame) {
             for row in 0..<geometry.rows {
                 let start = plane.base + row * plane.stride
                 output.append(contentsOf: UnsafeBufferPointer(start: start, count: geometry.rowBytes))
             }
             index += 1
         }
+    }
+}
+
+// MARK: - Downloading a hardware surface
+
+extension DecodedFrame {
+    /// The format `av_hwframe_transfer_data` gives for this surface: its frames context's
+    /// `sw_format` (NV12 for 8-bit 4:2:0 on NVDEC and VA-API).
+    static func transferFormat(of surface: UnsafePointer<AVFrame>) -> AVPixelFormat {
+        guard let framesRef = surface.pointee.hw_frames_ctx, let data = framesRef.pointee.data else {
+            return AV_PIX_FMT_NV12
+        }
+        return UnsafeRawPointer(data).assumingMemoryBound(to: AVHWFramesContext.self).pointee.sw_format
+    }
+
+    /// NV12 is presented as the software decoder's planar 4:2:0; anything else as downloaded.
+    static func presentedFormat(downloaded: AVPixelFormat, softwareFormat: AVPixelFormat) -> AVPixelFormat {
+        let planar420 = [AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ420P]
+        if downloaded == AV_PIX_FMT_NV12 && planar420.contains(softwareFormat) { return softwareFormat }
+        return downloaded
+    }
+
+    /// Surface -> system memory in `format`. The transfer copies only pixels, so timestamps,
+    /// colour properties and the crop are copied separately (see `present`).
+    @Sendable static func downloadSurface(
+        _ surface: UnsafePointer<AVFrame>, as format: AVPixelFormat
+    ) throws(DecodeError) -> UnsafeMutablePointer<AVFrame> {
+        guard let transferred = av_frame_alloc() else { throw DecodeError(.allocationFailed, "av_frame_alloc") }
+        var owned: UnsafeMutablePointer<AVFrame>? = transferred
+        defer { av_frame_free(&owned) }
+        transferred.pointee.format = transferFormat(of: surface).rawValue
+        var status = av_hwframe_transfer_data(transferred, surface, 0)
+        if status >= 0 { status = av_frame_copy_props(transferred, surface) }
+        guard status >= 0 else { throw DecodeError(averror: status, "downloading a hardware-decoded picture") }
+        return try present(transferred, as: format)
+    }
+
+    /// A downloaded (uncropped) picture as readers get it: cropped (libavcodec could only apply
+    /// the right/bottom crop to the surface, the rest is applied here) and in `format`.
+    /// Leaves `downloaded` to the caller.
+    static func present(
+        _ downloaded: UnsafeMutablePointer<AVFrame>, as format: AVPixelFormat
+    ) throws(DecodeError) -> UnsafeMutablePointer<AVFrame> {
+        guard let result = av_frame_clone(downloaded) else { throw DecodeError(.allocationFailed, "av_frame_clone") }
+        var owned: UnsafeMutablePointer<AVFrame>? = result
+        let status = av_frame_apply_cropping(result, Int32(AV_FRAME_CROP_UNALIGNED))
+        guard status >= 0 else {
+            av_frame_free(&owned)
+            throw DecodeError(averror: status, "cropping a downloaded picture")
+        }
+        guard AVPixelFormat(result.pointee.format) != format else { return result }
+        defer { av_frame_free(&owned) }
+        return try deinterleaveNV12(result, as: format)
+    }
+
+    /// NV12 -> planar 4:2:0 (`yuv420p`/`yuvj420p`): luma copied, chroma pairs split. The same
+    /// samples, so the bytes equal the software decoder's when the decode is bit-exact.
+    static func deinterleaveNV12(
+        _ source: UnsafePointer<AVFrame>, as format: AVPixelFormat
+    ) throws(DecodeError) -> UnsafeMutablePointer<AVFrame> {
+        guard AVPixelFormat(source.pointee.format) == AV_PIX_FMT_NV12,
+            format == AV_PIX_FMT_YUV420P || format == AV_PIX_FMT_YUVJ420P
+        else {
+            throw DecodeError(.decoderFailure, "cannot present a downloaded picture as \(format.rawValue)")
+        }
+        guard let output = av_frame_alloc() else { throw DecodeError(.allocationFailed, "av_frame_alloc") }
+        var owned: UnsafeMutablePointer<AVFrame>? = output
+        let width = Int(source.pointee.width)
+        let height = Int(source.pointee.height)
+        output.pointee.format = format.rawValue
+        output.pointee.width = Int32(width)
+        output.pointee.height = Int32(height)
+        var status = av_frame_get_buffer(output, 0)
+        if status >= 0 { status = av_frame_copy_props(output, source) }
+        guard status >= 0, let luma = plane(0, of: source), let chroma = plane(1, of: source),
+            let outLuma = output.pointee.data.0, let outU = output.pointee.data.1, let outV = output.pointee.data.2
+        else {
+            av_frame_free(&owned)
+            throw DecodeError(.allocationFailed, "allocating a \(width)x\(height) picture for a downloaded frame")
+        }
+        av_image_copy_plane(outLuma, output.pointee.linesize.0, luma.base, Int32(luma.stride), Int32(width), Int32(height))
+        let chromaWidth = (width + 1) / 2
+        let chromaHeight = (height + 1) / 2
+        for row in 0..<chromaHeight {
+            let pairs = chroma.base + row * chroma.stride
+            let u = outU + row * Int(output.pointee.linesize.1)
+            let v = outV + row * Int(output.pointee.linesize.2)
+            for column in 0..<chromaWidth {
+                u[column] = pairs[2 * column]
+                v[column] = pairs[2 * column + 1]
+            }
+        }
+        return output
     }
 }

@@ -2,17 +2,30 @@ import H264
 
 /// The decoder back end a caller asks for.
 public enum DecoderBackendChoice: String, Sendable, CaseIterable {
-    /// VA-API when a render node opens and the stream's profile is supported, else software.
+    /// The first that works: CUDA (NVDEC), then VA-API, then software. Each decoder falls back
+    /// to software on its own when its hardware cannot take the stream (see `StreamDecoder`).
     case auto
-    /// VA-API or nothing: creating the decoder fails with `.decoderUnavailable` without it.
+    /// NVDEC through CUDA or nothing: creating the decoder fails with `.decoderUnavailable`
+    /// without a device, and a stream NVDEC cannot decode is refused, never decoded in software.
+    case cuda
+    /// VA-API or nothing, like `cuda`.
     case vaapi
     /// libavcodec's software H.264 decoder.
     case software
 }
 
 /// The decoder back end actually in use.
-public enum DecoderBackend: String, Sendable {
-    case software, vaapi
+public enum DecoderBackend: String, Sendable, CaseIterable {
+    case software, cuda, vaapi
+
+    /// The hardware kind behind this back end; nil for software.
+    public var hardwareKind: HardwareDeviceKind? {
+        switch self {
+        case .software: nil
+        case .cuda: .cuda
+        case .vaapi: .vaapi
+        }
+    }
 }
 
 /// Largest picture a decoder accepts, checked from the SPS before any pixel memory is allocated,
@@ -74,7 +87,7 @@ public enum DecoderThreadType: String, Sendable, CaseIterable {
 /// picture, and a server runs many sessions on the same two cores, where extra threads only add
 /// contention. So the default (and `lowLatency`, for the server) is one thread; the CLI decodes
 /// one file as fast as it can and uses `throughput` (automatic frame threading plus the CLI's
-/// probe). A GPU back end does the work itself, so one thread is right for VA-API too.
+/// probe). A GPU back end does the work itself: hardware codec contexts always get one thread.
 /// `AV_CODEC_FLAG_LOW_DELAY` is not offered: its effect here is switching frame threading off,
 /// and with one thread there is no frame-threading delay left for it to remove.
 public struct DecoderOptions: Sendable {
@@ -108,8 +121,20 @@ public struct DecoderOptions: Sendable {
     /// the full emulation for byte-exact parity even with streams whose SPS understates it.
     public var probeOnlyUnannouncedReordering: Bool = false
     public var sizeLimit: PictureSizeLimit
-    /// DRM render nodes to try for VA-API, in order; nil scans `/dev/dri/renderD*`.
-    public var renderNodes: [String]?
+    /// The hardware devices decoders may use (`--hw-devices`); nil: every CUDA device the
+    /// driver reports, then every `/dev/dri/renderD*`.
+    public var hardwareDevices: HardwareDeviceList?
+    /// Where hardware decoders get their device context; tests inject their own.
+    public var devicePool: HardwareDevicePool
+    /// Counts downloads of hardware-decoded pictures to system memory (`/metrics`).
+    public var frameDownloads: FrameDownloadCounter
+    /// Pictures of one hardware decoder that may stay in GPU memory at once before the oldest
+    /// is downloaded to free its surface (see `DeviceFrameBudget`); the codec context gets one
+    /// more than this as `extra_hw_frames`.
+    public var deviceFramesHeld: Int = 3
+    /// With `auto`: this many access units in a row failing on the hardware decoder make the
+    /// stream continue in software from its next keyframe (see `StreamDecoder`).
+    public var hardwareFailureLimit: Int = 3
 
     public init(
         backend: DecoderBackendChoice = .auto,
@@ -117,14 +142,18 @@ public struct DecoderOptions: Sendable {
         threadType: DecoderThreadType = .slice,
         emulateFFmpegProbe: Bool = false,
         sizeLimit: PictureSizeLimit = PictureSizeLimit(),
-        renderNodes: [String]? = nil
+        hardwareDevices: HardwareDeviceList? = nil,
+        devicePool: HardwareDevicePool = .shared,
+        frameDownloads: FrameDownloadCounter = .shared
     ) {
         self.backend = backend
         self.threads = threads
         self.threadType = threadType
         self.emulateFFmpegProbe = emulateFFmpegProbe
         self.sizeLimit = sizeLimit
-        self.renderNodes = renderNodes
+        self.hardwareDevices = hardwareDevices
+        self.devicePool = devicePool
+        self.frameDownloads = frameDownloads
     }
 
     /// For a server session: one thread and no probe, so a picture comes out as soon as it is
@@ -146,6 +175,12 @@ public struct DecoderOptions: Sendable {
         }
         guard sizeLimit.maxWidth > 0, sizeLimit.maxHeight > 0, sizeLimit.maxPixels > 0 else {
             throw DecodeError(.invalidOptions, "picture size limits must be positive")
+        }
+        guard (1...16).contains(deviceFramesHeld) else {
+            throw DecodeError(.invalidOptions, "pictures held on the device must be 1...16, got \(deviceFramesHeld)")
+        }
+        guard hardwareFailureLimit >= 1 else {
+            throw DecodeError(.invalidOptions, "the hardware failure limit must be at least 1, got \(hardwareFailureLimit)")
         }
         return self
     }

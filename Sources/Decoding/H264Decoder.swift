@@ -22,14 +22,18 @@ public struct DecodeOutput: Sendable {
 ///
 /// Not thread-safe: the C contexts are owned by one worker (a session or the CLI loop) and
 /// must only be used from it. Frames it returns are immutable and `Sendable`.
-public final class H264Decoder {
+public final class H264Decoder: PictureDecoder {
     public let options: DecoderOptions
-    /// The back end in use. With `.auto` this turns to `.software` when VA-API turns down the
-    /// stream's profile; `backendReason` then says so.
+    /// The back end in use. With `.auto` this turns to `.software` when the hardware turns the
+    /// stream down (`get_format` is not offered its format, or its hwaccel does not start);
+    /// `backendReason` then says so and `fallbacks` records it.
     public var backend: DecoderBackend { negotiation.backend }
     /// Why `backend` is what it is, for logs and status pages.
     public var backendReason: String { negotiation.reason }
-    /// Frames returned since creation (output order; the last `DecodedFrame.sequence`).
+    public var device: HardwareDeviceID? { negotiation.abandonedHardware ? nil : lease?.device }
+    public var hardwareCapability: HardwareCapability? { negotiation.abandonedHardware ? nil : lease?.capability }
+    public var fallbacks: [BackendFallback] { planFallbacks + negotiation.fallbacks }
+    /// Frames returned since creation (output order).
     public private(set) var framesDecoded: UInt64 = 0
     /// Packets or frames libavcodec rejected since creation.
     public private(set) var decodeErrors: Int = 0
@@ -39,9 +43,14 @@ public final class H264Decoder {
     private var parser: UnsafeMutablePointer<AVCodecParserContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     private let frame: UnsafeMutablePointer<AVFrame>
-    private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>?
+    /// The device this decoder counts on in the pool; dropped when the hardware is abandoned.
+    private var lease: HardwareDeviceLease?
     /// Shared with the `get_format` callback through `AVCodecContext.opaque`.
     private let negotiation: FormatNegotiation
+    private let planFallbacks: [BackendFallback]
+    /// Pictures are numbered from `firstSequence + 1` (see `DecoderPlan.firstSequence`).
+    private let firstSequence: UInt64
+    private var deviceFrames: DeviceFrameBudget
     /// The parser reads up to `AV_INPUT_BUFFER_PADDING_SIZE` bytes past its input, so input is
     /// copied here with zeroed padding behind it.
     private var paddedInput: UnsafeMutableRawBufferPointer
@@ -50,31 +59,33 @@ public final class H264Decoder {
     /// While set, access units go to a throwaway decoder first (see `DecoderOptions.emulateFFmpegProbe`).
     private var reorderProbe: ReorderProbe?
 
-    /// Opens the decoder. Throws `.decoderUnavailable` when `options.backend` is `.vaapi` and no
-    /// VA-API device opens; with `.auto` that falls back to software instead.
-    public init(options: DecoderOptions = DecoderOptions()) throws(DecodeError) {
+    /// Opens the decoder on the back end `options.backend` selects (`BackendSelection`): with
+    /// `.auto` the first of CUDA, VA-API and software that opens; `.cuda`/`.vaapi` throw
+    /// `.decoderUnavailable` when no device of that kind opens.
+    public convenience init(options: DecoderOptions = DecoderOptions()) throws(DecodeError) {
+        let options = try options.validated()
+        try self.init(options: options, plan: BackendSelection.plan(options: options))
+    }
+
+    /// Opens the decoder `plan` describes. A hardware plan whose codec context does not open
+    /// falls back to software unless `plan.required`, in which case this throws.
+    public init(options: DecoderOptions, plan: DecoderPlan) throws(DecodeError) {
         self.options = try options.validated()
-        guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264) else {
+        guard avcodec_find_decoder(AV_CODEC_ID_H264) != nil else {
             throw DecodeError(.decoderUnavailable, "libavcodec has no H.264 decoder")
         }
-
+        var lease = plan.lease
         let negotiation: FormatNegotiation
-        var device: UnsafeMutablePointer<AVBufferRef>?
-        switch options.backend {
-        case .software:
-            negotiation = FormatNegotiation(backend: .software, reason: "software decoding requested", required: false)
-        case .vaapi, .auto:
-            switch VAAPIDevice.open(codec: codec, renderNodes: options.renderNodes) {
-            case .success(let opened):
-                device = opened.device
-                negotiation = FormatNegotiation(
-                    backend: .vaapi, reason: "VA-API on \(opened.node)", required: options.backend == .vaapi)
-            case .failure(let error):
-                if options.backend == .vaapi { throw error }
-                negotiation = FormatNegotiation(
-                    backend: .software, reason: "software: \(error.message)", required: false)
-            }
+        if plan.backend == .software {
+            negotiation = FormatNegotiation(software: plan.reason)
+        } else if let kind = plan.backend.hardwareKind, let leased = lease, leased.device.kind == kind {
+            negotiation = FormatNegotiation(
+                hardware: kind, device: leased.device, reason: plan.reason, required: plan.required,
+                framesBefore: plan.firstSequence)
+        } else {
+            throw DecodeError(.invalidOptions, "a \(plan.backend.rawValue) decoder needs a lease on a \(plan.backend.rawValue) device")
         }
+
         // From here on every resource is released by `release` on failure, or by deinit.
         let parser = av_parser_init(Int32(AV_CODEC_ID_H264.rawValue))
         let packet = av_packet_alloc()
@@ -85,28 +96,54 @@ public final class H264Decoder {
             av_packet_free(&packet)
             var frame = frame
             av_frame_free(&frame)
-            av_buffer_unref(&device)
         }
         guard let parser, let packet, let frame else {
             release()
             throw DecodeError(.allocationFailed, "could not allocate the H.264 parser, packet or frame")
         }
         let context: UnsafeMutablePointer<AVCodecContext>
-        do {
-            context = try Self.openContext(options: options, device: device, negotiation: negotiation)
+        do throws(DecodeError) {
+            if negotiation.isHardware {
+                guard let device = lease?.opened.context.buffer else {
+                    throw DecodeError(.decoderUnavailable, "\(plan.reason): no device context libavcodec can use")
+                }
+                context = try Self.openContext(options: options, device: device, negotiation: negotiation)
+            } else {
+                context = try Self.openContext(options: options, device: nil, negotiation: nil)
+            }
         } catch {
-            release()
-            throw error
+            guard negotiation.isHardware, !plan.required else {
+                release()
+                throw negotiation.isHardware
+                    ? DecodeError(.decoderUnavailable, "the \(plan.reason) decoder did not open: \(error.message)") : error
+            }
+            // auto: this decoder cannot start on the device, software can.
+            negotiation.abandonHardware(.hwaccelInitFailed, "the \(plan.reason) decoder did not open: \(error.message)")
+            lease = nil
+            do {
+                context = try Self.openContext(options: options, device: nil, negotiation: nil)
+            } catch {
+                release()
+                throw error
+            }
         }
 
         self.codecContext = context
         self.parser = parser
         self.packet = packet
         self.frame = frame
-        self.hardwareDevice = device
+        self.lease = lease
         self.negotiation = negotiation
+        self.planFallbacks = plan.fallbacks
+        self.firstSequence = plan.firstSequence
+        self.deviceFrames = DeviceFrameBudget(limit: options.deviceFramesHeld)
         self.paddedInput = .allocate(byteCount: 64 * 1024 + Int(AV_INPUT_BUFFER_PADDING_SIZE), alignment: 64)
         if options.emulateFFmpegProbe { startReorderProbe() }
+    }
+
+    /// The device context while this decoder still decodes in hardware.
+    private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>? {
+        negotiation.abandonedHardware ? nil : lease?.opened.context.buffer
     }
 
     /// Opens a decoding context. `reorderDelay` presets `has_b_frames`, as the ffmpeg CLI does
@@ -128,10 +165,17 @@ public final class H264Decoder {
         }
         context.pointee.has_b_frames = reorderDelay
         if let device, let negotiation {
-            // The context takes its own reference to the device.
+            // FFmpeg's doc/examples/hw_decode.c: the codec context takes its own reference to
+            // the (shared) device context and picks the hardware format in get_format.
             context.pointee.hw_device_ctx = av_buffer_ref(device)
             context.pointee.opaque = Unmanaged.passUnretained(negotiation).toOpaque()
-            context.pointee.get_format = chooseHardwareFormat
+            context.pointee.get_format = chooseFormat
+            // Surfaces beyond the decoder's own (DPB) needs, for the pictures callers keep on
+            // the device (`DeviceFrameBudget` never lets them hold more than this minus one).
+            context.pointee.extra_hw_frames = Int32(options.deviceFramesHeld + 1)
+            // The GPU decodes; frame threads would only add surfaces and delay.
+            context.pointee.thread_count = 1
+            context.pointee.thread_type = FF_THREAD_SLICE
         }
         let status = avcodec_open2(context, codec, nil)
         guard status >= 0 else {
@@ -152,7 +196,6 @@ public final class H264Decoder {
         av_packet_free(&packet)
         var frame: UnsafeMutablePointer<AVFrame>? = frame
         av_frame_free(&frame)
-        av_buffer_unref(&hardwareDevice)
         paddedInput.deallocate()
     }
 
@@ -278,9 +321,12 @@ public final class H264Decoder {
             status = avcodec_send_packet(codecContext, packet)
         }
         av_packet_unref(packet)
+        if negotiation.abandonedHardware && lease != nil {
+            lease = nil  // decoding in software now: the device no longer counts this decoder
+        }
         if status < 0 {
             if negotiation.refusedSoftware {
-                // Forced VA-API and the hardware turned this stream down: say that, not "invalid data".
+                // Required hardware turned this stream down: say that, not "invalid data".
                 negotiation.refusedSoftware = false
                 record(DecodeError(.decoderUnavailable, negotiation.reason), in: &output)
             } else {
@@ -383,31 +429,31 @@ public final class H264Decoder {
         }
     }
 
-    /// Moves the received picture into a `DecodedFrame`, downloading it first when it lives in
-    /// GPU memory. Leaves `frame` empty for the next `avcodec_receive_frame`.
+    /// Moves the received picture into a `DecodedFrame`. A hardware picture stays on the device
+    /// (downloaded when first read); at most `deviceFramesHeld` of them at a time. Leaves
+    /// `frame` empty for the next `avcodec_receive_frame`.
     private func wrapReceivedFrame() throws(DecodeError) -> DecodedFrame {
         defer { av_frame_unref(frame) }
         guard let owned = av_frame_alloc() else {
             throw DecodeError(.allocationFailed, "av_frame_alloc")
         }
-        if frame.pointee.format == AV_PIX_FMT_VAAPI.rawValue {
-            // Surface → system memory (NV12 for 8-bit 4:2:0). The transfer copies only pixels,
-            // so timestamps, colour properties and the crop are copied separately; libavcodec
-            // could only apply the right/bottom crop to a surface, the rest is applied here.
-            var status = av_hwframe_transfer_data(owned, frame, 0)
-            if status >= 0 { status = av_frame_copy_props(owned, frame) }
-            if status >= 0 { status = av_frame_apply_cropping(owned, Int32(AV_FRAME_CROP_UNALIGNED)) }
-            if status < 0 {
-                var failed: UnsafeMutablePointer<AVFrame>? = owned
-                av_frame_free(&failed)
-                throw DecodeError(averror: status, "downloading a VA-API frame")
-            }
-        } else {
-            av_frame_move_ref(owned, frame)
-        }
-        let pts = owned.pointee.pts == ft_av_nopts_value() ? nil : owned.pointee.pts
+        av_frame_move_ref(owned, frame)
         framesDecoded += 1
-        return DecodedFrame(taking: owned, sequence: framesDecoded, pts: pts)
+        negotiation.framesBefore = firstSequence + framesDecoded
+        let pts = owned.pointee.pts == ft_av_nopts_value() ? nil : owned.pointee.pts
+        let sequence = firstSequence + framesDecoded
+        let format = AVPixelFormat(owned.pointee.format)
+        if format == AV_PIX_FMT_CUDA || format == AV_PIX_FMT_VAAPI {
+            let picture = DecodedFrame(
+                takingSurface: owned, softwareFormat: codecContext.pointee.sw_pix_fmt,
+                decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, sequence: sequence, pts: pts,
+                downloads: options.frameDownloads)
+            deviceFrames.admit(picture)
+            return picture
+        }
+        return DecodedFrame(
+            metadata: owned, pixelFormat: format, decodedBy: .software, pixels: .system(owned), sequence: sequence,
+            pts: pts, downloads: options.frameDownloads)
     }
 
     private func record(_ error: DecodeError, in output: inout DecodeOutput) {
@@ -489,26 +535,103 @@ private struct ReorderProbe {
 final class FormatNegotiation {
     var backend: DecoderBackend
     var reason: String
-    /// `.vaapi` was forced: refuse software rather than silently falling back.
+    /// The caller asked for this hardware: refuse software rather than silently falling back.
     let required: Bool
-    /// The reason given when the device opened, restored when a later SPS is supported again.
+    /// The hardware pixel format to pick when offered; nil for a software decoder.
+    let hardwareFormat: AVPixelFormat?
+    let hardwareKind: HardwareDeviceKind?
+    let device: HardwareDeviceID?
+    /// The reason given when the device opened, shown while the hardware decodes.
     let deviceReason: String
     /// Set when `required` made `get_format` refuse the software format; the failing send reads it.
     var refusedSoftware = false
+    /// Fallback is one-way: once software, later sequences stay software (the lease is gone).
+    private(set) var abandonedHardware = false
+    private(set) var fallbacks: [BackendFallback] = []
+    /// Pictures output so far, for `BackendFallback.afterFrames`.
+    var framesBefore: UInt64
+    /// The stream the last hardware choice was for. libavcodec's `ff_get_format` calls again at
+    /// once, without the hardware format, when the hwaccel fails to initialise: the same stream
+    /// then means "init failed", not "not offered".
+    private var lastHardwareChoice: StreamShape?
 
-    init(backend: DecoderBackend, reason: String, required: Bool) {
-        self.backend = backend
+    struct StreamShape: Equatable {
+        var profile: Int32
+        var codedWidth: Int32
+        var codedHeight: Int32
+        var softwareFormat: AVPixelFormat
+    }
+
+    init(software reason: String) {
+        backend = .software
+        self.reason = reason
+        required = false
+        hardwareFormat = nil
+        hardwareKind = nil
+        device = nil
+        deviceReason = reason
+        framesBefore = 0
+    }
+
+    init(hardware kind: HardwareDeviceKind, device: HardwareDeviceID, reason: String, required: Bool, framesBefore: UInt64) {
+        backend = kind.backend
         self.reason = reason
         self.required = required
-        self.deviceReason = reason
+        hardwareFormat = kind == .cuda ? AV_PIX_FMT_CUDA : AV_PIX_FMT_VAAPI
+        hardwareKind = kind
+        self.device = device
+        deviceReason = reason
+        self.framesBefore = framesBefore
+    }
+
+    var isHardware: Bool { hardwareKind != nil && !abandonedHardware }
+
+    func abandonHardware(_ code: BackendFallback.Reason, _ message: String) {
+        guard let hardwareKind, !abandonedHardware else { return }
+        abandonedHardware = true
+        backend = .software
+        reason = "software: \(message)"
+        fallbacks.append(BackendFallback(
+            reason: code, from: hardwareKind.backend, to: .software, device: device, message: message,
+            afterFrames: framesBefore))
+    }
+
+    /// FFmpeg's hw_decode.c pattern: the hardware format when offered, otherwise the software
+    /// one (the last entry), unless the hardware was required.
+    func choose(from offered: [AVPixelFormat], shape: StreamShape, profileName: String) -> AVPixelFormat {
+        let software = offered.last { format in
+            guard let descriptor = av_pix_fmt_desc_get(format) else { return false }
+            return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_HWACCEL) == 0
+        } ?? AV_PIX_FMT_NONE
+        guard let hardwareFormat, let hardwareKind, let device, !abandonedHardware else { return software }
+        if offered.contains(hardwareFormat) {
+            lastHardwareChoice = shape
+            backend = hardwareKind.backend
+            reason = deviceReason
+            return hardwareFormat
+        }
+        let initFailed = lastHardwareChoice == shape
+        lastHardwareChoice = nil
+        let formatName = av_get_pix_fmt_name(shape.softwareFormat).map { String(cString: $0) } ?? "?"
+        let stream = "\(profileName) \(formatName) \(shape.codedWidth)x\(shape.codedHeight)"
+        let code: BackendFallback.Reason = initFailed ? .hwaccelInitFailed : .noHardwareFormat
+        let message =
+            initFailed
+            ? "\(hardwareKind.engineName) on \(device) could not start decoding \(stream)"
+            : "\(hardwareKind.engineName) cannot decode \(stream): libavcodec offers no \(hardwareKind.displayName) format for it"
+        if required {
+            reason = "\(message) (\(code.rawValue)); backend auto decodes such streams in software"
+            refusedSoftware = true
+            return AV_PIX_FMT_NONE
+        }
+        abandonHardware(code, message)
+        return software
     }
 }
 
-/// `AVCodecContext.get_format` for a decoder with a VA-API device. libavcodec offers
-/// `AV_PIX_FMT_VAAPI` only when the hwaccel supports the stream's profile; when it does not
-/// (or hwaccel init failed and libavcodec asks again without it) the software format, the last
-/// entry before `AV_PIX_FMT_NONE`, is chosen, unless VA-API was required.
-private let chooseHardwareFormat:
+/// `AVCodecContext.get_format` for a decoder with a hardware device: collects the offered
+/// formats and lets `FormatNegotiation` choose.
+private let chooseFormat:
     @convention(c) (UnsafeMutablePointer<AVCodecContext>?, UnsafePointer<AVPixelFormat>?) -> AVPixelFormat = {
         context, formats in
         guard let context, let formats, let opaque = context.pointee.opaque else { return AV_PIX_FMT_NONE }
@@ -519,20 +642,10 @@ private let chooseHardwareFormat:
             offered.append(formats[index])
             index += 1
         }
-        if offered.contains(AV_PIX_FMT_VAAPI) {
-            negotiation.backend = .vaapi
-            negotiation.reason = negotiation.deviceReason
-            return AV_PIX_FMT_VAAPI
-        }
-        let profile = avcodec_profile_name(AV_CODEC_ID_H264, context.pointee.profile).map { String(cString: $0) }
+        let profileName = avcodec_profile_name(AV_CODEC_ID_H264, context.pointee.profile).map { String(cString: $0) }
             ?? "profile \(context.pointee.profile)"
-        if negotiation.required {
-            negotiation.reason = "VA-API required but it cannot decode this stream (\(profile))"
-            negotiation.refusedSoftware = true
-            return AV_PIX_FMT_NONE
-        }
-        guard let software = offered.last(where: { $0 != AV_PIX_FMT_VAAPI }) else { return AV_PIX_FMT_NONE }
-        negotiation.backend = .software
-        negotiation.reason = "software: VA-API cannot decode this stream (\(profile))"
-        return software
+        let shape = FormatNegotiation.StreamShape(
+            profile: context.pointee.profile, codedWidth: context.pointee.coded_width,
+            codedHeight: context.pointee.coded_height, softwareFormat: offered.last ?? AV_PIX_FMT_NONE)
+        return negotiation.choose(from: offered, shape: shape, profileName: profileName)
     }

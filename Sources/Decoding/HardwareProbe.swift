@@ -38,7 +38,56 @@ public struct RenderNodeReport: Sendable, Equatable, Encodable {
     private enum CodingKeys: String, CodingKey { case path, vendor, vaapiVersion, h264Profiles, usable, error }
 }
 
-/// The hardware decoding this process can use: libavcodec's VA-API support and every render node.
+/// One NVIDIA GPU as the CUDA driver describes it.
+public struct CUDADeviceReport: Sendable, Equatable, Encodable {
+    /// `cuda:N`, as `--hw-devices` names it.
+    public var device: HardwareDeviceID
+    public var index: Int
+    /// e.g. "NVIDIA H100 80GB HBM3".
+    public var name: String?
+    public var totalMemoryBytes: Int?
+    /// Whether a libavutil device context opened on it; nil when not tried (the plain probe
+    /// only asks the driver; `HardwareProbe.probe(openingWith:)` opens through a pool).
+    public var opened: Bool?
+    /// Why the device is unusable (the driver does not describe it, or it did not open).
+    public var error: String?
+
+    /// The driver describes it, and it opened when that was tried.
+    public var usable: Bool { error == nil && opened != false }
+
+    public init(
+        device: HardwareDeviceID, index: Int, name: String? = nil, totalMemoryBytes: Int? = nil, opened: Bool? = nil,
+        error: String? = nil
+    ) {
+        self.device = device
+        self.index = index
+        self.name = name
+        self.totalMemoryBytes = totalMemoryBytes
+        self.opened = opened
+        self.error = error
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(device, forKey: .device)
+        try container.encode(index, forKey: .index)
+        try container.encode(name, forKey: .name)  // explicit nulls: one stable shape
+        try container.encode(totalMemoryBytes, forKey: .totalMemoryBytes)
+        try container.encode(opened, forKey: .opened)
+        try container.encode(usable, forKey: .usable)
+        try container.encode(error, forKey: .error)
+    }
+
+    private enum CodingKeys: String, CodingKey { case device, index, name, totalMemoryBytes, opened, usable, error }
+}
+
+/// The hardware decoding this process can use: libavcodec's VA-API support and every render
+/// node, and the CUDA devices (`cuda`).
+///
+/// Encoded, this is GET /system's `hardware` object, a published contract (openapi.yaml,
+/// `additionalProperties: false`), so its JSON keeps exactly the VA-API keys it had; the CUDA
+/// part encodes on its own (`cuda`, a `CUDAReport`) for the HTTP layer to add next to it when
+/// the contract does.
 public struct HardwareReport: Sendable, Equatable, Encodable {
     /// The libavcodec the process runs with (`avcodec_version()`), e.g. "59.37.100".
     public var libavcodecVersion: String
@@ -47,6 +96,63 @@ public struct HardwareReport: Sendable, Equatable, Encodable {
     /// The VA-API version of the libva headers this binary was built with (libva 2.17 is VA-API 1.17).
     public var vaapiHeaderVersion: String
     public var renderNodes: [RenderNodeReport]
+    /// NVIDIA GPUs as the CUDA driver describes them, and libavcodec's NVDEC support.
+    public var cuda: CUDAReport
+
+    public var cudaDevices: [CUDADeviceReport] { cuda.devices }
+
+    public init(
+        libavcodecVersion: String, libavcodecVAAPI: Bool, vaapiHeaderVersion: String, renderNodes: [RenderNodeReport],
+        cuda: CUDAReport = CUDAReport(driverVersion: nil, error: nil, devices: [])
+    ) {
+        self.libavcodecVersion = libavcodecVersion
+        self.libavcodecVAAPI = libavcodecVAAPI
+        self.vaapiHeaderVersion = vaapiHeaderVersion
+        self.renderNodes = renderNodes
+        self.cuda = cuda
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(libavcodecVersion, forKey: .libavcodecVersion)
+        try container.encode(libavcodecVAAPI, forKey: .libavcodecVAAPI)
+        try container.encode(vaapiHeaderVersion, forKey: .vaapiHeaderVersion)
+        try container.encode(renderNodes, forKey: .renderNodes)
+    }
+
+    private enum CodingKeys: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes }
+}
+
+/// What the CUDA driver says: its version and every device, or why there are none.
+public struct CUDAReport: Sendable, Equatable, Encodable {
+    /// Whether this libavcodec build has the NVDEC (CUDA) H.264 hwaccel at all (by default: this
+    /// process's libavcodec).
+    public var libavcodecNVDEC: Bool
+    /// The CUDA driver's version, e.g. "12.8"; nil without a driver.
+    public var driverVersion: String?
+    /// Why no CUDA device can be listed (no libcuda.so.1, cuInit failed...); nil when the driver answered.
+    public var error: String?
+    public var devices: [CUDADeviceReport]
+
+    public init(
+        driverVersion: String?, error: String?, devices: [CUDADeviceReport],
+        libavcodecNVDEC: Bool? = nil
+    ) {
+        self.libavcodecNVDEC = libavcodecNVDEC ?? LibavHardwareSupport.decodes(.cuda)
+        self.driverVersion = driverVersion
+        self.error = error
+        self.devices = devices
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(libavcodecNVDEC, forKey: .libavcodecNVDEC)
+        try container.encode(driverVersion, forKey: .driverVersion)  // explicit nulls: one stable shape
+        try container.encode(error, forKey: .error)
+        try container.encode(devices, forKey: .devices)
+    }
+
+    private enum CodingKeys: String, CodingKey { case libavcodecNVDEC, driverVersion, error, devices }
 }
 
 /// Asks libva directly what each DRM render node can do, so `frametap serve` can say at start-up
@@ -58,20 +164,76 @@ public struct HardwareReport: Sendable, Equatable, Encodable {
 /// libva's own messages ("libva info: ...") are kept off stderr; its errors end up in the
 /// node's `error`.
 public enum HardwareProbe {
-    /// Probes every `renderD*` node in `directory` (none there, or no such folder: no nodes).
+    /// Probes every `renderD*` node in `directory` (none there, or no such folder: no nodes)
+    /// and every CUDA device the driver reports. With a `pool`, each CUDA device is also opened
+    /// through it (and stays open there, warm for the first session); without, only the driver
+    /// is asked, which costs no GPU memory.
     public static func probe(directory: String = "/dev/dri") -> HardwareReport {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        let nodes = names.filter { $0.hasPrefix("renderD") }.sorted().map { "\(directory)/\($0)" }
-        return probe(renderNodes: nodes)
+        probe(renderNodes: VAAPIDevice.scanRenderNodes(directory: directory))
     }
 
-    /// Probes the given nodes, in order.
+    public static func probe(directory: String = "/dev/dri", openingWith pool: HardwareDevicePool) -> HardwareReport {
+        probe(renderNodes: VAAPIDevice.scanRenderNodes(directory: directory), cuda: probeCUDA(), openingWith: pool)
+    }
+
+    /// Probes the given nodes, in order, and the CUDA devices the driver reports.
     public static func probe(renderNodes: [String]) -> HardwareReport {
-        let vaapi = avcodec_find_decoder(AV_CODEC_ID_H264).map { VAAPIDevice.decoderSupportsVAAPI($0) } ?? false
+        probe(renderNodes: renderNodes, cuda: probeCUDA(), openingWith: nil)
+    }
+
+    /// Probes the given nodes, in order, and `cuda`'s devices (opened through `pool` if given).
+    public static func probe(
+        renderNodes: [String], cuda: CUDAReport, openingWith pool: HardwareDevicePool? = nil
+    ) -> HardwareReport {
         let avcodec = avcodec_version()
+        var cuda = cuda
+        if let pool { cuda.devices = cuda.devices.map { openDevice($0, in: pool) } }
         return HardwareReport(
-            libavcodecVersion: "\(avcodec >> 16).\((avcodec >> 8) & 0xFF).\(avcodec & 0xFF)", libavcodecVAAPI: vaapi, vaapiHeaderVersion: "\(VA_MAJOR_VERSION).\(VA_MINOR_VERSION).\(VA_MICRO_VERSION)",
-            renderNodes: renderNodes.map(probeNode))
+            libavcodecVersion: "\(avcodec >> 16).\((avcodec >> 8) & 0xFF).\(avcodec & 0xFF)",
+            libavcodecVAAPI: LibavHardwareSupport.decodes(.vaapi),
+            vaapiHeaderVersion: "\(VA_MAJOR_VERSION).\(VA_MINOR_VERSION).\(VA_MICRO_VERSION)",
+            renderNodes: renderNodes.map(probeNode), cuda: cuda)
+    }
+
+    /// The CUDA devices of the driver in `library` (`dlopen`; the process's own driver by
+    /// default). A missing library or a failing `cuInit` gives no devices and the reason.
+    public static func probeCUDA(library: String? = nil) -> CUDAReport {
+        let loaded = library.map { CUDADriver.load(library: $0) } ?? CUDADriver.shared
+        let driver: CUDADriver
+        switch loaded {
+        case .failure(let error): return CUDAReport(driverVersion: nil, error: error.message, devices: [])
+        case .success(let found): driver = found
+        }
+        let count: Int
+        switch driver.deviceCount() {
+        case .failure(let error): return CUDAReport(driverVersion: driver.version, error: error.message, devices: [])
+        case .success(let found): count = found
+        }
+        let devices = (0..<count).map { index in
+            var report = CUDADeviceReport(device: .cuda(index), index: index)
+            switch driver.facts(ordinal: index) {
+            case .success(let facts):
+                report.name = facts.name
+                report.totalMemoryBytes = facts.totalMemoryBytes
+            case .failure(let error):
+                report.error = error.message
+            }
+            return report
+        }
+        return CUDAReport(driverVersion: driver.version, error: nil, devices: devices)
+    }
+
+    private static func openDevice(_ device: CUDADeviceReport, in pool: HardwareDevicePool) -> CUDADeviceReport {
+        guard device.error == nil else { return device }
+        var report = device
+        switch pool.lease(among: [device.device]) {
+        case .success:
+            report.opened = true  // the lease ends here; the pool keeps the context open
+        case .failure(let error):
+            report.opened = false
+            report.error = error.message
+        }
+        return report
     }
 
     /// One node; never throws: every failure is the report's `error`.

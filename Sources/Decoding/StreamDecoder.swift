@@ -2,7 +2,23 @@ import Foundation
 import H264
 
 /// Bytes in, pictures out: Annex B splitter → access-unit assembler → random-access gate →
-/// picture-size check → `H264Decoder`, with the counters a session reports.
+/// picture-size check → hardware check → a `PictureDecoder`, with the counters a session reports.
+///
+/// Hardware fallback is per decoder (per stream), never per process, and one-way: once a
+/// stream is in software it stays there. The decoder comes from `BackendSelection` (`auto`:
+/// CUDA, then VA-API, then software) through a `PictureDecoderFactory`, and with `auto` the
+/// stream moves to a software decoder when
+/// - its SPS asks for what the hardware cannot decode (`HardwareCapability`: High 10, 4:2:2,
+///   4:4:4, too large...): before the first picture using that SPS is sent;
+/// - libavcodec turns the hardware down itself (no hardware format offered, hwaccel init
+///   failed): inside `H264Decoder`, same codec context;
+/// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the hardware: from the
+///   next keyframe (IDR or recovery point) on. Until then the hardware decoder keeps going;
+///   at the switch it is drained first, so no picture it decoded is lost, and the software
+///   decoder starts from that keyframe with the parameter sets sent again.
+/// Each switch is recorded in `fallbacks` (reason code, message) and shows in
+/// `decoder.backend`/`decoder.backendReason`. A required back end (`cuda`/`vaapi`) never
+/// switches: pictures it cannot decode are `.decoderUnavailable` errors.
 ///
 /// Each complete access unit is sent to libavcodec as one packet (`H264Decoder.decode(accessUnit:)`),
 /// so a picture comes out as soon as the first NAL unit after it arrives. The access units are
@@ -53,7 +69,8 @@ public final class StreamDecoder {
         public let at: Date
     }
 
-    public let decoder: H264Decoder
+    /// The decoder in use now; replaced when the stream falls back to software.
+    public private(set) var decoder: any PictureDecoder
     public private(set) var counters = Counters()
     public private(set) var lastError: ErrorEvent?
     /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
@@ -88,15 +105,58 @@ public final class StreamDecoder {
     private var waitingForStart: [AccessUnit] = []
     private var waitingBytes = 0
 
+    private let options: DecoderOptions
+    private let factory: any PictureDecoderFactory
+    /// Fallbacks of decoders replaced so far, and the switches themselves.
+    private var earlierFallbacks: [BackendFallback] = []
+    /// Access units in a row that failed on the hardware decoder.
+    private var consecutiveHardwareFailures = 0
+    /// Set when the hardware failed too often: the switch waits for the next keyframe.
+    private var pendingSwitch: HardwareCapability.Refusal?
+    /// The newest picture's sequence number, so a replacement decoder continues the numbering.
+    private var lastSequence: UInt64 = 0
+
+    /// `factory` makes the decoders (the first one now, a software one at a fallback); tests
+    /// inject failing ones.
     public init(
-        options: DecoderOptions = DecoderOptions(), maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, keyframesOnly: Bool = false
+        options: DecoderOptions = DecoderOptions(), maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, keyframesOnly: Bool = false,
+        factory: any PictureDecoderFactory = LibavDecoderFactory()
     ) throws(DecodeError) {
         guard maxNALBytes > 0 else { throw DecodeError(.invalidOptions, "maxNALBytes must be positive") }
-        decoder = try H264Decoder(options: options)
+        let options = try options.validated()
+        decoder = try Self.openDecoder(options: options, factory: factory)
+        self.options = options
+        self.factory = factory
         splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         self.keyframesOnly = keyframesOnly
         awaitingParameterSets = options.emulateFFmpegProbe
     }
+
+    /// The first back end that gives a working decoder. A hardware decoder that does not open
+    /// under `auto` makes the next kind (then software) take over, recorded as `hwaccel_init_failed`.
+    private static func openDecoder(
+        options: DecoderOptions, factory: any PictureDecoderFactory
+    ) throws(DecodeError) -> any PictureDecoder {
+        var skipping: [HardwareDeviceKind: String] = [:]
+        var failedOpens: [BackendFallback] = []
+        while true {
+            var plan = try BackendSelection.plan(options: options, skipping: skipping)
+            plan.fallbacks = failedOpens + plan.fallbacks
+            do throws(DecodeError) {
+                return try factory.makeDecoder(plan, options: options)
+            } catch {
+                guard let device = plan.lease?.device, !plan.required, skipping[device.kind] == nil else { throw error }
+                let message = "the \(plan.reason) decoder did not open: \(error.message)"
+                skipping[device.kind] = message
+                failedOpens.append(BackendFallback(
+                    reason: .hwaccelInitFailed, from: plan.backend, to: .software, device: device, message: message))
+            }
+        }
+    }
+
+    /// Every fallback of this stream, oldest first: at selection, inside a decoder, and the
+    /// switches to software. The session layer counts them by `reason`.
+    public var fallbacks: [BackendFallback] { earlierFallbacks + decoder.fallbacks }
 
     /// Feeds the next bytes of the stream, in any chunking.
     public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
@@ -210,9 +270,13 @@ public final class StreamDecoder {
                 counters.framesRejectedTooLarge += 1
                 return
             }
+            guard hardwareAccepts(sps, into: &output) else { return }
         }
         if !started {
             guard startDecoding(at: unit, into: &output) else { return }
+        }
+        if let pending = pendingSwitch, unit.isIDR || unit.isRandomAccessPoint {
+            switchToSoftware(pending, into: &output)
         }
         if keyframesOnly {
             guard unit.isIDR || unit.primarySliceType == .i else {
@@ -224,6 +288,68 @@ public final class StreamDecoder {
         } else {
             send(unit, into: &output)
         }
+    }
+
+    /// Checks the SPS of the next picture against the hardware decoding now. With `auto` a
+    /// refusal moves the stream to software before the picture is sent (a new SPS takes effect
+    /// at an IDR, so the software decoder starts cleanly there); a required back end refuses
+    /// the picture instead. Returns false when the picture must not be sent.
+    private func hardwareAccepts(_ sps: SequenceParameterSet, into output: inout DecodeOutput) -> Bool {
+        guard let capability = decoder.hardwareCapability, let refusal = capability.refusal(for: sps) else { return true }
+        guard options.backend == .auto else {
+            record(
+                DecodeError(
+                    .decoderUnavailable,
+                    "\(refusal.message) (\(refusal.reason.rawValue)); backend auto decodes such streams in software"),
+                in: &output)
+            return false
+        }
+        switchToSoftware(refusal, into: &output)
+        return true
+    }
+
+    /// Counts access units in a row that failed on the hardware decoder (errors libavcodec
+    /// reports for the device, not for the bitstream); at the limit, the stream moves to
+    /// software from its next keyframe.
+    private func noteHardwareHealth(_ decoded: DecodeOutput) {
+        guard options.backend == .auto, decoder.backend != .software, pendingSwitch == nil else { return }
+        guard let failure = decoded.errors.last(where: \.suggestsDeviceFailure) else {
+            if !decoded.frames.isEmpty || decoded.errors.isEmpty { consecutiveHardwareFailures = 0 }
+            return
+        }
+        consecutiveHardwareFailures += 1
+        guard consecutiveHardwareFailures >= options.hardwareFailureLimit else { return }
+        let engine = decoder.backend.hardwareKind?.engineName ?? decoder.backend.rawValue
+        let on = decoder.device.map { " on \($0)" } ?? ""
+        pendingSwitch = HardwareCapability.Refusal(
+            reason: .deviceErrors,
+            message: "\(engine)\(on) failed \(consecutiveHardwareFailures) access units in a row (last: \(failure.message))")
+    }
+
+    /// Drains the hardware decoder (its pictures come out first) and continues in a software
+    /// decoder that numbers pictures on from the last one. The software decoder has seen no
+    /// parameter sets, so `send` gives it the current ones again.
+    private func switchToSoftware(_ why: HardwareCapability.Refusal, into output: inout DecodeOutput) {
+        pendingSwitch = nil
+        consecutiveHardwareFailures = 0
+        append(decoder.drain(), to: &output)
+        let previous = decoder
+        var softwareOptions = options
+        softwareOptions.backend = .software
+        var plan = DecoderPlan.software(reason: "software: \(why.message)")
+        plan.firstSequence = lastSequence
+        do throws(DecodeError) {
+            decoder = try factory.makeDecoder(plan, options: softwareOptions)
+        } catch {
+            record(DecodeError(error.code, "switching to software decoding failed: \(error.message)"), in: &output)
+            return
+        }
+        earlierFallbacks += previous.fallbacks
+        earlierFallbacks.append(BackendFallback(
+            reason: why.reason, from: previous.backend, to: .software, device: previous.device, message: why.message,
+            afterFrames: lastSequence))
+        sentSPS = [:]
+        sentPPS = [:]
     }
 
     /// The random-access gate. Returns true when `unit` is the first picture to decode.
@@ -291,7 +417,9 @@ public final class StreamDecoder {
         {
             append(decoder.endReorderProbe(), to: &output)
         }
-        append(decoder.decode(accessUnit: bytes), to: &output)
+        let decoded = decoder.decode(accessUnit: bytes)
+        noteHardwareHealth(decoded)
+        append(decoded, to: &output)
     }
 
     /// Checks every SPS that is new or changed against the size limit, before any picture
@@ -309,6 +437,7 @@ public final class StreamDecoder {
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
+        if let newest = decoded.frames.last { lastSequence = max(lastSequence, newest.sequence) }
         output.frames += decoded.frames
         counters.framesDecoded += decoded.frames.count
         for error in decoded.errors {

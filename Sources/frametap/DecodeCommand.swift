@@ -20,7 +20,11 @@ struct DecodeCommand: ParsableCommand {
             With --output DIR (default: frames) pictures are written as frame-000001.jpg, ... \
             (.yuv, .rgb for raw formats). With --output - they are written back to back to \
             standard output: --format yuv then equals `ffmpeg -flags unaligned -f h264 -i F \
-            -autoscale 0 -fps_mode passthrough -f rawvideo -` byte for byte.
+            -autoscale 0 -fps_mode passthrough -f rawvideo -` byte for byte. Pictures decoded on \
+            a GPU are written in the software decoder's pixel format too (NVDEC's and VA-API's \
+            NV12 becomes yuv420p: the same samples, chroma de-interleaved), so that holds on every \
+            back end whose decode is bit-exact. The summary on standard error ends with the back \
+            end used and why (e.g. "backend software: NVDEC cannot decode High 10 (10-bit)").
             """
     )
 
@@ -48,8 +52,20 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "JPEG quality, 1-100.")
     var quality = PictureOptions.defaultQuality
 
-    @Option(help: "auto (VA-API when available), vaapi (required) or software.")
+    @Option(
+        help: """
+            auto (CUDA/NVDEC, then VA-API, then software; streams the hardware cannot decode fall \
+            back to software), cuda or vaapi (required: fail rather than decode in software), or software.
+            """)
     var backend: DecoderBackendChoice = .auto
+
+    @Option(
+        name: .customLong("hw-devices"),
+        help: """
+            Hardware devices to use, e.g. cuda:0,cuda:1,/dev/dri/renderD128 (cuda = cuda:0, vaapi = every \
+            /dev/dri/renderD*). Default: every CUDA device, then every render node.
+            """)
+    var hwDevices: String?
 
     @Option(help: "Decoder threads (0 = one per core).")
     var threads = 0
@@ -64,10 +80,19 @@ struct DecodeCommand: ParsableCommand {
         guard every >= 1 else { throw ValidationError("--every must be at least 1") }
         guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be 0...64") }
         do {
+            _ = try hardwareDevices
+        } catch {
+            throw ValidationError("--hw-devices: \(error.message)")
+        }
+        do {
             _ = try pictureOptions.validated()
         } catch {
             throw ValidationError(error.message)
         }
+    }
+
+    private var hardwareDevices: HardwareDeviceList? {
+        get throws(DecodeError) { try hwDevices.map { text throws(DecodeError) in try HardwareDeviceList(parsing: text) } }
     }
 
     private var pictureOptions: PictureOptions {
@@ -82,6 +107,7 @@ struct DecodeCommand: ParsableCommand {
         let decoder: StreamDecoder
         let encoder: PictureEncoder
         do {
+            decoderOptions.hardwareDevices = try hardwareDevices
             sink = try PictureSink(destination: output, format: format)
             decoder = try StreamDecoder(options: decoderOptions, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly)
             encoder = try PictureEncoder()
@@ -123,7 +149,7 @@ struct DecodeCommand: ParsableCommand {
         let seconds = progress.elapsedSeconds
         var summary = "frametap: decoded \(progress.framesDecoded) frame\(progress.framesDecoded == 1 ? "" : "s")"
         if let last = progress.lastFrame {
-            summary += " (\(last.width)x\(last.height) \(last.pixelFormatName), \(decoder.decoder.backend.rawValue))"
+            summary += " (\(last.width)x\(last.height) \(last.pixelFormatName), \(last.decodedBy.rawValue))"
         }
         summary += String(format: " in %.2f s (%.1f fps)", seconds, Double(progress.framesDecoded) / max(seconds, 1e-9))
         summary += "; wrote \(sink.picturesWritten) \(format.rawValue) picture(s) to \(output == "-" ? "stdout" : output)"
@@ -131,6 +157,20 @@ struct DecodeCommand: ParsableCommand {
         if counters.framesDroppedBeforeKeyframe > 0 {
             summary += "; \(counters.framesDroppedBeforeKeyframe) picture(s) before the first keyframe dropped"
         }
+        let downloads = decoderOptions.frameDownloads
+        if downloads.downloads + downloads.failures > 0 {
+            // Hardware pictures reach system memory only when written (see DecodedFrame).
+            summary += "; \(downloads.downloads) picture(s) downloaded from the GPU"
+            if downloads.failures > 0 { summary += ", \(downloads.failures) download(s) failed" }
+        }
+        let fallbacks = decoder.fallbacks
+        if !fallbacks.isEmpty {
+            summary += "; fallback: " + fallbacks.map {
+                "\($0.from.rawValue) -> \($0.to.rawValue) \($0.reason.rawValue) after \($0.afterFrames) picture(s)"
+            }.joined(separator: ", ")
+        }
+        // Last, so scripts can read it as "; backend NAME (REASON)" at the end of the line.
+        summary += "; backend \(decoder.decoder.backend.rawValue) (\(decoder.decoder.backendReason))"
         printError(summary)
     }
 
@@ -174,12 +214,10 @@ final class DecodeRun {
         for frame in decoded.frames {
             progress.frameDecoded(frame)
             guard (progress.framesDecoded - 1) % every == 0 else { continue }
+            // A GPU picture is downloaded here; its failure is the decoder's, not the encoder's.
+            do { _ = try frame.systemFrame() } catch { throw CommandFailure(error) }
             let picture: EncodedPicture
-            do {
-                picture = try encoder.encode(frame, options)
-            } catch {
-                throw CommandFailure(error)
-            }
+            do { picture = try encoder.encode(frame, options) } catch { throw CommandFailure(error) }
             try sink.write(picture)
         }
         progress.report()

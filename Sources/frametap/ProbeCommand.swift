@@ -1,4 +1,5 @@
 import ArgumentParser
+import Decoding
 import Foundation
 import H264
 
@@ -7,11 +8,17 @@ import H264
 struct ProbeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "probe",
-        abstract: "List NAL units, parameter-set format descriptions, access units and keyframes."
+        abstract: "List NAL units, parameter-set format descriptions, access units and keyframes.",
+        discussion: """
+            With --hardware (and no input) it reports the decoding hardware instead, as JSON: \
+            libavcodec's VA-API and NVDEC support, every render node (driver, VA-API version, H.264 \
+            profiles), every CUDA device (name, memory, driver version), and for each device of \
+            --hw-devices (default: all of them) whether a decoding context opens and how long it took.
+            """
     )
 
     @Argument(help: "An H.264 Annex B elementary stream, or - for standard input.")
-    var input: String
+    var input: String?
 
     @Flag(help: "Print one JSON document instead of text.")
     var json = false
@@ -19,7 +26,31 @@ struct ProbeCommand: ParsableCommand {
     @Option(name: .customLong("max-nal-bytes"), help: "Largest NAL unit accepted, in bytes.")
     var maxNALBytes = AnnexBSplitter.defaultMaxNALBytes
 
+    @Flag(help: "Report the decoding hardware (JSON) instead of probing a stream.")
+    var hardware = false
+
+    @Option(name: .customLong("hw-devices"), help: "With --hardware: the devices to open, as decode takes them.")
+    var hwDevices: String?
+
+    func validate() throws {
+        if hardware {
+            guard input == nil else { throw ValidationError("--hardware takes no input stream") }
+            do {
+                _ = try hwDevices.map { text throws(DecodeError) in try HardwareDeviceList(parsing: text) }
+            } catch {
+                throw ValidationError("--hw-devices: \(error.message)")
+            }
+        } else {
+            guard input != nil else { throw ValidationError("missing the input stream (or --hardware)") }
+            guard hwDevices == nil else { throw ValidationError("--hw-devices goes with --hardware") }
+        }
+    }
+
     func run() throws {
+        guard let input else {
+            try printHardware()
+            return
+        }
         let report: ProbeReport
         do {
             report = try ProbeReport.scan(path: input, maxNALBytes: maxNALBytes)
@@ -33,6 +64,59 @@ struct ProbeCommand: ParsableCommand {
         }
         let output = json ? try report.json() : report.text()
         print(output, terminator: output.hasSuffix("\n") ? "" : "\n")
+    }
+}
+
+extension ProbeCommand {
+    /// One device as `--hardware` opened it.
+    struct DeviceOpen: Encodable {
+        let device: HardwareDeviceID
+        let opened: Bool
+        let seconds: Double
+        let error: String?
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(device, forKey: .device)
+            try container.encode(opened, forKey: .opened)
+            try container.encode(seconds, forKey: .seconds)
+            try container.encode(error, forKey: .error)  // explicit null: one stable shape
+        }
+
+        private enum CodingKeys: String, CodingKey { case device, opened, seconds, error }
+    }
+
+    struct HardwareOutput: Encodable {
+        let hardware: HardwareReport
+        let cuda: CUDAReport
+        let opens: [DeviceOpen]
+        let devices: [HardwareDeviceUsage]
+    }
+
+    /// Opens each device once through a pool of its own, as the first decoder on it would.
+    private func printHardware() throws {
+        LibavLogging.set(.quiet)
+        let list = try hwDevices.map { text throws(DecodeError) in try HardwareDeviceList(parsing: text) }
+        let pool = HardwareDevicePool()
+        var opens: [DeviceOpen] = []
+        for kind in HardwareDeviceKind.allCases {
+            guard case .success(let devices) = pool.devices(kind, in: list) else { continue }
+            for device in devices {
+                let start = DispatchTime.now().uptimeNanoseconds
+                let result = pool.lease(among: [device])
+                let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                switch result {
+                case .success: opens.append(DeviceOpen(device: device, opened: true, seconds: seconds, error: nil))
+                case .failure(let error):
+                    opens.append(DeviceOpen(device: device, opened: false, seconds: seconds, error: error.message))
+                }
+            }
+        }
+        let report = HardwareProbe.probe()
+        let output = HardwareOutput(hardware: report, cuda: report.cuda, opens: opens, devices: pool.usage())
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        print(String(decoding: try encoder.encode(output), as: UTF8.self))
     }
 }
 

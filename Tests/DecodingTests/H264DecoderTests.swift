@@ -157,7 +157,9 @@ struct H264DecoderTests {
 
 @Suite struct BackendSelectionTests {
     @Test func autoWithoutRenderNodesUsesSoftwareAndSaysWhy() throws {
-        let decoder = try H264Decoder(options: DecoderOptions(backend: .auto, renderNodes: []))
+        let decoder = try H264Decoder(
+            options: DecoderOptions(backend: .auto, hardwareDevices: HardwareDeviceList([.everyRenderNode]),
+                devicePool: HardwareDevicePool(platform: NoHardware())))
         #expect(decoder.backend == .software)
         #expect(decoder.backendReason.contains("render node"))
     }
@@ -172,7 +174,8 @@ struct H264DecoderTests {
 
     @Test func forcedVAAPIWithoutADeviceIsUnavailable() {
         #expect {
-            _ = try H264Decoder(options: DecoderOptions(backend: .vaapi, renderNodes: []))
+            _ = try H264Decoder(
+                options: DecoderOptions(backend: .vaapi, devicePool: HardwareDevicePool(platform: NoHardware())))
         } throws: { error in
             (error as? DecodeError)?.code == .decoderUnavailable
         }
@@ -192,14 +195,17 @@ struct H264DecoderTests {
 
         var thrown: DecodeError?
         do {
-            _ = try H264Decoder(options: DecoderOptions(backend: .vaapi, renderNodes: [path]))
+            _ = try H264Decoder(options: DecoderOptions(backend: .vaapi, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]), devicePool: HardwareDevicePool()))
         } catch {
             thrown = error
         }
         #expect(thrown?.code == .decoderUnavailable)
         #expect(thrown?.message.contains(path) == true)
 
-        let fallback = try H264Decoder(options: DecoderOptions(backend: .auto, renderNodes: [path]))
+        let fallback = try H264Decoder(
+            options: DecoderOptions(
+                backend: .auto, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]),
+                devicePool: HardwareDevicePool()))
         #expect(fallback.backend == .software)
         #expect(fallback.backendReason.contains(path))
     }

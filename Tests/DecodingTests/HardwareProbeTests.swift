@@ -58,4 +58,73 @@ import Testing
         #expect(first?["vendor"] is NSNull)
         #expect(first?["usable"] as? Bool == false)
     }
+
+    // MARK: - CUDA
+
+    /// No libcuda (every CI machine): no devices and the reason, never a crash.
+    @Test func cudaWithoutTheDriverLibrary() throws {
+        let cuda = HardwareProbe.probeCUDA(library: "libframetap-no-such-cuda.so.1")
+        #expect(cuda.devices.isEmpty && cuda.driverVersion == nil)
+        #expect(cuda.error?.hasPrefix("cannot load the NVIDIA driver (libframetap-no-such-cuda.so.1") == true)
+
+        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
+        #expect(report.cudaDevices.isEmpty && report.cuda == cuda)
+        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(cuda)) as? [String: Any])
+        #expect(Set(json.keys) == ["libavcodecNVDEC", "driverVersion", "error", "devices"])
+        #expect(json["driverVersion"] is NSNull && json["libavcodecNVDEC"] is Bool)
+        #expect((json["devices"] as? [Any])?.isEmpty == true)
+        #expect((json["error"] as? String)?.contains("libframetap-no-such-cuda.so.1") == true)
+    }
+
+    /// GET /system's `hardware` object is a published contract: the CUDA part stays out of it.
+    @Test func theVAAPIReportKeepsItsShape() throws {
+        let cuda = CUDAReport(driverVersion: "12.8", error: nil, devices: [CUDADeviceReport(device: .cuda(0), index: 0)])
+        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
+        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any])
+        #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes"])
+        #expect(report.cudaDevices.count == 1)
+    }
+
+    /// The default probe on this machine: consistent whatever it has.
+    @Test func cudaOnThisMachine() {
+        let report = HardwareProbe.probe(renderNodes: [])
+        #expect(report.cudaDevices.isEmpty == (report.cuda.error != nil))
+        if !FileManager.default.fileExists(atPath: "/dev/nvidiactl") {
+            #expect(report.cudaDevices.isEmpty)
+        }
+    }
+
+    @Test func cudaDeviceShapeHasExplicitNulls() throws {
+        let cuda = CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [
+                CUDADeviceReport(device: .cuda(0), index: 0, name: "Pretend GPU", totalMemoryBytes: 80 << 30),
+                CUDADeviceReport(device: .cuda(1), index: 1),
+            ])
+        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(cuda)) as? [String: Any])
+        #expect(json["driverVersion"] as? String == "12.8" && json["error"] is NSNull)
+        let devices = try #require(json["devices"] as? [[String: Any]])
+        for device in devices {
+            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "usable", "error"])
+        }
+        #expect(devices[0]["device"] as? String == "cuda:0" && devices[0]["name"] as? String == "Pretend GPU")
+        #expect(devices[0]["totalMemoryBytes"] as? Int == 80 << 30 && devices[0]["usable"] as? Bool == true)
+        #expect(devices[1]["name"] is NSNull && devices[1]["opened"] is NSNull && devices[1]["error"] is NSNull)
+    }
+
+    /// Opening through a pool says which devices opened and why the others did not; the pool
+    /// keeps the opened ones for the first sessions.
+    @Test func cudaDevicesOpenedThroughAPool() {
+        let platform = PretendPlatform(cuda: [0, 1], failing: [.cuda(1): "CUDA_ERROR_DEVICES_UNAVAILABLE (46)"])
+        let pool = HardwareDevicePool(platform: platform)
+        let cuda = CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [CUDADeviceReport(device: .cuda(0), index: 0), CUDADeviceReport(device: .cuda(1), index: 1)])
+        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda, openingWith: pool)
+        #expect(report.cudaDevices.map(\.opened) == [true, false])
+        #expect(report.cudaDevices.map(\.usable) == [true, false])
+        #expect(report.cudaDevices[1].error?.contains("CUDA_ERROR_DEVICES_UNAVAILABLE") == true)
+        #expect(pool.usage().map(\.state) == [.open, .failed])
+        #expect(pool.usage().map(\.sessions) == [0, 0])
+    }
 }

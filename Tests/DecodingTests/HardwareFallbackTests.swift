@@ -1,0 +1,243 @@
+import CFFmpeg
+@testable import Decoding
+import Foundation
+import H264
+import Testing
+
+/// Per-decoder fallback to software, driven by pretend hardware (a real software decoder that
+/// reports itself as CUDA and fails where told): no GPU needed.
+@Suite struct SPSRefusalTests {
+    static let cuda = PretendPlatform(cuda: [0])
+
+    /// Streams NVDEC cannot decode go to software before the first picture, with the reason;
+    /// the pictures are exactly the software decode's.
+    @Test(arguments: [
+        ("high10_320x240.264", BackendFallback.Reason.unsupportedProfile, "NVDEC cannot decode High 10 (10-bit)"),
+        ("yuv422p10_176x144.264", .unsupportedProfile, "NVDEC cannot decode High 4:2:2 (10-bit 4:2:2)"),
+        ("yuv422p_320x240.264", .unsupportedChroma, "NVDEC cannot decode High 4:2:2 (4:2:2 chroma)"),
+        ("yuv444p_176x144.264", .unsupportedChroma, "NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)"),
+        ("gray_176x144.264", .unsupportedChroma, "NVDEC cannot decode High (monochrome 4:0:0 chroma)"),
+    ])
+    func autoDecodesWhatNVDECRefusesInSoftware(
+        _ file: String, _ reason: BackendFallback.Reason, _ message: String
+    ) throws {
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.auto, Self.cuda), factory: factory)
+        #expect(decoder.decoder.backend == .cuda)
+        let output = pushAll(try Fixtures.bytes(file), into: decoder)
+
+        #expect(decoder.decoder.backend == .software)
+        #expect(decoder.decoder.backendReason == "software: \(message)")
+        #expect(decoder.fallbacks.count == 1)
+        let fallback = try #require(decoder.fallbacks.first)
+        #expect(fallback.reason == reason && fallback.message == message)
+        #expect(fallback.from == .cuda && fallback.to == .software && fallback.device == .cuda(0))
+        #expect(fallback.afterFrames == 0)
+        #expect(factory.hardwareAccessUnits.value == 0, "nothing reached the hardware")
+        #expect(output.errors.isEmpty)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5(file))
+        #expect(output.frames.allSatisfy { $0.decodedBy == .software && !$0.isOnDevice })
+    }
+
+    @Test func tooLargeForTheDeviceGoesToSoftware() throws {
+        var small = HardwareCapability.nvdecH264
+        small.maxCodedWidth = 256
+        small.maxCodedHeight = 256
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(
+            options: .pretend(.auto, PretendPlatform(cuda: [0], cudaCapability: small)), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(decoder.fallbacks.map(\.reason) == [.tooLarge])
+        #expect(decoder.decoder.backendReason == "software: NVDEC decodes H.264 up to 256x256; this stream is 320x240 (coded)")
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
+        #expect(factory.hardwareAccessUnits.value == 0)
+    }
+
+    @Test func nvdecSizeLimitIs4096() throws {
+        let units = AnnexBSplitter.split(try Fixtures.bytes("high_320x240.264"))
+        var sps = try SequenceParameterSet(nal: try #require(units.first { $0.type == .sps }))
+        #expect(HardwareCapability.nvdecH264.refusal(for: sps) == nil)
+        sps.picWidthInMbs = 256  // 4096: still fine
+        #expect(HardwareCapability.nvdecH264.refusal(for: sps) == nil)
+        sps.picWidthInMbs = 257
+        #expect(
+            HardwareCapability.nvdecH264.refusal(for: sps)
+                == .init(reason: .tooLarge, message: "NVDEC decodes H.264 up to 4096x4096; this stream is 4112x240 (coded)"))
+        #expect(HardwareCapability.vaapiH264.refusal(for: sps) == nil, "VA-API sizes are the driver's to refuse")
+    }
+
+    @Test func whatNVDECDecodesStaysOnIt() throws {
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.auto, Self.cuda), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(factory.hardwareAccessUnits.value == 15 && factory.hardwareFrames.value == 15)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
+    }
+
+    /// Required CUDA never decodes in software: each picture is a clear error naming the reason.
+    @Test func requiredCUDARefusesInsteadOfFallingBack() throws {
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.cuda, Self.cuda), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high10_320x240.264"), into: decoder)
+        #expect(output.frames.isEmpty)
+        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(!output.errors.isEmpty)
+        #expect(output.errors.allSatisfy {
+            $0.code == .decoderUnavailable
+                && $0.message == "NVDEC cannot decode High 10 (10-bit) (unsupported_profile); backend auto decodes such streams in software"
+        })
+        #expect(factory.hardwareAccessUnits.value == 0)
+    }
+}
+
+@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make a stream with several IDRs"))
+struct DeviceFailureFallbackTests {
+    /// 24 pictures, an IDR every 8, no B-frames: access unit n (1-based) is picture n-1, out at
+    /// once. The SPS and PPS only at the start (ffmpeg's libx264 repeats them at each IDR), so a
+    /// decoder that takes over mid-stream has to be given them.
+    static func stream() throws -> [UInt8] {
+        let bytes = try TestSupport.bytes(
+            of: TestSupport.stream(
+                "fallback-idr8", size: "160x120", frames: 24, x264Params: "keyint=8:min-keyint=8:scenecut=0:bframes=0"))
+        var seen = Set<NALUnitType>()
+        return AnnexBSplitter.split(bytes).filter { unit in
+            guard unit.type == .sps || unit.type == .pps else { return true }
+            return seen.insert(unit.type).inserted
+        }.flatMap { [0, 0, 0, 1] + $0.bytes }
+    }
+
+    /// The stream from its second IDR on (picture 8), with the parameter sets in front.
+    static func fromSecondIDR(_ bytes: [UInt8]) -> [UInt8] {
+        let units = AnnexBSplitter.split(bytes)
+        let idrs = units.indices.filter { units[$0].type == .idr }
+        let sets = units.filter { $0.type == .sps || $0.type == .pps }
+        return (sets + units[idrs[1]...]).flatMap { [0, 0, 0, 1] + $0.bytes }
+    }
+
+    static func softwareMD5s(_ bytes: [UInt8]) throws -> [String] {
+        let decoder = try StreamDecoder(options: .lowLatency(backend: .software))
+        return pushAll(bytes, into: decoder).frames.map(TestSupport.frameMD5)
+    }
+
+    @Test func repeatedDeviceErrorsSwitchToSoftwareAtTheNextKeyframe() throws {
+        let bytes = try Self.stream()
+        let reference = try Self.softwareMD5s(bytes)
+        #expect(reference.count == 24)
+        let fromKeyframe = try Self.softwareMD5s(Self.fromSecondIDR(bytes))
+        #expect(fromKeyframe.count == 16)
+
+        // Access units 3, 4 and 5 fail on the "GPU"; the limit is 3 in a row.
+        let factory = PretendHardwareFactory(failing: { (3...5).contains($0) })
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(bytes, into: decoder)
+        let md5s = output.frames.map(TestSupport.frameMD5)
+
+        // Until the keyframe the hardware decoder kept going (access units 6-8, damaged
+        // references); from access unit 9 (the IDR) software took over.
+        #expect(factory.hardwareAccessUnits.value == 8)
+        #expect(decoder.decoder.backend == .software)
+        #expect(decoder.decoder.backendReason.hasPrefix("software: NVDEC on cuda:0 failed 3 access units in a row"))
+        let fallback = try #require(decoder.fallbacks.first)
+        #expect(decoder.fallbacks.count == 1 && fallback.reason == .deviceErrors && fallback.from == .cuda)
+        #expect(fallback.message.contains("pretend NVDEC failure at access unit 5"))
+
+        // Nothing decoded before the switch is lost: the two good pictures come first...
+        #expect(Array(md5s.prefix(2)) == Array(reference.prefix(2)))
+        // ...the hardware decoder's later (concealed) pictures were drained, not dropped...
+        let beforeSwitch = output.frames.count - 16
+        #expect(beforeSwitch >= 2)
+        #expect(beforeSwitch == factory.hardwareFrames.value)
+        #expect(fallback.afterFrames == UInt64(beforeSwitch))
+        // ...and after it, exactly a pure software decode from that keyframe on.
+        #expect(Array(md5s.suffix(16)) == fromKeyframe)
+        #expect(Array(md5s.suffix(16)) == Array(reference.suffix(16)))
+        // One numbering across both decoders.
+        #expect(output.frames.map(\.sequence) == (1...UInt64(output.frames.count)).map { $0 })
+        #expect(output.errors.filter { $0.code == .decoderFailure }.count == 3)
+    }
+
+    @Test func scatteredDeviceErrorsDoNotSwitch() throws {
+        let factory = PretendHardwareFactory(failing: { $0 % 2 == 0 })
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        _ = pushAll(try Self.stream(), into: decoder)
+        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(factory.hardwareAccessUnits.value == 24)
+    }
+
+    @Test func requiredCUDAKeepsGoingOnErrors() throws {
+        let factory = PretendHardwareFactory(failing: { (3...12).contains($0) })
+        let decoder = try StreamDecoder(options: .pretend(.cuda, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(try Self.stream(), into: decoder)
+        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(factory.hardwareAccessUnits.value == 24)
+        #expect(output.errors.filter { $0.code == .decoderFailure }.count == 10)
+    }
+
+    @Test func aHardwareDecoderThatDoesNotOpenLeavesTheStreamToSoftware() throws {
+        let factory = PretendHardwareFactory(failOpen: true)
+        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
+        let decoder = try StreamDecoder(options: .pretend(.auto, NoHardware(), pool: pool), factory: factory)
+        #expect(decoder.decoder.backend == .software)
+        #expect(decoder.fallbacks.map(\.reason) == [.hwaccelInitFailed])
+        #expect(decoder.decoder.backendReason.contains("the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
+        #expect(decoder.decoder.backendReason.contains("the pretend NVDEC decoder did not start"))
+        #expect(pool.sessions(on: .cuda(0)) == 0, "the failed decoder's lease is given back")
+        let bytes = try Self.stream()
+        #expect(pushAll(bytes, into: decoder).frames.map(TestSupport.frameMD5) == (try Self.softwareMD5s(bytes)))
+
+        #expect {
+            _ = try StreamDecoder(options: .pretend(.cuda, NoHardware(), pool: pool), factory: factory)
+        } throws: { error in
+            (error as? DecodeError)?.message == "the pretend NVDEC decoder did not start"
+        }
+    }
+}
+
+/// `get_format` as libavcodec drives it, without a GPU: `FormatNegotiation` is what the
+/// callback asks.
+@Suite struct FormatNegotiationTests {
+    static let shape = FormatNegotiation.StreamShape(
+        profile: 100, codedWidth: 1920, codedHeight: 1088, softwareFormat: AV_PIX_FMT_YUV420P)
+
+    static func cuda(required: Bool = false) -> FormatNegotiation {
+        FormatNegotiation(
+            hardware: .cuda, device: .cuda(0), reason: "NVDEC on cuda:0", required: required, framesBefore: 0)
+    }
+
+    @Test func offeredHardwareFormatIsChosen() {
+        let negotiation = Self.cuda()
+        #expect(negotiation.choose(from: [AV_PIX_FMT_CUDA, AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_CUDA)
+        #expect(negotiation.backend == .cuda && negotiation.fallbacks.isEmpty)
+    }
+
+    /// libavcodec asks again without CUDA when the hwaccel did not initialise.
+    @Test func hwaccelInitFailureFallsBackOnce() {
+        let negotiation = Self.cuda()
+        _ = negotiation.choose(from: [AV_PIX_FMT_CUDA, AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High")
+        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_YUV420P)
+        #expect(negotiation.backend == .software && negotiation.abandonedHardware)
+        #expect(negotiation.fallbacks.map(\.reason) == [.hwaccelInitFailed])
+        #expect(negotiation.reason == "software: NVDEC on cuda:0 could not start decoding High yuv420p 1920x1088")
+        // One-way: a later sequence that CUDA could take stays in software.
+        #expect(negotiation.choose(from: [AV_PIX_FMT_CUDA, AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_YUV420P)
+        #expect(negotiation.fallbacks.count == 1)
+    }
+
+    @Test func notOfferedIsNoHardwareFormat() {
+        let negotiation = Self.cuda()
+        var shape = Self.shape
+        shape.softwareFormat = AV_PIX_FMT_YUV420P10LE
+        shape.profile = 110
+        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P10LE], shape: shape, profileName: "High 10") == AV_PIX_FMT_YUV420P10LE)
+        #expect(negotiation.fallbacks.map(\.reason) == [.noHardwareFormat])
+        #expect(negotiation.reason.hasPrefix("software: NVDEC cannot decode High 10 yuv420p10le 1920x1088"))
+    }
+
+    @Test func requiredRefusesSoftware() {
+        let negotiation = Self.cuda(required: true)
+        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P10LE], shape: Self.shape, profileName: "High 10") == AV_PIX_FMT_NONE)
+        #expect(negotiation.refusedSoftware && negotiation.backend == .cuda && negotiation.fallbacks.isEmpty)
+        #expect(negotiation.reason.contains("(no_hw_format)"))
+    }
+}

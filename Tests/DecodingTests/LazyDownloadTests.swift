@@ -1,0 +1,179 @@
+import CFFmpeg
+@testable import Decoding
+import Dispatch
+import Foundation
+import Testing
+
+/// Pictures stay on the device until read; each is downloaded at most once, counted, and
+/// presented in the software decoder's layout. Without a GPU a "device picture" is a software
+/// picture whose download is a copy (or a failure).
+@Suite struct LazyDownloadTests {
+    static func softwareFrames(_ file: String, counter: FrameDownloadCounter) throws -> [DecodedFrame] {
+        var options = DecoderOptions(backend: .software)
+        options.frameDownloads = counter
+        let decoder = try H264Decoder(options: options)
+        let output = decoder.decode(annexB: try Fixtures.bytes(file))
+        return output.frames + decoder.drain().frames
+    }
+
+    /// A device picture standing in for `source`: its download copies `source`, or fails.
+    static func pretendDevicePicture(
+        of source: DecodedFrame, counter: FrameDownloadCounter, failing: Bool = false, downloads: Tally? = nil
+    ) throws -> DecodedFrame {
+        let surface = try #require(av_frame_clone(try source.systemFrame()))
+        let download = DecodedFrame.DeviceDownload { frame, _ throws(DecodeError) in
+            downloads?.add()
+            if failing { throw DecodeError(.decoderFailure, "pretend transfer failed") }
+            guard let copy = av_frame_clone(frame) else { throw DecodeError(.allocationFailed, "av_frame_clone") }
+            return copy
+        }
+        return DecodedFrame(
+            metadata: surface, pixelFormat: source.pixelFormat, decodedBy: .cuda, pixels: .device(surface, download),
+            sequence: source.sequence, pts: source.pts, downloads: counter)
+    }
+
+    static func packed(_ frame: DecodedFrame) -> [UInt8] {
+        var bytes: [UInt8] = []
+        frame.appendPackedPlanes(to: &bytes)
+        return bytes
+    }
+
+    @Test func softwarePicturesNeverCountADownload() throws {
+        let counter = FrameDownloadCounter()
+        let frames = try Self.softwareFrames("high_320x240.264", counter: counter)
+        #expect(frames.count == 15)
+        for frame in frames {
+            #expect(frame.decodedBy == .software && !frame.isOnDevice)
+            #expect(frame.plane(0) != nil && frame.avFrame != nil && !Self.packed(frame).isEmpty)
+        }
+        #expect(counter.downloads == 0 && counter.failures == 0 && counter.bytes == 0)
+    }
+
+    @Test func aDevicePictureIsDownloadedOnceWhenFirstRead() throws {
+        let counter = FrameDownloadCounter()
+        let source = try #require(try Self.softwareFrames("high_320x240.264", counter: FrameDownloadCounter()).first)
+        let transfers = Tally()
+        let picture = try Self.pretendDevicePicture(of: source, counter: counter, downloads: transfers)
+        #expect(picture.isOnDevice && picture.pixelFormatName == "yuv420p" && picture.width == 320)
+        #expect(counter.downloads == 0, "metadata alone downloads nothing")
+
+        #expect(Self.packed(picture) == Self.packed(source))
+        #expect(!picture.isOnDevice)
+        _ = picture.plane(1)
+        _ = try picture.systemFrame()
+        #expect(transfers.value == 1 && counter.downloads == 1 && counter.spills == 0)
+        #expect(counter.bytes == source.packedSize)
+    }
+
+    @Test func concurrentReadersShareOneDownload() throws {
+        let counter = FrameDownloadCounter()
+        let source = try #require(try Self.softwareFrames("high_320x240.264", counter: FrameDownloadCounter()).first)
+        let transfers = Tally()
+        let picture = try Self.pretendDevicePicture(of: source, counter: counter, downloads: transfers)
+        let bases = Bases()
+        DispatchQueue.concurrentPerform(iterations: 32) { _ in
+            bases.add(picture.plane(0).map { Int(bitPattern: $0.base) })
+        }
+        #expect(transfers.value == 1 && counter.downloads == 1)
+        #expect(bases.all.count == 32 && Set(bases.all).count == 1 && !bases.all.contains(nil))
+    }
+
+    @Test func aFailedDownloadIsFinalAndReported() throws {
+        let counter = FrameDownloadCounter()
+        let source = try #require(try Self.softwareFrames("high_320x240.264", counter: FrameDownloadCounter()).first)
+        let transfers = Tally()
+        let picture = try Self.pretendDevicePicture(of: source, counter: counter, failing: true, downloads: transfers)
+        #expect(picture.plane(0) == nil && picture.avFrame == nil && Self.packed(picture).isEmpty)
+        #expect(picture.downloadError?.message == "pretend transfer failed")
+        #expect(!picture.isOnDevice, "the surface went back to the decoder anyway")
+        _ = picture.plane(0)
+        #expect(transfers.value == 1 && counter.failures == 1 && counter.downloads == 0)
+    }
+
+    /// No caller can hold more than `limit` of a decoder's surfaces: the oldest picture still
+    /// on the device is downloaded when another arrives. Pictures nobody keeps cost nothing.
+    @Test func theBudgetSpillsTheOldestPictureStillOnTheDevice() throws {
+        let counter = FrameDownloadCounter()
+        let sources = try Self.softwareFrames("high_320x240.264", counter: FrameDownloadCounter())
+        var budget = DeviceFrameBudget(limit: 2)
+
+        for index in 0..<3 {  // released at once: no download
+            budget.admit(try Self.pretendDevicePicture(of: sources[index], counter: counter))
+        }
+        #expect(counter.downloads == 0 && budget.onDevice == 0)
+
+        let kept = try (3..<6).map { try Self.pretendDevicePicture(of: sources[$0], counter: counter) }
+        for picture in kept { budget.admit(picture) }
+        #expect(kept.map(\.isOnDevice) == [false, true, true])
+        #expect(counter.downloads == 1 && counter.spills == 1 && budget.onDevice == 2)
+        #expect(Self.packed(kept[0]) == Self.packed(sources[3]))
+    }
+
+    /// NVDEC and VA-API give NV12 with the left/top crop still to apply; readers get the
+    /// software decoder's cropped yuv420p, byte for byte.
+    @Test(arguments: ["odd_crop_322x242.264", "fullrange_176x144.264"])
+    func nv12IsPresentedAsTheSoftwareLayout(_ file: String) throws {
+        let source = try #require(try Self.softwareFrames(file, counter: FrameDownloadCounter()).first)
+        let (left, top, right, bottom) = (2, 4, 6, 2)
+        let nv12 = try Self.uncroppedNV12(of: source, left: left, top: top, right: right, bottom: bottom)
+        var owned: UnsafeMutablePointer<AVFrame>? = nv12
+        defer { av_frame_free(&owned) }
+
+        let presented = try DecodedFrame.present(nv12, as: source.pixelFormat)
+        let picture = DecodedFrame(
+            metadata: presented, pixelFormat: source.pixelFormat, decodedBy: .vaapi, pixels: .system(presented),
+            sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        #expect(picture.width == source.width && picture.height == source.height)
+        #expect(Self.packed(picture) == Self.packed(source))
+        #expect(
+            DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_NV12, softwareFormat: source.pixelFormat)
+                == source.pixelFormat)
+        #expect(
+            DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_P010LE, softwareFormat: AV_PIX_FMT_YUV420P10LE)
+                == AV_PIX_FMT_P010LE)
+    }
+
+    /// `source` (planar 4:2:0) as a decoder surface would download it: NV12, with a border
+    /// that the crop fields remove.
+    static func uncroppedNV12(
+        of source: DecodedFrame, left: Int, top: Int, right: Int, bottom: Int
+    ) throws -> UnsafeMutablePointer<AVFrame> {
+        let frame = try #require(av_frame_alloc())
+        frame.pointee.format = AV_PIX_FMT_NV12.rawValue
+        frame.pointee.width = Int32(source.width + left + right)
+        frame.pointee.height = Int32(source.height + top + bottom)
+        frame.pointee.color_range = source.colorRange == .full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG
+        try #require(av_frame_get_buffer(frame, 0) >= 0)
+        frame.pointee.crop_left = left
+        frame.pointee.crop_top = top
+        frame.pointee.crop_right = right
+        frame.pointee.crop_bottom = bottom
+        let luma = try #require(source.plane(0))
+        let (u, v) = (try #require(source.plane(1)), try #require(source.plane(2)))
+        let outLuma = try #require(frame.pointee.data.0)
+        let outChroma = try #require(frame.pointee.data.1)
+        let (lumaStride, chromaStride) = (Int(frame.pointee.linesize.0), Int(frame.pointee.linesize.1))
+        memset(outLuma, 0, lumaStride * Int(frame.pointee.height))
+        memset(outChroma, 0, chromaStride * ((Int(frame.pointee.height) + 1) / 2))
+        for row in 0..<source.height {
+            (outLuma + (row + top) * lumaStride + left).update(from: luma.base + row * luma.stride, count: source.width)
+        }
+        for row in 0..<(source.height + 1) / 2 {
+            let pairs = outChroma + (row + top / 2) * chromaStride + left
+            for column in 0..<(source.width + 1) / 2 {
+                pairs[2 * column] = u.base[row * u.stride + column]
+                pairs[2 * column + 1] = v.base[row * v.stride + column]
+            }
+        }
+        return frame
+    }
+}
+
+/// Collects values from concurrent closures.
+final class Bases: @unchecked Sendable {
+    // @unchecked: every access holds `lock`.
+    private let lock = NSLock()
+    private var values: [Int?] = []
+    func add(_ value: Int?) { lock.withLock { values.append(value) } }
+    var all: [Int?] { lock.withLock { values } }
+}
