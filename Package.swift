@@ -80,11 +80,15 @@ let package = Package(
         .executableTarget(
             name: "FrameTapBench", dependencies: ["H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
-        .testTarget(name: "DecodingTests", dependencies: ["Decoding", "H264"], swiftSettings: strictSwift),
+        // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
+        .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
+        .testTarget(name: "DecodingTests", dependencies: ["Decoding", "H264", "HardwareTestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),
-        .testTarget(name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport"],
+            swiftSettings: strictSwift),
         // Test helpers shared by the test targets (a raw HTTP client, MD5); nothing ships it.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),

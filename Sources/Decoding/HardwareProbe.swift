@@ -118,9 +118,10 @@ public struct HardwareReport: Sendable, Equatable, Encodable {
         try container.encode(libavcodecVAAPI, forKey: .libavcodecVAAPI)
         try container.encode(vaapiHeaderVersion, forKey: .vaapiHeaderVersion)
         try container.encode(renderNodes, forKey: .renderNodes)
+        try container.encode(cuda, forKey: .cuda)
     }
 
-    private enum CodingKeys: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes }
+    private enum CodingKeys: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes, cuda }
 }
 
 /// What the CUDA driver says: its version and every device, or why there are none.

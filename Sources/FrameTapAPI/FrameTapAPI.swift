@@ -1,3 +1,4 @@
+import Decoding
 import HTTPServer
 import Imaging
 import Logging
@@ -9,6 +10,8 @@ import Sessions
 public struct FrameTapAPI: Sendable {
     public let registry: SessionRegistry
     public let metrics: FrameTapMetrics
+    /// The decoding hardware found at start-up (`GET /system`).
+    public let hardware: HardwareReport
     let logger: Logger
 
     /// The longest `?wait=` accepted, in milliseconds.
@@ -16,9 +19,13 @@ public struct FrameTapAPI: Sendable {
     /// Largest `PUT /sessions/{id}` body (a tiny JSON object).
     static let maxOptionsBytes = 64 << 10
 
-    public init(registry: SessionRegistry, metrics: FrameTapMetrics, logger: Logger) {
+    public init(
+        registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware,
+        logger: Logger
+    ) {
         self.registry = registry
         self.metrics = metrics
+        self.hardware = hardware
         self.logger = logger
     }
 
@@ -27,11 +34,12 @@ public struct FrameTapAPI: Sendable {
         var router = Router()
         let health = Self.healthResponse
         router.get("/healthz", requiresAuth: false) { _ in .reusing(health) }
-        router.get("/metrics") { [metrics] _ in
-            .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
+        router.get("/metrics") { [metrics, registry] _ in
+            registry.refreshMetrics()
+            return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
-        router.get("/system") { [registry] _ in
-            .json(SystemInfo(configuration: registry.configuration, activeSessions: registry.statusList().sessions.count).json())
+        router.get("/system") { [registry, hardware] _ in
+            .json(SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware).json())
         }
         router.get("/sessions") { [registry] _ in .json(registry.statusList().json()) }
         router.get("/sessions/{id}") { [self] request throws(HTTPError) in try sessionStatus(request) }

@@ -1,3 +1,4 @@
+import Decoding
 import HTTPServer
 import Logging
 import Sessions
@@ -12,14 +13,16 @@ public final class FrameTapService: Sendable {
 
     /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
     /// there still runs after it). `http.bearerToken` turns authentication on.
+    /// `hardware` is what `GET /system` and the hardware gauges report (default: probed once
+    /// per process on first use).
     public init(
         http: HTTPServerConfiguration, sessions: ServerConfiguration, metrics: FrameTapMetrics = FrameTapMetrics(),
-        logger: Logger = Logger(label: "frametap")
+        hardware: HardwareReport = SystemInfo.hardware, logger: Logger = Logger(label: "frametap")
     ) {
         self.metrics = metrics
-        SystemInfo.registerHardwareMetrics(metrics)
+        SystemInfo.registerHardwareMetrics(metrics, hardware: hardware)
         registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger)
-        let api = FrameTapAPI(registry: registry, metrics: metrics, logger: logger)
+        let api = FrameTapAPI(registry: registry, metrics: metrics, hardware: hardware, logger: logger)
         self.api = api
         var http = http
         let previousObserver = http.requestObserver

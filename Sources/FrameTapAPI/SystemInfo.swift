@@ -10,8 +10,10 @@ public struct SystemInfo: Sendable, Encodable {
     /// The service version (also openapi.yaml's info.version).
     public static let version = "0.1.0"
 
-    /// Probed once per process, on first use (`frametap serve` does it at start-up): libva
-    /// loads a driver per node, which takes a moment and does not change while running.
+    /// Probed once per process, on first use, unless the service was given its own report
+    /// (`frametap serve` probes at start-up, opening the devices it will use): libva loads a
+    /// driver per node and CUDA makes a context per device, which takes a moment and does not
+    /// change while running.
     public static let hardware: HardwareReport = HardwareProbe.probe()
 
     public var version: String
@@ -20,7 +22,11 @@ public struct SystemInfo: Sendable, Encodable {
     public var decoderThreads: Int
     /// True when libavcodec has VA-API and at least one render node decodes H.264.
     public var vaapiAvailable: Bool
+    /// True when libavcodec has NVDEC and the CUDA driver lists at least one usable device.
+    public var cudaAvailable: Bool
     public var hardware: HardwareReport
+    /// Every hardware device sessions may use: open or not, and the sessions decoding on it.
+    public var devices: [HardwareDeviceUsage]
     public var limits: Limits
     public var activeSessions: Int
 
@@ -55,6 +61,8 @@ public struct SystemInfo: Sendable, Encodable {
     }
 
     public init(configuration: ServerConfiguration, activeSessions: Int, hardware: HardwareReport = SystemInfo.hardware) {
+        cudaAvailable = hardware.cuda.libavcodecNVDEC && hardware.cuda.devices.contains { $0.usable }
+        devices = configuration.devicePool.usage()
         version = Self.version
         libavcodec = hardware.libavcodecVersion
         backendDefault = configuration.backend.rawValue
@@ -89,6 +97,12 @@ public struct SystemInfo: Sendable, Encodable {
             ).set(to: value)
         }
         gauge("frametap_vaapi_render_nodes", "DRM render nodes found at start-up", [], Double(hardware.renderNodes.count))
+        gauge("frametap_cuda_devices", "CUDA devices the driver listed at start-up", [], Double(hardware.cuda.devices.count))
+        for device in hardware.cuda.devices {
+            gauge(
+                "frametap_cuda_device_usable", "1 when the CUDA device is described by the driver (and opened, when tried)",
+                [("device", device.device.description)], device.usable ? 1 : 0)
+        }
         for node in hardware.renderNodes {
             gauge(
                 "frametap_vaapi_render_node_usable", "1 when libva initialised the node and it decodes H.264",

@@ -20,11 +20,15 @@ final class DecoderPipeline {
         backendChoice = backend
         decoder = try StreamDecoder(
             options: configuration.decoderOptions(backend: backend, mode: mode), maxNALBytes: configuration.maxNALBytes,
-            keyframesOnly: mode == .keyframes)
+            keyframesOnly: mode == .keyframes, factory: configuration.decoderFactory)
     }
 
     var backend: DecoderBackend { decoder.decoder.backend }
     var backendReason: String { decoder.decoder.backendReason }
+    /// The hardware device decoding now; nil in software.
+    var device: HardwareDeviceID? { decoder.decoder.device }
+    /// Every switch to another back end so far, oldest first.
+    var fallbacks: [BackendFallback] { decoder.fallbacks }
     var format: VideoFormat? { decoder.format }
 
     var keyframesOnly: Bool {

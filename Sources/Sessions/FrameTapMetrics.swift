@@ -1,4 +1,5 @@
 import CoreMetrics
+import Decoding
 import Metrics
 import Prometheus
 import Synchronization
@@ -18,6 +19,15 @@ public final class FrameTapMetrics: Sendable {
     let mjpegClients: CoreMetrics.Meter
     let decodeLatency: CoreMetrics.Timer
     private let labelled = Mutex<[LabelledKey: AnyObject]>([:])
+    /// State the scrape-time series are computed from.
+    private let scraped = Mutex(Scraped())
+
+    private struct Scraped {
+        var backendLabels: Set<[String]> = []
+        var deviceLabels: Set<String> = []
+        var downloads = 0
+        var downloadFailures = 0
+    }
 
     private struct LabelledKey: Hashable {
         let name: String
@@ -47,6 +57,8 @@ public final class FrameTapMetrics: Sendable {
         // Present from the start so dashboards see zeros rather than missing series.
         activeSessions.set(0)
         mjpegClients.set(0)
+        counter(Names.frameDownloads, [:]).increment(by: 0)
+        for reason in BackendFallback.Reason.allCases { counter(Names.fallbacks, ["reason": reason.rawValue]).increment(by: 0) }
     }
 
     /// Makes this registry the backend of `MetricsSystem` for the whole process (call once, at start-up).
@@ -89,6 +101,56 @@ public final class FrameTapMetrics: Sendable {
     /// server, and their client was answered at once.
     func recordUploadStopped(reason: String) {
         counter(Names.uploadsStopped, ["reason": reason]).increment()
+    }
+
+    /// A session's decoder gave up a hardware back end, by why (`BackendFallback.Reason`).
+    func recordFallback(reason: String) {
+        counter(Names.fallbacks, ["reason": reason]).increment()
+    }
+
+    /// Series that describe the present rather than count events, brought up to date right
+    /// before an exposition: sessions by back end and device, sessions per hardware device, and
+    /// the downloads of hardware-decoded pictures since the last scrape.
+    public func refresh(sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter) {
+        var byBackend: [[String]: Int] = [:]
+        for status in sessions {
+            byBackend[[status.backend.rawValue, status.device?.description ?? "none"], default: 0] += 1
+        }
+        let (vanishedBackends, vanishedDevices, newDownloads, newFailures) = scraped.withLock { scraped in
+            let vanishedBackends = scraped.backendLabels.subtracting(byBackend.keys)
+            scraped.backendLabels.formUnion(byBackend.keys)
+            let deviceNames = Set(devices.map(\.device.description))
+            let vanishedDevices = scraped.deviceLabels.subtracting(deviceNames)
+            scraped.deviceLabels.formUnion(deviceNames)
+            defer {
+                scraped.downloads = downloads.downloads
+                scraped.downloadFailures = downloads.failures
+            }
+            return (
+                vanishedBackends, vanishedDevices, downloads.downloads - scraped.downloads,
+                downloads.failures - scraped.downloadFailures
+            )
+        }
+        func sessionsGauge(_ labels: [String]) -> Prometheus.Gauge {
+            registry.makeGauge(
+                descriptor: .init(
+                    metricName: Names.sessionsByBackend, unitName: "",
+                    helpText: "Sessions by the back end decoding them and its device (none: software)"),
+                labels: [("backend", labels[0]), ("device", labels[1])])
+        }
+        for (labels, count) in byBackend { sessionsGauge(labels).set(to: Double(count)) }
+        for labels in vanishedBackends { sessionsGauge(labels).set(to: 0) }
+        func deviceGauge(_ device: String) -> Prometheus.Gauge {
+            registry.makeGauge(
+                descriptor: .init(
+                    metricName: Names.deviceSessions, unitName: "",
+                    helpText: "Session decoders on each hardware device (one device context per device, shared)"),
+                labels: [("device", device)])
+        }
+        for usage in devices { deviceGauge(usage.device.description).set(to: Double(usage.sessions)) }
+        for device in vanishedDevices { deviceGauge(device).set(to: 0) }
+        counter(Names.frameDownloads, [:]).increment(by: max(0, newDownloads))
+        counter(Names.frameDownloadFailures, [:]).increment(by: max(0, newFailures))
     }
 
     func recordSessionEnded(reason: String) {
@@ -137,5 +199,10 @@ public final class FrameTapMetrics: Sendable {
         public static let requestSeconds = "frametap_http_request_seconds"
         public static let mjpegClients = "frametap_mjpeg_clients"
         public static let uploadsStopped = "frametap_uploads_stopped_total"
+        public static let fallbacks = "frametap_decoder_fallbacks_total"
+        public static let sessionsByBackend = "frametap_sessions_by_backend"
+        public static let frameDownloads = "frametap_frame_downloads_total"
+        public static let frameDownloadFailures = "frametap_frame_download_failures_total"
+        public static let deviceSessions = "frametap_hardware_device_sessions"
     }
 }

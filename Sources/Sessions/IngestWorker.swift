@@ -20,10 +20,26 @@ final class IngestWorker: Sendable {
         var backendChoice: DecoderBackendChoice
         var backend: DecoderBackend
         var backendReason: String
+        /// The hardware device decoding now; nil in software.
+        var device: HardwareDeviceID?
+        /// The latest switches to another back end (at most `Facts.fallbackHistory`), oldest first.
+        var fallbacks: [BackendFallback] = []
         var decodeMode: DecodeMode
         var format: VideoFormat?
         var counters = SessionCounters()
         var lastError: ErrorRecord?
+
+        static let fallbackHistory = 8
+
+        /// Takes what the decoder says now.
+        mutating func update(_ snapshot: DecoderSnapshot) {
+            counters.merge(decoder: snapshot.counters)
+            backend = snapshot.backend
+            backendReason = snapshot.backendReason
+            device = snapshot.device
+            if let format = snapshot.format { self.format = format }
+            fallbacks = Array((fallbacks + snapshot.newFallbacks).suffix(Self.fallbackHistory))
+        }
     }
 
     private struct State {
@@ -52,7 +68,8 @@ final class IngestWorker: Sendable {
             State(
                 facts: Facts(
                     backendChoice: pipeline.backendChoice, backend: pipeline.backend,
-                    backendReason: pipeline.backendReason, decodeMode: mode)))
+                    backendReason: pipeline.backendReason, device: pipeline.device, fallbacks: pipeline.fallbacks,
+                    decodeMode: mode)))
         self.context = context
         self.viewers = viewers
         self.pictures = pictures
@@ -244,31 +261,30 @@ final class IngestWorker: Sendable {
         receivedAt: UInt64?, progress: QueueBound<UploadProgress>?,
         _ body: (DecoderPipeline) -> DecoderPipeline.Step
     ) -> [PublishedFrame] {
-        let outcome = decoder.withValue {
-            slot -> (DecoderPipeline.Step, SessionCounters, DecoderPipeline, [PublishedFrame])? in
+        let outcome = decoder.withValue { slot -> (DecoderPipeline.Step, DecoderSnapshot, [PublishedFrame])? in
             guard let pipeline = slot.pipeline else { return nil }
             let step = body(pipeline)
             let published = step.frames.map { frame in
                 defer { slot.nextSequence += 1 }
-                return PublishedFrame(frame: frame, sequence: slot.nextSequence, backend: pipeline.backend)
+                return PublishedFrame(frame: frame, sequence: slot.nextSequence, backend: frame.decodedBy)
             }
-            return (step, slot.counters(adding: pipeline), pipeline, published)
+            guard let snapshot = slot.snapshot() else { return nil }
+            return (step, snapshot, published)
         }
-        guard let (step, counters, pipeline, published) = outcome else { return [] }
+        guard let (step, snapshot, published) = outcome else { return [] }
+        let counters = snapshot.counters
         let now = context.clock.now
         let before = state.withLock { state -> SessionCounters? in
             guard !state.closed else { return nil }
             let before = state.facts.counters
-            state.facts.counters.merge(decoder: counters)
-            state.facts.backend = pipeline.backend
-            state.facts.backendReason = pipeline.backendReason
-            if let format = pipeline.format { state.facts.format = format }
+            state.facts.update(snapshot)
             for error in step.errors {
                 state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
             }
             return before
         }
         guard let before else { return [] }
+        report(snapshot.newFallbacks)
         // A picture libavcodec concealed errors in (already an error of this step) never
         // replaces a good one as the newest.
         if let newest = published.last(where: { !$0.frame.hasDecodeErrors }) {
@@ -317,16 +333,22 @@ final class IngestWorker: Sendable {
 
     /// Back end facts can change on the decode queue without a step (a pipeline swap).
     private func refreshFacts() {
-        let snapshot = decoder.withValue { slot -> (DecoderPipeline, SessionCounters)? in
-            guard let pipeline = slot.pipeline else { return nil }
-            return (pipeline, slot.counters(adding: pipeline))
-        }
-        guard let (pipeline, counters) = snapshot else { return }
-        state.withLock { state in
-            state.facts.backend = pipeline.backend
-            state.facts.backendReason = pipeline.backendReason
-            if let format = pipeline.format { state.facts.format = format }
-            state.facts.counters.merge(decoder: counters)
+        guard let snapshot = decoder.withValue({ $0.snapshot() }) else { return }
+        state.withLock { $0.facts.update(snapshot) }
+        report(snapshot.newFallbacks)
+    }
+
+    /// A decoder gave up its back end (hardware refused the stream, or failed mid-stream):
+    /// counted by why, and logged with what it said.
+    private func report(_ fallbacks: [BackendFallback]) {
+        for fallback in fallbacks {
+            context.metrics.recordFallback(reason: fallback.reason.rawValue)
+            context.logger.info(
+                "decoder fell back",
+                metadata: [
+                    "from": "\(fallback.from.rawValue)", "to": "\(fallback.to.rawValue)",
+                    "reason": "\(fallback.reason.rawValue)", "message": "\(fallback.message)",
+                ])
         }
     }
 
@@ -470,10 +492,24 @@ struct DecoderSlot {
         self.pipeline = pipeline
     }
 
+    /// Fallbacks of the current pipeline already reported.
+    private var reportedFallbacks = 0
+
     func counters(adding pipeline: DecoderPipeline) -> SessionCounters {
         var total = retired
         total.add(pipeline.counters)
         return total
+    }
+
+    /// What the decoder says now, and the fallbacks not reported before.
+    mutating func snapshot() -> DecoderSnapshot? {
+        guard let pipeline else { return nil }
+        let fallbacks = pipeline.fallbacks
+        let fresh = Array(fallbacks.dropFirst(min(reportedFallbacks, fallbacks.count)))
+        reportedFallbacks = fallbacks.count
+        return DecoderSnapshot(
+            counters: counters(adding: pipeline), backend: pipeline.backend, backendReason: pipeline.backendReason,
+            device: pipeline.device, format: pipeline.format, newFallbacks: fresh)
     }
 
     mutating func setMode(_ mode: DecodeMode) {
@@ -488,6 +524,7 @@ struct DecoderSlot {
         } else {
             retired.add(current.counters)
             pipeline = replacement
+            reportedFallbacks = 0
         }
     }
 
@@ -497,12 +534,23 @@ struct DecoderSlot {
         retired.add(current.counters)
         pipeline = replacement
         pending = nil
+        reportedFallbacks = 0
     }
 
     mutating func release() {
         pipeline = nil
         pending = nil
     }
+}
+
+/// What the decode queue tells the rest of the session after a step.
+struct DecoderSnapshot: Sendable {
+    let counters: SessionCounters
+    let backend: DecoderBackend
+    let backendReason: String
+    let device: HardwareDeviceID?
+    let format: VideoFormat?
+    let newFallbacks: [BackendFallback]
 }
 
 /// Moves a pipeline built on a caller's thread (so that a back end that cannot open fails the

@@ -8,6 +8,15 @@ import Imaging
 public struct ServerConfiguration: Sendable {
     /// The decoder back end new sessions ask for (a session may override it with `PUT`).
     public var backend: DecoderBackendChoice
+    /// The hardware devices sessions may decode on (`--hw-devices`); nil: every CUDA device,
+    /// then every render node. New sessions go to the least loaded usable device.
+    public var hardwareDevices: HardwareDeviceList?
+    /// One device context per device for the whole process, shared by every session's decoder.
+    public var devicePool: HardwareDevicePool
+    /// Counts downloads of hardware-decoded pictures to system memory.
+    public var frameDownloads: FrameDownloadCounter
+    /// Where session decoders come from: libavcodec's, or a test's pretend hardware.
+    public var decoderFactory: any PictureDecoderFactory
     /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int
@@ -37,6 +46,10 @@ public struct ServerConfiguration: Sendable {
 
     public init(
         backend: DecoderBackendChoice = .auto,
+        hardwareDevices: HardwareDeviceList? = nil,
+        devicePool: HardwareDevicePool = .shared,
+        frameDownloads: FrameDownloadCounter = .shared,
+        decoderFactory: any PictureDecoderFactory = LibavDecoderFactory(),
         decoderThreads: Int = 1,
         maxSessions: Int = 64,
         maxBodyBytes: Int? = nil,
@@ -51,6 +64,10 @@ public struct ServerConfiguration: Sendable {
         maxSpoolBytes: Int = 2 << 30
     ) {
         self.backend = backend
+        self.hardwareDevices = hardwareDevices
+        self.devicePool = devicePool
+        self.frameDownloads = frameDownloads
+        self.decoderFactory = decoderFactory
         self.decoderThreads = decoderThreads
         self.maxSessions = maxSessions
         self.maxBodyBytes = maxBodyBytes
@@ -90,8 +107,11 @@ public struct ServerConfiguration: Sendable {
     /// saying so in their SPS lose pictures unless the reorder delay is probed first, as the
     /// ffmpeg CLI does; the probe holds back a stream's first pictures, so it runs only for
     /// those streams, and never in keyframes mode (each keyframe is drained at once).
-    func decoderOptions(backend: DecoderBackendChoice, mode: DecodeMode) -> DecoderOptions {
+    public func decoderOptions(backend: DecoderBackendChoice, mode: DecodeMode) -> DecoderOptions {
         var options = DecoderOptions.lowLatency(backend: backend)
+        options.hardwareDevices = hardwareDevices
+        options.devicePool = devicePool
+        options.frameDownloads = frameDownloads
         options.threads = decoderThreads
         options.sizeLimit = pictureSizeLimit
         options.emulateFFmpegProbe = mode == .all

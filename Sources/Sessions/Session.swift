@@ -179,7 +179,8 @@ public final class Session: Sendable {
     public func status() -> SessionStatus {
         let facts = ingest.facts
         return SessionStatus(
-            id: id, backend: facts.backend, backendReason: facts.backendReason, decode: facts.decodeMode,
+            id: id, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
+            fallbacks: facts.fallbacks, decode: facts.decodeMode,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,

@@ -104,6 +104,13 @@ public final class SessionRegistry: Sendable {
 
     public var count: Int { table.withLock { $0.sessions.count } }
 
+    /// Brings the metrics that describe the present up to date (call before an exposition).
+    public func refreshMetrics() {
+        metrics.refresh(
+            sessions: statusList().sessions, devices: configuration.devicePool.usage(),
+            downloads: configuration.frameDownloads)
+    }
+
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API
     /// context, cached pictures; ends its MJPEG viewers).
     public func delete(_ id: SessionID) throws(SessionError) {

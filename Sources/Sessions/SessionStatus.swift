@@ -59,7 +59,9 @@ extension SessionOptions: Decodable {
             switch key.stringValue {
             case "backend":
                 guard let choice = DecoderBackendChoice(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw SessionError(.invalidParameter, "backend must be auto, vaapi or software")
+                    throw SessionError(
+                        .invalidParameter,
+                        "backend must be \(DecoderBackendChoice.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 backend = choice
             case "decode":
@@ -149,6 +151,10 @@ public struct SessionStatus: Sendable, Encodable {
     public var id: SessionID
     public var backend: DecoderBackend
     public var backendReason: String
+    /// The hardware device decoding now (`cuda:0`, `/dev/dri/renderD128`); nil in software.
+    public var device: HardwareDeviceID?
+    /// The latest switches to another back end, oldest first.
+    public var fallbacks: [BackendFallback]
     public var decode: DecodeMode
     public var quality: Int
     public var createdAt: Date
@@ -165,6 +171,8 @@ public struct SessionStatus: Sendable, Encodable {
         try container.encode(id, forKey: .id)
         try container.encode(backend.rawValue, forKey: .backend)
         try container.encode(backendReason, forKey: .backendReason)
+        try container.encode(device?.description, forKey: .device)
+        try container.encode(fallbacks, forKey: .fallbacks)
         try container.encode(decode, forKey: .decode)
         try container.encode(quality, forKey: .quality)
         try container.encode(ISO8601.string(createdAt), forKey: .createdAt)
@@ -178,7 +186,8 @@ public struct SessionStatus: Sendable, Encodable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case id, backend, backendReason, decode, quality, createdAt, lastActivityAt, format, counters, latestFrame
+        case id, backend, backendReason, device, fallbacks, decode, quality, createdAt, lastActivityAt, format, counters
+        case latestFrame
         case lastError, subscribers, uploading
     }
 

@@ -45,8 +45,13 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "libavcodec threads per session (0 = automatic). [FRAMETAP_DECODER_THREADS, default 1]")
     var decoderThreads: Int?
 
-    @Option(help: "auto (VA-API when available), vaapi (required) or software. [FRAMETAP_BACKEND, default auto]")
+    @Option(help: "auto (NVDEC, then VA-API, then software, per session), cuda or vaapi (required), or software. [FRAMETAP_BACKEND, default auto]")
     var backend: DecoderBackendChoice?
+
+    @Option(
+        name: .customLong("hw-devices"),
+        help: "Hardware devices sessions may decode on, e.g. cuda:0,cuda:1,/dev/dri/renderD128; new sessions go to the least loaded. [FRAMETAP_HW_DEVICES, default: every CUDA device, then every render node]")
+    var hwDevices: String?
 
     @Option(help: "Most sessions at once. [FRAMETAP_MAX_SESSIONS, default 64]")
     var maxSessions: Int?
@@ -95,14 +100,15 @@ struct ServeCommand: ParsableCommand {
         }
         LibavLogging.set(level <= .debug ? .warnings : .quiet)
         let logger = Logger(label: "frametap")
-        logHardware(settings.sessions, logger: logger)
+        let hardware = probeHardware(settings.sessions, logger: logger)
 
         let metrics = FrameTapMetrics()
         metrics.bootstrapGlobalMetricsSystem()
         var http = settings.http
         http.logger = Logger(label: "frametap.http")
         let service = FrameTapService(
-            http: http, sessions: settings.sessions, metrics: metrics, logger: Logger(label: "frametap.sessions"))
+            http: http, sessions: settings.sessions, metrics: metrics, hardware: hardware,
+            logger: Logger(label: "frametap.sessions"))
         do {
             try service.run()
         } catch {
@@ -112,13 +118,32 @@ struct ServeCommand: ParsableCommand {
         logger.info("stopped")
     }
 
-    /// Render nodes and what the default back end gives, so an operator sees at start-up
-    /// whether pictures will be decoded in hardware.
-    /// Each render node is reported first: libva's driver, VA-API version and H.264 decode
-    /// profiles, or why the node is unusable (the same facts as `GET /system`).
-    private func logHardware(_ configuration: ServerConfiguration, logger: Logger) {
-        let hardware = SystemInfo.hardware
-        let nodes = hardware.renderNodes.map(\.path)
+    /// The decoding hardware, logged at start-up so an operator sees whether pictures will be
+    /// decoded in hardware and why not (the same facts as `GET /system`). Unless sessions decode
+    /// in software only, each CUDA device is opened now, into the device pool the sessions share:
+    /// a CUDA context takes about a quarter of a second, better paid once here than by the first
+    /// session.
+    private func probeHardware(_ configuration: ServerConfiguration, logger: Logger) -> HardwareReport {
+        let hardware =
+            configuration.backend == .software
+            ? HardwareProbe.probe() : HardwareProbe.probe(openingWith: configuration.devicePool)
+        if let error = hardware.cuda.error {
+            logger.info("no CUDA device", metadata: ["reason": "\(error)"])
+        }
+        for device in hardware.cuda.devices {
+            var metadata: Logger.Metadata = [
+                "device": "\(device.device)", "name": "\(device.name ?? "?")",
+                "memoryMiB": "\(device.totalMemoryBytes.map { String($0 >> 20) } ?? "?")",
+                "driver": "\(hardware.cuda.driverVersion ?? "?")", "nvdec": "\(hardware.cuda.libavcodecNVDEC)",
+                "opened": "\(device.opened.map(String.init(describing:)) ?? "not tried")",
+            ]
+            if let error = device.error {
+                metadata["reason"] = "\(error)"
+                logger.warning("CUDA device unusable", metadata: metadata)
+            } else {
+                logger.info("CUDA device", metadata: metadata)
+            }
+        }
         for node in hardware.renderNodes {
             if let error = node.error {
                 logger.warning("render node unusable", metadata: ["node": "\(node.path)", "reason": "\(error)"])
@@ -132,27 +157,27 @@ struct ServeCommand: ParsableCommand {
                     ])
             }
         }
-        var options = DecoderOptions.lowLatency(backend: configuration.backend)
-        options.sizeLimit = configuration.pictureSizeLimit
-        do {
+        var options = configuration.decoderOptions(backend: configuration.backend, mode: .all)
+        options.emulateFFmpegProbe = false
+        let devices = configuration.hardwareDevices.map { "\($0)" } ?? "all"
+        do throws(DecodeError) {
             let probe = try H264Decoder(options: options)
             logger.info(
                 "hardware decoding",
                 metadata: [
-                    "renderNodes": "\(nodes.isEmpty ? "none" : nodes.joined(separator: ","))",
-                    "backendDefault": "\(configuration.backend.rawValue)", "backend": "\(probe.backend.rawValue)",
-                    "reason": "\(probe.backendReason)",
+                    "devices": "\(devices)", "backendDefault": "\(configuration.backend.rawValue)",
+                    "backend": "\(probe.backend.rawValue)", "reason": "\(probe.backendReason)",
                 ])
         } catch {
             // The server still runs: session creation answers 503 decoder_unavailable.
             logger.warning(
                 "hardware decoding unavailable",
                 metadata: [
-                    "renderNodes": "\(nodes.isEmpty ? "none" : nodes.joined(separator: ","))",
-                    "backendDefault": "\(configuration.backend.rawValue)", "code": "\(error.code.rawValue)",
-                    "reason": "\(error.message)",
+                    "devices": "\(devices)", "backendDefault": "\(configuration.backend.rawValue)",
+                    "code": "\(error.code.rawValue)", "reason": "\(error.message)",
                 ])
         }
+        return hardware
     }
 
     struct Settings {
@@ -196,6 +221,13 @@ struct ServeCommand: ParsableCommand {
 
         var sessions = ServerConfiguration()
         sessions.backend = try backend ?? env.parse("FRAMETAP_BACKEND", DecoderBackendChoice.init(rawValue:)) ?? .auto
+        if let devices = try hwDevices ?? env.string("FRAMETAP_HW_DEVICES"), !devices.isEmpty {
+            do {
+                sessions.hardwareDevices = try HardwareDeviceList(parsing: devices)
+            } catch {
+                throw ValidationError("--hw-devices: \(error.message)")
+            }
+        }
         sessions.decoderThreads = try decoderThreads ?? env.int("FRAMETAP_DECODER_THREADS") ?? 1
         sessions.maxSessions = try maxSessions ?? env.int("FRAMETAP_MAX_SESSIONS") ?? 64
         let bodyLimit = try maxBodyBytes ?? env.string("FRAMETAP_MAX_BODY_BYTES") ?? "unlimited"

@@ -1,5 +1,6 @@
 import Decoding
 import Foundation
+import HardwareTestSupport
 import H264
 import Testing
 

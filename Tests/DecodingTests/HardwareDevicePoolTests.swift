@@ -1,5 +1,6 @@
 import Decoding
 import Foundation
+import HardwareTestSupport
 import Testing
 
 /// The device pool and back-end selection on pretend machines: no GPU needed.

@@ -1,6 +1,7 @@
 import CFFmpeg
 @testable import Decoding
 import Foundation
+import HardwareTestSupport
 import H264
 import Testing
 

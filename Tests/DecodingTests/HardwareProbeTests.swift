@@ -1,5 +1,6 @@
 import Decoding
 import Foundation
+import HardwareTestSupport
 import Testing
 
 /// HardwareProbe without a GPU: every failure is a clean per-node error, never a crash or a
@@ -76,12 +77,15 @@ import Testing
         #expect((json["error"] as? String)?.contains("libframetap-no-such-cuda.so.1") == true)
     }
 
-    /// GET /system's `hardware` object is a published contract: the CUDA part stays out of it.
-    @Test func theVAAPIReportKeepsItsShape() throws {
+    /// GET /system's `hardware` object is a published contract: the VA-API report as it was,
+    /// and the CUDA report beside it.
+    @Test func theHardwareReportHasItsShape() throws {
         let cuda = CUDAReport(driverVersion: "12.8", error: nil, devices: [CUDADeviceReport(device: .cuda(0), index: 0)])
         let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
         let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any])
-        #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes"])
+        #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "cuda"])
+        let cudaJSON = try #require(json["cuda"] as? [String: Any])
+        #expect(Set(cudaJSON.keys) == ["libavcodecNVDEC", "driverVersion", "error", "devices"])
         #expect(report.cudaDevices.count == 1)
     }
 

@@ -2,6 +2,7 @@ import CFFmpeg
 @testable import Decoding
 import Dispatch
 import Foundation
+import HardwareTestSupport
 import Testing
 
 /// Pictures stay on the device until read; each is downloaded at most once, counted, and

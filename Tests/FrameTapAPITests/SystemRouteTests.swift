@@ -22,8 +22,8 @@ import Testing
             let json = try jsonObject(answer.body)
             #expect(
                 Set(json.keys) == [
-                    "version", "libavcodec", "backendDefault", "decoderThreads", "vaapiAvailable", "hardware", "limits",
-                    "activeSessions",
+                    "version", "libavcodec", "backendDefault", "decoderThreads", "vaapiAvailable", "cudaAvailable",
+                    "hardware", "devices", "limits", "activeSessions",
                 ])
             #expect(json["version"] as? String == SystemInfo.version)
             #expect(json["backendDefault"] as? String == "software")
@@ -36,7 +36,9 @@ import Testing
             #expect(limits["maxWaitMilliseconds"] as? Int == 30_000)
             #expect(limits["sessionIdleTimeoutSeconds"] as? Double == 300)
             let hardware = try #require(json["hardware"] as? [String: Any])
-            #expect(Set(hardware.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes"])
+            #expect(
+                Set(hardware.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "cuda"])
+            #expect(json["devices"] is [Any])
             let nodes = try #require(hardware["renderNodes"] as? [[String: Any]])
             // Whatever this machine has: each node is either usable or says why not.
             #expect(nodes.count == SystemInfo.hardware.renderNodes.count)

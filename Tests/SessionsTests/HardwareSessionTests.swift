@@ -1,0 +1,103 @@
+import Decoding
+import HardwareTestSupport
+import Testing
+
+@testable import Sessions
+
+/// Hardware decoding as sessions see it, on pretend devices (a real software decoder that
+/// reports itself as NVDEC and fails where told): device sharing, per-session fallback with its
+/// reason in the status and /metrics, and a required back end without a device. No GPU needed.
+@Suite struct HardwareSessionTests {
+    private func configuration(
+        _ backend: DecoderBackendChoice, platform: any HardwarePlatform, factory: PretendHardwareFactory,
+        devices: HardwareDeviceList? = nil
+    ) -> ServerConfiguration {
+        var configuration = testConfiguration()
+        configuration.backend = backend
+        configuration.devicePool = HardwareDevicePool(platform: platform)
+        configuration.hardwareDevices = devices
+        configuration.frameDownloads = FrameDownloadCounter()
+        configuration.decoderFactory = factory
+        return configuration
+    }
+
+    @Test func newSessionsGoToTheLeastLoadedDeviceOverOneContextEach() throws {
+        let platform = PretendPlatform(cuda: [0, 1])
+        let configuration = configuration(.auto, platform: platform, factory: PretendHardwareFactory())
+        let sessions = try (0..<4).map { try makeSession("s\($0)", configuration: configuration) }
+        let devices = sessions.map { $0.status().device?.description }
+        #expect(devices == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"])
+        #expect(sessions.allSatisfy { $0.status().backend == .cuda })
+        // Four decoders, two device contexts.
+        #expect(platform.opens(of: .cuda(0)) == 1 && platform.opens(of: .cuda(1)) == 1)
+        #expect(configuration.devicePool.sessions(on: .cuda(0)) == 2)
+        sessions[0].close()
+        sessions[2].close()
+        let fifth = try makeSession("s4", configuration: configuration)
+        #expect(fifth.status().device == .cuda(0), "the now idle device takes the next one")
+    }
+
+    @Test func aStreamTheHardwareCannotTakeGoesToSoftwareWithItsReason() async throws {
+        let metrics = FrameTapMetrics()
+        let configuration = configuration(.auto, platform: PretendPlatform(cuda: [0]), factory: PretendHardwareFactory())
+        let session = try makeSession(configuration: configuration, metrics: metrics)
+        #expect(session.status().backend == .cuda)
+        let summary = try await push(try Fixture.bytes("high10_320x240.264"), to: session, flush: true)
+        #expect(summary.frames > 0, "decoded, in software")
+        let status = session.status()
+        #expect(status.backend == .software)
+        #expect(status.device == nil)
+        #expect(status.backendReason.contains("10-bit") || status.backendReason.contains("High 10"), "\(status.backendReason)")
+        #expect(status.fallbacks.map(\.reason) == [.unsupportedProfile])
+        #expect(metrics.exposition().contains("frametap_decoder_fallbacks_total{reason=\"unsupported_profile\"} 1"))
+        // The device is free again for another session.
+        #expect(configuration.devicePool.sessions(on: .cuda(0)) == 0)
+    }
+
+    @Test func repeatedDeviceErrorsMoveTheSessionToSoftwareKeepingItsPictures() async throws {
+        // Every access unit from the 6th on fails on the "hardware".
+        let factory = PretendHardwareFactory(failing: { $0 >= 6 })
+        let metrics = FrameTapMetrics()
+        let configuration = configuration(.auto, platform: PretendPlatform(cuda: [0]), factory: factory)
+        let session = try makeSession(configuration: configuration, metrics: metrics)
+        // Three IDRs, one every 8 pictures: the switch happens at the next one.
+        let stream = try Fixture.bytes(Fixture.repeatHeaders)
+        let summary = try await push(stream, to: session, flush: true)
+        let status = session.status()
+        #expect(status.backend == .software)
+        #expect(status.fallbacks.map(\.reason) == [.deviceErrors])
+        #expect(status.counters.decodeErrors >= 3)
+        // The pictures decoded on the device before the failures are kept, and decoding goes on
+        // in software from the next IDR.
+        #expect(summary.frames >= 8 + 4, "\(summary.frames) pictures")
+        #expect(session.latestSequence == UInt64(summary.frames))
+        #expect(metrics.exposition().contains("frametap_decoder_fallbacks_total{reason=\"device_errors\"} 1"))
+    }
+
+    @Test func aRequiredBackendWithoutADeviceIsACleanError() throws {
+        let configuration = configuration(.cuda, platform: NoHardware(), factory: PretendHardwareFactory())
+        #expect {
+            _ = try makeSession(configuration: configuration)
+        } throws: { error in
+            (error as? SessionError)?.code == .decoding(.decoderUnavailable)
+        }
+        // And auto says what it tried.
+        var automatic = configuration
+        automatic.backend = .auto
+        let session = try makeSession(configuration: automatic)
+        #expect(session.status().backend == .software)
+        #expect(session.status().backendReason.contains("CUDA"))
+    }
+
+    @Test func aRequiredBackendRefusesAStreamItCannotDecode() async throws {
+        let configuration = configuration(.cuda, platform: PretendPlatform(cuda: [0]), factory: PretendHardwareFactory())
+        let session = try makeSession(configuration: configuration)
+        let result = try await upload(try Fixture.bytes("high10_320x240.264"), to: session, flush: true)
+        guard case .failure(let error) = result else {
+            Issue.record("a required back end does not fall back silently")
+            return
+        }
+        #expect(error.code == .decoding(.decoderUnavailable))
+        #expect(session.status().backend == .cuda)
+    }
+}
