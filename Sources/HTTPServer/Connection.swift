@@ -255,8 +255,7 @@ final class ConnectionContext: Sendable {
         case .answerEarly(let response, let abort):
             size.pointee = 0
             if let (sink, reason) = abort { sink.abort(reason) }
-            let (sent, pending) = state.withLock { answerEarlyLocked(response, &$0) }
-            pending?.cancel(answering: nil)
+            let sent = state.withLock { answerEarlyLocked(response, &$0) }
             state.withLock { state in
                 if case .discardingBody = state.stage { state.stage = .discardingBody(dropped: bytes.count, since: .now) }
             }
@@ -336,11 +335,14 @@ final class ConnectionContext: Sendable {
     /// the client after it; then the rest of the body is dropped, for at most
     /// `maxDiscardDuration` even if the client goes quiet. Must hold the lock: it serialises
     /// this with the connection's end (after `closed` the socket may be gone). Returns whether
-    /// the answer was written whole, and the promise that can no longer answer.
-    private func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State) -> (sent: Bool, ResponsePromise?) {
-        guard !state.closed else { return (false, nil) }
-        var pending: ResponsePromise?
-        if case .pending(let promise, _) = state.answer { pending = promise }
+    /// the answer was written whole.
+    @discardableResult
+    private func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State) -> Bool {
+        guard !state.closed else { return false }
+        if case .pending(let promise, _) = state.answer {
+            // Whoever held it learns the request is over before the client can act on the answer.
+            promise.cancel(answering: nil)
+        }
         state.stage = .discardingBody(dropped: 0, since: .now)
         state.answer = .sentEarly(response.status)
         let bytes = EarlyResponse.serialize(response)
@@ -351,7 +353,7 @@ final class ConnectionContext: Sendable {
         core.deadlines.cutOff(connection.pointer, after: core.configuration.maxDiscardDuration)
         // A suspended connection must read on, to drop the rest and notice the end.
         resumeLocked(&state)
-        return (written == bytes.count, pending)
+        return written == bytes.count
     }
 
     private func startDeferredIfNeeded() {
@@ -424,7 +426,7 @@ final class ConnectionContext: Sendable {
                 return nil
             }
             // The body is still arriving: answer now, not when it ends (or never, for a live push).
-            _ = answerEarlyLocked(response, &state)
+            answerEarlyLocked(response, &state)
             return sink
         }
         // The answer came from the sink's consumer, which has stopped listening already.
@@ -544,12 +546,11 @@ final class ConnectionContext: Sendable {
             case pending(ResponsePromise, DeferredResponse)
             case upload(any RequestBodySink)
         }
-        var cancelled: ResponsePromise?
         let work: Work = state.withLock { state in
             if case .streamingBody(let sink, _) = state.stage {
                 // Told to keep nothing more before the answer goes out, so nothing is decoded after it.
                 sink.abort(.serverShutdown)
-                (_, cancelled) = answerEarlyLocked(.problem(.shuttingDown()), &state)
+                answerEarlyLocked(.problem(.shuttingDown()), &state)
                 return .upload(sink)
             }
             if case .pending(let promise, let deferred) = state.answer { return .pending(promise, deferred) }
@@ -561,7 +562,7 @@ final class ConnectionContext: Sendable {
         case .stream(let stream): stream.endForShutdown()
         case .pending(let promise, let deferred):
             promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
-        case .upload: cancelled?.cancel(answering: nil)
+        case .upload: break
         }
     }
 

@@ -469,11 +469,12 @@ final class UploadJob: Sendable {
     }
 
     /// A job holds the session's upload slot while its body arrives, and a spooled one until
-    /// its answer ended too.
+    /// its answer ended too (or it was refused: then no answer follows). The client may push
+    /// again as soon as it was answered.
     var holdsSlot: Bool {
         switch kind {
         case .live: !queue.isProducerDone
-        case .spooled(let spool): !spool.isOver
+        case .spooled(let spool): !spool.isOver && !queue.isRefused
         }
     }
 }

@@ -255,6 +255,8 @@ public final class UploadQueue: Sendable {
 
     /// True once the producer can add nothing more (finished, aborted or refused).
     public var isProducerDone: Bool { state.withLock { $0.producerDone } }
+    /// True once the upload was refused (by the limit or the consumer).
+    public var isRefused: Bool { state.withLock { $0.refusal != nil } }
     /// Bytes waiting right now.
     public var queuedBytes: Int { state.withLock { $0.queuedBytes } }
     /// The most bytes that ever waited at once (never above `watermark.high`).
