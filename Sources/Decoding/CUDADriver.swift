@@ -1,4 +1,8 @@
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The few CUDA driver API calls FrameTap needs to list NVIDIA GPUs, loaded at run time with
 /// `dlopen("libcuda.so.1")`: the binary has no build or link dependency on CUDA, and machines

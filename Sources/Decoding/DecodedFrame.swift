@@ -1,7 +1,12 @@
 import CFFmpeg
-import Foundation
+import Dispatch
+import FoundationEssentials
 import H264
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The coding type of a decoded picture, as libavcodec reports it.
 public enum PictureType: String, Sendable {

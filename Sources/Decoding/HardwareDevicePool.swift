@@ -1,5 +1,10 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// One device context per device per process, shared by every decoder on it.
 ///

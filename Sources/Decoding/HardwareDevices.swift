@@ -155,8 +155,10 @@ public struct HardwareDeviceList: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-extension String {
-    func trimmingWhitespace() -> String {
+extension StringProtocol {
+    /// Without leading and trailing whitespace (what Foundation's trimmingCharacters(in:) does,
+    /// without Foundation: the binary links only FoundationEssentials, not the ICU data).
+    public func trimmingWhitespace() -> String {
         var slice = Substring(self)
         while let first = slice.first, first.isWhitespace { slice.removeFirst() }
         while let last = slice.last, last.isWhitespace { slice.removeLast() }

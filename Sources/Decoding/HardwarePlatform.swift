@@ -1,5 +1,5 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
 
 /// A libavutil hardware device context (`AVHWDeviceContext` in an `AVBufferRef`), shared by
 /// every decoder on that device: each decoder's codec context takes its own reference.

@@ -1,5 +1,9 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// What one DRM render node offers for H.264 decoding, as libva reports it.
 public struct RenderNodeReport: Sendable, Equatable, Encodable {
@@ -314,7 +318,7 @@ public enum HardwareProbe {
     /// Collects libva's error messages for one probe (called on the probing thread only).
     private final class MessageSink: @unchecked Sendable {
         private var lines: [String] = []
-        func append(_ line: String) { lines.append(line.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        func append(_ line: String) { lines.append(line.trimmingWhitespace()) }
         var text: String? { lines.isEmpty ? nil : lines.joined(separator: "; ") }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import H264
 
 /// Bytes in, pictures out: Annex B splitter → access-unit assembler → random-access gate →

@@ -1,5 +1,5 @@
 import CFFmpeg
-import Foundation
+import FoundationEssentials
 
 /// VA-API specifics that are not device contexts (those are `LibavHardwarePlatform.open`).
 enum VAAPIDevice {

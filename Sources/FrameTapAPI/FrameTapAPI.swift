@@ -202,7 +202,7 @@ public struct FrameTapAPI: Sendable {
     static func acceptsMultipart(_ accept: String?) -> Bool {
         guard let accept else { return false }
         for item in accept.split(separator: ",") {
-            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let parts = item.split(separator: ";").map { $0.trimmingWhitespace().lowercased() }
             guard parts.first == "multipart/mixed" else { continue }
             let zeroQuality = parts.dropFirst().contains { parameter in
                 parameter.hasPrefix("q=") && (Double(parameter.dropFirst(2)) ?? 1) == 0

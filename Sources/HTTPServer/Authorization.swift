@@ -80,7 +80,7 @@ public struct BearerTokenAuth: RequestAuthorizer {
     }
 }
 
-extension String {
+extension StringProtocol {
     func trimmingSpaces() -> String {
         var view = Substring(self)
         while view.first == " " || view.first == "\t" { view = view.dropFirst() }

@@ -21,7 +21,7 @@ enum RequestEdge {
                     .badRequest, "ambiguous_length",
                     "Content-Length and Transfer-Encoding together make the body's length ambiguous.")
             }
-            let coding = encodings.joined(separator: ",").split(separator: ",").map { $0.trimmingCharacters() }
+            let coding = encodings.joined(separator: ",").split(separator: ",").map { $0.trimmingSpaces() }
             if coding.map({ $0.lowercased() }) != ["chunked"] {
                 return problem(
                     HTTPStatus(501), "unsupported_transfer_encoding",
@@ -60,14 +60,5 @@ extension RequestTargetError {
         HTTPError(
             status: .badRequest, code: code, detail: message, headers: ["Connection": "close"],
             extensions: ["reason": reason.rawValue])
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters() -> String {
-        var view = self
-        while view.first == " " || view.first == "\t" { view = view.dropFirst() }
-        while view.last == " " || view.last == "\t" { view = view.dropLast() }
-        return String(view)
     }
 }

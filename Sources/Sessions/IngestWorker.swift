@@ -1,6 +1,6 @@
 import Decoding
 import Dispatch
-import Foundation
+import FoundationEssentials
 import H264
 import Logging
 import Synchronization

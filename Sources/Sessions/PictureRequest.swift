@@ -1,5 +1,5 @@
 import Decoding
-import Foundation
+import FoundationEssentials
 import H264
 import Imaging
 
@@ -49,7 +49,7 @@ public enum PictureETag {
         var tags: [String] = []
         var wildcard = false
         for item in header.split(separator: ",") {
-            var tag = item.trimmingCharacters(in: .whitespaces)
+            var tag = item.trimmingWhitespace()
             if tag == "*" { wildcard = true; continue }
             if tag.hasPrefix("W/") { tag = String(tag.dropFirst(2)) }
             if !tag.isEmpty { tags.append(tag) }

@@ -1,5 +1,5 @@
 import Decoding
-import Foundation
+import FoundationEssentials
 import H264
 import Imaging
 

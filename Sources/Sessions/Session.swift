@@ -1,5 +1,6 @@
 import Decoding
-import Foundation
+import Dispatch
+import FoundationEssentials
 import H264
 import Imaging
 import Logging

@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 
 /// Time as a session sees it: a monotonic reading for ages, deadlines and rates, the wall clock
 /// for what people read, and one-shot timers. Injected into every part of a session, so long

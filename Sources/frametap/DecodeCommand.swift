@@ -1,6 +1,7 @@
 import ArgumentParser
 import Decoding
-import Foundation
+import Dispatch
+import FoundationEssentials
 import H264
 import Imaging
 
@@ -151,7 +152,7 @@ struct DecodeCommand: ParsableCommand {
         if let last = progress.lastFrame {
             summary += " (\(last.width)x\(last.height) \(last.pixelFormatName), \(last.decodedBy.rawValue))"
         }
-        summary += String(format: " in %.2f s (%.1f fps)", seconds, Double(progress.framesDecoded) / max(seconds, 1e-9))
+        summary += " in \(fixed(seconds, 2)) s (\(fixed(Double(progress.framesDecoded) / max(seconds, 1e-9), 1)) fps)"
         summary += "; wrote \(sink.picturesWritten) \(format.rawValue) picture(s) to \(output == "-" ? "stdout" : output)"
         if counters.decodeErrors > 0 { summary += "; \(counters.decodeErrors) decode error(s)" }
         if counters.framesDroppedBeforeKeyframe > 0 {
@@ -241,7 +242,7 @@ final class PictureSink {
         do {
             try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
         } catch {
-            throw CommandFailure.io("cannot create the output directory \(destination): \(error.localizedDescription)")
+            throw CommandFailure.io("cannot create the output directory \(destination): \(error)")
         }
     }
 
@@ -251,7 +252,7 @@ final class PictureSink {
             try picture.withUnsafeBytes { bytes throws(CommandFailure) in try writeAll(bytes, to: STDOUT_FILENO, name: "stdout") }
             return
         }
-        let path = "\(directory)/frame-\(String(format: "%06d", picturesWritten)).\(fileExtension)"
+        let path = "\(directory)/frame-\(zeroPadded(picturesWritten, 6)).\(fileExtension)"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
             throw CommandFailure.io("cannot create \(path): \(String(cString: strerror(errno)))")
@@ -284,7 +285,7 @@ struct Progress {
         guard now - lastReport > 250_000_000 else { return }
         lastReport = now
         let seconds = elapsedSeconds
-        printError(String(format: "\rframes %d  %.1f fps  %.1f s", framesDecoded, Double(framesDecoded) / max(seconds, 1e-9), seconds))
+        printError("\rframes \(framesDecoded)  \(fixed(Double(framesDecoded) / max(seconds, 1e-9), 1)) fps  \(fixed(seconds, 1)) s")
     }
 
     func finishLine() {

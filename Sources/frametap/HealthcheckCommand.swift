@@ -1,5 +1,5 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
     import Glibc
@@ -34,16 +34,16 @@ struct HealthcheckCommand: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         var address = host ?? environment["FRAMETAP_HOST"] ?? "127.0.0.1"
         if address == "0.0.0.0" || address == "::" || address.isEmpty { address = "127.0.0.1" }
-        let port = port ?? environment["FRAMETAP_PORT"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 8080
+        let port = port ?? environment["FRAMETAP_PORT"].flatMap { Int($0.trimmingWhitespace()) } ?? 8080
         guard (1...65535).contains(port), timeout > 0 else { throw ValidationError("bad port or timeout") }
         do {
             let status = try Self.healthStatus(address: address, port: UInt16(port), timeout: timeout)
             guard status == 200 else {
-                FileHandle.standardError.write(Data("healthcheck: /healthz answered \(status)\n".utf8))
+                printError("healthcheck: /healthz answered \(status)")
                 throw ExitCode.failure
             }
         } catch let error as HealthcheckError {
-            FileHandle.standardError.write(Data("healthcheck: \(error.message)\n".utf8))
+            printError("healthcheck: \(error.message)")
             throw ExitCode.failure
         }
     }

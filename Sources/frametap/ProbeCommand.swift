@@ -1,6 +1,7 @@
 import ArgumentParser
 import Decoding
-import Foundation
+import Dispatch
+import FoundationEssentials
 import H264
 
 /// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
@@ -290,7 +291,7 @@ struct ProbeReport: Encodable {
             lines.append("  profile        \(f.profile) (profile_idc \(f.profileIdc)), level \(f.level)")
             lines.append("  chroma         \(f.chromaFormat), \(f.bitDepth)-bit luma, \(f.bitDepthChroma)-bit chroma")
             lines.append("  scan           \(sps.frameMbsOnly ? "progressive" : (sps.mbAdaptiveFrameField ? "interlaced (MBAFF)" : "interlaced (fields)"))")
-            lines.append("  frame rate     \(f.frameRate.map { String(format: "%.3f fps", $0) } ?? "not signalled")")
+            lines.append("  frame rate     \(f.frameRate.map { "\(fixed($0, 3)) fps" } ?? "not signalled")")
             lines.append("  SAR            \(f.sampleAspectRatio ?? "not signalled")")
             lines.append("  range, colour  \(f.fullRange ? "full" : "limited"), primaries \(f.colorPrimaries), transfer \(f.transfer), matrix \(f.matrix)")
             lines.append("  ref frames     \(sps.maxNumRefFrames), reorder \(sps.maxNumReorderFrames.map(String.init) ?? "not signalled")")

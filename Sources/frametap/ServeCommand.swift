@@ -1,12 +1,16 @@
 import ArgumentParser
 import Decoding
-import Foundation
+import FoundationEssentials
 import H264
 import FrameTapAPI
 import HTTPServer
 import Imaging
 import Logging
 import Sessions
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `frametap serve`: the HTTP service. Every option can also come from a `FRAMETAP_*`
 /// environment variable (handy in containers); an option given on the command line wins.
@@ -273,7 +277,7 @@ struct EnvironmentOptions {
 
     func parse<T>(_ name: String, _ make: (String) -> T?) throws -> T? {
         guard let text = environment[name] else { return nil }
-        guard let value = make(text.trimmingCharacters(in: .whitespaces)) else {
+        guard let value = make(text.trimmingWhitespace()) else {
             throw ValidationError("\(name)='\(text)' is not a valid value")
         }
         return value
