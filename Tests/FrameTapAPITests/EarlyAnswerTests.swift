@@ -73,12 +73,12 @@ final class EndlessPush: Sendable {
             let session = try #require(service.registry.find(id))
             let deleted = ContinuousClock.now
             #expect(try request(service.port, "DELETE", "/sessions/live").status == 204)
-            #expect(eventually(timeout: .seconds(1)) { push.answeredAt != nil }, "answered within 1 s of the DELETE")
+            #expect(eventually(timeout: .seconds(3)) { push.answeredAt != nil }, "answered at once, not when the body ends")
             let response = try push.response()
             #expect(response.status == 404)
             #expect(response.headers["Connection"] == "close")
             #expect(try jsonObject(response.body)["code"] as? String == "session_not_found")
-            #expect((push.answeredAt ?? .now) - deleted < .seconds(1))
+            #expect((push.answeredAt ?? .now) - deleted < .seconds(3))
             #expect(eventually(timeout: .seconds(3)) { push.isClosed }, "the connection is closed")
             #expect(session.isClosed)
             let metrics = try request(service.port, "GET", "/metrics").text
@@ -138,7 +138,7 @@ final class EndlessPush: Sendable {
         }
     }
 
-    @Test func stopAnswersAPushInProgress503AndReturnsWithinASecond() throws {
+    @Test func stopAnswersAPushInProgress503WithoutWaitingForTheGracePeriod() throws {
         var http = HTTPServerConfiguration()
         http.host = "127.0.0.1"
         http.port = 0
@@ -153,8 +153,9 @@ final class EndlessPush: Sendable {
         let decodedBefore = service.registry.find(id)?.status().counters.framesDecoded ?? 0
         let started = ContinuousClock.now
         service.stop()
-        #expect(ContinuousClock.now - started < .seconds(1))
-        #expect(eventually(timeout: .seconds(1)) { push.answeredAt != nil })
+        // The grace period is 10 s; the push is answered long before (margin for a loaded host).
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(eventually(timeout: .seconds(5)) { push.answeredAt != nil })
         let response = try push.response()
         #expect(response.status == 503)
         #expect(response.headers["Retry-After"] == "1")
@@ -174,15 +175,15 @@ final class EndlessPush: Sendable {
             // The pusher now sends nothing more.
             let deleted = ContinuousClock.now
             #expect(try request(service.port, "DELETE", "/sessions/paused").status == 204)
-            let answer = client.read(until: { find([13, 10, 13, 10], in: $0) != nil }, timeout: .seconds(1))
-            #expect(ContinuousClock.now - deleted < .seconds(1))
+            let answer = client.read(until: { find([13, 10, 13, 10], in: $0) != nil }, timeout: .seconds(3))
+            #expect(ContinuousClock.now - deleted < .seconds(3))
             let response = try parseResponse(answer)
             #expect(response.status == 404)
             #expect(try jsonObject(response.body)["code"] as? String == "session_not_found")
             // A quiet client is not kept for the connection timeout: closed after maxDiscardDuration.
-            let rest = client.readToEnd(timeout: .seconds(3))
+            let rest = client.readToEnd(timeout: .seconds(5))
             #expect(rest.isEmpty, "nothing after the answer")
-            #expect(ContinuousClock.now - deleted < .seconds(3))
+            #expect(ContinuousClock.now - deleted < .seconds(5))
         }
     }
 

@@ -35,13 +35,14 @@ import Testing
             trickler.start()
             defer { trickling.store(false, ordering: .relaxed) }
 
-            // Another client is served at once, request after request.
+            // Another client is served at once, request after request: well before the tricklers
+            // reach their header deadline (a loaded CI host gets a generous margin).
             for _ in 0..<5 {
                 let started = ContinuousClock.now
                 let response = try request(server.port, "GET", "/healthz")
                 let elapsed = ContinuousClock.now - started
                 #expect(response.status == 200)
-                #expect(elapsed < .milliseconds(100), "healthz took \(elapsed)")
+                #expect(elapsed < .seconds(1), "healthz took \(elapsed)")
             }
             // The address got its share of slots only: the rest were closed at once.
             let refused = tricklers.filter { $0.read(timeout: .milliseconds(1)) == nil }.count

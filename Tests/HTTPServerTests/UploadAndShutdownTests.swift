@@ -239,7 +239,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         #expect(throws: (any Error).self) { _ = try request(server.port, "GET", "/live") }
     }
 
-    @Test func stopAnswersAnUploadInProgress503AndReturnsWithinASecond() throws {
+    @Test func stopAnswersAnUploadInProgress503WithoutWaitingForTheGracePeriod() throws {
         let consumer = SlowConsumer()
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
@@ -259,8 +259,9 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         usleep(300_000)
         let started = ContinuousClock.now
         server.stop()
-        #expect(ContinuousClock.now - started < .seconds(1))
-        let answer = client.readToEnd(timeout: .seconds(2))
+        // The grace period is 10 s; the upload is answered long before (margin for a loaded host).
+        #expect(ContinuousClock.now - started < .seconds(5))
+        let answer = client.readToEnd(timeout: .seconds(5))
         pushing.store(false, ordering: .relaxed)
         let response = try parseResponse(answer)
         #expect(response.status == 503)
