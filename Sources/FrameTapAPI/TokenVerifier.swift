@@ -69,7 +69,8 @@ struct TokenVerifier: Sendable {
 
         /// A token's `alg` must be one a configured key verifies: `none`, or HS256 where only a
         /// JWKS is configured, finds no key at all, so a JWKS's public key is never used as an
-        /// HMAC secret (algorithm confusion). A `kid` selects among the JWKS's keys; without
+        /// HMAC secret (algorithm confusion). A `kid` selects among the JWKS's keys (a `kid`
+        /// that names none is refused, even where a key without `kid` would verify); without
         /// one, each JWKS key of that algorithm is tried. The secret has no `kid`: any `kid` of
         /// an HS256 token is ignored.
         func candidates(algorithm: String, keyID: String?) throws(TokenRejection) -> [VerificationKey] {
