@@ -20,6 +20,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Scoped bearer tokens (AccessControl): jwt-kit parses tokens and JWKS; swift-crypto, which
+        // it is built on, checks the signatures synchronously on the request thread.
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.1.0"),
     ],
     targets: [
         .systemLibrary(
@@ -65,6 +69,9 @@ let package = Package(
             dependencies: [
                 "HTTPServer", "Sessions", "Decoding", "Imaging",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strictSwift
         ),
@@ -93,7 +100,13 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(
-            name: "FrameTapAPITests", dependencies: ["FrameTapAPI", "HTTPServer", "Sessions", "TestSupport"],
+            name: "FrameTapAPITests",
+            dependencies: [
+                "FrameTapAPI", "HTTPServer", "Sessions", "TestSupport",
+                // AccessControlTests mint real tokens with keys they generate.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: strictSwift),
     ],
     swiftLanguageModes: [.v6]
