@@ -63,6 +63,7 @@ test: test-deps build
 	$(SWIFT) test
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
 	smoke/with-server.sh $(DEBUG_BIN)
+	smoke/hostile.sh $(DEBUG_BIN)
 	smoke/clients.sh $(DEBUG_BIN)
 	smoke/tls.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
@@ -81,6 +82,14 @@ smoke: test-deps build
 
 clients: test-deps build
 	smoke/clients.sh $(DEBUG_BIN)
+
+# Hostile clients (part of `make test`, about 10 s): ~150 seeded, mutated pushes (whole,
+# chunked, cut mid-body, multipart answers) against a live server, which must answer each
+# well-formed, stay healthy and keep serving its victims' last good pictures.
+# HOSTILE_SEED=N reproduces a run; a failure keeps the bodies in .test-output/hostile/.
+.PHONY: hostile
+hostile: test-deps build
+	smoke/hostile.sh $(DEBUG_BIN)
 
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
