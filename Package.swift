@@ -65,8 +65,14 @@ let package = Package(
                 "HTTPServer", "Sessions", "Decoding", "Imaging",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strictSwift
+            // The web console's files, embedded by the EmbedConsole plugin (why not
+            // `.embedInCode`: Plugins/EmbedConsole/plugin.swift).
+            exclude: ["Console"],
+            swiftSettings: strictSwift,
+            plugins: ["EmbedConsole"]
         ),
+        .executableTarget(name: "ConsoleEmbedder", swiftSettings: strictSwift),
+        .plugin(name: "EmbedConsole", capability: .buildTool(), dependencies: ["ConsoleEmbedder"]),
         .executableTarget(
             name: "frametap",
             dependencies: [
