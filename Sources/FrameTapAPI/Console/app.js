@@ -60,6 +60,7 @@ function route() {
     if (previous?.name === 'session') grid.focusCard(previous.id);
   } else {
     grid.hide();
+    upload.stopPreview();  // its picture is on the grid page: no polling for a hidden image
   }
   if (next.name === 'session') {
     document.title = `${next.id} · FrameTap`;
