@@ -55,6 +55,7 @@ export class EventStream extends EventTarget {
   connect() {
     const signal = this.controller?.signal;
     if (!signal || signal.aborted) return;
+    this.source?.close();
     const source = new EventSource(withAccessToken(this.path));
     this.source = source;
     this.setState('connecting');
@@ -109,7 +110,8 @@ export class EventStream extends EventTarget {
         this.setState('interrupted');
         await sleep(this.backoff.next(), signal);
       }
-      this.connect();
+      // A sign-in restarts the stream itself (restartOnAuthChange): this attempt is then over.
+      if (!signal.aborted) this.connect();
     } catch (error) {
       if (!isAbort(error)) throw error;
     }

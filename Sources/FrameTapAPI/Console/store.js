@@ -143,15 +143,20 @@ export class SessionStore extends EventTarget {
     return entry;
   }
 
-  /** Changes a few members of a known session's status (from an event); adds the session when new. */
-  patch(id, changes, { fromEvent = true } = {}) {
+  /**
+   * Changes a few members of a session's status (from an event). Only `create` adds a session
+   * the page does not know: an event that outlives its session (viewers leaving a deleted one)
+   * must not bring its card back. Returns null when nothing was changed.
+   */
+  patch(id, changes, { create = false } = {}) {
     let entry = this.entries.get(id);
     const added = !entry;
     if (added) {
+      if (!create) return null;
       entry = new SessionEntry(id);
       this.entries.set(id, entry);
     }
-    if (fromEvent) this.eventTouches.set(id, performance.now());
+    this.eventTouches.set(id, performance.now());
     entry.status = { ...entry.status, ...changes };
     this.emit({ kind: added ? 'added' : 'updated', id });
     return entry;

@@ -82,17 +82,25 @@ export class SessionSync extends EventTarget {
     const id = data?.session;
     if (typeof id !== 'string') return;
     const store = this.store;
+    if (type !== 'session.created' && type !== 'session.removed' && !store.has(id)) {
+      // News of a session this page has not seen yet: ask for it (404 if it is already gone).
+      this.refreshSession(id);
+      return;
+    }
     switch (type) {
       case 'session.created':
-        store.patch(id, { backend: data.backend ?? null, decode: data.decode ?? null });
+        store.patch(id, { backend: data.backend ?? null, decode: data.decode ?? null }, { create: true });
         this.refreshSession(id);
         break;
       case 'session.removed':
         store.remove(id, { reason: data.reason ?? 'gone', fromEvent: true });
         break;
       case 'picture.first': {
-        const known = store.get(id)?.status.latestFrame;
-        if (!known) store.patch(id, { latestFrame: { seq: data.seq, width: data.width, height: data.height, ageMs: 0 } });
+        const entry = store.get(id);
+        if (!entry.status.latestFrame) {
+          entry.notePicture(0);  // decoded just now; the next status brings its exact age
+          store.patch(id, { latestFrame: { seq: data.seq, width: data.width, height: data.height } });
+        }
         break;
       }
       case 'format.changed':

@@ -33,24 +33,31 @@ class Slots {
   }
 
   acquire(signal) {
+    if (signal.aborted) return Promise.reject(signal.reason ?? new DOMException('Aborted', 'AbortError'));
     if (this.free > 0) {
       this.free -= 1;
       return Promise.resolve();
     }
     return new Promise((resolve, reject) => {
-      const waiter = { resolve, reject };
-      this.waiting.push(waiter);
-      signal.addEventListener('abort', () => {
+      const onAbort = () => {
         const index = this.waiting.indexOf(waiter);
         if (index >= 0) this.waiting.splice(index, 1);
         reject(signal.reason ?? new DOMException('Aborted', 'AbortError'));
-      }, { once: true });
+      };
+      const waiter = {
+        grant: () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
+      };
+      this.waiting.push(waiter);
+      signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
   release() {
     const next = this.waiting.shift();
-    if (next) next.resolve();
+    if (next) next.grant();
     else this.free += 1;
   }
 }

@@ -3,6 +3,7 @@
 // pictures appear (the preview and the session's card update as the server decodes).
 
 import { api, ApiError, isValidSessionId, uploadFile } from './api.js';
+import { signInRequired } from './auth.js';
 import { byId, h, setText } from './dom.js';
 import { formatBytes, formatSummary } from './format.js';
 import { ThumbnailFeed } from './thumbnails.js';
@@ -168,7 +169,16 @@ export class UploadPanel {
     try {
       // A cheap authenticated call first: a server that wants a token gets it before the body
       // goes out (a 401 arriving mid-upload looks like a broken connection to XHR).
-      await api.listSessions();
+      for (;;) {
+        try {
+          await api.listSessions();
+          break;
+        } catch (error) {
+          if (!(error instanceof ApiError && error.status === 401)) throw error;
+          setText(this.progressLabel, 'Sign in to push.');
+          await signInRequired();
+        }
+      }
       this.startPreview(id);
       let announced = false;
       const summary = await uploadFile(id, file, {
