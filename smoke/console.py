@@ -236,8 +236,11 @@ def dominant_colour(png):
 
 # --- the browser -------------------------------------------------------------------------------
 
-def make_driver(profile_dir):
+def make_driver(profile_dir, downloads=None):
     options = webdriver.ChromeOptions()
+    if downloads:
+        options.add_experimental_option("prefs", {"download.default_directory": downloads,
+                                                  "download.prompt_for_download": False})
     options.binary_location = CHROMIUM
     for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                      "--hide-scrollbars", "--window-size=1280,900", f"--user-data-dir={profile_dir}"]:
@@ -246,6 +249,8 @@ def make_driver(profile_dir):
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(30)
+    if downloads:
+        driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
     return driver
 
 
@@ -318,7 +323,9 @@ def scenario(results, server, token, fixtures, work, shots, options):
     label = "auth" if token else "open"
     r = lambda name, ok, detail="": results.check(f"{label}: {name}", ok, detail)
     base = server.base
-    driver = make_driver(os.path.join(work, f"profile-{label}"))
+    downloads = os.path.join(work, f"downloads-{label}")
+    os.makedirs(downloads, exist_ok=True)
+    driver = make_driver(os.path.join(work, f"profile-{label}"), downloads)
     page = Page(driver, base, shots, label)
     pushes = []
     try:
@@ -400,6 +407,8 @@ def scenario(results, server, token, fixtures, work, shots, options):
         commands = page.js("return [...document.querySelectorAll('.commands code')].map(c => c.textContent).join('\\n')")
         r("commands name this server and session", f"{base}/sessions/cam-a/nalus" in commands and "frames.mjpeg" in commands)
         page.screenshot("session")
+        check_snapshot(r, page, downloads)
+        page.js("document.activeElement.blur()")  # Escape in a text field stays there
         page.press(Keys.ESCAPE)
         back = page.wait_js("return (location.hash === '' || location.hash === '#/') && !document.getElementById('sessions-page').hidden")
         r("Escape returns to the grid", back is True, page.js("return location.hash"))
@@ -431,6 +440,9 @@ def scenario(results, server, token, fixtures, work, shots, options):
         r("the uploaded session's card appears with 322x242", bool(card), f"card {card_state(page, 'upload.1')}")
         page.screenshot("upload")
         page.find("#upload-close").click()
+
+        check_drop_onto_busy_session(r, page, fixtures)
+        check_system_view(r, page)
 
         # --- delete from the page -----------------------------------------------------------------
         page.find('#session-grid .card[data-session="upload.1"] .card-link').click()
@@ -465,6 +477,70 @@ def scenario(results, server, token, fixtures, work, shots, options):
             for entry in page.console_log:
                 file.write(f"{entry['level']} {entry['message']}\n")
         driver.quit()
+
+
+def jpeg_size(data):
+    """(width, height) from a JPEG's start-of-frame marker, or None."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 9 < len(data) and data[i] == 0xFF:
+        marker, length = data[i + 1], struct.unpack(">H", data[i + 2:i + 4])[0]
+        if 0xC0 <= marker <= 0xC3:
+            height, width = struct.unpack(">HH", data[i + 5:i + 9])
+            return width, height
+        i += 2 + length
+    return None
+
+
+def check_snapshot(r, page, downloads):
+    """The snapshot form downloads latest.jpg at the width asked for, and says why it cannot."""
+    field = page.find("#snapshot-width")
+    field.clear()
+    field.send_keys("160")
+    page.find("#snapshot-download").click()
+    saved = page.wait(lambda: [name for name in os.listdir(downloads) if name.endswith(".jpg")] or None)
+    size = jpeg_size(open(os.path.join(downloads, saved[0]), "rb").read()) if saved else None
+    r(f"snapshot: a 160 px JPEG is downloaded ({saved and saved[0]}, {size})", size == (160, 120))
+    field.clear()
+    field.send_keys("5000")
+    page.find("#snapshot-download").click()
+    message = page.wait_js("const t = document.getElementById('snapshot-message').textContent; return t.startsWith('No snapshot') && t")
+    r(f"snapshot: a refused width is explained in words ({message})", bool(message) and "{" not in message)
+
+
+def check_drop_onto_busy_session(r, page, fixtures):
+    """A file dropped on a session's page goes to that session; a refused push (this one is busy
+    with a live push: 409 session_busy) is explained in words."""
+    page.js("location.hash = '#/sessions/cam-b'")
+    page.wait_js("return !!document.getElementById('delete-session')")
+    with open(os.path.join(fixtures, "baseline_176x144.264"), "rb") as file:
+        data = list(file.read())
+    page.js("""
+        const transfer = new DataTransfer();
+        transfer.items.add(new File([new Uint8Array(arguments[0])], 'dropped.264'));
+        for (const type of ['dragenter', 'dragover', 'drop']) {
+          window.dispatchEvent(new DragEvent(type, { dataTransfer: transfer, bubbles: true, cancelable: true }));
+        }
+    """, data)
+    ready = page.wait_js("""return !document.getElementById('upload-panel').hidden
+        && document.getElementById('upload-session-select').value === 'cam-b'
+        && document.getElementById('upload-file-message').textContent.startsWith('dropped.264')""")
+    r("a file dropped on a session's page is ready to push to that session", ready is True)
+    page.find("#upload-start").click()
+    message = page.wait_js("const t = document.getElementById('upload-result').textContent; return t.startsWith('The push failed') && t")
+    r(f"a refused push is explained in words ({message})", bool(message) and "{" not in message)
+    page.find("#upload-close").click()
+
+
+def check_system_view(r, page):
+    page.js("location.hash = '#/system'")
+    shown = page.wait_js("""const t = document.getElementById('system-page').textContent;
+        return /Limits/.test(t) && /Max sessions\\s*16/.test(t) && /Render nodes/.test(t)""")
+    r("the system view shows limits and hardware", shown is True)
+    page.screenshot("system")
+    page.js("location.hash = '#/'")
+    page.wait_js("return !document.getElementById('sessions-page').hidden")
 
 
 def check_restart(r, page, server, pushes, work, fixtures, token):
