@@ -24,12 +24,15 @@ class SessionCard {
     this.uploading = h('span', { class: 'badge badge-live', hidden: true }, 'receiving');
     this.error = h('span', { class: 'badge badge-error', hidden: true });
     const titleId = `card-title-${cssSafe(id)}`;
-    this.link = h('a', { class: 'card-link', href: `#/sessions/${encodeURIComponent(id)}`, 'aria-labelledby': titleId },
+    const statsId = `card-stats-${cssSafe(id)}`;
+    this.link = h('a', {
+      class: 'card-link', href: `#/sessions/${encodeURIComponent(id)}`, 'aria-labelledby': titleId, 'aria-describedby': statsId,
+    },
       h('div', { class: 'thumb' }, this.img, this.placeholder),
       h('div', { class: 'card-body' },
         h('h2', { class: 'card-title', id: titleId }, id),
         h('div', { class: 'badges' }, this.backend, this.uploading, this.error),
-        h('dl', { class: 'stats' },
+        h('dl', { class: 'stats', id: statsId },
           h('div', { class: 'stat-wide' }, h('dt', {}, 'Format'), this.format),
           h('div', {}, h('dt', {}, 'Rate'), this.fps),
           h('div', {}, h('dt', {}, 'Bit rate'), this.bitRate),

@@ -279,7 +279,8 @@ export class SessionView {
     const frame = status.latestFrame;
     const age = entry.pictureAge();
     renderFacts(this.statusFacts, [
-      ['Back end', `${status.backend ?? '—'}${status.backendReason ? ` (${status.backendReason})` : ''}`],
+      // The reason already names the back end ("software: VA-API unavailable: ...").
+      ['Back end', status.backendReason ?? status.backend ?? '—'],
       ['Decoding', status.decode === 'keyframes' ? 'keyframes only' : (status.decode ?? '—')],
       ['JPEG quality', status.quality ?? '—'],
       ['Latest picture', frame
