@@ -1,15 +1,19 @@
 // One session up close: live MJPEG, the stream's format, counters with fps and bit-rate
-// charts, the last error, a snapshot download, copy-ready commands and delete.
+// charts, the last error, a snapshot download (snapshot.js), copy-ready commands (commands.js)
+// and delete.
 
-import { api, apiFetch, ApiError, sessionPath } from './api.js';
-import { authEvents, currentToken, signInRequired, withAccessToken } from './auth.js';
+import { api, ApiError, sessionPath } from './api.js';
+import { authEvents, signInRequired, withAccessToken } from './auth.js';
 import { TimeChart } from './charts.js';
+import { commandList } from './commands.js';
 import { Backoff, connection, isAbort, sleep } from './connection.js';
+import { confirmDialog } from './dialogs.js';
 import { byId, h, renderFacts, setText } from './dom.js';
 import {
   describeFormat, formatAge, formatBitRate, formatBytes, formatCount, formatFps, formatTime, humanizeKey,
 } from './format.js';
 import { notify } from './notices.js';
+import { snapshotForm } from './snapshot.js';
 import { HISTORY_MS } from './store.js';
 
 /** Status samples for the charts and counters while the view is open. */
@@ -33,26 +37,6 @@ const removalReasons = {
   shutdown: 'the server shut down',
   gone: 'the server no longer has it',
 };
-
-/**
- * Shell commands for this session, built from the page's own origin. With a token they read it
- * from $FRAMETAP_TOKEN rather than showing it on screen.
- */
-export function sessionCommands(id, origin, withToken) {
-  const base = `${origin}/sessions/${id}`;
-  const curlAuth = withToken ? ' -H "Authorization: Bearer $FRAMETAP_TOKEN"' : '';
-  const ffmpegAuth = withToken ? ' -headers "Authorization: Bearer $FRAMETAP_TOKEN"' : '';
-  const query = withToken ? '?access_token=$FRAMETAP_TOKEN' : '';
-  const quote = withToken ? '"' : "'";
-  return [
-    ['Push a live stream (ffmpeg)', `ffmpeg -re -i camera.264 -c copy -f h264 -method POST -chunked_post 1${ffmpegAuth} ${base}/nalus`],
-    ['Push a file (curl)', `curl --data-binary @file.264${curlAuth} '${base}/nalus?flush=true'`],
-    ['Latest picture (curl)', `curl -o latest.jpg${curlAuth} ${base}/frame/latest.jpg`],
-    ['320 px thumbnail (curl)', `curl -o thumb.jpg${curlAuth} '${base}/frame/latest.jpg?width=320'`],
-    ['Watch (ffplay)', `ffplay -f mpjpeg ${quote}${base}/frames.mjpeg${query}${quote}`],
-    ['Save pictures from the stream (ffmpeg)', `ffmpeg -f mpjpeg -i ${quote}${base}/frames.mjpeg${query}${quote} -c copy -f image2 frame-%05d.jpg`],
-  ];
-}
 
 export class SessionView {
   constructor(store) {
@@ -127,62 +111,9 @@ export class SessionView {
         section('Status', this.statusFacts),
         section('Counters', this.counterFacts),
         section('Last error', this.errorFacts),
-        section('Snapshot', this.buildSnapshotForm(id)),
+        section('Snapshot', snapshotForm(id)),
         section('Delete', this.buildDelete(id)),
-        section('Commands', this.buildCommands(id))));
-  }
-
-  buildSnapshotForm(id) {
-    const input = h('input', {
-      id: 'snapshot-width', name: 'width', type: 'number', min: '1', max: '8192', step: '1', inputmode: 'numeric',
-      placeholder: 'full size', 'aria-describedby': 'snapshot-help snapshot-message',
-    });
-    const message = h('p', { id: 'snapshot-message', class: 'field-message', 'aria-live': 'polite' });
-    const button = h('button', { type: 'submit', id: 'snapshot-download' }, 'Download JPEG');
-    const form = h('form', { class: 'snapshot-form', novalidate: true },
-      h('div', { class: 'field' },
-        h('label', { for: 'snapshot-width' }, 'Width in pixels'),
-        input,
-        h('p', { id: 'snapshot-help', class: 'help' }, 'Leave empty for the picture\'s own size; the height keeps the aspect ratio (at most twice the picture\'s size).')),
-      h('div', { class: 'actions' }, button),
-      message);
-    form.addEventListener('submit', async (event) => {
-      event.preventDefault();
-      const width = input.value.trim();
-      if (width && !(Number.isInteger(Number(width)) && Number(width) >= 1 && Number(width) <= 8192)) {
-        setText(message, 'The width must be a whole number from 1 to 8192.');
-        input.setAttribute('aria-invalid', 'true');
-        input.focus();
-        return;
-      }
-      input.removeAttribute('aria-invalid');
-      button.disabled = true;
-      setText(message, 'Fetching the picture…');
-      try {
-        await downloadSnapshot(id, width ? Number(width) : null);
-        setText(message, 'Downloaded.');
-      } catch (error) {
-        setText(message, `No snapshot: ${error.message}`);
-      } finally {
-        button.disabled = false;
-      }
-    });
-    return form;
-  }
-
-  buildCommands(id) {
-    const withToken = Boolean(currentToken());
-    const items = sessionCommands(id, location.origin, withToken).map(([label, command], index) => {
-      const code = h('code', { id: `command-${index}` }, command);
-      const button = h('button', { type: 'button', class: 'copy-button', 'aria-describedby': `command-label-${index}` }, 'Copy');
-      button.addEventListener('click', () => copyText(command, code, button));
-      return h('li', { class: 'command' },
-        h('span', { class: 'command-label', id: `command-label-${index}` }, label),
-        h('div', { class: 'command-line' }, h('pre', {}, code), button));
-    });
-    return h('div', {},
-      withToken ? h('p', { class: 'help' }, 'These read the token from $FRAMETAP_TOKEN: export FRAMETAP_TOKEN=… first.') : null,
-      h('ul', { class: 'commands' }, items));
+        section('Commands', commandList(id))));
   }
 
   buildDelete(id) {
@@ -364,63 +295,4 @@ export class SessionView {
       if (this.img === img) this.startStream();
     }, delay);
   }
-}
-
-/** Fetches latest.jpg (with the token header) and saves it through a temporary link. */
-async function downloadSnapshot(id, width) {
-  const response = await apiFetch(sessionPath(id, `/frame/latest.jpg${width ? `?width=${width}` : ''}`));
-  const seq = response.headers.get('X-Frame-Seq') ?? 'latest';
-  const blob = await response.blob();
-  const url = URL.createObjectURL(blob);
-  const link = h('a', { href: url, download: `${id}-${seq}${width ? `-w${width}` : ''}.jpg`, hidden: true });
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
-}
-
-/** The clipboard API needs a secure context (https or localhost); elsewhere select the text. */
-async function copyText(text, codeElement, button) {
-  let copied = false;
-  try {
-    if (navigator.clipboard && window.isSecureContext) {
-      await navigator.clipboard.writeText(text);
-      copied = true;
-    }
-  } catch {
-    copied = false;
-  }
-  if (!copied) {
-    const range = document.createRange();
-    range.selectNodeContents(codeElement);
-    const selection = getSelection();
-    selection.removeAllRanges();
-    selection.addRange(range);
-    try {
-      copied = document.execCommand('copy');
-    } catch {
-      copied = false;
-    }
-  }
-  setText(button, copied ? 'Copied' : 'Selected: press Ctrl+C');
-  setTimeout(() => setText(button, 'Copy'), 2500);
-}
-
-/** The page's confirmation dialog; resolves true when the operator confirms. */
-export function confirmDialog({ title, message, confirmLabel }) {
-  const dialog = byId('confirm-dialog');
-  setText(byId('confirm-title'), title);
-  setText(byId('confirm-message'), message);
-  const confirmButton = byId('confirm-accept');
-  setText(confirmButton, confirmLabel);
-  return new Promise((resolve) => {
-    const onClose = () => {
-      dialog.removeEventListener('close', onClose);
-      resolve(dialog.returnValue === 'confirm');
-    };
-    dialog.returnValue = '';
-    dialog.addEventListener('close', onClose);
-    dialog.showModal();
-    byId('confirm-cancel').focus();
-  });
 }
