@@ -631,7 +631,10 @@ def check_events(r, results, base, token, fixtures, label, status):
     stream = subprocess.Popen(["curl", "-sN", "-m", "40", "-D", headers_path, "-H", "Accept: text/event-stream",
                                *curl_auth(token), f"{base}/events"], stdout=subprocess.PIPE)
     try:
-        time.sleep(1)  # the stream is open before the events it should carry happen
+        # The stream must be open before the events it should carry happen: wait for its headers.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (os.path.exists(headers_path) and "\r\n\r\n" in open(headers_path, errors="replace").read()):
+            time.sleep(0.05)
         with open(os.path.join(fixtures, "high_320x240.264"), "rb") as file:
             push = http(base, "POST", f"/sessions/{session}/nalus?flush=true", token, data=file.read())
         deleted = http(base, "DELETE", f"/sessions/{session}", token)
