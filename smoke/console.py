@@ -457,6 +457,8 @@ def scenario(results, server, token, fixtures, work, shots, options):
         # --- the event stream -----------------------------------------------------------------------
         check_events(r, results, base, token, fixtures, label, events_status)
 
+        if options.get("layouts"):
+            check_module_functions(r, page)
         if options.get("restart"):
             check_restart(r, page, server, pushes, work, fixtures, token)
         if options.get("layouts"):
@@ -541,6 +543,34 @@ def check_system_view(r, page):
     page.screenshot("system")
     page.js("location.hash = '#/'")
     page.wait_js("return !document.getElementById('sessions-page').hidden")
+
+
+def check_module_functions(r, page):
+    """The console's pure functions, imported from the page's own modules (the instances the
+    page runs: a module is evaluated once, so importing app.js again starts nothing)."""
+    cases = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        Promise.all(['api', 'format', 'upload', 'charts', 'commands', 'app'].map((name) => import(`/console/${name}.js`)))
+          .then(([api, format, upload, charts, commands, app]) => done([
+            ['valid ids', ['cam1', 'a.b~c_d-e', 'x'.repeat(128)].every(api.isValidSessionId), true],
+            ['invalid ids', ['', '.', '..', 'a b', 'a/b', 'x'.repeat(129), 'é'].some(api.isValidSessionId), false],
+            ['name from a file', upload.sessionNameFromFile('Front door (2).264'), 'Front-door-2'],
+            ['name from a dot file', upload.sessionNameFromFile('...264'), 'upload'],
+            ['name already taken', upload.sessionNameFromFile('cam.264', new Set(['cam', 'cam-2'])), 'cam-3'],
+            ['key label', format.humanizeKey('libavcodecVAAPI'), 'libavcodec VA-API'],
+            ['key label 2', format.humanizeKey('maxNalBytes'), 'Max NAL bytes'],
+            ['bit rate', format.formatBitRate(1234567), '1.23 Mbit/s'],
+            ['bytes', format.formatBytes(2147483648), '2.00 GiB'],
+            ['age', format.formatAge(95000), '95 s'],
+            ['chart scale', [0.3, 7, 25.2, 180].map(charts.niceCeiling).join(' '), '0.5 10 50 200'],
+            ['route', JSON.stringify(app.parseRoute('#/sessions/a.b%7Ec')), '{"name":"session","id":"a.b~c"}'],
+            ['route fallback', app.parseRoute('#/nowhere').name, 'sessions'],
+            ['commands', commands.sessionCommands('cam1', 'https://ft.example', true)[0][1],
+             'ffmpeg -re -i camera.264 -c copy -f h264 -method POST -chunked_post 1 -headers "Authorization: Bearer $FRAMETAP_TOKEN" https://ft.example/sessions/cam1/nalus'],
+          ]), (error) => done([['import', String(error), 'modules']]));
+    """)
+    for name, got, want in cases:
+        r(f"module function: {name}", got == want, f"got {got!r}, want {want!r}")
 
 
 def check_restart(r, page, server, pushes, work, fixtures, token):
