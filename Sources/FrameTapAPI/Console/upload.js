@@ -4,10 +4,10 @@
 
 import { api, ApiError, isValidSessionId, uploadFile } from './api.js';
 import { signInRequired } from './auth.js';
+import { isAbort } from './connection.js';
 import { byId, h, setText } from './dom.js';
 import { formatBytes, formatSummary } from './format.js';
 import { ThumbnailFeed } from './thumbnails.js';
-import { isAbort } from './connection.js';
 
 /** A session name from a file name: "Front door (2).264" -> "Front-door-2". */
 export function sessionNameFromFile(fileName, taken = new Set()) {
