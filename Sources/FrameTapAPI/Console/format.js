@@ -88,7 +88,7 @@ export function describeFormat(format) {
 }
 
 const acronyms = new Map([
-  ['vaapi', 'VA-API'], ['va', 'VA'], ['h264', 'H.264'], ['nal', 'NAL'], ['cuda', 'CUDA'], ['gpu', 'GPU'],
+  ['vaapi', 'VA-API'], ['va', 'VA'], ['h264', 'H.264'], ['nal', 'NAL'], ['cuda', 'CUDA'], ['nvdec', 'NVDEC'], ['gpu', 'GPU'],
   ['id', 'ID'], ['ms', 'ms'], ['fps', 'fps'], ['sps', 'SPS'], ['pps', 'PPS'], ['idr', 'IDR'], ['sei', 'SEI'],
   ['aud', 'AUD'], ['uuid', 'UUID'], ['pci', 'PCI'], ['libavcodec', 'libavcodec'],
 ]);

@@ -15,6 +15,7 @@ import {
 import { notify } from './notices.js';
 import { snapshotForm } from './snapshot.js';
 import { HISTORY_MS } from './store.js';
+import { renderValue } from './values.js';
 
 /** Status samples for the charts and counters while the view is open. */
 const POLL_INTERVAL_MS = 1000;
@@ -29,6 +30,12 @@ const counterLabels = {
   decodeErrors: ['Decode errors', formatCount],
   uploadsAborted: ['Uploads cut off', formatCount],
 };
+
+/** Status members drawn by name; any other (a device, fallbacks, ...) is listed generically. */
+const knownStatusKeys = new Set([
+  'id', 'backend', 'backendReason', 'backendFallback', 'decode', 'quality', 'createdAt', 'lastActivityAt', 'format',
+  'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates',
+]);
 
 const removalReasons = {
   deleted: 'it was deleted',
@@ -221,6 +228,8 @@ export class SessionView {
       ['Receiving', status.uploading ? 'yes, an upload is running' : 'no'],
       ['Created', status.createdAt ? formatTime(status.createdAt) : '—'],
       ['Last activity', status.lastActivityAt ? formatTime(status.lastActivityAt) : '—'],
+      ...Object.entries(status).filter(([key]) => !knownStatusKeys.has(key))
+        .map(([key, value]) => [humanizeKey(key), renderValue(value, key)]),
     ]);
 
     const counters = status.counters ?? {};

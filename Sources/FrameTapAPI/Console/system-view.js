@@ -1,43 +1,16 @@
-// GET /system: what the instance is, its limits and its hardware. The hardware part is drawn
-// generically (lists of objects become tables, objects become fact lists), so device kinds the
-// server adds later (CUDA devices, per-device session counts) show up without a console change.
+// GET /system: what the instance is, its limits and its hardware. Everything but the limits is
+// drawn generically (values.js): a member holding an object or a list of objects gets a section
+// of its own, nested ones a heading, so device kinds the server adds (CUDA devices, sessions per
+// device) show up without a console change.
 
 import { api, ApiError } from './api.js';
 import { signInRequired } from './auth.js';
 import { byId, definitionList, h, setText } from './dom.js';
-import { formatBytes, formatCount, humanizeKey } from './format.js';
+import { humanizeKey } from './format.js';
+import { isObject, isObjectList, renderValue } from './values.js';
 
+/** Shown first, in this order, when present; other plain members follow them. */
 const instanceKeys = ['version', 'libavcodec', 'backendDefault', 'decoderThreads', 'vaapiAvailable', 'activeSessions'];
-
-/** A value of the system document as text or nodes; `key` hints at units. */
-export function renderValue(value, key = '') {
-  if (value === null || value === undefined) return key === 'maxBodyBytes' ? 'unlimited' : '—';
-  if (typeof value === 'boolean') return value ? 'yes' : 'no';
-  if (typeof value === 'number') {
-    if (/bytes$/i.test(key)) return `${formatBytes(value)} (${formatCount(value)} B)`;
-    if (/milliseconds$|ms$/i.test(key)) return `${formatCount(value)} ms`;
-    if (/seconds$/i.test(key)) return `${formatCount(value)} s`;
-    return formatCount(value);
-  }
-  if (typeof value === 'string') return value === '' ? '—' : value;
-  if (Array.isArray(value)) {
-    if (value.length === 0) return 'none';
-    if (value.every((item) => item === null || typeof item !== 'object')) return value.map((item) => renderValue(item)).join(', ');
-    if (value.every((item) => item && typeof item === 'object' && !Array.isArray(item))) return objectTable(value);
-    return h('ul', {}, value.map((item) => h('li', {}, renderValue(item))));
-  }
-  return definitionList(Object.entries(value).map(([name, item]) => [humanizeKey(name), renderValue(item, name)]));
-}
-
-/** A table whose columns are every key of every row, in first-seen order. */
-function objectTable(rows) {
-  const columns = [];
-  for (const row of rows) for (const key of Object.keys(row)) if (!columns.includes(key)) columns.push(key);
-  return h('div', { class: 'table-scroll' },
-    h('table', {},
-      h('thead', {}, h('tr', {}, columns.map((column) => h('th', { scope: 'col' }, humanizeKey(column))))),
-      h('tbody', {}, rows.map((row) => h('tr', {}, columns.map((column) => h('td', {}, renderValue(row[column], column))))))));
-}
 
 export class SystemView {
   constructor(store) {
@@ -84,31 +57,41 @@ export class SystemView {
 
   sections(system) {
     const section = (title, ...children) => h('section', { class: 'panel' }, h('h2', {}, title), ...children);
-    const instance = instanceKeys.filter((key) => key in system).map((key) => [humanizeKey(key), renderValue(system[key], key)]);
-    const others = Object.entries(system)
-      .filter(([key]) => !instanceKeys.includes(key) && key !== 'limits' && key !== 'hardware')
-      .map(([key, value]) => [humanizeKey(key), renderValue(value, key)]);
-    const result = [section('Instance', definitionList([...instance, ...others]))];
+    const grouped = (key) => key === 'limits' || isObject(system[key]) || isObjectList(system[key]);
+    const plainKeys = [
+      ...instanceKeys.filter((key) => key in system),
+      ...Object.keys(system).filter((key) => !instanceKeys.includes(key) && !grouped(key)),
+    ];
+    const result = [section('Instance', definitionList(plainKeys.map((key) => [humanizeKey(key), renderValue(system[key], key)])))];
     if (system.limits) result.push(section('Limits', renderValue(system.limits)));
-    if (system.hardware) result.push(section('Hardware', ...this.hardware(system.hardware)));
+    for (const key of Object.keys(system).filter((name) => name !== 'limits' && grouped(name))) {
+      result.push(section(humanizeKey(key), ...this.blocks(system[key], 3)));
+    }
     result.push(section('Sessions by back end', this.sessionsByBackend()));
     return result;
   }
 
-  /** Device lists (arrays of objects) get a heading and a table each; the rest is a fact list. */
-  hardware(hardware) {
+  /**
+   * An object as a fact list of its plain members, then a heading and a table per list of
+   * objects and a heading and the same treatment per nested object; a list as its table.
+   */
+  blocks(value, level) {
+    if (Array.isArray(value)) return [value.length ? renderValue(value) : h('p', { class: 'help' }, 'none')];
+    const heading = (text) => h(`h${Math.min(level, 6)}`, {}, text);
     const facts = [];
-    const lists = [];
-    for (const [key, value] of Object.entries(hardware)) {
-      if (Array.isArray(value) && value.some((item) => item && typeof item === 'object')) {
-        lists.push(h('h3', {}, `${humanizeKey(key)} (${value.length})`), renderValue(value, key));
-      } else if (Array.isArray(value) && value.length === 0) {
-        lists.push(h('h3', {}, humanizeKey(key)), h('p', { class: 'help' }, 'none found'));
+    const nested = [];
+    for (const [key, item] of Object.entries(value)) {
+      if (isObjectList(item)) {
+        nested.push(heading(`${humanizeKey(key)} (${item.length})`), renderValue(item, key));
+      } else if (Array.isArray(item) && item.length === 0 && /s$/.test(key)) {
+        nested.push(heading(humanizeKey(key)), h('p', { class: 'help' }, 'none found'));
+      } else if (isObject(item)) {
+        nested.push(heading(humanizeKey(key)), ...this.blocks(item, level + 1));
       } else {
-        facts.push([humanizeKey(key), renderValue(value, key)]);
+        facts.push([humanizeKey(key), renderValue(item, key)]);
       }
     }
-    return [facts.length ? definitionList(facts) : null, ...lists];
+    return [facts.length ? definitionList(facts) : null, ...nested];
   }
 
   sessionsByBackend() {
