@@ -86,7 +86,7 @@ smoke: test-deps build
 clients: test-deps build
 	smoke/clients.sh $(DEBUG_BIN)
 
-# The web console in headless Chromium through Selenium (about 35 s; screenshots in
+# The web console in headless Chromium through Selenium (about 40 s; screenshots in
 # .test-output/console/).
 console-test: test-deps build
 	smoke/console.sh $(DEBUG_BIN)
