@@ -37,6 +37,8 @@ expect_exit "probe of a missing file" 3 "$BIN" probe "$TMP/missing.264"
 expect_exit "probe of bytes without start codes" 4 "$BIN" probe "$TMP/noise.bin"
 "$BIN" decode "$FIXTURE" --every 0 > /dev/null 2>&1; check "decode --every 0 is a usage error" "$?" 64
 "$BIN" decode "$FIXTURE" --quality 101 > /dev/null 2>&1; check "decode --quality 101 is a usage error" "$?" 64
+"$BIN" decode "$FIXTURE" --max-nal-bytes 0 > /dev/null 2>&1; check "decode --max-nal-bytes 0 is a usage error" "$?" 64
+"$BIN" probe "$FIXTURE" --max-nal-bytes 0 > /dev/null 2>&1; check "probe --max-nal-bytes 0 is a usage error" "$?" 64
 
 frames=$(manifest high_320x240.264 frames)
 "$BIN" decode "$FIXTURE" --output "$TMP/jpegs" 2> /dev/null

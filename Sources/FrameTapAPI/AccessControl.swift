@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import HTTPServer
 
 /// Who may do what. Two kinds of bearer token are accepted:
 ///
@@ -83,7 +84,7 @@ public struct AccessControl: Sendable {
     public func decide(token: String?, need: Need, now: Date = Date()) -> Decision {
         guard isEnabled else { return .allowed }
         guard let token else { return .missingToken }
-        if let adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
+        if let adminToken, BearerTokenAuth.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
         guard let verifier else { return .invalidToken("the token is not valid") }
         do {
             return try verifier.grant(for: token, now: now).decision(for: need)
@@ -92,18 +93,6 @@ public struct AccessControl: Sendable {
         }
     }
 
-    /// Compares without an early exit, so the time taken does not reveal how many leading bytes
-    /// of the admin token matched (the approach of `BearerTokenAuth.constantTimeEquals`). The
-    /// length difference is folded into the result; the loop runs over the expected length.
-    static func constantTimeEquals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
-        var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
-        if presented.count != expected.count { difference |= 1 }
-        for index in 0..<expected.count {
-            let other = index < presented.count ? presented[index] : 0
-            difference |= other ^ expected[index]
-        }
-        return difference == 0
-    }
 }
 
 extension AccessControl.Decision {

@@ -55,6 +55,7 @@ public struct FrameTapAPI: Sendable {
             }
         }
         router.get("/sessions/{id}/frames.mjpeg") { [self] request throws(HTTPError) in try mjpeg(request) }
+        router.get("/events") { [self] request throws(HTTPError) in try events(request) }
         Console.register(in: &router)
         return router
     }

@@ -1,6 +1,6 @@
 import Crypto
 import CryptoExtras
-import Foundation
+import FoundationEssentials
 import JWTKit
 import Synchronization
 

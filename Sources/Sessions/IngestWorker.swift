@@ -46,6 +46,17 @@ final class IngestWorker: Sendable {
         var closed = false
         var jobs: [UploadJob] = []
         var facts: Facts
+        var rates: InputRateMeter
+        /// The last `error` event: a stream that fails on every picture makes one event per
+        /// code and second, not one per picture.
+        var lastErrorEvent: (code: String, uptime: UInt64)?
+
+        /// Whether an error with `code` is news worth an event now (and remembers it if so).
+        mutating func admitErrorEvent(code: String, at uptime: UInt64) -> Bool {
+            if let last = lastErrorEvent, last.code == code, uptime &- last.uptime < 1_000_000_000 { return false }
+            lastErrorEvent = (code, uptime)
+            return true
+        }
     }
 
     let id: SessionID
@@ -69,13 +80,19 @@ final class IngestWorker: Sendable {
                 facts: Facts(
                     backendChoice: pipeline.backendChoice, backend: pipeline.backend,
                     backendReason: pipeline.backendReason, device: pipeline.device, fallbacks: pipeline.fallbacks,
-                    decodeMode: mode)))
+                    decodeMode: mode),
+                rates: InputRateMeter(startedAt: context.clock.uptime)))
         self.context = context
         self.viewers = viewers
         self.pictures = pictures
     }
 
     var facts: Facts { state.withLock { $0.facts } }
+
+    var rates: SessionRates {
+        let now = context.clock.uptime
+        return state.withLock { $0.rates.rates(at: now) }
+    }
 
     /// True while an upload is queued, arriving or answering.
     var isBusy: Bool { state.withLock { !$0.jobs.isEmpty } }
@@ -90,7 +107,12 @@ final class IngestWorker: Sendable {
     func beginUpload(
         flush: Bool, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue {
-        try enqueue { _, _ in .live(flush: flush, completion: completion) }.queue
+        try enqueue { queue, _ in
+            .live(flush: flush) { [self] result in
+                uploadEnded(result, bytes: queue.totalBytes)
+                completion(result)
+            }
+        }.queue
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture: the body goes to a spool
@@ -133,6 +155,7 @@ final class IngestWorker: Sendable {
         }
         context.activity.touch()
         context.logger.debug("upload started", metadata: ["multipart": "\(job.isSpooled)"])
+        context.events.emit(.uploadStarted) { $0.multipart = job.isSpooled }
         return job
     }
 
@@ -214,6 +237,22 @@ final class IngestWorker: Sendable {
 
     var clock: any SessionClock { context.clock }
 
+    /// `upload.ended`, once per upload, when its answer is known (on the decode queue).
+    /// `frames` is sent with a summary only: a failed upload's count lives on the decode queue,
+    /// and a failure can be answered from another thread (the session closed).
+    func uploadEnded(_ result: Result<UploadSummary, SessionError>, bytes: Int) {
+        context.events.emit(.uploadEnded) { details in
+            switch result {
+            case .success(let summary):
+                details.result = "ok"
+                details.frames = summary.frames
+            case .failure(let error):
+                details.result = error.code.rawValue
+            }
+            details.bytes = bytes
+        }
+    }
+
     /// An upload that ended before its body did: recorded (and logged truthfully) as what it is.
     func stopped(_ stop: UploadQueue.Stop) -> SessionError {
         switch stop {
@@ -274,23 +313,41 @@ final class IngestWorker: Sendable {
         guard let (step, snapshot, published) = outcome else { return [] }
         let counters = snapshot.counters
         let now = context.clock.now
-        let before = state.withLock { state -> SessionCounters? in
+        let uptime = context.clock.uptime
+        let changes = state.withLock { state -> (before: Facts, after: Facts, newError: ErrorRecord?)? in
             guard !state.closed else { return nil }
-            let before = state.facts.counters
+            let before = state.facts
             state.facts.update(snapshot)
             for error in step.errors {
                 state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
             }
-            return before
+            state.rates.record(
+                bytes: state.facts.counters.bytes - before.counters.bytes, pictures: published.count, at: uptime)
+            let newError = state.facts.lastError.flatMap { error in
+                step.errors.isEmpty || !state.admitErrorEvent(code: error.code, at: uptime) ? nil : error
+            }
+            return (before, state.facts, newError)
         }
-        guard let before else { return [] }
+        guard let changes else { return [] }
+        let before = changes.before.counters
         report(snapshot.newFallbacks)
+        announce(from: changes.before, to: changes.after, fallbacks: snapshot.newFallbacks)
+        if let error = changes.newError { announce(error) }
         // A picture libavcodec concealed errors in (already an error of this step) never
         // replaces a good one as the newest.
         if let newest = published.last(where: { !$0.frame.hasDecodeErrors }) {
             // Only this queue publishes, so the newest cannot change between these calls.
-            pictures.newestChanged(previous: viewers.newest?.sequence, newest: newest.sequence)
+            let previous = viewers.newest?.sequence
+            pictures.newestChanged(previous: previous, newest: newest.sequence)
             viewers.publish(newest)
+            if previous == nil {
+                let info = newest.info(now: uptime)
+                context.events.emit(.pictureFirst) { details in
+                    details.seq = info.seq
+                    details.width = info.width
+                    details.height = info.height
+                }
+            }
         }
         if !published.isEmpty { context.activity.touch() }
         recordMetrics(before: before, after: counters, errors: step.errors, frames: published.count)
@@ -323,10 +380,14 @@ final class IngestWorker: Sendable {
     /// An error outside the decoder (encode failure, aborted upload, limit): remembered and counted.
     func record(_ error: SessionError) {
         let now = context.clock.now
-        state.withLock { state in
-            state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
+        let uptime = context.clock.uptime
+        let record = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
+        let isNews = state.withLock { state in
+            state.facts.lastError = record
             if error.code == .uploadAborted { state.facts.counters.uploadsAborted += 1 }
+            return state.admitErrorEvent(code: record.code, at: uptime)
         }
+        if isNews { announce(record) }
         context.metrics.recordError(code: error.code.rawValue)
         context.logger.warning("session error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
     }
@@ -334,8 +395,35 @@ final class IngestWorker: Sendable {
     /// Back end facts can change on the decode queue without a step (a pipeline swap).
     private func refreshFacts() {
         guard let snapshot = decoder.withValue({ $0.snapshot() }) else { return }
-        state.withLock { $0.facts.update(snapshot) }
+        let (before, after) = state.withLock { state in
+            let before = state.facts
+            state.facts.update(snapshot)
+            return (before, state.facts)
+        }
         report(snapshot.newFallbacks)
+        announce(from: before, to: after, fallbacks: snapshot.newFallbacks)
+    }
+
+    /// `format.changed` and `backend.selected` when a decoder step changed them.
+    private func announce(from before: Facts, to after: Facts, fallbacks: [BackendFallback]) {
+        if let format = after.format, format != before.format {
+            context.events.emit(.formatChanged) { $0.format = format }
+        }
+        if after.backend != before.backend || after.device != before.device || !fallbacks.isEmpty {
+            context.events.emit(.backendSelected) { details in
+                details.backend = after.backend.rawValue
+                details.device = after.device?.description
+                details.reason = after.backendReason
+                details.fallback = !fallbacks.isEmpty
+            }
+        }
+    }
+
+    private func announce(_ error: ErrorRecord) {
+        context.events.emit(.error) { details in
+            details.code = error.code
+            details.message = error.message
+        }
     }
 
     /// A decoder gave up its back end (hardware refused the stream, or failed mid-stream):
@@ -406,13 +494,14 @@ final class IngestWorker: Sendable {
     }
 }
 
-/// What a session's parts share: configuration, clock, metrics, logger, activity.
+/// What a session's parts share: configuration, clock, metrics, logger, activity, events.
 struct SessionContext: Sendable {
     let configuration: ServerConfiguration
     let clock: any SessionClock
     let metrics: FrameTapMetrics
     let logger: Logger
     let activity: SessionActivity
+    let events: SessionEventSink
 }
 
 /// When a session was last used (an upload byte, a picture, a request, a viewer leaving),

@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     /// An MJPEG viewer with no new picture gets the last one again after this long, which
     /// also lets a suspended connection notice that its client left.
     public var mjpegRepeatInterval: Duration
+    /// How often a quiet `GET /events` reader gets a keepalive comment: it keeps proxies from
+    /// closing the connection, and a write is how a reader that vanished is noticed.
+    public var eventKeepaliveInterval: Duration = .seconds(15)
     /// Where multipart-answer uploads are spooled (files are unlinked as soon as they are opened).
     public var spoolDirectory: String
     /// Largest body a multipart-answer upload may spool, even when `maxBodyBytes` is unlimited:
@@ -97,6 +100,7 @@ public struct ServerConfiguration: Sendable {
         try require(uploadQueueBytes >= 64 << 10, "upload queue must hold at least 64 KiB")
         try require(maxLongPoll >= .zero, "long-poll limit must not be negative")
         try require(mjpegRepeatInterval > .zero, "MJPEG repeat interval must be positive")
+        try require(eventKeepaliveInterval > .zero, "event keepalive interval must be positive")
         try require(
             pictureSizeLimit.maxWidth > 0 && pictureSizeLimit.maxHeight > 0 && pictureSizeLimit.maxPixels > 0,
             "picture size limits must be positive")

@@ -28,7 +28,8 @@ public final class Session: Sendable {
     /// back end asked for cannot open.
     public init(
         id: SessionID, configuration: ServerConfiguration, options: SessionOptions = SessionOptions(),
-        metrics: FrameTapMetrics, logger: Logger, clock: any SessionClock = SystemClock()
+        metrics: FrameTapMetrics, logger: Logger, clock: any SessionClock = SystemClock(),
+        events: SessionEventLog? = nil
     ) throws(SessionError) {
         self.id = id
         self.clock = clock
@@ -37,7 +38,7 @@ public final class Session: Sendable {
         logger[metadataKey: "session"] = "\(id)"
         let context = SessionContext(
             configuration: configuration, clock: clock, metrics: metrics, logger: logger,
-            activity: SessionActivity(clock: clock))
+            activity: SessionActivity(clock: clock), events: SessionEventSink(log: events, session: id))
         self.context = context
         let mode = options.decode ?? .all
         let pipeline: DecoderPipeline
@@ -56,9 +57,20 @@ public final class Session: Sendable {
             sizeLimit: configuration.pictureSizeLimit, metrics: metrics,
             onFailure: { error in failureSink.value?.record(error) })
         let activity = context.activity
+        let eventSink = context.events
+        // `viewers.changed` when MJPEG viewers come or go; long polls alone make none (a
+        // thumbnail grid long-polls every picture, and events are never per picture).
+        let announcedViewers = Atomic<Int>(0)
         let viewers = ViewerSet(
             clock: clock, pictures: pictures, repeatInterval: configuration.mjpegRepeatInterval,
-            onChange: { _, _ in activity.touch() })
+            onChange: { viewers, waiting in
+                activity.touch()
+                guard announcedViewers.exchange(viewers, ordering: .relaxed) != viewers else { return }
+                eventSink.emit(.viewersChanged) { details in
+                    details.viewers = viewers
+                    details.waiting = waiting
+                }
+            })
         let ingest = IngestWorker(
             id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures)
         failureSink.value = ingest
@@ -185,7 +197,7 @@ public final class Session: Sendable {
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
-            subscribers: viewers.viewerCount, uploading: ingest.isUploading)
+            subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates)
     }
 
     /// Pictures encoded so far (each (picture, size, quality, format) at most once).

@@ -9,6 +9,8 @@ public final class SessionRegistry: Sendable {
     public let configuration: ServerConfiguration
     public let metrics: FrameTapMetrics
     public let clock: any SessionClock
+    /// What happened to the sessions lately, for `GET /events`.
+    public let events: SessionEventLog
     let logger: Logger
     private let table = Mutex(Table())
     private let evicting = Atomic<Bool>(false)
@@ -22,12 +24,13 @@ public final class SessionRegistry: Sendable {
 
     public init(
         configuration: ServerConfiguration, metrics: FrameTapMetrics, logger: Logger,
-        clock: any SessionClock = SystemClock()
+        clock: any SessionClock = SystemClock(), events: SessionEventLog? = nil
     ) {
         self.configuration = configuration
         self.metrics = metrics
         self.logger = logger
         self.clock = clock
+        self.events = events ?? SessionEventLog(clock: clock)
     }
 
     /// The session, or `.sessionNotFound`.
@@ -62,7 +65,8 @@ public final class SessionRegistry: Sendable {
         let created: Session
         do {
             created = try Session(
-                id: id, configuration: configuration, options: options, metrics: metrics, logger: logger, clock: clock)
+                id: id, configuration: configuration, options: options, metrics: metrics, logger: logger, clock: clock,
+                events: events)
         } catch {
             table.withLock { $0.reserved -= 1 }
             logger.error(
@@ -84,6 +88,14 @@ public final class SessionRegistry: Sendable {
         metrics.activeSessions.increment()
         metrics.recordSessionCreated()
         let status = created.status()
+        events.publish(
+            .sessionCreated, session: id,
+            details: .with { details in
+                details.backend = status.backend.rawValue
+                details.device = status.device?.description
+                details.reason = status.backendReason
+                details.decode = status.decode.rawValue
+            })
         logger.info(
             "session created",
             metadata: [
@@ -161,6 +173,7 @@ public final class SessionRegistry: Sendable {
 
     private func end(_ session: Session, reason: String) {
         session.close(reason: reason)
+        events.publish(.sessionRemoved, session: session.id, details: .with { $0.reason = reason })
         metrics.activeSessions.decrement()
         metrics.recordSessionEnded(reason: reason)
         MemoryReturn.soon()

@@ -165,6 +165,8 @@ public struct SessionStatus: Sendable, Encodable {
     public var lastError: ErrorRecord?
     public var subscribers: Int
     public var uploading: Bool
+    /// Pictures and bits per second coming in, over the last few seconds.
+    public var rates: SessionRates
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
@@ -183,12 +185,13 @@ public struct SessionStatus: Sendable, Encodable {
         try container.encode(lastError, forKey: .lastError)
         try container.encode(subscribers, forKey: .subscribers)
         try container.encode(uploading, forKey: .uploading)
+        try container.encode(rates, forKey: .rates)
     }
 
     private enum CodingKeys: String, CodingKey {
         case id, backend, backendReason, device, fallbacks, decode, quality, createdAt, lastActivityAt, format, counters
         case latestFrame
-        case lastError, subscribers, uploading
+        case lastError, subscribers, uploading, rates
     }
 
     /// Compact UTF-8 JSON.

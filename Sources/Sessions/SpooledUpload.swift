@@ -281,12 +281,14 @@ public final class SpooledUpload: Sendable {
     }
 
     private func finish(_ result: Result<UploadSummary, SessionError>, endJob: Bool) {
-        let callback = state.withLock { state -> (@Sendable () -> Void)? in
+        let (callback, first) = state.withLock { state -> ((@Sendable () -> Void)?, Bool) in
             state.producing = false
-            if state.finished == nil { state.finished = result }
+            let first = state.finished == nil
+            if first { state.finished = result }
             defer { state.callback = nil }
-            return state.callback
+            return (state.callback, first)
         }
+        if first { worker.uploadEnded(result, bytes: queue.totalBytes) }
         if endJob { worker.endJob(spooled: self) }
         callback?()
     }

@@ -79,6 +79,7 @@ struct DecodeCommand: ParsableCommand {
 
     func validate() throws {
         guard every >= 1 else { throw ValidationError("--every must be at least 1") }
+        guard maxNALBytes >= 1024 else { throw ValidationError("--max-nal-bytes must be at least 1024") }
         guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be 0...64") }
         do {
             _ = try hardwareDevices

@@ -34,6 +34,7 @@ struct ProbeCommand: ParsableCommand {
     var hwDevices: String?
 
     func validate() throws {
+        guard maxNALBytes >= 1024 else { throw ValidationError("--max-nal-bytes must be at least 1024") }
         if hardware {
             guard input == nil else { throw ValidationError("--hardware takes no input stream") }
             do {

@@ -77,8 +77,14 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds without upload, viewer or request before a session is removed. [FRAMETAP_SESSION_IDLE_TIMEOUT, default 300]")
     var sessionIdleTimeout: Double?
 
-    @Option(help: "Require this bearer token on every route except /healthz. [FRAMETAP_AUTH_TOKEN, default none]")
+    @Option(help: "The admin bearer token: it may do everything. With it, --jwt-secret or --jwks-file, every route but /healthz and the console needs a token. [FRAMETAP_AUTH_TOKEN, default none]")
     var authToken: String?
+
+    @Option(help: "Accept HS256 JWTs signed with this secret (at least 32 bytes), scoped by their frametap:scope and frametap:sessions claims. [FRAMETAP_JWT_SECRET, default none]")
+    var jwtSecret: String?
+
+    @Option(help: "Accept RS256 and ES256 JWTs signed by a key of this JWKS file ({\"keys\": [...]}). [FRAMETAP_JWKS_FILE, default none]")
+    var jwksFile: String?
 
     @Option(help: "Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key; SIGHUP reloads both. [FRAMETAP_TLS_CERT, default none]")
     var tlsCert: String?
@@ -105,6 +111,9 @@ struct ServeCommand: ParsableCommand {
         LibavLogging.set(level <= .debug ? .warnings : .quiet)
         let logger = Logger(label: "frametap")
         let hardware = probeHardware(settings.sessions, logger: logger)
+        for key in settings.skippedJWKSKeys {
+            logger.notice("JWKS key left out", metadata: ["key": "\(key)"])
+        }
 
         let metrics = FrameTapMetrics()
         metrics.bootstrapGlobalMetricsSystem()
@@ -184,10 +193,31 @@ struct ServeCommand: ParsableCommand {
         return hardware
     }
 
+    /// The admin token and the JWT keys, from options or the environment; a JWKS file is read now,
+    /// so that a missing or broken one stops the start, not the first request.
+    private func accessControl(_ env: EnvironmentOptions) throws -> AccessControl {
+        let token = try authToken ?? env.string("FRAMETAP_AUTH_TOKEN")
+        let secret = try jwtSecret ?? env.string("FRAMETAP_JWT_SECRET")
+        var jwks: String?
+        if let path = try jwksFile ?? env.string("FRAMETAP_JWKS_FILE"), !path.isEmpty {
+            guard let bytes = FileManager.default.contents(atPath: path) else {
+                throw ValidationError("cannot read the JWKS file \(path)")
+            }
+            jwks = String(decoding: bytes, as: UTF8.self)
+        }
+        do {
+            return try AccessControl(adminToken: token, jwtSecret: secret, jwks: jwks)
+        } catch {
+            throw ValidationError("access control: \(error.message)")
+        }
+    }
+
     struct Settings {
         var http: HTTPServerConfiguration
         var sessions: ServerConfiguration
         var logLevel: Logger.Level
+        /// Keys of the JWKS file that are left out (another algorithm), for the start-up log.
+        var skippedJWKSKeys: [String]
     }
 
     /// Command line, then environment, then defaults; every value checked.
@@ -213,8 +243,8 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("header timeout must be a positive number of seconds (at most 3600)")
         }
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
-        let token = try authToken ?? env.string("FRAMETAP_AUTH_TOKEN") ?? ""
-        http.authorizer = token.isEmpty ? nil : BearerTokenAuth(token: token)
+        let access = try accessControl(env)
+        http.authorizer = access.isEnabled ? access : nil
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
         switch (certificate.isEmpty, key.isEmpty) {
@@ -262,7 +292,7 @@ struct ServeCommand: ParsableCommand {
         guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
             throw ValidationError("log level must be one of trace, debug, info, notice, warning, error, critical")
         }
-        return Settings(http: http, sessions: sessions, logLevel: level)
+        return Settings(http: http, sessions: sessions, logLevel: level, skippedJWKSKeys: access.skippedKeys)
     }
 }
 

@@ -1,0 +1,106 @@
+import HTTPServer
+import Sessions
+import Synchronization
+
+/// `GET /events`: server-sent events from the session event log. Each reader is a cursor into
+/// the log's bounded history, pulled by the server whenever the client can take more; a reader
+/// that falls behind the history gets `resync` instead of a queue that grows.
+extension FrameTapAPI {
+    func events(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        var session: SessionID?
+        if let name = request.query["session"] {
+            do {
+                session = try SessionID(name)
+            } catch {
+                throw HTTPError(error)
+            }
+        }
+        let log = registry.events
+        // A resume (EventSource sends the last id it saw) reads on after that id; a new reader
+        // starts with what happens from now on.
+        var cursor = log.newestID
+        if let header = request.headers["Last-Event-ID"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty {
+            guard let resumeAfter = UInt64(header) else {
+                throw .badRequest("Last-Event-ID '\(header.prefix(40))' is not an event id.", code: "invalid_parameter")
+            }
+            cursor = resumeAfter
+        }
+        return HTTPResponse(
+            headers: [
+                "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache, no-store",
+                "X-Accel-Buffering": "no",
+            ],
+            body: .stream(
+                EventStreamSource(
+                    log: log, session: session, cursor: cursor, clock: registry.clock,
+                    keepalive: registry.configuration.eventKeepaliveInterval)))
+    }
+}
+
+/// One `GET /events` reader.
+final class EventStreamSource: StreamSource {
+    /// How long a browser waits before it reconnects (the SSE `retry:` field).
+    static let reconnectMilliseconds = 2000
+
+    private let log: SessionEventLog
+    private let session: SessionID?
+    private let clock: any SessionClock
+    /// A comment this often when nothing happens (`ServerConfiguration.eventKeepaliveInterval`).
+    private let keepaliveNanoseconds: UInt64
+    private let state: Mutex<State>
+
+    private struct State {
+        var cursor: UInt64
+        var opened = false
+        var lastSentAt: UInt64
+        var waitToken: UInt64?
+    }
+
+    init(log: SessionEventLog, session: SessionID?, cursor: UInt64, clock: any SessionClock, keepalive: Duration) {
+        self.log = log
+        keepaliveNanoseconds = UInt64(keepalive.components.seconds) * 1_000_000_000
+            + UInt64(keepalive.components.attoseconds / 1_000_000_000)
+        self.session = session
+        self.clock = clock
+        state = Mutex(State(cursor: cursor, lastSentAt: clock.uptime))
+    }
+
+    func next(waker: StreamWaker, idle: Bool) -> StreamPoll {
+        let now = clock.uptime
+        // Registered before reading, so an event published in between still wakes the reader.
+        let token = log.waitForNext { waker.wake() }
+        let (previousToken, cursor, opened) = state.withLock { state in
+            defer {
+                state.waitToken = token
+                state.opened = true
+            }
+            return (state.waitToken, state.cursor, state.opened)
+        }
+        if let previousToken { log.cancelWait(previousToken) }
+
+        var bytes: [UInt8] = []
+        // The first bytes go out at once: they carry the response headers to the client.
+        if !opened { bytes += Array("retry: \(Self.reconnectMilliseconds)\n: frametap events\n\n".utf8) }
+        switch log.read(after: cursor, session: session) {
+        case .gap(let newest, let reason):
+            bytes += log.resync(newest: newest, reason: reason).serverSentEvent
+            state.withLock { $0.cursor = newest }
+        case .events(let events, let next):
+            for event in events { bytes += event.serverSentEvent }
+            state.withLock { $0.cursor = next }
+            // Other sessions' events moved the cursor only: look again at once.
+            if events.isEmpty, next != cursor, bytes.isEmpty { return self.next(waker: waker, idle: idle) }
+        }
+        if bytes.isEmpty, idle {
+            let quietFor = now &- state.withLock { $0.lastSentAt }
+            if quietFor >= keepaliveNanoseconds { bytes = Array(": keepalive\n\n".utf8) }
+        }
+        guard !bytes.isEmpty else { return .pending }
+        state.withLock { $0.lastSentAt = now }
+        return .chunk(StreamChunk(bytes: bytes))
+    }
+
+    func close(_ reason: StreamCloseReason) {
+        if let token = state.withLock({ $0.waitToken }) { log.cancelWait(token) }
+    }
+}

@@ -1,0 +1,200 @@
+import FoundationEssentials
+import H264
+import Synchronization
+
+/// Something that happened to a session, as `GET /events` sends it. Events mark changes of
+/// state (created, first picture, new format, back end, upload start and end, viewers, an
+/// error), never pictures: a 30 fps stream makes no events while nothing changes.
+public struct SessionEvent: Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
+        case sessionCreated = "session.created"
+        case sessionRemoved = "session.removed"
+        case pictureFirst = "picture.first"
+        case formatChanged = "format.changed"
+        case backendSelected = "backend.selected"
+        case error
+        case uploadStarted = "upload.started"
+        case uploadEnded = "upload.ended"
+        case viewersChanged = "viewers.changed"
+        /// Not a session's event: the reader missed events (it fell behind the history, or
+        /// asked to resume from an id this process never issued) and should fetch the state anew.
+        case resync
+    }
+
+    /// Increasing within a process, and past every id of an earlier process (they start from
+    /// the start-up time), so a `Last-Event-ID` from before a restart reads as "history lost".
+    public let id: UInt64
+    public let kind: Kind
+    public let session: SessionID?
+    /// The `data:` line: one line of JSON with `session` and `at`, built once when the event
+    /// happens and shared by every reader.
+    public let data: [UInt8]
+
+    /// `id:`, `event:` and `data:` lines and the blank line that ends the event.
+    public var serverSentEvent: [UInt8] {
+        Array("id: \(id)\nevent: \(kind.rawValue)\ndata: ".utf8) + data + [10, 10]
+    }
+}
+
+/// What an event says besides its kind, session and time; members left nil are not sent.
+public struct SessionEventDetails: Sendable, Encodable {
+    public var reason: String?
+    public var backend: String?
+    public var device: String?
+    public var fallback: Bool?
+    public var decode: String?
+    public var seq: UInt64?
+    public var width: Int?
+    public var height: Int?
+    public var format: VideoFormat?
+    public var code: String?
+    public var message: String?
+    public var multipart: Bool?
+    public var result: String?
+    public var bytes: Int?
+    public var frames: Int?
+    public var viewers: Int?
+    public var waiting: Int?
+
+    public init() {}
+
+    static func with(_ fill: (inout SessionEventDetails) -> Void) -> SessionEventDetails {
+        var details = SessionEventDetails()
+        fill(&details)
+        return details
+    }
+}
+
+/// The recent events of every session, for every `GET /events` reader. There is no queue per
+/// reader: each one keeps a cursor into one bounded history, so a slow or stalled reader costs
+/// nothing; when its cursor falls out of the history it gets `resync` and goes on from the newest.
+public final class SessionEventLog: Sendable {
+    /// Events kept for `Last-Event-ID` resumes and slow readers.
+    public static let defaultCapacity = 1024
+
+    public let capacity: Int
+    private let clock: any SessionClock
+    private let state: Mutex<State>
+
+    private struct State {
+        /// Oldest first; between `capacity` and twice that many before the oldest are dropped
+        /// in one go (amortised: no shifting on every event).
+        var events: [SessionEvent] = []
+        /// The id the next event gets.
+        var nextID: UInt64
+        /// Readers waiting for the next event, each called once.
+        var waiters: [UInt64: @Sendable () -> Void] = [:]
+        var nextWaiter: UInt64 = 0
+    }
+
+    public init(capacity: Int = SessionEventLog.defaultCapacity, clock: any SessionClock = SystemClock()) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+        self.clock = clock
+        // Milliseconds since 1970 times 1000: later than any id an earlier process gave out,
+        // unless that one made a thousand events per millisecond of its life.
+        let firstID = UInt64(max(0, clock.now.timeIntervalSince1970 * 1000)) * 1000 + 1
+        state = Mutex(State(nextID: firstID))
+    }
+
+    /// The id of the newest event (one below the first id before any).
+    public var newestID: UInt64 { state.withLock { $0.nextID - 1 } }
+
+    public func publish(_ kind: SessionEvent.Kind, session: SessionID, details: SessionEventDetails = SessionEventDetails()) {
+        let data = EventJSON.encode(session: session, at: clock.now, details: details)
+        let waiters = state.withLock { state -> [@Sendable () -> Void] in
+            let event = SessionEvent(id: state.nextID, kind: kind, session: session, data: data)
+            state.nextID += 1
+            state.events.append(event)
+            if state.events.count >= 2 * capacity { state.events.removeFirst(state.events.count - capacity) }
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for wake in waiters { wake() }
+    }
+
+    public enum Read: Sendable {
+        /// Events after the cursor (of the session asked for, when one was), oldest first, and
+        /// the cursor to read after next time (it moves past other sessions' events too).
+        case events([SessionEvent], cursor: UInt64)
+        /// The cursor is not in the history: events were missed. Send `resync` (with this id)
+        /// and read on after `newest`.
+        case gap(newest: UInt64, reason: String)
+    }
+
+    /// At most `limit` events after `cursor`.
+    public func read(after cursor: UInt64, session: SessionID? = nil, limit: Int = 64) -> Read {
+        state.withLock { state in
+            let newest = state.nextID - 1
+            if cursor > newest { return .gap(newest: newest, reason: "unknown_id") }
+            let oldest = state.events.first?.id ?? state.nextID
+            if cursor + 1 < oldest { return .gap(newest: newest, reason: "history_lost") }
+            var found: [SessionEvent] = []
+            var position = cursor
+            var index = Int(cursor + 1 - oldest)
+            while index < state.events.count, found.count < limit {
+                let event = state.events[index]
+                if session == nil || event.session == session { found.append(event) }
+                position = event.id
+                index += 1
+            }
+            return .events(found, cursor: position)
+        }
+    }
+
+    /// The `resync` event a reader is sent for a gap, with the id to resume after.
+    public func resync(newest: UInt64, reason: String) -> SessionEvent {
+        SessionEvent(
+            id: newest, kind: .resync, session: nil,
+            data: EventJSON.encode(session: nil, at: clock.now, details: .with { $0.reason = reason }))
+    }
+
+    /// Calls `wake` once, at the next event. Returns a token for `cancelWait`.
+    public func waitForNext(_ wake: @escaping @Sendable () -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextWaiter += 1
+            state.waiters[state.nextWaiter] = wake
+            return state.nextWaiter
+        }
+    }
+
+    public func cancelWait(_ token: UInt64) {
+        _ = state.withLock { $0.waiters.removeValue(forKey: token) }
+    }
+
+    /// Readers waiting now (for tests: a reader that left is forgotten).
+    public var waitingReaders: Int { state.withLock { $0.waiters.count } }
+}
+
+private enum EventJSON {
+    private struct Payload: Encodable {
+        let session: String?
+        let at: String
+        let details: SessionEventDetails
+
+        func encode(to encoder: any Encoder) throws {
+            try details.encode(to: encoder)
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encodeIfPresent(session, forKey: .session)
+            try container.encode(at, forKey: .at)
+        }
+
+        enum Keys: String, CodingKey { case session, at }
+    }
+
+    static func encode(session: SessionID?, at date: Date, details: SessionEventDetails) -> [UInt8] {
+        StatusJSON.encode(Payload(session: session?.description, at: ISO8601.string(date), details: details))
+    }
+}
+
+/// A session's way to `SessionEventLog.publish`: its id is filled in, and a session made
+/// outside a registry (tests, the `decode` command) has no log and publishes nothing.
+struct SessionEventSink: Sendable {
+    let log: SessionEventLog?
+    let session: SessionID
+
+    func emit(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) {
+        guard let log else { return }
+        log.publish(kind, session: session, details: .with(fill))
+    }
+}

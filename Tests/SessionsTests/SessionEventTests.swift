@@ -1,0 +1,123 @@
+import Foundation
+import Testing
+
+@testable import Sessions
+
+/// The event log as GET /events reads it, and the events a session's life makes.
+@Suite struct SessionEventTests {
+    private func kinds(_ read: SessionEventLog.Read) -> [String] {
+        guard case .events(let events, _) = read else { return ["gap"] }
+        return events.map(\.kind.rawValue)
+    }
+
+    private func json(_ event: SessionEvent) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(event.data)) as? [String: Any])
+    }
+
+    @Test func readersKeepACursorFilterBySessionAndGetResyncForAGap() throws {
+        let clock = ManualClock()
+        let log = SessionEventLog(capacity: 4, clock: clock)
+        let start = log.newestID
+        let a = try SessionID("a"), b = try SessionID("b")
+        log.publish(.sessionCreated, session: a)
+        log.publish(.sessionCreated, session: b)
+        log.publish(.uploadStarted, session: a, details: .with { $0.multipart = false })
+        #expect(kinds(log.read(after: start)) == ["session.created", "session.created", "upload.started"])
+        // Filtered: b's event is skipped, and the cursor moves past it all the same.
+        guard case .events(let ofA, let cursor) = log.read(after: start, session: a) else {
+            Issue.record("expected events")
+            return
+        }
+        #expect(ofA.map(\.kind) == [.sessionCreated, .uploadStarted])
+        #expect(cursor == log.newestID)
+        #expect(ofA[0].id < ofA[1].id)
+        let data = try json(ofA[1])
+        #expect(data["session"] as? String == "a")
+        #expect(data["multipart"] as? Bool == false)
+        #expect(data["at"] is String)
+        #expect(data["frames"] == nil, "members left nil are not sent")
+        #expect(String(decoding: ofA[1].serverSentEvent, as: UTF8.self).hasPrefix("id: \(ofA[1].id)\nevent: upload.started\ndata: {"))
+        #expect(kinds(log.read(after: log.newestID)) == [])
+
+        // A resume from an id this process never issued (a restart, a made-up header).
+        guard case .gap(let newest, let reason) = log.read(after: log.newestID + 10) else {
+            Issue.record("expected a gap")
+            return
+        }
+        #expect(newest == log.newestID && reason == "unknown_id")
+        // A reader that fell behind the bounded history (capacity 4, so at most 8 are kept).
+        for _ in 0..<20 { log.publish(.viewersChanged, session: b) }
+        guard case .gap(_, let behind) = log.read(after: start) else {
+            Issue.record("expected a gap")
+            return
+        }
+        #expect(behind == "history_lost")
+        #expect(log.resync(newest: newest, reason: behind).kind == .resync)
+        // What is left is bounded, and the newest events are still there.
+        guard case .events(let recent, _) = log.read(after: log.newestID - 4, limit: 100) else {
+            Issue.record("expected events")
+            return
+        }
+        #expect(recent.count == 4)
+    }
+
+    @Test func aWaitingReaderIsWokenOnceAndForgottenWhenItLeaves() throws {
+        let log = SessionEventLog(clock: ManualClock())
+        let woken = Flag()
+        _ = log.waitForNext { woken.set() }
+        let leaving = log.waitForNext { woken.set() }
+        log.cancelWait(leaving)
+        #expect(log.waitingReaders == 1)
+        log.publish(.sessionCreated, session: try SessionID("a"))
+        log.publish(.sessionRemoved, session: try SessionID("a"))
+        #expect(woken.count == 1)
+        #expect(log.waitingReaders == 0)
+    }
+
+    @Test func aSessionsLifeMakesItsEventsButPicturesDoNot() async throws {
+        let log = SessionEventLog(clock: SystemClock())
+        let registry = SessionRegistry(configuration: testConfiguration(), metrics: FrameTapMetrics(), logger: quietLogger, events: log)
+        let start = log.newestID
+        let id = try SessionID("life")
+        let (session, _) = try registry.openSession(id)
+        _ = try await push(Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        _ = try await push(Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        let viewer = try session.subscribe(PictureRequest())
+        viewer.cancel()
+        _ = try? await push(Array("not a stream".utf8), to: session, flush: true)
+        try registry.delete(id)
+        guard case .events(let events, _) = log.read(after: start, limit: 100) else {
+            Issue.record("expected events")
+            return
+        }
+        let kinds = events.map(\.kind.rawValue)
+        // 40 pictures, yet one picture.first and one format.changed.
+        #expect(kinds == [
+            "session.created", "upload.started", "format.changed", "picture.first", "upload.ended",
+            "upload.started", "upload.ended", "viewers.changed", "viewers.changed",
+            "upload.started", "error", "upload.ended", "session.removed",
+        ])
+        let ended = try json(events[4])
+        #expect(ended["result"] as? String == "ok")
+        #expect(ended["frames"] as? Int == Fixture.baselineFrames)
+        #expect(try json(events[7])["viewers"] as? Int == 1)
+        #expect(try json(events[10])["code"] as? String == "invalid_data")
+        #expect(try json(events[11])["result"] as? String == "invalid_data")
+        #expect(try json(events[12])["reason"] as? String == "deleted")
+        #expect(try json(events[0])["backend"] as? String == "software")
+    }
+
+    @Test func ratesCountPicturesAndBitsOverTheWindow() {
+        var meter = InputRateMeter(startedAt: 0)
+        let second: UInt64 = 1_000_000_000
+        #expect(meter.rates(at: 0) == SessionRates(picturesPerSecond: 0, bitsPerSecond: 0, windowSeconds: 1))
+        // 10 seconds of 25 pictures and 12,500 bytes a second.
+        for tick in 0..<250 { meter.record(bytes: 500, pictures: 1, at: UInt64(tick) * second / 25) }
+        let rates = meter.rates(at: 10 * second)
+        #expect(rates.windowSeconds == 5)
+        #expect(abs(rates.picturesPerSecond - 25) <= 5, "\(rates)")
+        #expect(abs(rates.bitsPerSecond - 100_000) <= 20_000, "\(rates)")
+        // The stream stopped: the rates fall to zero once the window has passed.
+        #expect(meter.rates(at: 17 * second).picturesPerSecond == 0)
+    }
+}
