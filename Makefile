@@ -136,6 +136,15 @@ bench: deps
 clean:
 	rm -rf .build $(VENV)
 
+# Soak (not part of `make test`): `make soak SOAK_MINUTES=30` runs a release server under live
+# pushes, readers, MJPEG viewers (some slow), long polls and session churn, prints RSS, fds and
+# threads every minute and fails on a failed request or on growth beyond 10 % after warm-up
+# (scripts/soak.py; results in .test-output/soak/). Figures of a run: RELIABILITY.md.
+SOAK_MINUTES ?= 30
+.PHONY: soak
+soak: release
+	python3 scripts/soak.py --binary $(RELEASE_BIN) --minutes $(SOAK_MINUTES)
+
 # Sanitizers (not part of `make test`): the Swift tests, the smoke suite and the hostile clients
 # under AddressSanitizer with LeakSanitizer, then under ThreadSanitizer, built in .build-asan and
 # .build-tsan; fails on any report (kept in .test-output/sanitize/). Suppressions, each explained:
