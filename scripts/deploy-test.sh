@@ -12,8 +12,8 @@
 # 3. One instance is killed (SIGKILL): only its sessions move (the others still answer from the
 #    same instance with the same picture); the moved ones answer 404 until the client pushes
 #    again from an IDR (the fixture from its start), then serve from one surviving instance.
-# 4. kubernetes-validate --strict on deploy/k8s/*.yaml, hadolint on the Dockerfile, and the
-#    compose file parses.
+# 4. kubernetes-validate --strict on deploy/k8s/*.yaml, hadolint on the Dockerfile, the
+#    compose file parses, and the GPU Deployments (NVIDIA, VA-API) match deployment.yaml.
 #
 # nginx (from apt when missing) runs in the foreground as a plain process with its own prefix,
 # pid, logs and temp folders in a scratch folder, never as the system service. The Python tools
@@ -308,5 +308,40 @@ assert int(env["FRAMETAP_MAX_SESSIONS"]) * int(env["FRAMETAP_MAX_SPOOL_BYTES"]) 
 print(" ".join(checked + ["docker-compose.yml"]))
 PY
 then pass "sessions x --max-spool-bytes fits /tmp in every manifest"; else fail "spool limit vs /tmp"; fi
+# The GPU Deployments are variants of deployment.yaml: the same labels (Service, Ingress, PDB),
+# security context, probes, CPU and memory; each asks for its device plugin's resource.
+if "$VENV/bin/python" - "$ROOT" <<'PY'
+import os, sys, yaml
+k8s = os.path.join(sys.argv[1], "deploy/k8s")
+def pod(name):
+    return yaml.safe_load(open(os.path.join(k8s, name)))["spec"]["template"]
+base = pod("deployment.yaml")
+def same(name, spec):
+    b, c = base["spec"], base["spec"]["containers"][0]
+    assert spec["metadata"]["labels"]["app.kubernetes.io/name"] == base["metadata"]["labels"]["app.kubernetes.io/name"], name
+    ctr = spec["spec"]["containers"][0]
+    for key in ("securityContext", "readinessProbe", "livenessProbe", "lifecycle", "volumeMounts", "ports"):
+        assert ctr[key] == c[key], f"{name}: container {key} differs from deployment.yaml"
+    for key in ("runAsNonRoot", "runAsUser", "runAsGroup", "seccompProfile"):
+        assert spec["spec"]["securityContext"][key] == b["securityContext"][key], f"{name}: pod securityContext.{key}"
+    assert spec["spec"]["volumes"] == b["volumes"], f"{name}: volumes"
+    for kind in ("requests", "limits"):
+        for res in ("cpu", "memory"):
+            assert ctr["resources"][kind][res] == c["resources"][kind][res], f"{name}: {kind}.{res}"
+    return ctr
+nvidia = pod("deployment-gpu.yaml")
+ctr = same("deployment-gpu.yaml", nvidia)
+env = {e["name"]: e.get("value") for e in ctr["env"]}
+assert ctr["resources"]["limits"]["nvidia.com/gpu"] == 1
+assert "video" in env["NVIDIA_DRIVER_CAPABILITIES"].split(","), "NVDEC needs the video capability"
+assert "NVIDIA_VISIBLE_DEVICES" not in env, "the device plugin picks the GPU"
+assert any(t["key"] == "nvidia.com/gpu" for t in nvidia["spec"]["tolerations"])
+vaapi = pod("deployment-vaapi.yaml")
+ctr = same("deployment-vaapi.yaml", vaapi)
+assert ctr["resources"]["limits"]["gpu.intel.com/i915"] == 1
+assert vaapi["spec"]["securityContext"]["supplementalGroups"], "the render group"
+PY
+then pass "deployment-gpu.yaml (NVIDIA) and deployment-vaapi.yaml match deployment.yaml and ask for their GPU"
+else fail "GPU Deployments"; fi
 
 finish
