@@ -70,7 +70,11 @@ COPY --from=builder /out/frametap /usr/local/bin/frametap
 # Configuration is by FRAMETAP_* variables (see `frametap serve --help`), e.g.
 # FRAMETAP_MAX_SESSIONS, FRAMETAP_BACKEND, FRAMETAP_AUTH_TOKEN, FRAMETAP_LOG_LEVEL.
 ENV FRAMETAP_HOST=0.0.0.0 \
-    FRAMETAP_PORT=8080
+    FRAMETAP_PORT=8080 \
+    NVIDIA_DRIVER_CAPABILITIES=compute,video,utility
+# The last one is read only by NVIDIA's container toolkit, on a host that runs the container with
+# a GPU (--gpus all, CDI, the Kubernetes device plugin): it asks for the driver's video libraries
+# (libnvcuvid, NVDEC) beside libcuda. Without a GPU it does nothing.
 
 # Non-root (numeric, so Kubernetes' runAsNonRoot can verify it). To use /dev/dri, add the
 # group that owns the render node on the host: --group-add "$(stat -c %g /dev/dri/renderD128)".

@@ -86,14 +86,17 @@ final class EventStreamSource: StreamSource {
             bytes += log.resync(newest: newest, reason: reason).serverSentEvent
             state.withLock { $0.cursor = newest }
         case .events(let events, let next):
+            // A read scans to the newest event, so with none of this reader's the cursor is at
+            // the newest and the registered waiter covers what comes next.
             for event in events { bytes += event.serverSentEvent }
             state.withLock { $0.cursor = next }
-            // Other sessions' events moved the cursor only: look again at once.
-            if events.isEmpty, next != cursor, bytes.isEmpty { return self.next(waker: waker, idle: idle) }
         }
         if bytes.isEmpty, idle {
-            let quietFor = now &- state.withLock { $0.lastSentAt }
-            if quietFor >= keepaliveNanoseconds { bytes = Array(": keepalive\n\n".utf8) }
+            let (quietFor, cursor) = state.withLock { (now &- $0.lastSentAt, $0.cursor) }
+            // The id moves a filtered reader's Last-Event-ID past other sessions' events (an
+            // event without data updates it and dispatches nothing), so its resume after a long
+            // quiet spell does not read as history lost.
+            if quietFor >= keepaliveNanoseconds { bytes = Array(": keepalive\nid: \(cursor)\n\n".utf8) }
         }
         guard !bytes.isEmpty else { return .pending }
         state.withLock { $0.lastSentAt = now }

@@ -47,14 +47,14 @@ final class IngestWorker: Sendable {
         var jobs: [UploadJob] = []
         var facts: Facts
         var rates: InputRateMeter
-        /// The last `error` event: a stream that fails on every picture makes one event per
-        /// code and second, not one per picture.
-        var lastErrorEvent: (code: String, uptime: UInt64)?
+        /// When each code last made an `error` event (the codes are a fixed set): a stream that
+        /// fails on every picture makes one event per code and second, not one per picture.
+        var errorEventAt: [String: UInt64] = [:]
 
         /// Whether an error with `code` is news worth an event now (and remembers it if so).
         mutating func admitErrorEvent(code: String, at uptime: UInt64) -> Bool {
-            if let last = lastErrorEvent, last.code == code, uptime &- last.uptime < 1_000_000_000 { return false }
-            lastErrorEvent = (code, uptime)
+            if let last = errorEventAt[code], uptime &- last < 1_000_000_000 { return false }
+            errorEventAt[code] = uptime
             return true
         }
     }

@@ -30,17 +30,18 @@ struct InputRateMeter: Sendable {
         if buckets.last?.second != second { buckets.append(Bucket(second: second)) }
         buckets[buckets.count - 1].bytes += bytes
         buckets[buckets.count - 1].pictures += pictures
-        buckets.removeAll { $0.second + Self.windowSeconds < second }
+        buckets.removeAll { $0.second + Self.windowSeconds <= second }
     }
 
-    /// The rates over the window ending at `uptime`: its full seconds, the current partial one
-    /// and nothing older.
+    /// The rates over the window ending at `uptime`: the current partial second and the full
+    /// seconds before it, `windowSeconds` in all, divided by the time they cover (less for a
+    /// session younger than the window).
     func rates(at uptime: UInt64) -> SessionRates {
-        let window = Double(Self.windowSeconds)
-        let age = Double(uptime &- startedAt) / Double(Self.second)
-        let seconds = max(1, min(window, age))
-        let oldest = uptime / Self.second &- Self.windowSeconds
-        let recent = buckets.filter { $0.second > oldest }
+        let second = uptime / Self.second
+        let firstSecond = second >= Self.windowSeconds - 1 ? second - (Self.windowSeconds - 1) : 0
+        let covered = uptime &- max(firstSecond * Self.second, startedAt)
+        let seconds = max(1, Double(covered) / Double(Self.second))
+        let recent = buckets.filter { $0.second >= firstSecond }
         let bytes = recent.reduce(0) { $0 + $1.bytes }
         let pictures = recent.reduce(0) { $0 + $1.pictures }
         return SessionRates(

@@ -59,18 +59,27 @@ public final class Session: Sendable {
         let activity = context.activity
         let eventSink = context.events
         // `viewers.changed` when MJPEG viewers come or go; long polls alone make none (a
-        // thumbnail grid long-polls every picture, and events are never per picture).
-        let announcedViewers = Atomic<Int>(0)
+        // thumbnail grid long-polls every picture, and events are never per picture). The counts
+        // are read again under `announced`, so of two changes racing the later count is the one
+        // announced last.
+        let announced = Mutex(0)
+        let viewerSet = WeakBox<ViewerSet>()
         let viewers = ViewerSet(
             clock: clock, pictures: pictures, repeatInterval: configuration.mjpegRepeatInterval,
-            onChange: { viewers, waiting in
+            onChange: { _, _ in
                 activity.touch()
-                guard announcedViewers.exchange(viewers, ordering: .relaxed) != viewers else { return }
-                eventSink.emit(.viewersChanged) { details in
-                    details.viewers = viewers
-                    details.waiting = waiting
+                announced.withLock { announcedViewers in
+                    guard let set = viewerSet.value else { return }
+                    let (viewers, waiting) = (set.viewerCount, set.waiterCount)
+                    guard viewers != announcedViewers else { return }
+                    announcedViewers = viewers
+                    eventSink.emit(.viewersChanged) { details in
+                        details.viewers = viewers
+                        details.waiting = waiting
+                    }
                 }
             })
+        viewerSet.value = viewers
         let ingest = IngestWorker(
             id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures)
         failureSink.value = ingest

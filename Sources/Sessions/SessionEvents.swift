@@ -12,7 +12,9 @@ public struct SessionEvent: Sendable {
         case pictureFirst = "picture.first"
         case formatChanged = "format.changed"
         case backendSelected = "backend.selected"
-        case error
+        /// Named apart from EventSource's own `error` (a connection failure), which a listener
+        /// for a server event called `error` would also get.
+        case error = "session.error"
         case uploadStarted = "upload.started"
         case uploadEnded = "upload.ended"
         case viewersChanged = "viewers.changed"
@@ -73,7 +75,7 @@ public final class SessionEventLog: Sendable {
     public static let defaultCapacity = 1024
 
     public let capacity: Int
-    private let clock: any SessionClock
+    let clock: any SessionClock
     private let state: Mutex<State>
 
     private struct State {
@@ -101,16 +103,27 @@ public final class SessionEventLog: Sendable {
     public var newestID: UInt64 { state.withLock { $0.nextID - 1 } }
 
     public func publish(_ kind: SessionEvent.Kind, session: SessionID, details: SessionEventDetails = SessionEventDetails()) {
+        append(kind, session: session, details: details).wakeReaders()
+    }
+
+    /// Readers to wake after an append, for a caller that appends under its own lock (so that the
+    /// event's place in the log matches the change it reports) and wakes once that lock is released.
+    struct Wakeups {
+        fileprivate let waiters: [@Sendable () -> Void]
+        func wakeReaders() { for wake in waiters { wake() } }
+    }
+
+    /// Adds the event; its readers are woken by `wakeReaders()` on the result.
+    func append(_ kind: SessionEvent.Kind, session: SessionID, details: SessionEventDetails) -> Wakeups {
         let data = EventJSON.encode(session: session, at: clock.now, details: details)
-        let waiters = state.withLock { state -> [@Sendable () -> Void] in
+        return state.withLock { state in
             let event = SessionEvent(id: state.nextID, kind: kind, session: session, data: data)
             state.nextID += 1
             state.events.append(event)
             if state.events.count >= 2 * capacity { state.events.removeFirst(state.events.count - capacity) }
             defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            return Wakeups(waiters: Array(state.waiters.values))
         }
-        for wake in waiters { wake() }
     }
 
     public enum Read: Sendable {
@@ -189,12 +202,43 @@ private enum EventJSON {
 
 /// A session's way to `SessionEventLog.publish`: its id is filled in, and a session made
 /// outside a registry (tests, the `decode` command) has no log and publishes nothing.
-struct SessionEventSink: Sendable {
+///
+/// Each session has a budget (`burst` events at once, `perSecond` on average): events mark
+/// changes, but a hostile stream can change its format or fail differently on every picture, and
+/// one session's flood must not push every other session's events out of the shared history.
+/// Past the budget events are dropped (the state stays right in `GET /sessions`). Once the
+/// session is removed it is silenced: nothing of it follows its `session.removed`.
+final class SessionEventSink: Sendable {
+    static let burst = 50.0
+    static let perSecond = 10.0
+
     let log: SessionEventLog?
     let session: SessionID
+    private let budget: Mutex<(tokens: Double, at: UInt64, silenced: Bool)>
+
+    init(log: SessionEventLog?, session: SessionID) {
+        self.log = log
+        self.session = session
+        budget = Mutex((Self.burst, log?.clock.uptime ?? 0, false))
+    }
 
     func emit(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) {
         guard let log else { return }
-        log.publish(kind, session: session, details: .with(fill))
+        let now = log.clock.uptime
+        let admitted = budget.withLock { budget -> Bool in
+            guard !budget.silenced else { return false }
+            let elapsed = Double(now &- budget.at) / 1e9
+            budget.tokens = min(Self.burst, budget.tokens + elapsed * Self.perSecond)
+            budget.at = now
+            guard budget.tokens >= 1 else { return false }
+            budget.tokens -= 1
+            return true
+        }
+        if admitted { log.publish(kind, session: session, details: .with(fill)) }
+    }
+
+    /// The session was removed: its `session.removed` is the last of it.
+    func silence() {
+        budget.withLock { $0.silenced = true }
     }
 }

@@ -74,12 +74,24 @@ public final class SessionRegistry: Sendable {
                 metadata: ["session": "\(id)", "code": "\(error.code.rawValue)", "message": "\(error.message)"])
             throw error
         }
-        let winner = table.withLock { table -> Session in
+        let status = created.status()
+        // Announced in the same critical section as the insert: nothing of the session (an
+        // upload, a viewer, a delete) can be announced before it.
+        let (winner, wakeups) = table.withLock { table -> (Session, SessionEventLog.Wakeups?) in
             table.reserved -= 1
-            if let other = table.sessions[id] { return other }
+            if let other = table.sessions[id] { return (other, nil) }
             table.sessions[id] = created
-            return created
+            let wakeups = events.append(
+                .sessionCreated, session: id,
+                details: .with { details in
+                    details.backend = status.backend.rawValue
+                    details.device = status.device?.description
+                    details.reason = status.backendReason
+                    details.decode = status.decode.rawValue
+                })
+            return (created, wakeups)
         }
+        wakeups?.wakeReaders()
         guard winner === created else {
             // Another request created the same id meanwhile; theirs stands.
             created.close(reason: "duplicate")
@@ -87,15 +99,6 @@ public final class SessionRegistry: Sendable {
         }
         metrics.activeSessions.increment()
         metrics.recordSessionCreated()
-        let status = created.status()
-        events.publish(
-            .sessionCreated, session: id,
-            details: .with { details in
-                details.backend = status.backend.rawValue
-                details.device = status.device?.description
-                details.reason = status.backendReason
-                details.decode = status.decode.rawValue
-            })
         logger.info(
             "session created",
             metadata: [
@@ -126,8 +129,27 @@ public final class SessionRegistry: Sendable {
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API
     /// context, cached pictures; ends its MJPEG viewers).
     public func delete(_ id: SessionID) throws(SessionError) {
-        guard let session = table.withLock({ $0.sessions.removeValue(forKey: id) }) else { throw .notFound(id) }
+        guard let session = remove(reason: "deleted", { [$0.sessions[id]].compactMap { $0 } }).first else {
+            throw .notFound(id)
+        }
         end(session, reason: "deleted")
+    }
+
+    /// Takes the matching sessions out and announces their removal in the same critical section,
+    /// so a session created again under the same id is announced after the old one's end.
+    private func remove(reason: String, _ pick: (Table) -> [Session]) -> [Session] {
+        let (removed, wakeups) = table.withLock { table -> ([Session], [SessionEventLog.Wakeups]) in
+            let removed = pick(table)
+            var wakeups: [SessionEventLog.Wakeups] = []
+            for session in removed {
+                table.sessions[session.id] = nil
+                session.context.events.silence()
+                wakeups.append(events.append(.sessionRemoved, session: session.id, details: .with { $0.reason = reason }))
+            }
+            return (removed, wakeups)
+        }
+        for wakeup in wakeups { wakeup.wakeReaders() }
+        return removed
     }
 
     /// Removes sessions idle for `idleTimeout` (no upload, no viewer, no waiting request, no
@@ -135,11 +157,7 @@ public final class SessionRegistry: Sendable {
     @discardableResult
     public func evictIdle() -> [SessionID] {
         let now = clock.uptime
-        let evicted = table.withLock { table -> [Session] in
-            let idle = table.sessions.values.filter { $0.isIdle(now: now) }
-            for session in idle { table.sessions[session.id] = nil }
-            return idle
-        }
+        let evicted = remove(reason: "idle") { $0.sessions.values.filter { $0.isIdle(now: now) } }
         for session in evicted { end(session, reason: "idle") }
         return evicted.map(\.id).sorted()
     }
@@ -164,16 +182,12 @@ public final class SessionRegistry: Sendable {
     /// Stops eviction and closes every session (server shutdown).
     public func shutdown() {
         evicting.store(false, ordering: .releasing)
-        let all = table.withLock { table -> [Session] in
-            defer { table.sessions.removeAll() }
-            return Array(table.sessions.values)
-        }
+        let all = remove(reason: "shutdown") { Array($0.sessions.values) }
         for session in all { end(session, reason: "shutdown") }
     }
 
     private func end(_ session: Session, reason: String) {
         session.close(reason: reason)
-        events.publish(.sessionRemoved, session: session.id, details: .with { $0.reason = reason })
         metrics.activeSessions.decrement()
         metrics.recordSessionEnded(reason: reason)
         MemoryReturn.soon()

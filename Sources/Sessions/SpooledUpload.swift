@@ -180,16 +180,24 @@ public final class SpooledUpload: Sendable {
     /// the upload slot. A client that leaves before the answer ended is counted as an aborted
     /// upload; one the server stops is not.
     public func cancel(serverShutdown: Bool = false) {
+        let error = serverShutdown
+            ? SessionError(.shuttingDown, "the server is shutting down")
+            : SessionError(.uploadAborted, "the client disconnected before the answer ended")
         let (early, bodyEnded) = state.withLock { state -> (Bool, Bool) in
             guard !state.cancelled else { return (false, false) }
             state.cancelled = true
             state.callback = nil
             // Its closure holds the request; nothing will call it any more.
             state.uploadEndHandler = nil
-            return (state.finished == nil && state.uploadEnded, state.uploadEnded)
+            let early = state.finished == nil && state.uploadEnded
+            // A decode in flight that ends later must not announce the upload's end again.
+            if early { state.finished = .failure(error) }
+            return (early, state.uploadEnded)
         }
-        if early && !serverShutdown {
-            worker.record(SessionError(.uploadAborted, "the client disconnected before the answer ended"))
+        if early {
+            if !serverShutdown { worker.record(error) }
+            // No `finish` follows a cancelled answer: the upload's end is announced here.
+            worker.uploadEnded(.failure(error), bytes: queue.totalBytes)
         }
         guard bodyEnded else {
             // The body is still arriving: the queue's stop event, which the decode queue has yet

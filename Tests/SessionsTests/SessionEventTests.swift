@@ -95,7 +95,7 @@ import Testing
         #expect(kinds == [
             "session.created", "upload.started", "format.changed", "picture.first", "upload.ended",
             "upload.started", "upload.ended", "viewers.changed", "viewers.changed",
-            "upload.started", "error", "upload.ended", "session.removed",
+            "upload.started", "session.error", "upload.ended", "session.removed",
         ])
         let ended = try json(events[4])
         #expect(ended["result"] as? String == "ok")
@@ -107,6 +107,22 @@ import Testing
         #expect(try json(events[0])["backend"] as? String == "software")
     }
 
+    @Test func aFloodingSessionIsHeldToItsBudgetAndSilentOnceRemoved() throws {
+        let clock = ManualClock()
+        let log = SessionEventLog(capacity: 1024, clock: clock)
+        let start = log.newestID
+        let sink = SessionEventSink(log: log, session: try SessionID("flood"))
+        for _ in 0..<200 { sink.emit(.formatChanged) }
+        #expect(log.newestID - start == UInt64(SessionEventSink.burst))
+        clock.advance(by: .seconds(1))
+        for _ in 0..<200 { sink.emit(.formatChanged) }
+        #expect(log.newestID - start == UInt64(SessionEventSink.burst + SessionEventSink.perSecond))
+        sink.silence()
+        clock.advance(by: .seconds(10))
+        sink.emit(.uploadEnded)
+        #expect(log.newestID - start == UInt64(SessionEventSink.burst + SessionEventSink.perSecond))
+    }
+
     @Test func ratesCountPicturesAndBitsOverTheWindow() {
         var meter = InputRateMeter(startedAt: 0)
         let second: UInt64 = 1_000_000_000
@@ -114,9 +130,14 @@ import Testing
         // 10 seconds of 25 pictures and 12,500 bytes a second.
         for tick in 0..<250 { meter.record(bytes: 500, pictures: 1, at: UInt64(tick) * second / 25) }
         let rates = meter.rates(at: 10 * second)
-        #expect(rates.windowSeconds == 5)
-        #expect(abs(rates.picturesPerSecond - 25) <= 5, "\(rates)")
-        #expect(abs(rates.bitsPerSecond - 100_000) <= 20_000, "\(rates)")
+        #expect(rates.windowSeconds == 4, "four whole seconds plus none of the fifth")
+        #expect(rates.picturesPerSecond == 25, "\(rates)")
+        #expect(rates.bitsPerSecond == 100_000, "\(rates)")
+        // Mid-second, the partial second counts over the time it covers.
+        var upToMidSecond = InputRateMeter(startedAt: 0)
+        for tick in 0..<(25 * 19 / 2) { upToMidSecond.record(bytes: 500, pictures: 1, at: UInt64(tick) * second / 25) }
+        let midSecond = upToMidSecond.rates(at: 9 * second + second / 2)
+        #expect(abs(midSecond.picturesPerSecond - 25) <= 0.5, "\(midSecond)")
         // The stream stopped: the rates fall to zero once the window has passed.
         #expect(meter.rates(at: 17 * second).picturesPerSecond == 0)
     }

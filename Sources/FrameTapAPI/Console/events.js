@@ -8,7 +8,7 @@ import { authEvents, signInRequired, withAccessToken, authHeaders } from './auth
 import { Backoff, isAbort, sleep } from './connection.js';
 
 export const EVENT_TYPES = [
-  'session.created', 'session.removed', 'picture.first', 'format.changed', 'backend.selected', 'error',
+  'session.created', 'session.removed', 'picture.first', 'format.changed', 'backend.selected', 'session.error',
   'upload.started', 'upload.ended', 'viewers.changed', 'resync',
 ];
 
@@ -66,14 +66,9 @@ export class EventStream extends EventTarget {
       this.openedOnce = true;
     });
     for (const type of EVENT_TYPES) {
-      source.addEventListener(type, (event) => {
-        // A connection failure is also an `error` event, but it is no MessageEvent with data.
-        if (type === 'error' && !(event instanceof MessageEvent)) return;
-        this.deliver(type, event);
-      });
+      source.addEventListener(type, (event) => this.deliver(type, event));
     }
-    source.addEventListener('error', (event) => {
-      if (event instanceof MessageEvent) return;  // the server's own `error` event, delivered above
+    source.addEventListener('error', () => {
       if (source.readyState === EventSource.CLOSED) {
         this.recover(source);
       } else {

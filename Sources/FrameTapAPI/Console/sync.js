@@ -109,7 +109,7 @@ export class SessionSync extends EventTarget {
       case 'backend.selected':
         store.patch(id, { backend: data.backend, backendReason: data.reason ?? null, backendFallback: Boolean(data.fallback) });
         break;
-      case 'error':
+      case 'session.error':
         store.patch(id, { lastError: { code: data.code, message: data.message, at: data.at } });
         break;
       case 'upload.started':
