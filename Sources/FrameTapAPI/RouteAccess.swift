@@ -7,7 +7,14 @@ extension AccessControl: RequestAuthorizer {
     public func authorize(_ request: HTTPRequest) -> HTTPError? {
         let token: String?
         switch PresentedToken(request) {
-        case .none: token = nil
+        case .none:
+            if request.query["access_token"] != nil {
+                // Only GET and HEAD take a token from the query (see PresentedToken).
+                return .unauthorized(
+                    invalidToken: false,
+                    detail: "A bearer token is required in the Authorization header; access_token in the query is for GET and HEAD only.")
+            }
+            token = nil
         case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.")
         case .bearer(let presented): token = presented
         }

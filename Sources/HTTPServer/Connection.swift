@@ -138,7 +138,13 @@ final class ConnectionContext: Sendable {
         } else {
             switch core.router.match(method: request.method, segments: request.segments) {
             case .misplacedDotSegment:
-                rejection = RequestTargetError(.dotSegment, at: 0).problem
+                // Parsed again the strict way only to say where the dot segment is.
+                do {
+                    _ = try RequestTarget.parse(rawTarget, dotSegments: .reject)
+                    rejection = RequestTargetError(.dotSegment, at: 0).problem
+                } catch {
+                    rejection = error.problem
+                }
             case .notFound:
                 rejection = .notFound("No route for \(request.path).")
             case .methodNotAllowed(let allowed):

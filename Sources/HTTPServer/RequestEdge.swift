@@ -13,6 +13,9 @@ enum RequestEdge {
         if hosts.count > 1 {
             return problem(.badRequest, "invalid_host", "A request has one Host header, not \(hosts.count).")
         }
+        if let host = hosts.first, !isValidHost(host, required: version == "HTTP/1.1") {
+            return problem(.badRequest, "invalid_host", "Host '\(host.prefix(64))' is not a host name or address with an optional port.")
+        }
         let encodings = headers.values("Transfer-Encoding")
         let lengths = headers.values("Content-Length")
         if !encodings.isEmpty {
@@ -41,6 +44,44 @@ enum RequestEdge {
 
     static func malformedLength(_ value: String) -> HTTPError {
         problem(.badRequest, "invalid_content_length", "Content-Length '\(value)' is not a length.")
+    }
+
+    /// RFC 9112 §3.2: `uri-host [ ":" port ]`, empty only where Host is optional (HTTP/1.0). The
+    /// characters of a reg-name (unreserved, sub-delims, percent-encoding) or a bracketed IPv6
+    /// literal; no spaces, no second colon outside brackets, a port of digits.
+    static func isValidHost(_ host: String, required: Bool) -> Bool {
+        let bytes = Array(host.utf8)
+        if bytes.isEmpty { return !required }
+        var name = bytes[...]
+        var port: ArraySlice<UInt8> = []
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            let literal = bytes[1..<close]
+            guard !literal.isEmpty, literal.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+            else { return false }
+            let rest = bytes[(close + 1)...]
+            if let colon = rest.first {
+                guard colon == UInt8(ascii: ":") else { return false }
+                port = rest.dropFirst()
+            }
+            name = []
+        } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
+            name = bytes[..<colon]
+            port = bytes[(colon + 1)...]
+            guard !name.isEmpty else { return false }
+        }
+        let nameCharacters = Array("-._~!$&'()*+,;=%".utf8)
+        guard name.allSatisfy({ isAlphanumeric($0) || nameCharacters.contains($0) }) else { return false }
+        return port.count <= 5 && port.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        isAlphanumeric(byte) && (byte <= UInt8(ascii: "9") || (byte | 0x20) <= UInt8(ascii: "f"))
     }
 
     /// Digits only, and within what libmicrohttpd reads as a 64-bit length.

@@ -67,6 +67,10 @@ import Testing
         ("unsupported_transfer_encoding", 501, "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\nabc"),
         ("missing_host", 400, "GET /items/a HTTP/1.1\r\n\r\nGET /items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"),
         ("invalid_host", 400, "GET /items/a HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"),
+        ("invalid_host", 400, "GET /items/a HTTP/1.1\r\nHost: a b\r\n\r\n"),
+        ("invalid_host", 400, "GET /items/a HTTP/1.1\r\nHost:\r\n\r\n"),
+        ("invalid_host", 400, "GET /items/a HTTP/1.1\r\nHost: x:80:81\r\n\r\n"),
+        ("invalid_host", 400, "GET /items/a HTTP/1.1\r\nHost: x/y\r\n\r\n"),
         // The path is routed as sent: an encoded "/" or NUL never changes the route.
         ("invalid_request_target", 400, "DELETE /items/victim%00/parts HTTP/1.1\r\nHost: x\r\n\r\n"),
         ("invalid_request_target", 400, "GET /items/a%2Fparts HTTP/1.1\r\nHost: x\r\n\r\n"),
@@ -91,10 +95,23 @@ import Testing
         try withEdgeServer { (port: UInt16, reached: Recorder<String>) throws in
             #expect(try request(port, "GET", "/items/a%20b").text == "item")
             #expect(try request(port, "GET", "/items/a%2Bb/parts").text == "parts")
+            for host in ["example.com:8080", "127.0.0.1", "[::1]:8080", "[fe80::1]", "my_host.local"] {
+                let (answer, _) = try exchange(port, "GET /items/h HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
+                #expect(statusLines(answer) == ["HTTP/1.1 200 OK"], "Host: \(host)")
+            }
             // HTTP/1.0 needs no Host.
             let (text, _) = try exchange(port, "GET /items/x HTTP/1.0\r\n\r\n")
             #expect(statusLines(text) == ["HTTP/1.1 200 OK"])
-            #expect(reached.all == ["get a b", "parts a+b", "get x"])
+            #expect(reached.all == ["get a b", "parts a+b"] + Array(repeating: "get h", count: 5) + ["get x"])
+        }
+    }
+
+    @Test func aMisplacedDotSegmentIsReportedWhereItIs() throws {
+        try withEdgeServer { (port: UInt16, _: Recorder<String>) throws in
+            let (text, _) = try exchange(port, "GET /items/a/../../items/b HTTP/1.1\r\nHost: x\r\n\r\n")
+            let problem = try jsonObject(try parseResponse(Array(text.utf8)).body)
+            #expect(problem["reason"] as? String == "dot_segment")
+            #expect((problem["detail"] as? String)?.contains("at byte 9") == true, "\(problem)")
         }
     }
 
