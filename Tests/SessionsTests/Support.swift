@@ -118,30 +118,36 @@ final class Signal: Sendable {
 }
 
 /// The value a callback delivers once, for a test to await.
+///
+/// The value is read under the lock after the wait, not taken from the continuation: a
+/// continuation's resumption is a handover ThreadSanitizer cannot see (the concurrency runtime is
+/// not instrumented), so `make sanitize` would report what the callback's thread wrote before it
+/// as racing with the test's reads. The lock is an edge it sees.
 final class Outcome<Value: Sendable>: Sendable {
-    private let state = Mutex<(value: Value?, waiter: CheckedContinuation<Value, Never>?)>((nil, nil))
+    private let state = Mutex<(value: Value?, waiter: CheckedContinuation<Void, Never>?)>((nil, nil))
 
     func set(_ value: Value) {
-        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard state.value == nil else { return nil }
             state.value = value
             defer { state.waiter = nil }
             return state.waiter
         }
-        waiter?.resume(returning: value)
+        waiter?.resume()
     }
 
     var current: Value? { state.withLock { $0.value } }
 
     func value() async -> Value {
         await withCheckedContinuation { continuation in
-            let value = state.withLock { state -> Value? in
-                if let value = state.value { return value }
+            let isSet = state.withLock { state -> Bool in
+                if state.value != nil { return true }
                 state.waiter = continuation
-                return nil
+                return false
             }
-            if let value { continuation.resume(returning: value) }
+            if isSet { continuation.resume() }
         }
+        return state.withLock { $0.value! }
     }
 }
 
@@ -192,11 +198,9 @@ func picture(
     _ session: Session, _ request: PictureRequest = PictureRequest(), ifNoneMatch: String? = nil, after: UInt64? = nil,
     wait: Duration = .zero
 ) async -> Result<PictureAnswer, SessionError> {
-    await withCheckedContinuation { continuation in
-        session.requestPicture(request, ifNoneMatch: ifNoneMatch, after: after, wait: wait) {
-            continuation.resume(returning: $0)
-        }
-    }
+    let answer = Outcome<Result<PictureAnswer, SessionError>>()
+    session.requestPicture(request, ifNoneMatch: ifNoneMatch, after: after, wait: wait) { answer.set($0) }
+    return await answer.value()
 }
 
 extension PictureAnswer {
