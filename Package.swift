@@ -95,7 +95,9 @@ let package = Package(
         .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
-        .testTarget(name: "DecodingTests", dependencies: ["Decoding", "H264", "HardwareTestSupport"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "DecodingTests", dependencies: ["Decoding", "H264", "HardwareTestSupport", "TestSupport"],
+            swiftSettings: strictSwift),
         .testTarget(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),

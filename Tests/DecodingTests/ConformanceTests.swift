@@ -1,5 +1,6 @@
 import Decoding
 import Foundation
+import TestSupport
 import Testing
 
 /// The shared JVT/openh264 conformance streams (outside the repository; skipped when absent).

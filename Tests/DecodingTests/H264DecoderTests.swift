@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import HardwareTestSupport
 import H264
+import TestSupport
 import Testing
 
 @Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"))

@@ -1,6 +1,7 @@
 import Decoding
 import Foundation
 import H264
+import TestSupport
 
 /// Test streams are generated at test time with the ffmpeg CLI (libx264) into one temp
 /// directory per test process, and the ffmpeg CLI's own decode is the reference.

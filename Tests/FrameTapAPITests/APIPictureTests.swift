@@ -200,7 +200,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             }
             let all = bodies.withLock { $0 }
             #expect(all.count == 12)
-            #expect(Set(all.map { md5Hex($0) }).count == 1)
+            #expect(Set(all.map { MD5.hex($0) }).count == 1)
             #expect(session.encodeCount == before + 1)
             _ = try request(port, "GET", "/sessions/once/frame/latest.jpg?width=120&quality=70")
             #expect(session.encodeCount == before + 1)

@@ -90,7 +90,7 @@ import Testing
             let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: contentType))
             #expect(closed)
             #expect(parts.count == entry.frames)
-            #expect(md5Hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
+            #expect(MD5.hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
             for (index, part) in parts.enumerated() {
                 #expect(part.headers["Content-Type"] == "application/octet-stream")
                 #expect(part.headers["X-Frame-Seq"] == String(index + 1))

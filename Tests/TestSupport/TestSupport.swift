@@ -201,57 +201,6 @@ public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool)
     return condition()
 }
 
-/// RFC 1321 MD5, enough to compare raw picture bytes with the manifest.
-public func md5Hex(_ message: [UInt8]) -> String {
-    let shifts: [UInt32] = [
-        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-        4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-    ]
-    let table: [UInt32] = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4_294_967_296)) }
-    var a0: UInt32 = 0x6745_2301
-    var b0: UInt32 = 0xefcd_ab89
-    var c0: UInt32 = 0x98ba_dcfe
-    var d0: UInt32 = 0x1032_5476
-    var padded = message
-    padded.append(0x80)
-    while padded.count % 64 != 56 { padded.append(0) }
-    let bitLength = UInt64(message.count) &* 8
-    for shift in stride(from: 0, to: 64, by: 8) { padded.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-    var words = [UInt32](repeating: 0, count: 16)
-    for chunk in stride(from: 0, to: padded.count, by: 64) {
-        for index in 0..<16 {
-            let base = chunk + index * 4
-            words[index] =
-                UInt32(padded[base]) | UInt32(padded[base + 1]) << 8 | UInt32(padded[base + 2]) << 16
-                | UInt32(padded[base + 3]) << 24
-        }
-        var (a, b, c, d) = (a0, b0, c0, d0)
-        for step in 0..<64 {
-            var f: UInt32
-            let g: Int
-            switch step {
-            case 0..<16: f = (b & c) | (~b & d); g = step
-            case 16..<32: f = (d & b) | (~d & c); g = (5 * step + 1) % 16
-            case 32..<48: f = b ^ c ^ d; g = (3 * step + 5) % 16
-            default: f = c ^ (b | ~d); g = (7 * step) % 16
-            }
-            f = f &+ a &+ table[step] &+ words[g]
-            a = d
-            d = c
-            c = b
-            b = b &+ (f << shifts[step] | f >> (32 - shifts[step]))
-        }
-        a0 = a0 &+ a
-        b0 = b0 &+ b
-        c0 = c0 &+ c
-        d0 = d0 &+ d
-    }
-    return [a0, b0, c0, d0].map { word in
-        (0..<4).map { String(format: "%02x", (word >> UInt32($0 * 8)) & 0xff) }.joined()
-    }.joined()
-}
-
-
 /// Raises this process's open-file limit to its hard limit (tests that open many sockets).
 public func raiseOpenFileLimit() {
     var limit = rlimit()

@@ -2,7 +2,9 @@ import Foundation
 
 /// RFC 1321 MD5, incremental. The tests compare decoded pictures with `md5sum` and ffmpeg's
 /// `framemd5` output; CryptoKit is not available on Linux and this is all the tests need.
-struct MD5 {
+public struct MD5 {
+    public init() {}
+
     private var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
     private var pending: [UInt8] = []
     private var length: UInt64 = 0
@@ -17,7 +19,7 @@ struct MD5 {
         UInt32(truncatingIfNeeded: Int64(abs(sin(Double(index + 1))) * 4_294_967_296.0))
     }
 
-    mutating func update(_ bytes: some Collection<UInt8>) {
+    public mutating func update(_ bytes: some Collection<UInt8>) {
         pending.append(contentsOf: bytes)
         length += UInt64(bytes.count)
         var digest = state
@@ -32,7 +34,7 @@ struct MD5 {
         pending.removeFirst(consumed)
     }
 
-    mutating func finalize() -> String {
+    public mutating func finalize() -> String {
         let bitLength = length &* 8
         var tail: [UInt8] = [0x80]
         while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
@@ -48,7 +50,7 @@ struct MD5 {
         }.joined()
     }
 
-    static func hex(_ bytes: some Collection<UInt8>) -> String {
+    public static func hex(_ bytes: some Collection<UInt8>) -> String {
         var md5 = MD5()
         md5.update(bytes)
         return md5.finalize()
