@@ -28,10 +28,6 @@ source "$ROOT/smoke/lib.sh"
 source "$ROOT/smoke/server.sh"
 PASSED=0
 FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "PASS $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL $*"; }
-# expect NAME CONDITION-RESULT DETAIL: passes when the result is 0 (like `test`)
-expect() { if [ "$2" = 0 ]; then pass "$1"; else fail "$1${3:+: $3}"; fi; }
 finish() {
     echo "$PASSED passed, $FAILED failed"
     [ "$FAILED" = 0 ]

@@ -14,6 +14,9 @@ check() {
     if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: got '$2', want '$3'"; fi
 }
 
+# expect NAME CONDITION-RESULT DETAIL: passes when the result is 0 (like `test`)
+expect() { if [ "$2" = 0 ]; then pass "$1"; else fail "$1${3:+: $3}"; fi; }
+
 # A fresh session name per run, so scripts can run against a long-lived server.
 session_name() { echo "smoke-$1-$$-$RANDOM"; }
 

@@ -23,9 +23,6 @@ source "$ROOT/smoke/lib.sh"
 source "$ROOT/smoke/server.sh"
 PASSED=0
 FAILED=0
-pass() { PASSED=$((PASSED + 1)); echo "PASS $*"; }
-fail() { FAILED=$((FAILED + 1)); echo "FAIL $*"; }
-expect() { if [ "$2" = 0 ]; then pass "$1"; else fail "$1${3:+: $3}"; fi; }
 cleanup() {
     [ -n "${SERVER_PID:-}" ] && kill -KILL "$SERVER_PID" 2> /dev/null
     rm -rf "$TMP"
