@@ -89,9 +89,8 @@ public struct CUDADeviceReport: Sendable, Equatable, Encodable {
 /// node, and the CUDA devices (`cuda`).
 ///
 /// Encoded, this is GET /system's `hardware` object, a published contract (openapi.yaml,
-/// `additionalProperties: false`), so its JSON keeps exactly the VA-API keys it had; the CUDA
-/// part encodes on its own (`cuda`, a `CUDAReport`) for the HTTP layer to add next to it when
-/// the contract does.
+/// `additionalProperties: false`): the VA-API keys and `cuda` (a `CUDAReport`), always all of
+/// them, with explicit nulls.
 public struct HardwareReport: Sendable, Equatable, Encodable {
     /// The libavcodec the process runs with (`avcodec_version()`), e.g. "59.37.100".
     public var libavcodecVersion: String
