@@ -1,15 +1,6 @@
 import CFFmpeg
 import H264
 
-/// What one `decode` or `drain` call produced. A packet that fails does not stop the call:
-/// the frames decoded before and after it are still here, and each failure is in `errors`.
-public struct DecodeOutput: Sendable {
-    public var frames: [DecodedFrame] = []
-    public var errors: [DecodeError] = []
-
-    public init() {}
-}
-
 /// Decodes H.264 with libavcodec, like FFmpeg's doc/examples decode loops: parse → send packet
 /// → receive frames, plus drain at end of stream.
 ///
@@ -24,15 +15,9 @@ public struct DecodeOutput: Sendable {
 /// must only be used from it. Frames it returns are immutable and `Sendable`.
 public final class H264Decoder: PictureDecoder {
     public let options: DecoderOptions
-    /// The back end in use. With `.auto` this turns to `.software` when the hardware turns the
-    /// stream down (`get_format` is not offered its format, or its hwaccel does not start);
-    /// `backendReason` then says so and `fallbacks` records it.
-    public var backend: DecoderBackend { negotiation.backend }
-    /// Why `backend` is what it is, for logs and status pages.
-    public var backendReason: String { negotiation.reason }
-    public var device: HardwareDeviceID? { negotiation.abandonedHardware ? nil : lease?.device }
-    public var hardwareCapability: HardwareCapability? { negotiation.abandonedHardware ? nil : lease?.capability }
-    public var fallbacks: [BackendFallback] { planFallbacks + negotiation.fallbacks }
+    /// The back end this decoder decodes on. Fixed: when the hardware turns the stream down,
+    /// the decoder says so (`DecodeOutput.hardwareRefusal`) and `BackendSupervisor` replaces it.
+    public let backend: DecoderBackend
     /// Frames returned since creation (output order).
     public private(set) var framesDecoded: UInt64 = 0
     /// Packets or frames libavcodec rejected since creation.
@@ -43,11 +28,9 @@ public final class H264Decoder: PictureDecoder {
     private var parser: UnsafeMutablePointer<AVCodecParserContext>
     private let packet: UnsafeMutablePointer<AVPacket>
     private let frame: UnsafeMutablePointer<AVFrame>
-    /// The device this decoder counts on in the pool; dropped when the hardware is abandoned.
-    private var lease: HardwareDeviceLease?
-    /// Shared with the `get_format` callback through `AVCodecContext.opaque`.
-    private let negotiation: FormatNegotiation
-    private let planFallbacks: [BackendFallback]
+    /// The shared device context a hardware decoder decodes on (kept alive by this reference),
+    /// and the `get_format` state, shared with the callback through `AVCodecContext.opaque`.
+    private let hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?
     /// Pictures are numbered from `firstSequence + 1` (see `DecoderPlan.firstSequence`).
     private let firstSequence: UInt64
     private var deviceFrames: DeviceFrameBudget
@@ -60,30 +43,30 @@ public final class H264Decoder: PictureDecoder {
     private var reorderProbe: ReorderProbe?
 
     /// Opens the decoder on the back end `options.backend` selects (`BackendSelection`): with
-    /// `.auto` the first of CUDA, VA-API and software that opens; `.cuda`/`.vaapi` throw
-    /// `.decoderUnavailable` when no device of that kind opens.
+    /// `.auto` the first of CUDA, VA-API and software with a device that opens; `.cuda`/`.vaapi`
+    /// throw `.decoderUnavailable` when no device of that kind opens. For a stream, use
+    /// `StreamDecoder`, whose `BackendSupervisor` also falls back mid-stream.
     public convenience init(options: DecoderOptions = DecoderOptions()) throws(DecodeError) {
         let options = try options.validated()
         try self.init(options: options, plan: BackendSelection.plan(options: options))
     }
 
-    /// Opens the decoder `plan` describes. A hardware plan whose codec context does not open
-    /// falls back to software unless `plan.required`, in which case this throws.
+    /// Opens the decoder `plan` describes; throws when its codec context does not open.
     public init(options: DecoderOptions, plan: DecoderPlan) throws(DecodeError) {
         self.options = try options.validated()
         guard avcodec_find_decoder(AV_CODEC_ID_H264) != nil else {
             throw DecodeError(.decoderUnavailable, "libavcodec has no H.264 decoder")
         }
-        var lease = plan.lease
-        let negotiation: FormatNegotiation
+        let hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?
         if plan.backend == .software {
-            negotiation = FormatNegotiation(software: plan.reason)
-        } else if let kind = plan.backend.hardwareKind, let leased = lease, leased.device.kind == kind {
-            negotiation = FormatNegotiation(
-                hardware: kind, device: leased.device, reason: plan.reason, required: plan.required,
-                framesBefore: plan.firstSequence)
+            hardware = nil
+        } else if let kind = plan.backend.hardwareKind, let lease = plan.lease, lease.device.kind == kind {
+            hardware = (lease.opened.context, FormatNegotiation(hardware: kind, device: lease.device))
         } else {
             throw DecodeError(.invalidOptions, "a \(plan.backend.rawValue) decoder needs a lease on a \(plan.backend.rawValue) device")
+        }
+        if let hardware, hardware.device.buffer == nil {
+            throw DecodeError(.decoderUnavailable, "\(plan.reason): no device context libavcodec can use")
         }
 
         // From here on every resource is released by `release` on failure, or by deinit.
@@ -103,53 +86,28 @@ public final class H264Decoder: PictureDecoder {
         }
         let context: UnsafeMutablePointer<AVCodecContext>
         do throws(DecodeError) {
-            if negotiation.isHardware {
-                guard let device = lease?.opened.context.buffer else {
-                    throw DecodeError(.decoderUnavailable, "\(plan.reason): no device context libavcodec can use")
-                }
-                context = try Self.openContext(options: options, device: device, negotiation: negotiation)
-            } else {
-                context = try Self.openContext(options: options, device: nil, negotiation: nil)
-            }
+            context = try Self.openContext(options: options, hardware: hardware)
         } catch {
-            guard negotiation.isHardware, !plan.required else {
-                release()
-                throw negotiation.isHardware
-                    ? DecodeError(.decoderUnavailable, "the \(plan.reason) decoder did not open: \(error.message)") : error
-            }
-            // auto: this decoder cannot start on the device, software can.
-            negotiation.abandonHardware(.hwaccelInitFailed, "the \(plan.reason) decoder did not open: \(error.message)")
-            lease = nil
-            do {
-                context = try Self.openContext(options: options, device: nil, negotiation: nil)
-            } catch {
-                release()
-                throw error
-            }
+            release()
+            throw error
         }
 
+        self.backend = plan.backend
         self.codecContext = context
         self.parser = parser
         self.packet = packet
         self.frame = frame
-        self.lease = lease
-        self.negotiation = negotiation
-        self.planFallbacks = plan.fallbacks
+        self.hardware = hardware
         self.firstSequence = plan.firstSequence
         self.deviceFrames = DeviceFrameBudget(limit: options.deviceFramesHeld)
         self.paddedInput = .allocate(byteCount: 64 * 1024 + Int(AV_INPUT_BUFFER_PADDING_SIZE), alignment: 64)
         if options.emulateFFmpegProbe { startReorderProbe() }
     }
 
-    /// The device context while this decoder still decodes in hardware.
-    private var hardwareDevice: UnsafeMutablePointer<AVBufferRef>? {
-        negotiation.abandonedHardware ? nil : lease?.opened.context.buffer
-    }
-
     /// Opens a decoding context. `reorderDelay` presets `has_b_frames`, as the ffmpeg CLI does
-    /// from its stream probe; `device` nil means software.
+    /// from its stream probe; `hardware` nil means software.
     private static func openContext(
-        options: DecoderOptions, device: UnsafeMutablePointer<AVBufferRef>?, negotiation: FormatNegotiation?,
+        options: DecoderOptions, hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?,
         reorderDelay: Int32 = 0, threads: Int? = nil
     ) throws(DecodeError) -> UnsafeMutablePointer<AVCodecContext> {
         guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264), let context = avcodec_alloc_context3(codec) else {
@@ -164,11 +122,11 @@ public final class H264Decoder: PictureDecoder {
         case .auto: context.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
         }
         context.pointee.has_b_frames = reorderDelay
-        if let device, let negotiation {
+        if let hardware, let device = hardware.device.buffer {
             // FFmpeg's doc/examples/hw_decode.c: the codec context takes its own reference to
             // the (shared) device context and picks the hardware format in get_format.
             context.pointee.hw_device_ctx = av_buffer_ref(device)
-            context.pointee.opaque = Unmanaged.passUnretained(negotiation).toOpaque()
+            context.pointee.opaque = Unmanaged.passUnretained(hardware.negotiation).toOpaque()
             context.pointee.get_format = chooseFormat
             // Surfaces beyond the decoder's own (DPB) needs, for the pictures callers keep on
             // the device (`DeviceFrameBudget` never lets them hold more than this minus one).
@@ -321,19 +279,13 @@ public final class H264Decoder: PictureDecoder {
             status = avcodec_send_packet(codecContext, packet)
         }
         av_packet_unref(packet)
-        if negotiation.abandonedHardware && lease != nil {
-            lease = nil  // decoding in software now: the device no longer counts this decoder
-        }
-        if status < 0 {
-            if negotiation.refusedSoftware {
-                // Required hardware turned this stream down: say that, not "invalid data".
-                negotiation.refusedSoftware = false
-                record(DecodeError(.decoderUnavailable, negotiation.reason), in: &output)
-            } else {
-                // libavcodec skips the broken unit and resynchronises by itself (at the latest
-                // at the next IDR); the frames it can still produce are read below as usual.
-                record(DecodeError(averror: status, "libavcodec could not decode an access unit"), in: &output)
-            }
+        if let refusal = hardware?.negotiation.takeRefusal() {
+            // Not this decoder's to work around: the supervisor decides (software, or an error).
+            output.hardwareRefusal = refusal
+        } else if status < 0 {
+            // libavcodec skips the broken unit and resynchronises by itself (at the latest
+            // at the next IDR); the frames it can still produce are read below as usual.
+            record(DecodeError(averror: status, "libavcodec could not decode an access unit"), in: &output)
         }
         receiveFrames(into: &output)
     }
@@ -355,7 +307,7 @@ public final class H264Decoder: PictureDecoder {
     private func startReorderProbe() {
         guard reorderProbe == nil else { return }
         // Like avformat_find_stream_info's decoder: software, one thread.
-        guard let context = try? Self.openContext(options: options, device: nil, negotiation: nil, threads: 1) else {
+        guard let context = try? Self.openContext(options: options, hardware: nil, threads: 1) else {
             return  // without a probe the decoder still works, it just learns reordering later
         }
         reorderProbe = ReorderProbe(context: context)
@@ -394,8 +346,7 @@ public final class H264Decoder: PictureDecoder {
         var probeContext: UnsafeMutablePointer<AVCodecContext>? = probe.context
         avcodec_free_context(&probeContext)
         do {
-            let fresh = try Self.openContext(
-                options: options, device: hardwareDevice, negotiation: negotiation, reorderDelay: learnedDelay)
+            let fresh = try Self.openContext(options: options, hardware: hardware, reorderDelay: learnedDelay)
             var old: UnsafeMutablePointer<AVCodecContext>? = codecContext
             avcodec_free_context(&old)
             codecContext = fresh
@@ -439,7 +390,6 @@ public final class H264Decoder: PictureDecoder {
         }
         av_frame_move_ref(owned, frame)
         framesDecoded += 1
-        negotiation.framesBefore = firstSequence + framesDecoded
         let pts = owned.pointee.pts == ft_av_nopts_value() ? nil : owned.pointee.pts
         let sequence = firstSequence + framesDecoded
         let format = AVPixelFormat(owned.pointee.format)
@@ -532,24 +482,16 @@ private struct ReorderProbe {
 
 /// The state `get_format` reads and writes. libavcodec calls it from inside `avcodec_send_packet`
 /// (or a frame thread while the sending thread waits), so it is never touched concurrently.
+///
+/// It picks the hardware format when offered (FFmpeg's hw_decode.c) and otherwise refuses
+/// (`AV_PIX_FMT_NONE`, which fails the packet) and remembers why: whether the stream then goes
+/// to software is `BackendSupervisor`'s decision, not this decoder's.
 final class FormatNegotiation {
-    var backend: DecoderBackend
-    var reason: String
-    /// The caller asked for this hardware: refuse software rather than silently falling back.
-    let required: Bool
-    /// The hardware pixel format to pick when offered; nil for a software decoder.
-    let hardwareFormat: AVPixelFormat?
-    let hardwareKind: HardwareDeviceKind?
-    let device: HardwareDeviceID?
-    /// The reason given when the device opened, shown while the hardware decodes.
-    let deviceReason: String
-    /// Set when `required` made `get_format` refuse the software format; the failing send reads it.
-    var refusedSoftware = false
-    /// Fallback is one-way: once software, later sequences stay software (the lease is gone).
-    private(set) var abandonedHardware = false
-    private(set) var fallbacks: [BackendFallback] = []
-    /// Pictures output so far, for `BackendFallback.afterFrames`.
-    var framesBefore: UInt64
+    let hardwareFormat: AVPixelFormat
+    let hardwareKind: HardwareDeviceKind
+    let device: HardwareDeviceID
+    /// Why the hardware format was refused; read once by the send that failed.
+    private var refusal: HardwareCapability.Refusal?
     /// The stream the last hardware choice was for. libavcodec's `ff_get_format` calls again at
     /// once, without the hardware format, when the hwaccel fails to initialise: the same stream
     /// then means "init failed", not "not offered".
@@ -562,70 +504,33 @@ final class FormatNegotiation {
         var softwareFormat: AVPixelFormat
     }
 
-    init(software reason: String) {
-        backend = .software
-        self.reason = reason
-        required = false
-        hardwareFormat = nil
-        hardwareKind = nil
-        device = nil
-        deviceReason = reason
-        framesBefore = 0
-    }
-
-    init(hardware kind: HardwareDeviceKind, device: HardwareDeviceID, reason: String, required: Bool, framesBefore: UInt64) {
-        backend = kind.backend
-        self.reason = reason
-        self.required = required
+    init(hardware kind: HardwareDeviceKind, device: HardwareDeviceID) {
         hardwareFormat = kind == .cuda ? AV_PIX_FMT_CUDA : AV_PIX_FMT_VAAPI
         hardwareKind = kind
         self.device = device
-        deviceReason = reason
-        self.framesBefore = framesBefore
     }
 
-    var isHardware: Bool { hardwareKind != nil && !abandonedHardware }
-
-    func abandonHardware(_ code: BackendFallback.Reason, _ message: String) {
-        guard let hardwareKind, !abandonedHardware else { return }
-        abandonedHardware = true
-        backend = .software
-        reason = "software: \(message)"
-        fallbacks.append(BackendFallback(
-            reason: code, from: hardwareKind.backend, to: .software, device: device, message: message,
-            afterFrames: framesBefore))
-    }
-
-    /// FFmpeg's hw_decode.c pattern: the hardware format when offered, otherwise the software
-    /// one (the last entry), unless the hardware was required.
     func choose(from offered: [AVPixelFormat], shape: StreamShape, profileName: String) -> AVPixelFormat {
-        let software = offered.last { format in
-            guard let descriptor = av_pix_fmt_desc_get(format) else { return false }
-            return descriptor.pointee.flags & UInt64(AV_PIX_FMT_FLAG_HWACCEL) == 0
-        } ?? AV_PIX_FMT_NONE
-        guard let hardwareFormat, let hardwareKind, let device, !abandonedHardware else { return software }
         if offered.contains(hardwareFormat) {
             lastHardwareChoice = shape
-            backend = hardwareKind.backend
-            reason = deviceReason
             return hardwareFormat
         }
         let initFailed = lastHardwareChoice == shape
         lastHardwareChoice = nil
         let formatName = av_get_pix_fmt_name(shape.softwareFormat).map { String(cString: $0) } ?? "?"
         let stream = "\(profileName) \(formatName) \(shape.codedWidth)x\(shape.codedHeight)"
-        let code: BackendFallback.Reason = initFailed ? .hwaccelInitFailed : .noHardwareFormat
-        let message =
-            initFailed
-            ? "\(hardwareKind.engineName) on \(device) could not start decoding \(stream)"
-            : "\(hardwareKind.engineName) cannot decode \(stream): libavcodec offers no \(hardwareKind.displayName) format for it"
-        if required {
-            reason = "\(message) (\(code.rawValue)); backend auto decodes such streams in software"
-            refusedSoftware = true
-            return AV_PIX_FMT_NONE
-        }
-        abandonHardware(code, message)
-        return software
+        refusal = initFailed
+            ? .init(reason: .hwaccelInitFailed, message: "\(hardwareKind.engineName) on \(device) could not start decoding \(stream)")
+            : .init(
+                reason: .noHardwareFormat,
+                message: "\(hardwareKind.engineName) cannot decode \(stream): libavcodec offers no \(hardwareKind.displayName) format for it")
+        return AV_PIX_FMT_NONE
+    }
+
+    /// The refusal of the last `get_format` call, once.
+    func takeRefusal() -> HardwareCapability.Refusal? {
+        defer { refusal = nil }
+        return refusal
     }
 }
 

@@ -1,35 +1,26 @@
 import FoundationEssentials
 import H264
 
-/// Bytes in, pictures out: Annex B splitter → access-unit assembler → random-access gate →
-/// picture-size check → hardware check → a `PictureDecoder`, with the counters a session reports.
+/// Bytes in, pictures out, read top to bottom like FFmpeg's doc/examples decode loops:
 ///
-/// Hardware fallback is per decoder (per stream), never per process, and one-way: once a
-/// stream is in software it stays there. The decoder comes from `BackendSelection` (`auto`:
-/// CUDA, then VA-API, then software) through a `PictureDecoderFactory`, and with `auto` the
-/// stream moves to a software decoder when
-/// - its SPS asks for what the hardware cannot decode (`HardwareCapability`: High 10, 4:2:2,
-///   4:4:4, too large...): before the first picture using that SPS is sent;
-/// - libavcodec turns the hardware down itself (no hardware format offered, hwaccel init
-///   failed): inside `H264Decoder`, same codec context;
-/// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the hardware: from the
-///   next keyframe (IDR or recovery point) on. Until then the hardware decoder keeps going;
-///   at the switch it is drained first, so no picture it decoded is lost, and the software
-///   decoder starts from that keyframe with the parameter sets sent again.
-/// Each switch is recorded in `fallbacks` (reason code, message) and shows in
-/// `decoder.backend`/`decoder.backendReason`. A required back end (`cuda`/`vaapi`) never
-/// switches: pictures it cannot decode are `.decoderUnavailable` errors.
+/// 1. split: `AnnexBSplitter` cuts NAL units out of bytes in any chunking;
+/// 2. assemble: `AccessUnitAssembler` groups them into access units and tracks the parameter sets;
+/// 3. check: each new SPS against the picture-size limit, before any picture using it is sent;
+/// 4. wait: with `DecoderOptions.emulateFFmpegProbe`, for the first SPS and PPS (`ParameterSetWait`);
+/// 5. gate: nothing before the first point decoding can start from (`RandomAccessGate`), and in
+///    keyframes-only mode nothing but intra pictures;
+/// 6. decode: `BackendSupervisor`, which owns the decoder, its back end and every fallback.
 ///
-/// Each complete access unit is sent to libavcodec as one packet (`H264Decoder.decode(accessUnit:)`),
-/// so a picture comes out as soon as the first NAL unit after it arrives. The access units are
-/// cut as libavcodec's parser cuts them (checked on every conformance stream and fixture), so
-/// with `DecoderOptions.emulateFFmpegProbe` the pictures equal the ffmpeg CLI's for the same
-/// bytes (for damaged streams: with the same thread count; libavcodec conceals errors
-/// differently with frame threading). Without it (live), the only difference measured is that
-/// pictures before the stream's first in-band SPS/PPS cannot be decoded, where the CLI's probe
-/// looks ahead for them.
+/// Each complete access unit is sent to libavcodec as one packet, so a picture comes out as
+/// soon as the first NAL unit after it arrives. The access units are cut as libavcodec's parser
+/// cuts them (checked on every conformance stream and fixture), so with
+/// `DecoderOptions.emulateFFmpegProbe` the pictures equal the ffmpeg CLI's for the same bytes
+/// (for damaged streams: with the same thread count; libavcodec conceals errors differently
+/// with frame threading). Without it (live), the only difference measured is that pictures
+/// before the stream's first in-band SPS/PPS cannot be decoded, where the CLI's probe looks
+/// ahead for them.
 ///
-/// Not thread-safe: owned by one worker, like the `H264Decoder` inside it.
+/// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class StreamDecoder {
     public struct Counters: Sendable, Equatable, Encodable {
         /// Bytes pushed.
@@ -69,8 +60,6 @@ public final class StreamDecoder {
         public let at: Date
     }
 
-    /// The decoder in use now; replaced when the stream falls back to software.
-    public private(set) var decoder: any PictureDecoder
     public private(set) var counters = Counters()
     public private(set) var lastError: ErrorEvent?
     /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
@@ -90,31 +79,10 @@ public final class StreamDecoder {
     private var parameterSets = ParameterSets()
     /// The SPSs already checked against the size limit, by id, and whether each passed.
     private var checkedSPS: [Int: (sps: SequenceParameterSet, fits: Bool)] = [:]
-    /// Decoding has reached a start point with its parameter sets since the stream began.
-    private var started = false
-    /// Parameter set units the decoder has been given (by SPS/PPS id), so ones seen only in
-    /// dropped access units can be sent ahead of the first decoded one.
-    private var sentSPS: [Int: [UInt8]] = [:]
-    private var sentPPS: [Int: [UInt8]] = [:]
-    /// With `DecoderOptions.emulateFFmpegProbe`: picture units held until the stream's first
-    /// SPS and PPS arrive, as the CLI's probe finds them before its decoder starts.
-    private var awaitingParameterSets: Bool
-    private var held: [AccessUnit] = []
-    private var heldBytes = 0
-    /// Decodable pictures before the first start point (see `startDecoding`).
-    private var waitingForStart: [AccessUnit] = []
-    private var waitingBytes = 0
-
+    private var parameterSetWait: ParameterSetWait
+    private var gate = RandomAccessGate()
+    private let backends: BackendSupervisor
     private let options: DecoderOptions
-    private let factory: any PictureDecoderFactory
-    /// Fallbacks of decoders replaced so far, and the switches themselves.
-    private var earlierFallbacks: [BackendFallback] = []
-    /// Access units in a row that failed on the hardware decoder.
-    private var consecutiveHardwareFailures = 0
-    /// Set when the hardware failed too often: the switch waits for the next keyframe.
-    private var pendingSwitch: HardwareCapability.Refusal?
-    /// The newest picture's sequence number, so a replacement decoder continues the numbering.
-    private var lastSequence: UInt64 = 0
 
     /// `factory` makes the decoders (the first one now, a software one at a fallback); tests
     /// inject failing ones.
@@ -124,39 +92,20 @@ public final class StreamDecoder {
     ) throws(DecodeError) {
         guard maxNALBytes > 0 else { throw DecodeError(.invalidOptions, "maxNALBytes must be positive") }
         let options = try options.validated()
-        decoder = try Self.openDecoder(options: options, factory: factory)
+        backends = try BackendSupervisor(options: options, factory: factory)
         self.options = options
-        self.factory = factory
         splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         self.keyframesOnly = keyframesOnly
-        awaitingParameterSets = options.emulateFFmpegProbe
+        parameterSetWait = ParameterSetWait(active: options.emulateFFmpegProbe)
     }
 
-    /// The first back end that gives a working decoder. A hardware decoder that does not open
-    /// under `auto` makes the next kind (then software) take over, recorded as `hwaccel_init_failed`.
-    private static func openDecoder(
-        options: DecoderOptions, factory: any PictureDecoderFactory
-    ) throws(DecodeError) -> any PictureDecoder {
-        var skipping: [HardwareDeviceKind: String] = [:]
-        var failedOpens: [BackendFallback] = []
-        while true {
-            var plan = try BackendSelection.plan(options: options, skipping: skipping)
-            plan.fallbacks = failedOpens + plan.fallbacks
-            do throws(DecodeError) {
-                return try factory.makeDecoder(plan, options: options)
-            } catch {
-                guard let device = plan.lease?.device, !plan.required, skipping[device.kind] == nil else { throw error }
-                let message = "the \(plan.reason) decoder did not open: \(error.message)"
-                skipping[device.kind] = message
-                failedOpens.append(BackendFallback(
-                    reason: .hwaccelInitFailed, from: plan.backend, to: .software, device: device, message: message))
-            }
-        }
-    }
-
-    /// Every fallback of this stream, oldest first: at selection, inside a decoder, and the
-    /// switches to software. The session layer counts them by `reason`.
-    public var fallbacks: [BackendFallback] { earlierFallbacks + decoder.fallbacks }
+    /// The back end decoding now, why, and on which device (nil in software).
+    public var backend: DecoderBackend { backends.backend }
+    public var backendReason: String { backends.backendReason }
+    public var device: HardwareDeviceID? { backends.device }
+    /// Every fallback of this stream, oldest first: at selection, and the switches to software.
+    /// The session layer counts them by `reason`.
+    public var fallbacks: [BackendFallback] { backends.fallbacks }
 
     /// Feeds the next bytes of the stream, in any chunking.
     public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
@@ -169,18 +118,6 @@ public final class StreamDecoder {
         for event in events { handle(event, into: &output) }
         endAccessUnitEarly(into: &output)
         return output
-    }
-
-    /// A picture's last NAL unit ends only where the next start code begins, and the access unit
-    /// only where the next unit shows it belongs to another picture. When the first bytes of
-    /// that next unit are already here and settle it, the picture goes to the decoder now
-    /// rather than when the next unit is complete: for a camera sending one slice per picture,
-    /// that is one picture interval sooner. The access units are the same either way.
-    private func endAccessUnitEarly(into output: inout DecodeOutput) {
-        guard let prefix = splitter.pendingUnitPrefix, assembler.nextUnitEndsAccessUnit(prefix: prefix) else { return }
-        var units: [AccessUnit] = []
-        assembler.endAccessUnit { units.append($0) }
-        for unit in units { handle(unit, into: &output) }
     }
 
     public func push(_ bytes: [UInt8]) -> DecodeOutput {
@@ -199,18 +136,22 @@ public final class StreamDecoder {
         var units: [AccessUnit] = []
         assembler.finish { units.append($0) }
         for unit in units { handle(unit, into: &output) }
-        releaseHeldUnits(into: &output)
+        for unit in parameterSetWait.release() { pass(unit, into: &output) }
         // Never reached a start point: libavcodec would not have output them either.
-        counters.framesDroppedBeforeKeyframe += waitingForStart.count
-        waitingForStart = []
-        waitingBytes = 0
-        append(decoder.drain(), to: &output)
-        started = false
-        awaitingParameterSets = decoder.options.emulateFFmpegProbe
+        counters.framesDroppedBeforeKeyframe += gate.streamEnded()
+        append(backends.drain(), to: &output)
+        parameterSetWait = ParameterSetWait(active: options.emulateFFmpegProbe)
         return output
     }
 
-    // MARK: - Pipeline
+    /// A client disconnected mid-upload: the NAL unit it was sending is cut short. Dropping it
+    /// keeps the next upload's first start code from closing it as if it were whole. Decoded
+    /// pictures, parameter sets and the access unit assembled so far stay.
+    public func abandonIncompleteUnit() {
+        splitter.abandonIncompleteUnit()
+    }
+
+    // MARK: - 1, 2: split and assemble
 
     private func handle(_ event: SplitterEvent, into output: inout DecodeOutput) {
         switch event {
@@ -232,194 +173,28 @@ public final class StreamDecoder {
         }
     }
 
+    /// A picture's last NAL unit ends only where the next start code begins, and the access unit
+    /// only where the next unit shows it belongs to another picture. When the first bytes of
+    /// that next unit are already here and settle it, the picture goes to the decoder now
+    /// rather than when the next unit is complete: for a camera sending one slice per picture,
+    /// that is one picture interval sooner. The access units are the same either way.
+    private func endAccessUnitEarly(into output: inout DecodeOutput) {
+        guard let prefix = splitter.pendingUnitPrefix, assembler.nextUnitEndsAccessUnit(prefix: prefix) else { return }
+        var units: [AccessUnit] = []
+        assembler.endAccessUnit { units.append($0) }
+        for unit in units { handle(unit, into: &output) }
+    }
+
+    // MARK: - 3, 4: check and wait
+
     private func handle(_ unit: AccessUnit, into output: inout DecodeOutput) {
         counters.accessUnits += 1
         checkNewParameterSets(into: &output)
         // A unit without a picture (parameter sets or SEI at the end of a stream) would only make
         // libavcodec report "no frame"; its parameter sets go out with the next picture instead.
         guard unit.hasPicture else { return }
-        if awaitingParameterSets {
-            if parameterSets.sps.isEmpty || parameterSets.pps.isEmpty {
-                held.append(unit)
-                heldBytes += unit.byteCount
-                // The CLI's probe gives up at 5 MB (probesize) too.
-                if heldBytes >= 5_000_000 { releaseHeldUnits(into: &output) }
-                return
-            }
-            releaseHeldUnits(into: &output)
-        }
-        decodeIfWanted(unit, into: &output)
-    }
-
-    /// Ends the wait for parameter sets: the held units are judged with the sets known now,
-    /// which is what the CLI's decoder sees when the probe passed them as extradata.
-    private func releaseHeldUnits(into output: inout DecodeOutput) {
-        awaitingParameterSets = false
-        let units = held
-        held = []
-        heldBytes = 0
-        for unit in units { decodeIfWanted(unit, into: &output) }
-    }
-
-    /// The gate, the size check and keyframes-only mode, then the decoder.
-    private func decodeIfWanted(_ unit: AccessUnit, into output: inout DecodeOutput) {
-        let sps = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) }
-        if let sps {
-            format = VideoFormat(sps: sps)
-            if checkedSPS[sps.id]?.fits == false {
-                counters.framesRejectedTooLarge += 1
-                return
-            }
-            guard hardwareAccepts(sps, into: &output) else { return }
-        }
-        if !started {
-            guard startDecoding(at: unit, into: &output) else { return }
-        }
-        if let pending = pendingSwitch, unit.isIDR || unit.isRandomAccessPoint {
-            switchToSoftware(pending, into: &output)
-        }
-        if keyframesOnly {
-            guard unit.isIDR || unit.primarySliceType == .i else {
-                counters.framesSkippedNotKeyframe += 1
-                return
-            }
-            send(unit, into: &output)
-            append(decoder.drain(), to: &output)
-        } else {
-            send(unit, into: &output)
-        }
-    }
-
-    /// Checks the SPS of the next picture against the hardware decoding now. With `auto` a
-    /// refusal moves the stream to software before the picture is sent (a new SPS takes effect
-    /// at an IDR, so the software decoder starts cleanly there); a required back end refuses
-    /// the picture instead. Returns false when the picture must not be sent.
-    private func hardwareAccepts(_ sps: SequenceParameterSet, into output: inout DecodeOutput) -> Bool {
-        guard let capability = decoder.hardwareCapability, let refusal = capability.refusal(for: sps) else { return true }
-        guard options.backend == .auto else {
-            record(
-                DecodeError(
-                    .decoderUnavailable,
-                    "\(refusal.message) (\(refusal.reason.rawValue)); backend auto decodes such streams in software"),
-                in: &output)
-            return false
-        }
-        switchToSoftware(refusal, into: &output)
-        return true
-    }
-
-    /// Counts access units in a row that failed on the hardware decoder (errors libavcodec
-    /// reports for the device, not for the bitstream); at the limit, the stream moves to
-    /// software from its next keyframe.
-    private func noteHardwareHealth(_ decoded: DecodeOutput) {
-        guard options.backend == .auto, decoder.backend != .software, pendingSwitch == nil else { return }
-        guard let failure = decoded.errors.last(where: \.suggestsDeviceFailure) else {
-            if !decoded.frames.isEmpty || decoded.errors.isEmpty { consecutiveHardwareFailures = 0 }
-            return
-        }
-        consecutiveHardwareFailures += 1
-        guard consecutiveHardwareFailures >= options.hardwareFailureLimit else { return }
-        let engine = decoder.backend.hardwareKind?.engineName ?? decoder.backend.rawValue
-        let on = decoder.device.map { " on \($0)" } ?? ""
-        pendingSwitch = HardwareCapability.Refusal(
-            reason: .deviceErrors,
-            message: "\(engine)\(on) failed \(consecutiveHardwareFailures) access units in a row (last: \(failure.message))")
-    }
-
-    /// Drains the hardware decoder (its pictures come out first) and continues in a software
-    /// decoder that numbers pictures on from the last one. The software decoder has seen no
-    /// parameter sets, so `send` gives it the current ones again.
-    private func switchToSoftware(_ why: HardwareCapability.Refusal, into output: inout DecodeOutput) {
-        pendingSwitch = nil
-        consecutiveHardwareFailures = 0
-        append(decoder.drain(), to: &output)
-        let previous = decoder
-        var softwareOptions = options
-        softwareOptions.backend = .software
-        var plan = DecoderPlan.software(reason: "software: \(why.message)")
-        plan.firstSequence = lastSequence
-        do throws(DecodeError) {
-            decoder = try factory.makeDecoder(plan, options: softwareOptions)
-        } catch {
-            record(DecodeError(error.code, "switching to software decoding failed: \(error.message)"), in: &output)
-            return
-        }
-        earlierFallbacks += previous.fallbacks
-        earlierFallbacks.append(BackendFallback(
-            reason: why.reason, from: previous.backend, to: .software, device: previous.device, message: why.message,
-            afterFrames: lastSequence))
-        sentSPS = [:]
-        sentPPS = [:]
-    }
-
-    /// The random-access gate. Returns true when `unit` is the first picture to decode.
-    ///
-    /// libavcodec cannot decode a picture without its SPS and PPS, and outputs nothing before a
-    /// picture it can start from: an IDR, a recovery point, or an I picture (its
-    /// FRAME_RECOVERED_HEURISTIC; whether it then outputs that I picture depends on the PPS
-    /// reference counts, so it is sent and libavcodec decides). Measured against the ffmpeg CLI
-    /// on streams cut mid-GOP (StreamDecoderTests): pictures before the start point are never
-    /// output, but when the start point is not an IDR, libavcodec still keeps the ones it could
-    /// decode as references, and in intra-refresh streams with parameter sets on every picture
-    /// the "recovered" pictures then differ if they were dropped. So decodable pictures before
-    /// the start point wait here: an IDR makes them irrelevant (dropped and counted, the usual
-    /// case and the saving), any other start point sends them first.
-    private func startDecoding(at unit: AccessUnit, into output: inout DecodeOutput) -> Bool {
-        let hasParameterSets = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) } != nil
-        guard hasParameterSets else {
-            counters.framesDroppedBeforeKeyframe += 1
-            return false
-        }
-        if unit.isIDR || keyframesOnly {
-            counters.framesDroppedBeforeKeyframe += waitingForStart.count
-            waitingForStart = []
-            waitingBytes = 0
-        } else if unit.isRandomAccessPoint || unit.primarySliceType == .i {
-            let earlier = waitingForStart
-            waitingForStart = []
-            waitingBytes = 0
-            for picture in earlier { send(picture, into: &output) }
-        } else {
-            waitingForStart.append(unit)
-            waitingBytes += unit.byteCount
-            // Bounded like the held units: past 8 MB the oldest are dropped (and counted).
-            while waitingBytes > 8 << 20, let oldest = waitingForStart.first {
-                waitingForStart.removeFirst()
-                waitingBytes -= oldest.byteCount
-                counters.framesDroppedBeforeKeyframe += 1
-            }
-            return false
-        }
-        started = true
-        return true
-    }
-
-    /// Sends the unit, preceded by the parameter sets it uses when the decoder has not been
-    /// given them in this form (they arrived in a dropped, skipped or picture-less access unit).
-    private func send(_ unit: AccessUnit, into output: inout DecodeOutput) {
-        var bytes: [UInt8] = []
-        let sets = parameterSets
-        if let ppsId = unit.ppsId, let spsId = sets.pps[ppsId]?.spsId,
-            let spsUnit = sets.spsUnits[spsId], let ppsUnit = sets.ppsUnits[ppsId]
-        {
-            if !unit.nalUnits.contains(where: { $0.type == .sps }) && sentSPS[spsId] != spsUnit.bytes {
-                bytes += [0, 0, 0, 1] + spsUnit.bytes
-            }
-            if !unit.nalUnits.contains(where: { $0.type == .pps }) && sentPPS[ppsId] != ppsUnit.bytes {
-                bytes += [0, 0, 0, 1] + ppsUnit.bytes
-            }
-            sentSPS[spsId] = spsUnit.bytes
-            sentPPS[ppsId] = ppsUnit.bytes
-        }
-        bytes += unit.annexB()
-        if decoder.isProbingReorderDelay, decoder.options.probeOnlyUnannouncedReordering,
-            let sps = unit.ppsId.flatMap({ sets.sps(forPPS: $0) }), sps.announcesReorderDelay
-        {
-            append(decoder.endReorderProbe(), to: &output)
-        }
-        let decoded = decoder.decode(accessUnit: bytes)
-        noteHardwareHealth(decoded)
-        append(decoded, to: &output)
+        let haveParameterSets = !parameterSets.sps.isEmpty && !parameterSets.pps.isEmpty
+        for unit in parameterSetWait.pass(unit, haveParameterSets: haveParameterSets) { pass(unit, into: &output) }
     }
 
     /// Checks every SPS that is new or changed against the size limit, before any picture
@@ -427,7 +202,7 @@ public final class StreamDecoder {
     private func checkNewParameterSets(into output: inout DecodeOutput) {
         for (id, sps) in parameterSets.sps where checkedSPS[id]?.sps != sps {
             do {
-                try decoder.options.sizeLimit.check(width: sps.codedWidth, height: sps.codedHeight)
+                try options.sizeLimit.check(width: sps.codedWidth, height: sps.codedHeight)
                 checkedSPS[id] = (sps, true)
             } catch {
                 checkedSPS[id] = (sps, false)
@@ -436,8 +211,64 @@ public final class StreamDecoder {
         }
     }
 
+    // MARK: - 5: gate
+
+    /// The size verdict, the random-access gate and keyframes-only mode, then the decoder.
+    private func pass(_ unit: AccessUnit, into output: inout DecodeOutput) {
+        let sps = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) }
+        if let sps {
+            format = VideoFormat(sps: sps)
+            if checkedSPS[sps.id]?.fits == false {
+                counters.framesRejectedTooLarge += 1
+                return
+            }
+        }
+        let opened = gate.pass(unit, decodable: sps != nil, keyframesOnly: keyframesOnly)
+        counters.framesDroppedBeforeKeyframe += opened.dropped
+        for earlier in opened.earlier { decode(earlier, into: &output) }
+        guard opened.decodeThis else { return }
+        if keyframesOnly {
+            guard unit.isIDR || unit.primarySliceType == .i else {
+                counters.framesSkippedNotKeyframe += 1
+                return
+            }
+            decode(unit, into: &output)
+            append(backends.drain(), to: &output)
+        } else {
+            decode(unit, into: &output)
+        }
+    }
+
+    // MARK: - 6: decode
+
+    private func decode(_ unit: AccessUnit, into output: inout DecodeOutput) {
+        let sps = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) }
+        if backends.isProbingReorderDelay, options.probeOnlyUnannouncedReordering, let sps, sps.announcesReorderDelay {
+            // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
+            append(backends.endReorderProbe(), to: &output)
+        }
+        let decoded = backends.decode(
+            unit.annexB(), parameterSets: parameterSetUnits(for: unit), sps: sps,
+            isKeyframe: unit.isIDR || unit.isRandomAccessPoint)
+        append(decoded, to: &output)
+    }
+
+    /// The SPS and PPS `unit` uses, for the decoder that has not been given them.
+    private func parameterSetUnits(for unit: AccessUnit) -> [ParameterSetUnit] {
+        guard let ppsId = unit.ppsId, let spsId = parameterSets.pps[ppsId]?.spsId,
+            let spsUnit = parameterSets.spsUnits[spsId], let ppsUnit = parameterSets.ppsUnits[ppsId]
+        else { return [] }
+        return [
+            ParameterSetUnit(
+                key: ParameterSetKey(nalType: NALUnitType.sps.rawValue, id: spsId), bytes: spsUnit.bytes,
+                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .sps }),
+            ParameterSetUnit(
+                key: ParameterSetKey(nalType: NALUnitType.pps.rawValue, id: ppsId), bytes: ppsUnit.bytes,
+                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .pps }),
+        ]
+    }
+
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
-        if let newest = decoded.frames.last { lastSequence = max(lastSequence, newest.sequence) }
         output.frames += decoded.frames
         counters.framesDecoded += decoded.frames.count
         for error in decoded.errors {
@@ -445,12 +276,7 @@ public final class StreamDecoder {
         }
     }
 
-    /// A client disconnected mid-upload: the NAL unit it was sending is cut short. Dropping it
-    /// keeps the next upload's first start code from closing it as if it were whole. Decoded
-    /// pictures, parameter sets and the access unit assembled so far stay.
-    public func abandonIncompleteUnit() {
-        splitter.abandonIncompleteUnit()
-    }
+    // MARK: - Errors
 
     /// At the end of a stream: bytes that were never part of a NAL unit are an error of the
     /// input (garbage before the first start code, or no start code at all), not silence.
@@ -474,5 +300,109 @@ public final class StreamDecoder {
         counters.decodeErrors += 1
         lastError = ErrorEvent(error: error, at: Date())
         output.errors.append(error)
+    }
+}
+
+/// The random-access gate: nothing is decoded before the stream reaches a point decoding can
+/// start from.
+///
+/// libavcodec cannot decode a picture without its SPS and PPS, and outputs nothing before a
+/// picture it can start from: an IDR, a recovery point, or an I picture (its
+/// FRAME_RECOVERED_HEURISTIC; whether it then outputs that I picture depends on the PPS
+/// reference counts, so it is sent and libavcodec decides). Measured against the ffmpeg CLI
+/// on streams cut mid-GOP (StreamDecoderTests): pictures before the start point are never
+/// output, but when the start point is not an IDR, libavcodec still keeps the ones it could
+/// decode as references, and in intra-refresh streams with parameter sets on every picture
+/// the "recovered" pictures then differ if they were dropped. So decodable pictures before
+/// the start point wait here: an IDR makes them irrelevant (dropped and counted, the usual
+/// case and the saving), any other start point sends them first.
+struct RandomAccessGate {
+    /// Decoding has reached a start point since the stream began.
+    private var started = false
+    private var waiting: [AccessUnit] = []
+    private var waitingBytes = 0
+    /// Bounded like the CLI probe's held units: past this the oldest waiting pictures are dropped.
+    static let maxWaitingBytes = 8 << 20
+
+    struct Verdict {
+        /// Pictures that waited for the start point, to decode before this one.
+        var earlier: [AccessUnit] = []
+        var decodeThis = false
+        /// Pictures given up (counted as dropped before a keyframe).
+        var dropped = 0
+    }
+
+    /// `decodable`: the unit's SPS and PPS are known.
+    mutating func pass(_ unit: AccessUnit, decodable: Bool, keyframesOnly: Bool) -> Verdict {
+        var verdict = Verdict()
+        guard !started else {
+            verdict.decodeThis = true
+            return verdict
+        }
+        guard decodable else {
+            verdict.dropped = 1
+            return verdict
+        }
+        if unit.isIDR || keyframesOnly {
+            verdict.dropped = waiting.count
+        } else if unit.isRandomAccessPoint || unit.primarySliceType == .i {
+            verdict.earlier = waiting
+        } else {
+            waiting.append(unit)
+            waitingBytes += unit.byteCount
+            while waitingBytes > Self.maxWaitingBytes, let oldest = waiting.first {
+                waiting.removeFirst()
+                waitingBytes -= oldest.byteCount
+                verdict.dropped += 1
+            }
+            return verdict
+        }
+        waiting = []
+        waitingBytes = 0
+        started = true
+        verdict.decodeThis = true
+        return verdict
+    }
+
+    /// End of stream: the next stream starts at a start point again. Returns how many waiting
+    /// pictures never reached one.
+    mutating func streamEnded() -> Int {
+        defer { self = RandomAccessGate() }
+        return waiting.count
+    }
+}
+
+/// With `DecoderOptions.emulateFFmpegProbe`: picture units held until the stream's first SPS
+/// and PPS arrive, as the CLI's probe finds them before its decoder starts (it hands them to
+/// the decoder as extradata, so pictures before them in the stream still decode). At most
+/// 5 MB are held, the CLI probe's own limit. Inactive, it passes every unit straight on.
+struct ParameterSetWait {
+    private var waiting: Bool
+    private var held: [AccessUnit] = []
+    private var heldBytes = 0
+    static let maxHeldBytes = 5_000_000
+
+    init(active: Bool) {
+        waiting = active
+    }
+
+    /// The units to go on with now, in stream order: none while waiting (`unit` is held).
+    mutating func pass(_ unit: AccessUnit, haveParameterSets: Bool) -> [AccessUnit] {
+        guard waiting else { return [unit] }
+        held.append(unit)
+        heldBytes += unit.byteCount
+        guard haveParameterSets || heldBytes >= Self.maxHeldBytes else { return [] }
+        return release()
+    }
+
+    /// Ends the wait: the held units are judged with the sets known now, which is what the
+    /// CLI's decoder sees when the probe passed them as extradata.
+    mutating func release() -> [AccessUnit] {
+        waiting = false
+        defer {
+            held = []
+            heldBytes = 0
+        }
+        return held
     }
 }

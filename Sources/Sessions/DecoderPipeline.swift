@@ -23,10 +23,10 @@ final class DecoderPipeline {
             keyframesOnly: mode == .keyframes, factory: configuration.decoderFactory)
     }
 
-    var backend: DecoderBackend { decoder.decoder.backend }
-    var backendReason: String { decoder.decoder.backendReason }
+    var backend: DecoderBackend { decoder.backend }
+    var backendReason: String { decoder.backendReason }
     /// The hardware device decoding now; nil in software.
-    var device: HardwareDeviceID? { decoder.decoder.device }
+    var device: HardwareDeviceID? { decoder.device }
     /// Every switch to another back end so far, oldest first.
     var fallbacks: [BackendFallback] { decoder.fallbacks }
     var format: VideoFormat? { decoder.format }

@@ -172,7 +172,7 @@ struct DecodeCommand: ParsableCommand {
             }.joined(separator: ", ")
         }
         // Last, so scripts can read it as "; backend NAME (REASON)" at the end of the line.
-        summary += "; backend \(decoder.decoder.backend.rawValue) (\(decoder.decoder.backendReason))"
+        summary += "; backend \(decoder.backend.rawValue) (\(decoder.backendReason))"
         printError(summary)
     }
 

@@ -174,7 +174,7 @@ struct ServeCommand: ParsableCommand {
         options.emulateFFmpegProbe = false
         let devices = configuration.hardwareDevices.map { "\($0)" } ?? "all"
         do throws(DecodeError) {
-            let probe = try H264Decoder(options: options)
+            let probe = try BackendSupervisor(options: options, factory: LibavDecoderFactory())
             logger.info(
                 "hardware decoding",
                 metadata: [

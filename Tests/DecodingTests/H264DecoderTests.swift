@@ -159,18 +159,18 @@ struct H264DecoderTests {
 
 @Suite struct BackendSelectionTests {
     @Test func autoWithoutRenderNodesUsesSoftwareAndSaysWhy() throws {
-        let decoder = try H264Decoder(
+        let plan = try BackendSelection.plan(
             options: DecoderOptions(backend: .auto, hardwareDevices: HardwareDeviceList([.everyRenderNode]),
                 devicePool: HardwareDevicePool(platform: NoHardware())))
-        #expect(decoder.backend == .software)
-        #expect(decoder.backendReason.contains("render node"))
+        #expect(plan.backend == .software)
+        #expect(plan.reason.contains("render node"))
     }
 
     @Test func autoOnThisMachineDecidesAndExplains() throws {
-        let decoder = try H264Decoder(options: DecoderOptions(backend: .auto))
-        #expect(!decoder.backendReason.isEmpty)
+        let backends = try BackendSupervisor(options: DecoderOptions(backend: .auto), factory: LibavDecoderFactory())
+        #expect(!backends.backendReason.isEmpty)
         if !FileManager.default.fileExists(atPath: "/dev/dri") {
-            #expect(decoder.backend == .software)
+            #expect(backends.backend == .software)
         }
     }
 
@@ -204,10 +204,11 @@ struct H264DecoderTests {
         #expect(thrown?.code == .decoderUnavailable)
         #expect(thrown?.message.contains(path) == true)
 
-        let fallback = try H264Decoder(
+        let fallback = try BackendSupervisor(
             options: DecoderOptions(
                 backend: .auto, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]),
-                devicePool: HardwareDevicePool()))
+                devicePool: HardwareDevicePool()),
+            factory: LibavDecoderFactory())
         #expect(fallback.backend == .software)
         #expect(fallback.backendReason.contains(path))
     }

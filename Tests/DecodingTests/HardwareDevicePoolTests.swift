@@ -188,23 +188,23 @@ import Testing
         let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
         var decoder: StreamDecoder? = try StreamDecoder(
             options: .pretend(.auto, NoHardware(), pool: pool), factory: PretendHardwareFactory())
-        #expect(decoder?.decoder.backend == .cuda && decoder?.decoder.device == .cuda(0))
+        #expect(decoder?.backend == .cuda && decoder?.device == .cuda(0))
         #expect(pool.sessions(on: .cuda(0)) == 1)
         decoder = nil
         #expect(pool.sessions(on: .cuda(0)) == 0)
     }
 
-    /// The real `H264Decoder` on a device without a usable context (a pretend one): `auto`
-    /// falls back to software and gives the device back, a required back end throws.
+    /// The real `H264Decoder` on a device without a usable context (a pretend one): with `auto`
+    /// the supervisor falls back to software and gives the device back; a required back end throws.
     @Test func aHardwareDecoderThatCannotStartFallsBackOrFails() throws {
         let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
-        let decoder = try H264Decoder(options: .pretend(.auto, NoHardware(), pool: pool))
-        #expect(decoder.backend == .software && decoder.device == nil)
-        #expect(decoder.fallbacks.map(\.reason) == [.hwaccelInitFailed])
-        #expect(decoder.backendReason.hasPrefix("software: the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
+        let backends = try BackendSupervisor(options: .pretend(.auto, NoHardware(), pool: pool), factory: LibavDecoderFactory())
+        #expect(backends.backend == .software && backends.device == nil)
+        #expect(backends.fallbacks.map(\.reason) == [.hwaccelInitFailed])
+        #expect(backends.backendReason.hasPrefix("software: CUDA unavailable: the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
         #expect(pool.sessions(on: .cuda(0)) == 0)
         #expect {
-            _ = try H264Decoder(options: .pretend(.cuda, NoHardware(), pool: pool))
+            _ = try BackendSupervisor(options: .pretend(.cuda, NoHardware(), pool: pool), factory: LibavDecoderFactory())
         } throws: { error in
             (error as? DecodeError)?.code == .decoderUnavailable
         }

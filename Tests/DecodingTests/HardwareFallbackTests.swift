@@ -24,11 +24,11 @@ import Testing
     ) throws {
         let factory = PretendHardwareFactory()
         let decoder = try StreamDecoder(options: .pretend(.auto, Self.cuda), factory: factory)
-        #expect(decoder.decoder.backend == .cuda)
+        #expect(decoder.backend == .cuda)
         let output = pushAll(try Fixtures.bytes(file), into: decoder)
 
-        #expect(decoder.decoder.backend == .software)
-        #expect(decoder.decoder.backendReason == "software: \(message)")
+        #expect(decoder.backend == .software)
+        #expect(decoder.backendReason == "software: \(message)")
         #expect(decoder.fallbacks.count == 1)
         let fallback = try #require(decoder.fallbacks.first)
         #expect(fallback.reason == reason && fallback.message == message)
@@ -49,7 +49,7 @@ import Testing
             options: .pretend(.auto, PretendPlatform(cuda: [0], cudaCapability: small)), factory: factory)
         let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
         #expect(decoder.fallbacks.map(\.reason) == [.tooLarge])
-        #expect(decoder.decoder.backendReason == "software: NVDEC decodes H.264 up to 256x256; this stream is 320x240 (coded)")
+        #expect(decoder.backendReason == "software: NVDEC decodes H.264 up to 256x256; this stream is 320x240 (coded)")
         #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
         #expect(factory.hardwareAccessUnits.value == 0)
     }
@@ -71,7 +71,7 @@ import Testing
         let factory = PretendHardwareFactory()
         let decoder = try StreamDecoder(options: .pretend(.auto, Self.cuda), factory: factory)
         let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
-        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(decoder.backend == .cuda && decoder.fallbacks.isEmpty)
         #expect(factory.hardwareAccessUnits.value == 15 && factory.hardwareFrames.value == 15)
         #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
     }
@@ -82,7 +82,7 @@ import Testing
         let decoder = try StreamDecoder(options: .pretend(.cuda, Self.cuda), factory: factory)
         let output = pushAll(try Fixtures.bytes("high10_320x240.264"), into: decoder)
         #expect(output.frames.isEmpty)
-        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(decoder.backend == .cuda && decoder.fallbacks.isEmpty)
         #expect(!output.errors.isEmpty)
         #expect(output.errors.allSatisfy {
             $0.code == .decoderUnavailable
@@ -137,8 +137,8 @@ struct DeviceFailureFallbackTests {
         // Until the keyframe the hardware decoder kept going (access units 6-8, damaged
         // references); from access unit 9 (the IDR) software took over.
         #expect(factory.hardwareAccessUnits.value == 8)
-        #expect(decoder.decoder.backend == .software)
-        #expect(decoder.decoder.backendReason.hasPrefix("software: NVDEC on cuda:0 failed 3 access units in a row"))
+        #expect(decoder.backend == .software)
+        #expect(decoder.backendReason.hasPrefix("software: NVDEC on cuda:0 failed 3 access units in a row"))
         let fallback = try #require(decoder.fallbacks.first)
         #expect(decoder.fallbacks.count == 1 && fallback.reason == .deviceErrors && fallback.from == .cuda)
         #expect(fallback.message.contains("pretend NVDEC failure at access unit 5"))
@@ -162,7 +162,7 @@ struct DeviceFailureFallbackTests {
         let factory = PretendHardwareFactory(failing: { $0 % 2 == 0 })
         let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
         _ = pushAll(try Self.stream(), into: decoder)
-        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(decoder.backend == .cuda && decoder.fallbacks.isEmpty)
         #expect(factory.hardwareAccessUnits.value == 24)
     }
 
@@ -170,7 +170,7 @@ struct DeviceFailureFallbackTests {
         let factory = PretendHardwareFactory(failing: { (3...12).contains($0) })
         let decoder = try StreamDecoder(options: .pretend(.cuda, PretendPlatform(cuda: [0])), factory: factory)
         let output = pushAll(try Self.stream(), into: decoder)
-        #expect(decoder.decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(decoder.backend == .cuda && decoder.fallbacks.isEmpty)
         #expect(factory.hardwareAccessUnits.value == 24)
         #expect(output.errors.filter { $0.code == .decoderFailure }.count == 10)
     }
@@ -179,10 +179,10 @@ struct DeviceFailureFallbackTests {
         let factory = PretendHardwareFactory(failOpen: true)
         let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
         let decoder = try StreamDecoder(options: .pretend(.auto, NoHardware(), pool: pool), factory: factory)
-        #expect(decoder.decoder.backend == .software)
+        #expect(decoder.backend == .software)
         #expect(decoder.fallbacks.map(\.reason) == [.hwaccelInitFailed])
-        #expect(decoder.decoder.backendReason.contains("the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
-        #expect(decoder.decoder.backendReason.contains("the pretend NVDEC decoder did not start"))
+        #expect(decoder.backendReason.contains("the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
+        #expect(decoder.backendReason.contains("the pretend NVDEC decoder did not start"))
         #expect(pool.sessions(on: .cuda(0)) == 0, "the failed decoder's lease is given back")
         let bytes = try Self.stream()
         #expect(pushAll(bytes, into: decoder).frames.map(TestSupport.frameMD5) == (try Self.softwareMD5s(bytes)))
@@ -190,39 +190,72 @@ struct DeviceFailureFallbackTests {
         #expect {
             _ = try StreamDecoder(options: .pretend(.cuda, NoHardware(), pool: pool), factory: factory)
         } throws: { error in
-            (error as? DecodeError)?.message == "the pretend NVDEC decoder did not start"
+            (error as? DecodeError)
+                == DecodeError(
+                    .decoderUnavailable,
+                    "the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open: the pretend NVDEC decoder did not start")
         }
     }
 }
 
+/// libavcodec turning the hardware down itself (`get_format`), through pretend hardware that
+/// refuses every access unit the way `H264Decoder` reports it.
+@Suite struct HardwareRefusalTests {
+    static let refusal = HardwareCapability.Refusal(
+        reason: .noHardwareFormat, message: "NVDEC cannot decode High yuv420p 320x240: libavcodec offers no CUDA format for it")
+
+    /// With `auto` the refused access unit goes again to a software decoder, from which the
+    /// stream continues: the pictures are exactly the software decode's.
+    @Test func autoSendsTheRefusedUnitToSoftware() throws {
+        let factory = PretendHardwareFactory(refusal: Self.refusal)
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(decoder.backend == .software && decoder.device == nil)
+        #expect(decoder.fallbacks.map(\.reason) == [.noHardwareFormat])
+        #expect(decoder.backendReason == "software: \(Self.refusal.message)")
+        #expect(factory.hardwareAccessUnits.value == 1, "only the first unit reached the hardware")
+        #expect(output.errors.isEmpty)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
+    }
+
+    @Test func requiredCUDAReportsTheRefusal() throws {
+        let factory = PretendHardwareFactory(refusal: Self.refusal)
+        let decoder = try StreamDecoder(options: .pretend(.cuda, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(output.frames.isEmpty)
+        #expect(decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(!output.errors.isEmpty)
+        #expect(output.errors.allSatisfy {
+            $0.code == .decoderUnavailable && $0.message == "\(Self.refusal.message) (no_hw_format); backend auto decodes such streams in software"
+        })
+    }
+}
+
 /// `get_format` as libavcodec drives it, without a GPU: `FormatNegotiation` is what the
-/// callback asks.
+/// callback asks; it only picks the hardware format or says why not.
 @Suite struct FormatNegotiationTests {
     static let shape = FormatNegotiation.StreamShape(
         profile: 100, codedWidth: 1920, codedHeight: 1088, softwareFormat: AV_PIX_FMT_YUV420P)
 
-    static func cuda(required: Bool = false) -> FormatNegotiation {
-        FormatNegotiation(
-            hardware: .cuda, device: .cuda(0), reason: "NVDEC on cuda:0", required: required, framesBefore: 0)
+    static func cuda() -> FormatNegotiation {
+        FormatNegotiation(hardware: .cuda, device: .cuda(0))
     }
 
     @Test func offeredHardwareFormatIsChosen() {
         let negotiation = Self.cuda()
         #expect(negotiation.choose(from: [AV_PIX_FMT_CUDA, AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_CUDA)
-        #expect(negotiation.backend == .cuda && negotiation.fallbacks.isEmpty)
+        #expect(negotiation.takeRefusal() == nil)
     }
 
     /// libavcodec asks again without CUDA when the hwaccel did not initialise.
-    @Test func hwaccelInitFailureFallsBackOnce() {
+    @Test func hwaccelInitFailureIsRefusedAsSuch() {
         let negotiation = Self.cuda()
         _ = negotiation.choose(from: [AV_PIX_FMT_CUDA, AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High")
-        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_YUV420P)
-        #expect(negotiation.backend == .software && negotiation.abandonedHardware)
-        #expect(negotiation.fallbacks.map(\.reason) == [.hwaccelInitFailed])
-        #expect(negotiation.reason == "software: NVDEC on cuda:0 could not start decoding High yuv420p 1920x1088")
-        // One-way: a later sequence that CUDA could take stays in software.
-        #expect(negotiation.choose(from: [AV_PIX_FMT_CUDA, AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_YUV420P)
-        #expect(negotiation.fallbacks.count == 1)
+        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P], shape: Self.shape, profileName: "High") == AV_PIX_FMT_NONE)
+        #expect(
+            negotiation.takeRefusal()
+                == .init(reason: .hwaccelInitFailed, message: "NVDEC on cuda:0 could not start decoding High yuv420p 1920x1088"))
+        #expect(negotiation.takeRefusal() == nil, "read once")
     }
 
     @Test func notOfferedIsNoHardwareFormat() {
@@ -230,15 +263,9 @@ struct DeviceFailureFallbackTests {
         var shape = Self.shape
         shape.softwareFormat = AV_PIX_FMT_YUV420P10LE
         shape.profile = 110
-        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P10LE], shape: shape, profileName: "High 10") == AV_PIX_FMT_YUV420P10LE)
-        #expect(negotiation.fallbacks.map(\.reason) == [.noHardwareFormat])
-        #expect(negotiation.reason.hasPrefix("software: NVDEC cannot decode High 10 yuv420p10le 1920x1088"))
-    }
-
-    @Test func requiredRefusesSoftware() {
-        let negotiation = Self.cuda(required: true)
-        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P10LE], shape: Self.shape, profileName: "High 10") == AV_PIX_FMT_NONE)
-        #expect(negotiation.refusedSoftware && negotiation.backend == .cuda && negotiation.fallbacks.isEmpty)
-        #expect(negotiation.reason.contains("(no_hw_format)"))
+        #expect(negotiation.choose(from: [AV_PIX_FMT_YUV420P10LE], shape: shape, profileName: "High 10") == AV_PIX_FMT_NONE)
+        let refusal = negotiation.takeRefusal()
+        #expect(refusal?.reason == .noHardwareFormat)
+        #expect(refusal?.message.hasPrefix("NVDEC cannot decode High 10 yuv420p10le 1920x1088") == true)
     }
 }

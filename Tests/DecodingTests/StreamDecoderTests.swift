@@ -131,7 +131,7 @@ struct StreamDecoderTests {
         let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: file), options: options)
         #expect(decoded.frames.isEmpty)
         #expect(decoded.decoder.counters.framesRejectedTooLarge == 6)
-        #expect(decoded.decoder.decoder.framesDecoded == 0 && decoded.decoder.decoder.decodeErrors == 0)
+        #expect(decoded.decoder.counters.framesDecoded == 0 && decoded.decoder.counters.decodeErrors == 1)
         #expect(decoded.errors.map(\.code) == [.pictureTooLarge])  // once per SPS, not per picture
         #expect(decoded.decoder.lastError?.error.code == .pictureTooLarge)
         #expect(decoded.decoder.format?.width == 320)

@@ -69,14 +69,16 @@ public final class Tally: Sendable {
 
 /// Reports itself as the plan's hardware back end (CUDA, VA-API) but decodes in software with a
 /// real `H264Decoder` inside. Access units `failing(n)` picks (1-based) fail as device errors
-/// and are not decoded, like an NVDEC call that errors out. Like a hardware pipeline it hands
-/// each picture out one call late (only `drain` empties it), so a caller that switches
-/// decoders without draining loses a picture.
+/// and are not decoded, like an NVDEC call that errors out; with `refusal`, every access unit
+/// is turned down the way libavcodec's `get_format` turns a stream down (no hardware format,
+/// hwaccel init failed). Like a hardware pipeline it hands each picture out one call late (only
+/// `drain` empties it), so a caller that switches decoders without draining loses a picture.
 public final class PretendHardwareDecoder: PictureDecoder {
     public let options: DecoderOptions
     private let plan: DecoderPlan
     private let inner: H264Decoder
     private let failing: @Sendable (Int) -> Bool
+    private let refusal: HardwareCapability.Refusal?
     private let tally: Tally?
     private let produced: Tally?
     private var delayed: [DecodedFrame] = []
@@ -85,12 +87,13 @@ public final class PretendHardwareDecoder: PictureDecoder {
     public private(set) var lastError: DecodeError?
 
     init(
-        plan: DecoderPlan, options: DecoderOptions, failing: @escaping @Sendable (Int) -> Bool, counting tally: Tally?,
-        producing produced: Tally?
+        plan: DecoderPlan, options: DecoderOptions, failing: @escaping @Sendable (Int) -> Bool,
+        refusal: HardwareCapability.Refusal?, counting tally: Tally?, producing produced: Tally?
     ) throws(DecodeError) {
         self.options = options
         self.plan = plan
         self.failing = failing
+        self.refusal = refusal
         self.tally = tally
         self.produced = produced
         var innerOptions = options
@@ -100,10 +103,6 @@ public final class PretendHardwareDecoder: PictureDecoder {
     }
 
     public var backend: DecoderBackend { plan.backend }
-    public var backendReason: String { plan.reason }
-    public var device: HardwareDeviceID? { plan.lease?.device }
-    public var hardwareCapability: HardwareCapability? { plan.lease?.capability }
-    public var fallbacks: [BackendFallback] { plan.fallbacks }
     public var framesDecoded: UInt64 { inner.framesDecoded }
     public var decodeErrors: Int { inner.decodeErrors + failures }
     public var isProbingReorderDelay: Bool { inner.isProbingReorderDelay }
@@ -112,6 +111,11 @@ public final class PretendHardwareDecoder: PictureDecoder {
     public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?) -> DecodeOutput {
         accessUnits += 1
         tally?.add()
+        if let refusal {
+            var output = DecodeOutput()
+            output.hardwareRefusal = refusal
+            return output
+        }
         guard !failing(accessUnits) else {
             failures += 1
             let error = DecodeError(.decoderFailure, "pretend NVDEC failure at access unit \(accessUnits)")
@@ -142,14 +146,19 @@ public final class PretendHardwareDecoder: PictureDecoder {
 public final class PretendHardwareFactory: PictureDecoderFactory {
     public let failOpen: Bool
     public let failing: @Sendable (Int) -> Bool
+    public let refusal: HardwareCapability.Refusal?
     public let hardwareAccessUnits = Tally()
     public let hardwareDecodersMade = Tally()
     /// Pictures the pretend hardware decoded (handed out or still held).
     public let hardwareFrames = Tally()
 
-    public init(failOpen: Bool = false, failing: @escaping @Sendable (Int) -> Bool = { _ in false }) {
+    public init(
+        failOpen: Bool = false, failing: @escaping @Sendable (Int) -> Bool = { _ in false },
+        refusal: HardwareCapability.Refusal? = nil
+    ) {
         self.failOpen = failOpen
         self.failing = failing
+        self.refusal = refusal
     }
 
     public func makeDecoder(_ plan: DecoderPlan, options: DecoderOptions) throws(DecodeError) -> any PictureDecoder {
@@ -157,7 +166,8 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
         if failOpen { throw DecodeError(.decoderFailure, "the pretend NVDEC decoder did not start") }
         hardwareDecodersMade.add()
         return try PretendHardwareDecoder(
-            plan: plan, options: options, failing: failing, counting: hardwareAccessUnits, producing: hardwareFrames)
+            plan: plan, options: options, failing: failing, refusal: refusal, counting: hardwareAccessUnits,
+            producing: hardwareFrames)
     }
 }
 
