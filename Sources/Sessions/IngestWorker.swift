@@ -5,15 +5,19 @@ import H264
 import Logging
 import Synchronization
 
-/// Queue → splitter → decoder → newest picture, for one session, on its serial decode queue.
+/// A session's one decode loop: each push's bytes, from its byte source, through the decoder to
+/// the newest picture, on the session's serial decode queue.
 ///
-/// Uploads are jobs in arrival order. Only the first one takes bytes (the others wait with an
+/// Pushes are jobs in arrival order. Only the first one takes bytes (the others wait with an
 /// empty, unadmitted queue), so a session holds at most one upload queue's worth of bytes. A
-/// second upload while one's body is still arriving is refused (`session_busy`): one stream
-/// has one byte order.
+/// second push while one's body is still arriving is refused (`session_busy`): one stream
+/// has one byte order. Whatever the source (a live push's `UploadQueue`, a spooled push's
+/// `SpoolReplay`), the loop does the same: decode what it reads and publish the pictures; at
+/// the push's end, one end-of-stream path (flush, facts refresh, events, log); then the
+/// push's answer (a JSON summary, or the end of a multipart answer) gets its outcome.
 ///
-/// Owns: the upload jobs, the decoder (bound to the decode queue) and what the decoder
-/// reports: counters, format, back end and why, the last error.
+/// Owns: the jobs, the decoder (bound to the decode queue) and what the decoder reports:
+/// counters, format, back end and why, the last error.
 final class IngestWorker: Sendable {
     /// What the status page shows of the decoder; replaced after every decoder step.
     struct Facts: Sendable {
@@ -100,39 +104,35 @@ final class IngestWorker: Sendable {
     /// True while an upload's body is arriving (status `uploading`).
     var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot } } }
 
-    // MARK: - Uploads
+    // MARK: - Pushes
 
     /// Starts a `POST .../nalus` answered with JSON: the body is decoded as it arrives.
-    /// `completion` runs once on the decode queue with the summary, or the failure.
+    /// `completion` runs once with the summary, or the failure.
     func beginUpload(
         flush: Bool, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue {
-        try enqueue { queue, _ in
-            .live(flush: flush) { [self] result in
-                uploadEnded(result, bytes: queue.totalBytes)
-                completion(result)
-            }
-        }.queue
+        try enqueue(flush: flush) { queue in (queue, .summary(completion)) }.upload
     }
 
-    /// Starts a `POST .../nalus` answered with one part per picture: the body goes to a spool
-    /// file as it arrives and is decoded as the answer is read (see `SpooledUpload`).
+    /// Starts a `POST .../nalus` answered with one part per picture: the body is spooled as it
+    /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
     func beginSpooledUpload(request: PictureRequest, flush: Bool) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
         let file = try SpoolFile(directory: configuration.spoolDirectory)
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
-        let job = try enqueue(maxBytes: spooledLimit) { queue, progress in
-            .spooled(
-                SpooledUpload(
-                    queue: queue, progress: progress, request: request, flush: flush, file: file, worker: self,
-                    pictures: pictures))
+        let job = try enqueue(flush: flush, maxBytes: spooledLimit) { queue in
+            let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
+            let replay = SpoolReplay(
+                upload: queue, file: file, clock: context.clock, wantsBytes: { answer.wantsPictures },
+                spooled: { answer.uploadEnded(.success(())) })
+            return (replay, .multipart(answer))
         }
-        guard case .spooled(let spool) = job.kind else { preconditionFailure("a spooled job was made") }
-        return spool
+        guard case .multipart(let answer) = job.answer else { preconditionFailure("a multipart job was made") }
+        return answer
     }
 
     private func enqueue(
-        maxBytes: Int? = nil, _ makeKind: (UploadQueue, QueueBound<UploadProgress>) -> UploadJob.Kind
+        flush: Bool, maxBytes: Int? = nil, _ makeSource: (UploadQueue) -> (any ByteSource, UploadJob.Answer)
     ) throws(SessionError) -> UploadJob {
         let configuration = context.configuration
         let job = try state.withLock { state throws(SessionError) -> UploadJob in
@@ -144,84 +144,119 @@ final class IngestWorker: Sendable {
                 watermark: HighLowWatermark(capacity: configuration.uploadQueueBytes),
                 maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock,
                 onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
-            let progress = QueueBound(UploadProgress(), queue: decodeQueue)
-            let job = UploadJob(queue: queue, kind: makeKind(queue, progress), progress: progress)
+            let (source, answer) = makeSource(queue)
+            let job = UploadJob(
+                upload: queue, source: source, flush: flush, answer: answer,
+                progress: QueueBound(UploadProgress(), queue: decodeQueue))
             state.jobs.append(job)
             return job
         }
-        job.queue.setConsumerWake { [weak self] in
-            guard let self else { return }
-            decodeQueue.async { self.drain() }
-        }
+        job.source.setConsumerWake { [weak self] in self?.wake() }
         context.activity.touch()
-        context.logger.debug("upload started", metadata: ["multipart": "\(job.isSpooled)"])
-        context.events.emit(.uploadStarted) { $0.multipart = job.isSpooled }
+        context.logger.debug("upload started", metadata: ["multipart": "\(job.isMultipart)"])
+        context.events.emit(.uploadStarted) { $0.multipart = job.isMultipart }
         return job
     }
 
-    /// The decode queue's loop: handles the first job's events until it has none, moving on to
+    private func wake() {
+        decodeQueue.async { [self] in decodeLoop() }
+    }
+
+    /// The decode loop: reads the first job's source until it has nothing ready, moving on to
     /// the next job when one ends.
-    private func drain() {
-        while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.queue.take() {
-            // The upload's counts start where the previous upload's decoding ended.
+    private func decodeLoop() {
+        while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.source.take() {
+            // The push's counts start where the previous push's decoding ended.
             job.progress.withValue { if !$0.hasBegun { $0.begin(counters: facts.counters) } }
-            let jobEnded: Bool
-            switch job.kind {
-            case .live(let flush, _):
-                jobEnded = handleLive(event, job: job, flush: flush)
-            case .spooled(let spool):
-                jobEnded = spool.handle(event)
+            switch event {
+            case .bytes(let bytes, let receivedAt):
+                let published = step(receivedAt: receivedAt, progress: job.progress) { $0.push(bytes) }
+                job.deliver(published)
+            case .end:
+                if job.flush { job.deliver(endOfStream(progress: job.progress)) }
+                context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
+                conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
+            case .stopped(let stop):
+                decoder.withValue { $0.pipeline?.abandonIncompleteUnit() }
+                let error = stopped(stop)
+                if case .multipart(let answer) = job.answer { answer.uploadEnded(.failure(error)) }
+                conclude(job, .failure(error))
+                endJob(job)
             }
-            if jobEnded { endJob(job) }
         }
     }
 
-    /// Removes a finished job and lets the next one take bytes.
-    func endJob(_ job: UploadJob) {
-        endJob { $0 === job }
-    }
-
-    /// A spooled answer ended (or its client left): its job is over.
-    func endJob(spooled spool: SpooledUpload) {
-        endJob { job in
-            if case .spooled(let other) = job.kind { return other === spool }
-            return false
+    /// A push's outcome is known: a JSON answer is sent and its job ends now; a multipart
+    /// answer ends once its last part is out (`multipartAnswerEnded`).
+    private func conclude(_ job: UploadJob, _ outcome: Result<UploadSummary, SessionError>) {
+        switch job.answer {
+        case .summary:
+            job.complete(outcome) { uploadEnded($0, bytes: job.source.totalBytes) }
+            endJob(job)
+        case .multipart(let answer):
+            answer.conclude(outcome)
         }
     }
 
-    private func endJob(where matches: (UploadJob) -> Bool) {
+    /// The end of a stream, whichever push ends it: every delayed picture, then a pending back
+    /// end may take over; facts, events and the log follow.
+    private func endOfStream(progress: QueueBound<UploadProgress>) -> [PublishedFrame] {
+        let published = step(receivedAt: nil, progress: progress) { $0.finish() }
+        decoder.withValue { $0.streamEnded() }
+        refreshFacts()
+        context.logger.info("stream flushed", metadata: ["frames": "\(published.count)"])
+        return published
+    }
+
+    /// Removes a finished job, frees its source and lets the next one take bytes.
+    private func endJob(_ job: UploadJob) {
         let next = state.withLock { state -> UploadJob? in
-            let wasFirst = state.jobs.first.map(matches) ?? false
-            state.jobs.removeAll(where: matches)
-            return wasFirst ? state.jobs.first : nil
+            guard let index = state.jobs.firstIndex(where: { $0 === job }) else { return nil }
+            state.jobs.remove(at: index)
+            return index == 0 ? state.jobs.first : nil
         }
+        decodeQueue.async { job.source.close() }
         guard let next else { return }
-        next.queue.admit()
-        decodeQueue.async { [self] in drain() }
+        next.upload.admit()
+        wake()
     }
 
-    /// Returns true when the job is over.
-    private func handleLive(_ event: UploadQueue.Event, job: UploadJob, flush: Bool) -> Bool {
-        switch event {
-        case .bytes(let bytes, let receivedAt):
-            step(receivedAt: receivedAt, progress: job.progress) { $0.push(bytes) }
-            return false
-        case .end:
-            if flush { endStream(progress: job.progress) }
-            let outcome = summary(of: job.progress, bytes: job.queue.totalBytes, flushed: flush)
-            context.logger.debug("upload finished", metadata: ["bytes": "\(job.queue.totalBytes)"])
-            job.complete(outcome)
-            return true
-        case .stopped(let stop):
-            decoder.withValue { $0.pipeline?.abandonIncompleteUnit() }
-            job.complete(.failure(stopped(stop)))
-            return true
+    // MARK: - Multipart answers
+
+    /// The answer took its last waiting picture to encode: decode on (the loop asks the first
+    /// job's source, which asks its answer).
+    func answerWantsPictures() {
+        wake()
+    }
+
+    /// The answer sent its end: the push is over.
+    func multipartAnswerEnded(_ answer: SpooledUpload, _ outcome: Result<UploadSummary, SessionError>) {
+        guard let job = job(answeredBy: answer) else { return }
+        uploadEnded(outcome, bytes: job.source.totalBytes)
+        endJob(job)
+    }
+
+    /// The answer's request is over before the answer ended (`beforeItsEnd`: its client left
+    /// or the server stops), or after.
+    func multipartAnswerCancelled(_ answer: SpooledUpload, beforeItsEnd: Bool, serverShutdown: Bool) {
+        guard let job = job(answeredBy: answer) else { return }
+        if beforeItsEnd {
+            let error = serverShutdown
+                ? SessionError(.shuttingDown, "the server is shutting down")
+                : SessionError(.uploadAborted, "the client disconnected before the answer ended")
+            if !serverShutdown { record(error) }
+            uploadEnded(.failure(error), bytes: job.source.totalBytes)
         }
+        endJob(job)
+    }
+
+    private func job(answeredBy answer: SpooledUpload) -> UploadJob? {
+        state.withLock { state in state.jobs.first { $0.answers(with: answer) } }
     }
 
     /// The answer to a finished upload: its summary, or a failure when a flushed body produced
     /// no picture at all but errors (the same push that a client could not tell from silence).
-    func summary(
+    private func summary(
         of progress: QueueBound<UploadProgress>, bytes: Int, flushed: Bool
     ) -> Result<UploadSummary, SessionError> {
         let facts = facts
@@ -235,12 +270,10 @@ final class IngestWorker: Sendable {
         }
     }
 
-    var clock: any SessionClock { context.clock }
-
     /// `upload.ended`, once per upload, when its answer is known (on the decode queue).
     /// `frames` is sent with a summary only: a failed upload's count lives on the decode queue,
     /// and a failure can be answered from another thread (the session closed).
-    func uploadEnded(_ result: Result<UploadSummary, SessionError>, bytes: Int) {
+    private func uploadEnded(_ result: Result<UploadSummary, SessionError>, bytes: Int) {
         context.events.emit(.uploadEnded) { details in
             switch result {
             case .success(let summary):
@@ -254,7 +287,7 @@ final class IngestWorker: Sendable {
     }
 
     /// An upload that ended before its body did: recorded (and logged truthfully) as what it is.
-    func stopped(_ stop: UploadQueue.Stop) -> SessionError {
+    private func stopped(_ stop: UploadQueue.Stop) -> SessionError {
         switch stop {
         case .clientGone:
             let error = SessionError(.uploadAborted, "the client disconnected before the upload ended")
@@ -267,7 +300,10 @@ final class IngestWorker: Sendable {
             return SessionError(.shuttingDown, "the server is shutting down")
         case .refused(let error):
             // A body past its limit was counted when the queue refused it (`bodyPassedLimit`).
-            if error.code == .spoolFailed { context.metrics.recordUploadStopped(reason: "spool_failed") }
+            if error.code == .spoolFailed {
+                record(error)
+                context.metrics.recordUploadStopped(reason: "spool_failed")
+            }
             return error
         case .answered:
             return SessionError(.uploadAborted, "the upload was answered before its body ended")
@@ -282,21 +318,13 @@ final class IngestWorker: Sendable {
         decodeQueue.async { [self] in record(error) }
     }
 
-    /// End of stream: every delayed picture, then a pending back end may take over.
-    func endStream(progress: QueueBound<UploadProgress>) {
-        let published = step(receivedAt: nil, progress: progress) { $0.finish() }
-        decoder.withValue { $0.streamEnded() }
-        refreshFacts()
-        context.logger.info("stream flushed", metadata: ["frames": "\(published.count)"])
-    }
-
     // MARK: - Decoding
 
     /// Runs one decoder step on the decode queue and publishes what it produced: counters,
     /// format, errors, then the frames in output order. Returns them numbered, damaged ones
     /// included (a multipart answer sends them all, as the ffmpeg CLI does).
     @discardableResult
-    func step(
+    private func step(
         receivedAt: UInt64?, progress: QueueBound<UploadProgress>?,
         _ body: (DecoderPipeline) -> DecoderPipeline.Step
     ) -> [PublishedFrame] {
@@ -462,8 +490,8 @@ final class IngestWorker: Sendable {
 
     // MARK: - Close
 
-    /// Refuses every upload (their clients are answered `session_not_found` at once), ends
-    /// spooled answers, and frees the decoder on its queue.
+    /// Refuses every push (their clients are answered `session_not_found` at once), ends
+    /// multipart answers, and frees the decoder on its queue.
     func close() {
         let jobs = state.withLock { state -> [UploadJob] in
             guard !state.closed else { return [] }
@@ -473,25 +501,25 @@ final class IngestWorker: Sendable {
         }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
         for job in jobs {
-            if !job.queue.isProducerDone {
+            if !job.upload.isProducerDone {
                 context.metrics.recordUploadStopped(reason: "session_deleted")
                 context.logger.info("upload stopped: the session was deleted; its client is told at once")
             }
-            job.queue.refuse(gone)
-            switch job.kind {
-            case .live: job.complete(.failure(gone))
-            case .spooled(let spool): spool.sessionClosed(gone)
+            job.upload.refuse(gone)
+            switch job.answer {
+            case .summary:
+                job.complete(.failure(gone)) { uploadEnded($0, bytes: job.source.totalBytes) }
+            case .multipart(let answer):
+                if answer.sessionClosed(gone) { uploadEnded(.failure(gone), bytes: job.source.totalBytes) }
             }
         }
-        decodeQueue.async { [decoder] in decoder.withValue { $0.release() } }
+        decodeQueue.async { [decoder] in
+            for job in jobs { job.source.close() }
+            decoder.withValue { $0.release() }
+        }
     }
 
     var isClosed: Bool { state.withLock { $0.closed } }
-
-    /// Runs `body` with the decoder slot (on the decode queue only).
-    func withDecoder<Result>(_ body: (inout DecoderSlot) -> Result) -> Result {
-        decoder.withValue(body)
-    }
 }
 
 /// What a session's parts share: configuration, clock, metrics, logger, activity, events.
@@ -524,46 +552,68 @@ final class SessionActivity: Sendable {
     var lastDate: Date { last.withLock { $0.date } }
 }
 
-/// One upload as the ingest worker handles it.
+/// One push as the decode loop handles it: where its bytes come from, and how it is answered.
 final class UploadJob: Sendable {
-    enum Kind: Sendable {
-        case live(flush: Bool, completion: @Sendable (Result<UploadSummary, SessionError>) -> Void)
-        case spooled(SpooledUpload)
+    enum Answer: Sendable {
+        /// JSON, once the push ended.
+        case summary(@Sendable (Result<UploadSummary, SessionError>) -> Void)
+        /// One part per picture as the push is decoded.
+        case multipart(SpooledUpload)
     }
 
-    let queue: UploadQueue
-    let kind: Kind
-    /// What this upload produced so far; touched on the decode queue only.
+    /// Where the HTTP server puts the body.
+    let upload: UploadQueue
+    /// What the decode loop reads: `upload` itself, or its spooled replay.
+    let source: any ByteSource
+    /// End the stream with this push (`?flush=true`).
+    let flush: Bool
+    let answer: Answer
+    /// What this push produced so far; touched on the decode queue only.
     let progress: QueueBound<UploadProgress>
-    /// A live upload's completion runs once, whoever ends it first (its last event, or close).
+    /// A summary answer is sent once, whoever ends the push first (its last event, or close).
     private let completed = Atomic<Bool>(false)
 
-    init(queue: UploadQueue, kind: Kind, progress: QueueBound<UploadProgress>) {
-        self.queue = queue
-        self.kind = kind
+    init(upload: UploadQueue, source: any ByteSource, flush: Bool, answer: Answer, progress: QueueBound<UploadProgress>) {
+        self.upload = upload
+        self.source = source
+        self.flush = flush
+        self.answer = answer
         self.progress = progress
     }
 
-    /// Answers a live upload, once.
-    func complete(_ result: Result<UploadSummary, SessionError>) {
-        guard case .live(_, let completion) = kind,
+    /// Sends a summary answer, once, after `announce` (so a client reacting to its answer
+    /// finds the push's end already announced).
+    func complete(_ result: Result<UploadSummary, SessionError>, announce: (Result<UploadSummary, SessionError>) -> Void) {
+        guard case .summary(let completion) = answer,
             completed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
+        announce(result)
         completion(result)
     }
 
-    var isSpooled: Bool {
-        if case .spooled = kind { return true }
+    /// Pictures decoded from this push: a multipart answer sends them all (damaged ones too, as
+    /// the ffmpeg CLI does); a JSON answer only counts them.
+    func deliver(_ published: [PublishedFrame]) {
+        if case .multipart(let answer) = answer { answer.add(published) }
+    }
+
+    var isMultipart: Bool {
+        if case .multipart = answer { return true }
         return false
     }
 
-    /// A job holds the session's upload slot while its body arrives, and a spooled one until
+    func answers(with spooled: SpooledUpload) -> Bool {
+        if case .multipart(let answer) = answer { return answer === spooled }
+        return false
+    }
+
+    /// A push holds the session's upload slot while its body arrives, and a multipart one until
     /// its answer ended too (or it was refused: then no answer follows). The client may push
     /// again as soon as it was answered.
     var holdsSlot: Bool {
-        switch kind {
-        case .live: !queue.isProducerDone
-        case .spooled(let spool): !spool.isOver && !queue.isRefused
+        switch answer {
+        case .summary: !upload.isProducerDone
+        case .multipart(let answer): !answer.isOver && !upload.isRefused
         }
     }
 }

@@ -100,4 +100,38 @@ import Testing
         #expect(error.code == .decoding(.decoderUnavailable))
         #expect(session.status().backend == .cuda)
     }
+
+    /// A back end chosen mid-stream takes over at the stream's end, and the status says so at
+    /// once, whichever kind of push ended the stream: a multipart answer ends it through the
+    /// same end-of-stream path as a JSON one.
+    @Test(arguments: [false, true])
+    func aPendingBackendShowsAsSoonAsAFlushEndsTheStream(multipart: Bool) async throws {
+        let configuration = configuration(.auto, platform: PretendPlatform(cuda: [0]), factory: PretendHardwareFactory())
+        let session = try makeSession(configuration: configuration)
+        let stream = try Fixture.bytes(Fixture.baseline)
+        _ = try await push(stream, to: session, flush: false)
+        try session.configure(SessionOptions(backend: .software))
+        #expect(session.status().backend == .cuda, "mid-stream: the new back end waits for the stream's end")
+        if multipart {
+            let spooled = try session.beginSpooledUpload(PictureRequest(), flush: true)
+            try await send(stream, to: spooled.queue)
+            spooled.queue.finish()
+            readToEnd: while true {
+                switch spooled.poll() {
+                case .part: continue
+                case .wait:
+                    let ready = Signal()
+                    spooled.notifyWhenReady { ready.signal() }
+                    await ready.wait()
+                case .finished(let result):
+                    _ = try result.get()
+                    break readToEnd
+                }
+            }
+            spooled.cancel()
+        } else {
+            _ = try await push(stream, to: session, flush: true)
+        }
+        #expect(session.status().backend == .software)
+    }
 }
