@@ -14,6 +14,8 @@ public struct DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case unsupportedStream = "unsupported_stream"
         /// The SPS announces a picture above the configured size limit.
         case pictureTooLarge = "picture_too_large"
+        /// Decoding the stream would take more memory than the decoder budget has left.
+        case decoderMemoryExceeded = "decoder_memory_exceeded"
         /// The requested decoder back end cannot be opened, or refuses the stream.
         case decoderUnavailable = "decoder_unavailable"
         /// A C allocation (frame, packet, context, buffer) failed.

@@ -128,6 +128,9 @@ public struct DecoderOptions: Sendable {
     public var devicePool: HardwareDevicePool
     /// Counts downloads of hardware-decoded pictures to system memory (`/metrics`).
     public var frameDownloads: FrameDownloadCounter
+    /// What every decoder of the process may hold together; nil: no budget (the CLI decodes one
+    /// file, whose size limit is `sizeLimit`).
+    public var memoryBudget: DecoderMemoryBudget?
     /// Pictures of one hardware decoder that may stay in GPU memory at once before the oldest
     /// is downloaded to free its surface (see `DeviceFrameBudget`); the codec context gets one
     /// more than this as `extra_hw_frames`.

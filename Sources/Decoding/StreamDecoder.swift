@@ -33,7 +33,7 @@ public final class StreamDecoder {
         /// the first start point (IDR, recovery point or I picture) and an IDR made them
         /// irrelevant. libavcodec would not have output any of them.
         public var framesDroppedBeforeKeyframe = 0
-        /// Pictures not decoded because their SPS exceeds the size limit.
+        /// Pictures not decoded because their SPS exceeds the size limit or the memory budget.
         public var framesRejectedTooLarge = 0
         /// Pictures skipped in keyframes-only mode.
         public var framesSkippedNotKeyframe = 0
@@ -77,12 +77,17 @@ public final class StreamDecoder {
     private var assembler = AccessUnitAssembler()
     /// The assembler's parameter sets as of the access units being handled.
     private var parameterSets = ParameterSets()
-    /// The SPSs already checked against the size limit, by id, and whether each passed.
+    /// The SPSs already checked against the size limit and the memory budget, by id, and
+    /// whether each passed.
     private var checkedSPS: [Int: (sps: SequenceParameterSet, fits: Bool)] = [:]
+    /// This stream's share of `DecoderOptions.memoryBudget`: the largest estimate of its SPSs.
+    private var memory: DecoderMemoryReservation?
     private var parameterSetWait: ParameterSetWait
     private var gate = RandomAccessGate()
     private let backends: BackendSupervisor
     private let options: DecoderOptions
+    /// Where pictures go during a `push` or `finish` (set only for the call's duration).
+    private var pictureHandler: ((DecodedFrame) -> Void)?
 
     /// `factory` makes the decoders (the first one now, a software one at a fallback); tests
     /// inject failing ones.
@@ -107,41 +112,70 @@ public final class StreamDecoder {
     /// The session layer counts them by `reason`.
     public var fallbacks: [BackendFallback] { backends.fallbacks }
 
-    /// Feeds the next bytes of the stream, in any chunking.
-    public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
-        var output = DecodeOutput()
-        counters.bytes += bytes.count
-        // Events are collected first and handled after the call: handling them touches other
-        // state of this object, which must not happen while `splitter` is being mutated.
-        var events: [SplitterEvent] = []
-        splitter.push(bytes) { events.append($0) }
-        for event in events { handle(event, into: &output) }
-        endAccessUnitEarly(into: &output)
-        return output
+    /// Feeds the next bytes of the stream, in any chunking. Each picture goes to `onPicture` as
+    /// soon as the decoder outputs it, in output order: a push that holds many pictures never
+    /// keeps them all alive at once (libavcodec's frame pool grows to as many pictures as are
+    /// alive together, and keeps that memory until the decoder closes). Returns the push's errors.
+    public func push(_ bytes: UnsafeRawBufferPointer, onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
+        handingOut(to: onPicture) { output in
+            counters.bytes += bytes.count
+            // Events are collected first and handled after the call: handling them touches other
+            // state of this object, which must not happen while `splitter` is being mutated.
+            var events: [SplitterEvent] = []
+            splitter.push(bytes) { events.append($0) }
+            for event in events { handle(event, into: &output) }
+            endAccessUnitEarly(into: &output)
+        }
     }
 
-    public func push(_ bytes: [UInt8]) -> DecodeOutput {
-        bytes.withUnsafeBytes { push($0) }
-    }
-
-    /// End of stream: decodes what is still buffered, returns every remaining picture, and
+    /// End of stream: decodes what is still buffered, hands out every remaining picture, and
     /// gets ready for a new stream (which must start at a random access point again).
     /// Parameter sets stay known, as a following stream on the same session usually repeats them.
+    public func finish(onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
+        handingOut(to: onPicture) { output in
+            var events: [SplitterEvent] = []
+            splitter.finish { events.append($0) }
+            for event in events { handle(event, into: &output) }
+            reportUnsplittableBytes(into: &output)
+            var units: [AccessUnit] = []
+            assembler.finish { units.append($0) }
+            for unit in units { handle(unit, into: &output) }
+            for unit in parameterSetWait.release() { pass(unit, into: &output) }
+            // Never reached a start point: libavcodec would not have output them either.
+            counters.framesDroppedBeforeKeyframe += gate.streamEnded()
+            append(backends.drain(), to: &output)
+            parameterSetWait = ParameterSetWait(active: options.emulateFFmpegProbe)
+        }
+    }
+
+    /// The pictures of a push, collected (tests, tools, small inputs).
+    public func push(_ bytes: [UInt8]) -> DecodeOutput {
+        var output = DecodeOutput()
+        output.errors = bytes.withUnsafeBytes { push($0) { output.frames.append($0) } }
+        return output
+    }
+
+    public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
+        var output = DecodeOutput()
+        output.errors = push(bytes) { output.frames.append($0) }
+        return output
+    }
+
     public func finish() -> DecodeOutput {
         var output = DecodeOutput()
-        var events: [SplitterEvent] = []
-        splitter.finish { events.append($0) }
-        for event in events { handle(event, into: &output) }
-        reportUnsplittableBytes(into: &output)
-        var units: [AccessUnit] = []
-        assembler.finish { units.append($0) }
-        for unit in units { handle(unit, into: &output) }
-        for unit in parameterSetWait.release() { pass(unit, into: &output) }
-        // Never reached a start point: libavcodec would not have output them either.
-        counters.framesDroppedBeforeKeyframe += gate.streamEnded()
-        append(backends.drain(), to: &output)
-        parameterSetWait = ParameterSetWait(active: options.emulateFFmpegProbe)
+        output.errors = finish { output.frames.append($0) }
         return output
+    }
+
+    /// Runs `body` with pictures going to `onPicture` as they come (see `append`).
+    private func handingOut(to onPicture: (DecodedFrame) -> Void, _ body: (inout DecodeOutput) -> Void) -> [DecodeError] {
+        withoutActuallyEscaping(onPicture) { onPicture in
+            pictureHandler = onPicture
+            defer { pictureHandler = nil }
+            var output = DecodeOutput()
+            body(&output)
+            return output.errors
+        }
     }
 
     /// A client disconnected mid-upload: the NAL unit it was sending is cut short. Dropping it
@@ -197,18 +231,27 @@ public final class StreamDecoder {
         for unit in parameterSetWait.pass(unit, haveParameterSets: haveParameterSets) { pass(unit, into: &output) }
     }
 
-    /// Checks every SPS that is new or changed against the size limit, before any picture
-    /// using it reaches libavcodec.
+    /// Checks every SPS that is new or changed against the size limit and the memory budget,
+    /// before any picture using it reaches libavcodec.
     private func checkNewParameterSets(into output: inout DecodeOutput) {
         for (id, sps) in parameterSets.sps where checkedSPS[id]?.sps != sps {
-            do {
+            do throws(DecodeError) {
                 try options.sizeLimit.check(width: sps.codedWidth, height: sps.codedHeight)
+                try reserveMemory(for: sps)
                 checkedSPS[id] = (sps, true)
             } catch {
                 checkedSPS[id] = (sps, false)
                 record(error, in: &output)
             }
         }
+    }
+
+    /// Grows this stream's reservation to what `sps` needs, when it needs more.
+    private func reserveMemory(for sps: SequenceParameterSet) throws(DecodeError) {
+        guard let budget = options.memoryBudget else { return }
+        let estimate = DecoderMemoryEstimate(sps: sps, options: options)
+        guard estimate.bytes > memory?.bytes ?? 0 else { return }
+        memory = try budget.reserve(estimate, replacing: memory)
     }
 
     // MARK: - 5: gate
@@ -269,8 +312,8 @@ public final class StreamDecoder {
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
-        output.frames += decoded.frames
         counters.framesDecoded += decoded.frames.count
+        for frame in decoded.frames { pictureHandler?(frame) }
         for error in decoded.errors {
             record(error, in: &output)
         }

@@ -28,7 +28,8 @@ extension HTTPError {
             case .invalidOptions: .badRequest
             case .nalTooLarge: .contentTooLarge
             case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture: .unprocessableContent
-            case .decoderUnavailable: .serviceUnavailable
+            // The budget is shared: the stream may fit once other sessions end.
+            case .decoderUnavailable, .decoderMemoryExceeded: .serviceUnavailable
             case .allocationFailed, .decoderFailure: .internalServerError
             }
         case .imaging(let code):

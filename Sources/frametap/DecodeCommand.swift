@@ -127,8 +127,8 @@ struct DecodeCommand: ParsableCommand {
         let run = DecodeRun(encoder: encoder, sink: sink, options: pictureOptions, every: every)
         do {
             var reader = try InputReader(path: input)
-            try reader.forEachChunk { chunk in try run.write(decoder.push(chunk)) }
-            try run.write(decoder.finish())
+            try reader.forEachChunk { chunk in try run.decoded(decoder.push(chunk, onPicture: run.write)) }
+            try run.decoded(decoder.finish(onPicture: run.write))
         } catch {
             run.progress.finishLine()
             let failure = error as? CommandFailure ?? CommandFailure.io("\(error)")
@@ -203,6 +203,7 @@ final class DecodeRun {
     let every: Int
     var progress = Progress(enabled: isatty(STDERR_FILENO) != 0)
     private(set) var firstError: DecodeError?
+    private var writeFailure: CommandFailure?
 
     init(encoder: PictureEncoder, sink: PictureSink, options: PictureOptions, every: Int) {
         self.encoder = encoder
@@ -211,17 +212,28 @@ final class DecodeRun {
         self.every = every
     }
 
-    func write(_ decoded: DecodeOutput) throws(CommandFailure) {
-        if firstError == nil { firstError = decoded.errors.first }
-        for frame in decoded.frames {
-            progress.frameDecoded(frame)
-            guard (progress.framesDecoded - 1) % every == 0 else { continue }
+    /// Each picture as the decoder hands it out (so only the decoder's own pictures stay alive).
+    /// The first write failure is kept and thrown by `decoded`, as the decoder cannot be
+    /// interrupted mid-push.
+    func write(_ frame: DecodedFrame) {
+        guard writeFailure == nil else { return }
+        progress.frameDecoded(frame)
+        guard (progress.framesDecoded - 1) % every == 0 else { return }
+        do throws(CommandFailure) {
             // A GPU picture is downloaded here; its failure is the decoder's, not the encoder's.
             do { _ = try frame.systemFrame() } catch { throw CommandFailure(error) }
             let picture: EncodedPicture
             do { picture = try encoder.encode(frame, options) } catch { throw CommandFailure(error) }
             try sink.write(picture)
+        } catch {
+            writeFailure = error
         }
+    }
+
+    /// After each push: its errors, and the first failure to write a picture.
+    func decoded(_ errors: [DecodeError]) throws(CommandFailure) {
+        if firstError == nil { firstError = errors.first }
+        if let writeFailure { throw writeFailure }
         progress.report()
     }
 }

@@ -22,6 +22,11 @@ enum Fixtures {
     static func md5(_ name: String) -> String? {
         ConformanceStream.fixtures.first { $0.file == name }?.yuvMD5
     }
+
+    /// The manifest's picture count of a fixture.
+    static func frameCount(_ name: String) -> Int? {
+        ConformanceStream.fixtures.first { $0.file == name }?.frames
+    }
 }
 
 /// Pushes a whole stream through `decoder` in 4 KiB pieces, then finishes it.
