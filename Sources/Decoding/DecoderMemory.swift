@@ -34,9 +34,10 @@ public struct DecoderMemoryEstimate: Sendable, Equatable {
     ///   - chromaFormat: `chroma_format_idc` (0 monochrome, 1 4:2:0, 2 4:2:2, 3 4:4:4).
     ///   - bufferedPictures: the decoded picture buffer the stream asks for (references and
     ///     reordering), at most 16.
+    ///   - onHardware: the decoder decodes on a device, which keeps surfaces for its callers.
     public init(
         codedWidth: Int, codedHeight: Int, chromaFormat: Int, bitDepth: Int, bufferedPictures: Int,
-        options: DecoderOptions
+        options: DecoderOptions, onHardware: Bool
     ) {
         let lumaSamples = max(0, codedWidth) * max(0, codedHeight)
         let chromaSamples: Int
@@ -51,14 +52,15 @@ public struct DecoderMemoryEstimate: Sendable, Equatable {
         // Frame threading adds one picture in flight per extra thread (0 = one per core, plus one).
         let threads = options.threads == 0 ? ProcessInfo.processInfo.activeProcessorCount + 1 : options.threads
         let frameThreads = options.threadType == .slice ? 0 : max(0, threads - 1)
-        let hardwareSurfaces = options.backend == .software ? 0 : options.deviceFramesHeld + 1
+        let hardwareSurfaces = onHardware ? options.deviceFramesHeld + 1 : 0
         pictures = min(16, max(1, bufferedPictures)) + 1 + frameThreads + hardwareSurfaces + Self.heldByFrameTap
     }
 
     /// From an H.264 SPS: the buffer is max_dec_frame_buffering when the VUI states it (it
     /// bounds references and reordering together), else the reference frames plus the
-    /// pictures the profile may reorder.
-    public init(sps: SequenceParameterSet, options: DecoderOptions) {
+    /// pictures the profile may reorder. With the ffmpeg CLI's reorder probe (see
+    /// `DecoderOptions.emulateFFmpegProbe`), a second, one-thread decoder holds a buffer too.
+    public init(sps: SequenceParameterSet, options: DecoderOptions, onHardware: Bool) {
         let references = sps.maxNumRefFrames
         let buffered: Int
         if let stated = sps.vui?.maxDecFrameBuffering {
@@ -69,7 +71,10 @@ public struct DecoderMemoryEstimate: Sendable, Equatable {
         }
         self.init(
             codedWidth: sps.codedWidth, codedHeight: sps.codedHeight, chromaFormat: sps.chromaFormatIdc,
-            bitDepth: max(sps.bitDepthLuma, sps.bitDepthChroma), bufferedPictures: buffered, options: options)
+            bitDepth: max(sps.bitDepthLuma, sps.bitDepthChroma), bufferedPictures: buffered, options: options,
+            onHardware: onHardware)
+        let probes = options.emulateFFmpegProbe && !(options.probeOnlyUnannouncedReordering && sps.announcesReorderDelay)
+        if probes { pictures += min(16, max(1, buffered)) + 1 }
     }
 }
 

@@ -82,6 +82,9 @@ public final class StreamDecoder {
     private var checkedSPS: [Int: (sps: SequenceParameterSet, fits: Bool)] = [:]
     /// This stream's share of `DecoderOptions.memoryBudget`: the largest estimate of its SPSs.
     private var memory: DecoderMemoryReservation?
+    /// SPSs refused for want of memory: unlike a size refusal that may change, so each is
+    /// judged again when the stream sends it again.
+    private var refusedForMemory: Set<Int> = []
     private var parameterSetWait: ParameterSetWait
     private var gate = RandomAccessGate()
     private let backends: BackendSupervisor
@@ -199,6 +202,10 @@ public final class StreamDecoder {
             if nal.type == .sps || nal.type == .pps {
                 _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
             }
+            if nal.type == .sps {
+                for id in refusedForMemory { checkedSPS[id] = nil }
+                refusedForMemory = []
+            }
         case .dropped(let error, let prefix):
             record(DecodeError(error), in: &output)
             var units: [AccessUnit] = []
@@ -241,6 +248,7 @@ public final class StreamDecoder {
                 checkedSPS[id] = (sps, true)
             } catch {
                 checkedSPS[id] = (sps, false)
+                if error.code == .decoderMemoryExceeded { refusedForMemory.insert(id) }
                 record(error, in: &output)
             }
         }
@@ -249,7 +257,7 @@ public final class StreamDecoder {
     /// Grows this stream's reservation to what `sps` needs, when it needs more.
     private func reserveMemory(for sps: SequenceParameterSet) throws(DecodeError) {
         guard let budget = options.memoryBudget else { return }
-        let estimate = DecoderMemoryEstimate(sps: sps, options: options)
+        let estimate = DecoderMemoryEstimate(sps: sps, options: options, onHardware: backends.device != nil)
         guard estimate.bytes > memory?.bytes ?? 0 else { return }
         memory = try budget.reserve(estimate, replacing: memory)
     }

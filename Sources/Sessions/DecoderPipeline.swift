@@ -6,11 +6,6 @@ import H264
 ///
 /// Not thread-safe, like the decoder it owns: only the session's decode worker touches it.
 final class DecoderPipeline {
-    struct Step {
-        var frames: [DecodedFrame] = []
-        var errors: [DecodeError] = []
-    }
-
     let backendChoice: DecoderBackendChoice
     private let decoder: StreamDecoder
     /// Bytes pushed since the last `finish()`: a new back end may only take over between streams.
@@ -40,15 +35,21 @@ final class DecoderPipeline {
     /// also reported as an `invalid_data` error of its step and counted in `decodeErrors`.
     private var damagedPictures = 0
 
-    func push(_ bytes: [UInt8]) -> Step {
+    /// Decodes the next bytes; each picture goes to `onPicture` as it comes out. Returns the
+    /// errors, a damaged picture being one too.
+    func push(_ bytes: [UInt8], onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
         midStream = true
-        return step(decoder.push(bytes))
+        var damaged: [DecodeError] = []
+        let errors = bytes.withUnsafeBytes { decoder.push($0) { picture(handing: $0, to: onPicture, damaged: &damaged) } }
+        return errors + damaged
     }
 
     /// End of stream: every delayed picture; afterwards the decoder expects a fresh stream.
-    func finish() -> Step {
+    func finish(onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
         midStream = false
-        return step(decoder.finish())
+        var damaged: [DecodeError] = []
+        let errors = decoder.finish { picture(handing: $0, to: onPicture, damaged: &damaged) }
+        return errors + damaged
     }
 
     /// The upload broke off: its last NAL unit is incomplete and must not be decoded.
@@ -56,19 +57,18 @@ final class DecoderPipeline {
         decoder.abandonIncompleteUnit()
     }
 
-    /// A damaged picture is still a step's frame (multipart answers send every picture, like
-    /// the ffmpeg CLI), but it is an error for the session, which never makes it the latest.
-    private func step(_ output: DecodeOutput) -> Step {
-        var errors = output.errors
-        for frame in output.frames where frame.hasDecodeErrors {
+    /// A damaged picture is still a picture of the step (multipart answers send every picture,
+    /// like the ffmpeg CLI), but it is an error for the session, which never makes it the latest.
+    private func picture(handing frame: DecodedFrame, to onPicture: (DecodedFrame) -> Void, damaged: inout [DecodeError]) {
+        if frame.hasDecodeErrors {
             damagedPictures += 1
-            errors.append(
+            damaged.append(
                 DecodeError(
                     .invalidData,
                     "a damaged \(frame.pictureType.rawValue) picture was decoded with concealed errors; "
                         + "the last good picture stays the latest"))
         }
-        return Step(frames: output.frames, errors: errors)
+        onPicture(frame)
     }
 
     var counters: SessionCounters {

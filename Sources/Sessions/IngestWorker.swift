@@ -170,10 +170,9 @@ final class IngestWorker: Sendable {
             job.progress.withValue { if !$0.hasBegun { $0.begin(counters: facts.counters) } }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                let published = step(receivedAt: receivedAt, progress: job.progress) { $0.push(bytes) }
-                job.deliver(published)
+                step(receivedAt: receivedAt, job: job) { $0.push(bytes, onPicture: $1) }
             case .end:
-                if job.flush { job.deliver(endOfStream(progress: job.progress)) }
+                if job.flush { endOfStream(job) }
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
@@ -200,12 +199,11 @@ final class IngestWorker: Sendable {
 
     /// The end of a stream, whichever push ends it: every delayed picture, then a pending back
     /// end may take over; facts, events and the log follow.
-    private func endOfStream(progress: QueueBound<UploadProgress>) -> [PublishedFrame] {
-        let published = step(receivedAt: nil, progress: progress) { $0.finish() }
+    private func endOfStream(_ job: UploadJob) {
+        let pictures = step(receivedAt: nil, job: job) { $0.finish(onPicture: $1) }
         decoder.withValue { $0.streamEnded() }
         refreshFacts()
-        context.logger.info("stream flushed", metadata: ["frames": "\(published.count)"])
-        return published
+        context.logger.info("stream flushed", metadata: ["frames": "\(pictures)"])
     }
 
     /// Removes a finished job, frees its source and lets the next one take bytes.
@@ -321,24 +319,32 @@ final class IngestWorker: Sendable {
     // MARK: - Decoding
 
     /// Runs one decoder step on the decode queue and publishes what it produced: counters,
-    /// format, errors, then the frames in output order. Returns them numbered, damaged ones
-    /// included (a multipart answer sends them all, as the ffmpeg CLI does).
+    /// format, errors, then the newest undamaged picture. Each picture is numbered as it comes
+    /// out and handed to the push's answer (a multipart answer sends them all, damaged ones
+    /// included, as the ffmpeg CLI does); only the newest is kept beyond that, so a step that
+    /// decodes many pictures never holds them all. Returns how many pictures it decoded.
     @discardableResult
     private func step(
-        receivedAt: UInt64?, progress: QueueBound<UploadProgress>?,
-        _ body: (DecoderPipeline) -> DecoderPipeline.Step
-    ) -> [PublishedFrame] {
-        let outcome = decoder.withValue { slot -> (DecoderPipeline.Step, DecoderSnapshot, [PublishedFrame])? in
+        receivedAt: UInt64?, job: UploadJob,
+        _ body: (DecoderPipeline, (DecodedFrame) -> Void) -> [DecodeError]
+    ) -> Int {
+        var pictures = 0
+        var newest: PublishedFrame?
+        let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
             guard let pipeline = slot.pipeline else { return nil }
-            let step = body(pipeline)
-            let published = step.frames.map { frame in
-                defer { slot.nextSequence += 1 }
-                return PublishedFrame(frame: frame, sequence: slot.nextSequence, backend: frame.decodedBy)
+            let errors = body(pipeline) { frame in
+                let published = PublishedFrame(frame: frame, sequence: slot.nextSequence, backend: frame.decodedBy)
+                slot.nextSequence += 1
+                pictures += 1
+                // A picture libavcodec concealed errors in (an error of this step) never
+                // replaces a good one as the newest.
+                if !frame.hasDecodeErrors { newest = published }
+                job.deliver(published)
             }
             guard let snapshot = slot.snapshot() else { return nil }
-            return (step, snapshot, published)
+            return (errors, snapshot)
         }
-        guard let (step, snapshot, published) = outcome else { return [] }
+        guard let (errors, snapshot) = outcome else { return 0 }
         let counters = snapshot.counters
         let now = context.clock.now
         let uptime = context.clock.uptime
@@ -346,27 +352,25 @@ final class IngestWorker: Sendable {
             guard !state.closed else { return nil }
             let before = state.facts
             state.facts.update(snapshot)
-            for error in step.errors {
+            for error in errors {
                 state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
             }
             state.rates.record(
-                bytes: state.facts.counters.bytes - before.counters.bytes, pictures: published.count, at: uptime)
+                bytes: state.facts.counters.bytes - before.counters.bytes, pictures: pictures, at: uptime)
             let newError = state.facts.lastError.flatMap { error in
-                step.errors.isEmpty || !state.admitErrorEvent(code: error.code, at: uptime) ? nil : error
+                errors.isEmpty || !state.admitErrorEvent(code: error.code, at: uptime) ? nil : error
             }
             return (before, state.facts, newError)
         }
-        guard let changes else { return [] }
+        guard let changes else { return 0 }
         let before = changes.before.counters
         report(snapshot.newFallbacks)
         announce(from: changes.before, to: changes.after, fallbacks: snapshot.newFallbacks)
         if let error = changes.newError { announce(error) }
-        // A picture libavcodec concealed errors in (already an error of this step) never
-        // replaces a good one as the newest.
-        if let newest = published.last(where: { !$0.frame.hasDecodeErrors }) {
+        if let newest {
             // Only this queue publishes, so the newest cannot change between these calls.
             let previous = viewers.newest?.sequence
-            pictures.newestChanged(previous: previous, newest: newest.sequence)
+            self.pictures.newestChanged(previous: previous, newest: newest.sequence)
             viewers.publish(newest)
             if previous == nil {
                 let info = newest.info(now: uptime)
@@ -377,20 +381,13 @@ final class IngestWorker: Sendable {
                 }
             }
         }
-        if !published.isEmpty { context.activity.touch() }
-        recordMetrics(before: before, after: counters, errors: step.errors, frames: published.count)
-        if let receivedAt, !published.isEmpty {
+        if pictures > 0 { context.activity.touch() }
+        recordMetrics(before: before, after: counters, errors: errors, frames: pictures)
+        if let receivedAt, pictures > 0 {
             context.metrics.decodeLatency.recordNanoseconds(Int64(clamping: context.clock.uptime &- receivedAt))
         }
-        if let progress {
-            progress.withValue { $0.record(frames: published.count, errors: step.errors, at: now, logger: context.logger) }
-        } else {
-            for error in step.errors {
-                context.logger.warning(
-                    "decode error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
-            }
-        }
-        return published
+        job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now, logger: context.logger) }
+        return pictures
     }
 
     private func recordMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
@@ -591,9 +588,9 @@ final class UploadJob: Sendable {
         completion(result)
     }
 
-    /// Pictures decoded from this push: a multipart answer sends them all (damaged ones too, as
+    /// A picture decoded from this push: a multipart answer sends them all (damaged ones too, as
     /// the ffmpeg CLI does); a JSON answer only counts them.
-    func deliver(_ published: [PublishedFrame]) {
+    func deliver(_ published: PublishedFrame) {
         if case .multipart(let answer) = answer { answer.add(published) }
     }
 

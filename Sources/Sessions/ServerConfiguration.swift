@@ -28,6 +28,8 @@ public struct ServerConfiguration: Sendable {
     public var maxNALBytes: Int
     /// Largest picture decoded (from the SPS) and produced (thumbnail size requests).
     public var pictureSizeLimit: PictureSizeLimit
+    /// What every session's decoder may hold together (`--max-decoder-memory`), shared by all.
+    public var decoderMemory: DecoderMemoryBudget
     /// A session with no upload, no viewer and no request for this long is removed.
     public var idleTimeout: Duration
     public var defaultQuality: Int
@@ -58,6 +60,7 @@ public struct ServerConfiguration: Sendable {
         maxBodyBytes: Int? = nil,
         maxNALBytes: Int = 8 << 20,
         pictureSizeLimit: PictureSizeLimit = PictureSizeLimit(),
+        decoderMemory: DecoderMemoryBudget = DecoderMemoryBudget(limit: DecoderMemoryBudget.defaultLimit()),
         idleTimeout: Duration = .seconds(300),
         defaultQuality: Int = PictureOptions.defaultQuality,
         uploadQueueBytes: Int = 1 << 20,
@@ -76,6 +79,7 @@ public struct ServerConfiguration: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.maxNALBytes = maxNALBytes
         self.pictureSizeLimit = pictureSizeLimit
+        self.decoderMemory = decoderMemory
         self.idleTimeout = idleTimeout
         self.defaultQuality = defaultQuality
         self.uploadQueueBytes = uploadQueueBytes
@@ -118,6 +122,7 @@ public struct ServerConfiguration: Sendable {
         options.frameDownloads = frameDownloads
         options.threads = decoderThreads
         options.sizeLimit = pictureSizeLimit
+        options.memoryBudget = decoderMemory
         options.emulateFFmpegProbe = mode == .all
         options.probeOnlyUnannouncedReordering = true
         return options

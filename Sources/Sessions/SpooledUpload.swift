@@ -109,12 +109,11 @@ public final class SpooledUpload: Sendable {
         reader?()
     }
 
-    /// Pictures the decode loop published while replaying this upload.
-    func add(_ published: [PublishedFrame]) {
-        guard !published.isEmpty else { return }
+    /// A picture the decode loop decoded while replaying this upload.
+    func add(_ published: PublishedFrame) {
         let reader = state.withLock { state -> (@Sendable () -> Void)? in
             guard !state.isOver else { return nil }
-            state.pending += published
+            state.pending.append(published)
             return state.readerCanProceed ? state.takeCallback() : nil
         }
         reader?()

@@ -74,6 +74,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Largest picture (width x height) decoded or produced. [FRAMETAP_MAX_PICTURE_PIXELS, default \(PictureSizeLimit.defaultMaxPixels)]")
     var maxPicturePixels: Int?
 
+    @Option(help: "Memory every session's decoder may hold together, in bytes, or 'auto' (half of the container's memory limit, or of the machine's memory). A stream whose decoder would not fit is refused with decoder_memory_exceeded. [FRAMETAP_MAX_DECODER_MEMORY, default auto]")
+    var maxDecoderMemory: String?
+
     @Option(help: "Seconds without upload, viewer or request before a session is removed. [FRAMETAP_SESSION_IDLE_TIMEOUT, default 300]")
     var sessionIdleTimeout: Double?
 
@@ -277,6 +280,14 @@ struct ServeCommand: ParsableCommand {
         let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureSizeLimit.defaultMaxPixels
         guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }
         sessions.pictureSizeLimit = PictureSizeLimit(maxPixels: pixels)
+        let decoderMemory = try maxDecoderMemory ?? env.string("FRAMETAP_MAX_DECODER_MEMORY") ?? "auto"
+        if decoderMemory == "auto" {
+            sessions.decoderMemory = DecoderMemoryBudget(limit: DecoderMemoryBudget.defaultLimit())
+        } else if let limit = Int(decoderMemory), limit >= 1 << 20 {
+            sessions.decoderMemory = DecoderMemoryBudget(limit: limit)
+        } else {
+            throw ValidationError("max decoder memory must be 'auto' or a number of bytes of at least 1048576, got '\(decoderMemory)'")
+        }
         let idle = try sessionIdleTimeout ?? env.parse("FRAMETAP_SESSION_IDLE_TIMEOUT", Double.init) ?? 300
         guard idle.isFinite, idle > 0, idle <= 31_536_000 else {
             throw ValidationError("session idle timeout must be a positive number of seconds")

@@ -1,0 +1,39 @@
+import Decoding
+import Testing
+
+@testable import Sessions
+
+/// Sessions share one decoder memory budget: a stream that does not fit is refused before
+/// anything is decoded, and the sessions already admitted are untouched.
+@Suite struct DecoderMemoryBudgetTests {
+    @Test func aStreamOverTheBudgetIsRefusedAndOthersKeepDecoding() async throws {
+        var configuration = testConfiguration()
+        let stream = try Fixture.bytes(Fixture.baseline)
+        // Room for one 176x144 decoder (6 pictures of 38016 bytes), not two.
+        configuration.decoderMemory = DecoderMemoryBudget(limit: 6 * 38016 + 1000)
+        let first = try makeSession("first", configuration: configuration)
+        let second = try makeSession("second", configuration: configuration)
+
+        let admitted = try await push(stream, to: first, flush: true)
+        #expect(admitted.frames == Fixture.baselineFrames)
+        #expect(configuration.decoderMemory.usage.decoders == 1)
+
+        let refused = try await upload(stream, to: second, flush: true)
+        guard case .failure(let error) = refused else {
+            Issue.record("the second stream does not fit the budget")
+            return
+        }
+        #expect(error.code == .decoding(.decoderMemoryExceeded))
+        #expect(error.message.hasPrefix("decoding this stream needs about 0.2 MiB (6 pictures of"))
+        #expect(second.status().counters.framesDecoded == 0)
+        #expect(second.status().counters.framesRejectedTooLarge == Fixture.baselineFrames)
+
+        // The admitted session goes on decoding; closing it frees its share for the other.
+        #expect(try await push(stream, to: first, flush: true).frames == Fixture.baselineFrames)
+        first.close()
+        #expect(await eventually { configuration.decoderMemory.usage.decoders == 0 })
+        // Its SPS was refused once: a stream that sends it again (here, the same file) is
+        // judged again and now fits.
+        #expect(try await push(stream, to: second, flush: true).frames == Fixture.baselineFrames)
+    }
+}
