@@ -7,7 +7,9 @@
 #      served) and the server goes on serving HTTPS;
 #   d. headless Chromium shows the MJPEG stream in an <img> over https with ?access_token=;
 #   e. SIGHUP reloads a new certificate for new connections, and a bad one is refused
-#      (the previous certificate stays);
+#      (the previous certificate stays), as is a certificate with another certificate's key;
+#   f. a server started with a certificate and a key that do not belong together exits with
+#      a message instead of listening;
 # then stops it with SIGTERM (exit 0 wanted).
 #
 #   smoke/tls.sh FRAMETAP_BIN
@@ -100,8 +102,25 @@ kill -HUP "$SERVER_PID"
 sleep 0.5
 expect "e: a broken certificate file is not taken (the previous one stays)" "$([ "$(served_name)" = second ]; echo $?)"
 expect "e: the log says why" "$(grep -q 'TLS certificate not reloaded' "$SERVER_LOG"; echo $?)"
+# A certificate with a key that is not its own: every handshake would fail, so it is refused.
+cp "$TMP/first.pem" "$TMP/server.pem"
+cp "$TMP/second.key" "$TMP/server.key"
+kill -HUP "$SERVER_PID"
+for _ in $(seq 20); do grep -q 'does not belong to the certificate' "$SERVER_LOG" && break; sleep 0.1; done
+expect "e: a certificate whose key does not match is not taken (the log says so)" \
+    "$(grep -q 'does not belong to the certificate' "$SERVER_LOG"; echo $?)"
+status=$(curl -sS -m 10 --cacert "$TMP/second.pem" -o /dev/null -w '%{http_code}' "$BASE/healthz")
+expect "e: and handshakes go on with the previous pair" "$([ "$status" = 200 ] && [ "$(served_name)" = second ]; echo $?)"
 
 server_stop
 expect "SIGTERM: the server exited 0" "$?"
+
+# f. a mismatched pair at start-up
+timeout 10 "$BINARY" serve --host 127.0.0.1 --port 0 --tls-cert "$TMP/first.pem" --tls-key "$TMP/second.key" \
+    > "$TMP/mismatch.log" 2>&1
+rc=$?
+expect "f: a mismatched certificate and key stop the start (exit $rc) with a message" \
+    "$([ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q 'does not belong to the certificate' "$TMP/mismatch.log" && ! grep -q 'listening' "$TMP/mismatch.log"; echo $?)" \
+    "$(tail -c 300 "$TMP/mismatch.log")"
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -35,6 +35,25 @@ static void describe(char *error, size_t error_size, const char *what, const cha
     }
 }
 
+// Whether `key` is the private half of `certificate_key`: their public keys are the same
+// (compared in DER, which covers every key type GnuTLS reads).
+static int key_matches_certificate(gnutls_privkey_t key, gnutls_pubkey_t certificate_key) {
+    gnutls_pubkey_t derived = NULL;
+    gnutls_datum_t ours = { NULL, 0 };
+    gnutls_datum_t theirs = { NULL, 0 };
+    int matches = gnutls_pubkey_init(&derived) >= 0
+        && gnutls_pubkey_import_privkey(derived, key, 0, 0) >= 0
+        && gnutls_pubkey_export2(derived, GNUTLS_X509_FMT_DER, &ours) >= 0
+        && gnutls_pubkey_export2(certificate_key, GNUTLS_X509_FMT_DER, &theirs) >= 0
+        && ours.size == theirs.size && memcmp(ours.data, theirs.data, ours.size) == 0;
+    gnutls_free(ours.data);
+    gnutls_free(theirs.data);
+    if (derived != NULL) {
+        gnutls_pubkey_deinit(derived);
+    }
+    return matches;
+}
+
 struct ft_tls_credentials *ft_tls_load(const char *cert_path, const char *key_path, char *error, size_t error_size) {
     struct ft_tls_credentials *credentials = calloc(1, sizeof *credentials);
     if (credentials == NULL) {
@@ -67,6 +86,12 @@ struct ft_tls_credentials *ft_tls_load(const char *cert_path, const char *key_pa
     }
     if (status < 0) {
         describe(error, error_size, "no PEM private key in", key_path, status);
+        goto failed;
+    }
+    // A key that is not the leaf certificate's makes every handshake fail later, with nothing
+    // in the log to say why; refused here, the server keeps serving its previous pair.
+    if (!key_matches_certificate(credentials->key, credentials->chain[0].pubkey)) {
+        snprintf(error, error_size, "the private key %s does not belong to the certificate %s", key_path, cert_path);
         goto failed;
     }
     gnutls_free(certs.data);
