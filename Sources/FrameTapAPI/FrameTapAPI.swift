@@ -39,9 +39,10 @@ public struct FrameTapAPI: Sendable {
             return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
         router.get("/system") { [registry, hardware] _ in
-            .json(SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware).json())
+            let info = SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware)
+            return .json(WireJSON.bytes(SystemInfoJSON(info)))
         }
-        router.get("/sessions") { [registry] _ in .json(registry.statusList().json()) }
+        router.get("/sessions") { [registry] _ in .json(WireJSON.bytes(SessionListJSON(registry.statusList()))) }
         router.get("/sessions/{id}") { [self] request throws(HTTPError) in try sessionStatus(request) }
         router.add(.put, "/sessions/{id}", maxBodyBytes: Self.maxOptionsBytes) { [self] request throws(HTTPError) in
             try configureSession(request)
@@ -99,7 +100,7 @@ public struct FrameTapAPI: Sendable {
     }
 
     func sessionStatus(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
-        noStore(.json(try session(for: request).status().json()))
+        noStore(.json(WireJSON.bytes(SessionStatusJSON(try session(for: request).status()))))
     }
 
     /// Creates the session when missing (201), otherwise reconfigures it (200).
@@ -109,7 +110,7 @@ public struct FrameTapAPI: Sendable {
             let options = try SessionOptions(json: request.body)
             let (session, created) = try registry.openSession(id, options: options)
             if !created { try session.configure(options) }
-            return noStore(.json(session.status().json(), status: created ? .created : .ok))
+            return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status())), status: created ? .created : .ok))
         } catch {
             throw HTTPError(error)
         }
@@ -159,7 +160,7 @@ public struct FrameTapAPI: Sendable {
             do {
                 queue = try session.beginUpload(flush: flush) { result in
                     switch result {
-                    case .success(let summary): handoff.complete(.json(summary.json()))
+                    case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error): handoff.complete(.problem(HTTPError(error)))
                     }
                 }

@@ -107,14 +107,14 @@ import Testing
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"subscribers":0,"uploading":false}"#
 
     @Test func sessionStatus() throws {
-        #expect(text(try Self.busyStatus().json()) == Self.busyStatusJSON)
-        #expect(text(try Self.freshStatus().json()) == Self.freshStatusJSON)
+        #expect(text(WireJSON.bytes(SessionStatusJSON(try Self.busyStatus()))) == Self.busyStatusJSON)
+        #expect(text(WireJSON.bytes(SessionStatusJSON(try Self.freshStatus()))) == Self.freshStatusJSON)
     }
 
     @Test func sessionList() throws {
         let list = SessionList(sessions: [try Self.busyStatus(), try Self.freshStatus()])
-        #expect(text(list.json()) == #"{"sessions":["# + Self.busyStatusJSON + "," + Self.freshStatusJSON + "]}")
-        #expect(text(SessionList(sessions: []).json()) == #"{"sessions":[]}"#)
+        #expect(text(WireJSON.bytes(SessionListJSON(list))) == #"{"sessions":["# + Self.busyStatusJSON + "," + Self.freshStatusJSON + "]}")
+        #expect(text(WireJSON.bytes(SessionListJSON(SessionList(sessions: [])))) == #"{"sessions":[]}"#)
     }
 
     @Test func uploadSummary() throws {
@@ -124,7 +124,7 @@ import Testing
             error: ErrorRecord(code: "nal_too_large", message: "NAL unit of 9000 bytes dropped", at: Self.createdAt),
             flushed: true)
         #expect(
-            text(decoded.json())
+            text(WireJSON.bytes(UploadSummaryJSON(decoded)))
                 == #"{"bytes":4096,"decodeErrors":1,"error":{"at":"2026-01-01T00:00:00.125Z","code":"nal_too_large","#
                 + #""message":"NAL unit of 9000 bytes dropped"},"flushed":true,"format":{"bitDepth":8,"bitDepthChroma":8,"#
                 + #""chromaFormat":"4:2:0","codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","#
@@ -135,7 +135,7 @@ import Testing
             session: try SessionID("lobby"), bytes: 0, nalUnits: [:], frames: 0, latestSeq: nil, format: nil,
             decodeErrors: 0, error: nil, flushed: false)
         #expect(
-            text(empty.json())
+            text(WireJSON.bytes(UploadSummaryJSON(empty)))
                 == #"{"bytes":0,"decodeErrors":0,"error":null,"flushed":false,"format":null,"frames":0,"#
                 + #""latestSeq":null,"nalUnits":{},"session":"lobby"}"#)
     }
@@ -211,9 +211,9 @@ import Testing
             #"event: viewers.changed\#ndata: {\#(at),"session":"cam-1","viewers":1,"waiting":0}"#,
             #"event: session.removed\#ndata: {\#(at),"reason":"deleted","session":"cam-1"}"#,
         ].enumerated().map { "id: \(first + UInt64($0.offset))\n\($0.element)\n\n" }
-        #expect(events.map { text($0.serverSentEvent) } == expected)
+        #expect(events.map { text(EventStreamSource.serverSentEvent($0)) } == expected)
         #expect(
-            text(log.resync(newest: 42, reason: "history_lost").serverSentEvent)
+            text(EventStreamSource.serverSentEvent(log.resync(newest: 42, reason: "history_lost")))
                 == "id: 42\nevent: resync\ndata: {\(at),\"reason\":\"history_lost\"}\n\n")
     }
 
@@ -271,7 +271,7 @@ import Testing
             + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
             + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
         #expect(
-            text(info.json())
+            text(WireJSON.bytes(SystemInfoJSON(info)))
                 == #"{"activeSessions":3,"backendDefault":"\#(configuration.backend.rawValue)","cudaAvailable":true,"#
                 + #""decoderThreads":\#(configuration.decoderThreads),"devices":"# + Self.deviceUsageJSON + ","
                 + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
@@ -279,4 +279,66 @@ import Testing
     }
 
     private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+}
+
+/// The hardware shapes' explicit nulls, whatever the values (moved here with the encoding from
+/// DecodingTests).
+@Suite struct HardwareWireTests {
+    private func object(_ value: some Encodable) throws -> Any {
+        try JSONSerialization.jsonObject(with: Data(WireJSON.bytes(value)))
+    }
+
+    @Test func cudaDevicesHaveEveryMember() throws {
+        let cuda = CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [
+                CUDADeviceReport(device: .cuda(0), index: 0, name: "Pretend GPU", totalMemoryBytes: 80 << 30),
+                CUDADeviceReport(device: .cuda(1), index: 1),
+            ])
+        let json = try #require(try object(CUDAReportJSON(cuda)) as? [String: Any])
+        #expect(Set(json.keys) == ["libavcodecNVDEC", "driverVersion", "error", "devices"])
+        #expect(json["driverVersion"] as? String == "12.8" && json["error"] is NSNull)
+        let devices = try #require(json["devices"] as? [[String: Any]])
+        for device in devices {
+            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "usable", "error"])
+        }
+        #expect(devices[0]["device"] as? String == "cuda:0" && devices[0]["name"] as? String == "Pretend GPU")
+        #expect(devices[0]["totalMemoryBytes"] as? Int == 80 << 30 && devices[0]["usable"] as? Bool == true)
+        #expect(devices[1]["name"] is NSNull && devices[1]["opened"] is NSNull && devices[1]["error"] is NSNull)
+    }
+
+    @Test func withoutADriverTheCUDAObjectSaysWhy() throws {
+        let cuda = CUDAReport(driverVersion: nil, error: "cannot load the NVIDIA driver", devices: [], libavcodecNVDEC: false)
+        let json = try #require(try object(CUDAReportJSON(cuda)) as? [String: Any])
+        #expect(json["driverVersion"] is NSNull && json["libavcodecNVDEC"] as? Bool == false)
+        #expect((json["devices"] as? [Any])?.isEmpty == true)
+        #expect(json["error"] as? String == "cannot load the NVIDIA driver")
+    }
+
+    @Test func renderNodesAndDeviceUsageHaveEveryMember() throws {
+        let report = HardwareReport(
+            libavcodecVersion: "59.37.100", libavcodecVAAPI: true, vaapiHeaderVersion: "1.17.0",
+            renderNodes: [RenderNodeReport(path: "/dev/dri/renderD128", error: "not a character device")],
+            cuda: CUDAReport(driverVersion: nil, error: nil, devices: [], libavcodecNVDEC: true))
+        let json = try #require(try object(HardwareReportJSON(report)) as? [String: Any])
+        #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "cuda"])
+        let node = try #require((json["renderNodes"] as? [[String: Any]])?.first)
+        #expect(Set(node.keys) == ["path", "vendor", "vaapiVersion", "h264Profiles", "usable", "error"])
+        #expect(node["vendor"] is NSNull && node["usable"] as? Bool == false)
+
+        let usage = try #require(try object(WireFormatTests.deviceUsage.map(HardwareDeviceUsageJSON.init)) as? [[String: Any]])
+        for device in usage {
+            #expect(Set(device.keys) == ["device", "kind", "name", "state", "sessions", "error", "retryInSeconds"])
+        }
+        #expect(usage[0]["state"] as? String == "open" && usage[0]["error"] is NSNull)
+        #expect(usage[2]["state"] as? String == "not_opened" && usage[2]["kind"] as? String == "cuda")
+    }
+
+    /// `frametap probe --hardware` prints these same objects.
+    @Test func hardwareAndDevicesAsTheCLIPrintsThem() {
+        #expect(String(decoding: WireJSON.bytes(HardwareReportJSON(WireFormatTests.hardware)), as: UTF8.self) == WireFormatTests.hardwareJSON)
+        #expect(
+            String(decoding: WireJSON.bytes(WireFormatTests.deviceUsage.map(HardwareDeviceUsageJSON.init)), as: UTF8.self)
+                == WireFormatTests.deviceUsageJSON)
+    }
 }
