@@ -143,6 +143,23 @@ struct ProbeReport: Encodable {
         let frameMbsOnly: Bool
         let mbAdaptiveFrameField: Bool
         let maxNumReorderFrames: Int?
+
+        /// The format as the API shows it; `maxNumReorderFrames` is left out when not signalled.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(offset, forKey: .offset)
+            try container.encode(repeats, forKey: .repeats)
+            try container.encode(VideoFormatJSON(format), forKey: .format)
+            try container.encode(maxNumRefFrames, forKey: .maxNumRefFrames)
+            try container.encode(frameMbsOnly, forKey: .frameMbsOnly)
+            try container.encode(mbAdaptiveFrameField, forKey: .mbAdaptiveFrameField)
+            try container.encodeIfPresent(maxNumReorderFrames, forKey: .maxNumReorderFrames)
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case id, offset, repeats, format, maxNumRefFrames, frameMbsOnly, mbAdaptiveFrameField, maxNumReorderFrames
+        }
     }
 
     struct PPSRecord: Encodable {
