@@ -106,8 +106,8 @@ public struct FrameTapAPI: Sendable {
     /// Creates the session when missing (201), otherwise reconfigures it (200).
     func configureSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
+        let options = try SessionOptionsJSON.parse(request.body)
         do {
-            let options = try SessionOptions(json: request.body)
             let (session, created) = try registry.openSession(id, options: options)
             if !created { try session.configure(options) }
             return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status())), status: created ? .created : .ok))

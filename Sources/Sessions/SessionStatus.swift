@@ -10,7 +10,7 @@ public enum DecodeMode: String, Sendable, CaseIterable {
     case keyframes
 }
 
-/// The body of `PUT /sessions/{id}`: every member optional, unknown members rejected.
+/// How a session decodes and encodes (`PUT /sessions/{id}`); nil members leave a setting as it is.
 public struct SessionOptions: Sendable, Equatable {
     public var backend: DecoderBackendChoice?
     public var decode: DecodeMode?
@@ -20,65 +20,6 @@ public struct SessionOptions: Sendable, Equatable {
         self.backend = backend
         self.decode = decode
         self.quality = quality
-    }
-
-    /// Parses a JSON object body; an empty body means "no change".
-    public init(json: some Collection<UInt8>) throws(SessionError) {
-        let data = Data(json)
-        if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
-            self.init()
-            return
-        }
-        do {
-            self = try JSONDecoder().decode(SessionOptions.self, from: data)
-        } catch let error as SessionError {
-            throw error
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
-            let member = context.codingPath.first?.stringValue
-            throw SessionError(
-                .invalidParameter,
-                member.map { "session option '\($0)' is invalid" } ?? "session options must be a JSON object")
-        } catch {
-            throw SessionError(.invalidParameter, "session options are not valid JSON")
-        }
-    }
-}
-
-extension SessionOptions: Decodable {
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        self.init()
-        for key in container.allKeys {
-            switch key.stringValue {
-            case "backend":
-                guard let choice = DecoderBackendChoice(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw SessionError(
-                        .invalidParameter,
-                        "backend must be \(DecoderBackendChoice.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                backend = choice
-            case "decode":
-                guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw SessionError(.invalidParameter, "decode must be all or keyframes")
-                }
-                decode = mode
-            case "quality":
-                let value = try container.decode(Int.self, forKey: key)
-                guard (1...100).contains(value) else {
-                    throw SessionError(.invalidParameter, "quality must be 1...100")
-                }
-                quality = value
-            default:
-                throw SessionError(.invalidParameter, "unknown session option '\(key.stringValue)'")
-            }
-        }
     }
 }
 

@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 @testable import FrameTapAPI
 import H264
+import HTTPServer
 @testable import Sessions
 import Testing
 
@@ -340,5 +341,34 @@ import Testing
         #expect(
             String(decoding: WireJSON.bytes(WireFormatTests.deviceUsage.map(HardwareDeviceUsageJSON.init)), as: UTF8.self)
                 == WireFormatTests.deviceUsageJSON)
+    }
+}
+
+/// `PUT /sessions/{id}` bodies: what each asks for, and the problem for each that is refused
+/// (messages as the API has always given them).
+@Suite struct SessionOptionsWireTests {
+    @Test func bodiesGiveTheirOptions() throws {
+        #expect(try SessionOptionsJSON.parse(Array(#"{"decode":"keyframes","quality":40}"#.utf8)) == SessionOptions(decode: .keyframes, quality: 40))
+        #expect(try SessionOptionsJSON.parse(Array(#"{"backend":"vaapi"}"#.utf8)) == SessionOptions(backend: .vaapi))
+        #expect(try SessionOptionsJSON.parse([UInt8]()) == SessionOptions())
+        #expect(try SessionOptionsJSON.parse(Array(" \r\n\t".utf8)) == SessionOptions())
+    }
+
+    @Test func refusedBodiesSayWhy() {
+        let refused = [
+            #"{"bogus":1}"#: "unknown session option 'bogus'",
+            #"{"quality":0}"#: "quality must be 1...100",
+            #"{"quality":true}"#: "session option 'quality' is invalid",
+            #"{"decode":7}"#: "session option 'decode' is invalid",
+            #"{"decode":"some"}"#: "decode must be all or keyframes",
+            #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",
+            "[1]": "session options must be a JSON object",
+            "{": "session options must be a JSON object",
+        ]
+        for (body, detail) in refused {
+            #expect(throws: HTTPError(status: .badRequest, code: "invalid_parameter", detail: detail), "\(body)") {
+                _ = try SessionOptionsJSON.parse(Array(body.utf8))
+            }
+        }
     }
 }
