@@ -237,12 +237,13 @@ public struct FrameTapAPI: Sendable {
         let pictureRequest = try Self.pictureRequest(query, format: format)
         let waitMilliseconds = try query.int("wait", in: 0...Self.maxWaitMilliseconds) ?? 0
         let after = try query.unsigned("after")
+        let ifNoneMatch = request.ifNoneMatch
+        let clientHas = PictureAnswerCondition(
+            entityTags: ifNoneMatch?.entityTags ?? [], anyEntityTag: ifNoneMatch?.matchesAny ?? false, after: after)
         let session = try session(for: request)
         let handoff = AnswerHandoff()
-        session.requestPicture(
-            pictureRequest, ifNoneMatch: request.headers["If-None-Match"], after: after,
-            wait: .milliseconds(waitMilliseconds)
-        ) { [clock = session.clock] result in
+        session.requestPicture(pictureRequest, clientHas: clientHas, wait: .milliseconds(waitMilliseconds)) {
+            [clock = session.clock] result in
             handoff.complete(PictureResponses.answer(result, now: clock.uptime))
         }
         guard waitMilliseconds > 0 else { return handoff.response() }
