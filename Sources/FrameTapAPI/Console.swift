@@ -50,11 +50,11 @@ enum Console {
         return assets
     }()
 
-    static func register(in router: inout Router) {
+    static func register(in router: inout Router<RoutePermission>) {
         let assets = assets
         guard let page = assets["index.html"] else { fatalError("the console has no index.html") }
-        router.get("/", requiresAuth: false) { request in answer(page, request) }
-        router.get("/console/{file}", requiresAuth: false) { request throws(HTTPError) in
+        router.get("/", access: .public) { request in answer(page, request) }
+        router.get("/console/{file}", access: .public) { request throws(HTTPError) in
             guard let name = request.pathParameters["file"], let asset = assets[name] else {
                 throw .notFound("The console has no file \(request.path).")
             }

@@ -29,34 +29,44 @@ public struct FrameTapAPI: Sendable {
         self.logger = logger
     }
 
-    /// Every route of the API.
-    public func router() -> Router {
-        var router = Router()
+    /// Every route of the API, each with what it needs from a token (see `RoutePermission`).
+    public func router() -> Router<RoutePermission> {
+        var router = Router<RoutePermission>()
         let health = Self.healthResponse
-        router.get("/healthz", requiresAuth: false) { _ in .reusing(health) }
-        router.get("/metrics") { [metrics, registry] _ in
+        router.get("/healthz", access: .public) { _ in .reusing(health) }
+        router.get("/metrics", access: .admin) { [metrics, registry] _ in
             registry.refreshMetrics()
             return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
-        router.get("/system") { [registry, hardware] _ in
+        router.get("/system", access: .admin) { [registry, hardware] _ in
             let info = SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware)
             return .json(WireJSON.bytes(SystemInfoJSON(info)))
         }
-        router.get("/sessions") { [registry] _ in .json(WireJSON.bytes(SessionListJSON(registry.statusList()))) }
-        router.get("/sessions/{id}") { [self] request throws(HTTPError) in try sessionStatus(request) }
-        router.add(.put, "/sessions/{id}", maxBodyBytes: Self.maxOptionsBytes) { [self] request throws(HTTPError) in
-            try configureSession(request)
+        router.get("/sessions", access: .admin) { [registry] _ in
+            .json(WireJSON.bytes(SessionListJSON(registry.statusList())))
         }
-        router.delete("/sessions/{id}") { [self] request throws(HTTPError) in try deleteSession(request) }
+        router.get("/sessions/{id}", access: .view(.path("id"))) { [self] request throws(HTTPError) in
+            try sessionStatus(request)
+        }
+        router.add(.put, "/sessions/{id}", access: .admin, maxBodyBytes: Self.maxOptionsBytes) {
+            [self] request throws(HTTPError) in try configureSession(request)
+        }
+        router.delete("/sessions/{id}", access: .admin) { [self] request throws(HTTPError) in try deleteSession(request) }
         // The body limits are the upload queue's (one place for the announced and the streamed size).
-        router.addUpload(.post, "/sessions/{id}/nalus") { [self] request throws(HTTPError) in try pushNALUnits(request) }
+        router.addUpload(.post, "/sessions/{id}/nalus", access: .push(.path("id"))) { [self] request throws(HTTPError) in
+            try pushNALUnits(request)
+        }
         for (name, format) in [("latest.jpg", PictureFormat.jpeg), ("latest.yuv", .yuv), ("latest.rgb", .rgb)] {
-            router.get("/sessions/{id}/frame/\(name)") { [self] request throws(HTTPError) in
+            router.get("/sessions/{id}/frame/\(name)", access: .view(.path("id"))) { [self] request throws(HTTPError) in
                 try latestPicture(request, format: format)
             }
         }
-        router.get("/sessions/{id}/frames.mjpeg") { [self] request throws(HTTPError) in try mjpeg(request) }
-        router.get("/events") { [self] request throws(HTTPError) in try events(request) }
+        router.get("/sessions/{id}/frames.mjpeg", access: .view(.path("id"))) { [self] request throws(HTTPError) in
+            try mjpeg(request)
+        }
+        router.get("/events", access: .adminUnlessNarrowed(to: .query("session"))) { [self] request throws(HTTPError) in
+            try events(request)
+        }
         Console.register(in: &router)
         return router
     }
