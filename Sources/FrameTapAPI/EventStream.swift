@@ -80,7 +80,9 @@ final class EventStreamSource: StreamSource {
 
         var bytes: [UInt8] = []
         // The first bytes go out at once: they carry the response headers to the client.
-        if !opened { bytes += ServerSentEvents.block([.retry(milliseconds: Self.reconnectMilliseconds), .comment("frametap events")]) }
+        if !opened {
+            bytes += ServerSentEvents.block([.retry(milliseconds: Self.reconnectMilliseconds), .comment("frametap events")])
+        }
         switch log.read(after: cursor, session: session) {
         case .gap(let newest, let reason):
             bytes += Self.serverSentEvent(log.resync(newest: newest, reason: reason))
