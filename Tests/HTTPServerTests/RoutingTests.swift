@@ -110,6 +110,15 @@ import Testing
         let part = Multipart.part(boundary: "b0", contentType: "image/jpeg", payload: SharedBytes([1, 2, 3]))
         #expect(part.byteCount == header.count - "X-Part: 9\r\n".utf8.count + 3 + 2)
     }
+
+    @Test func serverSentEventBlocks() {
+        func text(_ fields: [ServerSentEvents.Field]) -> String { String(decoding: ServerSentEvents.block(fields), as: UTF8.self) }
+        #expect(text([.id(7), .event("upload.ended"), .data(Array(#"{"a":1}"#.utf8))]) == "id: 7\nevent: upload.ended\ndata: {\"a\":1}\n\n")
+        #expect(text([.retry(milliseconds: 2000), .comment("hello")]) == "retry: 2000\n: hello\n\n")
+        // A line break in the data would end the field: each line gets its own data: line.
+        #expect(text([.data(Array("one\ntwo".utf8))]) == "data: one\ndata: two\n\n")
+        #expect(text([]) == "\n")
+    }
 }
 
 /// One shared token for `.token` routes, in the header or (GET, HEAD) the query: what an
