@@ -22,7 +22,7 @@ import H264
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class StreamDecoder {
-    public struct Counters: Sendable, Equatable, Encodable {
+    public struct Counters: Sendable, Equatable {
         /// Bytes pushed.
         public var bytes = 0
         /// NAL units by `NALUnitType.name`.

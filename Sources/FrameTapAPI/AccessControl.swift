@@ -36,6 +36,8 @@ public struct AccessControl: Sendable {
         case push(session: String)
     }
 
+    /// What `decide` answers; the route's authorizer (RouteAccess.swift) turns a refusal into
+    /// its 401 or 403, whose `WWW-Authenticate` challenge HTTPServer builds (RFC 6750 §3).
     public enum Decision: Sendable, Equatable {
         case allowed
         /// No token was presented: 401 with a plain challenge.
@@ -84,7 +86,7 @@ public struct AccessControl: Sendable {
     public func decide(token: String?, need: Need, now: Date = Date()) -> Decision {
         guard isEnabled else { return .allowed }
         guard let token else { return .missingToken }
-        if let adminToken, BearerTokenAuth.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
+        if let adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
         guard let verifier else { return .invalidToken("the token is not valid") }
         do {
             return try verifier.grant(for: token, now: now).decision(for: need)
@@ -93,19 +95,17 @@ public struct AccessControl: Sendable {
         }
     }
 
-}
-
-extension AccessControl.Decision {
-    /// The `WWW-Authenticate` value of a 401 (RFC 6750 §3); nil for decisions that are not 401.
-    public var challenge: String? {
-        switch self {
-        case .missingToken:
-            #"Bearer realm="frametap""#
-        case .invalidToken(let reason):
-            #"Bearer realm="frametap", error="invalid_token", error_description="\#(reason)""#
-        case .allowed, .forbidden:
-            nil
+    /// Compares without an early exit, so the time taken does not reveal how many leading
+    /// bytes matched. The length difference is folded into the result, and the loop always
+    /// runs over the expected token's length.
+    static func constantTimeEquals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
+        if presented.count != expected.count { difference |= 1 }
+        for index in 0..<expected.count {
+            let other = index < presented.count ? presented[index] : 0
+            difference |= other ^ expected[index]
         }
+        return difference == 0
     }
 }
 

@@ -50,11 +50,11 @@ enum Console {
         return assets
     }()
 
-    static func register(in router: inout Router) {
+    static func register(in router: inout Router<RoutePermission>) {
         let assets = assets
         guard let page = assets["index.html"] else { fatalError("the console has no index.html") }
-        router.get("/", requiresAuth: false) { request in answer(page, request) }
-        router.get("/console/{file}", requiresAuth: false) { request throws(HTTPError) in
+        router.get("/", access: .public) { request in answer(page, request) }
+        router.get("/console/{file}", access: .public) { request throws(HTTPError) in
             guard let name = request.pathParameters["file"], let asset = assets[name] else {
                 throw .notFound("The console has no file \(request.path).")
             }
@@ -63,22 +63,10 @@ enum Console {
     }
 
     static func answer(_ asset: Asset, _ request: HTTPRequest) -> HTTPResponse {
-        guard let ifNoneMatch = request.headers["If-None-Match"], matches(ifNoneMatch, etag: asset.etag) else {
-            return .reusing(asset.response)
-        }
+        guard request.ifNoneMatch?.matches(asset.etag) == true else { return .reusing(asset.response) }
         var headers = HTTPHeaders([("ETag", asset.etag)])
         for (field, value) in commonHeaders { headers.add(field, value) }
         return HTTPResponse(status: .notModified, headers: headers)
-    }
-
-    /// If-None-Match uses the weak comparison (RFC 9110 section 13.1.2): `W/` is ignored, `*` matches.
-    static func matches(_ ifNoneMatch: String, etag: String) -> Bool {
-        ifNoneMatch.split(separator: ",").contains { candidate in
-            var tag = candidate.trimmingCharacters(in: .whitespaces)
-            if tag == "*" { return true }
-            if tag.hasPrefix("W/") { tag.removeFirst(2) }
-            return tag == etag
-        }
     }
 
     static func contentType(of name: String) -> String {

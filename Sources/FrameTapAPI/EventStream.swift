@@ -27,7 +27,7 @@ extension FrameTapAPI {
         }
         return HTTPResponse(
             headers: [
-                "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache, no-store",
+                "Content-Type": ServerSentEvents.contentType, "Cache-Control": "no-cache, no-store",
                 "X-Accel-Buffering": "no",
             ],
             body: .stream(
@@ -80,15 +80,17 @@ final class EventStreamSource: StreamSource {
 
         var bytes: [UInt8] = []
         // The first bytes go out at once: they carry the response headers to the client.
-        if !opened { bytes += Array("retry: \(Self.reconnectMilliseconds)\n: frametap events\n\n".utf8) }
+        if !opened {
+            bytes += ServerSentEvents.block([.retry(milliseconds: Self.reconnectMilliseconds), .comment("frametap events")])
+        }
         switch log.read(after: cursor, session: session) {
         case .gap(let newest, let reason):
-            bytes += log.resync(newest: newest, reason: reason).serverSentEvent
+            bytes += Self.serverSentEvent(log.resync(newest: newest, reason: reason))
             state.withLock { $0.cursor = newest }
         case .events(let events, let next):
             // A read scans to the newest event, so with none of this reader's the cursor is at
             // the newest and the registered waiter covers what comes next.
-            for event in events { bytes += event.serverSentEvent }
+            for event in events { bytes += Self.serverSentEvent(event) }
             state.withLock { $0.cursor = next }
         }
         if bytes.isEmpty, idle {
@@ -96,11 +98,16 @@ final class EventStreamSource: StreamSource {
             // The id moves a filtered reader's Last-Event-ID past other sessions' events (an
             // event without data updates it and dispatches nothing), so its resume after a long
             // quiet spell does not read as history lost.
-            if quietFor >= keepaliveNanoseconds { bytes = Array(": keepalive\nid: \(cursor)\n\n".utf8) }
+            if quietFor >= keepaliveNanoseconds { bytes = ServerSentEvents.block([.comment("keepalive"), .id(cursor)]) }
         }
         guard !bytes.isEmpty else { return .pending }
         state.withLock { $0.lastSentAt = now }
         return .chunk(StreamChunk(bytes: bytes))
+    }
+
+    /// An event as the stream sends it: its id, its kind as the event type, its JSON as data.
+    static func serverSentEvent(_ event: SessionEvent) -> [UInt8] {
+        ServerSentEvents.block([.id(event.id), .event(event.kind.rawValue), .data(WireJSON.bytes(SessionEventJSON(event)))])
     }
 
     func close(_ reason: StreamCloseReason) {

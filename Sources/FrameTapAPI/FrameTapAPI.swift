@@ -29,33 +29,44 @@ public struct FrameTapAPI: Sendable {
         self.logger = logger
     }
 
-    /// Every route of the API.
-    public func router() -> Router {
-        var router = Router()
+    /// Every route of the API, each with what it needs from a token (see `RoutePermission`).
+    public func router() -> Router<RoutePermission> {
+        var router = Router<RoutePermission>()
         let health = Self.healthResponse
-        router.get("/healthz", requiresAuth: false) { _ in .reusing(health) }
-        router.get("/metrics") { [metrics, registry] _ in
+        router.get("/healthz", access: .public) { _ in .reusing(health) }
+        router.get("/metrics", access: .admin) { [metrics, registry] _ in
             registry.refreshMetrics()
             return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
-        router.get("/system") { [registry, hardware] _ in
-            .json(SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware).json())
+        router.get("/system", access: .admin) { [registry, hardware] _ in
+            let info = SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware)
+            return .json(WireJSON.bytes(SystemInfoJSON(info)))
         }
-        router.get("/sessions") { [registry] _ in .json(registry.statusList().json()) }
-        router.get("/sessions/{id}") { [self] request throws(HTTPError) in try sessionStatus(request) }
-        router.add(.put, "/sessions/{id}", maxBodyBytes: Self.maxOptionsBytes) { [self] request throws(HTTPError) in
-            try configureSession(request)
+        router.get("/sessions", access: .admin) { [registry] _ in
+            .json(WireJSON.bytes(SessionListJSON(registry.statusList())))
         }
-        router.delete("/sessions/{id}") { [self] request throws(HTTPError) in try deleteSession(request) }
+        router.get("/sessions/{id}", access: .view(.path("id"))) { [self] request throws(HTTPError) in
+            try sessionStatus(request)
+        }
+        router.add(.put, "/sessions/{id}", access: .admin, maxBodyBytes: Self.maxOptionsBytes) {
+            [self] request throws(HTTPError) in try configureSession(request)
+        }
+        router.delete("/sessions/{id}", access: .admin) { [self] request throws(HTTPError) in try deleteSession(request) }
         // The body limits are the upload queue's (one place for the announced and the streamed size).
-        router.addUpload(.post, "/sessions/{id}/nalus") { [self] request throws(HTTPError) in try pushNALUnits(request) }
+        router.addUpload(.post, "/sessions/{id}/nalus", access: .push(.path("id"))) { [self] request throws(HTTPError) in
+            try pushNALUnits(request)
+        }
         for (name, format) in [("latest.jpg", PictureFormat.jpeg), ("latest.yuv", .yuv), ("latest.rgb", .rgb)] {
-            router.get("/sessions/{id}/frame/\(name)") { [self] request throws(HTTPError) in
+            router.get("/sessions/{id}/frame/\(name)", access: .view(.path("id"))) { [self] request throws(HTTPError) in
                 try latestPicture(request, format: format)
             }
         }
-        router.get("/sessions/{id}/frames.mjpeg") { [self] request throws(HTTPError) in try mjpeg(request) }
-        router.get("/events") { [self] request throws(HTTPError) in try events(request) }
+        router.get("/sessions/{id}/frames.mjpeg", access: .view(.path("id"))) { [self] request throws(HTTPError) in
+            try mjpeg(request)
+        }
+        router.get("/events", access: .adminUnlessNarrowed(to: .query("session"))) { [self] request throws(HTTPError) in
+            try events(request)
+        }
         Console.register(in: &router)
         return router
     }
@@ -99,17 +110,17 @@ public struct FrameTapAPI: Sendable {
     }
 
     func sessionStatus(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
-        noStore(.json(try session(for: request).status().json()))
+        noStore(.json(WireJSON.bytes(SessionStatusJSON(try session(for: request).status()))))
     }
 
     /// Creates the session when missing (201), otherwise reconfigures it (200).
     func configureSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
+        let options = try SessionOptionsJSON.parse(request.body)
         do {
-            let options = try SessionOptions(json: request.body)
             let (session, created) = try registry.openSession(id, options: options)
             if !created { try session.configure(options) }
-            return noStore(.json(session.status().json(), status: created ? .created : .ok))
+            return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status())), status: created ? .created : .ok))
         } catch {
             throw HTTPError(error)
         }
@@ -159,7 +170,7 @@ public struct FrameTapAPI: Sendable {
             do {
                 queue = try session.beginUpload(flush: flush) { result in
                     switch result {
-                    case .success(let summary): handoff.complete(.json(summary.json()))
+                    case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error): handoff.complete(.problem(HTTPError(error)))
                     }
                 }
@@ -236,12 +247,13 @@ public struct FrameTapAPI: Sendable {
         let pictureRequest = try Self.pictureRequest(query, format: format)
         let waitMilliseconds = try query.int("wait", in: 0...Self.maxWaitMilliseconds) ?? 0
         let after = try query.unsigned("after")
+        let ifNoneMatch = request.ifNoneMatch
+        let clientHas = PictureAnswerCondition(
+            entityTags: ifNoneMatch?.entityTags ?? [], anyEntityTag: ifNoneMatch?.matchesAny ?? false, after: after)
         let session = try session(for: request)
         let handoff = AnswerHandoff()
-        session.requestPicture(
-            pictureRequest, ifNoneMatch: request.headers["If-None-Match"], after: after,
-            wait: .milliseconds(waitMilliseconds)
-        ) { [clock = session.clock] result in
+        session.requestPicture(pictureRequest, clientHas: clientHas, wait: .milliseconds(waitMilliseconds)) {
+            [clock = session.clock] result in
             handoff.complete(PictureResponses.answer(result, now: clock.uptime))
         }
         guard waitMilliseconds > 0 else { return handoff.response() }

@@ -12,12 +12,13 @@ public final class FrameTapService: Sendable {
     public let server: HTTPServer
 
     /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
-    /// there still runs after it). `http.bearerToken` turns authentication on.
-    /// `hardware` is what `GET /system` and the hardware gauges report (default: probed once
-    /// per process on first use).
+    /// there still runs after it). `access` checks every route's permission (nil: every route is
+    /// open). `hardware` is what `GET /system` and the hardware gauges report (default: probed
+    /// once per process on first use).
     public init(
-        http: HTTPServerConfiguration, sessions: ServerConfiguration, metrics: FrameTapMetrics = FrameTapMetrics(),
-        hardware: HardwareReport = SystemInfo.hardware, logger: Logger = Logger(label: "frametap")
+        http: HTTPServerConfiguration, sessions: ServerConfiguration, access: AccessControl? = nil,
+        metrics: FrameTapMetrics = FrameTapMetrics(), hardware: HardwareReport = SystemInfo.hardware,
+        logger: Logger = Logger(label: "frametap")
     ) {
         self.metrics = metrics
         SystemInfo.registerHardwareMetrics(metrics, hardware: hardware)
@@ -30,7 +31,7 @@ public final class FrameTapService: Sendable {
             api.observe(record)
             previousObserver?(record)
         }
-        server = HTTPServer(configuration: http, router: api.router())
+        server = HTTPServer(configuration: http, router: api.router(), authorizer: access)
     }
 
     /// The bound port (useful with port 0).

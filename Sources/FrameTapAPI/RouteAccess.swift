@@ -1,10 +1,57 @@
 import HTTPServer
 
-/// What each route needs from a token, and the HTTP answer to a refusal: access control as the
-/// HTTP server's `RequestAuthorizer`. Decided after routing, before any body byte is read.
-/// Routes registered with `requiresAuth: false` (/healthz, the console's files) never get here.
+/// What a route needs from a bearer token. Each route declares it where it is registered
+/// (`FrameTapAPI.router()`, `Console.register`): the router takes no route without one. The HTTP
+/// server keeps it with the route, unread, and after routing, before any body byte is read,
+/// hands it with the request to `AccessControl` (its `RequestAuthorizer`), which turns it into
+/// a `Need` for this request and decides.
+public enum RoutePermission: Sendable, Equatable {
+    /// No token: the answer is the same for everyone and holds no data (/healthz, the console's
+    /// files; the console page must load to show its sign-in box).
+    case `public`
+    /// `view` of the session the parameter names: its status, pictures, MJPEG.
+    case view(SessionParameter)
+    /// `push` to the session the parameter names, which creates it.
+    case push(SessionParameter)
+    /// Admin alone: the session list, configuring or deleting a session, /metrics, /system.
+    case admin
+    /// Admin, unless the request narrows itself to one session with the parameter: then `view`
+    /// of that session (`GET /events` is every session's events, `GET /events?session=ID` one's).
+    case adminUnlessNarrowed(to: SessionParameter)
+
+    /// Where a request names the session a permission is about.
+    public enum SessionParameter: Sendable, Equatable {
+        /// A `{name}` segment of the route's pattern.
+        case path(String)
+        /// A query parameter.
+        case query(String)
+
+        func value(in request: HTTPRequest) -> String? {
+            switch self {
+            case .path(let name): request.pathParameters[name]
+            case .query(let name): request.query[name]
+            }
+        }
+    }
+
+    /// What this request needs, or nil when it needs no token. A session parameter that a
+    /// view or push request lacks (a pattern without it) needs admin: refused, never opened.
+    func need(of request: HTTPRequest) -> AccessControl.Need? {
+        switch self {
+        case .public: nil
+        case .admin: .admin
+        case .view(let parameter): parameter.value(in: request).map { .view(session: $0) } ?? .admin
+        case .push(let parameter): parameter.value(in: request).map { .push(session: $0) } ?? .admin
+        case .adminUnlessNarrowed(let parameter): parameter.value(in: request).map { .view(session: $0) } ?? .admin
+        }
+    }
+}
+
+/// Access control as the HTTP server's authorizer: the route's permission, the token the
+/// request presents, and the HTTP answer to a refusal.
 extension AccessControl: RequestAuthorizer {
-    public func authorize(_ request: HTTPRequest) -> HTTPError? {
+    public func authorize(_ request: HTTPRequest, access permission: RoutePermission) -> HTTPError? {
+        guard let need = permission.need(of: request) else { return nil }
         let token: String?
         switch PresentedToken(request) {
         case .none:
@@ -18,25 +65,11 @@ extension AccessControl: RequestAuthorizer {
         case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.")
         case .bearer(let presented): token = presented
         }
-        switch decide(token: token, need: Self.need(of: request)) {
+        switch decide(token: token, need: need) {
         case .allowed: return nil
         case .missingToken: return .unauthorized(invalidToken: false)
         case .invalidToken(let reason): return .unauthorized(invalidToken: true, detail: "The bearer token is not valid: \(reason).")
         case .forbidden(let reason): return .forbidden("This token does not allow it: \(reason).")
         }
-    }
-
-    /// Pushing to a session needs `push` on it; reading one session (pictures, MJPEG, status, its
-    /// events) needs `view` on it; everything else (the list, configuring or deleting a session,
-    /// /metrics, /system, every session's events) is `admin`.
-    static func need(of request: HTTPRequest) -> Need {
-        let route = request.route ?? request.path
-        if let session = request.pathParameters["id"] {
-            if route.hasSuffix("/nalus") { return .push(session: session) }
-            if request.method == .get || request.method == .head { return .view(session: session) }
-            return .admin
-        }
-        if route == "/events", let session = request.query["session"] { return .view(session: session) }
-        return .admin
     }
 }

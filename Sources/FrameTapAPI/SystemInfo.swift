@@ -6,7 +6,7 @@ import Sessions
 /// `GET /system`: what this instance is and can do: version, decoder defaults, limits, and the
 /// hardware decoding it found at start-up (render nodes with driver, VA-API version and H.264
 /// profiles, or the reason a node is unusable).
-public struct SystemInfo: Sendable, Encodable {
+public struct SystemInfo: Sendable {
     /// The service version (also openapi.yaml's info.version).
     public static let version = "0.1.0"
 
@@ -30,8 +30,9 @@ public struct SystemInfo: Sendable, Encodable {
     public var limits: Limits
     public var activeSessions: Int
 
-    public struct Limits: Sendable, Encodable {
+    public struct Limits: Sendable {
         public var maxSessions: Int
+        /// Nil: unlimited.
         public var maxBodyBytes: Int?
         public var maxSpoolBytes: Int
         public var maxNALBytes: Int
@@ -40,24 +41,6 @@ public struct SystemInfo: Sendable, Encodable {
         public var maxPicturePixels: Int
         public var sessionIdleTimeoutSeconds: Double
         public var maxWaitMilliseconds: Int
-
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(maxSessions, forKey: .maxSessions)
-            try container.encode(maxBodyBytes, forKey: .maxBodyBytes)  // null: unlimited
-            try container.encode(maxSpoolBytes, forKey: .maxSpoolBytes)
-            try container.encode(maxNALBytes, forKey: .maxNalBytes)
-            try container.encode(maxPictureWidth, forKey: .maxPictureWidth)
-            try container.encode(maxPictureHeight, forKey: .maxPictureHeight)
-            try container.encode(maxPicturePixels, forKey: .maxPicturePixels)
-            try container.encode(sessionIdleTimeoutSeconds, forKey: .sessionIdleTimeoutSeconds)
-            try container.encode(maxWaitMilliseconds, forKey: .maxWaitMilliseconds)
-        }
-
-        private enum CodingKeys: String, CodingKey {
-            case maxSessions, maxBodyBytes, maxSpoolBytes, maxNalBytes, maxPictureWidth, maxPictureHeight, maxPicturePixels
-            case sessionIdleTimeoutSeconds, maxWaitMilliseconds
-        }
     }
 
     public init(configuration: ServerConfiguration, activeSessions: Int, hardware: HardwareReport = SystemInfo.hardware) {
@@ -79,12 +62,6 @@ public struct SystemInfo: Sendable, Encodable {
             sessionIdleTimeoutSeconds: Double(idle.seconds) + Double(idle.attoseconds) / 1e18,
             maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
         self.activeSessions = activeSessions
-    }
-
-    public func json() -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array((try? encoder.encode(self)) ?? Data("{}".utf8))
     }
 
     /// Gauges for `/metrics`, set once: `frametap_vaapi_render_nodes` (nodes found),

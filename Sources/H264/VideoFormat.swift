@@ -1,8 +1,8 @@
 /// A readable description of a stream's pictures, built from its SPS (what the HTTP API
-/// reports as the "format"). Encodes to JSON with these property names.
-public struct VideoFormat: Sendable, Equatable, Codable {
+/// reports as the "format").
+public struct VideoFormat: Sendable, Equatable {
     /// Luma samples removed on each side by the SPS cropping window.
-    public struct Crop: Sendable, Equatable, Codable {
+    public struct Crop: Sendable, Equatable {
         public var left: Int
         public var right: Int
         public var top: Int

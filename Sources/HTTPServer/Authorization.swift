@@ -1,8 +1,10 @@
-/// Decides whether a request may go on, after routing and before any body byte is read, for
-/// the routes that require it. Returns nil to let it through, or the problem to answer
-/// (401 `unauthorized` with a `WWW-Authenticate` challenge, 403 `forbidden`).
-public protocol RequestAuthorizer: Sendable {
-    func authorize(_ request: HTTPRequest) -> HTTPError?
+/// Decides whether a request may go on, after routing and before any body byte is read, from
+/// what its route was registered to need (`Router`'s `Access`). Returns nil to let it through,
+/// or the problem to answer (401 `unauthorized` with a `WWW-Authenticate` challenge, 403
+/// `forbidden`).
+public protocol RequestAuthorizer<Access>: Sendable {
+    associatedtype Access: Sendable
+    func authorize(_ request: HTTPRequest, access: Access) -> HTTPError?
 }
 
 /// The bearer token a request carries (RFC 6750): the `Authorization: Bearer` header, or, on
@@ -48,35 +50,6 @@ extension HTTPError {
         HTTPError(
             status: .forbidden, code: "forbidden", detail: detail,
             headers: ["WWW-Authenticate": #"Bearer realm="\#(realm)", error="insufficient_scope""#])
-    }
-}
-
-/// One shared token for every route that requires authorization.
-public struct BearerTokenAuth: RequestAuthorizer {
-    private let token: [UInt8]
-
-    public init(token: String) { self.token = Array(token.utf8) }
-
-    public func authorize(_ request: HTTPRequest) -> HTTPError? {
-        switch PresentedToken(request) {
-        case .none: .unauthorized(invalidToken: false)
-        case .malformed: .unauthorized(invalidToken: true)
-        case .bearer(let presented):
-            Self.constantTimeEquals(Array(presented.utf8), token) ? nil : .unauthorized(invalidToken: true)
-        }
-    }
-
-    /// Compares without an early exit, so the time taken does not reveal how many leading
-    /// bytes matched. The length difference is folded into the result, and the loop always
-    /// runs over the expected token's length.
-    public static func constantTimeEquals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
-        var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
-        if presented.count != expected.count { difference |= 1 }
-        for index in 0..<expected.count {
-            let other = index < presented.count ? presented[index] : 0
-            difference |= other ^ expected[index]
-        }
-        return difference == 0
     }
 }
 

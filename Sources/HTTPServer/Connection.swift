@@ -52,7 +52,7 @@ final class ConnectionContext: Sendable {
         /// The access handler's first call (the headers) happened.
         var started = false
         var request: HTTPRequest
-        var route: Router.Route?
+        var route: Router<ServerCore.AccessCheck?>.Route?
         var stage = Stage.headers
         var answer = Answer.notYet
         var suspended = false
@@ -131,7 +131,7 @@ final class ConnectionContext: Sendable {
             method: method, segments: target.segments, query: target.query, headers: headers, version: version)
         var rejection: HTTPError?
         var uploadHandler: UploadHandler?
-        var route: Router.Route?
+        var route: Router<ServerCore.AccessCheck?>.Route?
 
         if core.isDraining {
             rejection = .shuttingDown()
@@ -153,9 +153,7 @@ final class ConnectionContext: Sendable {
                 route = matched
                 request.pathParameters = parameters
                 request.route = matched.pattern
-                if matched.requiresAuth, let authorizer = core.authorizer {
-                    rejection = authorizer.authorize(request)
-                }
+                if let check = matched.access { rejection = check(request) }
                 if rejection == nil, let limit = matched.maxBodyBytes, let length = request.contentLength,
                     length > limit
                 {

@@ -26,8 +26,6 @@ public struct HTTPServerConfiguration: Sendable {
     public var connectionMemoryLimit: Int = 32 * 1024
     /// Idle connections are closed after this; suspended connections never time out.
     public var connectionTimeout: Duration = .seconds(60)
-    /// Decides the routes that require authorization (nil: everything is open).
-    public var authorizer: (any RequestAuthorizer)?
     /// When set, the server speaks HTTPS only, with this certificate (reloaded by `reloadTLS()`).
     public var tls: TLSFiles?
     /// How long `stop()` lets in-flight requests finish before closing them.
@@ -110,8 +108,17 @@ public final class HTTPServer: Sendable {
         let loggerSlot: UnsafeMutablePointer<ft_mhd_logger_slot>
     }
 
-    public init(configuration: HTTPServerConfiguration, router: Router) {
-        core = ServerCore(configuration: configuration, router: router)
+    /// `authorizer` is asked about every routed request with what its route needs (see `Router`);
+    /// without one every route is open.
+    public init<Access>(
+        configuration: HTTPServerConfiguration, router: Router<Access>,
+        authorizer: (any RequestAuthorizer<Access>)? = nil
+    ) {
+        let bound = router.mapAccess { access -> ServerCore.AccessCheck? in
+            guard let authorizer else { return nil }
+            return { request in authorizer.authorize(request, access: access) }
+        }
+        core = ServerCore(configuration: configuration, router: bound)
     }
 
     deinit {
@@ -270,8 +277,8 @@ public final class HTTPServer: Sendable {
 /// Everything libmicrohttpd's threads reach through the callback `cls` pointer.
 final class ServerCore: Sendable {
     let configuration: HTTPServerConfiguration
-    let router: Router
-    let authorizer: (any RequestAuthorizer)?
+    /// Each route's access value bound to the authorizer: the check to run before its body.
+    let router: Router<AccessCheck?>
     let boundPort = Atomic<UInt16>(0)
     let listening = Atomic<Bool>(false)
     /// Set once stop() began: new requests are refused with 503 and Connection: close.
@@ -283,10 +290,11 @@ final class ServerCore: Sendable {
     private let expectedLogs = Mutex<[(prefix: String, until: ContinuousClock.Instant)]>([])
     private let connections = Mutex<[UInt64: ConnectionContext]>([:])
 
-    init(configuration: HTTPServerConfiguration, router: Router) {
+    typealias AccessCheck = @Sendable (HTTPRequest) -> HTTPError?
+
+    init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>) {
         self.configuration = configuration
         self.router = router
-        authorizer = configuration.authorizer
         deadlines = ConnectionDeadlines(headerTimeout: configuration.headerTimeout)
     }
 

@@ -14,26 +14,23 @@ public typealias UploadHandler =
 /// HEAD. Unknown paths get a 404 problem, known paths with another method a 405 with Allow.
 /// A `.` or `..` segment may only be the value of a `{name}` segment (whose handler validates
 /// it); anywhere else it is a 400, since a client or proxy that normalises paths means another one.
-public struct Router: Sendable {
+///
+/// Every route is registered with an `Access` value that says what it needs from a client, and
+/// there is no default: a route cannot be added without saying it. The server does not look
+/// inside: after routing, before any body byte is read, it hands the value with the request to
+/// the `RequestAuthorizer` it was started with (with none, every route is open). What the values
+/// mean (no token, a scope, which parameter names the resource) is the application's, so this
+/// stays HTTP only; a router whose routes need nothing of anyone can use `Void`.
+public struct Router<Access: Sendable>: Sendable {
     public struct Route: Sendable {
         public let method: HTTPMethod
         public let pattern: String
-        /// Exempt routes (e.g. /healthz) skip the bearer-token check.
-        public let requiresAuth: Bool
+        /// What the route needs, for the authorizer.
+        public let access: Access
         /// Largest accepted body; nil = unlimited (streamed routes only).
         public let maxBodyBytes: Int?
-        let segments: [Segment]
-        let action: Action
-    }
-
-    enum Segment: Sendable, Equatable {
-        case literal(String)
-        case parameter(String)
-    }
-
-    enum Action: Sendable {
-        case buffered(RequestHandler)
-        case streamed(UploadHandler)
+        let segments: [RoutePatternSegment]
+        let action: RouteAction
     }
 
     enum Match {
@@ -49,12 +46,12 @@ public struct Router: Sendable {
 
     /// `maxBodyBytes` bounds the in-memory body (requests above it get 413 body_too_large).
     public mutating func add(
-        _ method: HTTPMethod, _ pattern: String, maxBodyBytes: Int = 1 << 20, requiresAuth: Bool = true,
+        _ method: HTTPMethod, _ pattern: String, access: Access, maxBodyBytes: Int = 1 << 20,
         _ handler: @escaping RequestHandler
     ) {
         routes.append(
             Route(
-                method: method, pattern: pattern, requiresAuth: requiresAuth, maxBodyBytes: maxBodyBytes,
+                method: method, pattern: pattern, access: access, maxBodyBytes: maxBodyBytes,
                 segments: Self.parse(pattern), action: .buffered(handler)))
     }
 
@@ -62,28 +59,38 @@ public struct Router: Sendable {
     /// returns. `maxBodyBytes` is checked against an announced Content-Length before the body
     /// and against the bytes received while it arrives (413, sent at once).
     public mutating func addUpload(
-        _ method: HTTPMethod, _ pattern: String, maxBodyBytes: Int? = nil, requiresAuth: Bool = true,
+        _ method: HTTPMethod, _ pattern: String, access: Access, maxBodyBytes: Int? = nil,
         _ handler: @escaping UploadHandler
     ) {
         routes.append(
             Route(
-                method: method, pattern: pattern, requiresAuth: requiresAuth, maxBodyBytes: maxBodyBytes,
+                method: method, pattern: pattern, access: access, maxBodyBytes: maxBodyBytes,
                 segments: Self.parse(pattern), action: .streamed(handler)))
     }
 
-    public mutating func get(_ pattern: String, requiresAuth: Bool = true, _ handler: @escaping RequestHandler) {
-        add(.get, pattern, maxBodyBytes: 0, requiresAuth: requiresAuth, handler)
+    public mutating func get(_ pattern: String, access: Access, _ handler: @escaping RequestHandler) {
+        add(.get, pattern, access: access, maxBodyBytes: 0, handler)
     }
 
     public mutating func post(
-        _ pattern: String, maxBodyBytes: Int = 1 << 20, requiresAuth: Bool = true,
-        _ handler: @escaping RequestHandler
+        _ pattern: String, access: Access, maxBodyBytes: Int = 1 << 20, _ handler: @escaping RequestHandler
     ) {
-        add(.post, pattern, maxBodyBytes: maxBodyBytes, requiresAuth: requiresAuth, handler)
+        add(.post, pattern, access: access, maxBodyBytes: maxBodyBytes, handler)
     }
 
-    public mutating func delete(_ pattern: String, requiresAuth: Bool = true, _ handler: @escaping RequestHandler) {
-        add(.delete, pattern, maxBodyBytes: 0, requiresAuth: requiresAuth, handler)
+    public mutating func delete(_ pattern: String, access: Access, _ handler: @escaping RequestHandler) {
+        add(.delete, pattern, access: access, maxBodyBytes: 0, handler)
+    }
+
+    /// The same routes with each access value replaced (the server binds them to its authorizer).
+    func mapAccess<Other: Sendable>(_ transform: (Access) -> Other) -> Router<Other> {
+        var mapped = Router<Other>()
+        mapped.routes = routes.map { route in
+            Router<Other>.Route(
+                method: route.method, pattern: route.pattern, access: transform(route.access),
+                maxBodyBytes: route.maxBodyBytes, segments: route.segments, action: route.action)
+        }
+        return mapped
     }
 
     func match(method: HTTPMethod, segments parts: [String]) -> Match {
@@ -102,7 +109,7 @@ public struct Router: Sendable {
         return .methodNotAllowed(unique)
     }
 
-    private static func parse(_ pattern: String) -> [Segment] {
+    private static func parse(_ pattern: String) -> [RoutePatternSegment] {
         split(pattern).map { part in
             if part.hasPrefix("{") && part.hasSuffix("}") && part.count > 2 {
                 return .parameter(String(part.dropFirst().dropLast()))
@@ -115,7 +122,7 @@ public struct Router: Sendable {
         path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
     }
 
-    private static func bind(_ segments: [Segment], to parts: [String]) -> [String: String]? {
+    private static func bind(_ segments: [RoutePatternSegment], to parts: [String]) -> [String: String]? {
         guard segments.count == parts.count else { return nil }
         var parameters: [String: String] = [:]
         for (segment, part) in zip(segments, parts) {
@@ -128,4 +135,16 @@ public struct Router: Sendable {
     }
 
     private static func isDotSegment(_ part: String) -> Bool { part == "." || part == ".." }
+}
+
+/// One segment of a route pattern (outside `Router`, which is generic over what its routes need).
+enum RoutePatternSegment: Sendable, Equatable {
+    case literal(String)
+    case parameter(String)
+}
+
+/// What a route does with its request: answer it once its body is in memory, or stream the body.
+enum RouteAction: Sendable {
+    case buffered(RequestHandler)
+    case streamed(UploadHandler)
 }

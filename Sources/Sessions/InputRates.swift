@@ -1,5 +1,5 @@
 /// What a session's input measures now, over the last few seconds (status `rates`).
-public struct SessionRates: Sendable, Equatable, Encodable {
+public struct SessionRates: Sendable, Equatable {
     public var picturesPerSecond: Double
     public var bitsPerSecond: Double
     /// Seconds the rates are measured over: the window, or less for a session younger than that.

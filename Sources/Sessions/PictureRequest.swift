@@ -43,20 +43,6 @@ public enum PictureETag {
         return tag + "\""
     }
 
-    /// The tags listed in an `If-None-Match` value (weak prefixes dropped, quotes kept), and
-    /// whether it was `*`.
-    public static func parse(ifNoneMatch header: String) -> (tags: [String], wildcard: Bool) {
-        var tags: [String] = []
-        var wildcard = false
-        for item in header.split(separator: ",") {
-            var tag = item.trimmingWhitespace()
-            if tag == "*" { wildcard = true; continue }
-            if tag.hasPrefix("W/") { tag = String(tag.dropFirst(2)) }
-            if !tag.isEmpty { tags.append(tag) }
-        }
-        return (tags, wildcard)
-    }
-
     /// The picture sequence a tag names (`"17-w160"` → 17), or nil for a foreign tag.
     public static func sequence(of tag: String) -> UInt64? {
         var body = Substring(tag)
@@ -159,6 +145,31 @@ public struct ServedPicture: Sendable {
 
     /// Milliseconds between the decode and `now` (a `SessionClock.uptime` reading).
     public func ageMilliseconds(now: UInt64) -> Int { Int((now &- decodedAtUptime) / 1_000_000) }
+}
+
+/// What a long-polling client already has: the entity tags of its `If-None-Match` (parsed by the
+/// HTTP layer), or the sequence of its `?after=`.
+public struct PictureAnswerCondition: Sendable {
+    /// Tags of pictures the client holds, quoted; the current picture's tag answers 304.
+    public var entityTags: [String]
+    /// `If-None-Match: *`: whatever the current picture, the client has it (304).
+    public var anyEntityTag: Bool
+    /// `?after=`: the sequence the client has.
+    public var after: UInt64?
+
+    public init(entityTags: [String] = [], anyEntityTag: Bool = false, after: UInt64? = nil) {
+        self.entityTags = entityTags
+        self.anyEntityTag = anyEntityTag
+        self.after = after
+    }
+
+    /// The newest sequence the client says it has: `after`, else the newest its tags name.
+    var newerThan: UInt64? {
+        after ?? entityTags.compactMap(PictureETag.sequence(of:)).max()
+    }
+
+    /// Whether the client holds the picture tagged `etag`.
+    func holds(_ etag: String) -> Bool { anyEntityTag || entityTags.contains(etag) }
 }
 
 public enum PictureAnswer: Sendable {

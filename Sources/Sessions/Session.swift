@@ -139,17 +139,17 @@ public final class Session: Sendable {
 
     /// `GET /sessions/{id}/frame/latest.{jpg,yuv,rgb}`.
     ///
-    /// - `ifNoneMatch`: the raw header; a tag equal to the current one answers 304.
-    /// - `after`: the sequence the client has; without `wait`, not newer answers 304.
+    /// - `clientHas`: its entity tags (a tag equal to the current one answers 304) and its
+    ///   `after` (the sequence the client has; without `wait`, not newer answers 304).
     /// - `wait`: long-poll (capped at `maxLongPoll`) until a picture newer than `after`, or than
-    ///   the newest sequence named in `ifNoneMatch`, or than nothing (the first picture);
+    ///   the newest sequence its entity tags name, or than nothing (the first picture);
     ///   on timeout 304.
     ///
     /// `completion` runs exactly once: synchronously on the calling thread when the answer is
     /// known at once (cached picture, 304, error), otherwise later on the encode queue or a
     /// timer. N simultaneous requests for the same picture and options share one encode.
     public func requestPicture(
-        _ request: PictureRequest, ifNoneMatch: String? = nil, after: UInt64? = nil, wait: Duration = .zero,
+        _ request: PictureRequest, clientHas: PictureAnswerCondition = PictureAnswerCondition(), wait: Duration = .zero,
         completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
     ) {
         do {
@@ -163,10 +163,8 @@ public final class Session: Sendable {
             return
         }
         context.activity.touch()
-        let condition = PictureAnswerCondition(
-            ifNoneMatch: ifNoneMatch.map { PictureETag.parse(ifNoneMatch: $0) }, after: after)
         let wait = min(max(wait, .zero), context.configuration.maxLongPoll)
-        viewers.requestPicture(request, clientHas: condition, wait: wait) { [id] result in
+        viewers.requestPicture(request, clientHas: clientHas, wait: wait) { [id] result in
             completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
         }
     }

@@ -27,19 +27,15 @@ public struct SessionEvent: Sendable {
     /// the start-up time), so a `Last-Event-ID` from before a restart reads as "history lost".
     public let id: UInt64
     public let kind: Kind
+    /// Nil for `resync`, which is about the reader, not a session.
     public let session: SessionID?
-    /// The `data:` line: one line of JSON with `session` and `at`, built once when the event
-    /// happens and shared by every reader.
-    public let data: [UInt8]
-
-    /// `id:`, `event:` and `data:` lines and the blank line that ends the event.
-    public var serverSentEvent: [UInt8] {
-        Array("id: \(id)\nevent: \(kind.rawValue)\ndata: ".utf8) + data + [10, 10]
-    }
+    /// When it happened (the log's clock).
+    public let at: Date
+    public let details: SessionEventDetails
 }
 
-/// What an event says besides its kind, session and time; members left nil are not sent.
-public struct SessionEventDetails: Sendable, Encodable {
+/// What an event says besides its kind, session and time; members left nil say nothing.
+public struct SessionEventDetails: Sendable {
     public var reason: String?
     public var backend: String?
     public var device: String?
@@ -115,9 +111,9 @@ public final class SessionEventLog: Sendable {
 
     /// Adds the event; its readers are woken by `wakeReaders()` on the result.
     func append(_ kind: SessionEvent.Kind, session: SessionID, details: SessionEventDetails) -> Wakeups {
-        let data = EventJSON.encode(session: session, at: clock.now, details: details)
+        let at = clock.now
         return state.withLock { state in
-            let event = SessionEvent(id: state.nextID, kind: kind, session: session, data: data)
+            let event = SessionEvent(id: state.nextID, kind: kind, session: session, at: at, details: details)
             state.nextID += 1
             state.events.append(event)
             if state.events.count >= 2 * capacity { state.events.removeFirst(state.events.count - capacity) }
@@ -157,9 +153,7 @@ public final class SessionEventLog: Sendable {
 
     /// The `resync` event a reader is sent for a gap, with the id to resume after.
     public func resync(newest: UInt64, reason: String) -> SessionEvent {
-        SessionEvent(
-            id: newest, kind: .resync, session: nil,
-            data: EventJSON.encode(session: nil, at: clock.now, details: .with { $0.reason = reason }))
+        SessionEvent(id: newest, kind: .resync, session: nil, at: clock.now, details: .with { $0.reason = reason })
     }
 
     /// Calls `wake` once, at the next event. Returns a token for `cancelWait`.
@@ -177,27 +171,6 @@ public final class SessionEventLog: Sendable {
 
     /// Readers waiting now (for tests: a reader that left is forgotten).
     public var waitingReaders: Int { state.withLock { $0.waiters.count } }
-}
-
-private enum EventJSON {
-    private struct Payload: Encodable {
-        let session: String?
-        let at: String
-        let details: SessionEventDetails
-
-        func encode(to encoder: any Encoder) throws {
-            try details.encode(to: encoder)
-            var container = encoder.container(keyedBy: Keys.self)
-            try container.encodeIfPresent(session, forKey: .session)
-            try container.encode(at, forKey: .at)
-        }
-
-        enum Keys: String, CodingKey { case session, at }
-    }
-
-    static func encode(session: SessionID?, at date: Date, details: SessionEventDetails) -> [UInt8] {
-        StatusJSON.encode(Payload(session: session?.description, at: ISO8601.string(date), details: details))
-    }
 }
 
 /// A session's way to `SessionEventLog.publish`: its id is filled in, and a session made

@@ -1,7 +1,7 @@
 /// A validated session name: 1 to 128 characters from `[A-Za-z0-9._~-]` (RFC 3986 unreserved),
 /// but not `.` or `..`,
 /// so it is safe in a URL path, a log line and a metric label without escaping.
-public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
+public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible {
     public static let maxLength = 128
     public let rawValue: String
 
@@ -32,16 +32,4 @@ public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible
 
     public var description: String { rawValue }
     public static func < (lhs: SessionID, rhs: SessionID) -> Bool { lhs.rawValue < rhs.rawValue }
-
-    public init(from decoder: any Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        do { try self.init(text) } catch {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
-        }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 }

@@ -219,24 +219,6 @@ final class ViewerSet: Sendable {
     }
 }
 
-/// What a long-polling client already has, from `?after=` or `If-None-Match`.
-struct PictureAnswerCondition: Sendable {
-    init(ifNoneMatch: (tags: [String], wildcard: Bool)? = nil, after: UInt64? = nil) {
-        self.ifNoneMatch = ifNoneMatch
-        self.after = after
-    }
-
-    /// The raw `If-None-Match` tags (quotes kept) and whether it was `*`.
-    var ifNoneMatch: (tags: [String], wildcard: Bool)?
-    /// `?after=`: the sequence the client has.
-    var after: UInt64?
-
-    /// The newest sequence the client says it has: `after`, else the newest named in `If-None-Match`.
-    var newerThan: UInt64? {
-        after ?? ifNoneMatch.flatMap { $0.tags.compactMap(PictureETag.sequence(of:)).max() }
-    }
-}
-
 /// What one MJPEG viewer's poll gets.
 public enum ViewerPoll: Sendable {
     /// Send this part now. `repeated`: the same picture again because nothing newer came.
@@ -295,7 +277,7 @@ extension ViewerSet {
             }
             guard let newest else { return .failed(SessionError(.noFrameYet, "the session has no picture yet")) }
             let etag = PictureETag.make(sequence: newest.sequence, request: request, effectiveQuality: quality)
-            if let tags = clientHas.ifNoneMatch, tags.wildcard || tags.tags.contains(etag) { return .notModified(etag: etag) }
+            if clientHas.holds(etag) { return .notModified(etag: etag) }
             if let after = clientHas.after, newest.sequence <= after { return .notModified(etag: etag) }
             return .serve(newest)
         }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Decoding
 import Dispatch
 import FoundationEssentials
+import FrameTapAPI
 import H264
 
 /// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
@@ -79,7 +80,7 @@ extension ProbeCommand {
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(device, forKey: .device)
+            try container.encode(device.description, forKey: .device)
             try container.encode(opened, forKey: .opened)
             try container.encode(seconds, forKey: .seconds)
             try container.encode(error, forKey: .error)  // explicit null: one stable shape
@@ -88,11 +89,12 @@ extension ProbeCommand {
         private enum CodingKeys: String, CodingKey { case device, opened, seconds, error }
     }
 
+    /// The hardware as GET /system shows it, the opens tried here, and the pool's view of them.
     struct HardwareOutput: Encodable {
-        let hardware: HardwareReport
-        let cuda: CUDAReport
+        let hardware: HardwareReportJSON
+        let cuda: CUDAReportJSON
         let opens: [DeviceOpen]
-        let devices: [HardwareDeviceUsage]
+        let devices: [HardwareDeviceUsageJSON]
     }
 
     /// Opens each device once through a pool of its own, as the first decoder on it would.
@@ -115,10 +117,10 @@ extension ProbeCommand {
             }
         }
         let report = HardwareProbe.probe()
-        let output = HardwareOutput(hardware: report, cuda: report.cuda, opens: opens, devices: pool.usage())
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        print(String(decoding: try encoder.encode(output), as: UTF8.self))
+        let output = HardwareOutput(
+            hardware: HardwareReportJSON(report), cuda: CUDAReportJSON(report.cuda), opens: opens,
+            devices: pool.usage().map(HardwareDeviceUsageJSON.init))
+        print(String(decoding: try WireJSON.encoder(indented: true).encode(output), as: UTF8.self))
     }
 }
 
@@ -141,6 +143,23 @@ struct ProbeReport: Encodable {
         let frameMbsOnly: Bool
         let mbAdaptiveFrameField: Bool
         let maxNumReorderFrames: Int?
+
+        /// The format as the API shows it; `maxNumReorderFrames` is left out when not signalled.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(id, forKey: .id)
+            try container.encode(offset, forKey: .offset)
+            try container.encode(repeats, forKey: .repeats)
+            try container.encode(VideoFormatJSON(format), forKey: .format)
+            try container.encode(maxNumRefFrames, forKey: .maxNumRefFrames)
+            try container.encode(frameMbsOnly, forKey: .frameMbsOnly)
+            try container.encode(mbAdaptiveFrameField, forKey: .mbAdaptiveFrameField)
+            try container.encodeIfPresent(maxNumReorderFrames, forKey: .maxNumReorderFrames)
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case id, offset, repeats, format, maxNumRefFrames, frameMbsOnly, mbAdaptiveFrameField, maxNumReorderFrames
+        }
     }
 
     struct PPSRecord: Encodable {
@@ -270,9 +289,7 @@ struct ProbeReport: Encodable {
     }
 
     func json() throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
+        String(decoding: try WireJSON.encoder(indented: true).encode(self), as: UTF8.self)
     }
 
     func text() -> String {

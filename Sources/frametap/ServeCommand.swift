@@ -114,7 +114,7 @@ struct ServeCommand: ParsableCommand {
         LibavLogging.set(level <= .debug ? .warnings : .quiet)
         let logger = Logger(label: "frametap")
         let hardware = probeHardware(settings.sessions, logger: logger)
-        for key in settings.skippedJWKSKeys {
+        for key in settings.access.skippedKeys {
             logger.notice("JWKS key left out", metadata: ["key": "\(key)"])
         }
 
@@ -123,7 +123,8 @@ struct ServeCommand: ParsableCommand {
         var http = settings.http
         http.logger = Logger(label: "frametap.http")
         let service = FrameTapService(
-            http: http, sessions: settings.sessions, metrics: metrics, hardware: hardware,
+            http: http, sessions: settings.sessions, access: settings.access.isEnabled ? settings.access : nil,
+            metrics: metrics, hardware: hardware,
             logger: Logger(label: "frametap.sessions"))
         do {
             try service.run()
@@ -219,8 +220,8 @@ struct ServeCommand: ParsableCommand {
         var http: HTTPServerConfiguration
         var sessions: ServerConfiguration
         var logLevel: Logger.Level
-        /// Keys of the JWKS file that are left out (another algorithm), for the start-up log.
-        var skippedJWKSKeys: [String]
+        /// Who may do what; its `skippedKeys` (JWKS keys of another algorithm) go to the start-up log.
+        var access: AccessControl
     }
 
     /// Command line, then environment, then defaults; every value checked.
@@ -247,7 +248,6 @@ struct ServeCommand: ParsableCommand {
         }
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
         let access = try accessControl(env)
-        http.authorizer = access.isEnabled ? access : nil
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
         switch (certificate.isEmpty, key.isEmpty) {
@@ -303,7 +303,7 @@ struct ServeCommand: ParsableCommand {
         guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
             throw ValidationError("log level must be one of trace, debug, info, notice, warning, error, critical")
         }
-        return Settings(http: http, sessions: sessions, logLevel: level, skippedJWKSKeys: access.skippedKeys)
+        return Settings(http: http, sessions: sessions, logLevel: level, access: access)
     }
 }
 

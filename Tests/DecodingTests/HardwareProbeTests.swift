@@ -53,11 +53,7 @@ import Testing
         let report = HardwareProbe.probe(directory: directory.path)
         #expect(report.renderNodes.map { ($0.path as NSString).lastPathComponent } == ["renderD128", "renderD129"])
         #expect(report.renderNodes.allSatisfy { $0.error == "not a character device" })
-        let json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any]
-        let first = (json?["renderNodes"] as? [[String: Any]])?.first
-        #expect(Set(first?.keys.map { $0 } ?? []) == ["path", "vendor", "vaapiVersion", "h264Profiles", "usable", "error"])
-        #expect(first?["vendor"] is NSNull)
-        #expect(first?["usable"] as? Bool == false)
+        #expect(report.renderNodes.allSatisfy { $0.vendor == nil && !$0.usable })
     }
 
     // MARK: - CUDA
@@ -70,23 +66,6 @@ import Testing
 
         let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
         #expect(report.cudaDevices.isEmpty && report.cuda == cuda)
-        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(cuda)) as? [String: Any])
-        #expect(Set(json.keys) == ["libavcodecNVDEC", "driverVersion", "error", "devices"])
-        #expect(json["driverVersion"] is NSNull && json["libavcodecNVDEC"] is Bool)
-        #expect((json["devices"] as? [Any])?.isEmpty == true)
-        #expect((json["error"] as? String)?.contains("libframetap-no-such-cuda.so.1") == true)
-    }
-
-    /// GET /system's `hardware` object is a published contract: the VA-API report as it was,
-    /// and the CUDA report beside it.
-    @Test func theHardwareReportHasItsShape() throws {
-        let cuda = CUDAReport(driverVersion: "12.8", error: nil, devices: [CUDADeviceReport(device: .cuda(0), index: 0)])
-        let report = HardwareProbe.probe(renderNodes: [], cuda: cuda)
-        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(report)) as? [String: Any])
-        #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "cuda"])
-        let cudaJSON = try #require(json["cuda"] as? [String: Any])
-        #expect(Set(cudaJSON.keys) == ["libavcodecNVDEC", "driverVersion", "error", "devices"])
-        #expect(report.cudaDevices.count == 1)
     }
 
     /// The default probe on this machine: consistent whatever it has.
@@ -96,24 +75,6 @@ import Testing
         if !FileManager.default.fileExists(atPath: "/dev/nvidiactl") {
             #expect(report.cudaDevices.isEmpty)
         }
-    }
-
-    @Test func cudaDeviceShapeHasExplicitNulls() throws {
-        let cuda = CUDAReport(
-            driverVersion: "12.8", error: nil,
-            devices: [
-                CUDADeviceReport(device: .cuda(0), index: 0, name: "Pretend GPU", totalMemoryBytes: 80 << 30),
-                CUDADeviceReport(device: .cuda(1), index: 1),
-            ])
-        let json = try #require(try JSONSerialization.jsonObject(with: JSONEncoder().encode(cuda)) as? [String: Any])
-        #expect(json["driverVersion"] as? String == "12.8" && json["error"] is NSNull)
-        let devices = try #require(json["devices"] as? [[String: Any]])
-        for device in devices {
-            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "usable", "error"])
-        }
-        #expect(devices[0]["device"] as? String == "cuda:0" && devices[0]["name"] as? String == "Pretend GPU")
-        #expect(devices[0]["totalMemoryBytes"] as? Int == 80 << 30 && devices[0]["usable"] as? Bool == true)
-        #expect(devices[1]["name"] is NSNull && devices[1]["opened"] is NSNull && devices[1]["error"] is NSNull)
     }
 
     /// Opening through a pool says which devices opened and why the others did not; the pool

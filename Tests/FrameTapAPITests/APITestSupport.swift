@@ -13,6 +13,7 @@ import Sessions
 func withService<T>(
     sessions configureSessions: (inout ServerConfiguration) -> Void = { _ in },
     http configureHTTP: (inout HTTPServerConfiguration) -> Void = { _ in },
+    access: AccessControl? = nil,
     _ body: (FrameTapService) throws -> T
 ) throws -> T {
     var http = HTTPServerConfiguration()
@@ -23,7 +24,7 @@ func withService<T>(
     configureHTTP(&http)
     var sessions = ServerConfiguration()
     configureSessions(&sessions)
-    let service = FrameTapService(http: http, sessions: try sessions.validated())
+    let service = FrameTapService(http: http, sessions: try sessions.validated(), access: access)
     try service.start()
     defer { service.stop() }
     return try body(service)

@@ -525,14 +525,16 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         }
     }
 
-    // MARK: The challenge
+    // MARK: The admin token
 
-    @Test func challenges() {
-        #expect(AccessControl.Decision.missingToken.challenge == #"Bearer realm="frametap""#)
-        #expect(
-            AccessControl.Decision.invalidToken("the token has expired").challenge
-                == #"Bearer realm="frametap", error="invalid_token", error_description="the token has expired""#)
-        #expect(AccessControl.Decision.allowed.challenge == nil)
-        #expect(AccessControl.Decision.forbidden("no").challenge == nil)
+    @Test func theAdminTokenIsComparedWhole() {
+        let token = Array("abcdef".utf8)
+        #expect(AccessControl.constantTimeEquals(token, token))
+        #expect(!AccessControl.constantTimeEquals(Array("abcdeg".utf8), token))
+        #expect(!AccessControl.constantTimeEquals(Array("abc".utf8), token))
+        #expect(!AccessControl.constantTimeEquals(Array("abcdefg".utf8), token))
+        #expect(!AccessControl.constantTimeEquals([], token))
+        // 256 extra bytes must not wrap the length difference to zero.
+        #expect(!AccessControl.constantTimeEquals(token + Array(repeating: 0, count: 256), token))
     }
 }

@@ -2,6 +2,8 @@ import Foundation
 @testable import FrameTapAPI
 @testable import HTTPServer
 import JWTKit
+import Logging
+import Sessions
 import Testing
 import TestSupport
 
@@ -25,7 +27,7 @@ import TestSupport
         let expired = try await Self.token(scope: "admin", expiresIn: -3600)
         let stream = try Fixtures.bytes("baseline_176x144.264")
         let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil)
-        try withService(http: { $0.authorizer = access }) { service in
+        try withService(access: access) { service in
             let port = service.port
             // Open without a token: health and the console.
             #expect(try request(port, "GET", "/healthz").status == 200)
@@ -73,21 +75,88 @@ import TestSupport
         }
     }
 
-    @Test func routesNeedWhatTheirSessionSays() throws {
-        func need(_ method: HTTPMethod, _ route: String, id: String? = nil, query: String = "") throws -> AccessControl.Need {
-            var request = try HTTPRequest(method: method, target: route.replacingOccurrences(of: "{id}", with: id ?? "") + query)
-            request.route = route
-            if let id { request.pathParameters = ["id": id] }
-            return AccessControl.need(of: request)
+    static func api() -> FrameTapAPI {
+        let metrics = FrameTapMetrics()
+        let logger = Logger(label: "route-access-tests")
+        return FrameTapAPI(
+            registry: SessionRegistry(configuration: ServerConfiguration(), metrics: metrics, logger: logger),
+            metrics: metrics, hardware: WireFormatTests.hardware, logger: logger)
+    }
+
+    /// Every route the API registers, with the permission it was registered with. A new route
+    /// fails this until its permission is written here too, where a reviewer sees it.
+    @Test func everyRouteDeclaresItsPermission() throws {
+        let declared = Self.api().router().routes.map { ("\($0.method) \($0.pattern)", $0.access) }
+        let expected: [String: RoutePermission] = [
+            "GET /healthz": .public,
+            "GET /": .public,
+            "GET /console/{file}": .public,
+            "GET /metrics": .admin,
+            "GET /system": .admin,
+            "GET /sessions": .admin,
+            "PUT /sessions/{id}": .admin,
+            "DELETE /sessions/{id}": .admin,
+            "GET /sessions/{id}": .view(.path("id")),
+            "GET /sessions/{id}/frame/latest.jpg": .view(.path("id")),
+            "GET /sessions/{id}/frame/latest.yuv": .view(.path("id")),
+            "GET /sessions/{id}/frame/latest.rgb": .view(.path("id")),
+            "GET /sessions/{id}/frames.mjpeg": .view(.path("id")),
+            "POST /sessions/{id}/nalus": .push(.path("id")),
+            "GET /events": .adminUnlessNarrowed(to: .query("session")),
+        ]
+        #expect(declared.count == expected.count, "\(declared.map(\.0))")
+        for (route, permission) in declared {
+            #expect(expected[route] == permission, "\(route)")
+            // A session named in the path is a parameter of the route's pattern.
+            if case .view(.path(let name)) = permission { #expect(route.contains("{\(name)}"), "\(route)") }
+            if case .push(.path(let name)) = permission { #expect(route.contains("{\(name)}"), "\(route)") }
         }
-        #expect(try need(.post, "/sessions/{id}/nalus", id: "a") == .push(session: "a"))
-        #expect(try need(.get, "/sessions/{id}/frame/latest.jpg", id: "a") == .view(session: "a"))
-        #expect(try need(.get, "/sessions/{id}/frames.mjpeg", id: "a") == .view(session: "a"))
-        #expect(try need(.get, "/sessions/{id}", id: "a") == .view(session: "a"))
-        #expect(try need(.put, "/sessions/{id}", id: "a") == .admin)
-        #expect(try need(.delete, "/sessions/{id}", id: "a") == .admin)
-        #expect(try need(.get, "/sessions") == .admin)
-        #expect(try need(.get, "/events") == .admin)
-        #expect(try need(.get, "/events", query: "?session=a") == .view(session: "a"))
+    }
+
+    /// Each registered route, asked by no token, a view, push and admin token of session cam1 (and
+    /// view and push tokens of another session): public routes let everyone in, the others answer
+    /// 401 without a token and 403 to a token whose scope or sessions do not cover the route.
+    @Test func eachPermissionAnswersViewPushAndAdminTokens() async throws {
+        let tokens = [
+            "none": nil,
+            "view": try await Self.token(scope: "view", sessions: ["cam1"]),
+            "view other": try await Self.token(scope: "view", sessions: ["cam2"]),
+            "push": try await Self.token(scope: "push", sessions: ["cam*"]),
+            "push other": try await Self.token(scope: "push", sessions: ["lobby"]),
+            "admin": try await Self.token(scope: "admin"),
+            "admin token": "the-admin-token",
+        ]
+        let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil)
+        // 200 stands for "let through".
+        func expected(_ permission: RoutePermission, narrowed: Bool) -> [String: Int] {
+            switch permission {
+            case .public:
+                return tokens.mapValues { _ in 200 }
+            case .view:
+                return ["none": 401, "view": 200, "view other": 403, "push": 403, "push other": 403, "admin": 200, "admin token": 200]
+            case .push:
+                return ["none": 401, "view": 403, "view other": 403, "push": 200, "push other": 403, "admin": 200, "admin token": 200]
+            case .admin:
+                return ["none": 401, "view": 403, "view other": 403, "push": 403, "push other": 403, "admin": 200, "admin token": 200]
+            case .adminUnlessNarrowed:
+                return narrowed ? expected(.view(.path("id")), narrowed: false) : expected(.admin, narrowed: false)
+            }
+        }
+        for route in Self.api().router().routes {
+            let narrowings = route.access == .adminUnlessNarrowed(to: .query("session")) ? ["", "?session=cam1"] : [""]
+            for query in narrowings {
+                var answers: [String: Int] = [:]
+                for (name, token) in tokens {
+                    let headers = HTTPHeaders(token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+                    let target = route.pattern.replacingOccurrences(of: "{id}", with: "cam1")
+                        .replacingOccurrences(of: "{file}", with: "app.js") + query
+                    var request = try HTTPRequest(method: route.method, target: target, headers: headers)
+                    request.route = route.pattern
+                    request.pathParameters = ["id": "cam1", "file": "app.js"].filter { route.pattern.contains("{\($0.key)}") }
+                    answers[name] = access.authorize(request, access: route.access)?.status.code ?? 200
+                }
+                #expect(answers == expected(route.access, narrowed: !query.isEmpty), "\(route.method) \(route.pattern)\(query)")
+            }
+        }
     }
 }

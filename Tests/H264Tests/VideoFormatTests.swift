@@ -46,16 +46,4 @@ import Testing
         #expect(format.frameRate == nil && format.sampleAspectRatio == nil)
         #expect(format.colorPrimaries == "unspecified" && format.transfer == "unspecified" && format.matrix == "unspecified")
     }
-
-    @Test func jsonRoundTrip() throws {
-        var builder = SPSBuilder()
-        builder.profileIdc = 100
-        builder.chromaFormatIdc = 0
-        let format = VideoFormat(sps: try builder.parsed())
-        let json = try JSONEncoder().encode(format)
-        let text = String(decoding: json, as: UTF8.self)
-        #expect(text.contains("\"chromaFormat\":\"4:0:0\""))
-        #expect(text.contains("\"colorPrimaries\":\"unspecified\""))
-        #expect(try JSONDecoder().decode(VideoFormat.self, from: json) == format)
-    }
 }

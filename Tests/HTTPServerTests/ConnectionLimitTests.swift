@@ -15,7 +15,7 @@ import Testing
             $0.maxConnectionsPerIP = 256
             $0.headerTimeout = .seconds(2)
         }) { router in
-            router.get("/healthz", requiresAuth: false) { _ in .text("ok") }
+            router.get("/healthz", access: .open) { _ in .text("ok") }
         } _: { (server: HTTPServer) throws in
             var tricklers: [RawClient] = []
             for _ in 0..<1100 {

@@ -32,19 +32,19 @@ import Testing
     private func withEdgeServer(_ body: (UInt16, Recorder<String>) throws -> Void) throws {
         let reached = Recorder<String>()
         try withServer(routes: { router in
-            router.get("/items/{id}") { request in
+            router.get("/items/{id}", access: .open) { request in
                 reached.record("get \(request.pathParameters["id"] ?? "")")
                 return .text("item")
             }
-            router.delete("/items/{id}") { request in
+            router.delete("/items/{id}", access: .open) { request in
                 reached.record("delete \(request.pathParameters["id"] ?? "")")
                 return HTTPResponse(status: .noContent)
             }
-            router.get("/items/{id}/parts") { request in
+            router.get("/items/{id}/parts", access: .open) { request in
                 reached.record("parts \(request.pathParameters["id"] ?? "")")
                 return .text("parts")
             }
-            router.addUpload(.post, "/upload") { _ in
+            router.addUpload(.post, "/upload", access: .open) { _ in
                 reached.record("upload")
                 let sink = TestSink(capacity: 1 << 20)
                 return (sink, .text("ok"))

@@ -13,10 +13,10 @@ import Testing
             let picture = CountedBytes(payload)
             let reusable = try ReusableResponse(headers: ["Content-Type": "image/jpeg"], body: picture)
             try withServer(routes: { router in
-                router.get("/shared") { _ in
+                router.get("/shared", access: .open) { _ in
                     HTTPResponse(headers: ["Content-Type": "image/jpeg"], body: .shared(picture))
                 }
-                router.get("/reused") { _ in .reusing(reusable) }
+                router.get("/reused", access: .open) { _ in .reusing(reusable) }
             }) { (server: HTTPServer) throws in
                 let group = DispatchGroup()
                 let failures = Atomic<Int>(0)
@@ -41,7 +41,7 @@ import Testing
 
     @Test func deferredAnswerFromAnotherThread() throws {
         try withServer(routes: { router in
-            router.get("/later") { request in
+            router.get("/later", access: .open) { request in
                 let name = request.query["name"] ?? "?"
                 return .deferred { promise in
                     DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(150)) {
@@ -60,7 +60,7 @@ import Testing
 
     @Test func deferredAnsweredSynchronouslyInsideStart() throws {
         try withServer(routes: { router in
-            router.get("/now") { _ in .deferred { promise in promise.succeed(.text("immediate")) } }
+            router.get("/now", access: .open) { _ in .deferred { promise in promise.succeed(.text("immediate")) } }
         }) { (server: HTTPServer) throws in
             #expect(try request(server.port, "GET", "/now").text == "immediate")
         }
@@ -69,7 +69,7 @@ import Testing
     @Test func longPollTimeoutLetsTheHandlerAnswer304() throws {
         let cancelled = Atomic<Int>(0)
         try withServer(routes: { router in
-            router.get("/poll") { request in
+            router.get("/poll", access: .open) { request in
                 let wait = Int(request.query["wait"] ?? "0") ?? 0
                 return .deferred(
                     timeout: .milliseconds(min(wait, 30_000)),
@@ -95,7 +95,7 @@ import Testing
         try withServer(
             configure: { $0.heartbeatInterval = .milliseconds(200) },
             routes: { router in
-                router.get("/frames.mjpeg") { _ in
+                router.get("/frames.mjpeg", access: .open) { _ in
                     HTTPResponse(
                         headers: ["Content-Type": Multipart.mixedReplaceContentType(boundary: boundary)],
                         body: .stream(broadcast.makeSource()))
@@ -157,7 +157,7 @@ import Testing
         broadcast.publish(StreamChunk(bytes: Array("frame\n".utf8)))
         try withServer(
             configure: { $0.heartbeatInterval = .milliseconds(100) },
-            routes: { router in router.get("/live") { _ in HTTPResponse(body: .stream(broadcast.makeSource())) } }
+            routes: { router in router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(broadcast.makeSource())) } }
         ) { (server: HTTPServer) throws in
             let client = try RawClient(port: server.port)
             try client.send("GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -173,7 +173,7 @@ import Testing
     @Test func finishedStreamEndsWithClosingDelimiter() throws {
         let broadcast = TestBroadcast()
         try withServer(routes: { router in
-            router.get("/all") { _ in
+            router.get("/all", access: .open) { _ in
                 HTTPResponse(
                     headers: ["Content-Type": Multipart.mixedContentType(boundary: "b")],
                     body: .stream(broadcast.makeSource()))

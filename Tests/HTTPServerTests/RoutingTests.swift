@@ -5,7 +5,7 @@ import Testing
 
 @Suite(.serialized) struct RoutingAndProblemTests {
     @Test func unknownPathIsNotFoundProblem() throws {
-        try withServer(routes: { $0.get("/healthz") { _ in .text("ok") } }) { (server: HTTPServer) throws in
+        try withServer(routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/nope")
             #expect(response.status == 404)
             #expect(response.headers["Content-Type"] == "application/problem+json")
@@ -20,8 +20,8 @@ import Testing
 
     @Test func wrongMethodIsMethodNotAllowedWithAllow() throws {
         try withServer(routes: { router in
-            router.get("/sessions/{id}") { _ in .text("one") }
-            router.delete("/sessions/{id}") { _ in HTTPResponse(status: .noContent) }
+            router.get("/sessions/{id}", access: .open) { _ in .text("one") }
+            router.delete("/sessions/{id}", access: .open) { _ in HTTPResponse(status: .noContent) }
         }) { (server: HTTPServer) throws in
             let response = try request(server.port, "PUT", "/sessions/abc", body: [])
             #expect(response.status == 405)
@@ -32,7 +32,7 @@ import Testing
 
     @Test func pathParametersQueryAndCaseInsensitiveHeaders() throws {
         try withServer(routes: { router in
-            router.get("/sessions/{id}/frames/{n}") { request in
+            router.get("/sessions/{id}/frames/{n}", access: .open) { request in
                 let text = [
                     request.pathParameters["id"] ?? "-", request.pathParameters["n"] ?? "-",
                     request.query["w"] ?? "-", request.query["label"] ?? "-", request.headers["x-custom"] ?? "-",
@@ -50,7 +50,7 @@ import Testing
 
     @Test func thrownHTTPErrorBecomesProblemWithExtraHeaders() throws {
         try withServer(routes: { router in
-            router.get("/busy") { (_: HTTPRequest) throws(HTTPError) -> HTTPResponse in
+            router.get("/busy", access: .open) { (_: HTTPRequest) throws(HTTPError) -> HTTPResponse in
                 throw HTTPError(
                     status: .tooManyRequests, code: "too_many_sessions", detail: "Limit \"4\" reached.",
                     headers: ["Retry-After": "3"], extensions: ["limit": "4"])
@@ -68,10 +68,10 @@ import Testing
 
     @Test func bufferedBodyReachesHandlerAndKeepAliveWorks() throws {
         try withServer(routes: { router in
-            router.post("/echo", maxBodyBytes: 1024) { request in
+            router.post("/echo", access: .open, maxBodyBytes: 1024) { request in
                 HTTPResponse(status: .ok, headers: ["Content-Type": "application/octet-stream"], body: .bytes(request.body))
             }
-            router.get("/healthz") { _ in .text("ok") }
+            router.get("/healthz", access: .open) { _ in .text("ok") }
         }) { (server: HTTPServer) throws in
             // Two requests on one connection: answers queued at the final call keep it open.
             let client = try RawClient(port: server.port)
@@ -89,7 +89,7 @@ import Testing
         let records = Recorder<RequestRecord>()
         try withServer(
             configure: { $0.requestObserver = { records.record($0) } },
-            routes: { $0.get("/items/{id}") { _ in .text("x") } }
+            routes: { $0.get("/items/{id}", access: .open) { _ in .text("x") } }
         ) { (server: HTTPServer) throws in
             _ = try request(server.port, "GET", "/items/1")
             _ = try request(server.port, "GET", "/missing")
@@ -110,17 +110,66 @@ import Testing
         let part = Multipart.part(boundary: "b0", contentType: "image/jpeg", payload: SharedBytes([1, 2, 3]))
         #expect(part.byteCount == header.count - "X-Part: 9\r\n".utf8.count + 3 + 2)
     }
+
+    @Test func serverSentEventBlocks() {
+        func text(_ fields: [ServerSentEvents.Field]) -> String { String(decoding: ServerSentEvents.block(fields), as: UTF8.self) }
+        #expect(text([.id(7), .event("upload.ended"), .data(Array(#"{"a":1}"#.utf8))]) == "id: 7\nevent: upload.ended\ndata: {\"a\":1}\n\n")
+        #expect(text([.retry(milliseconds: 2000), .comment("hello")]) == "retry: 2000\n: hello\n\n")
+        // A line break in the data would end the field: each line gets its own data: line.
+        #expect(text([.data(Array("one\ntwo".utf8))]) == "data: one\ndata: two\n\n")
+        #expect(text([]) == "\n")
+    }
+}
+
+/// One shared token for `.token` routes, in the header or (GET, HEAD) the query: what an
+/// application's authorizer does with the access value each route was registered with.
+struct SharedTokenAuthorizer: RequestAuthorizer {
+    let token: String
+
+    func authorize(_ request: HTTPRequest, access: TestAccess) -> HTTPError? {
+        guard access == .token else { return nil }
+        switch PresentedToken(request) {
+        case .none: return .unauthorized(invalidToken: false)
+        case .malformed: return .unauthorized(invalidToken: true)
+        case .bearer(let presented): return presented == token ? nil : .unauthorized(invalidToken: true)
+        }
+    }
+}
+
+/// Lets everything through and records what it was asked about.
+struct RecordingAuthorizer: RequestAuthorizer {
+    let asked = Recorder<String>()
+
+    func authorize(_ request: HTTPRequest, access: TestAccess) -> HTTPError? {
+        asked.record("\(request.method) \(request.route ?? "-") \(access)")
+        return nil
+    }
 }
 
 @Suite(.serialized) struct AuthTests {
-    static func routes(_ router: inout Router) {
-        router.get("/healthz", requiresAuth: false) { _ in .text("ok") }
-        router.get("/secret") { _ in .text("secret") }
-        router.post("/secret") { _ in .text("posted") }
+    static func routes(_ router: inout Router<TestAccess>) {
+        router.get("/healthz", access: .open) { _ in .text("ok") }
+        router.get("/secret", access: .token) { _ in .text("secret") }
+        router.post("/secret", access: .token) { _ in .text("posted") }
+    }
+
+    static let authorizer = SharedTokenAuthorizer(token: "s3cret")
+
+    /// Each routed request, HEAD on a GET route included, is put to the authorizer with its
+    /// route's access value; an unrouted one never is.
+    @Test func theAuthorizerGetsEachRoutesAccessValue() throws {
+        let recording = RecordingAuthorizer()
+        try withServer(authorizer: recording, routes: Self.routes) { (server: HTTPServer) throws in
+            #expect(try request(server.port, "GET", "/healthz").status == 200)
+            #expect(try request(server.port, "HEAD", "/secret").status == 200)
+            #expect(try request(server.port, "POST", "/secret", body: []).status == 200)
+            #expect(try request(server.port, "GET", "/nowhere").status == 404)
+        }
+        #expect(recording.asked.all == ["GET /healthz open", "HEAD /secret token", "POST /secret token"])
     }
 
     @Test func missingTokenIs401WithChallenge() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(authorizer: Self.authorizer, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/secret")
             #expect(response.status == 401)
             #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="frametap""#)
@@ -129,7 +178,7 @@ import Testing
     }
 
     @Test func wrongTokenIs401InvalidToken() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(authorizer: Self.authorizer, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/secret", headers: [("Authorization", "Bearer s3creT")])
             #expect(response.status == 401)
             #expect(response.headers["WWW-Authenticate"]?.contains(#"error="invalid_token""#) == true)
@@ -137,7 +186,7 @@ import Testing
     }
 
     @Test func rightTokenHeaderOrQueryPasses() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(authorizer: Self.authorizer, routes: Self.routes) { (server: HTTPServer) throws in
             #expect(try request(server.port, "GET", "/secret", headers: [("Authorization", "bearer s3cret")]).text == "secret")
             #expect(try request(server.port, "GET", "/secret?access_token=s3cret").text == "secret")
             // The query form is for <img src>; it is not accepted for state-changing methods.
@@ -149,13 +198,13 @@ import Testing
     }
 
     @Test func exemptRouteNeedsNoToken() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(authorizer: Self.authorizer, routes: Self.routes) { (server: HTTPServer) throws in
             #expect(try request(server.port, "GET", "/healthz").status == 200)
         }
     }
 
     @Test func uploadWithoutTokenIsRefusedBeforeTheBody() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(authorizer: Self.authorizer, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "POST", "/secret", body: Array(repeating: 7, count: 100_000))
             #expect(response.status == 401)
             #expect(response.headers["Connection"]?.lowercased() == "close")

@@ -8,10 +8,18 @@ import Synchronization
 import Glibc
 #endif
 
+/// What a test route needs: `AuthTests`' authorizer asks for its token on `.token` routes; the
+/// other tests start their servers without an authorizer, where every route is open.
+enum TestAccess: Sendable {
+    case open
+    case token
+}
+
 /// Starts a real server on an ephemeral loopback port, runs `body`, always stops it.
 func withServer<T>(
     configure: (inout HTTPServerConfiguration) -> Void = { _ in },
-    routes: (inout Router) -> Void,
+    authorizer: (any RequestAuthorizer<TestAccess>)? = nil,
+    routes: (inout Router<TestAccess>) -> Void,
     _ body: (HTTPServer) throws -> T
 ) throws -> T {
     var configuration = HTTPServerConfiguration()
@@ -19,9 +27,9 @@ func withServer<T>(
     configuration.port = 0
     configuration.shutdownGracePeriod = .seconds(2)
     configure(&configuration)
-    var router = Router()
+    var router = Router<TestAccess>()
     routes(&router)
-    let server = HTTPServer(configuration: configuration, router: router)
+    let server = HTTPServer(configuration: configuration, router: router, authorizer: authorizer)
     try server.start()
     defer { server.stop() }
     return try body(server)

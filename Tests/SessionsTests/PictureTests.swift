@@ -77,7 +77,7 @@ import Testing
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let latest = try #require(session.latestSequence)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
-        session.requestPicture(PictureRequest(), after: latest, wait: .seconds(10)) { answer.set($0) }
+        session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition(after: latest), wait: .seconds(10)) { answer.set($0) }
         #expect(session.waitingRequests == 1)
         clock.advance(by: .seconds(5))
         #expect(answer.current == nil, "still waiting half way through")
@@ -93,7 +93,9 @@ import Testing
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let served = try #require(try await picture(session).get().served)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
-        session.requestPicture(PictureRequest(), ifNoneMatch: served.etag, wait: .milliseconds(200)) { answer.set($0) }
+        session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition(entityTags: [served.etag]), wait: .milliseconds(200)) {
+            answer.set($0)
+        }
         clock.advance(by: .milliseconds(199))
         #expect(answer.current == nil)
         #expect(session.waitingRequests == 1)
@@ -222,7 +224,7 @@ import Testing
         viewer.notifyWhenReady { woken.set() }
         let latest = try #require(session.latestSequence)
         let waiting = Outcome<Result<PictureAnswer, SessionError>>()
-        session.requestPicture(PictureRequest(), after: latest, wait: .seconds(10)) { waiting.set($0) }
+        session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition(after: latest), wait: .seconds(10)) { waiting.set($0) }
         #expect(session.waitingRequests == 1)
         session.close()
         #expect(woken.count == 1)

@@ -199,7 +199,8 @@ func picture(
     wait: Duration = .zero
 ) async -> Result<PictureAnswer, SessionError> {
     let answer = Outcome<Result<PictureAnswer, SessionError>>()
-    session.requestPicture(request, ifNoneMatch: ifNoneMatch, after: after, wait: wait) { answer.set($0) }
+    let clientHas = PictureAnswerCondition(entityTags: ifNoneMatch.map { [$0] } ?? [], after: after)
+    session.requestPicture(request, clientHas: clientHas, wait: wait) { answer.set($0) }
     return await answer.value()
 }
 

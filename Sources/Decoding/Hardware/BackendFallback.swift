@@ -2,9 +2,9 @@ import H264
 
 /// One time a decoder gave up hardware for another back end (software, or VA-API after CUDA).
 /// The session layer counts these by `reason` and shows `message`.
-public struct BackendFallback: Sendable, Equatable, Encodable {
+public struct BackendFallback: Sendable, Equatable {
     /// Stable, machine-readable reasons (metric labels). Never rename a raw value.
-    public enum Reason: String, Sendable, CaseIterable, Encodable {
+    public enum Reason: String, Sendable, CaseIterable {
         /// The SPS asks for a profile or bit depth the hardware does not decode (High 10, Extended, lossless).
         case unsupportedProfile = "unsupported_profile"
         /// 4:2:2, 4:4:4 or monochrome where the hardware decodes 4:2:0 only.
@@ -44,16 +44,4 @@ public struct BackendFallback: Sendable, Equatable, Encodable {
         self.message = message
         self.afterFrames = afterFrames
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(reason, forKey: .reason)
-        try container.encode(from.rawValue, forKey: .from)
-        try container.encode(to.rawValue, forKey: .to)
-        try container.encode(device, forKey: .device)  // explicit null: one stable shape
-        try container.encode(message, forKey: .message)
-        try container.encode(afterFrames, forKey: .afterFrames)
-    }
-
-    private enum CodingKeys: String, CodingKey { case reason, from, to, device, message, afterFrames }
 }

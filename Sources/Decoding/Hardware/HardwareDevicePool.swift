@@ -229,8 +229,8 @@ public final class HardwareDeviceLease: Sendable {
 }
 
 /// One device as `HardwareDevicePool.usage()` reports it (for `/system` and `/metrics`).
-public struct HardwareDeviceUsage: Sendable, Equatable, Encodable {
-    public enum State: String, Sendable, Encodable {
+public struct HardwareDeviceUsage: Sendable, Equatable {
+    public enum State: String, Sendable {
         case open
         case failed
         /// Known (listed or reported by the driver) but no decoder has needed it yet.
@@ -259,17 +259,4 @@ public struct HardwareDeviceUsage: Sendable, Equatable, Encodable {
         self.error = error
         self.retryInSeconds = retryInSeconds
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(device, forKey: .device)
-        try container.encode(kind, forKey: .kind)
-        try container.encode(name, forKey: .name)  // explicit nulls: one stable shape
-        try container.encode(state, forKey: .state)
-        try container.encode(sessions, forKey: .sessions)
-        try container.encode(error, forKey: .error)
-        try container.encode(retryInSeconds, forKey: .retryInSeconds)
-    }
-
-    private enum CodingKeys: String, CodingKey { case device, kind, name, state, sessions, error, retryInSeconds }
 }

@@ -1,5 +1,5 @@
 /// The two kinds of decoding hardware FrameTap drives through libavcodec.
-public enum HardwareDeviceKind: String, Sendable, CaseIterable, Codable {
+public enum HardwareDeviceKind: String, Sendable, CaseIterable {
     /// An NVIDIA GPU through the CUDA driver; libavcodec decodes on its NVDEC engine.
     case cuda
     /// A DRM render node through libva (Intel, AMD).
@@ -30,7 +30,7 @@ public enum HardwareDeviceKind: String, Sendable, CaseIterable, Codable {
 }
 
 /// One hardware device: a CUDA device ordinal or a DRM render node.
-public struct HardwareDeviceID: Hashable, Sendable, CustomStringConvertible, Encodable {
+public struct HardwareDeviceID: Hashable, Sendable, CustomStringConvertible {
     public let kind: HardwareDeviceKind
     /// The device ordinal for CUDA ("0"), the node's path for VA-API. This is the string
     /// `av_hwdevice_ctx_create` takes.
@@ -53,11 +53,6 @@ public struct HardwareDeviceID: Hashable, Sendable, CustomStringConvertible, Enc
     }
 
     public var cudaOrdinal: Int? { kind == .cuda ? Int(address) : nil }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(description)
-    }
 }
 
 /// Which hardware devices decoders may use, as `--hw-devices` spells them:

@@ -6,7 +6,7 @@ import FoundationEssentials
 #endif
 
 /// What one DRM render node offers for H.264 decoding, as libva reports it.
-public struct RenderNodeReport: Sendable, Equatable, Encodable {
+public struct RenderNodeReport: Sendable, Equatable {
     public var path: String
     /// `vaQueryVendorString`: the driver's own description, e.g.
     /// "Intel iHD driver for Intel(R) Gen Graphics - 23.1.1 ()" or "Mesa Gallium driver ... for AMD ...".
@@ -28,22 +28,10 @@ public struct RenderNodeReport: Sendable, Equatable, Encodable {
         self.h264Profiles = h264Profiles
         self.error = error
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(path, forKey: .path)
-        try container.encode(vendor, forKey: .vendor)  // explicit nulls: one stable shape
-        try container.encode(vaapiVersion, forKey: .vaapiVersion)
-        try container.encode(h264Profiles, forKey: .h264Profiles)
-        try container.encode(usable, forKey: .usable)
-        try container.encode(error, forKey: .error)
-    }
-
-    private enum CodingKeys: String, CodingKey { case path, vendor, vaapiVersion, h264Profiles, usable, error }
 }
 
 /// One NVIDIA GPU as the CUDA driver describes it.
-public struct CUDADeviceReport: Sendable, Equatable, Encodable {
+public struct CUDADeviceReport: Sendable, Equatable {
     /// `cuda:N`, as `--hw-devices` names it.
     public var device: HardwareDeviceID
     public var index: Int
@@ -70,28 +58,11 @@ public struct CUDADeviceReport: Sendable, Equatable, Encodable {
         self.opened = opened
         self.error = error
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(device, forKey: .device)
-        try container.encode(index, forKey: .index)
-        try container.encode(name, forKey: .name)  // explicit nulls: one stable shape
-        try container.encode(totalMemoryBytes, forKey: .totalMemoryBytes)
-        try container.encode(opened, forKey: .opened)
-        try container.encode(usable, forKey: .usable)
-        try container.encode(error, forKey: .error)
-    }
-
-    private enum CodingKeys: String, CodingKey { case device, index, name, totalMemoryBytes, opened, usable, error }
 }
 
 /// The hardware decoding this process can use: libavcodec's VA-API support and every render
-/// node, and the CUDA devices (`cuda`).
-///
-/// Encoded, this is GET /system's `hardware` object, a published contract (openapi.yaml,
-/// `additionalProperties: false`): the VA-API keys and `cuda` (a `CUDAReport`), always all of
-/// them, with explicit nulls.
-public struct HardwareReport: Sendable, Equatable, Encodable {
+/// node, and the CUDA devices (`cuda`). GET /system shows it as its `hardware` object.
+public struct HardwareReport: Sendable, Equatable {
     /// The libavcodec the process runs with (`avcodec_version()`), e.g. "59.37.100".
     public var libavcodecVersion: String
     /// Whether this libavcodec build has the VA-API H.264 hwaccel at all.
@@ -114,21 +85,10 @@ public struct HardwareReport: Sendable, Equatable, Encodable {
         self.renderNodes = renderNodes
         self.cuda = cuda
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(libavcodecVersion, forKey: .libavcodecVersion)
-        try container.encode(libavcodecVAAPI, forKey: .libavcodecVAAPI)
-        try container.encode(vaapiHeaderVersion, forKey: .vaapiHeaderVersion)
-        try container.encode(renderNodes, forKey: .renderNodes)
-        try container.encode(cuda, forKey: .cuda)
-    }
-
-    private enum CodingKeys: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes, cuda }
 }
 
 /// What the CUDA driver says: its version and every device, or why there are none.
-public struct CUDAReport: Sendable, Equatable, Encodable {
+public struct CUDAReport: Sendable, Equatable {
     /// Whether this libavcodec build has the NVDEC (CUDA) H.264 hwaccel at all (by default: this
     /// process's libavcodec).
     public var libavcodecNVDEC: Bool
@@ -147,16 +107,6 @@ public struct CUDAReport: Sendable, Equatable, Encodable {
         self.error = error
         self.devices = devices
     }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(libavcodecNVDEC, forKey: .libavcodecNVDEC)
-        try container.encode(driverVersion, forKey: .driverVersion)  // explicit nulls: one stable shape
-        try container.encode(error, forKey: .error)
-        try container.encode(devices, forKey: .devices)
-    }
-
-    private enum CodingKeys: String, CodingKey { case libavcodecNVDEC, driverVersion, error, devices }
 }
 
 /// Asks libva directly what each DRM render node can do, so `frametap serve` can say at start-up

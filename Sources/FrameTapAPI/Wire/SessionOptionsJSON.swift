@@ -1,0 +1,67 @@
+import Decoding
+import FoundationEssentials
+import HTTPServer
+import Sessions
+
+/// The body of `PUT /sessions/{id}` (openapi.yaml `SessionOptions`): a JSON object whose
+/// members are all optional; an unknown member, a wrong type or a value out of range is a 400
+/// `invalid_parameter` that names it.
+struct SessionOptionsJSON: Decodable {
+    let options: SessionOptions
+
+    /// The options a body asks for; an empty (or blank) body asks for no change.
+    static func parse(_ body: some Collection<UInt8>) throws(HTTPError) -> SessionOptions {
+        let data = Data(body)
+        if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return SessionOptions() }
+        do {
+            return try JSONDecoder().decode(SessionOptionsJSON.self, from: data).options
+        } catch let refusal as Refusal {
+            throw .invalidParameter(refusal.detail)
+        } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
+            let member = context.codingPath.first?.stringValue
+            throw .invalidParameter(
+                member.map { "session option '\($0)' is invalid" } ?? "session options must be a JSON object")
+        } catch {
+            throw .invalidParameter("session options are not valid JSON")
+        }
+    }
+
+    /// A member the decoder read but cannot take.
+    private struct Refusal: Error {
+        let detail: String
+    }
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        var options = SessionOptions()
+        for key in container.allKeys {
+            switch key.stringValue {
+            case "backend":
+                guard let choice = DecoderBackendChoice(rawValue: try container.decode(String.self, forKey: key)) else {
+                    throw Refusal(
+                        detail: "backend must be \(DecoderBackendChoice.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                options.backend = choice
+            case "decode":
+                guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
+                    throw Refusal(detail: "decode must be all or keyframes")
+                }
+                options.decode = mode
+            case "quality":
+                let value = try container.decode(Int.self, forKey: key)
+                guard (1...100).contains(value) else { throw Refusal(detail: "quality must be 1...100") }
+                options.quality = value
+            default:
+                throw Refusal(detail: "unknown session option '\(key.stringValue)'")
+            }
+        }
+        self.options = options
+    }
+}

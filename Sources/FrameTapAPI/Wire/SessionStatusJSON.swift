@@ -1,0 +1,123 @@
+import Sessions
+
+/// `GET /sessions/{id}` and each entry of `GET /sessions` (openapi.yaml `SessionStatus`).
+/// Optional members are `null`, never left out, so clients see one stable shape.
+struct SessionStatusJSON: Encodable {
+    let status: SessionStatus
+
+    init(_ status: SessionStatus) { self.status = status }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(status.id.rawValue, forKey: .id)
+        try container.encode(status.backend.rawValue, forKey: .backend)
+        try container.encode(status.backendReason, forKey: .backendReason)
+        try container.encode(status.device?.description, forKey: .device)
+        try container.encode(status.fallbacks.map(BackendFallbackJSON.init), forKey: .fallbacks)
+        try container.encode(status.decode.rawValue, forKey: .decode)
+        try container.encode(status.quality, forKey: .quality)
+        try container.encode(WireJSON.timestamp(status.createdAt), forKey: .createdAt)
+        try container.encode(WireJSON.timestamp(status.lastActivityAt), forKey: .lastActivityAt)
+        try container.encode(status.format.map(VideoFormatJSON.init), forKey: .format)
+        try container.encode(SessionCountersJSON(status.counters), forKey: .counters)
+        try container.encode(status.latestFrame.map(LatestFrameJSON.init), forKey: .latestFrame)
+        try container.encode(status.lastError.map(ErrorRecordJSON.init), forKey: .lastError)
+        try container.encode(status.subscribers, forKey: .subscribers)
+        try container.encode(status.uploading, forKey: .uploading)
+        try container.encode(SessionRatesJSON(status.rates), forKey: .rates)
+    }
+
+    private enum Key: String, CodingKey {
+        case id, backend, backendReason, device, fallbacks, decode, quality, createdAt, lastActivityAt, format, counters
+        case latestFrame, lastError, subscribers, uploading, rates
+    }
+}
+
+/// `GET /sessions`.
+struct SessionListJSON: Encodable {
+    let sessions: [SessionStatus]
+
+    init(_ list: SessionList) { sessions = list.sessions }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(sessions.map(SessionStatusJSON.init), forKey: .sessions)
+    }
+
+    private enum Key: String, CodingKey { case sessions }
+}
+
+/// A session's counters as one flat object: the decoders' counts and the session's own.
+struct SessionCountersJSON: Encodable {
+    let counters: SessionCounters
+
+    init(_ counters: SessionCounters) { self.counters = counters }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(counters.bytes, forKey: .bytes)
+        try container.encode(counters.nalUnits, forKey: .nalUnits)
+        try container.encode(counters.accessUnits, forKey: .accessUnits)
+        try container.encode(counters.framesDecoded, forKey: .framesDecoded)
+        try container.encode(counters.framesDroppedBeforeKeyframe, forKey: .framesDroppedBeforeKeyframe)
+        try container.encode(counters.framesRejectedTooLarge, forKey: .framesRejectedTooLarge)
+        try container.encode(counters.framesSkippedNotKeyframe, forKey: .framesSkippedNotKeyframe)
+        try container.encode(counters.decodeErrors, forKey: .decodeErrors)
+        try container.encode(counters.uploadsAborted, forKey: .uploadsAborted)
+    }
+
+    private enum Key: String, CodingKey {
+        case bytes, nalUnits, accessUnits, framesDecoded, framesDroppedBeforeKeyframe, framesRejectedTooLarge
+        case framesSkippedNotKeyframe, decodeErrors, uploadsAborted
+    }
+}
+
+/// The newest picture of a session; `pts` is `null` when the stream has none.
+struct LatestFrameJSON: Encodable {
+    let frame: LatestFrameInfo
+
+    init(_ frame: LatestFrameInfo) { self.frame = frame }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(frame.seq, forKey: .seq)
+        try container.encode(frame.pts, forKey: .pts)
+        try container.encode(frame.keyframe, forKey: .keyframe)
+        try container.encode(frame.width, forKey: .width)
+        try container.encode(frame.height, forKey: .height)
+        try container.encode(frame.ageMs, forKey: .ageMs)
+    }
+
+    private enum Key: String, CodingKey { case seq, pts, keyframe, width, height, ageMs }
+}
+
+/// A remembered error (a status' `lastError`, a push summary's `error`).
+struct ErrorRecordJSON: Encodable {
+    let record: ErrorRecord
+
+    init(_ record: ErrorRecord) { self.record = record }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(record.code, forKey: .code)
+        try container.encode(record.message, forKey: .message)
+        try container.encode(WireJSON.timestamp(record.at), forKey: .at)
+    }
+
+    private enum Key: String, CodingKey { case code, message, at }
+}
+
+struct SessionRatesJSON: Encodable {
+    let rates: SessionRates
+
+    init(_ rates: SessionRates) { self.rates = rates }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(rates.picturesPerSecond, forKey: .picturesPerSecond)
+        try container.encode(rates.bitsPerSecond, forKey: .bitsPerSecond)
+        try container.encode(rates.windowSeconds, forKey: .windowSeconds)
+    }
+
+    private enum Key: String, CodingKey { case picturesPerSecond, bitsPerSecond, windowSeconds }
+}

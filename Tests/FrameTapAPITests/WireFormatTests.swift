@@ -1,0 +1,374 @@
+import Decoding
+import Foundation
+@testable import FrameTapAPI
+import H264
+import HTTPServer
+@testable import Sessions
+import Testing
+
+/// The published JSON, byte for byte: every resource's shape with its explicit nulls and
+/// omitted members, as clients have seen it. No sockets: each value is built and encoded here.
+@Suite struct WireFormatTests {
+    static let createdAt = Date(timeIntervalSince1970: 1_767_225_600.125)
+    static let laterAt = Date(timeIntervalSince1970: 1_767_225_661.5)
+
+    /// The format of a fixture's first SPS.
+    static func format(_ fixture: String) throws -> VideoFormat {
+        var splitter = AnnexBSplitter()
+        var found: VideoFormat?
+        func take(_ event: SplitterEvent) {
+            guard found == nil, case .unit(let nal) = event, nal.type == .sps,
+                let sps = try? SequenceParameterSet(nal: nal)
+            else { return }
+            found = VideoFormat(sps: sps)
+        }
+        splitter.push(try Fixtures.bytes(fixture), take)
+        splitter.finish(take)
+        return try #require(found)
+    }
+
+    /// A format the stream says little about: no frame rate, no aspect ratio (both left out).
+    static func unsignalledFormat() throws -> VideoFormat {
+        var format = try format("odd_crop_322x242.264")
+        format.frameRate = nil
+        format.sampleAspectRatio = nil
+        return format
+    }
+
+    static func busyStatus() throws -> SessionStatus {
+        var counters = SessionCounters()
+        counters.bytes = 123_456
+        counters.nalUnits = ["sps": 1, "pps": 1, "idr": 2, "slice": 58]
+        counters.accessUnits = 60
+        counters.framesDecoded = 59
+        counters.framesDroppedBeforeKeyframe = 1
+        counters.framesRejectedTooLarge = 0
+        counters.framesSkippedNotKeyframe = 3
+        counters.decodeErrors = 2
+        counters.uploadsAborted = 1
+        return SessionStatus(
+            id: try SessionID("cam-1"), backend: .software,
+            backendReason: "software: NVDEC cannot decode \"High 4:4:4\"; fell back",
+            device: .renderNode("/dev/dri/renderD128"),
+            fallbacks: [
+                BackendFallback(
+                    reason: .unsupportedChroma, from: .cuda, to: .vaapi, device: .cuda(0),
+                    message: "NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)"),
+                BackendFallback(
+                    reason: .deviceErrors, from: .vaapi, to: .software, message: "8 access units failed in a row",
+                    afterFrames: 120),
+            ],
+            decode: .keyframes, quality: 70, createdAt: createdAt, lastActivityAt: laterAt,
+            format: try format("high_320x240.264"), counters: counters,
+            latestFrame: LatestFrameInfo(seq: 59, pts: 3600, keyframe: true, width: 320, height: 240, ageMs: 41),
+            lastError: ErrorRecord(code: "invalid_data", message: "slice header damaged at 4/5", at: laterAt),
+            subscribers: 2, uploading: true,
+            rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25))
+    }
+
+    static func freshStatus() throws -> SessionStatus {
+        SessionStatus(
+            id: try SessionID("lobby"), backend: .software, backendReason: "software: chosen", device: nil,
+            fallbacks: [], decode: .all, quality: 85, createdAt: createdAt, lastActivityAt: createdAt, format: nil,
+            counters: SessionCounters(),
+            latestFrame: LatestFrameInfo(seq: 1, pts: nil, keyframe: false, width: 176, height: 144, ageMs: 0),
+            lastError: nil, subscribers: 0, uploading: false,
+            rates: SessionRates(picturesPerSecond: 0, bitsPerSecond: 0, windowSeconds: 1))
+    }
+
+    static let highFormatJSON =
+        #"{"bitDepth":8,"bitDepthChroma":8,"chromaFormat":"4:2:0","codedHeight":240,"codedWidth":320,"#
+        + #""colorPrimaries":"unspecified","crop":{"bottom":0,"left":0,"right":0,"top":0},"frameRate":25,"#
+        + #""fullRange":false,"height":240,"interlaced":false,"level":"1.3","matrix":"unspecified","profile":"High","#
+        + #""profileIdc":100,"sampleAspectRatio":"1:1","transfer":"unspecified","width":320}"#
+
+    static let busyStatusJSON =
+        #"{"backend":"software","backendReason":"software: NVDEC cannot decode \"High 4:4:4\"; fell back","#
+        + #""counters":{"accessUnits":60,"bytes":123456,"decodeErrors":2,"framesDecoded":59,"#
+        + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedNotKeyframe":3,"#
+        + #""nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"uploadsAborted":1},"#
+        + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","device":"/dev/dri/renderD128","#
+        + #""fallbacks":[{"afterFrames":0,"device":"cuda:0","from":"cuda","#
+        + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
+        + #"{"afterFrames":120,"device":null,"from":"vaapi","message":"8 access units failed in a row","#
+        + #""reason":"device_errors","to":"software"}],"format":"# + highFormatJSON + #","id":"cam-1","#
+        + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
+        + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
+        + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"quality":70,"#
+        + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"subscribers":2,"#
+        + #""uploading":true}"#
+
+    static let freshStatusJSON =
+        #"{"backend":"software","backendReason":"software: chosen","counters":{"accessUnits":0,"bytes":0,"#
+        + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
+        + #""framesSkippedNotKeyframe":0,"nalUnits":{},"uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
+        + #""decode":"all","device":null,"fallbacks":[],"format":null,"id":"lobby","#
+        + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
+        + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
+        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"subscribers":0,"uploading":false}"#
+
+    @Test func sessionStatus() throws {
+        #expect(text(WireJSON.bytes(SessionStatusJSON(try Self.busyStatus()))) == Self.busyStatusJSON)
+        #expect(text(WireJSON.bytes(SessionStatusJSON(try Self.freshStatus()))) == Self.freshStatusJSON)
+    }
+
+    @Test func sessionList() throws {
+        let list = SessionList(sessions: [try Self.busyStatus(), try Self.freshStatus()])
+        #expect(text(WireJSON.bytes(SessionListJSON(list))) == #"{"sessions":["# + Self.busyStatusJSON + "," + Self.freshStatusJSON + "]}")
+        #expect(text(WireJSON.bytes(SessionListJSON(SessionList(sessions: [])))) == #"{"sessions":[]}"#)
+    }
+
+    @Test func uploadSummary() throws {
+        let decoded = UploadSummary(
+            session: try SessionID("cam-1"), bytes: 4096, nalUnits: ["idr": 1, "slice": 3], frames: 4, latestSeq: 17,
+            format: try Self.unsignalledFormat(), decodeErrors: 1,
+            error: ErrorRecord(code: "nal_too_large", message: "NAL unit of 9000 bytes dropped", at: Self.createdAt),
+            flushed: true)
+        #expect(
+            text(WireJSON.bytes(UploadSummaryJSON(decoded)))
+                == #"{"bytes":4096,"decodeErrors":1,"error":{"at":"2026-01-01T00:00:00.125Z","code":"nal_too_large","#
+                + #""message":"NAL unit of 9000 bytes dropped"},"flushed":true,"format":{"bitDepth":8,"bitDepthChroma":8,"#
+                + #""chromaFormat":"4:2:0","codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","#
+                + #""crop":{"bottom":14,"left":0,"right":14,"top":0},"fullRange":false,"height":242,"interlaced":false,"#
+                + #""level":"1.3","matrix":"unspecified","profile":"High","profileIdc":100,"transfer":"unspecified","#
+                + #""width":322},"frames":4,"latestSeq":17,"nalUnits":{"idr":1,"slice":3},"session":"cam-1"}"#)
+        let empty = UploadSummary(
+            session: try SessionID("lobby"), bytes: 0, nalUnits: [:], frames: 0, latestSeq: nil, format: nil,
+            decodeErrors: 0, error: nil, flushed: false)
+        #expect(
+            text(WireJSON.bytes(UploadSummaryJSON(empty)))
+                == #"{"bytes":0,"decodeErrors":0,"error":null,"flushed":false,"format":null,"frames":0,"#
+                + #""latestSeq":null,"nalUnits":{},"session":"lobby"}"#)
+    }
+
+    /// A clock standing still: events get known ids and times.
+    struct StillClock: SessionClock {
+        var uptime: UInt64 { 5_000_000_000 }
+        var now: Date { WireFormatTests.createdAt }
+        func schedule(at deadline: UInt64, _ action: @escaping @Sendable () -> Void) {}
+    }
+
+    @Test func serverSentEvents() throws {
+        let log = SessionEventLog(clock: StillClock())
+        let start = log.newestID
+        let cam = try SessionID("cam-1")
+        func details(_ fill: (inout SessionEventDetails) -> Void) -> SessionEventDetails {
+            var details = SessionEventDetails()
+            fill(&details)
+            return details
+        }
+        log.publish(.sessionCreated, session: cam, details: details {
+            $0.backend = "software"
+            $0.decode = "all"
+            $0.reason = "software: chosen"
+        })
+        log.publish(.uploadStarted, session: cam, details: details { $0.multipart = true })
+        log.publish(.formatChanged, session: cam, details: details { $0.format = try? Self.unsignalledFormat() })
+        log.publish(.pictureFirst, session: cam, details: details {
+            $0.seq = 1
+            $0.width = 322
+            $0.height = 242
+        })
+        log.publish(.backendSelected, session: cam, details: details {
+            $0.backend = "vaapi"
+            $0.device = "/dev/dri/renderD128"
+            $0.fallback = true
+            $0.reason = "unsupported_chroma"
+            $0.message = "NVDEC cannot decode \"4:4:4\""
+        })
+        log.publish(.error, session: cam, details: details {
+            $0.code = "invalid_data"
+            $0.message = "slice header damaged"
+        })
+        log.publish(.uploadEnded, session: cam, details: details {
+            $0.result = "ok"
+            $0.bytes = 4096
+            $0.frames = 4
+        })
+        log.publish(.viewersChanged, session: cam, details: details {
+            $0.viewers = 1
+            $0.waiting = 0
+        })
+        log.publish(.sessionRemoved, session: cam, details: details { $0.reason = "deleted" })
+        guard case .events(let events, _) = log.read(after: start) else {
+            Issue.record("expected events")
+            return
+        }
+        let first = start + 1
+        let at = #""at":"2026-01-01T00:00:00.125Z""#
+        let expected = [
+            #"event: session.created\#ndata: {\#(at),"backend":"software","decode":"all","reason":"software: chosen","session":"cam-1"}"#,
+            #"event: upload.started\#ndata: {\#(at),"multipart":true,"session":"cam-1"}"#,
+            #"event: format.changed\#ndata: {\#(at),"format":{"bitDepth":8,"bitDepthChroma":8,"chromaFormat":"4:2:0","#
+                + #""codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","crop":{"bottom":14,"left":0,"#
+                + #""right":14,"top":0},"fullRange":false,"height":242,"interlaced":false,"level":"1.3","#
+                + #""matrix":"unspecified","profile":"High","profileIdc":100,"transfer":"unspecified","width":322},"#
+                + #""session":"cam-1"}"#,
+            #"event: picture.first\#ndata: {\#(at),"height":242,"seq":1,"session":"cam-1","width":322}"#,
+            #"event: backend.selected\#ndata: {\#(at),"backend":"vaapi","device":"/dev/dri/renderD128","fallback":true,"#
+                + #""message":"NVDEC cannot decode \"4:4:4\"","reason":"unsupported_chroma","session":"cam-1"}"#,
+            #"event: session.error\#ndata: {\#(at),"code":"invalid_data","message":"slice header damaged","session":"cam-1"}"#,
+            #"event: upload.ended\#ndata: {\#(at),"bytes":4096,"frames":4,"result":"ok","session":"cam-1"}"#,
+            #"event: viewers.changed\#ndata: {\#(at),"session":"cam-1","viewers":1,"waiting":0}"#,
+            #"event: session.removed\#ndata: {\#(at),"reason":"deleted","session":"cam-1"}"#,
+        ].enumerated().map { "id: \(first + UInt64($0.offset))\n\($0.element)\n\n" }
+        #expect(events.map { text(EventStreamSource.serverSentEvent($0)) } == expected)
+        #expect(
+            text(EventStreamSource.serverSentEvent(log.resync(newest: 42, reason: "history_lost")))
+                == "id: 42\nevent: resync\ndata: {\(at),\"reason\":\"history_lost\"}\n\n")
+    }
+
+    static let hardware = HardwareReport(
+        libavcodecVersion: "59.37.100", libavcodecVAAPI: true, vaapiHeaderVersion: "1.17.0",
+        renderNodes: [
+            RenderNodeReport(
+                path: "/dev/dri/renderD128", vendor: "Intel iHD driver - 23.1.1", vaapiVersion: "1.17",
+                h264Profiles: ["ConstrainedBaseline", "Main", "High"]),
+            RenderNodeReport(path: "/dev/dri/renderD129", error: "cannot open: Permission denied"),
+        ],
+        cuda: CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [
+                CUDADeviceReport(
+                    device: .cuda(0), index: 0, name: "NVIDIA H100 80GB HBM3", totalMemoryBytes: 85_000_000_000, opened: true),
+                CUDADeviceReport(device: .cuda(1), index: 1, error: "cuDeviceGetName failed"),
+            ],
+            libavcodecNVDEC: true))
+
+    static let hardwareJSON =
+        #"{"cuda":{"devices":[{"device":"cuda:0","error":null,"index":0,"name":"NVIDIA H100 80GB HBM3","opened":true,"#
+        + #""totalMemoryBytes":85000000000,"usable":true},{"device":"cuda:1","error":"cuDeviceGetName failed","index":1,"#
+        + #""name":null,"opened":null,"totalMemoryBytes":null,"usable":false}],"driverVersion":"12.8","error":null,"#
+        + #""libavcodecNVDEC":true},"libavcodecVAAPI":true,"libavcodecVersion":"59.37.100","#
+        + #""renderNodes":[{"error":null,"h264Profiles":["ConstrainedBaseline","Main","High"],"path":"/dev/dri/renderD128","#
+        + #""usable":true,"vaapiVersion":"1.17","vendor":"Intel iHD driver - 23.1.1"},{"error":"cannot open: Permission denied","#
+        + #""h264Profiles":[],"path":"/dev/dri/renderD129","usable":false,"vaapiVersion":null,"vendor":null}],"#
+        + #""vaapiHeaderVersion":"1.17.0"}"#
+
+    static let deviceUsage = [
+        HardwareDeviceUsage(device: .cuda(0), name: "NVIDIA H100 80GB HBM3", state: .open, sessions: 2),
+        HardwareDeviceUsage(
+            device: .renderNode("/dev/dri/renderD128"), state: .failed, sessions: 0, error: "vaInitialize failed",
+            retryInSeconds: 12.5),
+        HardwareDeviceUsage(device: .cuda(1), state: .notOpened, sessions: 0),
+    ]
+
+    static let deviceUsageJSON =
+        #"[{"device":"cuda:0","error":null,"kind":"cuda","name":"NVIDIA H100 80GB HBM3","retryInSeconds":null,"#
+        + #""sessions":2,"state":"open"},{"device":"/dev/dri/renderD128","error":"vaInitialize failed","kind":"vaapi","#
+        + #""name":null,"retryInSeconds":12.5,"sessions":0,"state":"failed"},{"device":"cuda:1","error":null,"#
+        + #""kind":"cuda","name":null,"retryInSeconds":null,"sessions":0,"state":"not_opened"}]"#
+
+    @Test func system() throws {
+        var configuration = ServerConfiguration()
+        configuration.maxBodyBytes = nil
+        var info = SystemInfo(configuration: configuration, activeSessions: 3, hardware: Self.hardware)
+        info.devices = Self.deviceUsage
+        let limits =
+            #"{"maxBodyBytes":null,"maxNalBytes":\#(configuration.maxNALBytes),"#
+            + #""maxPictureHeight":\#(configuration.pictureSizeLimit.maxHeight),"#
+            + #""maxPicturePixels":\#(configuration.pictureSizeLimit.maxPixels),"#
+            + #""maxPictureWidth":\#(configuration.pictureSizeLimit.maxWidth),"#
+            + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
+            + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
+        #expect(
+            text(WireJSON.bytes(SystemInfoJSON(info)))
+                == #"{"activeSessions":3,"backendDefault":"\#(configuration.backend.rawValue)","cudaAvailable":true,"#
+                + #""decoderThreads":\#(configuration.decoderThreads),"devices":"# + Self.deviceUsageJSON + ","
+                + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
+                + #""vaapiAvailable":true,"version":"\#(SystemInfo.version)"}"#)
+    }
+
+    private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+}
+
+/// The hardware shapes' explicit nulls, whatever the values (moved here with the encoding from
+/// DecodingTests).
+@Suite struct HardwareWireTests {
+    private func object(_ value: some Encodable) throws -> Any {
+        try JSONSerialization.jsonObject(with: Data(WireJSON.bytes(value)))
+    }
+
+    @Test func cudaDevicesHaveEveryMember() throws {
+        let cuda = CUDAReport(
+            driverVersion: "12.8", error: nil,
+            devices: [
+                CUDADeviceReport(device: .cuda(0), index: 0, name: "Pretend GPU", totalMemoryBytes: 80 << 30),
+                CUDADeviceReport(device: .cuda(1), index: 1),
+            ])
+        let json = try #require(try object(CUDAReportJSON(cuda)) as? [String: Any])
+        #expect(Set(json.keys) == ["libavcodecNVDEC", "driverVersion", "error", "devices"])
+        #expect(json["driverVersion"] as? String == "12.8" && json["error"] is NSNull)
+        let devices = try #require(json["devices"] as? [[String: Any]])
+        for device in devices {
+            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "usable", "error"])
+        }
+        #expect(devices[0]["device"] as? String == "cuda:0" && devices[0]["name"] as? String == "Pretend GPU")
+        #expect(devices[0]["totalMemoryBytes"] as? Int == 80 << 30 && devices[0]["usable"] as? Bool == true)
+        #expect(devices[1]["name"] is NSNull && devices[1]["opened"] is NSNull && devices[1]["error"] is NSNull)
+    }
+
+    @Test func withoutADriverTheCUDAObjectSaysWhy() throws {
+        let cuda = CUDAReport(driverVersion: nil, error: "cannot load the NVIDIA driver", devices: [], libavcodecNVDEC: false)
+        let json = try #require(try object(CUDAReportJSON(cuda)) as? [String: Any])
+        #expect(json["driverVersion"] is NSNull && json["libavcodecNVDEC"] as? Bool == false)
+        #expect((json["devices"] as? [Any])?.isEmpty == true)
+        #expect(json["error"] as? String == "cannot load the NVIDIA driver")
+    }
+
+    @Test func renderNodesAndDeviceUsageHaveEveryMember() throws {
+        let report = HardwareReport(
+            libavcodecVersion: "59.37.100", libavcodecVAAPI: true, vaapiHeaderVersion: "1.17.0",
+            renderNodes: [RenderNodeReport(path: "/dev/dri/renderD128", error: "not a character device")],
+            cuda: CUDAReport(driverVersion: nil, error: nil, devices: [], libavcodecNVDEC: true))
+        let json = try #require(try object(HardwareReportJSON(report)) as? [String: Any])
+        #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "cuda"])
+        let node = try #require((json["renderNodes"] as? [[String: Any]])?.first)
+        #expect(Set(node.keys) == ["path", "vendor", "vaapiVersion", "h264Profiles", "usable", "error"])
+        #expect(node["vendor"] is NSNull && node["usable"] as? Bool == false)
+
+        let usage = try #require(try object(WireFormatTests.deviceUsage.map(HardwareDeviceUsageJSON.init)) as? [[String: Any]])
+        for device in usage {
+            #expect(Set(device.keys) == ["device", "kind", "name", "state", "sessions", "error", "retryInSeconds"])
+        }
+        #expect(usage[0]["state"] as? String == "open" && usage[0]["error"] is NSNull)
+        #expect(usage[2]["state"] as? String == "not_opened" && usage[2]["kind"] as? String == "cuda")
+    }
+
+    /// `frametap probe --hardware` prints these same objects.
+    @Test func hardwareAndDevicesAsTheCLIPrintsThem() {
+        #expect(String(decoding: WireJSON.bytes(HardwareReportJSON(WireFormatTests.hardware)), as: UTF8.self) == WireFormatTests.hardwareJSON)
+        #expect(
+            String(decoding: WireJSON.bytes(WireFormatTests.deviceUsage.map(HardwareDeviceUsageJSON.init)), as: UTF8.self)
+                == WireFormatTests.deviceUsageJSON)
+    }
+}
+
+/// `PUT /sessions/{id}` bodies: what each asks for, and the problem for each that is refused
+/// (messages as the API has always given them).
+@Suite struct SessionOptionsWireTests {
+    @Test func bodiesGiveTheirOptions() throws {
+        #expect(try SessionOptionsJSON.parse(Array(#"{"decode":"keyframes","quality":40}"#.utf8)) == SessionOptions(decode: .keyframes, quality: 40))
+        #expect(try SessionOptionsJSON.parse(Array(#"{"backend":"vaapi"}"#.utf8)) == SessionOptions(backend: .vaapi))
+        #expect(try SessionOptionsJSON.parse([UInt8]()) == SessionOptions())
+        #expect(try SessionOptionsJSON.parse(Array(" \r\n\t".utf8)) == SessionOptions())
+    }
+
+    @Test func refusedBodiesSayWhy() {
+        let refused = [
+            #"{"bogus":1}"#: "unknown session option 'bogus'",
+            #"{"quality":0}"#: "quality must be 1...100",
+            #"{"quality":true}"#: "session option 'quality' is invalid",
+            #"{"decode":7}"#: "session option 'decode' is invalid",
+            #"{"decode":"some"}"#: "decode must be all or keyframes",
+            #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",
+            "[1]": "session options must be a JSON object",
+            "{": "session options must be a JSON object",
+        ]
+        for (body, detail) in refused {
+            #expect(throws: HTTPError(status: .badRequest, code: "invalid_parameter", detail: detail), "\(body)") {
+                _ = try SessionOptionsJSON.parse(Array(body.utf8))
+            }
+        }
+    }
+}
