@@ -29,6 +29,16 @@ public struct SystemInfo: Sendable {
     public var devices: [HardwareDeviceUsage]
     public var limits: Limits
     public var activeSessions: Int
+    /// `--max-decoder-memory` and what the sessions' decoders hold of it now.
+    public var decoderMemory: DecoderMemoryUsage
+
+    public struct DecoderMemoryUsage: Sendable {
+        public var limitBytes: Int
+        public var usedBytes: Int
+        public var decoders: Int
+        /// Streams refused for want of memory since start-up.
+        public var refusals: Int
+    }
 
     public struct Limits: Sendable {
         public var maxSessions: Int
@@ -62,6 +72,10 @@ public struct SystemInfo: Sendable {
             sessionIdleTimeoutSeconds: Double(idle.seconds) + Double(idle.attoseconds) / 1e18,
             maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
         self.activeSessions = activeSessions
+        let memory = configuration.decoderMemory.usage
+        decoderMemory = DecoderMemoryUsage(
+            limitBytes: configuration.decoderMemory.limit, usedBytes: memory.bytes, decoders: memory.decoders,
+            refusals: memory.refusals)
     }
 
     /// Gauges for `/metrics`, set once: `frametap_vaapi_render_nodes` (nodes found),

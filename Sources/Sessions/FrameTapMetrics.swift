@@ -109,9 +109,12 @@ public final class FrameTapMetrics: Sendable {
     }
 
     /// Series that describe the present rather than count events, brought up to date right
-    /// before an exposition: sessions by back end and device, sessions per hardware device, and
-    /// the downloads of hardware-decoded pictures since the last scrape.
-    public func refresh(sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter) {
+    /// before an exposition: sessions by back end and device, sessions per hardware device, the
+    /// downloads of hardware-decoded pictures since the last scrape, and the decoder memory budget.
+    public func refresh(
+        sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
+        decoderMemory: DecoderMemoryBudget
+    ) {
         var byBackend: [[String]: Int] = [:]
         for status in sessions {
             byBackend[[status.backend.rawValue, status.device?.description ?? "none"], default: 0] += 1
@@ -151,6 +154,16 @@ public final class FrameTapMetrics: Sendable {
         for device in vanishedDevices { deviceGauge(device).set(to: 0) }
         counter(Names.frameDownloads, [:]).increment(by: max(0, newDownloads))
         counter(Names.frameDownloadFailures, [:]).increment(by: max(0, newFailures))
+        let memory = decoderMemory.usage
+        func memoryGauge(_ name: String, _ help: String) -> Prometheus.Gauge {
+            registry.makeGauge(descriptor: .init(metricName: name, unitName: "", helpText: help), labels: [])
+        }
+        memoryGauge(Names.decoderMemoryLimit, "The decoder memory budget (--max-decoder-memory)")
+            .set(to: Double(decoderMemory.limit))
+        memoryGauge(Names.decoderMemoryUsed, "Decoder memory the sessions' decoders are estimated to hold")
+            .set(to: Double(memory.bytes))
+        memoryGauge(Names.decoderMemoryRefusals, "Streams refused since start-up because their decoder did not fit the budget")
+            .set(to: Double(memory.refusals))
     }
 
     func recordSessionEnded(reason: String) {
@@ -201,6 +214,9 @@ public final class FrameTapMetrics: Sendable {
         public static let uploadsStopped = "frametap_uploads_stopped_total"
         public static let fallbacks = "frametap_decoder_fallbacks_total"
         public static let sessionsByBackend = "frametap_sessions_by_backend"
+        public static let decoderMemoryLimit = "frametap_decoder_memory_limit_bytes"
+        public static let decoderMemoryUsed = "frametap_decoder_memory_used_bytes"
+        public static let decoderMemoryRefusals = "frametap_decoder_memory_refusals"
         public static let frameDownloads = "frametap_frame_downloads_total"
         public static let frameDownloadFailures = "frametap_frame_download_failures_total"
         public static let deviceSessions = "frametap_hardware_device_sessions"

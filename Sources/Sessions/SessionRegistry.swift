@@ -123,7 +123,7 @@ public final class SessionRegistry: Sendable {
     public func refreshMetrics() {
         metrics.refresh(
             sessions: statusList().sessions, devices: configuration.devicePool.usage(),
-            downloads: configuration.frameDownloads)
+            downloads: configuration.frameDownloads, decoderMemory: configuration.decoderMemory)
     }
 
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API

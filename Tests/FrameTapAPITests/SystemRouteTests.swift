@@ -23,12 +23,16 @@ import Testing
             #expect(
                 Set(json.keys) == [
                     "version", "libavcodec", "backendDefault", "decoderThreads", "vaapiAvailable", "cudaAvailable",
-                    "hardware", "devices", "limits", "activeSessions",
+                    "hardware", "devices", "limits", "activeSessions", "decoderMemory",
                 ])
             #expect(json["version"] as? String == SystemInfo.version)
             #expect(json["backendDefault"] as? String == "software")
             #expect(json["decoderThreads"] as? Int == 2)
             #expect(json["activeSessions"] as? Int == 1)
+            // The pushed session's decoder holds its estimate of the budget.
+            let memory = try #require(json["decoderMemory"] as? [String: Any])
+            #expect(memory["decoders"] as? Int == 1 && (memory["usedBytes"] as? Int ?? 0) > 0)
+            #expect((memory["limitBytes"] as? Int ?? 0) >= memory["usedBytes"] as? Int ?? 0)
             let limits = try #require(json["limits"] as? [String: Any])
             #expect(limits["maxSessions"] as? Int == 7)
             #expect(limits["maxBodyBytes"] as? Int == 123_456)

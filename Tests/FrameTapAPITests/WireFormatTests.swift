@@ -262,6 +262,7 @@ import Testing
     @Test func system() throws {
         var configuration = ServerConfiguration()
         configuration.maxBodyBytes = nil
+        configuration.decoderMemory = DecoderMemoryBudget(limit: 1 << 30)
         var info = SystemInfo(configuration: configuration, activeSessions: 3, hardware: Self.hardware)
         info.devices = Self.deviceUsage
         let limits =
@@ -274,6 +275,7 @@ import Testing
         #expect(
             text(WireJSON.bytes(SystemInfoJSON(info)))
                 == #"{"activeSessions":3,"backendDefault":"\#(configuration.backend.rawValue)","cudaAvailable":true,"#
+                + #""decoderMemory":{"decoders":0,"limitBytes":1073741824,"refusals":0,"usedBytes":0},"#
                 + #""decoderThreads":\#(configuration.decoderThreads),"devices":"# + Self.deviceUsageJSON + ","
                 + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
                 + #""vaapiAvailable":true,"version":"\#(SystemInfo.version)"}"#)

@@ -36,4 +36,21 @@ import Testing
         // judged again and now fits.
         #expect(try await push(stream, to: second, flush: true).frames == Fixture.baselineFrames)
     }
+
+    /// `/metrics` shows the budget, what is held of it and the refusals.
+    @Test func theBudgetIsInTheMetrics() async throws {
+        var configuration = testConfiguration()
+        configuration.decoderMemory = DecoderMemoryBudget(limit: 6 * 38016 + 1000)
+        let metrics = FrameTapMetrics()
+        let registry = SessionRegistry(configuration: configuration, metrics: metrics, logger: quietLogger)
+        let stream = try Fixture.bytes(Fixture.baseline)
+        _ = try await push(stream, to: try registry.openSession(SessionID("a")).session, flush: true)
+        _ = try await upload(stream, to: try registry.openSession(SessionID("b")).session, flush: true)
+        registry.refreshMetrics()
+        let text = metrics.exposition()
+        #expect(text.contains("frametap_decoder_memory_limit_bytes \(6 * 38016 + 1000)"))
+        #expect(text.contains("frametap_decoder_memory_used_bytes \(6 * 38016)"))
+        #expect(text.contains("frametap_decoder_memory_refusals 1"))
+        registry.shutdown()
+    }
 }

@@ -16,11 +16,28 @@ struct SystemInfoJSON: Encodable {
         try container.encode(info.devices.map(HardwareDeviceUsageJSON.init), forKey: .devices)
         try container.encode(LimitsJSON(info.limits), forKey: .limits)
         try container.encode(info.activeSessions, forKey: .activeSessions)
+        try container.encode(DecoderMemoryJSON(info.decoderMemory), forKey: .decoderMemory)
     }
 
     private enum Key: String, CodingKey {
         case version, libavcodec, backendDefault, decoderThreads, vaapiAvailable, cudaAvailable, hardware, devices
-        case limits, activeSessions
+        case limits, activeSessions, decoderMemory
+    }
+
+    struct DecoderMemoryJSON: Encodable {
+        let usage: SystemInfo.DecoderMemoryUsage
+
+        init(_ usage: SystemInfo.DecoderMemoryUsage) { self.usage = usage }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(usage.limitBytes, forKey: .limitBytes)
+            try container.encode(usage.usedBytes, forKey: .usedBytes)
+            try container.encode(usage.decoders, forKey: .decoders)
+            try container.encode(usage.refusals, forKey: .refusals)
+        }
+
+        private enum Key: String, CodingKey { case limitBytes, usedBytes, decoders, refusals }
     }
 
     struct LimitsJSON: Encodable {
