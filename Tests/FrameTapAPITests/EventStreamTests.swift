@@ -65,7 +65,7 @@ import TestSupport
             let stale = try open(port, lastEventID: "1")
             #expect(text(stale.read(until: { text($0).contains("event: resync") })).contains("\"reason\":\"history_lost\""))
             // A quiet stream gets keepalive comments.
-            #expect(text(resumed.read(until: { text($0).contains(": keepalive\n\n") })).contains(": keepalive"))
+            #expect(text(resumed.read(until: { text($0).contains(": keepalive\n") })).contains(": keepalive"))
             for client in [all, one, resumed, stale] { client.close() }
             // Readers that left are forgotten, at the latest when the next keepalive finds them gone.
             #expect(eventually(timeout: .seconds(10)) { service.registry.events.waitingReaders == 0 })
