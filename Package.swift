@@ -41,6 +41,8 @@ let package = Package(
             name: "CMicroHTTPD",
             linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("gnutls")]
         ),
+        // The one clock every part reads (the real one, or in tests one moved by hand).
+        .target(name: "Timekeeping", swiftSettings: strictSwift),
         .target(name: "H264", swiftSettings: strictSwift),
         .target(name: "Decoding", dependencies: ["H264", "CFFmpeg"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
