@@ -49,7 +49,7 @@ let package = Package(
         .target(
             name: "Sessions",
             dependencies: [
-                "H264", "Decoding", "Imaging",
+                "H264", "Decoding", "Imaging", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -69,7 +69,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Decoding", "Imaging",
+                "HTTPServer", "Sessions", "Decoding", "Imaging", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -104,7 +104,7 @@ let package = Package(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),
         .testTarget(
-            name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport"],
+            name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
         // Test helpers shared by the test targets (a raw HTTP client, MD5); nothing ships it.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),

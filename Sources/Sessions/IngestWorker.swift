@@ -4,6 +4,7 @@ import FoundationEssentials
 import H264
 import Logging
 import Synchronization
+import Timekeeping
 
 /// Queue → splitter → decoder → newest picture, for one session, on its serial decode queue.
 ///
@@ -235,7 +236,7 @@ final class IngestWorker: Sendable {
         }
     }
 
-    var clock: any SessionClock { context.clock }
+    var clock: any ServiceClock { context.clock }
 
     /// `upload.ended`, once per upload, when its answer is known (on the decode queue).
     /// `frames` is sent with a summary only: a failed upload's count lives on the decode queue,
@@ -497,7 +498,7 @@ final class IngestWorker: Sendable {
 /// What a session's parts share: configuration, clock, metrics, logger, activity, events.
 struct SessionContext: Sendable {
     let configuration: ServerConfiguration
-    let clock: any SessionClock
+    let clock: any ServiceClock
     let metrics: FrameTapMetrics
     let logger: Logger
     let activity: SessionActivity
@@ -507,10 +508,10 @@ struct SessionContext: Sendable {
 /// When a session was last used (an upload byte, a picture, a request, a viewer leaving),
 /// for idle eviction and the status page.
 final class SessionActivity: Sendable {
-    private let clock: any SessionClock
+    private let clock: any ServiceClock
     private let last: Mutex<(uptime: UInt64, date: Date)>
 
-    init(clock: any SessionClock) {
+    init(clock: any ServiceClock) {
         self.clock = clock
         last = Mutex((clock.uptime, clock.now))
     }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import Timekeeping
 
 @testable import Sessions
 
@@ -36,7 +37,7 @@ func testConfiguration(
 func makeSession(
     _ name: String = "cam1", configuration: ServerConfiguration = testConfiguration(),
     options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics = FrameTapMetrics(),
-    clock: any SessionClock = SystemClock()
+    clock: any ServiceClock = SystemClock()
 ) throws -> Session {
     try Session(
         id: SessionID(name), configuration: configuration, options: options, metrics: metrics, logger: quietLogger,
@@ -45,7 +46,7 @@ func makeSession(
 
 /// A clock the test moves by hand: `advance` runs every timer that fell due, in order, on the
 /// calling thread. Session parts driven by it run without a single sleep.
-final class ManualClock: SessionClock {
+final class ManualClock: ServiceClock {
     private struct Timer {
         let due: UInt64
         let order: Int
