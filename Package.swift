@@ -104,10 +104,12 @@ let package = Package(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),
         .testTarget(
-            name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport", "Timekeeping"],
+            name: "SessionsTests",
+            dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport", "TestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
-        // Test helpers shared by the test targets (a raw HTTP client, MD5); nothing ships it.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
+        // Test helpers shared by the test targets (a raw HTTP client, MD5, the manual clock);
+        // nothing ships it.
+        .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",
