@@ -44,7 +44,7 @@ let package = Package(
         // The one clock every part reads (the real one, or in tests one moved by hand).
         .target(name: "Timekeeping", swiftSettings: strictSwift),
         .target(name: "H264", swiftSettings: strictSwift),
-        .target(name: "Decoding", dependencies: ["H264", "CFFmpeg"], swiftSettings: strictSwift),
+        .target(name: "Decoding", dependencies: ["H264", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
         .target(
             name: "Sessions",
