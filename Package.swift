@@ -60,7 +60,7 @@ let package = Package(
         .target(
             name: "HTTPServer",
             dependencies: [
-                "CMicroHTTPD",
+                "CMicroHTTPD", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
