@@ -12,7 +12,8 @@ public final class FrameTapService: Sendable {
     public let server: HTTPServer
 
     /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
-    /// there still runs after it). `http.bearerToken` turns authentication on.
+    /// there still runs after it). `http.bearerToken` turns authentication on. `http.clock` is
+    /// the service's one clock: the sessions read it too.
     /// `hardware` is what `GET /system` and the hardware gauges report (default: probed once
     /// per process on first use).
     public init(
@@ -21,7 +22,7 @@ public final class FrameTapService: Sendable {
     ) {
         self.metrics = metrics
         SystemInfo.registerHardwareMetrics(metrics, hardware: hardware)
-        registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger)
+        registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger, clock: http.clock)
         let api = FrameTapAPI(registry: registry, metrics: metrics, hardware: hardware, logger: logger)
         self.api = api
         var http = http

@@ -55,7 +55,7 @@ public final class Session: Sendable {
         let failureSink = WeakBox<IngestWorker>()
         let pictures = PictureCache(
             encodeQueue: encodeQueue, defaultQuality: options.quality ?? configuration.defaultQuality,
-            sizeLimit: configuration.pictureSizeLimit, metrics: metrics,
+            sizeLimit: configuration.pictureSizeLimit, metrics: metrics, clock: clock,
             onFailure: { error in failureSink.value?.record(error) })
         let activity = context.activity
         let eventSink = context.events
