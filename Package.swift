@@ -95,6 +95,7 @@ let package = Package(
         .executableTarget(
             name: "FrameTapBench", dependencies: ["H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
+        .testTarget(name: "TimekeepingTests", dependencies: ["Timekeeping", "TestSupport"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
         .testTarget(
