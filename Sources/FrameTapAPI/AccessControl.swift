@@ -23,6 +23,9 @@ public struct AccessControl: Sendable {
     /// (a token is still accepted this long after it expired) and for `nbf` (this long before).
     public static let clockLeeway: TimeInterval = 30
 
+    /// The realm of every challenge (`WWW-Authenticate: Bearer realm="frametap"`).
+    public static let realm = "frametap"
+
     /// Longer tokens are rejected before they are parsed. FrameTap's tokens are a few hundred
     /// bytes; the bound keeps a hostile header from costing a large JSON decode.
     public static let maxTokenBytes = 8 * 1024
@@ -107,9 +110,9 @@ extension AccessControl.Decision {
     public var challenge: String? {
         switch self {
         case .missingToken:
-            #"Bearer realm="frametap""#
+            #"Bearer realm="\#(AccessControl.realm)""#
         case .invalidToken(let reason):
-            #"Bearer realm="frametap", error="invalid_token", error_description="\#(reason)""#
+            #"Bearer realm="\#(AccessControl.realm)", error="invalid_token", error_description="\#(reason)""#
         case .allowed, .forbidden:
             nil
         }

@@ -33,8 +33,9 @@ public enum PresentedToken: Sendable, Equatable {
 
 extension HTTPError {
     /// 401. `invalidToken` distinguishes "no credentials" from "wrong credentials" in the
-    /// WWW-Authenticate challenge (RFC 6750 section 3); `detail` says what was wrong.
-    public static func unauthorized(invalidToken: Bool, detail: String? = nil, realm: String = "frametap") -> HTTPError {
+    /// WWW-Authenticate challenge (RFC 6750 section 3); `detail` says what was wrong; `realm`
+    /// names the protected space (the service's name, say).
+    public static func unauthorized(invalidToken: Bool, detail: String? = nil, realm: String) -> HTTPError {
         let challenge = invalidToken
             ? #"Bearer realm="\#(realm)", error="invalid_token""# : #"Bearer realm="\#(realm)""#
         return HTTPError(
@@ -44,7 +45,7 @@ extension HTTPError {
     }
 
     /// 403: the token is valid but does not allow this request.
-    public static func forbidden(_ detail: String, realm: String = "frametap") -> HTTPError {
+    public static func forbidden(_ detail: String, realm: String) -> HTTPError {
         HTTPError(
             status: .forbidden, code: "forbidden", detail: detail,
             headers: ["WWW-Authenticate": #"Bearer realm="\#(realm)", error="insufficient_scope""#])
@@ -54,15 +55,19 @@ extension HTTPError {
 /// One shared token for every route that requires authorization.
 public struct BearerTokenAuth: RequestAuthorizer {
     private let token: [UInt8]
+    private let realm: String
 
-    public init(token: String) { self.token = Array(token.utf8) }
+    public init(token: String, realm: String) {
+        self.token = Array(token.utf8)
+        self.realm = realm
+    }
 
     public func authorize(_ request: HTTPRequest) -> HTTPError? {
         switch PresentedToken(request) {
-        case .none: .unauthorized(invalidToken: false)
-        case .malformed: .unauthorized(invalidToken: true)
+        case .none: .unauthorized(invalidToken: false, realm: realm)
+        case .malformed: .unauthorized(invalidToken: true, realm: realm)
         case .bearer(let presented):
-            Self.constantTimeEquals(Array(presented.utf8), token) ? nil : .unauthorized(invalidToken: true)
+            Self.constantTimeEquals(Array(presented.utf8), token) ? nil : .unauthorized(invalidToken: true, realm: realm)
         }
     }
 

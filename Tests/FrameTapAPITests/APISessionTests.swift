@@ -123,7 +123,7 @@ import Testing
     }
 
     @Test func bearerTokenAuth() throws {
-        try withService(http: { $0.authorizer = BearerTokenAuth(token: "s3cret") }) { service in
+        try withService(http: { $0.authorizer = BearerTokenAuth(token: "s3cret", realm: AccessControl.realm) }) { service in
             #expect(try request(service.port, "GET", "/healthz").status == 200)
             let missing = try request(service.port, "GET", "/sessions")
             #expect(missing.status == 401)

@@ -81,7 +81,7 @@ import Testing
     }
 
     @Test func theConsoleNeedsNoTokenButTheAPIDoes() throws {
-        try withService(http: { $0.authorizer = BearerTokenAuth(token: "secret") }) { service in
+        try withService(http: { $0.authorizer = BearerTokenAuth(token: "secret", realm: AccessControl.realm) }) { service in
             let page = try request(service.port, "GET", "/")
             let script = try request(service.port, "GET", "/console/app.js")
             let sessions = try request(service.port, "GET", "/sessions")

@@ -57,7 +57,7 @@ import Testing
     }
 
     @Test func systemNeedsTheToken() throws {
-        try withService(http: { $0.authorizer = BearerTokenAuth(token: "secret") }) { service in
+        try withService(http: { $0.authorizer = BearerTokenAuth(token: "secret", realm: AccessControl.realm) }) { service in
             let anonymous = try request(service.port, "GET", "/system")
             #expect(anonymous.status == 401)
             let authorized = try request(service.port, "GET", "/system", headers: [("Authorization", "Bearer secret")])

@@ -120,16 +120,16 @@ import Testing
     }
 
     @Test func missingTokenIs401WithChallenge() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret", realm: "test-realm") }, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/secret")
             #expect(response.status == 401)
-            #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="frametap""#)
+            #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="test-realm""#)
             #expect(try jsonObject(response.body)["code"] as? String == "unauthorized")
         }
     }
 
     @Test func wrongTokenIs401InvalidToken() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret", realm: "test-realm") }, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/secret", headers: [("Authorization", "Bearer s3creT")])
             #expect(response.status == 401)
             #expect(response.headers["WWW-Authenticate"]?.contains(#"error="invalid_token""#) == true)
@@ -137,7 +137,7 @@ import Testing
     }
 
     @Test func rightTokenHeaderOrQueryPasses() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret", realm: "test-realm") }, routes: Self.routes) { (server: HTTPServer) throws in
             #expect(try request(server.port, "GET", "/secret", headers: [("Authorization", "bearer s3cret")]).text == "secret")
             #expect(try request(server.port, "GET", "/secret?access_token=s3cret").text == "secret")
             // The query form is for <img src>; it is not accepted for state-changing methods.
@@ -149,13 +149,13 @@ import Testing
     }
 
     @Test func exemptRouteNeedsNoToken() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret", realm: "test-realm") }, routes: Self.routes) { (server: HTTPServer) throws in
             #expect(try request(server.port, "GET", "/healthz").status == 200)
         }
     }
 
     @Test func uploadWithoutTokenIsRefusedBeforeTheBody() throws {
-        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret") }, routes: Self.routes) { (server: HTTPServer) throws in
+        try withServer(configure: { $0.authorizer = BearerTokenAuth(token: "s3cret", realm: "test-realm") }, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "POST", "/secret", body: Array(repeating: 7, count: 100_000))
             #expect(response.status == 401)
             #expect(response.headers["Connection"]?.lowercased() == "close")
