@@ -12,8 +12,9 @@ public final class FrameTapService: Sendable {
     public let server: HTTPServer
 
     /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
-    /// there still runs after it). `http.bearerToken` turns authentication on. `http.clock` is
-    /// the service's one clock: the sessions read it too.
+    /// there still runs after it), and `http.problemTypePrefix` by FrameTap's.
+    /// `http.bearerToken` turns authentication on. `http.clock` is the service's one clock: the
+    /// sessions read it too.
     /// `hardware` is what `GET /system` and the hardware gauges report (default: probed once
     /// per process on first use).
     public init(
@@ -26,6 +27,7 @@ public final class FrameTapService: Sendable {
         let api = FrameTapAPI(registry: registry, metrics: metrics, hardware: hardware, logger: logger)
         self.api = api
         var http = http
+        http.problemTypePrefix = FrameTapAPI.problemTypePrefix
         let previousObserver = http.requestObserver
         http.requestObserver = { record in
             api.observe(record)

@@ -107,7 +107,7 @@ final class ConnectionContext: Sendable {
             return true
         }
         guard claimed else { return false }
-        let bytes = EarlyResponse.serialize(.problem(problem), date: core.configuration.clock.now)
+        let bytes = EarlyResponse.serialize(.problem(problem), for: core.configuration)
         _ = bytes.withUnsafeBytes { ft_mhd_send_raw(connection.pointer, $0.baseAddress, $0.count, 1000) }
         _ = ft_mhd_shutdown_write(connection.pointer)
         return true
@@ -357,7 +357,7 @@ final class ConnectionContext: Sendable {
         let discardDuration = core.configuration.maxDiscardDuration
         state.stage = .discardingBody(dropped: 0, until: core.configuration.clock.deadline(after: discardDuration))
         state.answer = .sentEarly(response.status)
-        let bytes = EarlyResponse.serialize(response, date: core.configuration.clock.now)
+        let bytes = EarlyResponse.serialize(response, for: core.configuration)
         let written = bytes.withUnsafeBytes { buffer in
             ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 100)
         }
@@ -476,12 +476,11 @@ final class ConnectionContext: Sendable {
         case .empty:
             pointer = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
         case .bytes(let bytes):
-            pointer = bytes.withUnsafeBytes {
-                MHD_create_response_from_buffer(
-                    $0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
-            }
+            pointer = Self.makeCopyingResponse(bytes)
         case .shared(let storage):
             pointer = makeZeroCopyResponse(storage)
+        case .problem(let problem):
+            pointer = Self.makeCopyingResponse(problem.problemJSON(typePrefix: core.configuration.problemTypePrefix))
         case .stream(let source):
             let stream = StreamResponse(
                 context: self, source: source, heartbeat: core.configuration.heartbeatInterval,
@@ -495,6 +494,13 @@ final class ConnectionContext: Sendable {
             return nil
         }
         return pointer
+    }
+
+    private static func makeCopyingResponse(_ bytes: [UInt8]) -> OpaquePointer? {
+        bytes.withUnsafeBytes {
+            MHD_create_response_from_buffer(
+                $0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        }
     }
 
     // MARK: suspend / resume
@@ -635,15 +641,17 @@ final class ConnectionContext: Sendable {
 /// A complete HTTP/1.1 response as bytes, for `ft_mhd_send_raw`: the few answers sent before
 /// a request body ended (problems, small bodies), always with `Connection: close`.
 enum EarlyResponse {
-    static func serialize(_ response: HTTPResponse, date: Date) -> [UInt8] {
+    static func serialize(_ response: HTTPResponse, for configuration: HTTPServerConfiguration) -> [UInt8] {
         let body: [UInt8]
         switch response.body {
         case .bytes(let bytes): body = bytes
         case .shared(let storage): body = Array(storage.bytes)
+        case .problem(let problem): body = problem.problemJSON(typePrefix: configuration.problemTypePrefix)
         case .empty, .stream: body = []
         }
+        let date = Int(configuration.clock.now.timeIntervalSince1970)
         var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
-        head += "Date: \(HTTPDate.string(secondsSince1970: Int(date.timeIntervalSince1970)))\r\n"
+        head += "Date: \(HTTPDate.string(secondsSince1970: date))\r\n"
         for field in response.headers
         where !["content-length", "connection", "transfer-encoding", "date"].contains(field.name.lowercased()) {
             head += "\(field.name): \(field.value)\r\n"

@@ -51,7 +51,11 @@ public struct HTTPServerConfiguration: Sendable {
     /// and its timers drive them (the periodic deadline check too), so a test can move time by
     /// hand. libmicrohttpd's own idle timeout (`connectionTimeout`) runs on libmicrohttpd's.
     public var clock: any ServiceClock = SystemClock()
-    public var logger = Logger(label: "frametap.http")
+    /// The RFC 9457 `type` of every problem answer is this prefix followed by the problem's
+    /// code, e.g. "urn:example:problem:" gives "urn:example:problem:not_found". Nil leaves
+    /// `type` out (RFC 9457 then reads it as "about:blank").
+    public var problemTypePrefix: String?
+    public var logger = Logger(label: "HTTPServer")
 
     public init() {}
 }
@@ -232,7 +236,7 @@ public final class HTTPServer: Sendable {
                 "scheme": "\(core.configuration.tls == nil ? "http" : "https")",
             ])
         let stopSignal = DispatchSemaphore(value: 0)
-        let queue = DispatchQueue(label: "frametap.http.signals")
+        let queue = DispatchQueue(label: "HTTPServer.signals")
         // The default actions would kill the process before the graceful stop; Dispatch
         // sources receive the signals instead, on a normal queue thread.
         signal(SIGINT, SIG_IGN)

@@ -49,6 +49,9 @@ public enum HTTPBody: Sendable {
     case shared(any ByteStorage)
     /// Unknown length, pulled from the source as the client can take it (chunked on HTTP/1.1).
     case stream(any StreamSource)
+    /// An RFC 9457 problem document, written when the answer goes out, with the server's
+    /// `HTTPServerConfiguration.problemTypePrefix`.
+    case problem(HTTPError)
 }
 
 /// A handler's answer. Most are direct (status, headers, body); two special forms exist:
@@ -105,7 +108,7 @@ public struct HTTPResponse: Sendable {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/problem+json")
         for key in error.headers.keys.sorted() { headers.add(key, error.headers[key]!) }
-        return HTTPResponse(status: error.status, headers: headers, body: .bytes(error.problemJSON()))
+        return HTTPResponse(status: error.status, headers: headers, body: .problem(error))
     }
 
     public static func text(_ text: String, status: HTTPStatus = .ok, contentType: String = "text/plain; charset=utf-8")
