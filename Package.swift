@@ -41,13 +41,15 @@ let package = Package(
             name: "CMicroHTTPD",
             linkerSettings: [.linkedLibrary("microhttpd"), .linkedLibrary("gnutls")]
         ),
+        // The one clock every part reads (the real one, or in tests one moved by hand).
+        .target(name: "Timekeeping", swiftSettings: strictSwift),
         .target(name: "H264", swiftSettings: strictSwift),
-        .target(name: "Decoding", dependencies: ["H264", "CFFmpeg"], swiftSettings: strictSwift),
+        .target(name: "Decoding", dependencies: ["H264", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
         .target(
             name: "Sessions",
             dependencies: [
-                "H264", "Decoding", "Imaging",
+                "H264", "Decoding", "Imaging", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -58,7 +60,7 @@ let package = Package(
         .target(
             name: "HTTPServer",
             dependencies: [
-                "CMicroHTTPD",
+                "CMicroHTTPD", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -67,7 +69,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Decoding", "Imaging",
+                "HTTPServer", "Sessions", "Decoding", "Imaging", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -93,6 +95,7 @@ let package = Package(
         .executableTarget(
             name: "FrameTapBench", dependencies: ["H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
+        .testTarget(name: "TimekeepingTests", dependencies: ["Timekeeping", "TestSupport"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
         .testTarget(
@@ -102,10 +105,12 @@ let package = Package(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
             swiftSettings: strictSwift),
         .testTarget(
-            name: "SessionsTests", dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport"],
+            name: "SessionsTests",
+            dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport", "TestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
-        // Test helpers shared by the test targets (a raw HTTP client, MD5); nothing ships it.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strictSwift),
+        // Test helpers shared by the test targets (a raw HTTP client, MD5, the manual clock);
+        // nothing ships it.
+        .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import HTTPServer
+import Timekeeping
 
 /// Who may do what. Two kinds of bearer token are accepted:
 ///
@@ -14,13 +15,16 @@ import HTTPServer
 ///   - `exp` is required: a token that never expires cannot be taken back short of changing
 ///     the key. `exp` and `nbf` are honoured with ``clockLeeway`` of clock difference.
 ///
-/// A route states what it needs (``Need``) and ``decide(token:need:now:)`` answers from the token
+/// A route states what it needs (``Need``) and ``decide(token:need:)`` answers from the token
 /// alone, without I/O, on the request's thread. With no admin token, secret or JWKS, access
 /// control is off and every request is allowed.
 public struct AccessControl: Sendable {
     /// Clock difference tolerated between the token's issuer and this server, both for `exp`
     /// (a token is still accepted this long after it expired) and for `nbf` (this long before).
     public static let clockLeeway: TimeInterval = 30
+
+    /// The realm of every challenge (`WWW-Authenticate: Bearer realm="frametap"`).
+    public static let realm = "frametap"
 
     /// Longer tokens are rejected before they are parsed. FrameTap's tokens are a few hundred
     /// bytes; the bound keeps a hostile header from costing a large JSON decode.
@@ -53,6 +57,8 @@ public struct AccessControl: Sendable {
 
     private let adminToken: [UInt8]?
     private let verifier: TokenVerifier?
+    /// The wall clock `exp` and `nbf` are checked against.
+    private let clock: any ServiceClock
 
     /// The keys of the JWKS that were left out and why (for example an `oct` or RS512 key), for
     /// the start-up log. Unsupported keys are skipped rather than refused, so that one JWKS can
@@ -63,8 +69,12 @@ public struct AccessControl: Sendable {
     ///   - adminToken: the token that may do everything; nil or empty for none.
     ///   - jwtSecret: the HS256 secret, at least 32 bytes (RFC 7518 §3.2); nil or empty for none.
     ///   - jwks: the contents of a JWKS file (`{"keys": [...]}`) with RS256 and ES256 public keys.
+    ///   - clock: the wall clock for `exp` and `nbf`.
     /// - Throws: a message fit for the start-up log when the secret or the JWKS is unusable.
-    public init(adminToken: String?, jwtSecret: String?, jwks: String?) throws(AccessControlError) {
+    public init(
+        adminToken: String?, jwtSecret: String?, jwks: String?, clock: any ServiceClock = SystemClock()
+    ) throws(AccessControlError) {
+        self.clock = clock
         self.adminToken = adminToken.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
         let secret = jwtSecret.flatMap { $0.isEmpty ? nil : $0 }
         if secret == nil, jwks == nil {
@@ -83,13 +93,13 @@ public struct AccessControl: Sendable {
     /// Whether a request that presented `token` (nil when it presented none) may do `need`.
     /// Cheap enough for every request: the admin token is a byte comparison, and a JWT's
     /// signature is checked once and then remembered until it expires (see `VerifiedTokenCache`).
-    public func decide(token: String?, need: Need, now: Date = Date()) -> Decision {
+    public func decide(token: String?, need: Need) -> Decision {
         guard isEnabled else { return .allowed }
         guard let token else { return .missingToken }
         if let adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
         guard let verifier else { return .invalidToken("the token is not valid") }
         do {
-            return try verifier.grant(for: token, now: now).decision(for: need)
+            return try verifier.grant(for: token, now: clock.now).decision(for: need)
         } catch {
             return .invalidToken(error.reason)
         }

@@ -1,6 +1,7 @@
 import HTTPServer
 import Sessions
 import Synchronization
+import Timekeeping
 
 /// `GET /events`: server-sent events from the session event log. Each reader is a cursor into
 /// the log's bounded history, pulled by the server whenever the client can take more; a reader
@@ -44,7 +45,7 @@ final class EventStreamSource: StreamSource {
 
     private let log: SessionEventLog
     private let session: SessionID?
-    private let clock: any SessionClock
+    private let clock: any ServiceClock
     /// A comment this often when nothing happens (`ServerConfiguration.eventKeepaliveInterval`).
     private let keepaliveNanoseconds: UInt64
     private let state: Mutex<State>
@@ -56,10 +57,9 @@ final class EventStreamSource: StreamSource {
         var waitToken: UInt64?
     }
 
-    init(log: SessionEventLog, session: SessionID?, cursor: UInt64, clock: any SessionClock, keepalive: Duration) {
+    init(log: SessionEventLog, session: SessionID?, cursor: UInt64, clock: any ServiceClock, keepalive: Duration) {
         self.log = log
-        keepaliveNanoseconds = UInt64(keepalive.components.seconds) * 1_000_000_000
-            + UInt64(keepalive.components.attoseconds / 1_000_000_000)
+        keepaliveNanoseconds = keepalive.nanoseconds
         self.session = session
         self.clock = clock
         state = Mutex(State(cursor: cursor, lastSentAt: clock.uptime))

@@ -18,6 +18,10 @@ public struct FrameTapAPI: Sendable {
     static let maxWaitMilliseconds = 30_000
     /// Largest `PUT /sessions/{id}` body (a tiny JSON object).
     static let maxOptionsBytes = 64 << 10
+    /// Every problem's RFC 9457 `type` is this followed by its code (openapi.yaml).
+    public static let problemTypePrefix = "urn:frametap:problem:"
+    /// What the boundaries of multipart answers and MJPEG streams start with.
+    static let boundaryPrefix = "frametap"
 
     public init(
         registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware,
@@ -185,7 +189,7 @@ public struct FrameTapAPI: Sendable {
         } catch {
             throw HTTPError(error)
         }
-        let boundary = Multipart.makeBoundary()
+        let boundary = Multipart.makeBoundary(prefix: Self.boundaryPrefix)
         let logger = logger
         spool.onUploadEnd { result in
             switch result {
@@ -275,7 +279,7 @@ public struct FrameTapAPI: Sendable {
         } catch {
             throw HTTPError(error)
         }
-        let boundary = Multipart.makeBoundary()
+        let boundary = Multipart.makeBoundary(prefix: Self.boundaryPrefix)
         return HTTPResponse(
             headers: [
                 "Content-Type": Multipart.mixedReplaceContentType(boundary: boundary),

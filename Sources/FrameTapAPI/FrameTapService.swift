@@ -12,9 +12,10 @@ public final class FrameTapService: Sendable {
     public let server: HTTPServer
 
     /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
-    /// there still runs after it). `access` checks every route's permission (nil: every route is
-    /// open). `hardware` is what `GET /system` and the hardware gauges report (default: probed
-    /// once per process on first use).
+    /// there still runs after it), and `http.problemTypePrefix` by FrameTap's. `access` checks
+    /// every route's permission (nil: every route is open). `http.clock` is the service's one
+    /// clock: the sessions read it too. `hardware` is what `GET /system` and the hardware gauges
+    /// report (default: probed once per process on first use).
     public init(
         http: HTTPServerConfiguration, sessions: ServerConfiguration, access: AccessControl? = nil,
         metrics: FrameTapMetrics = FrameTapMetrics(), hardware: HardwareReport = SystemInfo.hardware,
@@ -22,10 +23,11 @@ public final class FrameTapService: Sendable {
     ) {
         self.metrics = metrics
         SystemInfo.registerHardwareMetrics(metrics, hardware: hardware)
-        registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger)
+        registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger, clock: http.clock)
         let api = FrameTapAPI(registry: registry, metrics: metrics, hardware: hardware, logger: logger)
         self.api = api
         var http = http
+        http.problemTypePrefix = FrameTapAPI.problemTypePrefix
         let previousObserver = http.requestObserver
         http.requestObserver = { record in
             api.observe(record)

@@ -101,7 +101,7 @@ final class MultipartAnswerSource: StreamSource {
     private func problemEnding(_ error: SessionError) -> StreamChunk {
         let problem = HTTPError(error)
         var chunk = Multipart.part(
-            boundary: boundary, contentType: "application/problem+json", bytes: problem.problemJSON(),
+            boundary: boundary, contentType: "application/problem+json", bytes: problem.problemJSON(typePrefix: FrameTapAPI.problemTypePrefix),
             headers: [("X-Problem-Status", String(problem.status.code))])
         chunk.segments.append(.bytes(Multipart.closingDelimiter(boundary: boundary)))
         return chunk

@@ -59,17 +59,18 @@ extension AccessControl: RequestAuthorizer {
                 // Only GET and HEAD take a token from the query (see PresentedToken).
                 return .unauthorized(
                     invalidToken: false,
-                    detail: "A bearer token is required in the Authorization header; access_token in the query is for GET and HEAD only.")
+                    detail: "A bearer token is required in the Authorization header; access_token in the query is for GET and HEAD only.",
+                    realm: Self.realm)
             }
             token = nil
-        case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.")
+        case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.", realm: Self.realm)
         case .bearer(let presented): token = presented
         }
         switch decide(token: token, need: need) {
         case .allowed: return nil
-        case .missingToken: return .unauthorized(invalidToken: false)
-        case .invalidToken(let reason): return .unauthorized(invalidToken: true, detail: "The bearer token is not valid: \(reason).")
-        case .forbidden(let reason): return .forbidden("This token does not allow it: \(reason).")
+        case .missingToken: return .unauthorized(invalidToken: false, realm: Self.realm)
+        case .invalidToken(let reason): return .unauthorized(invalidToken: true, detail: "The bearer token is not valid: \(reason).", realm: Self.realm)
+        case .forbidden(let reason): return .forbidden("This token does not allow it: \(reason).", realm: Self.realm)
         }
     }
 }

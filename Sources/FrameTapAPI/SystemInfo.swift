@@ -2,6 +2,7 @@ import Decoding
 import FoundationEssentials
 import HTTPServer
 import Sessions
+import Timekeeping
 
 /// `GET /system`: what this instance is and can do: version, decoder defaults, limits, and the
 /// hardware decoding it found at start-up (render nodes with driver, VA-API version and H.264
@@ -62,14 +63,13 @@ public struct SystemInfo: Sendable {
         decoderThreads = configuration.decoderThreads
         vaapiAvailable = hardware.libavcodecVAAPI && hardware.renderNodes.contains { $0.usable }
         self.hardware = hardware
-        let idle = configuration.idleTimeout.components
         limits = Limits(
             maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
             maxSpoolBytes: configuration.maxSpoolBytes,
             maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
-            sessionIdleTimeoutSeconds: Double(idle.seconds) + Double(idle.attoseconds) / 1e18,
+            sessionIdleTimeoutSeconds: Double(configuration.idleTimeout.nanoseconds) / 1e9,
             maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
         self.activeSessions = activeSessions
         let memory = configuration.decoderMemory.usage

@@ -35,8 +35,9 @@ public enum PresentedToken: Sendable, Equatable {
 
 extension HTTPError {
     /// 401. `invalidToken` distinguishes "no credentials" from "wrong credentials" in the
-    /// WWW-Authenticate challenge (RFC 6750 section 3); `detail` says what was wrong.
-    public static func unauthorized(invalidToken: Bool, detail: String? = nil, realm: String = "frametap") -> HTTPError {
+    /// WWW-Authenticate challenge (RFC 6750 section 3); `detail` says what was wrong; `realm`
+    /// names the protected space (the service's name, say).
+    public static func unauthorized(invalidToken: Bool, detail: String? = nil, realm: String) -> HTTPError {
         let challenge = invalidToken
             ? #"Bearer realm="\#(realm)", error="invalid_token""# : #"Bearer realm="\#(realm)""#
         return HTTPError(
@@ -46,7 +47,7 @@ extension HTTPError {
     }
 
     /// 403: the token is valid but does not allow this request.
-    public static func forbidden(_ detail: String, realm: String = "frametap") -> HTTPError {
+    public static func forbidden(_ detail: String, realm: String) -> HTTPError {
         HTTPError(
             status: .forbidden, code: "forbidden", detail: detail,
             headers: ["WWW-Authenticate": #"Bearer realm="\#(realm)", error="insufficient_scope""#])

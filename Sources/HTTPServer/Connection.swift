@@ -1,5 +1,7 @@
 import CMicroHTTPD
+import FoundationEssentials
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -33,8 +35,9 @@ final class ConnectionContext: Sendable {
         case bufferingBody([UInt8])
         /// Handing pieces to a streamed upload's sink.
         case streamingBody(any RequestBodySink, received: Int)
-        /// The answer went out before the body ended; the rest is read and dropped.
-        case discardingBody(dropped: Int, since: ContinuousClock.Instant)
+        /// The answer went out before the body ended; the rest is read and dropped, until the
+        /// `uptime` `until` at the latest.
+        case discardingBody(dropped: Int, until: UInt64)
         case complete
     }
 
@@ -66,7 +69,8 @@ final class ConnectionContext: Sendable {
     let core: ServerCore
     let connection: MHDConnectionHandle
     let id: UInt64
-    let startedAt = ContinuousClock.now
+    /// When the request began (an `uptime`), for its duration.
+    let startedAt: UInt64
     /// The request line's target as the client sent it, still percent-encoded.
     let rawTarget: [UInt8]
     /// The libmicrohttpd thread that runs this connection (it is where the context is made).
@@ -77,6 +81,7 @@ final class ConnectionContext: Sendable {
         self.core = core
         self.connection = connection
         self.id = id
+        self.startedAt = core.configuration.clock.uptime
         self.rawTarget = rawTarget
         self.state = Mutex(State(request: HTTPRequest(method: .get, segments: [])))
     }
@@ -102,7 +107,7 @@ final class ConnectionContext: Sendable {
             return true
         }
         guard claimed else { return false }
-        let bytes = EarlyResponse.serialize(.problem(problem))
+        let bytes = EarlyResponse.serialize(.problem(problem), for: core.configuration)
         _ = bytes.withUnsafeBytes { ft_mhd_send_raw(connection.pointer, $0.baseAddress, $0.count, 1000) }
         _ = ft_mhd_shutdown_write(connection.pointer)
         return true
@@ -206,14 +211,12 @@ final class ConnectionContext: Sendable {
             switch state.stage {
             case .headers, .complete:
                 return .consumed
-            case .discardingBody(let dropped, let since):
+            case .discardingBody(let dropped, let until):
                 let total = dropped + bytes.count
-                if total > core.configuration.maxDiscardBytes
-                    || ContinuousClock.now - since > core.configuration.maxDiscardDuration
-                {
+                if total > core.configuration.maxDiscardBytes || core.configuration.clock.uptime > until {
                     return .closeConnection
                 }
-                state.stage = .discardingBody(dropped: total, since: since)
+                state.stage = .discardingBody(dropped: total, until: until)
                 return .consumed
             case .bufferingBody(var collected):
                 let limit = state.route?.maxBodyBytes ?? Int.max
@@ -261,7 +264,9 @@ final class ConnectionContext: Sendable {
             if let (sink, reason) = abort { sink.abort(reason) }
             let sent = state.withLock { answerEarlyLocked(response, &$0) }
             state.withLock { state in
-                if case .discardingBody = state.stage { state.stage = .discardingBody(dropped: bytes.count, since: .now) }
+                if case .discardingBody(_, let until) = state.stage {
+                    state.stage = .discardingBody(dropped: bytes.count, until: until)
+                }
             }
             guard sent else {
                 core.expectDeliberateClose()
@@ -347,14 +352,15 @@ final class ConnectionContext: Sendable {
             // Whoever held it learns the request is over before the client can act on the answer.
             promise.cancel(answering: nil)
         }
-        state.stage = .discardingBody(dropped: 0, since: .now)
+        let discardDuration = core.configuration.maxDiscardDuration
+        state.stage = .discardingBody(dropped: 0, until: core.configuration.clock.deadline(after: discardDuration))
         state.answer = .sentEarly(response.status)
-        let bytes = EarlyResponse.serialize(response)
+        let bytes = EarlyResponse.serialize(response, for: core.configuration)
         let written = bytes.withUnsafeBytes { buffer in
             ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 100)
         }
         _ = ft_mhd_shutdown_write(connection.pointer)
-        core.deadlines.cutOff(connection.pointer, after: core.configuration.maxDiscardDuration)
+        core.deadlines.cutOff(connection.pointer, after: discardDuration)
         // A suspended connection must read on, to drop the rest and notice the end.
         resumeLocked(&state)
         return written == bytes.count
@@ -370,7 +376,7 @@ final class ConnectionContext: Sendable {
         }
         guard let (promise, deferred) = start else { return }
         if let timeout = deferred.timeout {
-            promise.arm(timeout: timeout, onTimeout: deferred.onTimeout)
+            promise.arm(timeout: timeout, clock: core.configuration.clock, onTimeout: deferred.onTimeout)
         }
         if core.isDraining {
             promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
@@ -468,14 +474,15 @@ final class ConnectionContext: Sendable {
         case .empty:
             pointer = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
         case .bytes(let bytes):
-            pointer = bytes.withUnsafeBytes {
-                MHD_create_response_from_buffer(
-                    $0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
-            }
+            pointer = Self.makeCopyingResponse(bytes)
         case .shared(let storage):
             pointer = makeZeroCopyResponse(storage)
+        case .problem(let problem):
+            pointer = Self.makeCopyingResponse(problem.problemJSON(typePrefix: core.configuration.problemTypePrefix))
         case .stream(let source):
-            let stream = StreamResponse(context: self, source: source, heartbeat: core.configuration.heartbeatInterval)
+            let stream = StreamResponse(
+                context: self, source: source, heartbeat: core.configuration.heartbeatInterval,
+                clock: core.configuration.clock)
             state.withLock { $0.stream = stream }
             pointer = stream.makeMHDResponse()
         }
@@ -485,6 +492,13 @@ final class ConnectionContext: Sendable {
             return nil
         }
         return pointer
+    }
+
+    private static func makeCopyingResponse(_ bytes: [UInt8]) -> OpaquePointer? {
+        bytes.withUnsafeBytes {
+            MHD_create_response_from_buffer(
+                $0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        }
     }
 
     // MARK: suspend / resume
@@ -617,23 +631,25 @@ final class ConnectionContext: Sendable {
         core.deadlines.requestEnded(connection.pointer)
         core.configuration.requestObserver?(
             RequestRecord(
-                method: method, route: route, status: status, duration: ContinuousClock.now - startedAt,
-                outcome: outcome))
+                method: method, route: route, status: status,
+                duration: .nanoseconds(core.configuration.clock.uptime - startedAt), outcome: outcome))
     }
 }
 
 /// A complete HTTP/1.1 response as bytes, for `ft_mhd_send_raw`: the few answers sent before
 /// a request body ended (problems, small bodies), always with `Connection: close`.
 enum EarlyResponse {
-    static func serialize(_ response: HTTPResponse) -> [UInt8] {
+    static func serialize(_ response: HTTPResponse, for configuration: HTTPServerConfiguration) -> [UInt8] {
         let body: [UInt8]
         switch response.body {
         case .bytes(let bytes): body = bytes
         case .shared(let storage): body = Array(storage.bytes)
+        case .problem(let problem): body = problem.problemJSON(typePrefix: configuration.problemTypePrefix)
         case .empty, .stream: body = []
         }
+        let date = Int(configuration.clock.now.timeIntervalSince1970)
         var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
-        head += "Date: \(HTTPDate.now())\r\n"
+        head += "Date: \(HTTPDate.string(secondsSince1970: date))\r\n"
         for field in response.headers
         where !["content-length", "connection", "transfer-encoding", "date"].contains(field.name.lowercased()) {
             head += "\(field.name): \(field.value)\r\n"

@@ -1,6 +1,6 @@
 import CMicroHTTPD
-import Dispatch
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -14,7 +14,8 @@ import Synchronization
 /// - a connection whose answer went out before its body ended is cut off after a while
 ///   (`cutOff(_:after:)`), even when its client goes quiet.
 /// A connection past its deadline has its socket shut down, which libmicrohttpd sees as the
-/// client leaving; it then closes it as usual.
+/// client leaving; it then closes it as usual. The check runs every `checkInterval` on the
+/// server's clock, so a test that moves a manual clock sees late connections cut off.
 ///
 /// Safe against fd reuse: libmicrohttpd reports a connection closed (removing it here, under
 /// the lock the shutdown also takes) before it closes the socket.
@@ -24,13 +25,19 @@ final class ConnectionDeadlines: Sendable {
         var deadline: UInt64?
     }
 
+    /// How often deadlines are checked: how late past its deadline a connection may be cut off.
+    static let checkInterval = Duration.milliseconds(100)
+
     let headerTimeout: Duration
+    private let clock: any ServiceClock
     private let entries = Mutex<[UInt: Entry]>([:])
-    private let timer = Mutex<TimerHandle?>(nil)
+    /// Bumped by `start()` and `stop()`: a scheduled check of an earlier run does nothing.
+    private let run = Atomic<UInt64>(0)
     private let expired = Atomic<Int>(0)
 
-    init(headerTimeout: Duration) {
+    init(headerTimeout: Duration, clock: any ServiceClock) {
         self.headerTimeout = headerTimeout
+        self.clock = clock
     }
 
     /// Connections cut off at a deadline so far.
@@ -39,7 +46,7 @@ final class ConnectionDeadlines: Sendable {
     func opened(_ connection: OpaquePointer) {
         let fd = ft_mhd_connection_fd(connection)
         guard fd >= 0 else { return }
-        let deadline = Self.now() + headerTimeout.nanosecondsClamped
+        let deadline = clock.deadline(after: headerTimeout)
         entries.withLock { $0[Self.key(connection)] = Entry(fd: fd, deadline: deadline) }
     }
 
@@ -50,13 +57,13 @@ final class ConnectionDeadlines: Sendable {
 
     /// A request ended; the connection may carry another one, whose head the clock now waits for.
     func requestEnded(_ connection: OpaquePointer) {
-        let deadline = Self.now() + headerTimeout.nanosecondsClamped
+        let deadline = clock.deadline(after: headerTimeout)
         entries.withLock { $0[Self.key(connection)]?.deadline = deadline }
     }
 
     /// The connection is cut off `delay` from now, whatever it sends meanwhile.
     func cutOff(_ connection: OpaquePointer, after delay: Duration) {
-        let deadline = Self.now() + delay.nanosecondsClamped
+        let deadline = clock.deadline(after: delay)
         entries.withLock { $0[Self.key(connection)]?.deadline = deadline }
     }
 
@@ -64,25 +71,25 @@ final class ConnectionDeadlines: Sendable {
         _ = entries.withLock { $0.removeValue(forKey: Self.key(connection)) }
     }
 
-    /// Checks every 100 ms from now until `stop()`.
+    /// Checks every `checkInterval` from now until `stop()`.
     func start() {
-        let interval = Duration.milliseconds(100).dispatchInterval
-        let source = TimerHandle(DispatchSource.makeTimerSource(queue: timerQueue))
-        source.source.schedule(deadline: .now() + interval, repeating: interval)
-        source.source.setEventHandler { [weak self] in self?.cutOffLateConnections() }
-        timer.withLock { $0 = source }
-        source.source.resume()
+        scheduleCheck(run: run.add(1, ordering: .relaxed).newValue)
     }
 
     func stop() {
-        timer.withLock { timer in
-            timer?.source.cancel()
-            timer = nil
+        run.add(1, ordering: .relaxed)
+    }
+
+    private func scheduleCheck(run current: UInt64) {
+        clock.schedule(at: clock.deadline(after: Self.checkInterval)) { [weak self] in
+            guard let self, self.run.load(ordering: .relaxed) == current else { return }
+            self.cutOffLateConnections()
+            self.scheduleCheck(run: current)
         }
     }
 
     private func cutOffLateConnections() {
-        let now = Self.now()
+        let now = clock.uptime
         let count = entries.withLock { entries -> Int in
             var count = 0
             for (key, entry) in entries {
@@ -98,14 +105,4 @@ final class ConnectionDeadlines: Sendable {
     }
 
     private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
-
-    private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-}
-
-extension Duration {
-    var nanosecondsClamped: UInt64 {
-        let (seconds, attoseconds) = components
-        guard seconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-    }
 }

@@ -17,6 +17,4 @@ public enum HTTPDate {
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
-
-    public static func now() -> String { string(secondsSince1970: Int(time(nil))) }
 }

@@ -27,9 +27,6 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(status.code) \(code)" + (detail.map { ": \($0)" } ?? "") }
 
-    /// RFC 9457 `type`: a URN built from the code, stable and not pretending to be a web page.
-    public var type: String { "urn:frametap:problem:\(code)" }
-
     public static func notFound(_ detail: String? = nil) -> HTTPError {
         HTTPError(status: .notFound, code: "not_found", detail: detail)
     }
@@ -63,11 +60,13 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The problem+json body. Hand-written so member order is stable and no Foundation
-    /// encoder runs on an MHD thread.
-    public func problemJSON() -> [UInt8] {
-        var members: [(String, String)] = [
-            ("type", JSON.quote(type)), ("title", JSON.quote(title)), ("status", String(status.code)),
-        ]
+    /// encoder runs on an MHD thread. `type` (RFC 9457) is `typePrefix` followed by the code,
+    /// e.g. "urn:example:problem:not_found"; without a prefix it is left out, which RFC 9457
+    /// reads as "about:blank" (the status says it all; `code` still tells problems apart).
+    public func problemJSON(typePrefix: String?) -> [UInt8] {
+        var members: [(String, String)] = []
+        if let typePrefix { members.append(("type", JSON.quote(typePrefix + code))) }
+        members += [("title", JSON.quote(title)), ("status", String(status.code))]
         if let detail { members.append(("detail", JSON.quote(detail))) }
         members.append(("code", JSON.quote(code)))
         for key in extensions.keys.sorted() where !["type", "title", "status", "detail", "code"].contains(key) {

@@ -2,6 +2,7 @@ import CMicroHTTPD
 import Dispatch
 import Logging
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
 import Glibc
@@ -44,7 +45,15 @@ public struct HTTPServerConfiguration: Sendable {
     public var uploadShutdownLinger: Duration = .milliseconds(300)
     /// Called once per finished request (route pattern, status, duration), on a server thread.
     public var requestObserver: (@Sendable (RequestRecord) -> Void)?
-    public var logger = Logger(label: "frametap.http")
+    /// Every deadline, timeout, heartbeat and duration of the server is read from this clock,
+    /// and its timers drive them (the periodic deadline check too), so a test can move time by
+    /// hand. libmicrohttpd's own idle timeout (`connectionTimeout`) runs on libmicrohttpd's.
+    public var clock: any ServiceClock = SystemClock()
+    /// The RFC 9457 `type` of every problem answer is this prefix followed by the problem's
+    /// code, e.g. "urn:example:problem:" gives "urn:example:problem:not_found". Nil leaves
+    /// `type` out (RFC 9457 then reads it as "about:blank").
+    public var problemTypePrefix: String?
+    public var logger = Logger(label: "HTTPServer")
 
     public init() {}
 }
@@ -202,14 +211,7 @@ public final class HTTPServer: Sendable {
             // (at their next piece of body) and told to keep nothing more; they get a short
             // moment for that answer to go out, since an idle client may never send the piece
             // that lets it out, and then they are closed with everything else.
-            let start = ContinuousClock.now
-            while true {
-                let (answering, uploads) = core.shutdownWork()
-                let elapsed = ContinuousClock.now - start
-                if answering == 0 && (uploads == 0 || elapsed >= core.configuration.uploadShutdownLinger) { break }
-                if elapsed >= grace { break }
-                usleep(10_000)
-            }
+            core.waitForInFlightRequests(gracePeriod: grace)
             core.stopping.store(true, ordering: .releasing)
             // libmicrohttpd must not be stopped with suspended connections.
             core.resumeAllSuspended()
@@ -241,7 +243,7 @@ public final class HTTPServer: Sendable {
                 "scheme": "\(core.configuration.tls == nil ? "http" : "https")",
             ])
         let stopSignal = DispatchSemaphore(value: 0)
-        let queue = DispatchQueue(label: "frametap.http.signals")
+        let queue = DispatchQueue(label: "HTTPServer.signals")
         // The default actions would kill the process before the graceful stop; Dispatch
         // sources receive the signals instead, on a normal queue thread.
         signal(SIGINT, SIG_IGN)
@@ -287,15 +289,20 @@ final class ServerCore: Sendable {
     /// Set right before MHD_stop_daemon: nothing may suspend any more.
     let stopping = Atomic<Bool>(false)
     private let nextID = Atomic<UInt64>(1)
-    private let expectedLogs = Mutex<[(prefix: String, until: ContinuousClock.Instant)]>([])
+    /// `until`: an `uptime`.
+    private let expectedLogs = Mutex<[(prefix: String, until: UInt64)]>([])
     private let connections = Mutex<[UInt64: ConnectionContext]>([:])
+    /// Signalled, once `stop()` began, whenever what it waits for may have changed: a request
+    /// ended, or one of its deadlines came. Counting, so no signal between a check and the wait
+    /// is lost.
+    private let shutdownProgress = DispatchSemaphore(value: 0)
 
     typealias AccessCheck = @Sendable (HTTPRequest) -> HTTPError?
 
     init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>) {
         self.configuration = configuration
         self.router = router
-        deadlines = ConnectionDeadlines(headerTimeout: configuration.headerTimeout)
+        deadlines = ConnectionDeadlines(headerTimeout: configuration.headerTimeout, clock: configuration.clock)
     }
 
     func connectionNotified(_ connection: OpaquePointer, _ code: MHD_ConnectionNotificationCode) {
@@ -320,6 +327,7 @@ final class ServerCore: Sendable {
 
     func forget(_ context: ConnectionContext) {
         _ = connections.withLock { $0.removeValue(forKey: context.id) }
+        if isDraining { shutdownProgress.signal() }
     }
 
     func endWaitingRequests() {
@@ -330,8 +338,27 @@ final class ServerCore: Sendable {
         for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
     }
 
+    /// `stop()`, once draining: returns when no request is being answered and the uploads are
+    /// gone or had `uploadShutdownLinger`, or when `gracePeriod` is over, whichever comes first
+    /// (both timed on the server's clock).
+    func waitForInFlightRequests(gracePeriod: Duration) {
+        let clock = configuration.clock
+        let lingerEnds = clock.deadline(after: configuration.uploadShutdownLinger)
+        let graceEnds = clock.deadline(after: gracePeriod)
+        for deadline in [lingerEnds, graceEnds] {
+            clock.schedule(at: deadline) { [weak self] in self?.shutdownProgress.signal() }
+        }
+        while true {
+            let (answering, uploads) = shutdownWork()
+            let now = clock.uptime
+            if answering == 0 && (uploads == 0 || now >= lingerEnds) { return }
+            if now >= graceEnds { return }
+            shutdownProgress.wait()
+        }
+    }
+
     /// Connections `stop()` still waits for: those answering a request, and uploads.
-    func shutdownWork() -> (answering: Int, uploads: Int) {
+    private func shutdownWork() -> (answering: Int, uploads: Int) {
         var answering = 0
         var uploads = 0
         for context in connections.withLock({ Array($0.values) }) {
@@ -355,12 +382,12 @@ final class ServerCore: Sendable {
     /// the lines expected that way are logged at debug level instead of as warnings.
     /// An expectation lapses after a second, so one that never comes cannot hide a real error later.
     private func expectLog(startingWith prefix: String, times: Int = 1) {
-        let until = ContinuousClock.now + .seconds(1)
+        let until = configuration.clock.deadline(after: .seconds(1))
         expectedLogs.withLock { $0.append(contentsOf: repeatElement((prefix: prefix, until: until), count: times)) }
     }
 
     private func isExpected(_ message: String) -> Bool {
-        let now = ContinuousClock.now
+        let now = configuration.clock.uptime
         return expectedLogs.withLock { expected in
             expected.removeAll { $0.until < now }
             guard let index = expected.firstIndex(where: { message.hasPrefix($0.prefix) }) else { return false }

@@ -1,6 +1,6 @@
 import CMicroHTTPD
-import Dispatch
 import Synchronization
+import Timekeeping
 
 /// Immutable bytes at a stable address for the object's whole life, so a response can point
 /// libmicrohttpd at them instead of copying (one encoded JPEG served to many clients).
@@ -49,6 +49,9 @@ public enum HTTPBody: Sendable {
     case shared(any ByteStorage)
     /// Unknown length, pulled from the source as the client can take it (chunked on HTTP/1.1).
     case stream(any StreamSource)
+    /// An RFC 9457 problem document, written when the answer goes out, with the server's
+    /// `HTTPServerConfiguration.problemTypePrefix`.
+    case problem(HTTPError)
 }
 
 /// A handler's answer. Most are direct (status, headers, body); two special forms exist:
@@ -105,7 +108,7 @@ public struct HTTPResponse: Sendable {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/problem+json")
         for key in error.headers.keys.sorted() { headers.add(key, error.headers[key]!) }
-        return HTTPResponse(status: error.status, headers: headers, body: .bytes(error.problemJSON()))
+        return HTTPResponse(status: error.status, headers: headers, body: .problem(error))
     }
 
     public static func text(_ text: String, status: HTTPStatus = .ok, contentType: String = "text/plain; charset=utf-8")
@@ -188,7 +191,8 @@ public final class ResponsePromise: Sendable {
         var completed = false
         var cancelled = false
         var cancelHandlers: [@Sendable () -> Void] = []
-        var timer: TimerHandle?
+        /// The timeout's answer, while the timeout is armed and nothing else answered.
+        var onTimeout: (@Sendable () -> HTTPResponse)?
     }
 
     private let state = Mutex(State())
@@ -234,8 +238,7 @@ public final class ResponsePromise: Sendable {
             guard !state.completed else { return nil }
             state.completed = true
             state.cancelled = true
-            state.timer?.source.cancel()
-            state.timer = nil
+            state.onTimeout = nil
             defer { state.cancelHandlers = [] }
             return state.cancelHandlers
         }
@@ -245,45 +248,31 @@ public final class ResponsePromise: Sendable {
         if let response { deliver(response) }
     }
 
-    func arm(timeout: Duration, onTimeout: @escaping @Sendable () -> HTTPResponse) {
-        let timer = TimerHandle(DispatchSource.makeTimerSource(queue: timerQueue))
-        timer.source.schedule(deadline: .now() + timeout.dispatchInterval)
-        timer.source.setEventHandler { [weak self] in
-            self?.cancel(answering: onTimeout())
-        }
+    /// Answers `onTimeout()` when `timeout` passes on `clock` first. The timer keeps no more
+    /// than a weak reference (the clock's timers cannot be cancelled): an answered promise drops
+    /// `onTimeout` and whatever it holds at once, and its timer then finds nothing to do.
+    func arm(timeout: Duration, clock: any ServiceClock, onTimeout: @escaping @Sendable () -> HTTPResponse) {
         let armed = state.withLock { state -> Bool in
             guard !state.completed else { return false }
-            state.timer = timer
+            state.onTimeout = onTimeout
             return true
         }
-        if armed { timer.source.resume() }
+        guard armed else { return }
+        clock.schedule(at: clock.deadline(after: timeout)) { [weak self] in self?.timeOut() }
+    }
+
+    private func timeOut() {
+        guard let onTimeout = state.withLock({ $0.onTimeout }) else { return }
+        cancel(answering: onTimeout())
     }
 
     private func takeCompletion() -> Bool {
         state.withLock { state in
             guard !state.completed else { return false }
             state.completed = true
-            state.timer?.source.cancel()
-            state.timer = nil
+            state.onTimeout = nil
             state.cancelHandlers = []
             return true
         }
-    }
-}
-
-/// Dispatch sources are thread-safe objects, but the overlay does not mark them Sendable.
-struct TimerHandle: @unchecked Sendable {
-    let source: any DispatchSourceTimer
-    init(_ source: any DispatchSourceTimer) { self.source = source }
-}
-
-/// Timer callbacks only hand answers over; one serial queue is plenty.
-let timerQueue = DispatchQueue(label: "frametap.http.timers")
-
-extension Duration {
-    var dispatchInterval: DispatchTimeInterval {
-        let (seconds, attoseconds) = components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        return .nanoseconds(Int(clamping: max(0, nanoseconds)))
     }
 }

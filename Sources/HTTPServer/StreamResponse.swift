@@ -1,34 +1,39 @@
 import CMicroHTTPD
-import Dispatch
 import Synchronization
+import Timekeeping
 
 /// The state behind one streamed response: the source, the chunk being copied out, and the
-/// heartbeat timer. libmicrohttpd owns it through the content-reader `cls` (retained when the
+/// heartbeat. libmicrohttpd owns it through the content-reader `cls` (retained when the
 /// response is created, released in the free callback when the connection is done with it).
 final class StreamResponse: Sendable {
     private struct ReaderState {
         var chunk: StreamChunk?
         var segment = 0
         var offset = 0
-        var lastProgress = ContinuousClock.now
+        /// When bytes last went out (an `uptime`).
+        var lastProgress: UInt64
         var idleDue = false
         var endRequested = false
         /// The source's last chunk before a shutdown was asked for.
         var lastChunkTaken = false
         var finishedNormally = false
-        var timer: TimerHandle?
+        /// libmicrohttpd is done with the response: the heartbeat stops.
+        var released = false
     }
 
     private let context: ConnectionContext
     private let source: any StreamSource
     private let heartbeat: Duration
-    private let reader = Mutex(ReaderState())
+    private let clock: any ServiceClock
+    private let reader: Mutex<ReaderState>
     private let waker: StreamWaker
 
-    init(context: ConnectionContext, source: any StreamSource, heartbeat: Duration) {
+    init(context: ConnectionContext, source: any StreamSource, heartbeat: Duration, clock: any ServiceClock) {
         self.context = context
         self.source = source
         self.heartbeat = heartbeat
+        self.clock = clock
+        self.reader = Mutex(ReaderState(lastProgress: clock.uptime))
         self.waker = StreamWaker { [context] in context.wakeStream() }
     }
 
@@ -45,22 +50,23 @@ final class StreamResponse: Sendable {
         return response
     }
 
+    /// A tick every `heartbeat` until the response is released.
     private func startHeartbeat() {
         guard heartbeat > .zero else { return }
-        let timer = TimerHandle(DispatchSource.makeTimerSource(queue: timerQueue))
-        timer.source.schedule(deadline: .now() + heartbeat.dispatchInterval, repeating: heartbeat.dispatchInterval)
-        timer.source.setEventHandler { [weak self] in self?.heartbeatTick() }
-        reader.withLock { $0.timer = timer }
-        timer.source.resume()
+        clock.schedule(at: clock.deadline(after: heartbeat)) { [weak self] in self?.heartbeatTick() }
     }
 
     private func heartbeatTick() {
-        let due = reader.withLock { state -> Bool in
-            guard ContinuousClock.now - state.lastProgress >= heartbeat else { return false }
+        let now = clock.uptime
+        let (due, released) = reader.withLock { state -> (Bool, Bool) in
+            guard !state.released else { return (false, true) }
+            guard now - min(now, state.lastProgress) >= heartbeat.nanoseconds else { return (false, false) }
             state.idleDue = true
-            return true
+            return (true, false)
         }
+        if released { return }
         if due { context.wakeStream() }
+        startHeartbeat()
     }
 
     /// stop(): end the stream cleanly at the next pull (after the chunk in flight).
@@ -140,7 +146,7 @@ final class StreamResponse: Sendable {
                 }
             }
             if state.segment >= chunk.segments.count { state.chunk = nil }
-            if written > 0 { state.lastProgress = ContinuousClock.now }
+            if written > 0 { state.lastProgress = clock.uptime }
             return written
         }
     }
@@ -157,14 +163,13 @@ final class StreamResponse: Sendable {
     /// Free callback: the connection is done with the response (finished, client gone, or
     /// server stopping). Release everything and tell the source.
     func released() {
-        let (timer, finished) = reader.withLock { state in
+        let finished = reader.withLock { state in
             defer {
-                state.timer = nil
+                state.released = true
                 state.chunk = nil
             }
-            return (state.timer, state.finishedNormally)
+            return state.finishedNormally
         }
-        timer?.source.cancel()
         let reason: StreamCloseReason =
             context.core.isStopping ? .serverShutdown : (finished ? .finished : .clientGone)
         source.close(reason)

@@ -78,11 +78,12 @@ extension StreamSource {
 /// demuxer: every part starts with `--boundary` CRLF, carries Content-Type and
 /// Content-Length, a blank line, the bytes, then CRLF.
 public enum Multipart {
-    /// A boundary of token characters only, so it never needs quoting in Content-Type.
-    public static func makeBoundary() -> String {
+    /// `prefix` and 16 random characters. `prefix` must be of token characters too (letters and
+    /// digits will do), so that the boundary never needs quoting in Content-Type.
+    public static func makeBoundary(prefix: String) -> String {
         var generator = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789abcdefghijklmnopqrstuvwxyz")
-        return "frametap" + String((0..<16).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+        return prefix + String((0..<16).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
     }
 
     /// Content-Type for an MJPEG live view.

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -37,7 +38,7 @@ final class SpoolReplay: ByteSource {
 
     private let upload: UploadQueue
     private let file: SpoolFile
-    private let clock: any SessionClock
+    private let clock: any ServiceClock
     /// Whether the answer wants another picture now; it wakes the decode loop when that may
     /// have become true.
     private let wantsBytes: @Sendable () -> Bool
@@ -52,7 +53,7 @@ final class SpoolReplay: ByteSource {
     }
 
     init(
-        upload: UploadQueue, file: SpoolFile, clock: any SessionClock, wantsBytes: @escaping @Sendable () -> Bool,
+        upload: UploadQueue, file: SpoolFile, clock: any ServiceClock, wantsBytes: @escaping @Sendable () -> Bool,
         spooled: @escaping @Sendable () -> Void
     ) {
         self.upload = upload

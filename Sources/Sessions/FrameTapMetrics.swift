@@ -3,6 +3,7 @@ import Decoding
 import Metrics
 import Prometheus
 import Synchronization
+import Timekeeping
 
 /// The service's metrics: swift-metrics objects backed by one Prometheus registry.
 ///

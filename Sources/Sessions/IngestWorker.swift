@@ -4,6 +4,7 @@ import FoundationEssentials
 import H264
 import Logging
 import Synchronization
+import Timekeeping
 
 /// A session's one decode loop: each push's bytes, from its byte source, through the decoder to
 /// the newest picture, on the session's serial decode queue.
@@ -522,7 +523,7 @@ final class IngestWorker: Sendable {
 /// What a session's parts share: configuration, clock, metrics, logger, activity, events.
 struct SessionContext: Sendable {
     let configuration: ServerConfiguration
-    let clock: any SessionClock
+    let clock: any ServiceClock
     let metrics: FrameTapMetrics
     let logger: Logger
     let activity: SessionActivity
@@ -532,10 +533,10 @@ struct SessionContext: Sendable {
 /// When a session was last used (an upload byte, a picture, a request, a viewer leaving),
 /// for idle eviction and the status page.
 final class SessionActivity: Sendable {
-    private let clock: any SessionClock
+    private let clock: any ServiceClock
     private let last: Mutex<(uptime: UInt64, date: Date)>
 
-    init(clock: any SessionClock) {
+    init(clock: any ServiceClock) {
         self.clock = clock
         last = Mutex((clock.uptime, clock.now))
     }

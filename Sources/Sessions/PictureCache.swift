@@ -2,6 +2,7 @@ import Decoding
 import Dispatch
 import Imaging
 import Synchronization
+import Timekeeping
 
 /// The encoded pictures of one session: each (picture, size, quality, format) is encoded at
 /// most once, on the session's serial encode queue, and the result is shared by every reader;
@@ -90,12 +91,15 @@ final class PictureCache: Sendable {
     private let onFailure: @Sendable (SessionError) -> Void
     private let quality: Atomic<Int>
     private let sizeLimit: PictureSizeLimit
+    /// Times the encodes, for the metrics.
+    private let clock: any ServiceClock
 
     init(
         encodeQueue: DispatchQueue, defaultQuality: Int, sizeLimit: PictureSizeLimit, metrics: FrameTapMetrics,
-        onFailure: @escaping @Sendable (SessionError) -> Void
+        clock: any ServiceClock, onFailure: @escaping @Sendable (SessionError) -> Void
     ) {
         encoder = QueueBound(nil, queue: encodeQueue)
+        self.clock = clock
         self.sizeLimit = sizeLimit
         quality = Atomic(defaultQuality)
         self.metrics = metrics
@@ -163,8 +167,7 @@ final class PictureCache: Sendable {
     }
 
     private func runEncode(_ frame: DecodedFrame, key: PictureKey) {
-        let clock = ContinuousClock()
-        let start = clock.now
+        let start = clock.uptime
         let result = encoder.withValue { encoder -> Result<EncodedPicture, SessionError> in
             do throws(ImagingError) {
                 if encoder == nil { encoder = try PictureEncoder() }
@@ -173,7 +176,7 @@ final class PictureCache: Sendable {
                 return .failure(SessionError(error))
             }
         }
-        let duration = clock.now - start
+        let duration = Duration.nanoseconds(clock.uptime - start)
         let waiting = state.withLock { $0.finish(key, result) }
         switch result {
         case .success: metrics.recordEncode(format: key.format.rawValue, duration: duration)

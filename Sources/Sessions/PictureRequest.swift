@@ -143,7 +143,7 @@ public struct ServedPicture: Sendable {
         decodedAtUptime = published.frame.decodedAtUptimeNanoseconds
     }
 
-    /// Milliseconds between the decode and `now` (a `SessionClock.uptime` reading).
+    /// Milliseconds between the decode and `now` (a `ServiceClock.uptime` reading).
     public func ageMilliseconds(now: UInt64) -> Int { Int((now &- decodedAtUptime) / 1_000_000) }
 }
 

@@ -5,6 +5,7 @@ import H264
 import Imaging
 import Logging
 import Synchronization
+import Timekeeping
 
 /// One live stream, made of three parts that each own their state:
 ///
@@ -18,7 +19,7 @@ import Synchronization
 public final class Session: Sendable {
     public let id: SessionID
     public let createdAt: Date
-    public let clock: any SessionClock
+    public let clock: any ServiceClock
     let context: SessionContext
     let ingest: IngestWorker
     let pictures: PictureCache
@@ -28,7 +29,7 @@ public final class Session: Sendable {
     /// back end asked for cannot open.
     public init(
         id: SessionID, configuration: ServerConfiguration, options: SessionOptions = SessionOptions(),
-        metrics: FrameTapMetrics, logger: Logger, clock: any SessionClock = SystemClock(),
+        metrics: FrameTapMetrics, logger: Logger, clock: any ServiceClock = SystemClock(),
         events: SessionEventLog? = nil
     ) throws(SessionError) {
         self.id = id
@@ -54,7 +55,7 @@ public final class Session: Sendable {
         let failureSink = WeakBox<IngestWorker>()
         let pictures = PictureCache(
             encodeQueue: encodeQueue, defaultQuality: options.quality ?? configuration.defaultQuality,
-            sizeLimit: configuration.pictureSizeLimit, metrics: metrics,
+            sizeLimit: configuration.pictureSizeLimit, metrics: metrics, clock: clock,
             onFailure: { error in failureSink.value?.record(error) })
         let activity = context.activity
         let eventSink = context.events

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import H264
 import Synchronization
+import Timekeeping
 
 /// Something that happened to a session, as `GET /events` sends it. Events mark changes of
 /// state (created, first picture, new format, back end, upload start and end, viewers, an
@@ -71,7 +72,7 @@ public final class SessionEventLog: Sendable {
     public static let defaultCapacity = 1024
 
     public let capacity: Int
-    let clock: any SessionClock
+    let clock: any ServiceClock
     private let state: Mutex<State>
 
     private struct State {
@@ -85,7 +86,7 @@ public final class SessionEventLog: Sendable {
         var nextWaiter: UInt64 = 0
     }
 
-    public init(capacity: Int = SessionEventLog.defaultCapacity, clock: any SessionClock = SystemClock()) {
+    public init(capacity: Int = SessionEventLog.defaultCapacity, clock: any ServiceClock = SystemClock()) {
         precondition(capacity > 0)
         self.capacity = capacity
         self.clock = clock

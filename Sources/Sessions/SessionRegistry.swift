@@ -2,13 +2,14 @@ import Dispatch
 import FoundationEssentials
 import Logging
 import Synchronization
+import Timekeeping
 
 /// All live sessions: create-or-get within the limits, lookup, list, delete, idle eviction.
 /// Every method may be called from any thread.
 public final class SessionRegistry: Sendable {
     public let configuration: ServerConfiguration
     public let metrics: FrameTapMetrics
-    public let clock: any SessionClock
+    public let clock: any ServiceClock
     /// What happened to the sessions lately, for `GET /events`.
     public let events: SessionEventLog
     let logger: Logger
@@ -24,7 +25,7 @@ public final class SessionRegistry: Sendable {
 
     public init(
         configuration: ServerConfiguration, metrics: FrameTapMetrics, logger: Logger,
-        clock: any SessionClock = SystemClock(), events: SessionEventLog? = nil
+        clock: any ServiceClock = SystemClock(), events: SessionEventLog? = nil
     ) {
         self.configuration = configuration
         self.metrics = metrics

@@ -1,4 +1,5 @@
 import Synchronization
+import Timekeeping
 
 /// When a producer must pause and when it may go on, as SwiftNIO's `HighLowWatermark`: the
 /// producer stops once `high` bytes wait and is woken once the consumer has brought them down
@@ -94,7 +95,7 @@ public final class UploadQueue: Sendable {
     public let watermark: HighLowWatermark
     /// Largest body accepted; the offer that would pass it is refused with `bodyTooLarge`.
     public let maxBytes: Int?
-    private let clock: any SessionClock
+    private let clock: any ServiceClock
     private let state: Mutex<State>
     /// Told (on the producer's thread, so it must be quick and not call back into the producer)
     /// when the queue itself refuses the body past `maxBytes`: that is when the upload ends for
@@ -104,7 +105,7 @@ public final class UploadQueue: Sendable {
     /// `admitted: false` makes the queue take nothing until `admit()`: an upload that waits for
     /// an earlier one of the same session to be decoded holds no bytes.
     public init(
-        watermark: HighLowWatermark, maxBytes: Int? = nil, admitted: Bool = true, clock: any SessionClock,
+        watermark: HighLowWatermark, maxBytes: Int? = nil, admitted: Bool = true, clock: any ServiceClock,
         onLimit: @escaping @Sendable (SessionError) -> Void = { _ in }
     ) {
         self.watermark = watermark

@@ -2,6 +2,7 @@ import Decoding
 import FoundationEssentials
 import Imaging
 import Synchronization
+import Timekeeping
 
 /// Everyone who waits for a session's newest picture, and the newest picture itself: long
 /// polls (`latest.jpg?wait=`) and MJPEG viewers, served from one newest-only slot with no
@@ -13,7 +14,7 @@ import Synchronization
 /// Owns: the newest picture, the long polls and the MJPEG viewers with their pacing.
 final class ViewerSet: Sendable {
     private let state = Mutex(State())
-    private let clock: any SessionClock
+    private let clock: any ServiceClock
     private let pictures: PictureCache
     /// A viewer with no new picture gets the last one again after this long (which also lets a
     /// suspended connection notice that its client left).
@@ -22,7 +23,7 @@ final class ViewerSet: Sendable {
     private let onChange: @Sendable (_ viewers: Int, _ waiters: Int) -> Void
 
     init(
-        clock: any SessionClock, pictures: PictureCache, repeatInterval: Duration,
+        clock: any ServiceClock, pictures: PictureCache, repeatInterval: Duration,
         onChange: @escaping @Sendable (_ viewers: Int, _ waiters: Int) -> Void
     ) {
         self.clock = clock

@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import HardwareTestSupport
 import Testing
+import TestSupport
 
 /// The device pool and back-end selection on pretend machines: no GPU needed.
 @Suite struct HardwareDevicePoolTests {
@@ -35,7 +36,7 @@ import Testing
         let clock = ManualClock()
         let platform = PretendPlatform(cuda: [0, 1], failing: [.cuda(0): "CUDA_ERROR_OUT_OF_MEMORY (2)"])
         let pool = HardwareDevicePool(
-            platform: platform, retryDelay: .seconds(30), maxRetryDelay: .seconds(600), now: clock.now)
+            platform: platform, retryDelay: .seconds(30), maxRetryDelay: .seconds(600), clock: clock)
         let devices: [HardwareDeviceID] = [.cuda(0), .cuda(1)]
         var leases: [HardwareDeviceLease] = []
 
@@ -46,21 +47,21 @@ import Testing
         #expect(failed.state == .failed && failed.error == "cuda:0: CUDA_ERROR_OUT_OF_MEMORY (2)")
         #expect(failed.retryInSeconds == 30)
 
-        clock.advance(seconds: 29)
+        clock.advance(by: .seconds(29))
         leases.append(try pool.lease(among: devices).get())
         #expect(platform.opens(of: .cuda(0)) == 1, "not retried within its back-off")
 
-        clock.advance(seconds: 2)
+        clock.advance(by: .seconds(2))
         leases.append(try pool.lease(among: devices).get())
         #expect(platform.opens(of: .cuda(0)) == 2, "retried once the back-off ended")
         #expect(leases.map(\.device) == [.cuda(1), .cuda(1), .cuda(1)])
 
         // The second failure doubles the back-off.
-        clock.advance(seconds: 59)
+        clock.advance(by: .seconds(59))
         _ = try pool.lease(among: devices).get()
         #expect(platform.opens(of: .cuda(0)) == 2)
         platform.heal(.cuda(0))
-        clock.advance(seconds: 2)
+        clock.advance(by: .seconds(2))
         let healed = try pool.lease(among: devices).get()
         #expect(healed.device == .cuda(0) && platform.opens(of: .cuda(0)) == 3)
         #expect(pool.usage().first { $0.device == .cuda(0) }?.state == .open)
@@ -69,7 +70,7 @@ import Testing
     @Test func noDeviceOpensSaysWhyForEach() {
         let clock = ManualClock()
         let pool = HardwareDevicePool(
-            platform: PretendPlatform(cuda: [0, 1], failing: [.cuda(0): "broken", .cuda(1): "gone"]), now: clock.now)
+            platform: PretendPlatform(cuda: [0, 1], failing: [.cuda(0): "broken", .cuda(1): "gone"]), clock: clock)
         _ = pool.lease(among: [.cuda(0), .cuda(1)])
         let result = pool.lease(among: [.cuda(0), .cuda(1)])
         guard case .failure(let error) = result else {

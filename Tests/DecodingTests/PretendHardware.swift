@@ -1,14 +1,6 @@
 import Decoding
 import Foundation
 import HardwareTestSupport
-import Synchronization
-
-/// Monotonic time that moves only when a test says so.
-final class ManualClock: Sendable {
-    private let nanoseconds = Atomic<UInt64>(1_000_000_000)
-    func advance(seconds: Double) { nanoseconds.add(UInt64(seconds * 1e9), ordering: .relaxed) }
-    var now: @Sendable () -> UInt64 { { self.nanoseconds.load(ordering: .relaxed) } }
-}
 
 enum Fixtures {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

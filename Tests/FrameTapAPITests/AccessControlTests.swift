@@ -3,6 +3,7 @@ import Foundation
 @testable import FrameTapAPI
 import JWTKit
 import Testing
+import TestSupport
 
 /// AccessControl with real tokens: minted here with jwt-kit (HS256 with a secret, RS256 and
 /// ES256 with keys generated here and published as a JWKS), so the verifier is checked against
@@ -123,11 +124,12 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     }
 
     @Test func theAdminTokenAndJWTsWorkSideBySide() async throws {
-        let access = try AccessControl(adminToken: "admin-token", jwtSecret: Self.secret, jwks: try Self.standardJWKS())
-        #expect(access.decide(token: "admin-token", need: .admin, now: Self.now) == .allowed)
+        let access = try AccessControl(
+            adminToken: "admin-token", jwtSecret: Self.secret, jwks: try Self.standardJWKS(), clock: ManualClock(now: Self.now))
+        #expect(access.decide(token: "admin-token", need: .admin) == .allowed)
         let viewer = try await Self.es256(Claims(scope: "view", sessions: ["cam1"]))
-        #expect(access.decide(token: viewer, need: .view(session: "cam1"), now: Self.now) == .allowed)
-        #expect(Self.isInvalid(access.decide(token: "admin-token ", need: .admin, now: Self.now)))
+        #expect(access.decide(token: viewer, need: .view(session: "cam1")) == .allowed)
+        #expect(Self.isInvalid(access.decide(token: "admin-token ", need: .admin)))
     }
 
     // MARK: Scopes
@@ -137,14 +139,15 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     /// Which need each scope covers: view views, push pushes, admin does everything.
     @Test(arguments: ["push", "view", "admin"], needs)
     func eachScopeAgainstEachNeed(scope: String, need: AccessControl.Need) async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let token = try await Self.hs256(Claims(scope: scope, sessions: ["cam1"]))
         let allowed =
             switch (scope, need) {
             case ("admin", _), ("view", .view), ("push", .push): true
             default: false
             }
-        let decision = access.decide(token: token, need: need, now: Self.now)
+        let decision = access.decide(token: token, need: need)
         if allowed {
             #expect(decision == .allowed)
         } else {
@@ -153,28 +156,30 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     }
 
     @Test func adminScopeCoversEverySessionWithOrWithoutGlobs() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let bare = try await Self.hs256(Claims(scope: "admin"))
         let narrow = try await Self.hs256(Claims(scope: "admin", sessions: ["cam1"]))
         for token in [bare, narrow] {
-            #expect(access.decide(token: token, need: .view(session: "other"), now: Self.now) == .allowed)
-            #expect(access.decide(token: token, need: .push(session: "other"), now: Self.now) == .allowed)
-            #expect(access.decide(token: token, need: .admin, now: Self.now) == .allowed)
+            #expect(access.decide(token: token, need: .view(session: "other")) == .allowed)
+            #expect(access.decide(token: token, need: .push(session: "other")) == .allowed)
+            #expect(access.decide(token: token, need: .admin) == .allowed)
         }
     }
 
     @Test func forbiddenReasonsSayWhy() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let viewer = try await Self.hs256(Claims(scope: "view", sessions: ["cam1"]))
-        #expect(access.decide(token: viewer, need: .push(session: "cam1"), now: Self.now) == .forbidden("a view token cannot push"))
+        #expect(access.decide(token: viewer, need: .push(session: "cam1")) == .forbidden("a view token cannot push"))
         #expect(
-            access.decide(token: viewer, need: .view(session: "cam2"), now: Self.now)
+            access.decide(token: viewer, need: .view(session: "cam2"))
                 == .forbidden("session cam2 is not among the token's sessions"))
         #expect(
-            access.decide(token: viewer, need: .admin, now: Self.now)
+            access.decide(token: viewer, need: .admin)
                 == .forbidden("this needs an admin token, the token's scope is view"))
         let pusher = try await Self.hs256(Claims(scope: "push", sessions: ["cam1"]))
-        #expect(access.decide(token: pusher, need: .view(session: "cam1"), now: Self.now) == .forbidden("a push token cannot view"))
+        #expect(access.decide(token: pusher, need: .view(session: "cam1")) == .forbidden("a push token cannot view"))
     }
 
     // MARK: Session globs
@@ -201,11 +206,12 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         ([], "cam1", false),
     ] as [([String], String, Bool)])
     func globs(globs: [String], session: String, allowed: Bool) async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         for scope in ["view", "push"] {
             let token = try await Self.hs256(Claims(scope: scope, sessions: globs))
             let need: AccessControl.Need = scope == "view" ? .view(session: session) : .push(session: session)
-            let decision = access.decide(token: token, need: need, now: Self.now)
+            let decision = access.decide(token: token, need: need)
             if allowed {
                 #expect(decision == .allowed)
             } else {
@@ -224,23 +230,25 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     @Test(arguments: ["", "cam/1", "cam 1", "cam[12]", "cäm", "cam1\n", String(repeating: "a", count: 257)])
     func aBadGlobMakesTheTokenInvalid(glob: String) async throws {
         #expect(SessionGlob(glob) == nil)
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let token = try await Self.hs256(Claims(scope: "view", sessions: ["cam1", glob]))
         #expect(
-            access.decide(token: token, need: .view(session: "cam1"), now: Self.now)
+            access.decide(token: token, need: .view(session: "cam1"))
                 == .invalidToken("the token's frametap:sessions has an invalid glob"))
     }
 
     // MARK: Time
 
     @Test func expiryAndNotBeforeWithTheLeeway() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let need = AccessControl.Need.view(session: "cam1")
         let leeway = AccessControl.clockLeeway
         #expect(leeway == 30)
         func decide(expiresIn: TimeInterval? = Self.hour, notBeforeIn: TimeInterval? = nil) async throws -> AccessControl.Decision {
             let token = try await Self.hs256(Claims(scope: "view", sessions: ["cam1"], expiresIn: expiresIn, notBeforeIn: notBeforeIn))
-            return access.decide(token: token, need: need, now: Self.now)
+            return access.decide(token: token, need: need)
         }
         #expect(try await decide(expiresIn: -Self.hour) == .invalidToken("the token has expired"))
         #expect(try await decide(expiresIn: -leeway) == .invalidToken("the token has expired"))
@@ -254,14 +262,18 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     }
 
     @Test func aRememberedTokenStillExpires() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.standardJWKS())
+        let clock = ManualClock(now: Self.now - 31)
+        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.standardJWKS(), clock: clock)
         let token = try await Self.rs256(Claims(scope: "view", sessions: ["cam1"], expiresIn: 60, notBeforeIn: 0))
         let need = AccessControl.Need.view(session: "cam1")
-        #expect(access.decide(token: token, need: need, now: Self.now) == .allowed)
-        #expect(access.decide(token: token, need: need, now: Self.now + 80) == .allowed)
-        #expect(access.decide(token: token, need: need, now: Self.now + 90) == .invalidToken("the token has expired"))
-        #expect(access.decide(token: token, need: need, now: Self.now - 31) == .invalidToken("the token is not valid yet"))
-        #expect(Self.isForbidden(access.decide(token: token, need: .push(session: "cam1"), now: Self.now)))
+        #expect(access.decide(token: token, need: need) == .invalidToken("the token is not valid yet"))
+        clock.advance(by: .seconds(31))
+        #expect(access.decide(token: token, need: need) == .allowed)
+        #expect(Self.isForbidden(access.decide(token: token, need: .push(session: "cam1"))))
+        clock.advance(by: .seconds(80))
+        #expect(access.decide(token: token, need: need) == .allowed)
+        clock.advance(by: .seconds(10))
+        #expect(access.decide(token: token, need: need) == .invalidToken("the token has expired"))
     }
 
     @Test func theCacheIsBounded() {
@@ -285,77 +297,82 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     // MARK: Signatures, keys and algorithms
 
     @Test func rs256AndES256FromTheJWKS() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.standardJWKS())
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: nil, jwks: try Self.standardJWKS(), clock: ManualClock(now: Self.now))
         #expect(access.skippedKeys.isEmpty)
         let rsa = try await Self.rs256(Claims(scope: "push", sessions: ["cam*"]))
         let ec = try await Self.es256(Claims(scope: "push", sessions: ["cam*"]))
         for token in [rsa, ec] {
-            #expect(access.decide(token: token, need: .push(session: "cam1"), now: Self.now) == .allowed)
-            #expect(Self.isForbidden(access.decide(token: token, need: .view(session: "cam1"), now: Self.now)))
+            #expect(access.decide(token: token, need: .push(session: "cam1")) == .allowed)
+            #expect(Self.isForbidden(access.decide(token: token, need: .view(session: "cam1"))))
         }
     }
 
     @Test func aTamperedOrForeignSignatureIsInvalid() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: try Self.standardJWKS())
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: try Self.standardJWKS(), clock: ManualClock(now: Self.now))
         let need = AccessControl.Need.view(session: "cam1")
         let claims = Claims(scope: "view", sessions: ["cam1"])
         let badSignature = AccessControl.Decision.invalidToken("the token's signature is not valid")
         for token in [try await Self.hs256(claims), try await Self.rs256(claims), try await Self.es256(claims)] {
-            #expect(access.decide(token: token, need: need, now: Self.now) == .allowed)
+            #expect(access.decide(token: token, need: need) == .allowed)
             // One character in the middle of the signature (the last one may only carry padding bits).
             var bytes = Array(token.utf8)
             let index = bytes.count - 10
             bytes[index] = bytes[index] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-            #expect(access.decide(token: String(decoding: bytes, as: UTF8.self), need: need, now: Self.now) == badSignature)
+            #expect(access.decide(token: String(decoding: bytes, as: UTF8.self), need: need) == badSignature)
             // The claims of another token under this token's signature.
             let parts = token.split(separator: ".", omittingEmptySubsequences: false)
             let wider = try await Self.hs256(Claims(scope: "admin"))
             let spliced = [parts[0], wider.split(separator: ".")[1], parts[2]].joined(separator: ".")
-            #expect(access.decide(token: spliced, need: .admin, now: Self.now) == badSignature)
+            #expect(access.decide(token: spliced, need: .admin) == badSignature)
         }
         // Signed with other keys under the same kid, or with another secret.
-        #expect(access.decide(token: try await Self.hs256(claims, secret: Self.secret + "x"), need: need, now: Self.now) == badSignature)
-        #expect(access.decide(token: try await Self.rs256(claims, key: Self.otherRSAKey), need: need, now: Self.now) == badSignature)
-        #expect(access.decide(token: try await Self.es256(claims, key: Self.otherECKey), need: need, now: Self.now) == badSignature)
+        #expect(access.decide(token: try await Self.hs256(claims, secret: Self.secret + "x"), need: need) == badSignature)
+        #expect(access.decide(token: try await Self.rs256(claims, key: Self.otherRSAKey), need: need) == badSignature)
+        #expect(access.decide(token: try await Self.es256(claims, key: Self.otherECKey), need: need) == badSignature)
     }
 
     @Test func algNoneIsInvalid() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: try Self.standardJWKS())
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: try Self.standardJWKS(), clock: ManualClock(now: Self.now))
         let payload = try await Self.hs256(Claims(scope: "admin")).split(separator: ".")[1]
         for alg in ["none", "None", "NONE"] {
             let header = Self.base64URL(Data(#"{"alg":"\#(alg)","typ":"JWT"}"#.utf8))
             for signature in ["", "AAAA"] {
                 let token = "\(header).\(payload).\(signature)"
-                #expect(access.decide(token: token, need: .admin, now: Self.now) == .invalidToken("the token's algorithm is not accepted"))
+                #expect(access.decide(token: token, need: .admin) == .invalidToken("the token's algorithm is not accepted"))
             }
         }
     }
 
     @Test func hs256IsNotAcceptedWhereOnlyAJWKSIs() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.standardJWKS())
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: nil, jwks: try Self.standardJWKS(), clock: ManualClock(now: Self.now))
         let notAccepted = AccessControl.Decision.invalidToken("the token's algorithm is not accepted")
         // The classic confusion: the RSA public key, which anyone may have, used as an HMAC secret.
         for publicKey in [Self.rsaKey.publicKey.pemRepresentation, Self.ecKey.publicKey.pemRepresentation] {
             let forged = try await Self.hs256(Claims(scope: "admin"), secret: publicKey, header: ["kid": .string("rsa-1")])
-            #expect(access.decide(token: forged, need: .admin, now: Self.now) == notAccepted)
+            #expect(access.decide(token: forged, need: .admin) == notAccepted)
         }
         // An HMAC-signed token that claims RS256 is tried against the RSA key, and fails.
         let relabelled = try await Self.hs256(
             Claims(scope: "admin"), secret: Self.rsaKey.publicKey.pemRepresentation,
             header: ["alg": .string("RS256"), "kid": .string("rsa-1")])
-        #expect(access.decide(token: relabelled, need: .admin, now: Self.now) == .invalidToken("the token's signature is not valid"))
+        #expect(access.decide(token: relabelled, need: .admin) == .invalidToken("the token's signature is not valid"))
         // And the other way round: only a secret configured, an RS256 token is not accepted.
-        let secretOnly = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
-        #expect(secretOnly.decide(token: try await Self.rs256(Claims(scope: "admin")), need: .admin, now: Self.now) == notAccepted)
+        let secretOnly = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
+        #expect(secretOnly.decide(token: try await Self.rs256(Claims(scope: "admin")), need: .admin) == notAccepted)
     }
 
     @Test func theKidSelectsTheKey() async throws {
         let jwks = try Self.jwks([
             Self.rsaJWK(Self.rsaKey, kid: "a"), Self.rsaJWK(Self.otherRSAKey, kid: "b"), Self.ecJWK(Self.ecKey, kid: "c"),
         ])
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: jwks)
+        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: jwks, clock: ManualClock(now: Self.now))
         let claims = Claims(scope: "admin")
-        let decide = { (token: String) -> AccessControl.Decision in access.decide(token: token, need: .admin, now: Self.now) }
+        let decide = { (token: String) -> AccessControl.Decision in access.decide(token: token, need: .admin) }
         #expect(decide(try await Self.rs256(claims, key: Self.rsaKey, kid: "a")) == .allowed)
         #expect(decide(try await Self.rs256(claims, key: Self.otherRSAKey, kid: "b")) == .allowed)
         // The right kid with the wrong key, and a kid whose key is for another algorithm.
@@ -373,19 +390,21 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         rsa.keyIdentifier = nil
         var ec = try Self.ecJWK(Self.ecKey, kid: nil)
         ec.algorithm = nil
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.jwks([rsa, ec]))
-        #expect(access.decide(token: try await Self.rs256(Claims(scope: "admin"), kid: nil), need: .admin, now: Self.now) == .allowed)
-        #expect(access.decide(token: try await Self.es256(Claims(scope: "admin"), kid: nil), need: .admin, now: Self.now) == .allowed)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: nil, jwks: try Self.jwks([rsa, ec]), clock: ManualClock(now: Self.now))
+        #expect(access.decide(token: try await Self.rs256(Claims(scope: "admin"), kid: nil), need: .admin) == .allowed)
+        #expect(access.decide(token: try await Self.es256(Claims(scope: "admin"), kid: nil), need: .admin) == .allowed)
         // A kid that names no key is refused even though a key without kid would verify it.
         #expect(
-            access.decide(token: try await Self.rs256(Claims(scope: "admin"), kid: "x"), need: .admin, now: Self.now)
+            access.decide(token: try await Self.rs256(Claims(scope: "admin"), kid: "x"), need: .admin)
                 == .invalidToken("the token's key id is unknown"))
     }
 
     // MARK: Malformed tokens and claims
 
     @Test func malformedTokensAreInvalid() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: try Self.standardJWKS())
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: try Self.standardJWKS(), clock: ManualClock(now: Self.now))
         let valid = try await Self.hs256(Claims(scope: "admin"))
         let parts = valid.split(separator: ".").map(String.init)
         let malformed = [
@@ -398,18 +417,19 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
             "Bearer \(valid)",
         ]
         for token in malformed {
-            let decision = access.decide(token: token, need: .admin, now: Self.now)
+            let decision = access.decide(token: token, need: .admin)
             #expect(Self.isInvalid(decision), "\(token): \(decision)")
         }
         let long = "\(parts[0]).\(String(repeating: "A", count: AccessControl.maxTokenBytes)).\(parts[2])"
-        #expect(access.decide(token: long, need: .admin, now: Self.now) == .invalidToken("the token is too long"))
+        #expect(access.decide(token: long, need: .admin) == .invalidToken("the token is too long"))
     }
 
     @Test func claimsThatAreMissingOrWrong() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let need = AccessControl.Need.view(session: "cam1")
         func decide(_ claims: Claims) async throws -> AccessControl.Decision {
-            access.decide(token: try await Self.hs256(claims), need: need, now: Self.now)
+            access.decide(token: try await Self.hs256(claims), need: need)
         }
         let badScope = AccessControl.Decision.invalidToken("the token's frametap:scope is not push, view or admin")
         #expect(try await decide(Claims(scope: nil, sessions: ["cam1"])) == badScope)
@@ -431,14 +451,15 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         }
         let keys = await JWTKeyCollection().add(hmac: HMACKey(from: Self.secret), digestAlgorithm: .sha256)
         let odd = try await keys.sign(OddClaims())
-        #expect(access.decide(token: odd, need: need, now: Self.now) == .invalidToken("the token is malformed"))
+        #expect(access.decide(token: odd, need: need) == .invalidToken("the token is malformed"))
     }
 
     @Test func criticalHeaderExtensionsAreRefused() async throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: Self.secret, jwks: nil)
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
         let token = try await Self.hs256(
             Claims(scope: "admin"), header: ["crit": .array([.string("exp2")]), "exp2": .int(1)])
-        #expect(access.decide(token: token, need: .admin, now: Self.now) == .invalidToken("the token has critical header extensions"))
+        #expect(access.decide(token: token, need: .admin) == .invalidToken("the token has critical header extensions"))
     }
 
     // MARK: Configuration
@@ -460,7 +481,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         ]
         let usable = String(decoding: try JSONEncoder().encode(try Self.ecJWK(Self.ecKey, kid: "ec-1")), as: UTF8.self)
         let jwks = #"{"keys":["# + (unsupported + [usable]).joined(separator: ",") + "]}"
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: jwks)
+        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: jwks, clock: ManualClock(now: Self.now))
         #expect(
             access.skippedKeys == [
                 #"key "shared": key type oct is not supported, skipped"#,
@@ -470,7 +491,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
                 #"key "enc": an encryption key (use "enc"), skipped"#,
                 "key #5: key type XYZ is not supported, skipped",
             ])
-        #expect(access.decide(token: try await Self.es256(Claims(scope: "admin")), need: .admin, now: Self.now) == .allowed)
+        #expect(access.decide(token: try await Self.es256(Claims(scope: "admin")), need: .admin) == .allowed)
 
         // Nothing usable at all is an error, which lists what was skipped.
         let error = #expect(throws: AccessControlError.self) {
@@ -492,7 +513,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     ])
     func aBrokenJWKSIsAStartUpError(jwks: String, message: String) {
         let error = #expect(throws: AccessControlError.self) {
-            try AccessControl(adminToken: nil, jwtSecret: nil, jwks: jwks)
+            try AccessControl(adminToken: nil, jwtSecret: nil, jwks: jwks, clock: ManualClock(now: Self.now))
         }
         #expect(error?.message.hasPrefix(message) == true, "\(error?.message ?? "no error")")
     }

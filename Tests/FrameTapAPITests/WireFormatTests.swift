@@ -5,6 +5,7 @@ import H264
 import HTTPServer
 @testable import Sessions
 import Testing
+import Timekeeping
 
 /// The published JSON, byte for byte: every resource's shape with its explicit nulls and
 /// omitted members, as clients have seen it. No sockets: each value is built and encoded here.
@@ -142,7 +143,7 @@ import Testing
     }
 
     /// A clock standing still: events get known ids and times.
-    struct StillClock: SessionClock {
+    struct StillClock: ServiceClock {
         var uptime: UInt64 { 5_000_000_000 }
         var now: Date { WireFormatTests.createdAt }
         func schedule(at deadline: UInt64, _ action: @escaping @Sendable () -> Void) {}

@@ -66,26 +66,67 @@ import Testing
         }
     }
 
+    /// The timeout runs on the server's clock: nothing but moving it answers the long poll.
     @Test func longPollTimeoutLetsTheHandlerAnswer304() throws {
+        let clock = ManualClock()
+        let waiting = Atomic<Int>(0)
         let cancelled = Atomic<Int>(0)
-        try withServer(routes: { router in
-            router.get("/poll", access: .open) { request in
-                let wait = Int(request.query["wait"] ?? "0") ?? 0
-                return .deferred(
-                    timeout: .milliseconds(min(wait, 30_000)),
-                    onTimeout: { HTTPResponse(status: .notModified, headers: ["X-Waited": "\(wait)"]) }
-                ) { promise in
-                    promise.onCancel { cancelled.add(1, ordering: .relaxed) }
-                    // Nobody publishes: the timeout decides.
+        try withServer(
+            configure: {
+                $0.clock = clock
+                $0.shutdownGracePeriod = .zero  // the manual clock would never end a grace period
+            },
+            routes: { router in
+                router.get("/poll", access: .open) { request in
+                    let wait = Int(request.query["wait"] ?? "0") ?? 0
+                    return .deferred(
+                        timeout: .milliseconds(min(wait, 30_000)),
+                        onTimeout: { HTTPResponse(status: .notModified, headers: ["X-Waited": "\(wait)"]) }
+                    ) { promise in
+                        promise.onCancel { cancelled.add(1, ordering: .relaxed) }
+                        // Nobody publishes: the timeout decides.
+                        waiting.add(1, ordering: .relaxed)
+                    }
                 }
             }
-        }) { (server: HTTPServer) throws in
-            let started = ContinuousClock.now
-            let response = try request(server.port, "GET", "/poll?wait=300")
+        ) { (server: HTTPServer) throws in
+            let client = try RawClient(port: server.port)
+            // 30 s: far longer than the test waits in real time for the answer.
+            try client.send("GET /poll?wait=30000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(eventually { waiting.load(ordering: .relaxed) == 1 })
+            clock.advance(by: .milliseconds(29_999))
+            #expect(client.read(timeout: .milliseconds(100)) == [], "answered before its timeout")
+            clock.advance(by: .milliseconds(1))
+            let response = try parseResponse(client.readToEnd())
             #expect(response.status == 304)
-            #expect(response.headers["X-Waited"] == "300")
-            #expect(ContinuousClock.now - started >= .milliseconds(300))
+            #expect(response.headers["X-Waited"] == "30000")
             #expect(cancelled.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    /// A request's duration, as the observer gets it, is read from the server's clock.
+    @Test func requestDurationIsTimedOnTheServersClock() throws {
+        let clock = ManualClock()
+        let records = Recorder<RequestRecord>()
+        let held = Mutex<ResponsePromise?>(nil)
+        try withServer(
+            configure: {
+                $0.clock = clock
+                $0.shutdownGracePeriod = .zero
+                $0.requestObserver = { records.record($0) }
+            },
+            routes: { router in
+                router.get("/held", access: .open) { _ in .deferred { promise in held.withLock { $0 = promise } } }
+            }
+        ) { (server: HTTPServer) throws in
+            let client = try RawClient(port: server.port)
+            try client.send("GET /held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(eventually { held.withLock { $0 != nil } })
+            clock.advance(by: .milliseconds(250))
+            held.withLock { $0 }?.succeed(.text("done"))
+            #expect(try parseResponse(client.readToEnd()).text == "done")
+            #expect(eventually { records.all.count == 1 })
+            #expect(records.all.first?.duration == .milliseconds(250))
         }
     }
 
@@ -152,21 +193,38 @@ import Testing
 
     @Test func idleStreamRepeatsLastChunkAndNoticesDeadClient() throws {
         // No new frames: the heartbeat makes the source resend its last chunk, which is how
-        // a vanished client is noticed on a suspended connection.
+        // a vanished client is noticed on a suspended connection. The heartbeat runs on the
+        // server's clock, so each repeat comes when the test moves it, and only then.
+        let clock = ManualClock()
         let broadcast = TestBroadcast()
         broadcast.publish(StreamChunk(bytes: Array("frame\n".utf8)))
         try withServer(
-            configure: { $0.heartbeatInterval = .milliseconds(100) },
+            configure: {
+                // 30 s: far longer than the test waits in real time for any repeat.
+                $0.heartbeatInterval = .seconds(30)
+                $0.clock = clock
+                $0.shutdownGracePeriod = .zero
+            },
             routes: { router in router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(broadcast.makeSource())) } }
         ) { (server: HTTPServer) throws in
             let client = try RawClient(port: server.port)
             try client.send("GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
-            let raw = client.read(until: { bytes in
-                String(decoding: bytes, as: UTF8.self).components(separatedBy: "frame\n").count > 3
-            })
-            #expect(String(decoding: raw, as: UTF8.self).components(separatedBy: "frame\n").count > 3)
+            func frames(_ bytes: [UInt8]) -> Int {
+                String(decoding: bytes, as: UTF8.self).components(separatedBy: "frame\n").count - 1
+            }
+            var raw = client.read(until: { frames($0) == 1 })
+            #expect(frames(raw) == 1)
+            #expect(client.read(timeout: .milliseconds(300)) == [], "a repeat before the heartbeat")
+            for repeats in 1...3 {
+                clock.advance(by: .seconds(30))
+                raw += client.read(until: { frames(raw + $0) > repeats })
+                #expect(frames(raw) == repeats + 1)
+            }
             client.close()
-            #expect(eventually { broadcast.viewerCount == 0 })
+            #expect(eventually {
+                clock.advance(by: .seconds(30))
+                return broadcast.viewerCount == 0
+            })
         }
     }
 
@@ -183,9 +241,10 @@ import Testing
             try client.send("GET /all HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             #expect(eventually { broadcast.viewerCount == 1 })
             broadcast.publish(Multipart.part(boundary: "b", contentType: "text/plain", payload: SharedBytes("one")))
-            usleep(100_000)
+            // The part went out before the stream is finished (finishing first would drop it).
+            let head = client.read(until: { find(Array("one\r\n".utf8), in: $0) != nil })
             broadcast.finish(trailer: StreamChunk(bytes: Multipart.closingDelimiter(boundary: "b")))
-            let response = try parseResponse(client.readToEnd())
+            let response = try parseResponse(head + client.readToEnd())
             #expect(response.chunkedComplete)
             #expect(response.text == "--b\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\none\r\n--b--\r\n")
             #expect(eventually { broadcast.viewerCount == 0 })

@@ -5,7 +5,10 @@ import Testing
 
 @Suite(.serialized) struct RoutingAndProblemTests {
     @Test func unknownPathIsNotFoundProblem() throws {
-        try withServer(routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }) { (server: HTTPServer) throws in
+        try withServer(
+            configure: { $0.problemTypePrefix = "urn:example:problem:" },
+            routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }
+        ) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/nope")
             #expect(response.status == 404)
             #expect(response.headers["Content-Type"] == "application/problem+json")
@@ -13,8 +16,17 @@ import Testing
             #expect(problem["code"] as? String == "not_found")
             #expect(problem["status"] as? Int == 404)
             #expect(problem["title"] as? String == "Not Found")
-            #expect(problem["type"] as? String == "urn:frametap:problem:not_found")
+            #expect(problem["type"] as? String == "urn:example:problem:not_found")
             #expect(problem["detail"] is String)
+        }
+    }
+
+    /// The server names no problem types of its own: without a prefix, `type` is left out.
+    @Test func aProblemWithoutATypePrefixHasNoType() throws {
+        try withServer(routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }) { (server: HTTPServer) throws in
+            let problem = try jsonObject(try request(server.port, "GET", "/nope").body)
+            #expect(problem["code"] as? String == "not_found")
+            #expect(problem["type"] == nil)
         }
     }
 
@@ -105,7 +117,8 @@ import Testing
         #expect(String(decoding: header, as: UTF8.self) == "--b0\r\nContent-Type: image/jpeg\r\nContent-Length: 3\r\nX-Part: 9\r\n\r\n")
         #expect(String(decoding: Multipart.closingDelimiter(boundary: "b0"), as: UTF8.self) == "--b0--\r\n")
         #expect(Multipart.mixedReplaceContentType(boundary: "b0") == "multipart/x-mixed-replace;boundary=b0")
-        let boundary = Multipart.makeBoundary()
+        let boundary = Multipart.makeBoundary(prefix: "b0")
+        #expect(boundary.hasPrefix("b0") && boundary.count == 18)
         #expect(boundary.allSatisfy { $0.isLetter || $0.isNumber })
         let part = Multipart.part(boundary: "b0", contentType: "image/jpeg", payload: SharedBytes([1, 2, 3]))
         #expect(part.byteCount == header.count - "X-Part: 9\r\n".utf8.count + 3 + 2)
@@ -129,9 +142,9 @@ struct SharedTokenAuthorizer: RequestAuthorizer {
     func authorize(_ request: HTTPRequest, access: TestAccess) -> HTTPError? {
         guard access == .token else { return nil }
         switch PresentedToken(request) {
-        case .none: return .unauthorized(invalidToken: false)
-        case .malformed: return .unauthorized(invalidToken: true)
-        case .bearer(let presented): return presented == token ? nil : .unauthorized(invalidToken: true)
+        case .none: return .unauthorized(invalidToken: false, realm: "test-realm")
+        case .malformed: return .unauthorized(invalidToken: true, realm: "test-realm")
+        case .bearer(let presented): return presented == token ? nil : .unauthorized(invalidToken: true, realm: "test-realm")
         }
     }
 }
@@ -172,7 +185,7 @@ struct RecordingAuthorizer: RequestAuthorizer {
         try withServer(authorizer: Self.authorizer, routes: Self.routes) { (server: HTTPServer) throws in
             let response = try request(server.port, "GET", "/secret")
             #expect(response.status == 401)
-            #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="frametap""#)
+            #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="test-realm""#)
             #expect(try jsonObject(response.body)["code"] as? String == "unauthorized")
         }
     }

@@ -245,4 +245,7 @@ final class TestSink: RequestBodySink {
     }
 
     var highestQueued: Int { state.withLock { $0.highest } }
+
+    /// Whether any body bytes arrived (the upload is under way).
+    var hasReceivedBytes: Bool { highestQueued > 0 }
 }

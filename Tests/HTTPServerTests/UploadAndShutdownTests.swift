@@ -92,11 +92,14 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
 
     @Test func clientAbortMidUploadIsReportedToTheSink() throws {
         let consumer = SlowConsumer()
-        try withServer(routes: { router in uploadRoute(&router, consumer: consumer) }) { (server: HTTPServer) throws in
+        let sinks = Recorder<TestSink>()
+        try withServer(routes: { router in uploadRoute(&router, consumer: consumer, sinks: sinks) }) {
+            (server: HTTPServer) throws in
             let client = try RawClient(port: server.port)
             try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
             try client.send(Array("8000\r\n".utf8) + Array(repeating: 1, count: 0x8000) + [13, 10])
-            usleep(100_000)
+            // The upload is under way (body bytes reached the sink) when the client leaves.
+            #expect(eventually { sinks.all.first?.hasReceivedBytes == true })
             client.close()
             #expect(eventually { consumer.events.all == ["aborted clientGone"] })
             #expect(eventually { server.activeRequestCount == 0 })
@@ -177,8 +180,8 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         ) { (server: HTTPServer) throws in
             let client = try RawClient(port: server.port)
             let refuser = Thread {
-                _ = eventually { !sinks.all.isEmpty }
-                usleep(200_000)
+                // Refused while the body streams in.
+                _ = eventually { sinks.all.first?.hasReceivedBytes == true }
                 sinks.all.first?.refuse(HTTPError(status: .notFound, code: "gone", detail: "the consumer left"))
             }
             refuser.start()
@@ -241,11 +244,12 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
 
     @Test func stopAnswersAnUploadInProgress503WithoutWaitingForTheGracePeriod() throws {
         let consumer = SlowConsumer()
+        let sinks = Recorder<TestSink>()
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configuration.shutdownGracePeriod = .seconds(10)
         var router = Router<TestAccess>()
-        uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, delayMicroseconds: 1000)
+        uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, delayMicroseconds: 1000, sinks: sinks)
         let server = HTTPServer(configuration: configuration, router: router)
         try server.start()
         let client = try RawClient(port: server.port)
@@ -256,7 +260,8 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
             while pushing.load(ordering: .relaxed), (try? client.send(chunk)) != nil { usleep(2000) }
         }
         pusher.start()
-        usleep(300_000)
+        // Stopped while the body streams in.
+        #expect(eventually { sinks.all.first?.hasReceivedBytes == true })
         let started = ContinuousClock.now
         server.stop()
         // The grace period is 10 s; the upload is answered long before (margin for a loaded host).
@@ -268,5 +273,37 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         #expect(response.headers["Retry-After"] == "1")
         #expect(try jsonObject(response.body)["code"] as? String == "shutting_down")
         #expect(eventually { consumer.events.all == ["aborted serverShutdown"] })
+    }
+
+    /// The grace period runs on the server's clock: an answer still going out keeps `stop()`
+    /// waiting until the clock passes it, not a moment less.
+    @Test func stopWaitsForAnAnswerInProgressUntilTheGracePeriodEnds() throws {
+        let clock = ManualClock()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.clock = clock
+        // A minute: far longer than the test waits in real time for the stop.
+        configuration.shutdownGracePeriod = .seconds(60)
+        var router = Router<TestAccess>()
+        // More than the socket buffers hold, for a client that reads none of it.
+        router.get("/large", access: .open) { _ in HTTPResponse(body: .bytes([UInt8](repeating: 7, count: 64 << 20))) }
+        let server = HTTPServer(configuration: configuration, router: router)
+        try server.start()
+        let client = try RawClient(port: server.port)
+        try client.send("GET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(eventually { server.activeRequestCount == 1 })
+
+        let stopped = Atomic<Bool>(false)
+        Thread {
+            server.stop()
+            stopped.store(true, ordering: .releasing)
+        }.start()
+        #expect(!eventually(timeout: .milliseconds(300)) { stopped.load(ordering: .acquiring) }, "stopped at once")
+        #expect(eventually {
+            clock.advance(by: .seconds(10))
+            return stopped.load(ordering: .acquiring)
+        })
+        #expect(server.activeRequestCount == 0)
+        client.close()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 @testable import Sessions
 
@@ -81,7 +82,7 @@ import Testing
         clock.advance(by: .seconds(5))  // idle for 20 s, and a check falls due
         #expect(sessions.count == 0)
         sessions.shutdown()
-        #expect(clock.pendingTimers <= 1)
+        #expect(clock.pendingActions <= 1)
     }
 
     @Test func deleteEndsViewersCleanly() async throws {

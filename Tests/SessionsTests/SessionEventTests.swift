@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import TestSupport
+import Timekeeping
 
 @testable import Sessions
 

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import Timekeeping
 
 @testable import Sessions
 
@@ -36,54 +37,11 @@ func testConfiguration(
 func makeSession(
     _ name: String = "cam1", configuration: ServerConfiguration = testConfiguration(),
     options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics = FrameTapMetrics(),
-    clock: any SessionClock = SystemClock()
+    clock: any ServiceClock = SystemClock()
 ) throws -> Session {
     try Session(
         id: SessionID(name), configuration: configuration, options: options, metrics: metrics, logger: quietLogger,
         clock: clock)
-}
-
-/// A clock the test moves by hand: `advance` runs every timer that fell due, in order, on the
-/// calling thread. Session parts driven by it run without a single sleep.
-final class ManualClock: SessionClock {
-    private struct Timer {
-        let due: UInt64
-        let order: Int
-        let action: @Sendable () -> Void
-    }
-    private let state = Mutex<(uptime: UInt64, timers: [Timer], next: Int)>((1_000_000_000, [], 0))
-    private let origin = Date(timeIntervalSince1970: 1_800_000_000)
-
-    var uptime: UInt64 { state.withLock { $0.uptime } }
-    var now: Date { origin.addingTimeInterval(Double(uptime) / 1e9) }
-
-    func schedule(at deadline: UInt64, _ action: @escaping @Sendable () -> Void) {
-        state.withLock { state in
-            state.timers.append(Timer(due: deadline, order: state.next, action: action))
-            state.next += 1
-        }
-    }
-
-    /// Timers waiting to fire.
-    var pendingTimers: Int { state.withLock { $0.timers.count } }
-
-    func advance(by duration: Duration) {
-        let target = state.withLock { state -> UInt64 in
-            state.uptime += duration.nanoseconds
-            return state.uptime
-        }
-        while true {
-            let due = state.withLock { state -> Timer? in
-                guard let index = state.timers.indices
-                    .filter({ state.timers[$0].due <= target })
-                    .min(by: { (state.timers[$0].due, state.timers[$0].order) < (state.timers[$1].due, state.timers[$1].order) })
-                else { return nil }
-                return state.timers.remove(at: index)
-            }
-            guard let due else { return }
-            due.action()
-        }
-    }
 }
 
 /// Wakes one waiting task; a signal that comes before the wait is kept.

@@ -2,6 +2,7 @@ import Decoding
 import Imaging
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import Sessions
 

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -77,7 +78,7 @@ public final class RawClient: @unchecked Sendable {
     /// One read: bytes, [] on timeout, nil at end of stream.
     public func read(timeout: Duration = .seconds(5)) -> [UInt8]? {
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int32(clamping: timeout.nanoseconds / 1_000_000)
         guard poll(&descriptor, 1, milliseconds) > 0 else { return [] }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }

@@ -1,6 +1,6 @@
-import Dispatch
 import FoundationEssentials
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -33,18 +33,18 @@ public final class HardwareDevicePool: Sendable {
     public let platform: any HardwarePlatform
     public let retryDelay: Duration
     public let maxRetryDelay: Duration
-    /// Monotonic nanoseconds; injectable so tests can move time without sleeping.
-    private let now: @Sendable () -> UInt64
+    /// Times the back-off; tests move it by hand.
+    private let clock: any ServiceClock
     private let state = Mutex(State())
 
     public init(
         platform: any HardwarePlatform = LibavHardwarePlatform(), retryDelay: Duration = .seconds(30),
-        maxRetryDelay: Duration = .seconds(600), now: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
+        maxRetryDelay: Duration = .seconds(600), clock: any ServiceClock = SystemClock()
     ) {
         self.platform = platform
         self.retryDelay = retryDelay
         self.maxRetryDelay = maxRetryDelay
-        self.now = now
+        self.clock = clock
     }
 
     private struct State {
@@ -115,7 +115,7 @@ public final class HardwareDevicePool: Sendable {
             var seen = Set<HardwareDeviceID>()
             var remaining = candidates.filter { seen.insert($0).inserted }
             var notes: [String] = []
-            let now = self.now()
+            let now = clock.uptime
             remaining.removeAll { device in
                 guard case .failed(let error, let retryAt) = state.entry(device).status, now < retryAt else { return false }
                 let seconds = Int((retryAt - now + 999_999_999) / 1_000_000_000)
@@ -155,17 +155,11 @@ public final class HardwareDevicePool: Sendable {
     }
 
     private func backOff(failures: Int) -> UInt64 {
-        let first = Self.nanoseconds(retryDelay)
-        let cap = Self.nanoseconds(maxRetryDelay)
+        let first = retryDelay.nanoseconds
+        let cap = maxRetryDelay.nanoseconds
         let doublings = UInt64(min(max(failures - 1, 0), 30))
         let (delay, overflow) = first.multipliedReportingOverflow(by: 1 << doublings)
         return overflow ? cap : min(delay, cap)
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 
     fileprivate func release(_ device: HardwareDeviceID) {
@@ -179,7 +173,7 @@ public final class HardwareDevicePool: Sendable {
     /// Every device the pool has been asked about, in first-seen order, with its state and the
     /// number of decoders (sessions) it holds now.
     public func usage() -> [HardwareDeviceUsage] {
-        let now = self.now()
+        let now = clock.uptime
         return state.withLock { state in
             state.order.compactMap { device in
                 guard let entry = state.devices[device] else { return nil }
