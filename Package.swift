@@ -86,7 +86,7 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI",
+                "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,5 +1,4 @@
 import CFFmpeg
-import Dispatch
 import FoundationEssentials
 import H264
 import Synchronization
@@ -73,11 +72,12 @@ public enum ColorMatrix: String, Sendable {
 /// and VA-API produce for 8-bit 4:2:0 becomes `yuv420p` (or `yuvj420p`), the same samples with
 /// the chroma de-interleaved, so a picture looks the same (format, planes, bytes) whichever
 /// back end decoded it. `pixelFormat` is that presented format from the start.
-public final class DecodedFrame: @unchecked Sendable {
-    // @unchecked: the metadata is immutable; the pixels sit behind a Mutex and change at most
-    // once (device -> system memory, or -> unavailable). The system-memory AVFrame is never
-    // mutated after that, and libavutil's buffer reference counts are atomic, so concurrent
-    // readers and the final free are safe.
+///
+/// The metadata is immutable; the pixels sit behind a Mutex and change at most once (device ->
+/// system memory, or -> unavailable). The system-memory AVFrame is never mutated after that,
+/// and libavutil's buffer reference counts are atomic, so concurrent readers and the final
+/// free are safe.
+public final class DecodedFrame: Sendable {
     private let pixels: Mutex<Pixels>
     private let downloads: FrameDownloadCounter
 
@@ -100,14 +100,9 @@ public final class DecodedFrame: @unchecked Sendable {
     public let colorMatrix: ColorMatrix
     /// The back end that decoded this picture.
     public let decodedBy: DecoderBackend
-    /// Wall-clock time the decoder returned this picture.
-    public let decodedAt: Date
-    /// Monotonic time the decoder returned this picture (for ages and latencies).
-    public let decodedAtUptimeNanoseconds: UInt64
 
-    // @unchecked: the AVFrames are owned by one DecodedFrame and only touched under its lock;
-    // Mutex needs a Sendable (or `sending`) value and the same pointer also feeds the metadata.
-    enum Pixels: @unchecked Sendable {
+    /// The AVFrames are owned by one DecodedFrame and only touched under its lock.
+    enum Pixels {
         case system(UnsafeMutablePointer<AVFrame>)
         case device(UnsafeMutablePointer<AVFrame>, DeviceDownload)
         case unavailable(DecodeError)
@@ -119,32 +114,40 @@ public final class DecodedFrame: @unchecked Sendable {
     }
 
     /// Takes ownership of `frame`, which must hold system-memory pixels.
-    public convenience init(taking frame: UnsafeMutablePointer<AVFrame>, sequence: UInt64, pts: Int64?) {
-        self.init(
-            metadata: frame, pixelFormat: AVPixelFormat(frame.pointee.format), decodedBy: .software,
-            pixels: .system(frame), sequence: sequence, pts: pts, downloads: .shared)
+    public convenience init(
+        taking frame: sending UnsafeMutablePointer<AVFrame>, sequence: UInt64, pts: Int64?,
+        downloads: FrameDownloadCounter = .shared
+    ) {
+        let format = AVPixelFormat(frame.pointee.format)
+        self.init(pixelFormat: format, decodedBy: .software, pixels: .system(frame), sequence: sequence, pts: pts, downloads: downloads)
     }
 
     /// Takes ownership of `surface`, a hardware frame (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`).
     /// `softwareFormat` is the format libavcodec's software decoder would have output
     /// (`AVCodecContext.sw_pix_fmt`): the picture is presented in it when the download allows.
     convenience init(
-        takingSurface surface: UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
+        takingSurface surface: sending UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
         sequence: UInt64, pts: Int64?, downloads: FrameDownloadCounter
     ) {
         let downloaded = Self.transferFormat(of: surface)
         let presented = Self.presentedFormat(downloaded: downloaded, softwareFormat: softwareFormat)
         self.init(
-            metadata: surface, pixelFormat: presented, decodedBy: decodedBy,
+            pixelFormat: presented, decodedBy: decodedBy,
             pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), sequence: sequence, pts: pts,
             downloads: downloads)
     }
 
+    /// The metadata is read from the frame `pixels` holds, before the lock takes it over.
     init(
-        metadata frame: UnsafePointer<AVFrame>, pixelFormat: AVPixelFormat, decodedBy: DecoderBackend,
-        pixels: Pixels, sequence: UInt64, pts: Int64?, downloads: FrameDownloadCounter
+        pixelFormat: AVPixelFormat, decodedBy: DecoderBackend, pixels: sending Pixels, sequence: UInt64, pts: Int64?,
+        downloads: FrameDownloadCounter
     ) {
-        self.pixels = Mutex(pixels)
+        let frame: UnsafePointer<AVFrame>
+        switch pixels {
+        case .system(let system): frame = UnsafePointer(system)
+        case .device(let surface, _): frame = UnsafePointer(surface)
+        case .unavailable: preconditionFailure("a decoded picture starts with its pixels")
+        }
         self.downloads = downloads
         self.sequence = sequence
         self.pts = pts
@@ -162,8 +165,7 @@ public final class DecodedFrame: @unchecked Sendable {
         self.colorRange = ColorRange(frame.pointee.color_range, pixelFormat: pixelFormat)
         self.colorMatrix = ColorMatrix(frame.pointee.colorspace)
         self.decodedBy = decodedBy
-        self.decodedAt = Date()
-        self.decodedAtUptimeNanoseconds = DispatchTime.now().uptimeNanoseconds
+        self.pixels = Mutex(pixels)
     }
 
     deinit {

@@ -389,21 +389,23 @@ public final class H264Decoder: PictureDecoder {
             throw DecodeError(.allocationFailed, "av_frame_alloc")
         }
         av_frame_move_ref(owned, frame)
+        // Handed over whole: libavcodec keeps no reference to this AVFrame (`frame` was just
+        // emptied into it), so from here only the DecodedFrame touches it. The region checker
+        // cannot see that through the C call, hence the one explicit hand-over.
+        nonisolated(unsafe) let handedOver = owned
         framesDecoded += 1
         let pts = owned.pointee.pts == ft_av_nopts_value() ? nil : owned.pointee.pts
         let sequence = firstSequence + framesDecoded
         let format = AVPixelFormat(owned.pointee.format)
         if format == AV_PIX_FMT_CUDA || format == AV_PIX_FMT_VAAPI {
             let picture = DecodedFrame(
-                takingSurface: owned, softwareFormat: codecContext.pointee.sw_pix_fmt,
+                takingSurface: handedOver, softwareFormat: codecContext.pointee.sw_pix_fmt,
                 decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, sequence: sequence, pts: pts,
                 downloads: options.frameDownloads)
             deviceFrames.admit(picture)
             return picture
         }
-        return DecodedFrame(
-            metadata: owned, pixelFormat: format, decodedBy: .software, pixels: .system(owned), sequence: sequence,
-            pts: pts, downloads: options.frameDownloads)
+        return DecodedFrame(taking: handedOver, sequence: sequence, pts: pts, downloads: options.frameDownloads)
     }
 
     private func record(_ error: DecodeError, in output: inout DecodeOutput) {

@@ -55,13 +55,8 @@ public final class StreamDecoder {
         }
     }
 
-    public struct ErrorEvent: Sendable {
-        public let error: DecodeError
-        public let at: Date
-    }
-
     public private(set) var counters = Counters()
-    public private(set) var lastError: ErrorEvent?
+    public private(set) var lastError: DecodeError?
     /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
     public private(set) var format: VideoFormat?
     /// Decode only intra pictures (IDR or I), each drained at once so it comes out immediately
@@ -349,7 +344,7 @@ public final class StreamDecoder {
 
     private func record(_ error: DecodeError, in output: inout DecodeOutput) {
         counters.decodeErrors += 1
-        lastError = ErrorEvent(error: error, at: Date())
+        lastError = error
         output.errors.append(error)
     }
 }

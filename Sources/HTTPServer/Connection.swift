@@ -7,11 +7,16 @@ import Timekeeping
     import Glibc
 #endif
 
-/// Wraps an MHD_Connection pointer so it can cross threads. It is only dereferenced by
-/// libmicrohttpd; we use it for suspend/resume/queue, and only while the request lives
-/// (`ConnectionContext.State.closed` guards every use from other threads).
-struct MHDConnectionHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
+/// An MHD_Connection as the address libmicrohttpd gave us: the object is libmicrohttpd's,
+/// never dereferenced here, and its calls we make from other threads (suspend, resume, queue)
+/// are thread-safe. Held as an address, the handle is plainly `Sendable`. Used only while the
+/// request lives (`ConnectionContext.State.closed` guards every use from other threads).
+struct MHDConnectionHandle: Sendable {
+    private let address: UInt
+
+    init(_ connection: OpaquePointer) { address = UInt(bitPattern: connection) }
+
+    var pointer: OpaquePointer { OpaquePointer(bitPattern: address)! }
 }
 
 /// One request on one connection, from its headers to NOTIFY_COMPLETED. Owned by

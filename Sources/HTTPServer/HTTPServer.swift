@@ -111,8 +111,8 @@ public final class HTTPServer: Sendable {
     let core: ServerCore
     private let daemon = Mutex<DaemonState?>(nil)
 
-    struct DaemonState: @unchecked Sendable {
-        // @unchecked: the pointers are only used under the `daemon` mutex.
+    /// Only ever inside `daemon` (a Mutex needs no Sendable value: it is what makes sharing safe).
+    struct DaemonState {
         let pointer: OpaquePointer
         let loggerSlot: UnsafeMutablePointer<ft_mhd_logger_slot>
     }
@@ -320,7 +320,7 @@ final class ServerCore: Sendable {
     func makeContext(connection: OpaquePointer, rawTarget: [UInt8]) -> ConnectionContext {
         let id = nextID.add(1, ordering: .relaxed).oldValue
         let context = ConnectionContext(
-            core: self, connection: MHDConnectionHandle(pointer: connection), id: id, rawTarget: rawTarget)
+            core: self, connection: MHDConnectionHandle(connection), id: id, rawTarget: rawTarget)
         connections.withLock { $0[id] = context }
         return context
     }

@@ -9,31 +9,28 @@ public protocol ByteStorage: AnyObject, Sendable {
     var bytes: UnsafeRawBufferPointer { get }
 }
 
-/// An owned, immutable copy of some bytes with a stable address.
-public final class SharedBytes: ByteStorage, @unchecked Sendable {
-    // @unchecked: the memory is written once before init returns, never again, and freed in deinit.
-    public let bytes: UnsafeRawBufferPointer
+/// An owned, immutable copy of some bytes with a stable address: written once before init
+/// returns, never again, and freed in deinit. The address is kept in a Mutex, which makes
+/// sharing it checked (reading it is an uncontended lock, once per response).
+public final class SharedBytes: ByteStorage, Sendable {
+    private let memory: Mutex<UnsafeRawBufferPointer>
 
-    private init(memory: UnsafeMutableRawBufferPointer) {
-        bytes = UnsafeRawBufferPointer(memory)
-    }
+    public var bytes: UnsafeRawBufferPointer { memory.withLock { $0 } }
 
-    public convenience init(copying source: UnsafeRawBufferPointer) {
-        self.init(memory: Self.copy(source))
-    }
-
-    public convenience init(_ array: [UInt8]) {
-        self.init(memory: array.withUnsafeBytes { Self.copy($0) })
+    public init(_ array: [UInt8]) {
+        memory = Mutex(Self.copy(array))
     }
 
     public convenience init(_ string: String) {
         self.init(Array(string.utf8))
     }
 
-    private static func copy(_ source: UnsafeRawBufferPointer) -> UnsafeMutableRawBufferPointer {
-        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: source.count, alignment: 16)
-        if source.count > 0 { memory.copyMemory(from: source) }
-        return memory
+    private static func copy(_ array: [UInt8]) -> sending UnsafeRawBufferPointer {
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: array.count, alignment: 16)
+        array.withUnsafeBytes { source in
+            if source.count > 0 { memory.copyMemory(from: source) }
+        }
+        return UnsafeRawBufferPointer(memory)
     }
 
     deinit { UnsafeMutableRawBufferPointer(mutating: bytes).deallocate() }
@@ -129,10 +126,15 @@ struct DeferredResponse: Sendable {
     let start: @Sendable (ResponsePromise) -> Void
 }
 
-/// Wraps an MHD_Response pointer so it can cross threads; libmicrohttpd locks a response's
-/// reference count, so queueing and destroying from any thread is safe.
-struct MHDResponseHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
+/// An MHD_Response as its address: the object is libmicrohttpd's, which locks its reference
+/// count, so queueing and destroying it from any thread is safe. Held as an address, the
+/// handle is plainly `Sendable`.
+struct MHDResponseHandle: Sendable {
+    private let address: UInt
+
+    init(_ response: OpaquePointer) { address = UInt(bitPattern: response) }
+
+    var pointer: OpaquePointer { OpaquePointer(bitPattern: address)! }
 }
 
 /// A libmicrohttpd response built once and queued to any number of connections (its
@@ -155,7 +157,7 @@ public final class ReusableResponse: Sendable {
         self.status = status
         self.headers = headers
         self.storage = storage
-        self.handle = MHDResponseHandle(pointer: pointer)
+        self.handle = MHDResponseHandle(pointer)
     }
 
     deinit {

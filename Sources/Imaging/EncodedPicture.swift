@@ -1,10 +1,13 @@
+import Synchronization
+
 /// One finished picture: immutable bytes in memory it owns, at an address that never moves,
 /// so an HTTP response can point at them without a copy for as long as it holds the object.
-public final class EncodedPicture: @unchecked Sendable {
-    // @unchecked: the bytes are written once before init returns and never again; the
-    // other members are constants.
-
-    public let bytes: UnsafeRawBufferPointer
+///
+/// The bytes are written once before init returns and never again; their address is kept in a
+/// Mutex, which makes sharing it checked (reading it is an uncontended lock).
+public final class EncodedPicture: Sendable {
+    private let memory: Mutex<UnsafeRawBufferPointer>
+    public var bytes: UnsafeRawBufferPointer { memory.withLock { $0 } }
     /// `image/jpeg`, or `application/octet-stream` for raw pixels (no registered media type
     /// describes headerless planes; `pixelFormatName`, `width` and `height` do).
     public let contentType: String
@@ -21,7 +24,11 @@ public final class EncodedPicture: @unchecked Sendable {
         taking storage: UnsafeMutableRawBufferPointer, format: PictureFormat, width: Int, height: Int,
         pixelFormatName: String?, sequence: UInt64
     ) {
-        self.bytes = UnsafeRawBufferPointer(storage)
+        // Ownership is taken here: the caller allocated `storage` for this picture, filled it, and
+        // keeps no pointer to it. The region checker cannot follow that through the copies that
+        // filled it, hence the one explicit hand-over.
+        nonisolated(unsafe) let owned = UnsafeRawBufferPointer(storage)
+        self.memory = Mutex(owned)
         self.format = format
         self.contentType = format == .jpeg ? "image/jpeg" : "application/octet-stream"
         self.width = width

@@ -298,11 +298,11 @@ final class IngestWorker: Sendable {
             context.metrics.recordUploadStopped(reason: "shutting_down")
             return SessionError(.shuttingDown, "the server is shutting down")
         case .refused(let error):
-            // A body past its limit was counted when the queue refused it (`bodyPassedLimit`).
-            if error.code == .spoolFailed {
-                record(error)
-                context.metrics.recordUploadStopped(reason: "spool_failed")
-            }
+            // Recorded here, in order with the push's end (a reader of the status after the
+            // answer finds it); a body past its limit was counted when the queue refused it
+            // (`bodyPassedLimit`).
+            record(error)
+            if error.code == .spoolFailed { context.metrics.recordUploadStopped(reason: "spool_failed") }
             return error
         case .answered:
             return SessionError(.uploadAborted, "the upload was answered before its body ended")
@@ -310,11 +310,10 @@ final class IngestWorker: Sendable {
     }
 
     /// The upload's queue refused its body past the limit, on the producer's thread: the
-    /// client is answered 413 now, so it is counted now.
+    /// client is answered 413 now, so it is counted now (and recorded when the decode loop
+    /// reaches the queue's stop event, see `stopped`).
     private func bodyPassedLimit(_ error: SessionError) {
         context.metrics.recordUploadStopped(reason: "body_too_large")
-        // Recording logs; off the producer's thread, which is inside the HTTP server's lock.
-        decodeQueue.async { [self] in record(error) }
     }
 
     // MARK: - Decoding
@@ -334,7 +333,8 @@ final class IngestWorker: Sendable {
         let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
             guard let pipeline = slot.pipeline else { return nil }
             let errors = body(pipeline) { frame in
-                let published = PublishedFrame(frame: frame, sequence: slot.nextSequence, backend: frame.decodedBy)
+                let published = PublishedFrame(
+                    frame: frame, sequence: slot.nextSequence, backend: frame.decodedBy, at: context.clock)
                 slot.nextSequence += 1
                 pictures += 1
                 // A picture libavcodec concealed errors in (an error of this step) never
@@ -471,16 +471,19 @@ final class IngestWorker: Sendable {
     /// `PUT /sessions/{id}`: the decode mode applies at once; a new back end (already opened by
     /// the caller, so an unavailable one failed the request) takes over at the next stream
     /// start, or at once when no stream is under way.
-    func configure(mode: DecodeMode?, backend: (choice: DecoderBackendChoice, pipeline: DecoderPipeline)?) {
+    func configure(mode: DecodeMode?, backend choice: DecoderBackendChoice?, pipeline: sending DecoderPipeline?) {
         state.withLock { state in
             if let mode { state.facts.decodeMode = mode }
-            if let backend { state.facts.backendChoice = backend.choice }
+            if let choice { state.facts.backendChoice = choice }
         }
-        let replacement = backend.map { PipelineTransfer(pipeline: $0.pipeline) }
+        // The pipeline was built on the caller's thread (so a back end that cannot open fails
+        // the caller's request) and is handed over to the decode queue, which owns it from then on.
+        let handover = Mutex(pipeline)
         decodeQueue.async { [self] in
+            let replacement = handover.withLock { $0.take() }
             decoder.withValue { slot in
                 if let mode { slot.setMode(mode) }
-                if let replacement { slot.replace(with: replacement.pipeline) }
+                if let replacement { slot.replace(with: replacement) }
             }
             refreshFacts()
         }
@@ -689,13 +692,6 @@ struct DecoderSnapshot: Sendable {
     let device: HardwareDeviceID?
     let format: VideoFormat?
     let newFallbacks: [BackendFallback]
-}
-
-/// Moves a pipeline built on a caller's thread (so that a back end that cannot open fails the
-/// caller's request) to the decode queue, which owns it from then on.
-struct PipelineTransfer: @unchecked Sendable {
-    // @unchecked: handed over once, to the decode queue, and never touched by the sender again.
-    let pipeline: DecoderPipeline
 }
 
 extension SessionCounters {

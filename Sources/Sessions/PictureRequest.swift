@@ -2,6 +2,7 @@ import Decoding
 import FoundationEssentials
 import H264
 import Imaging
+import Timekeeping
 
 /// What a reader asks for. `quality` nil means the session's default quality (settable with `PUT`).
 public struct PictureRequest: Sendable, Equatable {
@@ -109,11 +110,23 @@ struct PublishedFrame: Sendable {
     let frame: DecodedFrame
     let sequence: UInt64
     let backend: DecoderBackend
+    /// When the decoder handed the picture out, on the session's clock: wall time (for
+    /// `Last-Modified`) and monotonic time (for ages).
+    let decodedAt: Date
+    let decodedAtUptime: UInt64
+
+    init(frame: DecodedFrame, sequence: UInt64, backend: DecoderBackend, at clock: any ServiceClock) {
+        self.frame = frame
+        self.sequence = sequence
+        self.backend = backend
+        decodedAt = clock.now
+        decodedAtUptime = clock.uptime
+    }
 
     func info(now: UInt64) -> LatestFrameInfo {
         LatestFrameInfo(
             seq: sequence, pts: frame.pts, keyframe: frame.isKeyframe, width: frame.width, height: frame.height,
-            ageMs: Int((now &- frame.decodedAtUptimeNanoseconds) / 1_000_000))
+            ageMs: Int((now &- decodedAtUptime) / 1_000_000))
     }
 }
 
@@ -138,9 +151,9 @@ public struct ServedPicture: Sendable {
         self.etag = etag
         pts = published.frame.pts
         isKeyframe = published.frame.isKeyframe
-        decodedAt = published.frame.decodedAt
+        decodedAt = published.decodedAt
         backend = published.backend
-        decodedAtUptime = published.frame.decodedAtUptimeNanoseconds
+        decodedAtUptime = published.decodedAtUptime
     }
 
     /// Milliseconds between the decode and `now` (a `ServiceClock.uptime` reading).

@@ -1,12 +1,13 @@
 import Dispatch
 
-/// A value that belongs to one serial queue: every access checks, in debug builds, that it
-/// runs on that queue (the way SwiftNIO's `NIOLoopBound` checks its event loop). It is how a
-/// session's decoder and encoder, which are not thread-safe, cross into `Sendable` types
-/// without resting on a comment.
+/// A value that belongs to one serial queue: every access checks, in release builds too, that it
+/// runs on that queue (the way SwiftNIO's `NIOLoopBound` checks its event loop), and traps when
+/// it does not. It is how a session's decoder and encoder, which are not thread-safe, cross
+/// into `Sendable` types without resting on a comment. The check is one queue-specific lookup
+/// per access; the decoder and encoder are reached once per decoder step or encode.
 final class QueueBound<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only reachable through `withValue`, which (checked in debug builds)
-    // runs on `queue`, a serial queue, so no two accesses overlap.
+    // @unchecked: `value` is only reachable through `withValue`, which checks (in every build)
+    // that it runs on `queue`, a serial queue, so no two accesses overlap.
     let queue: DispatchQueue
     private var value: Value
 
@@ -15,11 +16,9 @@ final class QueueBound<Value>: @unchecked Sendable {
         self.queue = queue
     }
 
-    /// Runs `body` with the value. Call it on `queue` only.
+    /// Runs `body` with the value. Call it on `queue` only: anywhere else traps.
     func withValue<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        #if DEBUG
-            dispatchPrecondition(condition: .onQueue(queue))
-        #endif
+        dispatchPrecondition(condition: .onQueue(queue))
         return try body(&value)
     }
 }

@@ -97,18 +97,19 @@ public final class Session: Sendable {
     public func configure(_ options: SessionOptions) throws(SessionError) {
         guard !ingest.isClosed else { throw .notFound(id) }
         let facts = ingest.facts
-        var backend: (choice: DecoderBackendChoice, pipeline: DecoderPipeline)?
+        var newBackend: DecoderBackendChoice?
+        var pipeline: DecoderPipeline?
         if let choice = options.backend, choice != facts.backendChoice {
             do {
-                let pipeline = try DecoderPipeline(
+                pipeline = try DecoderPipeline(
                     configuration: context.configuration, backend: choice, mode: options.decode ?? facts.decodeMode)
-                backend = (choice, pipeline)
+                newBackend = choice
             } catch {
                 throw SessionError(error)
             }
         }
         if let quality = options.quality { pictures.defaultQuality = quality }
-        ingest.configure(mode: options.decode, backend: backend)
+        ingest.configure(mode: options.decode, backend: newBackend, pipeline: pipeline)
         context.logger.info(
             "session configured",
             metadata: [
@@ -287,8 +288,8 @@ public final class Viewer: Sendable {
 final class WeakBox<Object: AnyObject & Sendable>: Sendable {
     private let reference = Mutex<Weak>(Weak())
 
-    private struct Weak: @unchecked Sendable {
-        // @unchecked: only read and written under `reference`'s lock.
+    /// Only read and written under `reference`'s lock.
+    private struct Weak {
         weak var object: Object?
     }
 

@@ -4,6 +4,7 @@ import Dispatch
 import FoundationEssentials
 import H264
 import Imaging
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -145,7 +146,7 @@ struct DecodeCommand: ParsableCommand {
             throw ExitStatus.notH264
         }
         guard progress.framesDecoded > 0 else {
-            printError("frametap: error: no decodable picture in \(input): \(Self.explainNoPicture(counters, firstError ?? decoder.lastError?.error))")
+            printError("frametap: error: no decodable picture in \(input): \(Self.explainNoPicture(counters, firstError ?? decoder.lastError))")
             throw ExitStatus.noDecodablePicture
         }
         let seconds = progress.elapsedSeconds
@@ -278,14 +279,14 @@ final class PictureSink {
 /// Counts pictures and, on a terminal, redraws one progress line at most 4 times a second.
 struct Progress {
     let enabled: Bool
-    private let start = DispatchTime.now().uptimeNanoseconds
+    private let start = SystemClock().uptime
     private var lastReport: UInt64 = 0
     private(set) var framesDecoded = 0
     private(set) var lastFrame: DecodedFrame?
 
     init(enabled: Bool) { self.enabled = enabled }
 
-    var elapsedSeconds: Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+    var elapsedSeconds: Double { Double(SystemClock().uptime - start) / 1e9 }
 
     mutating func frameDecoded(_ frame: DecodedFrame) {
         framesDecoded += 1
@@ -294,7 +295,7 @@ struct Progress {
 
     mutating func report() {
         guard enabled else { return }
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = SystemClock().uptime
         guard now - lastReport > 250_000_000 else { return }
         lastReport = now
         let seconds = elapsedSeconds

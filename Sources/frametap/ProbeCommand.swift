@@ -4,6 +4,7 @@ import Dispatch
 import FoundationEssentials
 import FrameTapAPI
 import H264
+import Timekeeping
 
 /// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
 /// description of every parameter set, access units and keyframes.
@@ -106,9 +107,9 @@ extension ProbeCommand {
         for kind in HardwareDeviceKind.allCases {
             guard case .success(let devices) = pool.devices(kind, in: list) else { continue }
             for device in devices {
-                let start = DispatchTime.now().uptimeNanoseconds
+                let start = SystemClock().uptime
                 let result = pool.lease(among: [device])
-                let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                let seconds = Double(SystemClock().uptime - start) / 1e9
                 switch result {
                 case .success: opens.append(DeviceOpen(device: device, opened: true, seconds: seconds, error: nil))
                 case .failure(let error):

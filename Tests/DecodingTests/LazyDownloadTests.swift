@@ -21,7 +21,7 @@ import Testing
     static func pretendDevicePicture(
         of source: DecodedFrame, counter: FrameDownloadCounter, failing: Bool = false, downloads: Tally? = nil
     ) throws -> DecodedFrame {
-        let surface = try #require(av_frame_clone(try source.systemFrame()))
+        nonisolated(unsafe) let surface = try #require(av_frame_clone(try source.systemFrame()))
         let download = DecodedFrame.DeviceDownload { frame, _ throws(DecodeError) in
             downloads?.add()
             if failing { throw DecodeError(.decoderFailure, "pretend transfer failed") }
@@ -29,7 +29,7 @@ import Testing
             return copy
         }
         return DecodedFrame(
-            metadata: surface, pixelFormat: source.pixelFormat, decodedBy: .cuda, pixels: .device(surface, download),
+            pixelFormat: source.pixelFormat, decodedBy: .cuda, pixels: .device(surface, download),
             sequence: source.sequence, pts: source.pts, downloads: counter)
     }
 
@@ -120,10 +120,8 @@ import Testing
         var owned: UnsafeMutablePointer<AVFrame>? = nv12
         defer { av_frame_free(&owned) }
 
-        let presented = try DecodedFrame.present(nv12, as: source.pixelFormat)
-        let picture = DecodedFrame(
-            metadata: presented, pixelFormat: source.pixelFormat, decodedBy: .vaapi, pixels: .system(presented),
-            sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        nonisolated(unsafe) let presented = try DecodedFrame.present(nv12, as: source.pixelFormat)
+        let picture = DecodedFrame(taking: presented, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
         #expect(picture.width == source.width && picture.height == source.height)
         #expect(Self.packed(picture) == Self.packed(source))
         #expect(

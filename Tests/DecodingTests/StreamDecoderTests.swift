@@ -133,7 +133,7 @@ struct StreamDecoderTests {
         #expect(decoded.decoder.counters.framesRejectedTooLarge == 6)
         #expect(decoded.decoder.counters.framesDecoded == 0 && decoded.decoder.counters.decodeErrors == 1)
         #expect(decoded.errors.map(\.code) == [.pictureTooLarge])  // once per SPS, not per picture
-        #expect(decoded.decoder.lastError?.error.code == .pictureTooLarge)
+        #expect(decoded.decoder.lastError?.code == .pictureTooLarge)
         #expect(decoded.decoder.format?.width == 320)
     }
 

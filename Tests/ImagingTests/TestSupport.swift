@@ -106,7 +106,9 @@ func decodeH264(_ stream: [UInt8]) throws -> [DecodedFrame] {
         while true {
             guard let frame = av_frame_alloc() else { return }
             if avcodec_receive_frame(context, frame) == 0 {
-                frames.append(DecodedFrame(taking: frame, sequence: UInt64(frames.count + 1), pts: nil))
+                // Handed over whole: the decoder keeps no reference to this AVFrame.
+                nonisolated(unsafe) let received = frame
+                frames.append(DecodedFrame(taking: received, sequence: UInt64(frames.count + 1), pts: nil))
             } else {
                 var unused: UnsafeMutablePointer<AVFrame>? = frame
                 av_frame_free(&unused)

@@ -250,7 +250,8 @@ import TestSupport
     @Test func viewerPacingGatesAndRepeats() throws {
         var viewer = ViewerState(request: PictureRequest(), minInterval: 500)
         let picture = ServedPicture(
-            published: PublishedFrame(frame: try DecodedFrameFactory.tiny(), sequence: 1, backend: .software),
+            published: PublishedFrame(
+                frame: try DecodedFrameFactory.tiny(), sequence: 1, backend: .software, at: ManualClock()),
             picture: try EncodedPictureFactory.tiny(), etag: "\"1\"")
         viewer.ready = picture
         guard case .picture(_, false) = viewer.deliver(at: 1000, repeatInterval: 10_000) else {

@@ -8,15 +8,16 @@ import FoundationEssentials
 /// `dlopen("libcuda.so.1")`: the binary has no build or link dependency on CUDA, and machines
 /// without the NVIDIA driver simply report no CUDA devices. libavutil loads the same library
 /// itself when it opens a CUDA device context; this is only for counting and describing devices.
-final class CUDADriver: @unchecked Sendable {
-    // @unchecked: every stored property is set once in init and never changed; the driver API
-    // functions called through these pointers are thread-safe (CUDA driver API guarantee).
+///
+/// Every stored property is a constant C function pointer, and the driver API functions are
+/// thread-safe (CUDA driver API guarantee). The library handle is not kept: it stays open for
+/// the life of the process, as libavutil's own does.
+final class CUDADriver: Sendable {
 
     /// The process's driver, loaded on first use; the failure says why there is none.
     static let shared: Result<CUDADriver, DecodeError> = load(library: "libcuda.so.1")
 
     let library: String
-    private let handle: UnsafeMutableRawPointer
     private let driverGetVersion: @convention(c) (UnsafeMutablePointer<Int32>?) -> Int32
     private let deviceGetCount: @convention(c) (UnsafeMutablePointer<Int32>?) -> Int32
     private let deviceGet: @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32
@@ -25,7 +26,7 @@ final class CUDADriver: @unchecked Sendable {
     private let getErrorName: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32)?
 
     private init(
-        library: String, handle: UnsafeMutableRawPointer,
+        library: String,
         driverGetVersion: @escaping @convention(c) (UnsafeMutablePointer<Int32>?) -> Int32,
         deviceGetCount: @escaping @convention(c) (UnsafeMutablePointer<Int32>?) -> Int32,
         deviceGet: @escaping @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32,
@@ -34,7 +35,6 @@ final class CUDADriver: @unchecked Sendable {
         getErrorName: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32)?
     ) {
         self.library = library
-        self.handle = handle
         self.driverGetVersion = driverGetVersion
         self.deviceGetCount = deviceGetCount
         self.deviceGet = deviceGet
@@ -69,7 +69,7 @@ final class CUDADriver: @unchecked Sendable {
             return .failure(DecodeError(.decoderUnavailable, "\(library) lacks a CUDA driver API function"))
         }
         let driver = CUDADriver(
-            library: library, handle: handle, driverGetVersion: driverGetVersion, deviceGetCount: deviceGetCount,
+            library: library, driverGetVersion: driverGetVersion, deviceGetCount: deviceGetCount,
             deviceGet: deviceGet, deviceGetName: deviceGetName, deviceTotalMem: deviceTotalMem,
             getErrorName: symbol(
                 "cuGetErrorName",

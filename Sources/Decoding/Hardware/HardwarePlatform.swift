@@ -1,26 +1,30 @@
 import CFFmpeg
 import FoundationEssentials
+import Synchronization
 
 /// A libavutil hardware device context (`AVHWDeviceContext` in an `AVBufferRef`), shared by
 /// every decoder on that device: each decoder's codec context takes its own reference.
-public final class HardwareDeviceContext: @unchecked Sendable {
-    // @unchecked: the reference is set once and released in deinit; AVBufferRef reference
-    // counts are atomic, and libavutil's CUDA and VA-API device contexts may be used by
-    // several codec contexts on different threads (each call pushes its own CUDA context).
-    let buffer: UnsafeMutablePointer<AVBufferRef>?
+///
+/// The reference is set once and released in deinit; AVBufferRef reference counts are atomic,
+/// and libavutil's CUDA and VA-API device contexts may be used by several codec contexts on
+/// different threads (each call pushes its own CUDA context). The pointer is kept in a Mutex,
+/// which makes sharing it checked.
+public final class HardwareDeviceContext: Sendable {
+    private let reference: Mutex<UnsafeMutablePointer<AVBufferRef>?>
 
     /// Takes ownership of `buffer`. nil stands for a device that exists only in tests: no real
     /// codec context can decode on it.
-    init(taking buffer: UnsafeMutablePointer<AVBufferRef>?) {
-        self.buffer = buffer
+    init(taking buffer: sending UnsafeMutablePointer<AVBufferRef>?) {
+        reference = Mutex(buffer)
     }
+
+    var buffer: UnsafeMutablePointer<AVBufferRef>? { reference.withLock { $0 } }
 
     /// A stand-in for tests and injected platforms.
     public static func placeholder() -> HardwareDeviceContext { HardwareDeviceContext(taking: nil) }
 
     deinit {
-        var owned = buffer
-        av_buffer_unref(&owned)
+        reference.withLock { av_buffer_unref(&$0) }
     }
 }
 

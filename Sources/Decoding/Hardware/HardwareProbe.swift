@@ -1,3 +1,4 @@
+import Synchronization
 import CFFmpeg
 import FoundationEssentials
 
@@ -265,9 +266,9 @@ public enum HardwareProbe {
     }
 
     /// Collects libva's error messages for one probe (called on the probing thread only).
-    private final class MessageSink: @unchecked Sendable {
-        private var lines: [String] = []
-        func append(_ line: String) { lines.append(line.trimmingWhitespace()) }
-        var text: String? { lines.isEmpty ? nil : lines.joined(separator: "; ") }
+    private final class MessageSink: Sendable {
+        private let lines = Mutex<[String]>([])
+        func append(_ line: String) { lines.withLock { $0.append(line.trimmingWhitespace()) } }
+        var text: String? { lines.withLock { $0.isEmpty ? nil : $0.joined(separator: "; ") } }
     }
 }

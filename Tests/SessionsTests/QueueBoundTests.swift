@@ -1,0 +1,22 @@
+import Dispatch
+import Testing
+
+@testable import Sessions
+
+/// `QueueBound` checks its queue on every access, in every build: off its queue it traps
+/// instead of racing.
+@Suite struct QueueBoundTests {
+    @Test func onItsQueueTheValueIsReachable() {
+        let queue = DispatchQueue(label: "test.bound")
+        let bound = QueueBound(1, queue: queue)
+        let value = queue.sync { bound.withValue { value -> Int in value += 1; return value } }
+        #expect(value == 2)
+    }
+
+    @Test func offItsQueueAnAccessTraps() async {
+        await #expect(processExitsWith: .failure) {
+            let bound = QueueBound(1, queue: DispatchQueue(label: "test.bound"))
+            _ = bound.withValue { $0 }
+        }
+    }
+}
