@@ -164,8 +164,9 @@ sanitize: test-deps
 # no main (-sanitize=fuzzer links libFuzzer's), so as an executable target it would not link in
 # a plain `swift build`, and `swift build -Xswiftc -sanitize=fuzzer,address` would instrument
 # and rebuild the whole package and its dependencies in a scratch path of its own. Here only
-# what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the H264
-# module once, as a static library, and the two files of HTTPServer that RequestTarget needs
+# what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the
+# VideoCoding module, then the H264 module on top of it, once each, as static libraries, and
+# the two files of HTTPServer that RequestTarget needs
 # (it uses only QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
 # targets' own code (reference splitter, invariant checks) has AddressSanitizer but no
 # coverage: its branches would only add noise to the corpus, and tracing its byte loops took
@@ -193,19 +194,24 @@ fuzz-build: $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
 fuzz-seeds:
 	python3 Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
 
-$(FUZZ_BUILD)/libH264.a: $(wildcard Sources/H264/*.swift)
+$(FUZZ_BUILD)/libVideoCoding.a: $(wildcard Sources/VideoCoding/*.swift)
 	@mkdir -p $(FUZZ_BUILD)/modules
-	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name H264 \
-	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H264.swiftmodule -emit-library -static -o $@ $^
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name VideoCoding \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/VideoCoding.swiftmodule -emit-library -static -o $@ $^
+
+$(FUZZ_BUILD)/libH264.a: $(wildcard Sources/H264/*.swift) $(FUZZ_BUILD)/libVideoCoding.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name H264 -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H264.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
 
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
 	@mkdir -p $(FUZZ_BUILD)/modules
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/HTTPServer.swiftmodule -emit-library -static -o $@ $^
 
-$(FUZZ_BUILD)/annexb-assembly: Fuzz/Targets/AnnexBAssembly.swift $(FUZZ_BUILD)/libH264.a
-$(FUZZ_BUILD)/parameter-sets: Fuzz/Targets/ParameterSets.swift $(FUZZ_BUILD)/libH264.a
-$(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a
+$(FUZZ_BUILD)/annexb-assembly: Fuzz/Targets/AnnexBAssembly.swift $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/parameter-sets: Fuzz/Targets/ParameterSets.swift $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \

@@ -6,6 +6,7 @@
 // (`nextUnitEndsAccessUnit`, as StreamDecoder does after every piece) or only by the next unit.
 
 import H264
+import VideoCoding
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzAnnexBAssembly(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -176,7 +177,8 @@ func splitAndAssemble(
     }
     let handle = { (event: SplitterEvent) in
         switch event {
-        case .unit(let nal):
+        case .unit(let unit):
+            let nal = NALUnit(unit)
             emitted.append(nal)
             assembler.push(nal, collect)
         case .dropped(let error, let prefix):

@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// `nal_unit_type` (H.264 Table 7-1), with the RTP packetization types 24...29 of RFC 6184.
 ///
 /// `name` is a stable snake_case string: it is used as a JSON key in counters, so never change one.
@@ -120,6 +122,11 @@ public struct NALUnit: Sendable, Equatable {
         self.bytes = bytes
         self.streamOffset = streamOffset
         self.header = NALHeader(byte: bytes[0])
+    }
+
+    /// The unit the splitter found; its bytes are shared, not copied.
+    public init(_ unit: AnnexBUnit) {
+        self.init(bytes: unit.bytes, streamOffset: unit.streamOffset)
     }
 
     public var type: NALUnitType { header.type }

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import H264
 import Synchronization
+import VideoCoding
 
 /// Something that happened to a session, as `GET /events` sends it. Events mark changes of
 /// state (created, first picture, new format, back end, upload start and end, viewers, an
@@ -48,7 +49,7 @@ public struct SessionEventDetails: Sendable, Encodable {
     public var seq: UInt64?
     public var width: Int?
     public var height: Int?
-    public var format: VideoFormat?
+    public var format: StreamFormat?
     public var code: String?
     public var message: String?
     public var multipart: Bool?

@@ -4,6 +4,7 @@ import Dispatch
 import FoundationEssentials
 import H264
 import Imaging
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc

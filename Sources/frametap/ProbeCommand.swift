@@ -3,6 +3,7 @@ import Decoding
 import Dispatch
 import FoundationEssentials
 import H264
+import VideoCoding
 
 /// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
 /// description of every parameter set, access units and keyframes.
@@ -136,7 +137,7 @@ struct ProbeReport: Encodable {
         let offset: Int
         /// Later units with the same id and identical bytes (streams often repeat parameter sets).
         var repeats = 0
-        let format: VideoFormat
+        let format: StreamFormat
         let maxNumRefFrames: Int
         let frameMbsOnly: Bool
         let mbAdaptiveFrameField: Bool
@@ -188,7 +189,8 @@ struct ProbeReport: Encodable {
 
         func take(_ event: SplitterEvent) {
             switch event {
-            case .unit(let nal):
+            case .unit(let unit):
+                let nal = NALUnit(unit)
                 report.record(nal)
                 assembler.push(nal) { report.record($0) }
             case .dropped(let error, let prefix):
@@ -226,7 +228,7 @@ struct ProbeReport: Encodable {
                 }
                 sequenceParameterSets.append(
                     SPSRecord(
-                        id: sps.id, offset: nal.streamOffset, format: VideoFormat(sps: sps),
+                        id: sps.id, offset: nal.streamOffset, format: StreamFormat(sps: sps),
                         maxNumRefFrames: sps.maxNumRefFrames, frameMbsOnly: sps.frameMbsOnly,
                         mbAdaptiveFrameField: sps.mbAdaptiveFrameField,
                         maxNumReorderFrames: sps.vui?.maxNumReorderFrames))

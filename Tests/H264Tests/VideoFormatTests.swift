@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import H264
+import VideoCoding
 
 @Suite struct VideoFormatTests {
     @Test func describesAnSPS() throws {
@@ -29,7 +30,7 @@ import Testing
             w.flag(true)
             for _ in 0..<4 { w.flag(false) }
         }
-        let format = VideoFormat(sps: try builder.parsed())
+        let format = StreamFormat(sps: try builder.parsed())
         #expect(format.width == 1276 && format.height == 716)
         #expect(format.codedWidth == 1280 && format.codedHeight == 720)
         #expect(format.crop == .init(left: 2, right: 2, top: 4, bottom: 0))
@@ -42,7 +43,7 @@ import Testing
     }
 
     @Test func withoutVUIEverythingIsUnspecified() throws {
-        let format = VideoFormat(sps: try SPSBuilder().parsed())
+        let format = StreamFormat(sps: try SPSBuilder().parsed())
         #expect(format.frameRate == nil && format.sampleAspectRatio == nil)
         #expect(format.colorPrimaries == "unspecified" && format.transfer == "unspecified" && format.matrix == "unspecified")
     }
@@ -51,11 +52,11 @@ import Testing
         var builder = SPSBuilder()
         builder.profileIdc = 100
         builder.chromaFormatIdc = 0
-        let format = VideoFormat(sps: try builder.parsed())
+        let format = StreamFormat(sps: try builder.parsed())
         let json = try JSONEncoder().encode(format)
         let text = String(decoding: json, as: UTF8.self)
         #expect(text.contains("\"chromaFormat\":\"4:0:0\""))
         #expect(text.contains("\"colorPrimaries\":\"unspecified\""))
-        #expect(try JSONDecoder().decode(VideoFormat.self, from: json) == format)
+        #expect(try JSONDecoder().decode(StreamFormat.self, from: json) == format)
     }
 }
