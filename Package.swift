@@ -44,6 +44,7 @@ let package = Package(
         // The bitstream layer: what H.264 and H.265 share, then each codec (pure Swift, no C).
         .target(name: "VideoCoding", swiftSettings: strictSwift),
         .target(name: "H264", dependencies: ["VideoCoding"], swiftSettings: strictSwift),
+        .target(name: "H265", dependencies: ["VideoCoding"], swiftSettings: strictSwift),
         .target(name: "Decoding", dependencies: ["VideoCoding", "H264", "CFFmpeg"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
         .target(
