@@ -119,7 +119,7 @@ container-test: test-deps
 	$(call apt_install,$(CONTAINER_PACKAGES))
 	scripts/container-test.sh
 
-# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264).
+# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265).
 fixtures: deps
 	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
