@@ -97,6 +97,7 @@ let package = Package(
             name: "FrameTapBench", dependencies: ["VideoCoding", "H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
         .testTarget(name: "VideoCodingTests", dependencies: ["VideoCoding", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["VideoCoding", "H264", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(name: "H265Tests", dependencies: ["VideoCoding", "H265", "TestSupport"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
         .testTarget(
