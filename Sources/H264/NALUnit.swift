@@ -38,6 +38,7 @@ public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable {
     case unspecified31 = 31
 
     /// The five-bit field of a header byte; every value 0...31 has a case.
+    @inlinable
     public init(headerByte: UInt8) {
         self = NALUnitType(rawValue: headerByte & 0x1F)!
     }
@@ -99,6 +100,7 @@ public struct NALHeader: Sendable, Equatable, Hashable {
         self.type = type
     }
 
+    @inlinable
     public init(byte: UInt8) {
         forbiddenZeroBit = byte & 0x80 != 0
         refIdc = (byte >> 5) & 3
@@ -117,6 +119,7 @@ public struct NALUnit: Sendable, Equatable {
     public let header: NALHeader
 
     /// `bytes` must hold at least the header byte.
+    @inlinable
     public init(bytes: [UInt8], streamOffset: Int = 0) {
         precondition(!bytes.isEmpty, "a NAL unit has at least its header byte")
         self.bytes = bytes
@@ -124,7 +127,9 @@ public struct NALUnit: Sendable, Equatable {
         self.header = NALHeader(byte: bytes[0])
     }
 
-    /// The unit the splitter found; its bytes are shared, not copied.
+    /// The unit the splitter found; its bytes are shared, not copied. Inlinable, as every unit
+    /// of every push goes through it.
+    @inlinable
     public init(_ unit: AnnexBUnit) {
         self.init(bytes: unit.bytes, streamOffset: unit.streamOffset)
     }

@@ -72,6 +72,7 @@ public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable {
     case unspecified63 = 63
 
     /// The six-bit field of the first header byte.
+    @inlinable
     public init(headerByte: UInt8) {
         self = NALUnitType(rawValue: (headerByte >> 1) & 0x3F)!
     }
@@ -181,6 +182,7 @@ public struct NALHeader: Sendable, Equatable, Hashable {
         self.temporalIdPlus1 = temporalIdPlus1 & 7
     }
 
+    @inlinable
     public init(_ first: UInt8, _ second: UInt8) {
         forbiddenZeroBit = first & 0x80 != 0
         type = NALUnitType(headerByte: first)
@@ -208,6 +210,7 @@ public struct NALUnit: Sendable, Equatable {
     public let header: NALHeader
 
     /// nil when `bytes` is shorter than the two-byte header.
+    @inlinable
     public init?(bytes: [UInt8], streamOffset: Int = 0) {
         guard bytes.count >= 2 else { return nil }
         self.bytes = bytes
@@ -216,7 +219,9 @@ public struct NALUnit: Sendable, Equatable {
     }
 
     /// The unit the splitter found (its bytes are shared, not copied); nil when it is shorter
-    /// than the two-byte header, which no decoder can read.
+    /// than the two-byte header, which no decoder can read. Inlinable, as every unit of every
+    /// push goes through it.
+    @inlinable
     public init?(_ unit: AnnexBUnit) {
         self.init(bytes: unit.bytes, streamOffset: unit.streamOffset)
     }
