@@ -119,7 +119,7 @@ container-test: test-deps
 	$(call apt_install,$(CONTAINER_PACKAGES))
 	scripts/container-test.sh
 
-# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264).
+# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265).
 fixtures: deps
 	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
@@ -164,19 +164,22 @@ sanitize: test-deps
 # no main (-sanitize=fuzzer links libFuzzer's), so as an executable target it would not link in
 # a plain `swift build`, and `swift build -Xswiftc -sanitize=fuzzer,address` would instrument
 # and rebuild the whole package and its dependencies in a scratch path of its own. Here only
-# what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the H264
-# module once, as a static library, and the two files of HTTPServer that RequestTarget needs
-# (it uses only QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
+# what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the
+# VideoCoding module, then the H264 and H265 modules on top of it, once each, as static
+# libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
+# QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
 # targets' own code (reference splitter, invariant checks) has AddressSanitizer but no
 # coverage: its branches would only add noise to the corpus, and tracing its byte loops took
 # half the run time. `swift build` and `swift test` never see any of it. lld rather than
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := annexb-assembly parameter-sets avcc request-target
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets request-target
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
 FUZZ_SUPPORT := Fuzz/Support/FuzzSupport.swift
+# The reference splitter and the checked splitter run, for the Annex B targets of both codecs.
+FUZZ_SPLIT_SUPPORT := Fuzz/Support/CheckedSplit.swift
 FUZZ_HTTPSERVER_SOURCES := Sources/HTTPServer/RequestTarget.swift Sources/HTTPServer/HTTPTypes.swift
 
 .PHONY: fuzz fuzz-quick fuzz-build fuzz-seeds fuzz-clean
@@ -193,19 +196,33 @@ fuzz-build: $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS))
 fuzz-seeds:
 	python3 Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
 
-$(FUZZ_BUILD)/libH264.a: $(wildcard Sources/H264/*.swift)
+$(FUZZ_BUILD)/libVideoCoding.a: $(wildcard Sources/VideoCoding/*.swift)
 	@mkdir -p $(FUZZ_BUILD)/modules
-	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name H264 \
-	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H264.swiftmodule -emit-library -static -o $@ $^
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name VideoCoding \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/VideoCoding.swiftmodule -emit-library -static -o $@ $^
+
+$(FUZZ_BUILD)/libH264.a: $(wildcard Sources/H264/*.swift) $(FUZZ_BUILD)/libVideoCoding.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name H264 -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H264.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
+$(FUZZ_BUILD)/libH265.a: $(wildcard Sources/H265/*.swift) $(FUZZ_BUILD)/libVideoCoding.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name H265 -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H265.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
 
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
 	@mkdir -p $(FUZZ_BUILD)/modules
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/HTTPServer.swiftmodule -emit-library -static -o $@ $^
 
-$(FUZZ_BUILD)/annexb-assembly: Fuzz/Targets/AnnexBAssembly.swift $(FUZZ_BUILD)/libH264.a
-$(FUZZ_BUILD)/parameter-sets: Fuzz/Targets/ParameterSets.swift $(FUZZ_BUILD)/libH264.a
-$(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a
+$(FUZZ_BUILD)/annexb-assembly: Fuzz/Targets/AnnexBAssembly.swift $(FUZZ_SPLIT_SUPPORT) $(FUZZ_BUILD)/libH264.a \
+  $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/parameter-sets: Fuzz/Targets/ParameterSets.swift $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/hevc-annexb-assembly: Fuzz/Targets/HEVCAnnexBAssembly.swift $(FUZZ_SPLIT_SUPPORT) \
+  $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/hevc-parameter-sets: Fuzz/Targets/HEVCParameterSets.swift $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \

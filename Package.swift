@@ -43,13 +43,16 @@ let package = Package(
         ),
         // The one clock every part reads (the real one, or in tests one moved by hand).
         .target(name: "Timekeeping", swiftSettings: strictSwift),
-        .target(name: "H264", swiftSettings: strictSwift),
-        .target(name: "Decoding", dependencies: ["H264", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
+        // The bitstream layer: what H.264 and H.265 share, then each codec (pure Swift, no C).
+        .target(name: "VideoCoding", swiftSettings: strictSwift),
+        .target(name: "H264", dependencies: ["VideoCoding"], swiftSettings: strictSwift),
+        .target(name: "H265", dependencies: ["VideoCoding"], swiftSettings: strictSwift),
+        .target(name: "Decoding", dependencies: ["VideoCoding", "H264", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
         .target(
             name: "Sessions",
             dependencies: [
-                "H264", "Decoding", "Imaging", "Timekeeping",
+                "VideoCoding", "H264", "Decoding", "Imaging", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -86,20 +89,22 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
+                "VideoCoding", "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
         ),
         .executableTarget(
-            name: "FrameTapBench", dependencies: ["H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
-        .testTarget(name: "H264Tests", dependencies: ["H264"], swiftSettings: strictSwift),
+            name: "FrameTapBench", dependencies: ["VideoCoding", "H264", "Decoding", "Imaging"], swiftSettings: strictSwift),
+        .testTarget(name: "VideoCodingTests", dependencies: ["VideoCoding", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(name: "H264Tests", dependencies: ["VideoCoding", "H264", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(name: "H265Tests", dependencies: ["VideoCoding", "H265", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "TimekeepingTests", dependencies: ["Timekeeping", "TestSupport"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
         .testTarget(
-            name: "DecodingTests", dependencies: ["Decoding", "H264", "HardwareTestSupport", "TestSupport"],
+            name: "DecodingTests", dependencies: ["Decoding", "VideoCoding", "H264", "HardwareTestSupport", "TestSupport"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
@@ -108,8 +113,8 @@ let package = Package(
             name: "SessionsTests",
             dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport", "TestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
-        // Test helpers shared by the test targets (a raw HTTP client, MD5, the manual clock);
-        // nothing ships it.
+        // Test helpers shared by the test targets (a raw HTTP client, MD5, the manual clock, a bit
+        // writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(

@@ -3,7 +3,9 @@
 
     Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
 
-One folder per target (annexb-assembly, parameter-sets, avcc, request-target). The seeds are
+One folder per target (annexb-assembly, parameter-sets, avcc, hevc-annexb-assembly,
+hevc-parameter-sets, request-target): the H.264 ones from the .264 fixtures, the H.265 ones from
+the .265 fixtures. The seeds are
 derived data, regenerated on every `make fuzz`, and never committed: the fixtures they come
 from are. libFuzzer only reads these folders; what it learns goes to .fuzz/corpus/<target>.
 """
@@ -15,6 +17,8 @@ import sys
 
 START_CODE = b"\x00\x00\x00\x01"
 SPS, PPS, SEI, IDR, SLICE = 7, 8, 6, 5, 1
+# H.265 nal_unit_type values: VPS, SPS, PPS, prefix SEI; slice segments are 0...9 and 16...21.
+HEVC_VPS, HEVC_SPS, HEVC_PPS, HEVC_PREFIX_SEI = 32, 33, 34, 39
 # Enough of a slice for its header (the parser unescapes at most 128 bytes of it).
 SLICE_HEADER_BYTES = 64
 PROFILES_WITH_AVCC_EXTENSION = {100, 110, 122, 144}
@@ -89,13 +93,42 @@ REQUEST_TARGETS = [
 ]
 
 
+def add_hevc_seeds(corpora, path):
+    """The H.265 targets' seeds from one .265 fixture, as (a) and (b) below do for H.264."""
+    stem = os.path.basename(path)[:-4]
+    with open(path, "rb") as fixture:
+        stream = fixture.read()
+    units = nal_units(stream)
+    corpora["hevc-annexb-assembly"].add(stem, stream)
+    corpora["hevc-annexb-assembly"].add(stem + "-head", stream[:3000])
+    kind = lambda unit: unit[0] >> 1 & 0x3F
+    by_type = lambda wanted: [unit for unit in units if kind(unit) == wanted]
+    for wanted, name in [(HEVC_VPS, "vps"), (HEVC_SPS, "sps"), (HEVC_PPS, "pps"), (HEVC_PREFIX_SEI, "sei")]:
+        for unit in by_type(wanted):
+            corpora["hevc-parameter-sets"].add(f"{stem}-{name}", annex_b([unit]))
+    sets = by_type(HEVC_VPS)[:1] + by_type(HEVC_SPS)[:1] + by_type(HEVC_PPS)[:1]
+    first_slices = {}
+    for unit in units:
+        if kind(unit) <= 9 or 16 <= kind(unit) <= 21:
+            first_slices.setdefault((kind(unit), unit[2] >> 7 if len(unit) > 2 else 0), unit)
+    for (slice_kind, first), unit in sorted(first_slices.items()):
+        corpora["hevc-parameter-sets"].add(
+            f"{stem}-slice{slice_kind}-{first}", annex_b(sets + [unit[:SLICE_HEADER_BYTES]]))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: make-corpus.py FIXTURES_DIR OUT_DIR")
     fixtures, out = sys.argv[1], sys.argv[2]
-    corpora = {name: Corpus(out, name) for name in ["annexb-assembly", "parameter-sets", "avcc", "request-target"]}
+    corpora = {
+        name: Corpus(out, name)
+        for name in ["annexb-assembly", "parameter-sets", "avcc", "hevc-annexb-assembly", "hevc-parameter-sets",
+                     "request-target"]
+    }
 
     for file_name in sorted(os.listdir(fixtures)):
+        if file_name.endswith(".265"):
+            add_hevc_seeds(corpora, os.path.join(fixtures, file_name))
         if not file_name.endswith(".264"):
             continue
         stem = file_name[:-4]

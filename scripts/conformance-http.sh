@@ -183,6 +183,8 @@ while IFS=$'\x1f' read -r -u 3 file _source _notes width height frames pix_fmt _
     height=${height//[[:space:]]/}
     if [ ! -f "$corpus/$file" ]; then
         report FAIL "$file" "listed in the manifest but missing from $corpus"
+    elif [ "${file##*.}" = 265 ]; then
+        report SKIP "$file" "H.265: sessions take H.264 only so far"
     elif [ -n "$yuv_md5" ]; then
         check_stream "$file" "$width" "$height" "$frames" "$pix_fmt" "$yuv_md5" "$session"
     elif [ -z "$frames" ] || [ "$frames" = 0 ]; then

@@ -5,10 +5,11 @@
 // of one kind's bytes reach all parsers. The avcC record built from the sets must round-trip.
 
 import H264
+import VideoCoding
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzParameterSets(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let units = AnnexBSplitter.split(fuzzInput(data, size))
+    let units = AnnexBSplitter.split(fuzzInput(data, size)).map(NALUnit.init)
     var sets = ParameterSets()
     for nal in units {
         let rbsp = nal.rbsp()
@@ -67,11 +68,11 @@ func checkDerivedValues(_ sps: SequenceParameterSet) {
         crop.x >= 0 && crop.y >= 0 && crop.width > 0 && crop.height > 0 && crop.x + crop.width <= sps.codedWidth
             && crop.y + crop.height <= sps.codedHeight,
         "the crop rectangle \(crop) lies inside the \(sps.codedWidth)x\(sps.codedHeight) coded picture")
-    let format = VideoFormat(sps: sps)
+    let format = StreamFormat(sps: sps)
     require(
         format.width == crop.width && format.height == crop.height && format.crop.left >= 0
             && format.crop.right >= 0 && format.crop.top >= 0 && format.crop.bottom >= 0,
-        "VideoFormat repeats the crop rectangle")
+        "StreamFormat repeats the crop rectangle")
     require(!sps.profileName.isEmpty && !sps.levelName.isEmpty, "every profile and level has a name")
     if let rate = sps.vui?.frameRate { require(rate.isFinite && rate > 0, "a frame rate is positive and finite") }
     _ = sps.vui?.nalHRD?.bitRate

@@ -1,5 +1,6 @@
 import CFFmpeg
 import H264
+import VideoCoding
 
 /// What went wrong while turning bytes into pictures: a bitstream problem found on the way
 /// (`init(_: BitstreamError)` keeps its code), or a decoder-side one.

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import H264
+import VideoCoding
 
 /// Bytes in, pictures out, read top to bottom like FFmpeg's doc/examples decode loops:
 ///
@@ -58,7 +59,7 @@ public final class StreamDecoder {
     public private(set) var counters = Counters()
     public private(set) var lastError: DecodeError?
     /// From the SPS of the last access unit passed to the decoder (or rejected as too large).
-    public private(set) var format: VideoFormat?
+    public private(set) var format: StreamFormat?
     /// Decode only intra pictures (IDR or I), each drained at once so it comes out immediately
     /// (thumbnails, previews). Can be switched between pushes. Pair it with
     /// `DecoderOptions.lowLatency`: each drain would restart the CLI-probe emulation.
@@ -187,7 +188,8 @@ public final class StreamDecoder {
 
     private func handle(_ event: SplitterEvent, into output: inout DecodeOutput) {
         switch event {
-        case .unit(let nal):
+        case .unit(let unit):
+            let nal = NALUnit(unit)
             counters.nalUnits[nal.type.name, default: 0] += 1
             var units: [AccessUnit] = []
             assembler.push(nal) { units.append($0) }
@@ -263,7 +265,7 @@ public final class StreamDecoder {
     private func pass(_ unit: AccessUnit, into output: inout DecodeOutput) {
         let sps = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) }
         if let sps {
-            format = VideoFormat(sps: sps)
+            format = StreamFormat(sps: sps)
             if checkedSPS[sps.id]?.fits == false {
                 counters.framesRejectedTooLarge += 1
                 return

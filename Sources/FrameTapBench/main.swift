@@ -7,6 +7,7 @@ import Decoding
 import Foundation
 import H264
 import Imaging
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc
@@ -82,7 +83,7 @@ func splitterBenchmark(_ path: String) {
                 splitter.push(UnsafeRawBufferPointer(rebasing: raw[offset..<end])) { event in
                     if case .unit(let unit) = event {
                         count += 1
-                        payload &+= unit.bytes.count
+                        payload &+= NALUnit(unit).bytes.count
                     }
                 }
                 offset = end

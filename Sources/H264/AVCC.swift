@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// Length-prefixed NAL units (ISO/IEC 14496-15, as in MP4 and Matroska "avc1" tracks).
 public enum AVCC {
     /// Each unit preceded by its size as a 4-byte big-endian integer.

@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// One access unit (§7.4.1.2.3): the NAL units of one primary coded picture plus the
 /// non-VCL units that belong to it. This is what a decoder is fed as one packet.
 ///

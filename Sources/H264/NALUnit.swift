@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// `nal_unit_type` (H.264 Table 7-1), with the RTP packetization types 24...29 of RFC 6184.
 ///
 /// `name` is a stable snake_case string: it is used as a JSON key in counters, so never change one.
@@ -36,6 +38,7 @@ public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable {
     case unspecified31 = 31
 
     /// The five-bit field of a header byte; every value 0...31 has a case.
+    @inlinable
     public init(headerByte: UInt8) {
         self = NALUnitType(rawValue: headerByte & 0x1F)!
     }
@@ -97,6 +100,7 @@ public struct NALHeader: Sendable, Equatable, Hashable {
         self.type = type
     }
 
+    @inlinable
     public init(byte: UInt8) {
         forbiddenZeroBit = byte & 0x80 != 0
         refIdc = (byte >> 5) & 3
@@ -115,11 +119,19 @@ public struct NALUnit: Sendable, Equatable {
     public let header: NALHeader
 
     /// `bytes` must hold at least the header byte.
+    @inlinable
     public init(bytes: [UInt8], streamOffset: Int = 0) {
         precondition(!bytes.isEmpty, "a NAL unit has at least its header byte")
         self.bytes = bytes
         self.streamOffset = streamOffset
         self.header = NALHeader(byte: bytes[0])
+    }
+
+    /// The unit the splitter found; its bytes are shared, not copied. Inlinable, as every unit
+    /// of every push goes through it.
+    @inlinable
+    public init(_ unit: AnnexBUnit) {
+        self.init(bytes: unit.bytes, streamOffset: unit.streamOffset)
     }
 
     public var type: NALUnitType { header.type }

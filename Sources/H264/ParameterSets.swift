@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// The SPSs and PPSs seen so far, by id, as a decoder would hold them.
 public struct ParameterSets: Sendable {
     public private(set) var sps: [Int: SequenceParameterSet] = [:]

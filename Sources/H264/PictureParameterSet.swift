@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// A picture parameter set (§7.3.2.2): what slice headers need, and the rest walked over.
 public struct PictureParameterSet: Sendable, Equatable {
     public var id: Int

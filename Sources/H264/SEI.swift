@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// One sei_message() (§7.3.2.3.1).
 public struct SEIMessage: Sendable, Equatable {
     public var payloadType: Int

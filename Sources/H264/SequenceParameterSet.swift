@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// A sequence parameter set (§7.3.2.1.1), with what the rest of FrameTap derives from it.
 public struct SequenceParameterSet: Sendable, Equatable {
     public struct ConstraintFlags: Sendable, Equatable, Hashable {

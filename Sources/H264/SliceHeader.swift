@@ -1,3 +1,5 @@
+import VideoCoding
+
 /// slice_type % 5 (Table 7-6).
 public enum SliceType: Int, Sendable, CaseIterable, Codable {
     case p = 0

@@ -1,5 +1,6 @@
 import Decoding
 import H264
+import VideoCoding
 
 /// The session's view of its `StreamDecoder`: one place that adapts the Decoding module's
 /// API to what a session needs (frames and errors per step, counters, format, backend).
@@ -24,7 +25,7 @@ final class DecoderPipeline {
     var device: HardwareDeviceID? { decoder.device }
     /// Every switch to another back end so far, oldest first.
     var fallbacks: [BackendFallback] { decoder.fallbacks }
-    var format: VideoFormat? { decoder.format }
+    var format: StreamFormat? { decoder.format }
 
     var keyframesOnly: Bool {
         get { decoder.keyframesOnly }

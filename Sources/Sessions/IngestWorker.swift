@@ -5,6 +5,7 @@ import H264
 import Logging
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// A session's one decode loop: each push's bytes, from its byte source, through the decoder to
 /// the newest picture, on the session's serial decode queue.
@@ -30,7 +31,7 @@ final class IngestWorker: Sendable {
         /// The latest switches to another back end (at most `Facts.fallbackHistory`), oldest first.
         var fallbacks: [BackendFallback] = []
         var decodeMode: DecodeMode
-        var format: VideoFormat?
+        var format: StreamFormat?
         var counters = SessionCounters()
         var lastError: ErrorRecord?
 
@@ -690,7 +691,7 @@ struct DecoderSnapshot: Sendable {
     let backend: DecoderBackend
     let backendReason: String
     let device: HardwareDeviceID?
-    let format: VideoFormat?
+    let format: StreamFormat?
     let newFallbacks: [BackendFallback]
 }
 

@@ -2,6 +2,7 @@ import FoundationEssentials
 import H264
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// Something that happened to a session, as `GET /events` sends it. Events mark changes of
 /// state (created, first picture, new format, back end, upload start and end, viewers, an
@@ -45,7 +46,7 @@ public struct SessionEventDetails: Sendable {
     public var seq: UInt64?
     public var width: Int?
     public var height: Int?
-    public var format: VideoFormat?
+    public var format: StreamFormat?
     public var code: String?
     public var message: String?
     public var multipart: Bool?

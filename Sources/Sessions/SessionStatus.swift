@@ -1,6 +1,7 @@
 import Decoding
 import FoundationEssentials
 import H264
+import VideoCoding
 
 /// Which pictures a session decodes.
 public enum DecodeMode: String, Sendable, CaseIterable {
@@ -70,7 +71,7 @@ public struct SessionStatus: Sendable {
     public var quality: Int
     public var createdAt: Date
     public var lastActivityAt: Date
-    public var format: VideoFormat?
+    public var format: StreamFormat?
     public var counters: SessionCounters
     public var latestFrame: LatestFrameInfo?
     public var lastError: ErrorRecord?
@@ -88,7 +89,7 @@ public struct UploadSummary: Sendable {
     /// Pictures output while handling this request.
     public var frames: Int
     public var latestSeq: UInt64?
-    public var format: VideoFormat?
+    public var format: StreamFormat?
     /// Decode errors during this request; the first one is in `error`.
     public var decodeErrors: Int
     public var error: ErrorRecord?

@@ -2,6 +2,7 @@ import Decoding
 import FoundationEssentials
 import H264
 import Logging
+import VideoCoding
 
 /// What one upload produced so far: pictures, errors, and the counters when it began (its
 /// summary reports the difference). Lives on the session's decode queue.
@@ -36,7 +37,7 @@ struct UploadProgress {
     }
 
     func summary(
-        counters: SessionCounters, bytes: Int, latestSeq: UInt64?, format: VideoFormat?, flushed: Bool,
+        counters: SessionCounters, bytes: Int, latestSeq: UInt64?, format: StreamFormat?, flushed: Bool,
         session: SessionID
     ) -> UploadSummary {
         let start = countersAtBegin ?? counters

@@ -5,6 +5,7 @@ import FoundationEssentials
 import H264
 import Imaging
 import Timekeeping
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc

@@ -5,6 +5,7 @@ import FoundationEssentials
 import FrameTapAPI
 import H264
 import Timekeeping
+import VideoCoding
 
 /// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
 /// description of every parameter set, access units and keyframes.
@@ -139,7 +140,7 @@ struct ProbeReport: Encodable {
         let offset: Int
         /// Later units with the same id and identical bytes (streams often repeat parameter sets).
         var repeats = 0
-        let format: VideoFormat
+        let format: StreamFormat
         let maxNumRefFrames: Int
         let frameMbsOnly: Bool
         let mbAdaptiveFrameField: Bool
@@ -151,7 +152,7 @@ struct ProbeReport: Encodable {
             try container.encode(id, forKey: .id)
             try container.encode(offset, forKey: .offset)
             try container.encode(repeats, forKey: .repeats)
-            try container.encode(VideoFormatJSON(format), forKey: .format)
+            try container.encode(StreamFormatJSON(format), forKey: .format)
             try container.encode(maxNumRefFrames, forKey: .maxNumRefFrames)
             try container.encode(frameMbsOnly, forKey: .frameMbsOnly)
             try container.encode(mbAdaptiveFrameField, forKey: .mbAdaptiveFrameField)
@@ -208,7 +209,8 @@ struct ProbeReport: Encodable {
 
         func take(_ event: SplitterEvent) {
             switch event {
-            case .unit(let nal):
+            case .unit(let unit):
+                let nal = NALUnit(unit)
                 report.record(nal)
                 assembler.push(nal) { report.record($0) }
             case .dropped(let error, let prefix):
@@ -246,7 +248,7 @@ struct ProbeReport: Encodable {
                 }
                 sequenceParameterSets.append(
                     SPSRecord(
-                        id: sps.id, offset: nal.streamOffset, format: VideoFormat(sps: sps),
+                        id: sps.id, offset: nal.streamOffset, format: StreamFormat(sps: sps),
                         maxNumRefFrames: sps.maxNumRefFrames, frameMbsOnly: sps.frameMbsOnly,
                         mbAdaptiveFrameField: sps.mbAdaptiveFrameField,
                         maxNumReorderFrames: sps.vui?.maxNumReorderFrames))

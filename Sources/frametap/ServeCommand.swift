@@ -7,6 +7,7 @@ import HTTPServer
 import Imaging
 import Logging
 import Sessions
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc

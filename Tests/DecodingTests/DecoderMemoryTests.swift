@@ -2,13 +2,14 @@ import Decoding
 import Foundation
 import H264
 import Testing
+import VideoCoding
 
 /// The decoder memory budget: an estimate from the SPS, admitted before any picture is decoded.
 @Suite struct DecoderMemoryTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 
     static func sps(_ file: String) throws -> SequenceParameterSet {
-        let units = AnnexBSplitter.split(try Fixtures.bytes(file))
+        let units = AnnexBSplitter.split(try Fixtures.bytes(file)).map(NALUnit.init)
         return try SequenceParameterSet(nal: try #require(units.first { $0.type == .sps }))
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import HardwareTestSupport
 import H264
 import Testing
+import VideoCoding
 
 /// Per-decoder fallback to software, driven by pretend hardware (a real software decoder that
 /// reports itself as CUDA and fails where told): no GPU needed.
@@ -55,7 +56,7 @@ import Testing
     }
 
     @Test func nvdecSizeLimitIs4096() throws {
-        let units = AnnexBSplitter.split(try Fixtures.bytes("high_320x240.264"))
+        let units = AnnexBSplitter.split(try Fixtures.bytes("high_320x240.264")).map(NALUnit.init)
         var sps = try SequenceParameterSet(nal: try #require(units.first { $0.type == .sps }))
         #expect(HardwareCapability.nvdecH264.refusal(for: sps) == nil)
         sps.picWidthInMbs = 256  // 4096: still fine
@@ -102,7 +103,7 @@ struct DeviceFailureFallbackTests {
             of: TestSupport.stream(
                 "fallback-idr8", size: "160x120", frames: 24, x264Params: "keyint=8:min-keyint=8:scenecut=0:bframes=0"))
         var seen = Set<NALUnitType>()
-        return AnnexBSplitter.split(bytes).filter { unit in
+        return AnnexBSplitter.split(bytes).map(NALUnit.init).filter { unit in
             guard unit.type == .sps || unit.type == .pps else { return true }
             return seen.insert(unit.type).inserted
         }.flatMap { [0, 0, 0, 1] + $0.bytes }
@@ -110,7 +111,7 @@ struct DeviceFailureFallbackTests {
 
     /// The stream from its second IDR on (picture 8), with the parameter sets in front.
     static func fromSecondIDR(_ bytes: [UInt8]) -> [UInt8] {
-        let units = AnnexBSplitter.split(bytes)
+        let units = AnnexBSplitter.split(bytes).map(NALUnit.init)
         let idrs = units.indices.filter { units[$0].type == .idr }
         let sets = units.filter { $0.type == .sps || $0.type == .pps }
         return (sets + units[idrs[1]...]).flatMap { [0, 0, 0, 1] + $0.bytes }

@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import H264
 import Testing
+import VideoCoding
 
 @Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"))
 struct StreamDecoderTests {
@@ -12,7 +13,7 @@ struct StreamDecoderTests {
     static func cutStream(_ name: String, _ x264Params: String, everyPicture: Bool, vclIndex: Int) throws -> URL {
         var bytes = try TestSupport.bytes(
             of: TestSupport.stream("gate-\(name)", size: "160x120", frames: 30, x264Params: x264Params))
-        var units = AnnexBSplitter.split(bytes)
+        var units = AnnexBSplitter.split(bytes).map(NALUnit.init)
         if everyPicture {
             let sps = units.first { $0.type == .sps }!
             let pps = units.first { $0.type == .pps }!

@@ -5,6 +5,7 @@ import H264
 import HTTPServer
 @testable import Sessions
 import Testing
+import VideoCoding
 import Timekeeping
 
 /// The published JSON, byte for byte: every resource's shape with its explicit nulls and
@@ -14,14 +15,14 @@ import Timekeeping
     static let laterAt = Date(timeIntervalSince1970: 1_767_225_661.5)
 
     /// The format of a fixture's first SPS.
-    static func format(_ fixture: String) throws -> VideoFormat {
+    static func format(_ fixture: String) throws -> StreamFormat {
         var splitter = AnnexBSplitter()
-        var found: VideoFormat?
+        var found: StreamFormat?
         func take(_ event: SplitterEvent) {
-            guard found == nil, case .unit(let nal) = event, nal.type == .sps,
-                let sps = try? SequenceParameterSet(nal: nal)
+            guard found == nil, case .unit(let unit) = event, NALUnit(unit).type == .sps,
+                let sps = try? SequenceParameterSet(nal: NALUnit(unit))
             else { return }
-            found = VideoFormat(sps: sps)
+            found = StreamFormat(sps: sps)
         }
         splitter.push(try Fixtures.bytes(fixture), take)
         splitter.finish(take)
@@ -29,7 +30,7 @@ import Timekeeping
     }
 
     /// A format the stream says little about: no frame rate, no aspect ratio (both left out).
-    static func unsignalledFormat() throws -> VideoFormat {
+    static func unsignalledFormat() throws -> StreamFormat {
         var format = try format("odd_crop_322x242.264")
         format.frameRate = nil
         format.sampleAspectRatio = nil
@@ -78,7 +79,7 @@ import Timekeeping
     }
 
     static let highFormatJSON =
-        #"{"bitDepth":8,"bitDepthChroma":8,"chromaFormat":"4:2:0","codedHeight":240,"codedWidth":320,"#
+        #"{"bitDepth":8,"bitDepthChroma":8,"chromaFormat":"4:2:0","codec":"h264","codedHeight":240,"codedWidth":320,"#
         + #""colorPrimaries":"unspecified","crop":{"bottom":0,"left":0,"right":0,"top":0},"frameRate":25,"#
         + #""fullRange":false,"height":240,"interlaced":false,"level":"1.3","matrix":"unspecified","profile":"High","#
         + #""profileIdc":100,"sampleAspectRatio":"1:1","transfer":"unspecified","width":320}"#
@@ -108,6 +109,24 @@ import Timekeeping
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"subscribers":0,"uploading":false}"#
 
+    /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
+    @Test func hevcFormat() throws {
+        var display = VUIDisplayParameters()
+        display.videoFullRange = true
+        display.colourPrimaries = 1
+        let format = StreamFormat(
+            codec: .h265, codedWidth: 320, codedHeight: 240, crop: .init(left: 0, right: 0, top: 0, bottom: 0),
+            profile: "Main 10", profileIdc: 2, tier: "Main", level: "2.1", chromaFormatIdc: 1, bitDepth: 10,
+            bitDepthChroma: 10, interlaced: false, frameRate: 25, display: display)
+        #expect(
+            text(WireJSON.bytes(StreamFormatJSON(format)))
+                == #"{"bitDepth":10,"bitDepthChroma":10,"chromaFormat":"4:2:0","codec":"h265","codedHeight":240,"#
+                + #""codedWidth":320,"colorPrimaries":"bt709","crop":{"bottom":0,"left":0,"right":0,"top":0},"#
+                + #""frameRate":25,"fullRange":true,"height":240,"interlaced":false,"level":"2.1","#
+                + #""matrix":"unspecified","profile":"Main 10","profileIdc":2,"tier":"Main","transfer":"unspecified","#
+                + #""width":320}"#)
+    }
+
     @Test func sessionStatus() throws {
         #expect(text(WireJSON.bytes(SessionStatusJSON(try Self.busyStatus()))) == Self.busyStatusJSON)
         #expect(text(WireJSON.bytes(SessionStatusJSON(try Self.freshStatus()))) == Self.freshStatusJSON)
@@ -129,7 +148,7 @@ import Timekeeping
             text(WireJSON.bytes(UploadSummaryJSON(decoded)))
                 == #"{"bytes":4096,"decodeErrors":1,"error":{"at":"2026-01-01T00:00:00.125Z","code":"nal_too_large","#
                 + #""message":"NAL unit of 9000 bytes dropped"},"flushed":true,"format":{"bitDepth":8,"bitDepthChroma":8,"#
-                + #""chromaFormat":"4:2:0","codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","#
+                + #""chromaFormat":"4:2:0","codec":"h264","codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","#
                 + #""crop":{"bottom":14,"left":0,"right":14,"top":0},"fullRange":false,"height":242,"interlaced":false,"#
                 + #""level":"1.3","matrix":"unspecified","profile":"High","profileIdc":100,"transfer":"unspecified","#
                 + #""width":322},"frames":4,"latestSeq":17,"nalUnits":{"idr":1,"slice":3},"session":"cam-1"}"#)
@@ -201,7 +220,7 @@ import Timekeeping
             #"event: session.created\#ndata: {\#(at),"backend":"software","decode":"all","reason":"software: chosen","session":"cam-1"}"#,
             #"event: upload.started\#ndata: {\#(at),"multipart":true,"session":"cam-1"}"#,
             #"event: format.changed\#ndata: {\#(at),"format":{"bitDepth":8,"bitDepthChroma":8,"chromaFormat":"4:2:0","#
-                + #""codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","crop":{"bottom":14,"left":0,"#
+                + #""codec":"h264","codedHeight":256,"codedWidth":336,"colorPrimaries":"unspecified","crop":{"bottom":14,"left":0,"#
                 + #""right":14,"top":0},"fullRange":false,"height":242,"interlaced":false,"level":"1.3","#
                 + #""matrix":"unspecified","profile":"High","profileIdc":100,"transfer":"unspecified","width":322},"#
                 + #""session":"cam-1"}"#,

@@ -1,5 +1,6 @@
 import Testing
 @testable import H264
+import VideoCoding
 
 /// A small stream model: parameter sets and slices built to match each other.
 struct StreamBuilder {
@@ -27,7 +28,7 @@ struct StreamBuilder {
         let stream = AccessUnit(nalUnits: units).annexB()
         var assembler = AccessUnitAssembler()
         var output: [AccessUnit] = []
-        for unit in AnnexBSplitter.split(stream) { assembler.push(unit) { output.append($0) } }
+        for unit in AnnexBSplitter.split(stream) { assembler.push(NALUnit(unit)) { output.append($0) } }
         assembler.finish { output.append($0) }
         return (output, assembler)
     }

@@ -1,4 +1,5 @@
 @testable import H264
+import TestSupport
 
 /// Every SPS syntax element the tests vary, with values of a plain 4:2:0 High stream.
 struct SPSBuilder {

@@ -1,6 +1,7 @@
 import Foundation
 import H264
 import Testing
+import VideoCoding
 
 /// `AccessUnitAssembler.nextUnitEndsAccessUnit` / `endAccessUnit` with the splitter's
 /// `pendingUnitPrefix`: ending an access unit as soon as the next unit's first bytes settle it
@@ -22,7 +23,7 @@ import Testing
         splitter.finish { events.append($0) }
         for event in events {
             switch event {
-            case .unit(let nal): assembler.push(nal) { units.append($0.nalUnits) }
+            case .unit(let unit): assembler.push(NALUnit(unit)) { units.append($0.nalUnits) }
             case .dropped(_, let prefix): assembler.unitDropped(prefix: prefix) { units.append($0.nalUnits) }
             }
         }
@@ -51,7 +52,7 @@ import Testing
             }
             for event in events {
                 switch event {
-                case .unit(let nal): assembler.push(nal, out)
+                case .unit(let unit): assembler.push(NALUnit(unit), out)
                 case .dropped(_, let prefix): assembler.unitDropped(prefix: prefix, out)
                 }
             }
@@ -65,7 +66,7 @@ import Testing
             offset = end
         }
         var nals: [NALUnit] = []
-        splitter.finish { if case .unit(let nal) = $0 { nals.append(nal) } }
+        splitter.finish { if case .unit(let unit) = $0 { nals.append(NALUnit(unit)) } }
         for nal in nals { assembler.push(nal) { units.append($0.nalUnits) } }
         assembler.finish { units.append($0.nalUnits) }
         return (units, pushedWhenOut, early)
@@ -104,7 +105,7 @@ import Testing
             piece += next
             carried = next.count
             var nals: [NALUnit] = []
-            splitter.push(piece) { if case .unit(let nal) = $0 { nals.append(nal) } }
+            splitter.push(piece) { if case .unit(let unit) = $0 { nals.append(NALUnit(unit)) } }
             for nal in nals { assembler.push(nal) { _ in out += 1 } }
             if let prefix = splitter.pendingUnitPrefix, assembler.nextUnitEndsAccessUnit(prefix: prefix) {
                 assembler.endAccessUnit { _ in out += 1 }

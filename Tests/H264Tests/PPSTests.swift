@@ -1,5 +1,6 @@
 import Testing
 @testable import H264
+import VideoCoding
 
 @Suite struct PPSTests {
     @Test func basicFields() throws {

@@ -1,5 +1,6 @@
 import Testing
 @testable import H264
+import VideoCoding
 
 #if canImport(Glibc)
 import Glibc
@@ -32,7 +33,7 @@ enum TestStreams {
         return bytes
     }
 
-    static func units(_ name: String) throws -> [NALUnit] { AnnexBSplitter.split(try bytes(name)) }
+    static func units(_ name: String) throws -> [NALUnit] { AnnexBSplitter.split(try bytes(name)).map(NALUnit.init) }
 
     static func firstSPS(_ name: String) throws -> SequenceParameterSet {
         let nal = try #require(try units(name).first { $0.type == .sps })
@@ -53,7 +54,7 @@ struct RealStreamTests {
     @Test func oddCroppingGives300x168() throws {
         let sps = try TestStreams.firstSPS("CVFC1_Sony_C.jsv")
         #expect(sps.displayWidth == 300 && sps.displayHeight == 168)
-        let format = VideoFormat(sps: sps)
+        let format = StreamFormat(sps: sps)
         #expect(format.width == 300 && format.height == 168)
         #expect(format.crop.left + format.crop.right == format.codedWidth - 300)
     }
@@ -72,7 +73,7 @@ struct RealStreamTests {
         #expect(sps.profileName == "High 10 Intra")
         #expect(sps.bitDepthLuma == 10 && sps.bitDepthChroma == 10)
         #expect(sps.displayWidth == 1280 && sps.displayHeight == 720)
-        let format = VideoFormat(sps: sps)
+        let format = StreamFormat(sps: sps)
         #expect(format.bitDepth == 10 && format.chromaFormat == "4:2:0" && format.profile == "High 10 Intra")
     }
 
@@ -81,7 +82,7 @@ struct RealStreamTests {
         #expect(sps.chromaFormatIdc == 0 && sps.chromaArrayType == 0)
         #expect(sps.seqScalingMatrixPresent)
         #expect(sps.displayWidth == 352 && sps.displayHeight == 288)
-        #expect(VideoFormat(sps: sps).chromaFormat == "4:0:0")
+        #expect(StreamFormat(sps: sps).chromaFormat == "4:0:0")
     }
 
     @Test func fieldCodedStream() throws {
@@ -144,7 +145,7 @@ struct RealStreamTests {
         let bytes = try TestStreams.bytes("FRExt1_Panasonic.avc")
         let whole = AnnexBSplitter.split(bytes)
         var splitter = AnnexBSplitter()
-        var pieces: [NALUnit] = []
+        var pieces: [AnnexBUnit] = []
         for byte in bytes { splitter.push([byte]) { if case .unit(let unit) = $0 { pieces.append(unit) } } }
         splitter.finish { if case .unit(let unit) = $0 { pieces.append(unit) } }
         #expect(pieces == whole)

@@ -1,5 +1,6 @@
 import Testing
 @testable import H264
+import VideoCoding
 
 @Suite struct SPSTests {
     @Test func plainHigh1080p() throws {
@@ -257,7 +258,7 @@ import Testing
         #expect(vui.lowDelayHRD && vui.picStructPresent)
         #expect(vui.maxNumReorderFrames == 2 && vui.maxDecFrameBuffering == 4)
 
-        let format = VideoFormat(sps: sps)
+        let format = StreamFormat(sps: sps)
         #expect(format.sampleAspectRatio == "64:45")
         #expect(format.fullRange)
         #expect(format.colorPrimaries == "bt2020" && format.transfer == "smpte2084" && format.matrix == "bt2020nc")
@@ -291,7 +292,7 @@ import Testing
             let sps = try builder.parsed()
             #expect(sps.vui != nil)
             #expect(sps.vui?.sampleAspectRatio == nil)
-            #expect(VideoFormat(sps: sps).sampleAspectRatio == nil)
+            #expect(StreamFormat(sps: sps).sampleAspectRatio == nil)
         }
     }
 
@@ -307,7 +308,7 @@ import Testing
         }
         let sps = try builder.parsed()
         #expect(sps.vui?.frameRate == 25)
-        let format = VideoFormat(sps: sps)
+        let format = StreamFormat(sps: sps)
         #expect(format.frameRate == 25)
         #expect(format.colorPrimaries == "unspecified" && !format.fullRange)
     }

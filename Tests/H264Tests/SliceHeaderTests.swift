@@ -1,5 +1,6 @@
 import Testing
 @testable import H264
+import VideoCoding
 
 @Suite struct SliceHeaderTests {
     func sets(_ sps: SPSBuilder, _ pps: PPSBuilder) throws -> ParameterSets {

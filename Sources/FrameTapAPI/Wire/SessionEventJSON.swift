@@ -20,7 +20,7 @@ struct SessionEventJSON: Encodable {
         try container.encodeIfPresent(details.seq, forKey: .seq)
         try container.encodeIfPresent(details.width, forKey: .width)
         try container.encodeIfPresent(details.height, forKey: .height)
-        try container.encodeIfPresent(details.format.map(VideoFormatJSON.init), forKey: .format)
+        try container.encodeIfPresent(details.format.map(StreamFormatJSON.init), forKey: .format)
         try container.encodeIfPresent(details.code, forKey: .code)
         try container.encodeIfPresent(details.message, forKey: .message)
         try container.encodeIfPresent(details.multipart, forKey: .multipart)

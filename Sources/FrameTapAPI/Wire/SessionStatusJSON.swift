@@ -18,7 +18,7 @@ struct SessionStatusJSON: Encodable {
         try container.encode(status.quality, forKey: .quality)
         try container.encode(WireJSON.timestamp(status.createdAt), forKey: .createdAt)
         try container.encode(WireJSON.timestamp(status.lastActivityAt), forKey: .lastActivityAt)
-        try container.encode(status.format.map(VideoFormatJSON.init), forKey: .format)
+        try container.encode(status.format.map(StreamFormatJSON.init), forKey: .format)
         try container.encode(SessionCountersJSON(status.counters), forKey: .counters)
         try container.encode(status.latestFrame.map(LatestFrameJSON.init), forKey: .latestFrame)
         try container.encode(status.lastError.map(ErrorRecordJSON.init), forKey: .lastError)

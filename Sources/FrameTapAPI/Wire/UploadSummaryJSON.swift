@@ -14,7 +14,7 @@ struct UploadSummaryJSON: Encodable {
         try container.encode(summary.nalUnits, forKey: .nalUnits)
         try container.encode(summary.frames, forKey: .frames)
         try container.encode(summary.latestSeq, forKey: .latestSeq)
-        try container.encode(summary.format.map(VideoFormatJSON.init), forKey: .format)
+        try container.encode(summary.format.map(StreamFormatJSON.init), forKey: .format)
         try container.encode(summary.decodeErrors, forKey: .decodeErrors)
         try container.encode(summary.error.map(ErrorRecordJSON.init), forKey: .error)
         try container.encode(summary.flushed, forKey: .flushed)

@@ -1,5 +1,5 @@
 /// What is wrong with the bytes of a stream, as found by the bitstream layer (splitter,
-/// parameter sets, slice headers, SEI, AVCC).
+/// parameter sets, slice headers, SEI, AVCC), for H.264 and H.265 alike.
 ///
 /// Only bitstream facts live here. Decoding, imaging and the service have error types of their
 /// own, each of which can carry a bitstream code on (e.g. `DecodeError(BitstreamError)`), so
@@ -7,7 +7,7 @@
 public struct BitstreamError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Stable, machine-readable codes. Never rename a case's raw value: clients match on it.
     public enum Code: String, Sendable, CaseIterable {
-        /// The bytes are not a valid H.264 elementary stream (or a parameter set is malformed).
+        /// The bytes are not a valid H.264 or H.265 elementary stream (or a parameter set is malformed).
         case invalidData = "invalid_data"
         /// A NAL unit exceeded the configured size cap.
         case nalTooLarge = "nal_too_large"

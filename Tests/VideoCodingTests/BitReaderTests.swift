@@ -1,5 +1,6 @@
+import TestSupport
 import Testing
-@testable import H264
+import VideoCoding
 
 @Suite struct BitReaderTests {
     @Test func fixedLengthReads() throws {

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 @testable import H264
+import VideoCoding
 
-@Suite struct VideoFormatTests {
+@Suite struct StreamFormatTests {
     @Test func describesAnSPS() throws {
         var builder = SPSBuilder()
         builder.profileIdc = 66
@@ -29,7 +30,7 @@ import Testing
             w.flag(true)
             for _ in 0..<4 { w.flag(false) }
         }
-        let format = VideoFormat(sps: try builder.parsed())
+        let format = StreamFormat(sps: try builder.parsed())
         #expect(format.width == 1276 && format.height == 716)
         #expect(format.codedWidth == 1280 && format.codedHeight == 720)
         #expect(format.crop == .init(left: 2, right: 2, top: 4, bottom: 0))
@@ -42,7 +43,7 @@ import Testing
     }
 
     @Test func withoutVUIEverythingIsUnspecified() throws {
-        let format = VideoFormat(sps: try SPSBuilder().parsed())
+        let format = StreamFormat(sps: try SPSBuilder().parsed())
         #expect(format.frameRate == nil && format.sampleAspectRatio == nil)
         #expect(format.colorPrimaries == "unspecified" && format.transfer == "unspecified" && format.matrix == "unspecified")
     }

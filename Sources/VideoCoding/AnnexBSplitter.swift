@@ -1,14 +1,30 @@
+/// One NAL unit as the splitter found it, before any codec reads its header: H.264 and H.265
+/// each build their own NAL unit model from it, sharing `bytes` (an array is not copied).
+public struct AnnexBUnit: Sendable, Equatable {
+    /// From the NAL unit header on; no start code, no trailing zero bytes; emulation prevention
+    /// kept. Never empty.
+    public let bytes: [UInt8]
+    /// Offset of the first header byte since the start of the stream (the last `finish()`).
+    public let streamOffset: Int
+
+    public init(bytes: [UInt8], streamOffset: Int) {
+        self.bytes = bytes
+        self.streamOffset = streamOffset
+    }
+}
+
 /// What the splitter reports while it reads a byte stream.
 public enum SplitterEvent: Sendable {
-    case unit(NALUnit)
+    case unit(AnnexBUnit)
     /// A unit was larger than `maxNALBytes`; its bytes were discarded (`.nalTooLarge`). `prefix`
     /// is its first bytes (at most `AnnexBSplitter.prefixLength`, fewer only for caps that small),
-    /// for `AccessUnitAssembler.unitDropped(prefix:)`.
+    /// for the access-unit assemblers' `unitDropped(prefix:)`.
     case dropped(BitstreamError, prefix: ArraySlice<UInt8>)
 }
 
-/// Cuts an H.264 Annex B byte stream (§B.2) into NAL units, whatever the size of the pieces it
-/// receives: pushing one byte at a time gives the same units as pushing the whole stream.
+/// Cuts an Annex B byte stream (H.264 §B.2, H.265 §B.2, the same format) into NAL units,
+/// whatever the size of the pieces it receives: pushing one byte at a time gives the same units
+/// as pushing the whole stream.
 ///
 /// A unit is emitted when the start code after it arrives, or at `finish()`. All zero bytes before
 /// a start code are removed from the unit before it (the zero_byte of a four-byte start code and
@@ -24,7 +40,9 @@ public struct AnnexBSplitter: Sendable {
     /// any real slice (an 8K intra picture in one slice is a few MB), small enough to bound memory.
     public static let defaultMaxNALBytes = 8 << 20
     /// How many first bytes of a unit `pendingUnitPrefix` and `.dropped` give: enough for every
-    /// slice header field that can end an access unit early.
+    /// slice header field that can end an access unit early (H.264's first_mb_in_slice,
+    /// slice_type and pic_parameter_set_id; H.265's first_slice_segment_in_pic_flag, the first
+    /// bit after its two-byte header).
     public static let prefixLength = 16
     /// Every byte pushed since this splitter was made (not reset by `finish()`).
     public private(set) var bytesConsumed = 0
@@ -100,7 +118,7 @@ public struct AnnexBSplitter: Sendable {
 
     /// The first bytes (at most `prefixLength`) of the unit whose end has not arrived yet, nil
     /// when none is being collected. They never change as more bytes come, so a consumer may act
-    /// on them early (see `AccessUnitAssembler.nextUnitEndsAccessUnit`).
+    /// on them early (see the assemblers' `nextUnitEndsAccessUnit(prefix:)`).
     public var pendingUnitPrefix: ArraySlice<UInt8>? {
         mode == .collecting && !unit.isEmpty ? unit.prefix(Self.prefixLength) : nil
     }
@@ -136,9 +154,9 @@ public struct AnnexBSplitter: Sendable {
     }
 
     /// Splits a complete stream in one go.
-    public static func split(_ bytes: [UInt8], maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) -> [NALUnit] {
+    public static func split(_ bytes: [UInt8], maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) -> [AnnexBUnit] {
         var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
-        var units: [NALUnit] = []
+        var units: [AnnexBUnit] = []
         let collect: (SplitterEvent) -> Void = { event in
             if case .unit(let unit) = event { units.append(unit) }
         }
@@ -238,6 +256,6 @@ public struct AnnexBSplitter: Sendable {
         let bytes = unit
         unit = []
         emittedUnits += 1
-        handle(.unit(NALUnit(bytes: bytes, streamOffset: unitOffset)))
+        handle(.unit(AnnexBUnit(bytes: bytes, streamOffset: unitOffset)))
     }
 }

@@ -1,4 +1,4 @@
-/// Raw byte sequence payloads (§7.3.1, §7.4.1.1).
+/// Raw byte sequence payloads (H.264 §7.4.1.1, H.265 §7.4.2: the same emulation prevention).
 public enum RBSP {
     /// Removes emulation_prevention_three_byte: every 0x03 that follows two zero bytes.
     public static func unescape(_ nalPayload: some Collection<UInt8>) -> [UInt8] {
@@ -35,7 +35,7 @@ public enum RBSP {
     }
 }
 
-/// Reads an RBSP bit by bit, most significant bit first (§7.2). Every read past the end, and
+/// Reads an RBSP bit by bit, most significant bit first (§7.2 of H.264 and H.265). Every read past the end, and
 /// every Exp-Golomb code that does not fit in 32 bits, throws `.invalidData`.
 public struct BitReader: Sendable {
     public let bytes: [UInt8]
@@ -83,7 +83,7 @@ public struct BitReader: Sendable {
         position += count
     }
 
-    /// `ue(v)` (§9.1). Values up to 2^32 - 2, the largest a 32-bit codeNum field can hold.
+    /// `ue(v)` (H.264 §9.1, H.265 §9.2). Values up to 2^32 - 2, the largest a 32-bit codeNum field can hold.
     public mutating func readUE() throws(BitstreamError) -> UInt32 {
         var leadingZeros = 0
         while try !readBit() {
@@ -96,7 +96,7 @@ public struct BitReader: Sendable {
         return UInt32((UInt64(1) << UInt64(leadingZeros)) - 1 + UInt64(suffix))
     }
 
-    /// `se(v)` (§9.1.1).
+    /// `se(v)` (H.264 §9.1.1, H.265 §9.2.2).
     public mutating func readSE() throws(BitstreamError) -> Int32 {
         let codeNum = Int64(try readUE())
         let magnitude = (codeNum + 1) / 2

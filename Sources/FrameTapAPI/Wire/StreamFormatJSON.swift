@@ -1,15 +1,16 @@
-import H264
+import VideoCoding
 
 /// A stream's format as the API and `frametap probe --json` show it (openapi.yaml
 /// `VideoFormat`): `frameRate` and `sampleAspectRatio` are left out when the stream does not
-/// say them, every other member is always there.
-public struct VideoFormatJSON: Encodable {
-    let format: VideoFormat
+/// say them, `tier` for codecs without tiers (H.264); every other member is always there.
+public struct StreamFormatJSON: Encodable {
+    let format: StreamFormat
 
-    public init(_ format: VideoFormat) { self.format = format }
+    public init(_ format: StreamFormat) { self.format = format }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
+        try container.encode(format.codec.rawValue, forKey: .codec)
         try container.encode(format.width, forKey: .width)
         try container.encode(format.height, forKey: .height)
         try container.encode(format.codedWidth, forKey: .codedWidth)
@@ -21,6 +22,7 @@ public struct VideoFormatJSON: Encodable {
         try crop.encode(format.crop.bottom, forKey: .bottom)
         try container.encode(format.profile, forKey: .profile)
         try container.encode(format.profileIdc, forKey: .profileIdc)
+        try container.encodeIfPresent(format.tier, forKey: .tier)
         try container.encode(format.level, forKey: .level)
         try container.encode(format.chromaFormat, forKey: .chromaFormat)
         try container.encode(format.bitDepth, forKey: .bitDepth)
@@ -35,8 +37,9 @@ public struct VideoFormatJSON: Encodable {
     }
 
     private enum Key: String, CodingKey {
-        case width, height, codedWidth, codedHeight, crop, profile, profileIdc, level, chromaFormat, bitDepth
-        case bitDepthChroma, interlaced, frameRate, sampleAspectRatio, fullRange, colorPrimaries, transfer, matrix
+        case codec, width, height, codedWidth, codedHeight, crop, profile, profileIdc, tier, level, chromaFormat
+        case bitDepth, bitDepthChroma, interlaced, frameRate, sampleAspectRatio, fullRange, colorPrimaries, transfer
+        case matrix
     }
 
     private enum CropKey: String, CodingKey { case left, right, top, bottom }

@@ -1,5 +1,5 @@
 import Testing
-@testable import H264
+import VideoCoding
 
 /// Everything the splitter reported, for comparisons.
 struct SplitResult: Equatable {
@@ -190,7 +190,7 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) 
         var rng = SplitMix64(seed: 42)
         for _ in 0..<100 {
             let units = (0..<Int(1 + rng.next() % 8)).map { _ in randomNALBytes(&rng) }
-            let stream = AccessUnit(nalUnits: units.map { NALUnit(bytes: $0) }).annexB()
+            let stream = units.flatMap { [0, 0, 0, 1] as [UInt8] + $0 }
             #expect(split(stream).units == units)
         }
     }

@@ -1,0 +1,66 @@
+import VideoCoding
+
+/// The VPSs, SPSs and PPSs seen so far, by id, as a decoder would hold them.
+public struct ParameterSets: Sendable {
+    public private(set) var vps: [Int: VideoParameterSet] = [:]
+    public private(set) var sps: [Int: SequenceParameterSet] = [:]
+    public private(set) var pps: [Int: PictureParameterSet] = [:]
+    /// The NAL units they were parsed from, e.g. to build an hvcC record or to prime a decoder.
+    public private(set) var vpsUnits: [Int: NALUnit] = [:]
+    public private(set) var spsUnits: [Int: NALUnit] = [:]
+    public private(set) var ppsUnits: [Int: NALUnit] = [:]
+
+    public init() {}
+
+    /// Parses a VPS, SPS or PPS and stores it; other NAL types are ignored. Returns true when a
+    /// set was added or its content changed. A malformed set throws and leaves the stored one alone.
+    @discardableResult
+    public mutating func update(with nal: NALUnit) throws(BitstreamError) -> Bool {
+        switch nal.type {
+        case .vps:
+            let parsed = try VideoParameterSet(nal: nal)
+            if vpsUnits[parsed.id]?.bytes == nal.bytes { return false }
+            vps[parsed.id] = parsed
+            vpsUnits[parsed.id] = nal
+            return true
+        case .sps:
+            let parsed = try SequenceParameterSet(nal: nal)
+            if spsUnits[parsed.id]?.bytes == nal.bytes { return false }
+            sps[parsed.id] = parsed
+            spsUnits[parsed.id] = nal
+            return true
+        case .pps:
+            let parsed = try PictureParameterSet(nal: nal)
+            if ppsUnits[parsed.id]?.bytes == nal.bytes { return false }
+            pps[parsed.id] = parsed
+            ppsUnits[parsed.id] = nal
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The SPS a PPS refers to, when both are known.
+    public func sps(forPPS ppsId: Int) -> SequenceParameterSet? {
+        pps[ppsId].flatMap { sps[$0.spsId] }
+    }
+
+    /// The VPS an SPS refers to, when both are known.
+    public func vps(forSPS spsId: Int) -> VideoParameterSet? {
+        sps[spsId].flatMap { vps[$0.vpsId] }
+    }
+
+    /// The units a decoder needs before a picture using `ppsId`, in the order libavcodec
+    /// accepts them (it refuses an SPS before its VPS and a PPS before its SPS); nil unless all
+    /// three are known.
+    public func units(forPPS ppsId: Int) -> (vps: NALUnit, sps: NALUnit, pps: NALUnit)? {
+        guard let spsId = pps[ppsId]?.spsId, let vpsId = sps[spsId]?.vpsId,
+            let vpsUnit = vpsUnits[vpsId], let spsUnit = spsUnits[spsId], let ppsUnit = ppsUnits[ppsId]
+        else { return nil }
+        return (vpsUnit, spsUnit, ppsUnit)
+    }
+
+    public mutating func removeAll() {
+        self = ParameterSets()
+    }
+}
