@@ -47,12 +47,14 @@ let package = Package(
         .target(name: "VideoCoding", swiftSettings: strictSwift),
         .target(name: "H264", dependencies: ["VideoCoding"], swiftSettings: strictSwift),
         .target(name: "H265", dependencies: ["VideoCoding"], swiftSettings: strictSwift),
-        .target(name: "Decoding", dependencies: ["VideoCoding", "H264", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
+        // The bitstream layer's front: which codec a stream is, and that codec's reader.
+        .target(name: "Bitstream", dependencies: ["VideoCoding", "H264", "H265"], swiftSettings: strictSwift),
+        .target(name: "Decoding", dependencies: ["VideoCoding", "Bitstream", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
         .target(
             name: "Sessions",
             dependencies: [
-                "VideoCoding", "H264", "Decoding", "Imaging", "Timekeeping",
+                "VideoCoding", "Decoding", "Imaging", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -102,7 +104,7 @@ let package = Package(
         .testTarget(name: "H265Tests", dependencies: ["VideoCoding", "H265", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "TimekeepingTests", dependencies: ["Timekeeping", "TestSupport"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
-        .target(name: "HardwareTestSupport", dependencies: ["Decoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
+        .target(name: "HardwareTestSupport", dependencies: ["Decoding", "VideoCoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
         .testTarget(
             name: "DecodingTests", dependencies: ["Decoding", "VideoCoding", "H264", "HardwareTestSupport", "TestSupport"],
             swiftSettings: strictSwift),

@@ -1,5 +1,4 @@
 import CFFmpeg
-import H264
 import VideoCoding
 
 /// What went wrong while turning bytes into pictures: a bitstream problem found on the way
@@ -17,6 +16,10 @@ public struct DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
         case pictureTooLarge = "picture_too_large"
         /// Decoding the stream would take more memory than the decoder budget has left.
         case decoderMemoryExceeded = "decoder_memory_exceeded"
+        /// The bytes carry parameter sets of another codec than the stream's (stated or detected).
+        case codecMismatch = "codec_mismatch"
+        /// No parameter set of any codec FrameTap reads (H.264, H.265) in what arrived.
+        case unknownCodec = "unknown_codec"
         /// The requested decoder back end cannot be opened, or refuses the stream.
         case decoderUnavailable = "decoder_unavailable"
         /// A C allocation (frame, packet, context, buffer) failed.

@@ -1,6 +1,5 @@
 import CFFmpeg
 import FoundationEssentials
-import H264
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
 import FoundationEssentials
-import H264
 import Synchronization
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc
@@ -56,25 +56,18 @@ public struct DecoderMemoryEstimate: Sendable, Equatable {
         pictures = min(16, max(1, bufferedPictures)) + 1 + frameThreads + hardwareSurfaces + Self.heldByFrameTap
     }
 
-    /// From an H.264 SPS: the buffer is max_dec_frame_buffering when the VUI states it (it
-    /// bounds references and reordering together), else the reference frames plus the
-    /// pictures the profile may reorder. With the ffmpeg CLI's reorder probe (see
+    /// For a sequence: its decoded picture buffer, the one decoding, frame threads, hardware
+    /// surfaces and FrameTap's two. With the ffmpeg CLI's reorder probe (see
     /// `DecoderOptions.emulateFFmpegProbe`), a second, one-thread decoder holds a buffer too.
-    public init(sps: SequenceParameterSet, options: DecoderOptions, onHardware: Bool) {
-        let references = sps.maxNumRefFrames
-        let buffered: Int
-        if let stated = sps.vui?.maxDecFrameBuffering {
-            buffered = max(stated, references)
-        } else {
-            let reorder = sps.announcesReorderDelay ? (sps.vui?.maxNumReorderFrames ?? 0) : references
-            buffered = references + reorder
-        }
+    public init(sequence: SequenceFacts, options: DecoderOptions, onHardware: Bool) {
+        let format = sequence.format
         self.init(
-            codedWidth: sps.codedWidth, codedHeight: sps.codedHeight, chromaFormat: sps.chromaFormatIdc,
-            bitDepth: max(sps.bitDepthLuma, sps.bitDepthChroma), bufferedPictures: buffered, options: options,
-            onHardware: onHardware)
-        let probes = options.emulateFFmpegProbe && !(options.probeOnlyUnannouncedReordering && sps.announcesReorderDelay)
-        if probes { pictures += min(16, max(1, buffered)) + 1 }
+            codedWidth: format.codedWidth, codedHeight: format.codedHeight, chromaFormat: format.chromaFormatIdc,
+            bitDepth: max(format.bitDepth, format.bitDepthChroma), bufferedPictures: sequence.bufferedPictures,
+            options: options, onHardware: onHardware)
+        let probes = options.emulateFFmpegProbe && format.codec.reorderDelayNeedsProbing
+            && !(options.probeOnlyUnannouncedReordering && sequence.reorderDelayAnnounced)
+        if probes { pictures += sequence.bufferedPictures + 1 }
     }
 }
 

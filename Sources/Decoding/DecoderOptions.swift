@@ -1,4 +1,4 @@
-import H264
+import VideoCoding
 
 /// The decoder back end a caller asks for.
 public enum DecoderBackendChoice: String, Sendable, CaseIterable {
@@ -69,7 +69,7 @@ public enum DecoderThreadType: String, Sendable, CaseIterable {
     case auto
 }
 
-/// Everything that configures an `H264Decoder` or `StreamDecoder`.
+/// Everything that configures an `LibavDecoder` or `StreamDecoder`.
 ///
 /// Thread defaults were chosen by measurement on this project's 2-core build host (other
 /// builds running, load ~2), software-decoding a 1920x1080 30 fps libx264 stream (High, one
@@ -103,7 +103,7 @@ public struct DecoderOptions: Sendable {
     ///   reorder pictures without announcing it in the SPS (no VUI `bitstream_restriction`), a
     ///   decoder starting at 0 drops the pictures that come out "too late" until it has learned
     ///   the delay: measured on the conformance stream Cisco_Men_whisper_640x320_CABAC_Bframe_9,
-    ///   2 of 9 pictures instead of the CLI's 9. `H264Decoder` does this (first access units,
+    ///   2 of 9 pictures instead of the CLI's 9. `LibavDecoder` does this (first access units,
     ///   until 7 pictures or 5 MB, decoded once by a one-thread software probe, then for real).
     /// - Parameter sets: the probe hands the first SPS/PPS it finds to the decoder as
     ///   extradata, so pictures *before* them in the stream (e.g. an IDR whose SPS/PPS were cut

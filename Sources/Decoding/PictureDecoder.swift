@@ -1,11 +1,14 @@
-/// A picture decoder for one stream, on one back end, fixed for its life: what
-/// `BackendSupervisor` drives, and replaces when the stream moves to another back end. The
-/// production one is `H264Decoder`; tests inject others through a `PictureDecoderFactory`
+import VideoCoding
+
+/// A picture decoder for one stream, of one codec, on one back end, fixed for its life: what
+/// `BackendSupervisor` drives, and replaces when the stream moves to another back end or codec.
+/// The production one is `LibavDecoder`; tests inject others through a `PictureDecoderFactory`
 /// (one that fails to open, or fails mid-stream while reporting itself as CUDA) to check the
 /// fallback without a GPU.
 ///
-/// Not thread-safe, like `H264Decoder`: owned by one worker.
+/// Not thread-safe, like `LibavDecoder`: owned by one worker.
 public protocol PictureDecoder: AnyObject {
+    var codec: VideoCodec { get }
     var options: DecoderOptions { get }
     /// The back end this decoder decodes on.
     var backend: DecoderBackend { get }
@@ -32,16 +35,19 @@ extension PictureDecoder {
 
 /// Where `BackendSupervisor` gets its decoders: at creation, and when it falls back to software.
 public protocol PictureDecoderFactory: Sendable {
-    /// Opens a decoder on `plan.backend` (over `plan.lease` for hardware), or throws.
-    func makeDecoder(_ plan: DecoderPlan, options: DecoderOptions) throws(DecodeError) -> any PictureDecoder
+    /// Opens a decoder of `codec` on `plan.backend` (over `plan.lease` for hardware), or throws.
+    func makeDecoder(_ plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions) throws(DecodeError)
+        -> any PictureDecoder
 }
 
-/// The production factory: libavcodec's H.264 decoder.
+/// The production factory: libavcodec's decoders.
 public struct LibavDecoderFactory: PictureDecoderFactory {
     public init() {}
 
-    public func makeDecoder(_ plan: DecoderPlan, options: DecoderOptions) throws(DecodeError) -> any PictureDecoder {
-        try H264Decoder(options: options, plan: plan)
+    public func makeDecoder(_ plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions) throws(DecodeError)
+        -> any PictureDecoder
+    {
+        try LibavDecoder(codec: codec, options: options, plan: plan)
     }
 }
 

@@ -1,4 +1,3 @@
-import H264
 import HTTPServer
 import Sessions
 
@@ -27,7 +26,9 @@ extension HTTPError {
             switch code {
             case .invalidOptions: .badRequest
             case .nalTooLarge: .contentTooLarge
-            case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture: .unprocessableContent
+            case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture, .unknownCodec:
+                .unprocessableContent
+            case .codecMismatch: .unsupportedMediaType
             // The budget is shared: the stream may fit once other sessions end.
             case .decoderUnavailable, .decoderMemoryExceeded: .serviceUnavailable
             case .allocationFailed, .decoderFailure: .internalServerError

@@ -3,6 +3,7 @@ import HTTPServer
 import Imaging
 import Logging
 import Sessions
+import VideoCoding
 
 /// The FrameTap HTTP API on top of the session layer. Every handler returns without decoding
 /// or encoding: cached pictures are answered at once from the cache (zero copy), anything
@@ -159,6 +160,7 @@ public struct FrameTapAPI: Sendable {
         // The picture parameters only matter for a multipart answer, but a malformed one is a
         // 400 either way (never silently ignored).
         let requested = try Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg)
+        let codec = try Self.statedCodec(query.oneOf("codec", VideoCodec.self), contentType: request.headers["Content-Type"])
         let configuration = registry.configuration
         let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
         if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
@@ -172,7 +174,7 @@ public struct FrameTapAPI: Sendable {
         guard multipart else {
             let queue: UploadQueue
             do {
-                queue = try session.beginUpload(flush: flush) { result in
+                queue = try session.beginUpload(flush: flush, codec: codec) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error): handoff.complete(.problem(HTTPError(error)))
@@ -185,7 +187,7 @@ public struct FrameTapAPI: Sendable {
         }
         let spool: SpooledUpload
         do {
-            spool = try session.beginSpooledUpload(requested, flush: flush)
+            spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec)
         } catch {
             throw HTTPError(error)
         }
@@ -213,6 +215,24 @@ public struct FrameTapAPI: Sendable {
                 handoff.attach(promise)
             }
         )
+    }
+
+    /// The codec a push says it carries: `?codec=`, or its Content-Type's media type, `video/H264`
+    /// (RFC 6184) or `video/H265` (RFC 7798), case-insensitive, parameters ignored. Other media
+    /// types say nothing; the two disagreeing is a 400.
+    static func statedCodec(_ parameter: VideoCodec?, contentType: String?) throws(HTTPError) -> VideoCodec? {
+        let mediaType = contentType?.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() }
+        let fromType: VideoCodec? =
+            switch mediaType {
+            case "video/h264": .h264
+            case "video/h265": .h265
+            default: nil
+            }
+        if let parameter, let fromType, parameter != fromType {
+            throw HTTPError.invalidParameter(
+                "codec=\(parameter.rawValue) contradicts Content-Type \(contentType ?? "")")
+        }
+        return parameter ?? fromType
     }
 
     /// True when the client lists `multipart/mixed` (with a non-zero q) in Accept.

@@ -37,6 +37,7 @@ public struct HTTPStatus: RawRepresentable, Hashable, Sendable, ExpressibleByInt
     public static let methodNotAllowed: HTTPStatus = 405
     public static let conflict: HTTPStatus = 409
     public static let contentTooLarge: HTTPStatus = 413
+    public static let unsupportedMediaType: HTTPStatus = 415
     public static let unprocessableContent: HTTPStatus = 422
     public static let tooManyRequests: HTTPStatus = 429
     public static let internalServerError: HTTPStatus = 500

@@ -1,7 +1,6 @@
 import CFFmpeg
 import CTurboJPEG
 import Decoding
-import H264
 
 /// Turns decoded pictures into JPEG, raw YUV or raw RGB, optionally resized.
 ///

@@ -1,6 +1,5 @@
 import CFFmpeg
 import Decoding
-import H264
 
 /// Everything that makes one SwsContext different from another.
 struct ScalerKey: Hashable {

@@ -1,5 +1,4 @@
 import Decoding
-import H264
 import VideoCoding
 
 /// The session's view of its `StreamDecoder`: one place that adapts the Decoding module's
@@ -8,16 +7,25 @@ import VideoCoding
 /// Not thread-safe, like the decoder it owns: only the session's decode worker touches it.
 final class DecoderPipeline {
     let backendChoice: DecoderBackendChoice
+    /// The codec the session was told its stream is; nil: detected from the stream.
+    let statedCodec: VideoCodec?
     private let decoder: StreamDecoder
-    /// Bytes pushed since the last `finish()`: a new back end may only take over between streams.
+    /// Bytes pushed since the last `finish()`: a new back end or codec may only take over
+    /// between streams.
     private(set) var midStream = false
 
-    init(configuration: ServerConfiguration, backend: DecoderBackendChoice, mode: DecodeMode) throws(DecodeError) {
+    init(
+        configuration: ServerConfiguration, backend: DecoderBackendChoice, codec: VideoCodec?, mode: DecodeMode
+    ) throws(DecodeError) {
         backendChoice = backend
+        statedCodec = codec
         decoder = try StreamDecoder(
             options: configuration.decoderOptions(backend: backend, mode: mode), maxNALBytes: configuration.maxNALBytes,
-            keyframesOnly: mode == .keyframes, factory: configuration.decoderFactory)
+            keyframesOnly: mode == .keyframes, codec: codec, factory: configuration.decoderFactory)
     }
+
+    /// The stream's codec: stated, or detected from its first parameter set; nil until then.
+    var codec: VideoCodec? { decoder.codec }
 
     var backend: DecoderBackend { decoder.backend }
     var backendReason: String { decoder.backendReason }
@@ -51,6 +59,11 @@ final class DecoderPipeline {
         var damaged: [DecodeError] = []
         let errors = decoder.finish { picture(handing: $0, to: onPicture, damaged: &damaged) }
         return errors + damaged
+    }
+
+    /// A push says it carries `codec`: the stream is read as that when no codec is known yet.
+    func expect(_ codec: VideoCodec) {
+        decoder.expect(codec)
     }
 
     /// The upload broke off: its last NAL unit is incomplete and must not be decoded.

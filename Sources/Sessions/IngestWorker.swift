@@ -1,7 +1,6 @@
 import Decoding
 import Dispatch
 import FoundationEssentials
-import H264
 import Logging
 import Synchronization
 import Timekeeping
@@ -24,6 +23,10 @@ final class IngestWorker: Sendable {
     /// What the status page shows of the decoder; replaced after every decoder step.
     struct Facts: Sendable {
         var backendChoice: DecoderBackendChoice
+        /// The codec stated for the stream (`PUT`); nil: detected.
+        var statedCodec: VideoCodec?
+        /// The stream's codec, stated or detected; nil until known.
+        var codec: VideoCodec?
         var backend: DecoderBackend
         var backendReason: String
         /// The hardware device decoding now; nil in software.
@@ -40,6 +43,7 @@ final class IngestWorker: Sendable {
         /// Takes what the decoder says now.
         mutating func update(_ snapshot: DecoderSnapshot) {
             counters.merge(decoder: snapshot.counters)
+            if let codec = snapshot.codec { self.codec = codec }
             backend = snapshot.backend
             backendReason = snapshot.backendReason
             device = snapshot.device
@@ -84,7 +88,8 @@ final class IngestWorker: Sendable {
         state = Mutex(
             State(
                 facts: Facts(
-                    backendChoice: pipeline.backendChoice, backend: pipeline.backend,
+                    backendChoice: pipeline.backendChoice, statedCodec: pipeline.statedCodec, codec: pipeline.codec,
+                    backend: pipeline.backend,
                     backendReason: pipeline.backendReason, device: pipeline.device, fallbacks: pipeline.fallbacks,
                     decodeMode: mode),
                 rates: InputRateMeter(startedAt: context.clock.uptime)))
@@ -111,18 +116,18 @@ final class IngestWorker: Sendable {
     /// Starts a `POST .../nalus` answered with JSON: the body is decoded as it arrives.
     /// `completion` runs once with the summary, or the failure.
     func beginUpload(
-        flush: Bool, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+        flush: Bool, codec: VideoCodec?, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue {
-        try enqueue(flush: flush) { queue in (queue, .summary(completion)) }.upload
+        try enqueue(flush: flush, codec: codec) { queue in (queue, .summary(completion)) }.upload
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture: the body is spooled as it
     /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
-    func beginSpooledUpload(request: PictureRequest, flush: Bool) throws(SessionError) -> SpooledUpload {
+    func beginSpooledUpload(request: PictureRequest, flush: Bool, codec: VideoCodec?) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
         let file = try SpoolFile(directory: configuration.spoolDirectory)
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
-        let job = try enqueue(flush: flush, maxBytes: spooledLimit) { queue in
+        let job = try enqueue(flush: flush, codec: codec, maxBytes: spooledLimit) { queue in
             let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
             let replay = SpoolReplay(
                 upload: queue, file: file, clock: context.clock, wantsBytes: { answer.wantsPictures },
@@ -133,8 +138,11 @@ final class IngestWorker: Sendable {
         return answer
     }
 
+    /// `codec`: what the push says it carries (`?codec=`, its Content-Type); another codec than
+    /// the stream's known one is refused before a byte is read.
     private func enqueue(
-        flush: Bool, maxBytes: Int? = nil, _ makeSource: (UploadQueue) -> (any ByteSource, UploadJob.Answer)
+        flush: Bool, codec: VideoCodec?, maxBytes: Int? = nil,
+        _ makeSource: (UploadQueue) -> (any ByteSource, UploadJob.Answer)
     ) throws(SessionError) -> UploadJob {
         let configuration = context.configuration
         let job = try state.withLock { state throws(SessionError) -> UploadJob in
@@ -142,13 +150,20 @@ final class IngestWorker: Sendable {
             guard !state.jobs.contains(where: \.holdsSlot) else {
                 throw SessionError(.sessionBusy, "another upload to this session is in progress")
             }
+            if let codec, let known = state.facts.codec, codec != known {
+                throw SessionError(
+                    DecodeError(
+                        .codecMismatch,
+                        "this push is \(codec.displayName) (its codec parameter or Content-Type), but the session's "
+                            + "stream is \(known.displayName)"))
+            }
             let queue = UploadQueue(
                 watermark: HighLowWatermark(capacity: configuration.uploadQueueBytes),
                 maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock,
                 onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
             let (source, answer) = makeSource(queue)
             let job = UploadJob(
-                upload: queue, source: source, flush: flush, answer: answer,
+                upload: queue, source: source, flush: flush, codec: codec, answer: answer,
                 progress: QueueBound(UploadProgress(), queue: decodeQueue))
             state.jobs.append(job)
             return job
@@ -168,11 +183,21 @@ final class IngestWorker: Sendable {
     /// the next job when one ends.
     private func decodeLoop() {
         while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.source.take() {
-            // The push's counts start where the previous push's decoding ended.
-            job.progress.withValue { if !$0.hasBegun { $0.begin(counters: facts.counters) } }
+            // The push's counts start where the previous push's decoding ended, and a codec it
+            // states is the stream's when none is known yet.
+            let beginning = job.progress.withValue { progress in
+                defer { progress.begin(counters: facts.counters) }
+                return !progress.hasBegun
+            }
+            if beginning, let codec = job.codec { decoder.withValue { $0.pipeline?.expect(codec) } }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                step(receivedAt: receivedAt, job: job) { $0.push(bytes, onPicture: $1) }
+                let errors = step(receivedAt: receivedAt, job: job) { $0.push(bytes, onPicture: $1) }.errors
+                // A push of another codec, or of none, is refused at once: nothing more of it
+                // reaches the decoder, and its client gets the problem now.
+                if let refusal = errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
+                    job.upload.refuse(SessionError(refusal))
+                }
             case .end:
                 if job.flush { endOfStream(job) }
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
@@ -202,7 +227,7 @@ final class IngestWorker: Sendable {
     /// The end of a stream, whichever push ends it: every delayed picture, then a pending back
     /// end may take over; facts, events and the log follow.
     private func endOfStream(_ job: UploadJob) {
-        let pictures = step(receivedAt: nil, job: job) { $0.finish(onPicture: $1) }
+        let pictures = step(receivedAt: nil, job: job) { $0.finish(onPicture: $1) }.pictures
         decoder.withValue { $0.streamEnded() }
         refreshFacts()
         context.logger.info("stream flushed", metadata: ["frames": "\(pictures)"])
@@ -328,7 +353,7 @@ final class IngestWorker: Sendable {
     private func step(
         receivedAt: UInt64?, job: UploadJob,
         _ body: (DecoderPipeline, (DecodedFrame) -> Void) -> [DecodeError]
-    ) -> Int {
+    ) -> (pictures: Int, errors: [DecodeError]) {
         var pictures = 0
         var newest: PublishedFrame?
         let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
@@ -346,7 +371,7 @@ final class IngestWorker: Sendable {
             guard let snapshot = slot.snapshot() else { return nil }
             return (errors, snapshot)
         }
-        guard let (errors, snapshot) = outcome else { return 0 }
+        guard let (errors, snapshot) = outcome else { return (0, []) }
         let counters = snapshot.counters
         let now = context.clock.now
         let uptime = context.clock.uptime
@@ -364,7 +389,7 @@ final class IngestWorker: Sendable {
             }
             return (before, state.facts, newError)
         }
-        guard let changes else { return 0 }
+        guard let changes else { return (0, errors) }
         let before = changes.before.counters
         report(snapshot.newFallbacks)
         announce(from: changes.before, to: changes.after, fallbacks: snapshot.newFallbacks)
@@ -389,7 +414,7 @@ final class IngestWorker: Sendable {
             context.metrics.decodeLatency.recordNanoseconds(Int64(clamping: context.clock.uptime &- receivedAt))
         }
         job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now, logger: context.logger) }
-        return pictures
+        return (pictures, errors)
     }
 
     private func recordMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
@@ -472,10 +497,13 @@ final class IngestWorker: Sendable {
     /// `PUT /sessions/{id}`: the decode mode applies at once; a new back end (already opened by
     /// the caller, so an unavailable one failed the request) takes over at the next stream
     /// start, or at once when no stream is under way.
-    func configure(mode: DecodeMode?, backend choice: DecoderBackendChoice?, pipeline: sending DecoderPipeline?) {
+    func configure(
+        mode: DecodeMode?, backend choice: DecoderBackendChoice?, codec: VideoCodec?, pipeline: sending DecoderPipeline?
+    ) {
         state.withLock { state in
             if let mode { state.facts.decodeMode = mode }
             if let choice { state.facts.backendChoice = choice }
+            if let codec { state.facts.statedCodec = codec }
         }
         // The pipeline was built on the caller's thread (so a back end that cannot open fails
         // the caller's request) and is handed over to the decode queue, which owns it from then on.
@@ -569,16 +597,22 @@ final class UploadJob: Sendable {
     let source: any ByteSource
     /// End the stream with this push (`?flush=true`).
     let flush: Bool
+    /// The codec the push says it carries, if it says.
+    let codec: VideoCodec?
     let answer: Answer
     /// What this push produced so far; touched on the decode queue only.
     let progress: QueueBound<UploadProgress>
     /// A summary answer is sent once, whoever ends the push first (its last event, or close).
     private let completed = Atomic<Bool>(false)
 
-    init(upload: UploadQueue, source: any ByteSource, flush: Bool, answer: Answer, progress: QueueBound<UploadProgress>) {
+    init(
+        upload: UploadQueue, source: any ByteSource, flush: Bool, codec: VideoCodec?, answer: Answer,
+        progress: QueueBound<UploadProgress>
+    ) {
         self.upload = upload
         self.source = source
         self.flush = flush
+        self.codec = codec
         self.answer = answer
         self.progress = progress
     }
@@ -650,7 +684,7 @@ struct DecoderSlot {
         let fresh = Array(fallbacks.dropFirst(min(reportedFallbacks, fallbacks.count)))
         reportedFallbacks = fallbacks.count
         return DecoderSnapshot(
-            counters: counters(adding: pipeline), backend: pipeline.backend, backendReason: pipeline.backendReason,
+            counters: counters(adding: pipeline), codec: pipeline.codec, backend: pipeline.backend, backendReason: pipeline.backendReason,
             device: pipeline.device, format: pipeline.format, newFallbacks: fresh)
     }
 
@@ -688,6 +722,7 @@ struct DecoderSlot {
 /// What the decode queue tells the rest of the session after a step.
 struct DecoderSnapshot: Sendable {
     let counters: SessionCounters
+    let codec: VideoCodec?
     let backend: DecoderBackend
     let backendReason: String
     let device: HardwareDeviceID?

@@ -1,8 +1,8 @@
 import Decoding
 import FoundationEssentials
-import H264
 import Imaging
 import Timekeeping
+import VideoCoding
 
 /// What a reader asks for. `quality` nil means the session's default quality (settable with `PUT`).
 public struct PictureRequest: Sendable, Equatable {

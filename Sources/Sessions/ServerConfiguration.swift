@@ -1,7 +1,7 @@
 import Decoding
 import FoundationEssentials
-import H264
 import Imaging
+import VideoCoding
 
 /// What a server is configured with, apart from anything it does at run time.
 /// Built once at start-up (from the command line) and shared read-only by every session.

@@ -1,10 +1,10 @@
 import Decoding
 import Dispatch
 import FoundationEssentials
-import H264
 import Imaging
 import Logging
 import Synchronization
+import VideoCoding
 import Timekeeping
 
 /// One live stream, made of three parts that each own their state:
@@ -45,7 +45,8 @@ public final class Session: Sendable {
         let pipeline: DecoderPipeline
         do {
             pipeline = try DecoderPipeline(
-                configuration: configuration, backend: options.backend ?? configuration.backend, mode: mode)
+                configuration: configuration, backend: options.backend ?? configuration.backend, codec: options.codec,
+                mode: mode)
         } catch {
             throw SessionError(error)
         }
@@ -97,23 +98,25 @@ public final class Session: Sendable {
     public func configure(_ options: SessionOptions) throws(SessionError) {
         guard !ingest.isClosed else { throw .notFound(id) }
         let facts = ingest.facts
-        var newBackend: DecoderBackendChoice?
         var pipeline: DecoderPipeline?
-        if let choice = options.backend, choice != facts.backendChoice {
+        let newBackend = options.backend.flatMap { $0 == facts.backendChoice ? nil : $0 }
+        let newCodec = options.codec.flatMap { $0 == facts.statedCodec ? nil : $0 }
+        if newBackend != nil || newCodec != nil {
             do {
                 pipeline = try DecoderPipeline(
-                    configuration: context.configuration, backend: choice, mode: options.decode ?? facts.decodeMode)
-                newBackend = choice
+                    configuration: context.configuration, backend: newBackend ?? facts.backendChoice,
+                    codec: newCodec ?? facts.statedCodec, mode: options.decode ?? facts.decodeMode)
             } catch {
                 throw SessionError(error)
             }
         }
         if let quality = options.quality { pictures.defaultQuality = quality }
-        ingest.configure(mode: options.decode, backend: newBackend, pipeline: pipeline)
+        ingest.configure(mode: options.decode, backend: newBackend, codec: newCodec, pipeline: pipeline)
         context.logger.info(
             "session configured",
             metadata: [
                 "backend": "\(options.backend?.rawValue ?? "unchanged")",
+                "codec": "\(options.codec?.rawValue ?? "unchanged")",
                 "decode": "\(options.decode?.rawValue ?? "unchanged")",
                 "quality": "\(options.quality.map(String.init) ?? "unchanged")",
             ])
@@ -126,15 +129,19 @@ public final class Session: Sendable {
     /// to the end of the stream) or failed. Throws `.sessionBusy` while another upload's body
     /// is arriving: one stream has one byte order, and two writers interleaving pieces cut
     /// anywhere would corrupt it.
+    /// `codec`: what the push says it carries (its `?codec=` or Content-Type); another codec than
+    /// the stream's is `codec_mismatch` before anything is read.
     public func beginUpload(
-        flush: Bool, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+        flush: Bool, codec: VideoCodec? = nil, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue {
-        try ingest.beginUpload(flush: flush, completion: completion)
+        try ingest.beginUpload(flush: flush, codec: codec, completion: completion)
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture (see `SpooledUpload`).
-    public func beginSpooledUpload(_ request: PictureRequest, flush: Bool) throws(SessionError) -> SpooledUpload {
-        try ingest.beginSpooledUpload(request: try request.validated(), flush: flush)
+    public func beginSpooledUpload(
+        _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil
+    ) throws(SessionError) -> SpooledUpload {
+        try ingest.beginSpooledUpload(request: try request.validated(), flush: flush, codec: codec)
     }
 
     // MARK: - Pictures
@@ -201,7 +208,7 @@ public final class Session: Sendable {
     public func status() -> SessionStatus {
         let facts = ingest.facts
         return SessionStatus(
-            id: id, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
+            id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
             fallbacks: facts.fallbacks, decode: facts.decodeMode,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,

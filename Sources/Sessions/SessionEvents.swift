@@ -1,5 +1,4 @@
 import FoundationEssentials
-import H264
 import Synchronization
 import Timekeeping
 import VideoCoding

@@ -1,6 +1,5 @@
 import Decoding
 import FoundationEssentials
-import H264
 import VideoCoding
 
 /// Which pictures a session decodes.
@@ -14,11 +13,16 @@ public enum DecodeMode: String, Sendable, CaseIterable {
 /// How a session decodes and encodes (`PUT /sessions/{id}`); nil members leave a setting as it is.
 public struct SessionOptions: Sendable, Equatable {
     public var backend: DecoderBackendChoice?
+    /// The stream's codec; a push whose parameter sets are of another is refused.
+    public var codec: VideoCodec?
     public var decode: DecodeMode?
     public var quality: Int?
 
-    public init(backend: DecoderBackendChoice? = nil, decode: DecodeMode? = nil, quality: Int? = nil) {
+    public init(
+        backend: DecoderBackendChoice? = nil, codec: VideoCodec? = nil, decode: DecodeMode? = nil, quality: Int? = nil
+    ) {
         self.backend = backend
+        self.codec = codec
         self.decode = decode
         self.quality = quality
     }
@@ -61,6 +65,10 @@ public struct LatestFrameInfo: Sendable, Equatable {
 /// What a session is and does now (`GET /sessions/{id}`).
 public struct SessionStatus: Sendable {
     public var id: SessionID
+    /// The stream's codec: stated (`PUT`, a push's `?codec=` or Content-Type) or detected from its
+    /// first parameter set; nil until known.
+    public var codec: VideoCodec?
+    public var codecStated: Bool
     public var backend: DecoderBackend
     public var backendReason: String
     /// The hardware device decoding now (`cuda:0`, `/dev/dri/renderD128`); nil in software.

@@ -1,6 +1,5 @@
 import Decoding
 import FoundationEssentials
-import H264
 import Logging
 import VideoCoding
 

@@ -75,3 +75,15 @@ public struct StreamFormat: Sendable, Equatable {
         matrix = ColourDescription.matrixName(display.matrixCoefficients)
     }
 }
+
+extension StreamFormat {
+    /// `chroma_format_idc` of `chromaFormat`: 0 monochrome, 1 4:2:0, 2 4:2:2, 3 4:4:4.
+    public var chromaFormatIdc: Int {
+        switch chromaFormat {
+        case "4:0:0": 0
+        case "4:2:2": 2
+        case "4:4:4": 3
+        default: 1
+        }
+    }
+}

@@ -3,4 +3,12 @@
 public enum VideoCodec: String, Sendable, CaseIterable {
     case h264
     case h265
+
+    /// "H.264", "H.265", for messages.
+    public var displayName: String {
+        switch self {
+        case .h264: "H.264"
+        case .h265: "H.265"
+        }
+    }
 }

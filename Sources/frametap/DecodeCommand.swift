@@ -2,7 +2,6 @@ import ArgumentParser
 import Decoding
 import Dispatch
 import FoundationEssentials
-import H264
 import Imaging
 import Timekeeping
 import VideoCoding

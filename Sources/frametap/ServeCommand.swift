@@ -1,7 +1,6 @@
 import ArgumentParser
 import Decoding
 import FoundationEssentials
-import H264
 import FrameTapAPI
 import HTTPServer
 import Imaging

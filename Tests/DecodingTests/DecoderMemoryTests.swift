@@ -8,28 +8,28 @@ import VideoCoding
 @Suite struct DecoderMemoryTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 
-    static func sps(_ file: String) throws -> SequenceParameterSet {
+    static func sps(_ file: String) throws -> SequenceFacts {
         let units = AnnexBSplitter.split(try Fixtures.bytes(file)).map(NALUnit.init)
-        return try SequenceParameterSet(nal: try #require(units.first { $0.type == .sps }))
+        return SequenceFacts(sps: try SequenceParameterSet(nal: try #require(units.first { $0.type == .sps })))
     }
 
     @Test func theEstimateCountsEveryPictureAlive() throws {
         // Baseline, 176x144 4:2:0 8-bit, 3 reference frames, VUI says no reordering.
-        let baseline = DecoderMemoryEstimate(sps: try Self.sps("baseline_176x144.264"), options: Self.live, onHardware: false)
+        let baseline = DecoderMemoryEstimate(sequence: try Self.sps("baseline_176x144.264"), options: Self.live, onHardware: false)
         #expect(baseline.pictureBytes == 176 * 144 * 3 / 2)
         #expect(baseline.pictures == 3 + 1 + 2, "references, the picture decoding, and FrameTap's two")
 
         // 10-bit 4:2:2 takes two bytes a sample and full-height chroma.
-        let deep = DecoderMemoryEstimate(sps: try Self.sps("yuv422p10_176x144.264"), options: Self.live, onHardware: false)
+        let deep = DecoderMemoryEstimate(sequence: try Self.sps("yuv422p10_176x144.264"), options: Self.live, onHardware: false)
         #expect(deep.pictureBytes == 176 * 144 * 2 * 2)
 
         // Frame threads and hardware surfaces are pictures alive too.
         var threaded = Self.live
         threaded.threads = 4
         threaded.threadType = .frame
-        #expect(DecoderMemoryEstimate(sps: try Self.sps("baseline_176x144.264"), options: threaded, onHardware: false).pictures == baseline.pictures + 3)
+        #expect(DecoderMemoryEstimate(sequence: try Self.sps("baseline_176x144.264"), options: threaded, onHardware: false).pictures == baseline.pictures + 3)
         #expect(
-            DecoderMemoryEstimate(sps: try Self.sps("baseline_176x144.264"), options: Self.live, onHardware: true).pictures
+            DecoderMemoryEstimate(sequence: try Self.sps("baseline_176x144.264"), options: Self.live, onHardware: true).pictures
                 == baseline.pictures + Self.live.deviceFramesHeld + 1)
     }
 
@@ -60,7 +60,7 @@ import VideoCoding
     /// why once, and its pictures are counted as rejected; the next stream that fits decodes.
     @Test func aStreamOverBudgetIsRefusedBeforeDecoding() throws {
         let bytes = try Fixtures.bytes("high_320x240.264")
-        let estimate = DecoderMemoryEstimate(sps: try Self.sps("high_320x240.264"), options: Self.live, onHardware: false)
+        let estimate = DecoderMemoryEstimate(sequence: try Self.sps("high_320x240.264"), options: Self.live, onHardware: false)
         let budget = DecoderMemoryBudget(limit: estimate.bytes - 1)
         var options = Self.live
         options.memoryBudget = budget

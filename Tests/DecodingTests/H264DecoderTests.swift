@@ -68,14 +68,14 @@ struct H264DecoderTests {
         let file = try Self.bFrameStream()
         let bytes = try TestSupport.bytes(of: file)
         let reference = try TestSupport.ffmpegFrameMD5s(file)
-        let decoder = try H264Decoder(options: DecoderOptions(backend: .software))
+        let decoder = try LibavDecoder(options: DecoderOptions(backend: .software))
         try checkDrainAndReuse(decoder, bytes: bytes, reference: reference)
         try checkDrainAndReuse(
-            H264Decoder(options: TestSupport.cliEquivalent), bytes: bytes, reference: reference, probing: true)
+            LibavDecoder(options: TestSupport.cliEquivalent), bytes: bytes, reference: reference, probing: true)
     }
 
     private func checkDrainAndReuse(
-        _ decoder: H264Decoder, bytes: [UInt8], reference: [String], probing: Bool = false
+        _ decoder: LibavDecoder, bytes: [UInt8], reference: [String], probing: Bool = false
     ) throws {
         let before = decoder.decode(annexB: bytes)
         let drained = decoder.drain()
@@ -93,7 +93,7 @@ struct H264DecoderTests {
 
     @Test func timestampsPassThrough() throws {
         let bytes = try TestSupport.bytes(of: Self.oddSizeStream())
-        let decoder = try H264Decoder(options: TestSupport.cliEquivalent)
+        let decoder = try LibavDecoder(options: TestSupport.cliEquivalent)
         let frames = decoder.decode(annexB: bytes, pts: 1000).frames + decoder.drain().frames
         #expect(frames.first?.pts == 1000)
         let untimed = try TestSupport.decodeAll(bytes)
@@ -139,7 +139,7 @@ struct H264DecoderTests {
         #expect(decoded.frames.suffix(10).map(TestSupport.frameMD5) == Array(reference.suffix(10)))
 
         // Only garbage: no frames, no crash, and the same decoder still works afterwards.
-        let decoder = try H264Decoder()
+        let decoder = try LibavDecoder()
         _ = TestSupport.decodeAll(garbage(20_000) + [0, 0, 0, 1, 0x67] + garbage(100), with: decoder)
         let recovered = TestSupport.decodeAll(stream, with: decoder)
         #expect(recovered.frames.map(TestSupport.frameMD5) == reference)
@@ -176,7 +176,7 @@ struct H264DecoderTests {
 
     @Test func forcedVAAPIWithoutADeviceIsUnavailable() {
         #expect {
-            _ = try H264Decoder(
+            _ = try LibavDecoder(
                 options: DecoderOptions(backend: .vaapi, devicePool: HardwareDevicePool(platform: NoHardware())))
         } throws: { error in
             (error as? DecodeError)?.code == .decoderUnavailable
@@ -197,7 +197,7 @@ struct H264DecoderTests {
 
         var thrown: DecodeError?
         do {
-            _ = try H264Decoder(options: DecoderOptions(backend: .vaapi, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]), devicePool: HardwareDevicePool()))
+            _ = try LibavDecoder(options: DecoderOptions(backend: .vaapi, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]), devicePool: HardwareDevicePool()))
         } catch {
             thrown = error
         }
@@ -214,13 +214,13 @@ struct H264DecoderTests {
     }
 
     @Test func softwareIsSoftware() throws {
-        let decoder = try H264Decoder(options: DecoderOptions(backend: .software))
+        let decoder = try LibavDecoder(options: DecoderOptions(backend: .software))
         #expect(decoder.backend == .software)
     }
 
     @Test func invalidThreadCountIsRejected() {
         #expect(throws: DecodeError(.invalidOptions, "decoder threads must be 0...64, got -1")) {
-            _ = try H264Decoder(options: DecoderOptions(threads: -1))
+            _ = try LibavDecoder(options: DecoderOptions(threads: -1))
         }
     }
 }

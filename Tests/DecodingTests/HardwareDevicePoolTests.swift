@@ -191,17 +191,19 @@ import TestSupport
         #expect(pool.sessions(on: .cuda(0)) == 0)
     }
 
-    /// The real `H264Decoder` on a device without a usable context (a pretend one): with `auto`
+    /// The real `LibavDecoder` on a device without a usable context (a pretend one): with `auto`
     /// the supervisor falls back to software and gives the device back; a required back end throws.
     @Test func aHardwareDecoderThatCannotStartFallsBackOrFails() throws {
         let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
-        let backends = try BackendSupervisor(options: .pretend(.auto, NoHardware(), pool: pool), factory: LibavDecoderFactory())
+        let backends = try BackendSupervisor(
+            codec: .h264, options: .pretend(.auto, NoHardware(), pool: pool), factory: LibavDecoderFactory())
         #expect(backends.backend == .software && backends.device == nil)
         #expect(backends.fallbacks.map(\.reason) == [.hwaccelInitFailed])
         #expect(backends.backendReason.hasPrefix("software: CUDA unavailable: the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
         #expect(pool.sessions(on: .cuda(0)) == 0)
         #expect {
-            _ = try BackendSupervisor(options: .pretend(.cuda, NoHardware(), pool: pool), factory: LibavDecoderFactory())
+            _ = try BackendSupervisor(
+                codec: .h264, options: .pretend(.cuda, NoHardware(), pool: pool), factory: LibavDecoderFactory())
         } throws: { error in
             (error as? DecodeError)?.code == .decoderUnavailable
         }

@@ -58,14 +58,14 @@ import VideoCoding
     @Test func nvdecSizeLimitIs4096() throws {
         let units = AnnexBSplitter.split(try Fixtures.bytes("high_320x240.264")).map(NALUnit.init)
         var sps = try SequenceParameterSet(nal: try #require(units.first { $0.type == .sps }))
-        #expect(HardwareCapability.nvdecH264.refusal(for: sps) == nil)
+        #expect(HardwareCapability.nvdecH264.refusal(for: SequenceFacts(sps: sps)) == nil)
         sps.picWidthInMbs = 256  // 4096: still fine
-        #expect(HardwareCapability.nvdecH264.refusal(for: sps) == nil)
+        #expect(HardwareCapability.nvdecH264.refusal(for: SequenceFacts(sps: sps)) == nil)
         sps.picWidthInMbs = 257
         #expect(
-            HardwareCapability.nvdecH264.refusal(for: sps)
+            HardwareCapability.nvdecH264.refusal(for: SequenceFacts(sps: sps))
                 == .init(reason: .tooLarge, message: "NVDEC decodes H.264 up to 4096x4096; this stream is 4112x240 (coded)"))
-        #expect(HardwareCapability.vaapiH264.refusal(for: sps) == nil, "VA-API sizes are the driver's to refuse")
+        #expect(HardwareCapability.vaapiH264.refusal(for: SequenceFacts(sps: sps)) == nil, "VA-API sizes are the driver's to refuse")
     }
 
     @Test func whatNVDECDecodesStaysOnIt() throws {
@@ -179,7 +179,8 @@ struct DeviceFailureFallbackTests {
     @Test func aHardwareDecoderThatDoesNotOpenLeavesTheStreamToSoftware() throws {
         let factory = PretendHardwareFactory(failOpen: true)
         let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
-        let decoder = try StreamDecoder(options: .pretend(.auto, NoHardware(), pool: pool), factory: factory)
+        // The codec is stated, so the decoder opens now.
+        let decoder = try StreamDecoder(options: .pretend(.auto, NoHardware(), pool: pool), codec: .h264, factory: factory)
         #expect(decoder.backend == .software)
         #expect(decoder.fallbacks.map(\.reason) == [.hwaccelInitFailed])
         #expect(decoder.backendReason.contains("the NVDEC on cuda:0 (Pretend CUDA 0) decoder did not open"))
@@ -189,7 +190,7 @@ struct DeviceFailureFallbackTests {
         #expect(pushAll(bytes, into: decoder).frames.map(TestSupport.frameMD5) == (try Self.softwareMD5s(bytes)))
 
         #expect {
-            _ = try StreamDecoder(options: .pretend(.cuda, NoHardware(), pool: pool), factory: factory)
+            _ = try StreamDecoder(options: .pretend(.cuda, NoHardware(), pool: pool), codec: .h264, factory: factory)
         } throws: { error in
             (error as? DecodeError)
                 == DecodeError(
@@ -200,7 +201,7 @@ struct DeviceFailureFallbackTests {
 }
 
 /// libavcodec turning the hardware down itself (`get_format`), through pretend hardware that
-/// refuses every access unit the way `H264Decoder` reports it.
+/// refuses every access unit the way `LibavDecoder` reports it.
 @Suite struct HardwareRefusalTests {
     static let refusal = HardwareCapability.Refusal(
         reason: .noHardwareFormat, message: "NVDEC cannot decode High yuv420p 320x240: libavcodec offers no CUDA format for it")

@@ -12,7 +12,7 @@ import Testing
     static func softwareFrames(_ file: String, counter: FrameDownloadCounter) throws -> [DecodedFrame] {
         var options = DecoderOptions(backend: .software)
         options.frameDownloads = counter
-        let decoder = try H264Decoder(options: options)
+        let decoder = try LibavDecoder(options: options)
         let output = decoder.decode(annexB: try Fixtures.bytes(file))
         return output.frames + decoder.drain().frames
     }

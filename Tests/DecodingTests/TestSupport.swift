@@ -102,16 +102,16 @@ enum TestSupport {
     /// What the comparisons with the ffmpeg CLI decode with: its reorder probe, no GPU.
     static let cliEquivalent = DecoderOptions(backend: .software, emulateFFmpegProbe: true)
 
-    /// Decodes a whole byte stream with `H264Decoder`, in chunks of the sizes `chunking` yields.
+    /// Decodes a whole byte stream with `LibavDecoder`, in chunks of the sizes `chunking` yields.
     static func decodeAll(
         _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, chunking: () -> Int = { 4096 }
     ) throws -> (frames: [DecodedFrame], errors: [DecodeError]) {
-        let decoder = try H264Decoder(options: options)
+        let decoder = try LibavDecoder(options: options)
         return decodeAll(bytes, with: decoder, chunking: chunking)
     }
 
     static func decodeAll(
-        _ bytes: [UInt8], with decoder: H264Decoder, chunking: () -> Int = { 4096 }
+        _ bytes: [UInt8], with decoder: LibavDecoder, chunking: () -> Int = { 4096 }
     ) -> (frames: [DecodedFrame], errors: [DecodeError]) {
         var frames: [DecodedFrame] = []
         var errors: [DecodeError] = []

@@ -49,7 +49,7 @@ import Timekeeping
         counters.decodeErrors = 2
         counters.uploadsAborted = 1
         return SessionStatus(
-            id: try SessionID("cam-1"), backend: .software,
+            id: try SessionID("cam-1"), codec: .h264, codecStated: true, backend: .software,
             backendReason: "software: NVDEC cannot decode \"High 4:4:4\"; fell back",
             device: .renderNode("/dev/dri/renderD128"),
             fallbacks: [
@@ -70,7 +70,7 @@ import Timekeeping
 
     static func freshStatus() throws -> SessionStatus {
         SessionStatus(
-            id: try SessionID("lobby"), backend: .software, backendReason: "software: chosen", device: nil,
+            id: try SessionID("lobby"), codec: nil, codecStated: false, backend: .software, backendReason: "software: chosen", device: nil,
             fallbacks: [], decode: .all, quality: 85, createdAt: createdAt, lastActivityAt: createdAt, format: nil,
             counters: SessionCounters(),
             latestFrame: LatestFrameInfo(seq: 1, pts: nil, keyframe: false, width: 176, height: 144, ageMs: 0),
@@ -86,9 +86,11 @@ import Timekeeping
 
     static let busyStatusJSON =
         #"{"backend":"software","backendReason":"software: NVDEC cannot decode \"High 4:4:4\"; fell back","#
+        + #""codec":"h264","codecStated":true,"#
         + #""counters":{"accessUnits":60,"bytes":123456,"decodeErrors":2,"framesDecoded":59,"#
-        + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedNotKeyframe":3,"#
-        + #""nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"uploadsAborted":1},"#
+        + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedLeading":0,"#
+        + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"unitsOutsideBaseLayer":0,"#
+        + #""uploadsAborted":1},"#
         + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","device":"/dev/dri/renderD128","#
         + #""fallbacks":[{"afterFrames":0,"device":"cuda:0","from":"cuda","#
         + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
@@ -101,9 +103,11 @@ import Timekeeping
         + #""uploading":true}"#
 
     static let freshStatusJSON =
-        #"{"backend":"software","backendReason":"software: chosen","counters":{"accessUnits":0,"bytes":0,"#
+        #"{"backend":"software","backendReason":"software: chosen","codec":null,"codecStated":false,"#
+        + #""counters":{"accessUnits":0,"bytes":0,"#
         + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
-        + #""framesSkippedNotKeyframe":0,"nalUnits":{},"uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
+        + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"unitsOutsideBaseLayer":0,"#
+        + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
         + #""decode":"all","device":null,"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#

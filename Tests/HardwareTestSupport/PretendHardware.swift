@@ -1,6 +1,7 @@
 import Decoding
 import Foundation
 import Synchronization
+import VideoCoding
 
 // Pretend decoding hardware for tests on machines without a GPU (CI has none): a platform that
 // lists and opens devices that do not exist, and decoders that report themselves as NVDEC or
@@ -51,7 +52,8 @@ public final class PretendPlatform: HardwarePlatform {
         }
         if let failure { return .failure(DecodeError(.decoderUnavailable, "\(device): \(failure)")) }
         return .success(OpenedHardwareDevice(
-            context: .placeholder(), capability: device.kind == .cuda ? cudaCapability : .vaapiH264,
+            context: .placeholder(),
+            capabilities: device.kind == .cuda ? [cudaCapability, .nvdecHEVC] : [.vaapiH264, .vaapiHEVC],
             name: "Pretend \(device.kind.displayName) \(device.address)"))
     }
 
@@ -68,15 +70,16 @@ public final class Tally: Sendable {
 }
 
 /// Reports itself as the plan's hardware back end (CUDA, VA-API) but decodes in software with a
-/// real `H264Decoder` inside. Access units `failing(n)` picks (1-based) fail as device errors
+/// real `LibavDecoder` inside. Access units `failing(n)` picks (1-based) fail as device errors
 /// and are not decoded, like an NVDEC call that errors out; with `refusal`, every access unit
 /// is turned down the way libavcodec's `get_format` turns a stream down (no hardware format,
 /// hwaccel init failed). Like a hardware pipeline it hands each picture out one call late (only
 /// `drain` empties it), so a caller that switches decoders without draining loses a picture.
 public final class PretendHardwareDecoder: PictureDecoder {
+    public let codec: VideoCodec
     public let options: DecoderOptions
     private let plan: DecoderPlan
-    private let inner: H264Decoder
+    private let inner: LibavDecoder
     private let failing: @Sendable (Int) -> Bool
     private let refusal: HardwareCapability.Refusal?
     private let tally: Tally?
@@ -87,9 +90,10 @@ public final class PretendHardwareDecoder: PictureDecoder {
     public private(set) var lastError: DecodeError?
 
     init(
-        plan: DecoderPlan, options: DecoderOptions, failing: @escaping @Sendable (Int) -> Bool,
+        plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions, failing: @escaping @Sendable (Int) -> Bool,
         refusal: HardwareCapability.Refusal?, counting tally: Tally?, producing produced: Tally?
     ) throws(DecodeError) {
+        self.codec = codec
         self.options = options
         self.plan = plan
         self.failing = failing
@@ -98,8 +102,9 @@ public final class PretendHardwareDecoder: PictureDecoder {
         self.produced = produced
         var innerOptions = options
         innerOptions.backend = .software
-        inner = try H264Decoder(
-            options: innerOptions, plan: DecoderPlan(backend: .software, reason: "inside", firstSequence: plan.firstSequence))
+        inner = try LibavDecoder(
+            codec: codec, options: innerOptions,
+            plan: DecoderPlan(backend: .software, reason: "inside", firstSequence: plan.firstSequence))
     }
 
     public var backend: DecoderBackend { plan.backend }
@@ -161,12 +166,16 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
         self.refusal = refusal
     }
 
-    public func makeDecoder(_ plan: DecoderPlan, options: DecoderOptions) throws(DecodeError) -> any PictureDecoder {
-        guard plan.backend != .software else { return try LibavDecoderFactory().makeDecoder(plan, options: options) }
+    public func makeDecoder(_ plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions) throws(DecodeError)
+        -> any PictureDecoder
+    {
+        guard plan.backend != .software else {
+            return try LibavDecoderFactory().makeDecoder(plan, codec: codec, options: options)
+        }
         if failOpen { throw DecodeError(.decoderFailure, "the pretend NVDEC decoder did not start") }
         hardwareDecodersMade.add()
         return try PretendHardwareDecoder(
-            plan: plan, options: options, failing: failing, refusal: refusal, counting: hardwareAccessUnits,
+            plan: plan, codec: codec, options: options, failing: failing, refusal: refusal, counting: hardwareAccessUnits,
             producing: hardwareFrames)
     }
 }

@@ -388,7 +388,7 @@ func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
     @Test func framesFromH264DecoderEncode() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 322, height: 182, frames: 5)
         defer { stream.remove() }
-        let decoder = try H264Decoder(options: DecoderOptions(backend: .software))
+        let decoder = try LibavDecoder(options: DecoderOptions(backend: .software))
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: stream.path)))
         var output = decoder.decode(annexB: bytes)
         output.frames += decoder.drain().frames

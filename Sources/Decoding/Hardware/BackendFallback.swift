@@ -1,4 +1,3 @@
-import H264
 
 /// One time a decoder gave up hardware for another back end (software, or VA-API after CUDA).
 /// The session layer counts these by `reason` and shows `message`.
@@ -19,6 +18,8 @@ public struct BackendFallback: Sendable, Equatable {
         case deviceErrors = "device_errors"
         /// Hardware devices exist but none could be opened.
         case deviceUnavailable = "device_unavailable"
+        /// The device does not decode the stream's codec at all.
+        case unsupportedCodec = "unsupported_codec"
     }
 
     public var reason: Reason

@@ -1,21 +1,25 @@
-import H264
+import VideoCoding
 
 /// Which back end decodes one stream, and when that changes: the one place hardware fallback
 /// is decided. It holds the decoder, the device lease it decodes on, the capability check,
 /// the health count and a pending switch.
 ///
+/// The back end is chosen when the supervisor is made (a required back end without a device
+/// fails then); the decoder itself opens when the stream's codec is known, and is replaced
+/// when a later stream is of another codec.
+///
 /// Fallback is per stream, never per process, and one-way: once a stream is in software it
 /// stays there. With `auto` the stream moves to a software decoder when
-/// - the hardware decoder does not open (`hwaccel_init_failed`): at creation, trying the next
-///   kind (`BackendSelection`: CUDA, then VA-API, then software);
+/// - the hardware decoder does not open (`hwaccel_init_failed`), or the device does not decode
+///   the codec (`unsupported_codec`): trying the next kind (`BackendSelection`: CUDA, then
+///   VA-API, then software);
 /// - a new SPS asks for what the hardware cannot decode (`HardwareCapability`: High 10, 4:2:2,
 ///   4:4:4, too large...): before the first picture using that SPS is sent;
 /// - libavcodec turns the hardware down itself (no hardware format offered, hwaccel init
 ///   failed; `DecodeOutput.hardwareRefusal`): the refused access unit is sent again to the
 ///   software decoder;
 /// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the device
-///   (`device_errors`): from the next keyframe (IDR or recovery point) on; until then the
-///   hardware decoder keeps going.
+///   (`device_errors`): from the next keyframe on; until then the hardware decoder keeps going.
 /// Each switch drains the decoder given up first, so no picture it decoded is lost, and the
 /// software decoder numbers its pictures on from the last one. Each is recorded in
 /// `fallbacks`. A required back end (`cuda`/`vaapi`) never switches: pictures it cannot
@@ -23,12 +27,11 @@ import H264
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class BackendSupervisor {
-    /// The decoder in use now.
-    private var decoder: any PictureDecoder
-    /// The device `decoder` decodes on; nil in software. Dropped at a switch, which gives the
-    /// device's slot in the pool back.
-    private var lease: HardwareDeviceLease?
-    private var required: Bool
+    /// The decoder in use now; nil until the stream's codec is known.
+    private var decoder: (any PictureDecoder)?
+    /// The plan the next decoder opens with: the back end, its device lease (nil in software)
+    /// and why. A switch gives the lease back, which frees the device's slot in the pool.
+    private var plan: DecoderPlan
     /// Why `backend` is what it is, e.g. "NVDEC on cuda:0 (NVIDIA H100 80GB HBM3)" or
     /// "software: NVDEC cannot decode High 10 (10-bit)".
     public private(set) var backendReason: String
@@ -46,61 +49,56 @@ public final class BackendSupervisor {
     /// decoder (and again to a replacement, which has seen none).
     private var parameterSetsSent: [ParameterSetKey: [UInt8]] = [:]
 
-    /// Opens the first back end that gives a working decoder: with `auto`, a hardware decoder
-    /// that does not open makes the next kind (then software) take over.
+    /// Chooses the back end (with `auto`: CUDA, then VA-API, then software, by the devices that
+    /// open); throws when a required one has no device.
     public init(options: DecoderOptions, factory: any PictureDecoderFactory) throws(DecodeError) {
         self.options = options
         self.factory = factory
-        var skipping: [HardwareDeviceKind: String] = [:]
-        var failedOpens: [BackendFallback] = []
-        while true {
-            var plan = try BackendSelection.plan(options: options, skipping: skipping)
-            plan.fallbacks = failedOpens + plan.fallbacks
-            do throws(DecodeError) {
-                decoder = try factory.makeDecoder(plan, options: options)
-                lease = plan.lease
-                required = plan.required
-                backendReason = plan.reason
-                fallbacks = plan.fallbacks
-                return
-            } catch {
-                guard let device = plan.lease?.device else { throw error }
-                let message = "the \(plan.reason) decoder did not open: \(error.message)"
-                guard !plan.required else { throw DecodeError(.decoderUnavailable, message) }
-                skipping[device.kind] = message
-                failedOpens.append(BackendFallback(
-                    reason: .hwaccelInitFailed, from: plan.backend, to: .software, device: device, message: message))
-            }
+        plan = try BackendSelection.plan(options: options)
+        backendReason = plan.reason
+        fallbacks = plan.fallbacks
+    }
+
+    /// Like `init(options:factory:)`, and opens the decoder for `codec` now, so a hardware
+    /// decoder that does not open shows at once.
+    public convenience init(codec: VideoCodec, options: DecoderOptions, factory: any PictureDecoderFactory) throws(DecodeError) {
+        try self.init(options: options, factory: factory)
+        var output = DecodeOutput()
+        guard useDecoder(for: codec, into: &output) != nil else {
+            throw output.errors.last ?? DecodeError(.decoderUnavailable, "no \(codec.displayName) decoder opened")
         }
     }
 
-    public var backend: DecoderBackend { decoder.backend }
+    public var backend: DecoderBackend { decoder?.backend ?? plan.backend }
     /// The hardware device decoding now; nil in software.
-    public var device: HardwareDeviceID? { lease?.device }
+    public var device: HardwareDeviceID? { plan.lease?.device }
+    /// The codec the decoder decodes; nil before the first picture.
+    public var codec: VideoCodec? { decoder?.codec }
 
-    /// Decodes one picture's access unit. `parameterSets` are the SPS/PPS units it uses (each
-    /// marked when the access unit carries it itself), sent ahead of it to a decoder that has
-    /// not seen them in this form; `sps` is checked against the hardware first.
-    public func decode(
-        _ accessUnit: [UInt8], parameterSets: [ParameterSetUnit], sps: SequenceParameterSet?, isKeyframe: Bool
-    ) -> DecodeOutput {
+    /// Decodes one picture's access unit: its sequence is checked against the hardware first,
+    /// and the parameter sets it uses go ahead of it to a decoder that has not been given them
+    /// in this form (they arrived in a dropped, skipped or picture-less access unit, or went to
+    /// a decoder since replaced).
+    public func decode(_ unit: CodedAccessUnit) -> DecodeOutput {
         var output = DecodeOutput()
-        if let sps, let refusal = lease?.capability.refusal(for: sps) {
-            guard !required else {
+        guard useDecoder(for: unit.codec, into: &output) != nil else { return output }
+        if let refusal = plan.lease?.capability(for: unit.codec)?.refusal(for: unit.sequence) {
+            guard !plan.required else {
                 output.errors.append(refused(refusal))
                 return output
             }
             switchToSoftware(refusal, into: &output)
-        } else if let pending = pendingSwitch, isKeyframe {
+        } else if let pending = pendingSwitch, unit.isKeyframe {
             switchToSoftware(pending, into: &output)
         }
-        var decoded = decoder.decode(accessUnit: packet(accessUnit, parameterSets: parameterSets))
+        guard let decoder else { return output }
+        var decoded = decoder.decode(accessUnit: packet(unit))
         if let refusal = decoded.hardwareRefusal {
-            if required {
+            if plan.required {
                 decoded.errors.append(refused(refusal))
             } else {
                 switchToSoftware(refusal, into: &output)
-                decoded = decoder.decode(accessUnit: packet(accessUnit, parameterSets: parameterSets))
+                if let software = self.decoder { decoded = software.decode(accessUnit: packet(unit)) }
             }
         }
         noteHardwareHealth(decoded)
@@ -111,18 +109,75 @@ public final class BackendSupervisor {
     /// End of stream: every picture still inside the decoder.
     public func drain() -> DecodeOutput {
         var output = DecodeOutput()
-        append(decoder.drain(), to: &output)
+        if let decoder { append(decoder.drain(), to: &output) }
         return output
     }
 
     /// With `DecoderOptions.emulateFFmpegProbe`: whether the decoder still probes the reorder
-    /// delay, and ending that probe (see `H264Decoder`).
-    public var isProbingReorderDelay: Bool { decoder.isProbingReorderDelay }
+    /// delay, and ending that probe (see `LibavDecoder`).
+    public var isProbingReorderDelay: Bool { decoder?.isProbingReorderDelay ?? false }
 
     public func endReorderProbe() -> DecodeOutput {
         var output = DecodeOutput()
-        append(decoder.endReorderProbe(), to: &output)
+        if let decoder { append(decoder.endReorderProbe(), to: &output) }
         return output
+    }
+
+    // MARK: - Opening
+
+    /// The decoder for `codec`: the one in use, or (for the first picture, or a stream of
+    /// another codec, after draining the previous decoder) a new one. With `auto`, a device that
+    /// does not decode the codec, or whose decoder does not open, gives way to the next kind.
+    private func useDecoder(for codec: VideoCodec, into output: inout DecodeOutput) -> (any PictureDecoder)? {
+        if let decoder, decoder.codec == codec { return decoder }
+        if let previous = decoder { append(previous.drain(), to: &output) }
+        decoder = nil
+        parameterSetsSent = [:]
+        var skipping: [HardwareDeviceKind: String] = [:]
+        while true {
+            plan.firstSequence = lastSequence
+            if let lease = plan.lease, lease.capability(for: codec) == nil {
+                let message = "\(lease.summary) does not decode \(codec.displayName)"
+                guard !plan.required else {
+                    output.errors.append(DecodeError(.decoderUnavailable, message))
+                    return nil
+                }
+                skipping[lease.device.kind] = message
+                reselect(skipping: skipping, after: .unsupportedCodec, message)
+                continue
+            }
+            do throws(DecodeError) {
+                let opened = try factory.makeDecoder(plan, codec: codec, options: options)
+                decoder = opened
+                backendReason = plan.reason
+                return opened
+            } catch {
+                guard let device = plan.lease?.device, !plan.required else {
+                    output.errors.append(
+                        plan.lease == nil
+                            ? error : DecodeError(.decoderUnavailable, "the \(plan.reason) decoder did not open: \(error.message)"))
+                    return nil
+                }
+                let message = "the \(plan.reason) decoder did not open: \(error.message)"
+                skipping[device.kind] = message
+                reselect(skipping: skipping, after: .hwaccelInitFailed, message)
+            }
+        }
+    }
+
+    /// The next back end after the current plan's device was given up for `reason`.
+    private func reselect(skipping: [HardwareDeviceKind: String], after reason: BackendFallback.Reason, _ message: String) {
+        let given = plan
+        do throws(DecodeError) {
+            plan = try BackendSelection.plan(options: options, skipping: skipping)
+        } catch {
+            plan = .software(reason: "software: \(message)")
+        }
+        fallbacks.append(BackendFallback(
+            reason: reason, from: given.backend, to: plan.backend, device: given.lease?.device, message: message,
+            afterFrames: lastSequence))
+        fallbacks += plan.fallbacks
+        backendReason = plan.reason
     }
 
     // MARK: - Switching
@@ -138,7 +193,7 @@ public final class BackendSupervisor {
     /// reports for the device, not for the bitstream); at the limit, the stream moves to
     /// software from its next keyframe.
     private func noteHardwareHealth(_ decoded: DecodeOutput) {
-        guard !required, let device = lease?.device, pendingSwitch == nil else { return }
+        guard !plan.required, let device = plan.lease?.device, pendingSwitch == nil else { return }
         guard let failure = decoded.errors.last(where: \.suggestsDeviceFailure) else {
             if !decoded.frames.isEmpty || decoded.errors.isEmpty { consecutiveHardwareFailures = 0 }
             return
@@ -156,73 +211,47 @@ public final class BackendSupervisor {
     private func switchToSoftware(_ why: HardwareCapability.Refusal, into output: inout DecodeOutput) {
         pendingSwitch = nil
         consecutiveHardwareFailures = 0
-        append(decoder.drain(), to: &output)
+        guard let previous = decoder else { return }
+        append(previous.drain(), to: &output)
         var softwareOptions = options
         softwareOptions.backend = .software
-        var plan = DecoderPlan.software(reason: "software: \(why.message)")
-        plan.firstSequence = lastSequence
+        var software = DecoderPlan.software(reason: "software: \(why.message)")
+        software.firstSequence = lastSequence
         let replacement: any PictureDecoder
         do throws(DecodeError) {
-            replacement = try factory.makeDecoder(plan, options: softwareOptions)
+            replacement = try factory.makeDecoder(software, codec: previous.codec, options: softwareOptions)
         } catch {
             output.errors.append(DecodeError(error.code, "switching to software decoding failed: \(error.message)"))
             return
         }
         fallbacks.append(BackendFallback(
-            reason: why.reason, from: decoder.backend, to: .software, device: lease?.device, message: why.message,
+            reason: why.reason, from: previous.backend, to: .software, device: plan.lease?.device, message: why.message,
             afterFrames: lastSequence))
         decoder = replacement
-        lease = nil
-        backendReason = plan.reason
+        plan = software
+        backendReason = software.reason
         parameterSetsSent = [:]
     }
 
     // MARK: - Packets
 
     /// The access unit, preceded by the parameter sets it uses that the decoder has not been
-    /// given in this form (they arrived in a dropped, skipped or picture-less access unit, or
-    /// went to a decoder since replaced).
-    private func packet(_ accessUnit: [UInt8], parameterSets: [ParameterSetUnit]) -> [UInt8] {
+    /// given in this form.
+    private func packet(_ unit: CodedAccessUnit) -> [UInt8] {
         var bytes: [UInt8] = []
-        for set in parameterSets {
+        for set in unit.parameterSets {
             if !set.carriedByAccessUnit && parameterSetsSent[set.key] != set.bytes {
                 bytes += [0, 0, 0, 1] + set.bytes
             }
             parameterSetsSent[set.key] = set.bytes
         }
-        return bytes.isEmpty ? accessUnit : bytes + accessUnit
+        return bytes + unit.annexB()
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
         if let newest = decoded.frames.last { lastSequence = max(lastSequence, newest.sequence) }
         output.frames += decoded.frames
         output.errors += decoded.errors
-    }
-}
-
-/// A parameter set unit (SPS, PPS) a picture uses, as `BackendSupervisor.decode` takes it.
-public struct ParameterSetUnit: Sendable {
-    public var key: ParameterSetKey
-    /// The NAL unit, without a start code.
-    public var bytes: [UInt8]
-    /// The picture's access unit holds this unit itself, so it needs no copy in front.
-    public var carriedByAccessUnit: Bool
-
-    public init(key: ParameterSetKey, bytes: [UInt8], carriedByAccessUnit: Bool) {
-        self.key = key
-        self.bytes = bytes
-        self.carriedByAccessUnit = carriedByAccessUnit
-    }
-}
-
-/// Which parameter set a unit is: its NAL unit type and its id.
-public struct ParameterSetKey: Hashable, Sendable {
-    public var nalType: UInt8
-    public var id: Int
-
-    public init(nalType: UInt8, id: Int) {
-        self.nalType = nalType
-        self.id = id
     }
 }
 

@@ -1,26 +1,30 @@
-import H264
+import VideoCoding
 
-/// What a hardware decoding engine accepts, as far as the SPS can tell before any picture is
-/// sent to it. Anything the SPS cannot show (driver quirks, sizes libva does not report) is
-/// left to libavcodec: `get_format` without the hardware format, or a failed hwaccel init.
+/// What a hardware decoding engine accepts for one codec, as far as the SPS can tell before any
+/// picture is sent to it. Anything the SPS cannot show (driver quirks, sizes libva does not
+/// report, 12-bit HEVC on some GPUs) is left to libavcodec: `get_format` without the hardware
+/// format, or a failed hwaccel init.
 public struct HardwareCapability: Sendable, Equatable {
     /// "NVDEC", "VA-API": names the engine in messages.
     public var engine: String
+    public var codec: VideoCodec
     public var maxBitDepth: Int
     /// `chroma_format_idc` values decoded: 0 monochrome, 1 4:2:0, 2 4:2:2, 3 4:4:4.
     public var chromaFormats: Set<Int>
-    /// `profile_idc` values refused even at 8-bit 4:2:0, with their names.
+    /// Profile numbers (H.264 profile_idc, H.265 general_profile_idc) refused even at 8-bit
+    /// 4:2:0, with their names.
     public var refusedProfiles: [Int: String]
     public var decodesLossless: Bool
-    /// Largest coded (macroblock-aligned) size; nil when unknown.
+    /// Largest coded size; nil when unknown.
     public var maxCodedWidth: Int?
     public var maxCodedHeight: Int?
 
     public init(
-        engine: String, maxBitDepth: Int, chromaFormats: Set<Int>, refusedProfiles: [Int: String] = [:],
+        engine: String, codec: VideoCodec, maxBitDepth: Int, chromaFormats: Set<Int>, refusedProfiles: [Int: String] = [:],
         decodesLossless: Bool = false, maxCodedWidth: Int? = nil, maxCodedHeight: Int? = nil
     ) {
         self.engine = engine
+        self.codec = codec
         self.maxBitDepth = maxBitDepth
         self.chromaFormats = chromaFormats
         self.refusedProfiles = refusedProfiles
@@ -33,45 +37,63 @@ public struct HardwareCapability: Sendable, Equatable {
     /// note: Baseline, Main and High, 8-bit 4:2:0 only, at most 4096x4096. Monochrome is refused
     /// too: libavcodec would hand NVDEC a 4:2:0 surface for it, and the note lists 4:2:0 only.
     public static let nvdecH264 = HardwareCapability(
-        engine: "NVDEC", maxBitDepth: 8, chromaFormats: [1], refusedProfiles: [88: "Extended"],
+        engine: "NVDEC", codec: .h264, maxBitDepth: 8, chromaFormats: [1], refusedProfiles: [88: "Extended"],
         maxCodedWidth: 4096, maxCodedHeight: 4096)
+
+    /// NVDEC's HEVC decoder per NVIDIA's application note (Video Codec SDK 13.0, Hopper column):
+    /// Main and Main 10 4:2:0 and 4:4:4, up to 8192x8192; 4:2:2 only on newer chips. 12-bit is
+    /// not in Hopper's column: it is left to the device (libavcodec then offers no CUDA format).
+    public static let nvdecHEVC = HardwareCapability(
+        engine: "NVDEC", codec: .h265, maxBitDepth: 12, chromaFormats: [1, 3], decodesLossless: true,
+        maxCodedWidth: 8192, maxCodedHeight: 8192)
 
     /// libavcodec's VA-API H.264 hwaccel handles 8-bit 4:2:0 (monochrome goes the same way);
     /// profiles and sizes are the driver's to accept or refuse at hwaccel init.
-    public static let vaapiH264 = HardwareCapability(engine: "VA-API", maxBitDepth: 8, chromaFormats: [0, 1])
+    public static let vaapiH264 = HardwareCapability(engine: "VA-API", codec: .h264, maxBitDepth: 8, chromaFormats: [0, 1])
+
+    /// libavcodec's VA-API HEVC hwaccel handles Main and Main 10 4:2:0; the rest is the driver's.
+    public static let vaapiHEVC = HardwareCapability(
+        engine: "VA-API", codec: .h265, maxBitDepth: 10, chromaFormats: [1], decodesLossless: true)
 
     public struct Refusal: Sendable, Equatable {
         public var reason: BackendFallback.Reason
         /// e.g. "NVDEC cannot decode High 10 (10-bit)".
         public var message: String
+
+        public init(reason: BackendFallback.Reason, message: String) {
+            self.reason = reason
+            self.message = message
+        }
     }
 
-    /// Why a stream with this SPS cannot go to this engine, or nil when it can (as far as the
-    /// SPS tells). Bit depth is checked first: High 10 says more about a 10-bit stream than its chroma.
-    public func refusal(for sps: SequenceParameterSet) -> Refusal? {
-        // Checked for every picture on the hardware: the name is only built for a refusal.
-        var profile: String { sps.profileName }
-        let depth = max(sps.bitDepthLuma, sps.bitDepthChroma)
+    /// Why a stream with these sequence facts cannot go to this engine, or nil when it can (as
+    /// far as the SPS tells). Bit depth is checked first: High 10 says more about a 10-bit stream
+    /// than its chroma.
+    public func refusal(for sequence: SequenceFacts) -> Refusal? {
+        let format = sequence.format
+        let chroma = format.chromaFormatIdc
+        let depth = max(format.bitDepth, format.bitDepthChroma)
         if depth > maxBitDepth {
-            let chroma = sps.chromaArrayType == 1 ? "" : " \(Self.chromaName(sps.chromaFormatIdc))"
-            return Refusal(reason: .unsupportedProfile, message: "\(engine) cannot decode \(profile) (\(depth)-bit\(chroma))")
+            let chromaNote = chroma == 1 ? "" : " \(Self.chromaName(chroma))"
+            return Refusal(
+                reason: .unsupportedProfile, message: "\(engine) cannot decode \(format.profile) (\(depth)-bit\(chromaNote))")
         }
-        if !chromaFormats.contains(sps.chromaFormatIdc) {
+        if !chromaFormats.contains(chroma) {
             return Refusal(
                 reason: .unsupportedChroma,
-                message: "\(engine) cannot decode \(profile) (\(Self.chromaName(sps.chromaFormatIdc)) chroma)")
+                message: "\(engine) cannot decode \(format.profile) (\(Self.chromaName(chroma)) chroma)")
         }
-        if let name = refusedProfiles[Int(sps.profileIdc)] {
+        if let name = refusedProfiles[format.profileIdc] {
             return Refusal(reason: .unsupportedProfile, message: "\(engine) cannot decode \(name)")
         }
-        if sps.qpprimeYZeroTransformBypass && !decodesLossless {
-            return Refusal(reason: .unsupportedProfile, message: "\(engine) cannot decode lossless \(profile)")
+        if sequence.lossless && !decodesLossless {
+            return Refusal(reason: .unsupportedProfile, message: "\(engine) cannot decode lossless \(format.profile)")
         }
-        if let maxCodedWidth, let maxCodedHeight, sps.codedWidth > maxCodedWidth || sps.codedHeight > maxCodedHeight {
+        if let maxCodedWidth, let maxCodedHeight, format.codedWidth > maxCodedWidth || format.codedHeight > maxCodedHeight {
             return Refusal(
                 reason: .tooLarge,
-                message: "\(engine) decodes H.264 up to \(maxCodedWidth)x\(maxCodedHeight); "
-                    + "this stream is \(sps.codedWidth)x\(sps.codedHeight) (coded)")
+                message: "\(engine) decodes \(codec.displayName) up to \(maxCodedWidth)x\(maxCodedHeight); "
+                    + "this stream is \(format.codedWidth)x\(format.codedHeight) (coded)")
         }
         return nil
     }

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc
@@ -214,7 +215,8 @@ public final class HardwareDeviceLease: Sendable {
 
     deinit { pool.release(device) }
 
-    public var capability: HardwareCapability { opened.capability }
+    /// What the device decodes of `codec`; nil when it does not decode that codec.
+    public func capability(for codec: VideoCodec) -> HardwareCapability? { opened.capabilities[codec] }
 
     /// "NVDEC on cuda:0 (NVIDIA H100 80GB HBM3)", "VA-API on /dev/dri/renderD128".
     public var summary: String {

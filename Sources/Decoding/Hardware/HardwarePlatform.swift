@@ -1,6 +1,7 @@
 import CFFmpeg
 import FoundationEssentials
 import Synchronization
+import VideoCoding
 
 /// A libavutil hardware device context (`AVHWDeviceContext` in an `AVBufferRef`), shared by
 /// every decoder on that device: each decoder's codec context takes its own reference.
@@ -31,13 +32,14 @@ public final class HardwareDeviceContext: Sendable {
 /// An open device as the pool keeps it.
 public struct OpenedHardwareDevice: Sendable {
     public var context: HardwareDeviceContext
-    public var capability: HardwareCapability
+    /// What the device decodes, by codec; a codec without an entry is not decoded on it.
+    public var capabilities: [VideoCodec: HardwareCapability]
     /// The device's own name when known, e.g. "NVIDIA H100 80GB HBM3".
     public var name: String?
 
-    public init(context: HardwareDeviceContext, capability: HardwareCapability, name: String? = nil) {
+    public init(context: HardwareDeviceContext, capabilities: [HardwareCapability], name: String? = nil) {
         self.context = context
-        self.capability = capability
+        self.capabilities = Dictionary(capabilities.map { ($0.codec, $0) }, uniquingKeysWith: { first, _ in first })
         self.name = name
     }
 }
@@ -112,9 +114,10 @@ public struct LibavHardwarePlatform: HardwarePlatform {
                 (try? CUDADriver.shared.get()).flatMap { try? $0.facts(ordinal: ordinal).get().name }
             }
             return .success(OpenedHardwareDevice(
-                context: HardwareDeviceContext(taking: context), capability: .nvdecH264, name: name))
+                context: HardwareDeviceContext(taking: context), capabilities: [.nvdecH264, .nvdecHEVC], name: name))
         case .vaapi:
-            return .success(OpenedHardwareDevice(context: HardwareDeviceContext(taking: context), capability: .vaapiH264))
+            return .success(OpenedHardwareDevice(
+                context: HardwareDeviceContext(taking: context), capabilities: [.vaapiH264, .vaapiHEVC]))
         }
     }
 }

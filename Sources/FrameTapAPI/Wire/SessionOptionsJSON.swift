@@ -2,6 +2,7 @@ import Decoding
 import FoundationEssentials
 import HTTPServer
 import Sessions
+import VideoCoding
 
 /// The body of `PUT /sessions/{id}` (openapi.yaml `SessionOptions`): a JSON object whose
 /// members are all optional; an unknown member, a wrong type or a value out of range is a 400
@@ -49,6 +50,11 @@ struct SessionOptionsJSON: Decodable {
                         detail: "backend must be \(DecoderBackendChoice.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 options.backend = choice
+            case "codec":
+                guard let codec = VideoCodec(rawValue: try container.decode(String.self, forKey: key)) else {
+                    throw Refusal(detail: "codec must be \(VideoCodec.allCases.map(\.rawValue).joined(separator: " or "))")
+                }
+                options.codec = codec
             case "decode":
                 guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
                     throw Refusal(detail: "decode must be all or keyframes")

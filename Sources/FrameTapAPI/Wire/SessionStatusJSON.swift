@@ -10,6 +10,8 @@ struct SessionStatusJSON: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
         try container.encode(status.id.rawValue, forKey: .id)
+        try container.encode(status.codec?.rawValue, forKey: .codec)
+        try container.encode(status.codecStated, forKey: .codecStated)
         try container.encode(status.backend.rawValue, forKey: .backend)
         try container.encode(status.backendReason, forKey: .backendReason)
         try container.encode(status.device?.description, forKey: .device)
@@ -28,7 +30,8 @@ struct SessionStatusJSON: Encodable {
     }
 
     private enum Key: String, CodingKey {
-        case id, backend, backendReason, device, fallbacks, decode, quality, createdAt, lastActivityAt, format, counters
+        case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, quality, createdAt
+        case lastActivityAt, format, counters
         case latestFrame, lastError, subscribers, uploading, rates
     }
 }
@@ -60,15 +63,17 @@ struct SessionCountersJSON: Encodable {
         try container.encode(counters.accessUnits, forKey: .accessUnits)
         try container.encode(counters.framesDecoded, forKey: .framesDecoded)
         try container.encode(counters.framesDroppedBeforeKeyframe, forKey: .framesDroppedBeforeKeyframe)
+        try container.encode(counters.framesSkippedLeading, forKey: .framesSkippedLeading)
         try container.encode(counters.framesRejectedTooLarge, forKey: .framesRejectedTooLarge)
         try container.encode(counters.framesSkippedNotKeyframe, forKey: .framesSkippedNotKeyframe)
+        try container.encode(counters.unitsOutsideBaseLayer, forKey: .unitsOutsideBaseLayer)
         try container.encode(counters.decodeErrors, forKey: .decodeErrors)
         try container.encode(counters.uploadsAborted, forKey: .uploadsAborted)
     }
 
     private enum Key: String, CodingKey {
-        case bytes, nalUnits, accessUnits, framesDecoded, framesDroppedBeforeKeyframe, framesRejectedTooLarge
-        case framesSkippedNotKeyframe, decodeErrors, uploadsAborted
+        case bytes, nalUnits, accessUnits, framesDecoded, framesDroppedBeforeKeyframe, framesSkippedLeading
+        case framesRejectedTooLarge, framesSkippedNotKeyframe, unitsOutsideBaseLayer, decodeErrors, uploadsAborted
     }
 }
 

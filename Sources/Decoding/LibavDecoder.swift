@@ -1,19 +1,20 @@
 import CFFmpeg
-import H264
+import VideoCoding
 
-/// Decodes H.264 with libavcodec, like FFmpeg's doc/examples decode loops: parse → send packet
-/// → receive frames, plus drain at end of stream.
+/// Decodes H.264 or H.265 with libavcodec, like FFmpeg's doc/examples decode loops: parse →
+/// send packet → receive frames, plus drain at end of stream.
 ///
 /// Two ways in, one per stream:
 /// - `decode(annexB:)` takes raw Annex B bytes in any chunking and cuts them into access units
-///   with libavcodec's H.264 parser, as the ffmpeg CLI's raw `h264` demuxer does, so the frames
+///   with libavcodec's parser, as the ffmpeg CLI's raw `h264`/`hevc` demuxers do, so the frames
 ///   equal `ffmpeg -flags unaligned -f h264 -i F -autoscale 0 -fps_mode passthrough -f rawvideo -`.
 /// - `decode(accessUnit:)` takes complete access units (StreamDecoder assembles them), one
 ///   packet each, so a picture does not wait for the next one to start.
 ///
 /// Not thread-safe: the C contexts are owned by one worker (a session or the CLI loop) and
 /// must only be used from it. Frames it returns are immutable and `Sendable`.
-public final class H264Decoder: PictureDecoder {
+public final class LibavDecoder: PictureDecoder {
+    public let codec: VideoCodec
     public let options: DecoderOptions
     /// The back end this decoder decodes on. Fixed: when the hardware turns the stream down,
     /// the decoder says so (`DecodeOutput.hardwareRefusal`) and `BackendSupervisor` replaces it.
@@ -46,16 +47,17 @@ public final class H264Decoder: PictureDecoder {
     /// `.auto` the first of CUDA, VA-API and software with a device that opens; `.cuda`/`.vaapi`
     /// throw `.decoderUnavailable` when no device of that kind opens. For a stream, use
     /// `StreamDecoder`, whose `BackendSupervisor` also falls back mid-stream.
-    public convenience init(options: DecoderOptions = DecoderOptions()) throws(DecodeError) {
+    public convenience init(codec: VideoCodec = .h264, options: DecoderOptions = DecoderOptions()) throws(DecodeError) {
         let options = try options.validated()
-        try self.init(options: options, plan: BackendSelection.plan(options: options))
+        try self.init(codec: codec, options: options, plan: BackendSelection.plan(options: options))
     }
 
     /// Opens the decoder `plan` describes; throws when its codec context does not open.
-    public init(options: DecoderOptions, plan: DecoderPlan) throws(DecodeError) {
+    public init(codec: VideoCodec, options: DecoderOptions, plan: DecoderPlan) throws(DecodeError) {
+        self.codec = codec
         self.options = try options.validated()
-        guard avcodec_find_decoder(AV_CODEC_ID_H264) != nil else {
-            throw DecodeError(.decoderUnavailable, "libavcodec has no H.264 decoder")
+        guard avcodec_find_decoder(codec.libavID) != nil else {
+            throw DecodeError(.decoderUnavailable, "libavcodec has no \(codec.displayName) decoder")
         }
         let hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?
         if plan.backend == .software {
@@ -70,7 +72,7 @@ public final class H264Decoder: PictureDecoder {
         }
 
         // From here on every resource is released by `release` on failure, or by deinit.
-        let parser = av_parser_init(Int32(AV_CODEC_ID_H264.rawValue))
+        let parser = av_parser_init(Int32(codec.libavID.rawValue))
         let packet = av_packet_alloc()
         let frame = av_frame_alloc()
         func release() {
@@ -82,11 +84,11 @@ public final class H264Decoder: PictureDecoder {
         }
         guard let parser, let packet, let frame else {
             release()
-            throw DecodeError(.allocationFailed, "could not allocate the H.264 parser, packet or frame")
+            throw DecodeError(.allocationFailed, "could not allocate the \(codec.displayName) parser, packet or frame")
         }
         let context: UnsafeMutablePointer<AVCodecContext>
         do throws(DecodeError) {
-            context = try Self.openContext(options: options, hardware: hardware)
+            context = try Self.openContext(codec: codec, options: options, hardware: hardware)
         } catch {
             release()
             throw error
@@ -101,17 +103,17 @@ public final class H264Decoder: PictureDecoder {
         self.firstSequence = plan.firstSequence
         self.deviceFrames = DeviceFrameBudget(limit: options.deviceFramesHeld)
         self.paddedInput = .allocate(byteCount: 64 * 1024 + Int(AV_INPUT_BUFFER_PADDING_SIZE), alignment: 64)
-        if options.emulateFFmpegProbe { startReorderProbe() }
+        if options.emulateFFmpegProbe && codec.reorderDelayNeedsProbing { startReorderProbe() }
     }
 
     /// Opens a decoding context. `reorderDelay` presets `has_b_frames`, as the ffmpeg CLI does
     /// from its stream probe; `hardware` nil means software.
     private static func openContext(
-        options: DecoderOptions, hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?,
+        codec videoCodec: VideoCodec, options: DecoderOptions, hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?,
         reorderDelay: Int32 = 0, threads: Int? = nil
     ) throws(DecodeError) -> UnsafeMutablePointer<AVCodecContext> {
-        guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264), let context = avcodec_alloc_context3(codec) else {
-            throw DecodeError(.allocationFailed, "could not allocate an H.264 decoder context")
+        guard let codec = avcodec_find_decoder(videoCodec.libavID), let context = avcodec_alloc_context3(codec) else {
+            throw DecodeError(.allocationFailed, "could not allocate an \(videoCodec.displayName) decoder context")
         }
         // Exact crops at odd offsets (e.g. 300x168 from 304x176) need unaligned plane pointers.
         context.pointee.flags |= Int32(AV_CODEC_FLAG_UNALIGNED)
@@ -139,7 +141,7 @@ public final class H264Decoder: PictureDecoder {
         guard status >= 0 else {
             var failed: UnsafeMutablePointer<AVCodecContext>? = context
             avcodec_free_context(&failed)
-            throw DecodeError(averror: status, "libavcodec could not open the H.264 decoder")
+            throw DecodeError(averror: status, "libavcodec could not open the \(videoCodec.displayName) decoder")
         }
         return context
     }
@@ -218,11 +220,11 @@ public final class H264Decoder: PictureDecoder {
         }
         receiveFrames(into: &output)
         avcodec_flush_buffers(codecContext)
-        if let freshParser = av_parser_init(Int32(AV_CODEC_ID_H264.rawValue)) {
+        if let freshParser = av_parser_init(Int32(codec.libavID.rawValue)) {
             av_parser_close(parser)
             parser = freshParser
         }
-        if options.emulateFFmpegProbe { startReorderProbe() }
+        if options.emulateFFmpegProbe && codec.reorderDelayNeedsProbing { startReorderProbe() }
         return output
     }
 
@@ -307,7 +309,7 @@ public final class H264Decoder: PictureDecoder {
     private func startReorderProbe() {
         guard reorderProbe == nil else { return }
         // Like avformat_find_stream_info's decoder: software, one thread.
-        guard let context = try? Self.openContext(options: options, hardware: nil, threads: 1) else {
+        guard let context = try? Self.openContext(codec: codec, options: options, hardware: nil, threads: 1) else {
             return  // without a probe the decoder still works, it just learns reordering later
         }
         reorderProbe = ReorderProbe(context: context)
@@ -346,7 +348,7 @@ public final class H264Decoder: PictureDecoder {
         var probeContext: UnsafeMutablePointer<AVCodecContext>? = probe.context
         avcodec_free_context(&probeContext)
         do {
-            let fresh = try Self.openContext(options: options, hardware: hardware, reorderDelay: learnedDelay)
+            let fresh = try Self.openContext(codec: codec, options: options, hardware: hardware, reorderDelay: learnedDelay)
             var old: UnsafeMutablePointer<AVCodecContext>? = codecContext
             avcodec_free_context(&old)
             codecContext = fresh
@@ -549,10 +551,25 @@ private let chooseFormat:
             offered.append(formats[index])
             index += 1
         }
-        let profileName = avcodec_profile_name(AV_CODEC_ID_H264, context.pointee.profile).map { String(cString: $0) }
+        let profileName = avcodec_profile_name(context.pointee.codec_id, context.pointee.profile).map { String(cString: $0) }
             ?? "profile \(context.pointee.profile)"
         let shape = FormatNegotiation.StreamShape(
             profile: context.pointee.profile, codedWidth: context.pointee.coded_width,
             codedHeight: context.pointee.coded_height, softwareFormat: offered.last ?? AV_PIX_FMT_NONE)
         return negotiation.choose(from: offered, shape: shape, profileName: profileName)
     }
+
+extension VideoCodec {
+    /// libavcodec's id for the codec.
+    var libavID: AVCodecID {
+        switch self {
+        case .h264: AV_CODEC_ID_H264
+        case .h265: AV_CODEC_ID_HEVC
+        }
+    }
+
+    /// Whether a decoder can start without knowing the reorder delay from the parameter sets:
+    /// an H.264 SPS need not state it (the ffmpeg CLI probes it, see
+    /// `DecoderOptions.emulateFFmpegProbe`); every H.265 SPS does.
+    var reorderDelayNeedsProbing: Bool { self == .h264 }
+}

@@ -1,0 +1,209 @@
+import VideoCoding
+
+/// An H.264 elementary stream read for a decoder: NAL units → access units (§7.4.1.2.3) →
+/// the random-access gate → decodable access units with the parameter sets they use.
+///
+/// The parameter sets a unit is judged with are the ones known when it ended (an SPS may
+/// replace one with the same id right after it).
+public struct ElementaryStreamReader: AccessUnitReader {
+    public var codec: VideoCodec { .h264 }
+    public var keyframesOnly = false
+    public var hasParameterSets: Bool { !parameterSets.sps.isEmpty && !parameterSets.pps.isEmpty }
+
+    public var accessUnitsAssembled: Int { assembler.accessUnitCount }
+
+    private var assembler = AccessUnitAssembler()
+    /// The assembler's parameter sets as of the access units being handled.
+    private var parameterSets = ParameterSets()
+    private var wait: ParameterSetWait<AccessUnit>
+    private var gate = RandomAccessGate()
+    /// The facts of each SPS id as last built (building a format names things: once per SPS).
+    private var facts: [Int: (sps: SequenceParameterSet, facts: SequenceFacts)] = [:]
+
+    /// `emulateFFmpegProbe`: hold pictures until the stream's first SPS and PPS arrive, as the
+    /// ffmpeg CLI's stream probe finds them before its decoder starts (see `ParameterSetWait`).
+    public init(emulateFFmpegProbe: Bool = false) {
+        wait = ParameterSetWait(active: emulateFFmpegProbe)
+    }
+
+    public mutating func push(_ unit: AnnexBUnit, _ report: (ReaderEvent) -> Void) {
+        let nal = NALUnit(unit)
+        var units: [AccessUnit] = []
+        assembler.push(nal) { units.append($0) }
+        // The units emitted end before `nal`, so they are handled with the parameter sets as
+        // they were before it.
+        for unit in units { handle(unit, report) }
+        if nal.type == .sps || nal.type == .pps {
+            _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
+        }
+    }
+
+    public mutating func unitDropped(prefix: ArraySlice<UInt8>, _ report: (ReaderEvent) -> Void) {
+        var units: [AccessUnit] = []
+        assembler.unitDropped(prefix: prefix) { units.append($0) }
+        for unit in units { handle(unit, report) }
+    }
+
+    public func nextUnitEndsAccessUnit(prefix: ArraySlice<UInt8>) -> Bool {
+        assembler.nextUnitEndsAccessUnit(prefix: prefix)
+    }
+
+    public mutating func endAccessUnit(_ report: (ReaderEvent) -> Void) {
+        var units: [AccessUnit] = []
+        assembler.endAccessUnit { units.append($0) }
+        for unit in units { handle(unit, report) }
+    }
+
+    public mutating func finish(_ report: (ReaderEvent) -> Void) {
+        var units: [AccessUnit] = []
+        assembler.finish { units.append($0) }
+        for unit in units { handle(unit, report) }
+        for unit in wait.release() { pass(unit, report) }
+        // Never reached a start point: libavcodec would not have output them either.
+        let waited = gate.streamEnded()
+        if waited > 0 { report(.droppedBeforeKeyframe(count: waited)) }
+        wait.restart()
+    }
+
+    public func typeName(of unit: AnnexBUnit) -> String {
+        NALUnitType(headerByte: unit.bytes.first ?? 0).name
+    }
+
+    // MARK: - Access unit → wait → gate
+
+    private mutating func handle(_ unit: AccessUnit, _ report: (ReaderEvent) -> Void) {
+        // A unit without a picture (parameter sets or SEI at the end of a stream) would only make
+        // libavcodec report "no frame"; its parameter sets go out with the next picture instead.
+        guard unit.hasPicture else { return }
+        for unit in wait.pass(unit, bytes: unit.byteCount, haveParameterSets: hasParameterSets) { pass(unit, report) }
+    }
+
+    private mutating func pass(_ unit: AccessUnit, _ report: (ReaderEvent) -> Void) {
+        let decodable = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) } != nil
+        let verdict = gate.pass(unit, decodable: decodable, keyframesOnly: keyframesOnly)
+        if verdict.dropped > 0 { report(.droppedBeforeKeyframe(count: verdict.dropped)) }
+        for earlier in verdict.earlier {
+            if let coded = coded(earlier) { report(.accessUnit(coded)) }
+        }
+        guard verdict.decodeThis, let coded = coded(unit) else { return }
+        if keyframesOnly && !coded.isIntra {
+            report(.skippedNotKeyframe(count: 1))
+            return
+        }
+        report(.accessUnit(coded))
+    }
+
+    /// `unit` as a decoder takes it: with the SPS and PPS it uses and its sequence's facts.
+    private mutating func coded(_ unit: AccessUnit) -> CodedAccessUnit? {
+        guard let ppsId = unit.ppsId, let spsId = parameterSets.pps[ppsId]?.spsId,
+            let sps = parameterSets.sps[spsId], let spsUnit = parameterSets.spsUnits[spsId],
+            let ppsUnit = parameterSets.ppsUnits[ppsId]
+        else { return nil }
+        let sets = [
+            ParameterSetUnit(
+                key: ParameterSetKey(.sps, spsId), bytes: spsUnit.bytes,
+                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .sps }),
+            ParameterSetUnit(
+                key: ParameterSetKey(.pps, ppsId), bytes: ppsUnit.bytes,
+                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .pps }),
+        ]
+        return CodedAccessUnit(
+            codec: .h264, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
+            parameterSets: sets, sequence: sequenceFacts(sps), isKeyframe: unit.isIDR || unit.isRandomAccessPoint,
+            isIntra: unit.isIDR || unit.primarySliceType == .i)
+    }
+
+    private mutating func sequenceFacts(_ sps: SequenceParameterSet) -> SequenceFacts {
+        if let known = facts[sps.id], known.sps == sps { return known.facts }
+        let made = SequenceFacts(sps: sps)
+        facts[sps.id] = (sps, made)
+        return made
+    }
+}
+
+extension SequenceFacts {
+    /// An H.264 SPS's facts. The buffer is max_dec_frame_buffering when the VUI states it (it
+    /// bounds references and reordering together), else the reference frames plus the pictures
+    /// the profile may reorder.
+    public init(sps: SequenceParameterSet) {
+        let references = sps.maxNumRefFrames
+        let buffered: Int
+        if let stated = sps.vui?.maxDecFrameBuffering {
+            buffered = max(stated, references)
+        } else {
+            let reorder = sps.announcesReorderDelay ? (sps.vui?.maxNumReorderFrames ?? 0) : references
+            buffered = references + reorder
+        }
+        self.init(
+            id: sps.id, format: StreamFormat(sps: sps), bufferedPictures: buffered,
+            reorderDelayAnnounced: sps.announcesReorderDelay, lossless: sps.qpprimeYZeroTransformBypass)
+    }
+}
+
+/// The random-access gate. `pass` says which pictures to decode.
+///
+/// libavcodec cannot decode a picture without its SPS and PPS, and outputs nothing before a
+/// picture it can start from: an IDR, a recovery point, or an I picture (its
+/// FRAME_RECOVERED_HEURISTIC; whether it then outputs that I picture depends on the PPS
+/// reference counts, so it is sent and libavcodec decides). Measured against the ffmpeg CLI
+/// on streams cut mid-GOP (StreamDecoderTests): pictures before the start point are never
+/// output, but when the start point is not an IDR, libavcodec still keeps the ones it could
+/// decode as references, and in intra-refresh streams with parameter sets on every picture
+/// the "recovered" pictures then differ if they were dropped. So decodable pictures before
+/// the start point wait here: an IDR makes them irrelevant (dropped and counted, the usual
+/// case and the saving), any other start point sends them first.
+struct RandomAccessGate {
+    /// Decoding has reached a start point since the stream began.
+    private var started = false
+    private var waiting: [AccessUnit] = []
+    private var waitingBytes = 0
+    /// Bounded like the CLI probe's held units: past this the oldest waiting pictures are dropped.
+    static let maxWaitingBytes = 8 << 20
+
+    struct Verdict {
+        /// Pictures that waited for the start point, to decode before this one.
+        var earlier: [AccessUnit] = []
+        var decodeThis = false
+        /// Pictures given up (counted as dropped before a keyframe).
+        var dropped = 0
+    }
+
+    /// `decodable`: the unit's SPS and PPS are known.
+    mutating func pass(_ unit: AccessUnit, decodable: Bool, keyframesOnly: Bool) -> Verdict {
+        var verdict = Verdict()
+        guard !started else {
+            verdict.decodeThis = true
+            return verdict
+        }
+        guard decodable else {
+            verdict.dropped = 1
+            return verdict
+        }
+        if unit.isIDR || keyframesOnly {
+            verdict.dropped = waiting.count
+        } else if unit.isRandomAccessPoint || unit.primarySliceType == .i {
+            verdict.earlier = waiting
+        } else {
+            waiting.append(unit)
+            waitingBytes += unit.byteCount
+            while waitingBytes > Self.maxWaitingBytes, let oldest = waiting.first {
+                waiting.removeFirst()
+                waitingBytes -= oldest.byteCount
+                verdict.dropped += 1
+            }
+            return verdict
+        }
+        waiting = []
+        waitingBytes = 0
+        started = true
+        verdict.decodeThis = true
+        return verdict
+    }
+
+    /// End of stream: the next stream starts at a start point again. Returns how many waiting
+    /// pictures never reached one.
+    mutating func streamEnded() -> Int {
+        defer { self = RandomAccessGate() }
+        return waiting.count
+    }
+}
