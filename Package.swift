@@ -91,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
