@@ -4,6 +4,7 @@
 SWIFT       ?= swift
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CORPUS      ?= ../shared/testdata/h264
+CORPUS_H265 ?= ../shared/testdata/h265
 DEBUG_BIN   := .build/debug/frametap
 RELEASE_BIN := .build/release/frametap
 VENV        := .venv
@@ -61,8 +62,8 @@ run: release
 	$(RELEASE_BIN) serve
 
 # Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, the web
-# console in a browser, then the conformance corpus through the CLI and over HTTP (when the
-# corpus folder exists).
+# console in a browser, then the conformance corpora (H.264: CORPUS, H.265: CORPUS_H265) through
+# the CLI and over HTTP (when the corpus folder exists).
 test: test-deps build
 	$(SWIFT) test
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
@@ -77,6 +78,10 @@ test: test-deps build
 	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \
 	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS)"; \
 	 else echo "conformance: $(CORPUS) not found, skipped"; fi
+	@if [ -d "$(CORPUS_H265)" ]; then \
+	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS_H265)" && \
+	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS_H265)"; \
+	 else echo "conformance: $(CORPUS_H265) not found, skipped"; fi
 	$(MAKE) --no-print-directory deploy-test
 	$(MAKE) --no-print-directory container-test
 
