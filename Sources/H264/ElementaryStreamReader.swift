@@ -33,8 +33,15 @@ public struct ElementaryStreamReader: AccessUnitReader {
         // The units emitted end before `nal`, so they are handled with the parameter sets as
         // they were before it.
         for unit in units { handle(unit, report) }
-        if nal.type == .sps || nal.type == .pps {
-            _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
+        guard nal.type == .sps || nal.type == .pps else { return }
+        do {
+            try parameterSets.update(with: nal)
+        } catch {
+            report(
+                .unreadableParameterSet(
+                    BitstreamError(
+                        error.code,
+                        "the \(nal.type.name.uppercased()) at stream offset \(nal.streamOffset) cannot be read: \(error.message)")))
         }
     }
 

@@ -29,6 +29,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
     /// Pictures before the first IRAP (but RASL) go to the decoder, as libavcodec decodes them.
     private let decodesBeforeRandomAccessPoint: Bool
     private var outsideBaseLayerReported = 0
+    private var unreadableParameterSetsReported = 0
     /// The facts of each SPS id as last built (building a format names things: once per SPS).
     private var facts: [Int: (sps: SequenceParameterSet, vps: VideoParameterSet?, facts: SequenceFacts)] = [:]
 
@@ -46,6 +47,10 @@ public struct ElementaryStreamReader: AccessUnitReader {
         assembler.push(nal) { units.append($0) }
         for unit in units { handle(unit, report) }
         reportUnitsOutsideBaseLayer(report)
+        if assembler.unreadableParameterSets > unreadableParameterSetsReported, let error = assembler.lastParameterSetError {
+            unreadableParameterSetsReported = assembler.unreadableParameterSets
+            report(.unreadableParameterSet(error))
+        }
     }
 
     public mutating func unitDropped(prefix: ArraySlice<UInt8>, _ report: (ReaderEvent) -> Void) {
