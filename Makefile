@@ -170,15 +170,15 @@ sanitize: test-deps
 # a plain `swift build`, and `swift build -Xswiftc -sanitize=fuzzer,address` would instrument
 # and rebuild the whole package and its dependencies in a scratch path of its own. Here only
 # what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the
-# VideoCoding module, then the H264 and H265 modules on top of it, once each, as static
-# libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
+# VideoCoding module, then the H264 and H265 modules on top of it, then the Bitstream front on
+# those three, once each, as static libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
 # QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
 # targets' own code (reference splitter, invariant checks) has AddressSanitizer but no
 # coverage: its branches would only add noise to the corpus, and tracing its byte loops took
 # half the run time. `swift build` and `swift test` never see any of it. lld rather than
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets request-target
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
@@ -216,6 +216,12 @@ $(FUZZ_BUILD)/libH265.a: $(wildcard Sources/H265/*.swift) $(FUZZ_BUILD)/libVideo
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H265.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
+$(FUZZ_BUILD)/libBitstream.a: $(wildcard Sources/Bitstream/*.swift) $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a \
+  $(FUZZ_BUILD)/libVideoCoding.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Bitstream -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Bitstream.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
 	@mkdir -p $(FUZZ_BUILD)/modules
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
@@ -228,6 +234,8 @@ $(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a $(FUZ
 $(FUZZ_BUILD)/hevc-annexb-assembly: Fuzz/Targets/HEVCAnnexBAssembly.swift $(FUZZ_SPLIT_SUPPORT) \
   $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/hevc-parameter-sets: Fuzz/Targets/HEVCParameterSets.swift $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/stream-front: Fuzz/Targets/StreamFront.swift $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a \
+  $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \
