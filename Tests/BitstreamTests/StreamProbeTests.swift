@@ -234,3 +234,45 @@ struct StreamProbeTests {
         #expect(NALUnitNames.of(.h264).slices == ["idr", "slice", "slice_data_a"])
     }
 }
+
+/// What a reader hands a decoder: a parameter set counts as carried by an access unit only when
+/// that very set is in it (else `BackendSupervisor` would not send the one the picture uses to
+/// a decoder that has not had it, e.g. after a fallback).
+@Suite struct CarriedParameterSetTests {
+    /// An H.264 PPS with id 1 (of SPS 0, CAVLC), which no slice of the fixture uses.
+    static func unusedPPS() -> [UInt8] {
+        var writer = BitWriter()
+        writer.ue(1)
+        writer.ue(0)
+        writer.u(2, 0)  // entropy_coding_mode_flag, bottom_field_pic_order_in_frame_present_flag
+        writer.ue(0)  // num_slice_groups_minus1
+        writer.ue(0)
+        writer.ue(0)
+        writer.u(3, 0)  // weighted_pred_flag, weighted_bipred_idc
+        writer.se(0)
+        writer.se(0)
+        writer.se(0)
+        writer.u(3, 0b100)  // deblocking_filter_control_present_flag, constrained_intra_pred, redundant_pic_cnt
+        writer.trailingBits()
+        return [0x68] + RBSP.escape(writer.bytes)
+    }
+
+    @Test func aSetOfAnotherIdInTheAccessUnitIsNotTheOneUsed() throws {
+        let units = AnnexBSplitter.split(try Streams.bytes("baseline_176x144.264"))
+        let second = try #require(units.indices.filter { units[$0].bytes[0] & 0x1F == 1 }.first)
+        var edited = units.map(\.bytes)
+        edited.insert(Self.unusedPPS(), at: second)
+        var reader = Codecs.reader(for: .h264)
+        var coded: [CodedAccessUnit] = []
+        for (offset, bytes) in edited.enumerated() {
+            reader.push(AnnexBUnit(bytes: bytes, streamOffset: offset)) { if case .accessUnit(let unit) = $0 { coded.append(unit) } }
+        }
+        reader.finish { if case .accessUnit(let unit) = $0 { coded.append(unit) } }
+        #expect(coded.count == 20)
+        // The first access unit carries its SPS and PPS 0; the second carries PPS 1 only.
+        #expect(coded[0].parameterSets.map(\.carriedByAccessUnit) == [true, true])
+        #expect(coded[1].nalUnits.first?.bytes == Self.unusedPPS())
+        #expect(coded[1].parameterSets.map(\.key) == [ParameterSetKey(.sps, 0), ParameterSetKey(.pps, 0)])
+        #expect(coded[1].parameterSets.map(\.carriedByAccessUnit) == [false, false])
+    }
+}
