@@ -13,16 +13,9 @@ import VideoCoding
 struct H265StreamDecoderTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 
-    static func fixture(_ name: String) -> URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Fixtures/\(name)")
-            .standardizedFileURL
-    }
+    static func bytes(_ name: String) throws -> [UInt8] { try Fixtures.bytes(name) }
 
-    static func bytes(_ name: String) throws -> [UInt8] { try TestSupport.bytes(of: fixture(name)) }
-
-    static func manifestMD5(_ name: String) throws -> String {
-        try #require(ConformanceStream.fixtures.first { $0.file == name }?.yuvMD5)
-    }
+    static func manifestMD5(_ name: String) throws -> String { try #require(Fixtures.md5(name)) }
 
     /// Writes `bytes` where the ffmpeg CLI can read them.
     static func file(_ bytes: [UInt8], _ name: String) throws -> URL {
