@@ -19,9 +19,10 @@ import VideoCoding
 /// cuts them (checked on every conformance stream and fixture), so with
 /// `DecoderOptions.emulateFFmpegProbe` the pictures equal the ffmpeg CLI's for the same bytes
 /// (for damaged streams: with the same thread count; libavcodec conceals errors differently
-/// with frame threading). Without it (live), the only difference measured is that pictures
+/// with frame threading). Without it (live), the differences measured are that pictures
 /// before the stream's first in-band parameter sets cannot be decoded, where the CLI's probe
-/// looks ahead for them.
+/// looks ahead for them, and that H.265 pictures before the first IRAP are dropped, where
+/// libavcodec decodes them against reference pictures it makes up (see H265's reader).
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class StreamDecoder {
