@@ -4,6 +4,7 @@
 SWIFT       ?= swift
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CORPUS      ?= ../shared/testdata/h264
+CORPUS_H265 ?= ../shared/testdata/h265
 DEBUG_BIN   := .build/debug/frametap
 RELEASE_BIN := .build/release/frametap
 VENV        := .venv
@@ -61,8 +62,8 @@ run: release
 	$(RELEASE_BIN) serve
 
 # Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, the web
-# console in a browser, then the conformance corpus through the CLI and over HTTP (when the
-# corpus folder exists).
+# console in a browser, then the conformance corpora (H.264: CORPUS, H.265: CORPUS_H265) through
+# the CLI and over HTTP (when the corpus folder exists).
 test: test-deps build
 	$(SWIFT) test
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
@@ -77,6 +78,10 @@ test: test-deps build
 	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \
 	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS)"; \
 	 else echo "conformance: $(CORPUS) not found, skipped"; fi
+	@if [ -d "$(CORPUS_H265)" ]; then \
+	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS_H265)" && \
+	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS_H265)"; \
+	 else echo "conformance: $(CORPUS_H265) not found, skipped"; fi
 	$(MAKE) --no-print-directory deploy-test
 	$(MAKE) --no-print-directory container-test
 
@@ -165,15 +170,15 @@ sanitize: test-deps
 # a plain `swift build`, and `swift build -Xswiftc -sanitize=fuzzer,address` would instrument
 # and rebuild the whole package and its dependencies in a scratch path of its own. Here only
 # what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the
-# VideoCoding module, then the H264 and H265 modules on top of it, once each, as static
-# libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
+# VideoCoding module, then the H264 and H265 modules on top of it, then the Bitstream front on
+# those three, once each, as static libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
 # QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
 # targets' own code (reference splitter, invariant checks) has AddressSanitizer but no
 # coverage: its branches would only add noise to the corpus, and tracing its byte loops took
 # half the run time. `swift build` and `swift test` never see any of it. lld rather than
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets request-target
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
@@ -211,6 +216,12 @@ $(FUZZ_BUILD)/libH265.a: $(wildcard Sources/H265/*.swift) $(FUZZ_BUILD)/libVideo
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H265.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
+$(FUZZ_BUILD)/libBitstream.a: $(wildcard Sources/Bitstream/*.swift) $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a \
+  $(FUZZ_BUILD)/libVideoCoding.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Bitstream -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Bitstream.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
 	@mkdir -p $(FUZZ_BUILD)/modules
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
@@ -223,6 +234,8 @@ $(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a $(FUZ
 $(FUZZ_BUILD)/hevc-annexb-assembly: Fuzz/Targets/HEVCAnnexBAssembly.swift $(FUZZ_SPLIT_SUPPORT) \
   $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/hevc-parameter-sets: Fuzz/Targets/HEVCParameterSets.swift $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/stream-front: Fuzz/Targets/StreamFront.swift $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a \
+  $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \

@@ -91,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -102,6 +102,8 @@ let package = Package(
         .testTarget(name: "VideoCodingTests", dependencies: ["VideoCoding", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["VideoCoding", "H264", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "H265Tests", dependencies: ["VideoCoding", "H265", "TestSupport"], swiftSettings: strictSwift),
+        // The front: codec detection, each codec's reader chosen, `frametap probe`'s descriptions.
+        .testTarget(name: "BitstreamTests", dependencies: ["Bitstream", "VideoCoding", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "TimekeepingTests", dependencies: ["Timekeeping", "TestSupport"], swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding", "VideoCoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),

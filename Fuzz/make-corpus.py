@@ -4,8 +4,8 @@
     Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
 
 One folder per target (annexb-assembly, parameter-sets, avcc, hevc-annexb-assembly,
-hevc-parameter-sets, request-target): the H.264 ones from the .264 fixtures, the H.265 ones from
-the .265 fixtures. The seeds are
+hevc-parameter-sets, stream-front, request-target): the H.264 ones from the .264 fixtures, the
+H.265 ones from the .265 fixtures, stream-front from both (and both codecs in one stream). The seeds are
 derived data, regenerated on every `make fuzz`, and never committed: the fixtures they come
 from are. libFuzzer only reads these folders; what it learns goes to .fuzz/corpus/<target>.
 """
@@ -116,6 +116,29 @@ def add_hevc_seeds(corpora, path):
             f"{stem}-slice{slice_kind}-{first}", annex_b(sets + [unit[:SLICE_HEADER_BYTES]]))
 
 
+def add_front_seeds(corpus, fixtures):
+    """The codec-neutral path's seeds: each fixture's start (parameter sets and the first
+    pictures), its slices without the parameter sets (no codec to detect), and an H.264 start
+    followed by an H.265 one (another codec's parameter sets in a stream)."""
+    heads = {}
+    for file_name in sorted(os.listdir(fixtures)):
+        if not file_name.endswith((".264", ".265")):
+            continue
+        with open(os.path.join(fixtures, file_name), "rb") as fixture:
+            stream = fixture.read()
+        stem = file_name.replace(".", "-")
+        heads[file_name[-3:]] = heads.get(file_name[-3:]) or stream[:3000]
+        corpus.add(stem + "-head", stream[:3000])
+        if file_name.endswith(".265"):
+            slices = [unit for unit in nal_units(stream) if unit[0] >> 1 & 0x3F < 32]
+        else:
+            slices = [unit for unit in nal_units(stream) if unit[0] & 0x1F in (IDR, SLICE)]
+        corpus.add(stem + "-slices", annex_b([unit[:SLICE_HEADER_BYTES] for unit in slices[:6]]))
+    if "264" in heads and "265" in heads:
+        corpus.add("h264-then-h265", heads["264"] + heads["265"])
+        corpus.add("h265-then-h264", heads["265"] + heads["264"])
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: make-corpus.py FIXTURES_DIR OUT_DIR")
@@ -123,8 +146,9 @@ def main():
     corpora = {
         name: Corpus(out, name)
         for name in ["annexb-assembly", "parameter-sets", "avcc", "hevc-annexb-assembly", "hevc-parameter-sets",
-                     "request-target"]
+                     "stream-front", "request-target"]
     }
+    add_front_seeds(corpora["stream-front"], fixtures)
 
     for file_name in sorted(os.listdir(fixtures)):
         if file_name.endswith(".265"):

@@ -10,8 +10,8 @@ import VideoCoding
 /// 3. read: the codec's `AccessUnitReader` assembles access units, tracks the parameter sets
 ///    and judges each at the random-access gate (nothing before a point decoding can start
 ///    from; H.265 RASL pictures of that point skipped; keyframes-only mode);
-/// 4. check: each new sequence against the picture-size limit and the memory budget, before
-///    any picture of it is sent;
+/// 4. check: each new sequence against the picture-size limit, the bit depths libavcodec decodes
+///    and the memory budget, before any picture of it is sent;
 /// 5. decode: `BackendSupervisor`, which owns the decoder, its back end and every fallback.
 ///
 /// Each complete access unit is sent to libavcodec as one packet, so a picture comes out as
@@ -19,9 +19,10 @@ import VideoCoding
 /// cuts them (checked on every conformance stream and fixture), so with
 /// `DecoderOptions.emulateFFmpegProbe` the pictures equal the ffmpeg CLI's for the same bytes
 /// (for damaged streams: with the same thread count; libavcodec conceals errors differently
-/// with frame threading). Without it (live), the only difference measured is that pictures
+/// with frame threading). Without it (live), the differences measured are that pictures
 /// before the stream's first in-band parameter sets cannot be decoded, where the CLI's probe
-/// looks ahead for them.
+/// looks ahead for them, and that H.265 pictures before the first IRAP are dropped, where
+/// libavcodec decodes them against reference pictures it makes up (see H265's reader).
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class StreamDecoder {
@@ -39,7 +40,8 @@ public final class StreamDecoder {
         /// Leading pictures (H.265 RASL) of the random access point decoding started at: they
         /// refer to pictures before it.
         public var framesSkippedLeading = 0
-        /// Pictures not decoded because their SPS exceeds the size limit or the memory budget.
+        /// Pictures not decoded because their SPS exceeds the size limit or the memory budget, or
+        /// has a bit depth libavcodec does not decode.
         public var framesRejectedTooLarge = 0
         /// Pictures skipped in keyframes-only mode.
         public var framesSkippedNotKeyframe = 0
@@ -347,6 +349,8 @@ public final class StreamDecoder {
             counters.framesSkippedNotKeyframe += count
         case .outsideBaseLayer(let count):
             counters.unitsOutsideBaseLayer += count
+        case .unreadableParameterSet(let error):
+            record(DecodeError(error), in: &output)
         }
     }
 
@@ -369,12 +373,13 @@ public final class StreamDecoder {
     }
 
     /// Whether pictures of `sequence` may be decoded: checked once per new or changed sequence
-    /// against the size limit and the memory budget, before any of its pictures reaches
-    /// libavcodec; each refusal is an error once.
+    /// against the size limit, what libavcodec decodes (bit depths) and the memory budget,
+    /// before any of its pictures reaches libavcodec; each refusal is an error once.
     private func admits(_ sequence: SequenceFacts, into output: inout DecodeOutput) -> Bool {
         if let checked = checkedSequences[sequence.id], checked.sequence == sequence { return checked.fits }
         do throws(DecodeError) {
             try options.sizeLimit.check(width: sequence.format.codedWidth, height: sequence.format.codedHeight)
+            try sequence.format.checkDecodable()
             try reserveMemory(for: sequence)
             checkedSequences[sequence.id] = (sequence, true)
             return true

@@ -159,6 +159,44 @@ struct DeviceFailureFallbackTests {
         #expect(output.errors.filter { $0.code == .decoderFailure }.count == 3)
     }
 
+    /// The software decoder that takes over at a keyframe whose access unit repeats some of
+    /// the parameter sets but not the one after them in decoding order (here the SPS but not
+    /// the PPS; the H.265 fixture the VPS and SPS but not the PPS) is given the missing one
+    /// after those, never before: libavcodec refuses a PPS whose SPS it does not have yet, and
+    /// every picture after would fail.
+    @Test(arguments: [("h264", "h264"), ("h265", "hevc")])
+    func aDecoderThatTakesOverGetsTheParameterSetsInDecodingOrder(_ codec: String, _ format: String) throws {
+        let pps: (AnnexBUnit) -> Bool = { unit in
+            codec == "h264" ? unit.bytes[0] & 0x1F == 8 : (unit.bytes[0] >> 1) & 0x3F == 34
+        }
+        let source =
+            codec == "h264"
+            ? try TestSupport.bytes(
+                of: TestSupport.stream(
+                    "fallback-idr8-headers", size: "160x120", frames: 24,
+                    x264Params: "keyint=8:min-keyint=8:scenecut=0:bframes=0:repeat-headers=1"))
+            : try Fixtures.bytes("repeat_headers_176x144.265")
+        var seenPPS = false
+        let kept = AnnexBSplitter.split(source).filter { (unit: AnnexBUnit) -> Bool in
+            guard pps(unit) else { return true }
+            defer { seenPPS = true }
+            return !seenPPS
+        }
+        let bytes: [UInt8] = kept.flatMap { [0, 0, 0, 1] + $0.bytes }
+        let file = TestSupport.directory.appendingPathComponent("pps-once-\(codec).\(codec)")
+        try Data(bytes).write(to: file)
+        let reference = try TestSupport.ffmpegFrameMD5s(file, format: format)
+
+        let factory = PretendHardwareFactory(failing: { (3...5).contains($0) })
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(bytes, into: decoder)
+        #expect(decoder.backend == .software && decoder.fallbacks.map(\.reason) == [.deviceErrors])
+        // From the keyframe at access unit 9 on, the software decode is the CLI's.
+        let afterSwitch = reference.count - 8
+        #expect(Array(output.frames.map(TestSupport.frameMD5).suffix(afterSwitch)) == Array(reference.suffix(afterSwitch)))
+        #expect(output.errors.allSatisfy { $0.code == .decoderFailure }, "\(output.errors)")
+    }
+
     @Test func scatteredDeviceErrorsDoNotSwitch() throws {
         let factory = PretendHardwareFactory(failing: { $0 % 2 == 0 })
         let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)

@@ -236,15 +236,18 @@ public final class BackendSupervisor {
     // MARK: - Packets
 
     /// The access unit, preceded by the parameter sets it uses that the decoder has not been
-    /// given in this form.
+    /// given in this form, and by every set before those in decoding order (VPS, SPS, PPS),
+    /// even one the access unit carries or the decoder has: libavcodec refuses a PPS whose SPS
+    /// it does not have yet (an SPS whose VPS), so a PPS sent alone in front of an access unit
+    /// that carries its SPS would be lost, with every picture after it, on a decoder that took
+    /// over mid-stream. A set it already has is taken again unchanged.
     private func packet(_ unit: CodedAccessUnit) -> [UInt8] {
+        let sets = unit.parameterSets
         var bytes: [UInt8] = []
-        for set in unit.parameterSets {
-            if !set.carriedByAccessUnit && parameterSetsSent[set.key] != set.bytes {
-                bytes += [0, 0, 0, 1] + set.bytes
-            }
-            parameterSetsSent[set.key] = set.bytes
+        if let last = sets.lastIndex(where: { !$0.carriedByAccessUnit && parameterSetsSent[$0.key] != $0.bytes }) {
+            for set in sets[...last] { bytes += [0, 0, 0, 1] + set.bytes }
         }
+        for set in sets { parameterSetsSent[set.key] = set.bytes }
         return bytes + unit.annexB()
     }
 
