@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import H264
 import TestSupport
+import VideoCoding
 
 /// Test streams are generated at test time with the ffmpeg CLI (libx264) into one temp
 /// directory per test process, and the ffmpeg CLI's own decode is the reference.
@@ -104,9 +105,9 @@ enum TestSupport {
 
     /// Decodes a whole byte stream with `LibavDecoder`, in chunks of the sizes `chunking` yields.
     static func decodeAll(
-        _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, chunking: () -> Int = { 4096 }
+        _ bytes: [UInt8], codec: VideoCodec = .h264, options: DecoderOptions = cliEquivalent, chunking: () -> Int = { 4096 }
     ) throws -> (frames: [DecodedFrame], errors: [DecodeError]) {
-        let decoder = try LibavDecoder(options: options)
+        let decoder = try LibavDecoder(codec: codec, options: options)
         return decodeAll(bytes, with: decoder, chunking: chunking)
     }
 
