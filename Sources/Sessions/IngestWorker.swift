@@ -482,12 +482,13 @@ final class IngestWorker: Sendable {
     /// counted by why, and logged with what it said.
     private func report(_ fallbacks: [BackendFallback]) {
         for fallback in fallbacks {
-            context.metrics.recordFallback(reason: fallback.reason.rawValue)
+            context.metrics.recordFallback(fallback)
             context.logger.info(
                 "decoder fell back",
                 metadata: [
                     "from": "\(fallback.from.rawValue)", "to": "\(fallback.to.rawValue)",
-                    "reason": "\(fallback.reason.rawValue)", "message": "\(fallback.message)",
+                    "reason": "\(fallback.reason.rawValue)", "codec": "\(fallback.codec?.rawValue ?? "unknown")",
+                    "message": "\(fallback.message)",
                 ])
         }
     }
