@@ -82,6 +82,13 @@ public final class PictureEncoder {
             planes = source.planes  // the zero-copy path: TurboJPEG reads the decoder's planes
         } else if nativeSize && source.format == inputFormat && rangeExpansion == .lookupTable {
             planes = expandRange(source)
+        } else if inputFormat == AV_PIX_FMT_GRAY8 && source.range == .limited {
+            // swscale converts a grey picture deeper than 8 bits (gray10/gray12: H.265
+            // monochrome) to gray8 without the range change it is asked for, scaled or not
+            // (libswscale 6; measured: 10-bit black 64 stays 16): convert depth and size alone,
+            // then expand the 8-bit result like any limited-range luma.
+            planes = try convert(source, to: inputFormat, size: size, outputFullRange: false, rgbColorspace: nil)
+            expandLumaInPlace(planes, width: size.width, height: size.height)
         } else {
             planes = try convert(source, to: inputFormat, size: size, outputFullRange: true, rgbColorspace: nil)
         }
@@ -106,6 +113,15 @@ public final class PictureEncoder {
             planes.strides[plane] = output.strides[plane]
         }
         return planes
+    }
+
+    /// Limited to full range, in place, on an 8-bit luma plane this encoder converted into.
+    private func expandLumaInPlace(_ planes: PlanePointers, width: Int, height: Int) {
+        guard let luma = planes.data[0] else { return }
+        let stride = Int(planes.strides[0])
+        RangeTables.apply(
+            RangeTables.luma, from: luma, sourceStride: stride, to: UnsafeMutablePointer(mutating: luma),
+            outputStride: stride, rowBytes: width, rows: height)
     }
 
     private func compress(
