@@ -437,6 +437,24 @@ import Testing
         }
     }
 
+    /// At its own size a 10- or 12-bit picture goes to 8 bits by table (depth and range in one
+    /// lookup); swscale's conversion of the same picture must give the same JPEG but for rounding
+    /// (swscale dithers the last bit).
+    @Test(arguments: ["yuv420p10le", "yuv444p12le", "gray10le"])
+    func tableAndSwscaleAgreeOnDeepPictures(pixelFormat: String) throws {
+        let stream = try TestStream.make(pixelFormat: pixelFormat, encoder: "libx265")
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        var renderings: [[UInt8]] = []
+        for method in RangeExpansionMethod.allCases {
+            let encoder = try PictureEncoder()
+            encoder.rangeExpansion = method
+            renderings.append(try decodeJPEG(encoder.encode(frame, PictureOptions(quality: 95))).rgb)
+        }
+        let value = psnr(renderings[0], renderings[1])
+        #expect(value >= 40, "\(pixelFormat): table against swscale PSNR \(value) dB")
+    }
+
     /// `yuv` is the decoder's own picture: its native format, byte for byte what
     /// `ffmpeg -f hevc -i F -f rawvideo` writes in that format.
     @Test(arguments: ["yuv420p10le", "yuv422p10le", "yuv444p12le", "gray12le"])
