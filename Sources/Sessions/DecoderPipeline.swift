@@ -61,9 +61,9 @@ final class DecoderPipeline {
         return errors + damaged
     }
 
-    /// A push says it carries `codec`: the stream is read as that when no codec is known yet.
-    func expect(_ codec: VideoCodec) {
-        decoder.expect(codec)
+    /// A push begins, saying it carries `codec` (nil: it says nothing); see `StreamDecoder.beginPush`.
+    func beginPush(saying codec: VideoCodec?) {
+        decoder.beginPush(saying: codec)
     }
 
     /// The upload broke off: its last NAL unit is incomplete and must not be decoded.

@@ -4,6 +4,7 @@ import Metrics
 import Prometheus
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// The service's metrics: swift-metrics objects backed by one Prometheus registry.
 ///
@@ -59,7 +60,11 @@ public final class FrameTapMetrics: Sendable {
         activeSessions.set(0)
         mjpegClients.set(0)
         counter(Names.frameDownloads, [:]).increment(by: 0)
-        for reason in BackendFallback.Reason.allCases { counter(Names.fallbacks, ["reason": reason.rawValue]).increment(by: 0) }
+        for reason in BackendFallback.Reason.allCases {
+            for codec in VideoCodec.allCases {
+                counter(Names.fallbacks, ["reason": reason.rawValue, "codec": codec.rawValue]).increment(by: 0)
+            }
+        }
     }
 
     /// Makes this registry the backend of `MetricsSystem` for the whole process (call once, at start-up).
@@ -104,10 +109,15 @@ public final class FrameTapMetrics: Sendable {
         counter(Names.uploadsStopped, ["reason": reason]).increment()
     }
 
-    /// A session's decoder gave up a hardware back end, by why (`BackendFallback.Reason`).
-    func recordFallback(reason: String) {
-        counter(Names.fallbacks, ["reason": reason]).increment()
+    /// A session's decoder gave up a hardware back end, by why (`BackendFallback.Reason`) and the
+    /// stream's codec (`unknown` when it gave up before the codec was known).
+    func recordFallback(_ fallback: BackendFallback) {
+        counter(Names.fallbacks, ["reason": fallback.reason.rawValue, "codec": fallback.codec?.rawValue ?? Self.unknownCodecLabel])
+            .increment()
     }
+
+    /// The `codec` label of a fallback that came before the stream's codec was known.
+    public static let unknownCodecLabel = "unknown"
 
     /// Series that describe the present rather than count events, brought up to date right
     /// before an exposition: sessions by back end and device, sessions per hardware device, the

@@ -183,13 +183,14 @@ final class IngestWorker: Sendable {
     /// the next job when one ends.
     private func decodeLoop() {
         while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.source.take() {
-            // The push's counts start where the previous push's decoding ended, and a codec it
-            // states is the stream's when none is known yet.
+            // The push's counts start where the previous push's decoding ended, and what it says
+            // it carries holds for its bytes (the stream's codec when none is known yet; a
+            // parameter set of another codec is refused).
             let beginning = job.progress.withValue { progress in
                 defer { progress.begin(counters: facts.counters) }
                 return !progress.hasBegun
             }
-            if beginning, let codec = job.codec { decoder.withValue { $0.pipeline?.expect(codec) } }
+            if beginning { decoder.withValue { $0.pipeline?.beginPush(saying: job.codec) } }
             switch event {
             case .bytes(let bytes, let receivedAt):
                 let errors = step(receivedAt: receivedAt, job: job) { $0.push(bytes, onPicture: $1) }.errors
@@ -482,12 +483,13 @@ final class IngestWorker: Sendable {
     /// counted by why, and logged with what it said.
     private func report(_ fallbacks: [BackendFallback]) {
         for fallback in fallbacks {
-            context.metrics.recordFallback(reason: fallback.reason.rawValue)
+            context.metrics.recordFallback(fallback)
             context.logger.info(
                 "decoder fell back",
                 metadata: [
                     "from": "\(fallback.from.rawValue)", "to": "\(fallback.to.rawValue)",
-                    "reason": "\(fallback.reason.rawValue)", "message": "\(fallback.message)",
+                    "reason": "\(fallback.reason.rawValue)", "codec": "\(fallback.codec?.rawValue ?? "unknown")",
+                    "message": "\(fallback.message)",
                 ])
         }
     }

@@ -3,6 +3,7 @@ import Foundation
 import H264
 import VideoCoding
 import TestSupport
+import VideoCoding
 
 /// Test streams are generated at test time with the ffmpeg CLI (libx264) into one temp
 /// directory per test process, and the ffmpeg CLI's own decode is the reference.
