@@ -68,6 +68,19 @@ int ft_mhd_connection_fd(struct MHD_Connection *connection) {
     return info == NULL ? -1 : info->connect_fd;
 }
 
+void ft_mhd_skip_argument_parsing(const char *uri) {
+    char *question = strchr(uri, '?');
+    if (question != NULL) {
+        // The read buffer is the connection's and writable; the parameter is const only in
+        // libmicrohttpd's callback type.
+        question[1] = '\0';
+    }
+}
+
+int ft_mhd_target_holds_nul(const char *uri, size_t length) {
+    return memcmp(uri + length + 1, "HTTP/", 5) != 0;
+}
+
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -14,8 +14,9 @@ struct MHDConnectionHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// One request on one connection, from its headers to NOTIFY_COMPLETED. Owned by
-/// libmicrohttpd's `*con_cls` slot (retained there, released in the completed callback).
+/// One request on one connection, from its URI callback to NOTIFY_COMPLETED (or to its
+/// connection's close, where libmicrohttpd never reports it completed). Owned by `ServerCore`;
+/// libmicrohttpd's `*con_cls` slot holds it unretained.
 ///
 /// Two questions describe where a request is:
 /// - `Stage`: how far the request itself was read (headers → body → complete);
@@ -589,9 +590,11 @@ final class ConnectionContext: Sendable {
         state.withLock { resumeLocked(&$0) }
     }
 
-    /// NOTIFY_COMPLETED: the request is over (answered, or the connection died).
+    /// NOTIFY_COMPLETED: the request is over (answered, or the connection died); or its
+    /// connection closed without it (see `ServerCore.connectionNotified`). Runs once.
     func completed(_ code: MHD_RequestTerminationCode) {
-        let (stage, answer, route, method) = state.withLock { state in
+        let ending = state.withLock { state -> (Stage, Answer, String?, HTTPMethod)? in
+            guard !state.closed else { return nil }
             state.closed = true
             state.suspended = false
             // Drop what this context holds: a pending promise's delivery closure refers back to
@@ -607,6 +610,7 @@ final class ConnectionContext: Sendable {
             }
             return (state.stage, state.answer, state.route?.pattern, state.request.method)
         }
+        guard let (stage, answer, route, method) = ending else { return }
         var outcome: RequestRecord.Outcome =
             switch code {
             case .REQUEST_TERMINATED_COMPLETED_OK: .completed

@@ -291,13 +291,24 @@ final class ServerCore: Sendable {
     private let nextID = Atomic<UInt64>(1)
     /// `until`: an `uptime`.
     private let expectedLogs = Mutex<[(prefix: String, until: UInt64)]>([])
-    private let connections = Mutex<[UInt64: ConnectionContext]>([:])
+    /// Every request from its URI callback until it completed, or until its connection closed:
+    /// this is what keeps each `ConnectionContext` alive (libmicrohttpd's `*con_cls` holds an
+    /// unretained pointer), so a request libmicrohttpd never reports completed is freed with
+    /// its connection all the same.
+    private let requests = Mutex(LiveRequests())
     /// Signalled, once `stop()` began, whenever what it waits for may have changed: a request
     /// ended, or one of its deadlines came. Counting, so no signal between a check and the wait
     /// is lost.
     private let shutdownProgress = DispatchSemaphore(value: 0)
 
     typealias AccessCheck = @Sendable (HTTPRequest) -> HTTPError?
+
+    private struct LiveRequests {
+        var byID: [UInt64: ConnectionContext] = [:]
+        /// The request each connection is on: one at a time, as a connection's next request
+        /// begins only after its previous one completed.
+        var byConnection: [UInt: ConnectionContext] = [:]
+    }
 
     init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>) {
         self.configuration = configuration
@@ -307,35 +318,58 @@ final class ServerCore: Sendable {
 
     func connectionNotified(_ connection: OpaquePointer, _ code: MHD_ConnectionNotificationCode) {
         switch code {
-        case .CONNECTION_NOTIFY_STARTED: deadlines.opened(connection)
-        case .CONNECTION_NOTIFY_CLOSED: deadlines.closed(connection)
-        default: break
+        case .CONNECTION_NOTIFY_STARTED:
+            deadlines.opened(connection)
+        case .CONNECTION_NOTIFY_CLOSED:
+            // libmicrohttpd 0.9.75 closes some connections without reporting their request
+            // completed (a refusal of its own it cannot send marks the connection closed
+            // directly); the request ends here then, so nothing of it outlives the connection.
+            if let orphan = requests.withLock({ $0.byConnection[Self.key(connection)] }) {
+                orphan.completed(.REQUEST_TERMINATED_WITH_ERROR)
+            }
+            deadlines.closed(connection)
+        default:
+            break
         }
     }
 
     var isDraining: Bool { draining.load(ordering: .acquiring) }
     var isStopping: Bool { stopping.load(ordering: .acquiring) }
-    var activeCount: Int { connections.withLock { $0.count } }
+    var activeCount: Int { requests.withLock { $0.byID.count } }
 
     func makeContext(connection: OpaquePointer, rawTarget: [UInt8]) -> ConnectionContext {
         let id = nextID.add(1, ordering: .relaxed).oldValue
         let context = ConnectionContext(
             core: self, connection: MHDConnectionHandle(pointer: connection), id: id, rawTarget: rawTarget)
-        connections.withLock { $0[id] = context }
+        let previous = requests.withLock { requests -> ConnectionContext? in
+            requests.byID[id] = context
+            return requests.byConnection.updateValue(context, forKey: Self.key(connection))
+        }
+        // Never seen, as a connection's next request starts after its previous one completed;
+        // should it happen, the previous one ends now rather than never.
+        previous?.completed(.REQUEST_TERMINATED_WITH_ERROR)
         return context
     }
 
     func forget(_ context: ConnectionContext) {
-        _ = connections.withLock { $0.removeValue(forKey: context.id) }
+        requests.withLock { requests in
+            requests.byID.removeValue(forKey: context.id)
+            let key = Self.key(context.connection.pointer)
+            if requests.byConnection[key] === context { requests.byConnection.removeValue(forKey: key) }
+        }
         if isDraining { shutdownProgress.signal() }
     }
 
+    private var liveContexts: [ConnectionContext] { requests.withLock { Array($0.byID.values) } }
+
+    private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
+
     func endWaitingRequests() {
-        for context in connections.withLock({ Array($0.values) }) { context.endWaiting() }
+        for context in liveContexts { context.endWaiting() }
     }
 
     func resumeAllSuspended() {
-        for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
+        for context in liveContexts { context.resumeForStop() }
     }
 
     /// `stop()`, once draining: returns when no request is being answered and the uploads are
@@ -361,7 +395,7 @@ final class ServerCore: Sendable {
     private func shutdownWork() -> (answering: Int, uploads: Int) {
         var answering = 0
         var uploads = 0
-        for context in connections.withLock({ Array($0.values) }) {
+        for context in liveContexts {
             switch context.shutdownWork {
             case .none: break
             case .answering: answering += 1
@@ -401,7 +435,7 @@ final class ServerCore: Sendable {
         {
             // See ConnectionContext.answerUnparsableContentLength.
             let thread = pthread_self()
-            let candidates = connections.withLock { $0.values.filter { pthread_equal($0.thread, thread) != 0 } }
+            let candidates = liveContexts.filter { pthread_equal($0.thread, thread) != 0 }
             let answered = candidates.filter { $0.answerUnparsableContentLength() }.count
             if answered > 0 {
                 expectLog(startingWith: "Error processing request", times: answered)

@@ -60,6 +60,7 @@ public struct HTTPStatus: RawRepresentable, Hashable, Sendable, ExpressibleByInt
         case 409: "Conflict"
         case 410: "Gone"
         case 413: "Content Too Large"
+        case 414: "URI Too Long"
         case 415: "Unsupported Media Type"
         case 422: "Unprocessable Content"
         case 429: "Too Many Requests"

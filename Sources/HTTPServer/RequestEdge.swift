@@ -97,8 +97,15 @@ enum RequestEdge {
 
 extension RequestTargetError {
     /// The 400 answer: one code for every way a target can be malformed, `reason` says which.
+    /// A target that is merely too long is 414 `request_target_too_long` instead: nothing is
+    /// wrong with it but its size.
     var problem: HTTPError {
-        HTTPError(
+        if reason == .tooLong {
+            return HTTPError(
+                status: HTTPStatus(414), code: "request_target_too_long", detail: message,
+                headers: ["Connection": "close"])
+        }
+        return HTTPError(
             status: .badRequest, code: code, detail: message, headers: ["Connection": "close"],
             extensions: ["reason": reason.rawValue])
     }

@@ -81,6 +81,25 @@ int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 
+/// For the URI log callback, which libmicrohttpd 0.9.75 calls with the request target before it
+/// splits off the query and stores every `name=value` piece as an argument record in the
+/// connection's memory pool. FrameTap never reads those records (it parses the query from its
+/// own copy of the target), yet 500 or so pieces exhaust the pool, and libmicrohttpd then gives
+/// up on the request in a way that never answers and never reports the request completed (a
+/// 431 it cannot send, then a close that skips MHD_OPTION_NOTIFY_COMPLETED). Ending the target
+/// right after its first '?' leaves libmicrohttpd an empty query to parse. `uri` is the
+/// callback's argument: it points into the connection's own read buffer, which libmicrohttpd
+/// writes into at that '?' itself right after the callback returns. Copy the target first.
+void ft_mhd_skip_argument_parsing(const char *uri);
+
+/// For the URI log callback: whether the request target the client sent goes on past the NUL
+/// that ends `uri` (`length` is its strlen), that is, whether it holds a NUL byte. In the
+/// request line libmicrohttpd hands over, the target is followed by the NUL that replaced the
+/// space before the HTTP version, then the version itself (checked to be `HTTP/x.y` before the
+/// callback is called), so the five bytes after a NUL that ends the whole target are "HTTP/";
+/// anything else means the NUL was part of the target. Only reads inside the request line.
+int ft_mhd_target_holds_nul(const char *uri, size_t length);
+
 /// TLS (GnuTLS, as libmicrohttpd uses it): a certificate chain and its private key loaded from
 /// PEM files, opaque to Swift. At most FT_TLS_MAX_CHAIN certificates per chain.
 enum { FT_TLS_MAX_CHAIN = 16 };
