@@ -81,6 +81,12 @@ int ft_mhd_target_holds_nul(const char *uri, size_t length) {
     return memcmp(uri + length + 1, "HTTP/", 5) != 0;
 }
 
+size_t ft_mhd_request_head_size(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? 0 : info->header_size;
+}
+
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -47,9 +47,10 @@ let accessHandlerCallback: MHD_AccessHandlerCallback = {
         connectionContext.pointee = Unmanaged.passUnretained(context).toOpaque()
     }
     if !context.hasStarted {
+        let (headers, defect) = RequestHead.read(connection, method: method)
         return context.headersReceived(
             method: HTTPMethod(method.map { String(cString: $0) } ?? ""),
-            version: version.map { String(cString: $0) } ?? "", headers: readHeaders(connection))
+            version: version.map { String(cString: $0) } ?? "", headers: headers, defect: defect)
     }
     if uploadDataSize.pointee > 0, let uploadData {
         return context.bodyReceived(
@@ -90,28 +91,4 @@ let streamFreeCallback: MHD_ContentReaderFreeCallback = { cls in
 let releaseRetainedObject: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
     Unmanaged<AnyObject>.fromOpaque(cls).release()
-}
-
-/// Reads the headers, duplicates included, with the length-aware iterator, so values
-/// containing NUL bytes are neither truncated nor misread.
-private func readHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
-    var headers: [(String, String)] = []
-    withUnsafeMutablePointer(to: &headers) { pointer in
-        _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectPair, pointer)
-    }
-    return HTTPHeaders(headers)
-}
-
-private let collectPair: MHD_KeyValueIteratorN = { cls, _, key, keyLength, value, valueLength in
-    guard let cls, let key else { return MHD_Result.YES }
-    let pairs = cls.assumingMemoryBound(to: [(String, String)].self)
-    let name = decodeUTF8(key, keyLength)
-    let text = value.map { decodeUTF8($0, valueLength) } ?? ""
-    pairs.pointee.append((name, text))
-    return MHD_Result.YES
-}
-
-private func decodeUTF8(_ pointer: UnsafePointer<CChar>, _ length: Int) -> String {
-    let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
-    return String(decoding: bytes, as: UTF8.self)
 }

@@ -119,10 +119,10 @@ final class ConnectionContext: Sendable {
     /// First call: the headers are in. Check the request's framing and target, route,
     /// authenticate, check the announced size, and for streamed uploads start the handler now
     /// so its sink is ready for the body. Nothing of a body is read before all of this passed.
-    func headersReceived(method: HTTPMethod, version: String, headers: HTTPHeaders) -> MHD_Result {
+    func headersReceived(method: HTTPMethod, version: String, headers: HTTPHeaders, defect: HeaderDefect?) -> MHD_Result {
         state.withLock { $0.started = true }
         core.deadlines.headersArrived(connection.pointer)
-        if let error = RequestEdge.check(version: version, headers: headers) {
+        if let error = RequestEdge.check(version: version, headers: headers, defect: defect) {
             state.withLock { $0.request = HTTPRequest(method: method, segments: [], headers: headers, version: version) }
             return reject(error, hasBody: true)
         }

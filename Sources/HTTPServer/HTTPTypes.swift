@@ -62,6 +62,7 @@ public struct HTTPStatus: RawRepresentable, Hashable, Sendable, ExpressibleByInt
         case 413: "Content Too Large"
         case 414: "URI Too Long"
         case 415: "Unsupported Media Type"
+        case 417: "Expectation Failed"
         case 422: "Unprocessable Content"
         case 429: "Too Many Requests"
         case 500: "Internal Server Error"

@@ -81,6 +81,14 @@ int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 
+/// The size of the request's head (request line, header lines and the blank line after them),
+/// as it lies in the connection's read buffer from the method the access handler was passed;
+/// 0 when libmicrohttpd does not know it. libmicrohttpd parses the head in place (each line
+/// end, each header's colon and the spaces of the request line become NUL bytes; a folded
+/// header's name is copied elsewhere), so within these bytes FrameTap can tell how each header
+/// it was handed was written. Valid from the access handler's first call until the request ends.
+size_t ft_mhd_request_head_size(struct MHD_Connection *connection);
+
 /// For the URI log callback, which libmicrohttpd 0.9.75 calls with the request target before it
 /// splits off the query and stores every `name=value` piece as an argument record in the
 /// connection's memory pool. FrameTap never reads those records (it parses the query from its
