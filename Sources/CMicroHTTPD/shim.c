@@ -87,6 +87,27 @@ size_t ft_mhd_request_head_size(struct MHD_Connection *connection) {
     return info == NULL ? 0 : info->header_size;
 }
 
+int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL) {
+        return 0;
+    }
+    if (info->client_addr->sa_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)info->client_addr;
+        memset(out, 0, 10);
+        out[10] = 0xff;
+        out[11] = 0xff;
+        memcpy(out + 12, &v4->sin_addr, 4);
+        return 1;
+    }
+    if (info->client_addr->sa_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)info->client_addr)->sin6_addr, 16);
+        return 1;
+    }
+    return 0;
+}
+
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -193,11 +193,13 @@ final class ConnectionContext: Sendable {
                 $0.stage = request.hasBody ? .streamingBody(sink, received: 0) : .complete
                 $0.answer = .ready(response)
             }
+            if request.hasBody { core.deadlines.bodyStarted(connection.pointer) }
             // A deferred answer starts now, so its worker holds the promise during the upload.
             startDeferredIfNeeded()
             return MHD_Result.YES
         }
         state.withLock { $0.stage = request.hasBody ? .bufferingBody([]) : .complete }
+        if request.hasBody { core.deadlines.bodyStarted(connection.pointer) }
         return MHD_Result.YES
     }
 
@@ -209,6 +211,12 @@ final class ConnectionContext: Sendable {
             case answerEarly(HTTPResponse, abort: (any RequestBodySink, RequestBodyAbort)?)
         }
         let next: Next = state.withLock { state in
+            switch state.stage {
+            case .bufferingBody, .streamingBody:
+                core.deadlines.bodyReceived(connection.pointer, bytes.count)
+            case .headers, .complete, .discardingBody:
+                break
+            }
             switch state.stage {
             case .headers, .complete:
                 return .consumed
@@ -247,6 +255,7 @@ final class ConnectionContext: Sendable {
                     if core.isStopping { return .closeConnection }
                     state.suspended = true
                     MHD_suspend_connection(connection.pointer)
+                    core.deadlines.bodyPaused(connection.pointer)
                     return .keepRest
                 }
             }
@@ -294,6 +303,7 @@ final class ConnectionContext: Sendable {
                 break
             }
             state.stage = .complete
+            core.deadlines.bodyEnded(connection.pointer)
             guard case .notYet = state.answer, let route = state.route, case .buffered(let handler) = route.action
             else { return .answer }
             return .run(handler, state.request)
@@ -514,7 +524,34 @@ final class ConnectionContext: Sendable {
 
     /// The body's sink made room, or started refusing.
     private func resumeForBody() {
-        state.withLock { resumeLocked(&$0) }
+        state.withLock { state in
+            guard state.suspended else { return }
+            resumeLocked(&state)
+            if case .streamingBody = state.stage { core.deadlines.bodyResumed(connection.pointer) }
+        }
+    }
+
+    /// The body delivered too little for too long (`ConnectionDeadlines`): answer 408 now, as
+    /// for any answer decided mid-body, and stop listening. False when the body is not being
+    /// read any more, or `stillCurrent` says this connection is not the one that timed out.
+    func answerBodyTimeout(stillCurrent: () -> Bool) -> Bool {
+        let configuration = core.configuration
+        return state.withLock { state -> Bool in
+            guard !state.closed, stillCurrent() else { return false }
+            switch state.stage {
+            case .streamingBody(let sink, _):
+                // Told to keep nothing more before the answer goes out, as at shutdown.
+                sink.abort(.clientGone)
+            case .bufferingBody:
+                break
+            case .headers, .discardingBody, .complete:
+                return false
+            }
+            answerEarlyLocked(
+                .problem(.bodyTimeout(minimumBytes: configuration.bodyProgressBytes, within: configuration.bodyTimeout)),
+                &state)
+            return true
+        }
     }
 
     /// A stream source has something (any thread).

@@ -15,7 +15,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var port: UInt16 = 8080
     /// libmicrohttpd worker threads (each runs its own epoll loop).
     public var threadPoolSize: Int = 2
-    /// Open connections at most; more are closed as soon as they are accepted.
+    /// Open connections at most; more are closed as soon as they are accepted. Each worker
+    /// thread holds its share, the last eighth of which is only entered by closing the
+    /// connection that has been slowest (see `ConnectionDeadlines`).
     public var maxConnections: Int = 1024
     /// Open connections per client address at most (0: no limit, for use behind a proxy, where
     /// every connection comes from the proxy). One address cannot take every slot.
@@ -23,6 +25,11 @@ public struct HTTPServerConfiguration: Sendable {
     /// A request's head must arrive within this long of the connection opening or of its
     /// previous request ending (see `ConnectionDeadlines`).
     public var headerTimeout: Duration = .seconds(10)
+    /// A request body must deliver `bodyProgressBytes` within this long, again and again, or
+    /// it is answered 408 `body_timeout` and its connection closed; time the server holds the
+    /// client back (its consumer is full) does not count. A live push sends far more.
+    public var bodyTimeout: Duration = .seconds(10)
+    public var bodyProgressBytes: Int = 1024
     /// Per-connection buffer memory; uploads arrive in pieces of about half of it.
     public var connectionMemoryLimit: Int = 32 * 1024
     /// Idle connections are closed after this; suspended connections never time out.
@@ -45,6 +52,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var uploadShutdownLinger: Duration = .milliseconds(300)
     /// Called once per finished request (route pattern, status, duration), on a server thread.
     public var requestObserver: (@Sendable (RequestRecord) -> Void)?
+    /// Called for each connection the server closes or refuses on its own (limits, deadlines,
+    /// the tier for clients that behave), on a server thread; for metrics.
+    public var connectionObserver: (@Sendable (ConnectionEvent) -> Void)?
     /// Every deadline, timeout, heartbeat and duration of the server is read from this clock,
     /// and its timers drive them (the periodic deadline check too), so a test can move time by
     /// hand. libmicrohttpd's own idle timeout (`connectionTimeout`) runs on libmicrohttpd's.
@@ -78,6 +88,21 @@ public struct TLSFiles: Sendable, Equatable {
         }
         return credentials
     }
+}
+
+/// A connection the server refused or closed on its own, for metrics.
+public enum ConnectionEvent: Sendable, Equatable {
+    /// Closed as soon as it was accepted: `maxConnections` were open.
+    case refusedAtConnectionLimit
+    /// Closed as soon as it was accepted: its address had `maxConnectionsPerIP` open.
+    case refusedAtAddressLimit
+    /// Its head did not arrive within `headerTimeout`.
+    case headerTimeout
+    /// Its body delivered too little within `bodyTimeout` (answered 408, then closed).
+    case bodyTimeout
+    /// Closed to make room, having made no progress for longest while the server was near its
+    /// connection limit.
+    case evicted
 }
 
 /// One finished request, for metrics.
@@ -286,6 +311,7 @@ final class ServerCore: Sendable {
     /// Set once stop() began: new requests are refused with 503 and Connection: close.
     let draining = Atomic<Bool>(false)
     let deadlines: ConnectionDeadlines
+    let logs: ConnectionLog
     /// Set right before MHD_stop_daemon: nothing may suspend any more.
     let stopping = Atomic<Bool>(false)
     private let nextID = Atomic<UInt64>(1)
@@ -313,7 +339,47 @@ final class ServerCore: Sendable {
     init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>) {
         self.configuration = configuration
         self.router = router
-        deadlines = ConnectionDeadlines(headerTimeout: configuration.headerTimeout, clock: configuration.clock)
+        logs = ConnectionLog(logger: configuration.logger, clock: configuration.clock)
+        deadlines = ConnectionDeadlines(
+            headerTimeout: configuration.headerTimeout, bodyTimeout: configuration.bodyTimeout,
+            bodyProgressBytes: configuration.bodyProgressBytes,
+            evictionThreshold: Self.evictionThreshold(configuration), clock: configuration.clock)
+        deadlines.setHandlers(
+            bodyTimedOut: { [weak self] body in self?.bodyTimedOut(body) ?? false },
+            cut: { [weak self] cut in self?.connectionCut(cut) })
+    }
+
+    /// Each worker thread's share of `maxConnections` (libmicrohttpd splits the limit evenly,
+    /// the remainder going one each to the first workers).
+    static func connectionsPerWorker(_ configuration: HTTPServerConfiguration) -> Int {
+        max(1, configuration.maxConnections / max(1, configuration.threadPoolSize))
+    }
+
+    /// Past this many connections on one worker, each new one evicts the slowest: an eighth of
+    /// the worker's share is kept for connections that behave (at least 2; no tier for a share
+    /// under 4).
+    static func evictionThreshold(_ configuration: HTTPServerConfiguration) -> Int? {
+        let share = connectionsPerWorker(configuration)
+        guard share >= 4 else { return nil }
+        return share - max(2, share / 8)
+    }
+
+    /// A body past its deadline: answered 408 when it is still being read, otherwise its
+    /// connection is cut off (the caller does it on `false`).
+    private func bodyTimedOut(_ body: ConnectionDeadlines.TimedOutBody) -> Bool {
+        guard let context = requests.withLock({ $0.byConnection[body.key] }) else { return false }
+        return context.answerBodyTimeout(stillCurrent: { [deadlines] in deadlines.isCurrent(body) })
+    }
+
+    private func connectionCut(_ cut: ConnectionDeadlines.Cut) {
+        let event: ConnectionEvent
+        switch cut {
+        case .headerTimeout: event = .headerTimeout
+        case .bodyTimeout: event = .bodyTimeout
+        case .evicted: event = .evicted
+        }
+        configuration.connectionObserver?(event)
+        logs.note(event)
     }
 
     func connectionNotified(_ connection: OpaquePointer, _ code: MHD_ConnectionNotificationCode) {
@@ -453,6 +519,22 @@ final class ServerCore: Sendable {
             configuration.logger.debug("libmicrohttpd: \(message) (expected)")
             return
         }
-        configuration.logger.warning("libmicrohttpd: \(message)")
+        if message.hasPrefix("Server reached connection limit") {
+            // Its words for both limits; a worker below its share refused for the address.
+            let event: ConnectionEvent =
+                deadlines.openOnThisWorker >= Self.connectionsPerWorker(configuration)
+                ? .refusedAtConnectionLimit : .refusedAtAddressLimit
+            configuration.connectionObserver?(event)
+            logs.note(event)
+            return
+        }
+        if message.hasPrefix("Connection was closed by remote side") || message.hasPrefix("Connection socket is closed when reading")
+            || message.hasPrefix("Socket has been disconnected when reading")
+        {
+            // A client that left mid-request, or one the server cut off: nothing to act on.
+            configuration.logger.debug("libmicrohttpd: \(message)")
+            return
+        }
+        logs.write(String(message.prefix(40)), "libmicrohttpd: \(message)", level: .warning)
     }
 }

@@ -46,6 +46,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a connection has to send a request's headers, from opening or from its previous answer. [FRAMETAP_HEADER_TIMEOUT, default \(httpDefaults.headerTimeout.components.seconds)]")
     var headerTimeout: Double?
 
+    @Option(help: "Seconds a request body may take to deliver each \(httpDefaults.bodyProgressBytes) bytes, counted while the server reads it; a slower one is answered 408 body_timeout and closed. [FRAMETAP_BODY_TIMEOUT, default \(httpDefaults.bodyTimeout.components.seconds)]")
+    var bodyTimeout: Double?
+
     @Option(help: "libavcodec threads per session (0 = automatic). [FRAMETAP_DECODER_THREADS, default 1]")
     var decoderThreads: Int?
 
@@ -247,6 +250,12 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("header timeout must be a positive number of seconds (at most 3600)")
         }
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
+        let bodySeconds = try bodyTimeout ?? env.parse("FRAMETAP_BODY_TIMEOUT", Double.init)
+            ?? Double(http.bodyTimeout.components.seconds)
+        guard bodySeconds.isFinite, bodySeconds > 0, bodySeconds <= 3600 else {
+            throw ValidationError("body timeout must be a positive number of seconds (at most 3600)")
+        }
+        http.bodyTimeout = .milliseconds(Int64(bodySeconds * 1000))
         let access = try accessControl(env)
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""

@@ -81,6 +81,10 @@ int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 
+/// The client's address as 16 bytes (an IPv4 address as ::ffff:a.b.c.d), to count connections
+/// per address. Returns 0 when it is not an IP address.
+int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]);
+
 /// The size of the request's head (request line, header lines and the blank line after them),
 /// as it lies in the connection's read buffer from the method the access handler was passed;
 /// 0 when libmicrohttpd does not know it. libmicrohttpd parses the head in place (each line
