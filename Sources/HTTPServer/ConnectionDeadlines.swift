@@ -17,6 +17,11 @@ import Timekeeping
 ///   time cannot either; the request is answered 408 (`onBodyTimeout`) and then cut off;
 /// - a connection whose answer went out before its body ended is cut off after a while
 ///   (`cutOff(_:after:)`), even when its client goes quiet;
+/// - a body whose client has closed its end is ended at once (`onPeerClosedMidBody`): in epoll
+///   mode libmicrohttpd 0.9.75 takes a short read for "nothing more to read" and clears its
+///   read-ready flag, so a FIN that arrived together with the body's last bytes raises no new
+///   edge and is never read until the 60 s idle timeout. Bodies that went quiet are probed
+///   with a peeking `recv`;
 /// - one tier of connections is kept for clients that behave: once a worker thread holds all
 ///   but a reserve of its share of `maxConnections` (`evictionThreshold`), each connection it
 ///   accepts closes one of its connections that is making no progress (a head not complete, or
@@ -41,7 +46,7 @@ final class ConnectionDeadlines: Sendable {
         /// Waiting for a request's head, since the connection opened or its previous request ended.
         case head(since: UInt64)
         /// Reading a body: when it last delivered `bodyProgressBytes`, and what came since then.
-        case body(progressAt: UInt64, sinceProgress: Int)
+        case body(progressAt: UInt64, sinceProgress: Int, lastByteAt: UInt64, probedAt: UInt64)
         /// Body reading paused by the server (its consumer is full): nothing is the client's fault.
         case bodyPaused
         /// Everything else: the handler runs, the answer is written, a stream is served.
@@ -85,6 +90,8 @@ final class ConnectionDeadlines: Sendable {
 
     /// How often deadlines are checked: how late past its deadline a connection may be cut off.
     static let checkInterval = Duration.milliseconds(100)
+    /// A body silent this long is probed for a closed peer, at most this often.
+    static let silentBodyProbeInterval = Duration.milliseconds(300)
 
     let headerTimeout: Duration
     let bodyTimeout: Duration
@@ -156,7 +163,7 @@ final class ConnectionDeadlines: Sendable {
                 let since: UInt64
                 switch entry.phase {
                 case .head(let started): since = started
-                case .body(let progressAt, _): since = progressAt
+                case .body(let progressAt, _, _, _): since = progressAt
                 case .bodyPaused, .answering: continue
                 }
                 let load = state.openByAddress[entry.address, default: 0]
@@ -189,7 +196,7 @@ final class ConnectionDeadlines: Sendable {
         let now = clock.uptime
         let deadline = clock.deadline(after: bodyTimeout)
         update(connection) { entry in
-            entry.phase = .body(progressAt: now, sinceProgress: 0)
+            entry.phase = .body(progressAt: now, sinceProgress: 0, lastByteAt: now, probedAt: now)
             entry.deadline = deadline
             entry.deadlineCut = .bodyTimeout
         }
@@ -199,13 +206,13 @@ final class ConnectionDeadlines: Sendable {
     func bodyReceived(_ connection: OpaquePointer, _ count: Int) {
         let now = clock.uptime
         update(connection) { entry in
-            guard case .body(let progressAt, let sinceProgress) = entry.phase else { return }
+            guard case .body(let progressAt, let sinceProgress, _, let probedAt) = entry.phase else { return }
             let total = sinceProgress + count
             if total >= bodyProgressBytes {
-                entry.phase = .body(progressAt: now, sinceProgress: 0)
+                entry.phase = .body(progressAt: now, sinceProgress: 0, lastByteAt: now, probedAt: probedAt)
                 entry.deadline = clock.deadline(after: bodyTimeout)
             } else {
-                entry.phase = .body(progressAt: progressAt, sinceProgress: total)
+                entry.phase = .body(progressAt: progressAt, sinceProgress: total, lastByteAt: now, probedAt: probedAt)
             }
         }
     }
@@ -317,6 +324,7 @@ final class ConnectionDeadlines: Sendable {
 
     private func check() {
         let now = clock.uptime
+        let probeInterval = Self.silentBodyProbeInterval.nanoseconds
         var cuts: [Cut] = []
         var timedOutBodies: [TimedOutBody] = []
         connections.withLock { state in
@@ -331,6 +339,17 @@ final class ConnectionDeadlines: Sendable {
                     // Under the lock: the socket cannot have been closed (and its number reused) yet.
                     _ = shutdown(entry.fd, Int32(SHUT_RDWR))
                     if let cut = entry.deadlineCut { cuts.append(cut) } else { expired.add(1, ordering: .relaxed) }
+                    continue
+                }
+                guard case .body(let progressAt, let sinceProgress, let lastByteAt, let probedAt) = entry.phase,
+                    now >= lastByteAt + probeInterval, now >= probedAt + probeInterval
+                else { continue }
+                state.entries[key]?.phase = .body(
+                    progressAt: progressAt, sinceProgress: sinceProgress, lastByteAt: lastByteAt, probedAt: now)
+                if Self.peerHasClosed(entry.fd) {
+                    // A new edge for libmicrohttpd, whose next read then returns the end it missed:
+                    // it ends the request as the client's abort.
+                    _ = shutdown(entry.fd, Int32(SHUT_RD))
                 }
             }
         }
@@ -340,6 +359,15 @@ final class ConnectionDeadlines: Sendable {
             onCut(.bodyTimeout)
             if !onBodyTimeout(body) { cutNow(body) }
         }
+    }
+
+    /// Whether the peer has closed its sending side and nothing it sent is left unread (or the
+    /// connection failed): a peek that finds the end rather than bytes or nothing yet.
+    private static func peerHasClosed(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let got = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if got == 0 { return true }
+        return got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR
     }
 
     private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
