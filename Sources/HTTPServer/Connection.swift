@@ -583,13 +583,16 @@ final class ConnectionContext: Sendable {
     enum ShutdownWork { case none, answering, upload }
 
     var shutdownWork: ShutdownWork {
-        state.withLock { state in
-            if state.closed { return .none }
+        let (work, stream) = state.withLock { state -> (ShutdownWork, StreamResponse?) in
+            if state.closed { return (.none, nil) }
             switch state.stage {
-            case .streamingBody, .discardingBody: return .upload
-            default: return .answering
+            case .streamingBody, .discardingBody: return (.upload, nil)
+            default: return (.answering, state.stream)
             }
         }
+        // A stream whose client stopped reading would hold the stop for the whole grace period.
+        if let stream, stream.isStalledAtShutdown { return .none }
+        return work
     }
 
     /// stop(): end streams and answer waiting deferred responses now; an upload whose body is

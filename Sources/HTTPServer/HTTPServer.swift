@@ -326,6 +326,8 @@ final class ServerCore: Sendable {
     /// ended, or one of its deadlines came. Counting, so no signal between a check and the wait
     /// is lost.
     private let shutdownProgress = DispatchSemaphore(value: 0)
+    /// Bumped when `waitForInFlightRequests` begins and ends: its periodic looks stop with it.
+    private let shutdownLooks = Atomic<UInt64>(0)
 
     typealias AccessCheck = @Sendable (HTTPRequest) -> HTTPError?
 
@@ -448,12 +450,25 @@ final class ServerCore: Sendable {
         for deadline in [lingerEnds, graceEnds] {
             clock.schedule(at: deadline) { [weak self] in self?.shutdownProgress.signal() }
         }
+        // A look every so often as well: a stream stalls by time passing, not by an event.
+        let look = shutdownLooks.add(1, ordering: .relaxed).newValue
+        defer { shutdownLooks.add(1, ordering: .relaxed) }
+        scheduleShutdownLook(look)
         while true {
             let (answering, uploads) = shutdownWork()
             let now = clock.uptime
             if answering == 0 && (uploads == 0 || now >= lingerEnds) { return }
             if now >= graceEnds { return }
             shutdownProgress.wait()
+        }
+    }
+
+    private func scheduleShutdownLook(_ look: UInt64) {
+        let clock = configuration.clock
+        clock.schedule(at: clock.deadline(after: ConnectionDeadlines.checkInterval)) { [weak self] in
+            guard let self, self.shutdownLooks.load(ordering: .relaxed) == look else { return }
+            self.shutdownProgress.signal()
+            self.scheduleShutdownLook(look)
         }
     }
 

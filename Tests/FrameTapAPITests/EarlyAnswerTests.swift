@@ -227,4 +227,52 @@ final class EndlessPush: Sendable {
         #expect(try jsonObject(last.body)["code"] as? String == "shutting_down")
         #expect(parts.count < 20 * 15 + 1, "cut short")
     }
+
+    /// A multipart answer whose client stopped reading cannot send its end: the stop gives it a
+    /// moment (`StreamResponse.shutdownStallAllowance`) and then closes it, instead of holding
+    /// SIGTERM for the whole grace period. On a manual clock with an hour of grace, so only the
+    /// stall can let the stop end.
+    @Test func aMultipartAnswerWhoseClientStoppedReadingDoesNotHoldTheStop() throws {
+        let clock = ManualClock()
+        var http = HTTPServerConfiguration()
+        http.host = "127.0.0.1"
+        http.port = 0
+        http.clock = clock
+        http.shutdownGracePeriod = .seconds(3600)
+        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        try service.start()
+        let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
+        let client = try RawClient(port: service.port)
+        try client.send(
+            "POST /sessions/unread/nalus?flush=true&format=rgb HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\n"
+                + "Content-Length: \(body.count)\r\n\r\n")
+        try client.send(body)
+        // The client reads nothing: the answer fills the socket buffers and stops being pulled,
+        // so the pictures stop being decoded.
+        let id = try SessionID("unread")
+        var decoded: [Int] = []
+        #expect(
+            eventually(timeout: .seconds(20)) {
+                decoded.append(service.registry.find(id)?.status().counters.framesDecoded ?? 0)
+                usleep(200_000)
+                return decoded.count >= 4 && decoded.last! > 0 && Set(decoded.suffix(4)).count == 1
+            }, "the answer stalled: \(decoded.suffix(4))")
+
+        let stopped = Atomic<Bool>(false)
+        Thread.detachNewThread {
+            service.stop()
+            stopped.store(true, ordering: .releasing)
+        }
+        // Past the stall allowance, in steps the stop's periodic looks see.
+        for _ in 0..<20 {
+            usleep(50_000)
+            clock.advance(by: .milliseconds(100))
+        }
+        #expect(eventually(timeout: .seconds(10)) { stopped.load(ordering: .acquiring) }, "the stop waited for the grace period")
+        if !stopped.load(ordering: .acquiring) {
+            clock.advance(by: .seconds(3600))
+            _ = eventually(timeout: .seconds(10)) { stopped.load(ordering: .acquiring) }
+        }
+        client.close()
+    }
 }
