@@ -119,7 +119,7 @@ final class IngestWorker: Sendable {
     /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
     func beginSpooledUpload(request: PictureRequest, flush: Bool) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
-        let file = try SpoolFile(directory: configuration.spoolDirectory)
+        let file = try SpoolFile(directory: configuration.spoolDirectory, budget: configuration.spoolBudget)
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let job = try enqueue(flush: flush, maxBytes: spooledLimit) { queue in
             let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
@@ -299,9 +299,9 @@ final class IngestWorker: Sendable {
             return SessionError(.shuttingDown, "the server is shutting down")
         case .refused(let error):
             // A body past its limit was counted when the queue refused it (`bodyPassedLimit`).
-            if error.code == .spoolFailed {
+            if error.code == .spoolFailed || error.code == .spoolFull {
                 record(error)
-                context.metrics.recordUploadStopped(reason: "spool_failed")
+                context.metrics.recordUploadStopped(reason: error.code == .spoolFull ? "spool_full" : "spool_failed")
             }
             return error
         case .answered:

@@ -69,6 +69,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Largest body a multipart-answer upload may spool to the temporary directory. [FRAMETAP_MAX_SPOOL_BYTES, default 2147483648]")
     var maxSpoolBytes: Int?
 
+    @Option(help: "What every multipart-answer upload may spool together, in bytes; the upload that would pass it is answered 413 spool_full. [FRAMETAP_MAX_SPOOL_TOTAL_BYTES, default 4294967296]")
+    var maxSpoolTotalBytes: Int?
+
     @Option(
         name: .customLong("max-nal-bytes"),
         help: "Largest NAL unit in bytes. [FRAMETAP_MAX_NAL_BYTES, default \(AnnexBSplitter.defaultMaxNALBytes)]")
@@ -285,6 +288,9 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
         }
         sessions.maxSpoolBytes = try maxSpoolBytes ?? env.int("FRAMETAP_MAX_SPOOL_BYTES") ?? 2 << 30
+        let spoolTotal = try maxSpoolTotalBytes ?? env.int("FRAMETAP_MAX_SPOOL_TOTAL_BYTES") ?? 4 << 30
+        guard spoolTotal >= 1 else { throw ValidationError("max spool total bytes must be positive") }
+        sessions.spoolBudget = SpoolBudget(limit: spoolTotal)
         sessions.maxNALBytes = try maxNALBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? AnnexBSplitter.defaultMaxNALBytes
         let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureSizeLimit.defaultMaxPixels
         guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }
