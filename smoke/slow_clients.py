@@ -3,8 +3,8 @@
 `SlowClients` holds connections from 127.0.0.2 and up (binding a client socket to any 127.x
 address works on Linux without set-up) and keeps them as slow as it can: each sends a request
 head or a PUT's head and then trickles one byte per connection every `interval` seconds,
-forever; a connection the server closes is opened again at once, as a reconnecting attacker
-does. One thread drives them all with a selector, so a few thousand cost little.
+forever; a connection the server closes is opened again (at once, or after `reconnect_delay`),
+as a reconnecting attacker does. One thread drives them all with a selector, so a few thousand cost little.
 
 `probe()` is the client that behaves, from another address: one GET and its answer, timed.
 Python stdlib only.
@@ -27,11 +27,13 @@ TRICKLE = b"x"
 
 class SlowClients:
     """`per_address` connections of `kind` ("head", "body", or "mixed": half each) from each of
-    `addresses` (e.g. ["127.0.0.2", ...]) to 127.0.0.1:`port`, trickling a byte every `interval`."""
+    `addresses` (e.g. ["127.0.0.2", ...]) to 127.0.0.1:`port`, trickling a byte every `interval`;
+    each one the server closes is opened again after `reconnect_delay` seconds."""
 
-    def __init__(self, port, addresses, per_address, kind="mixed", interval=1.0):
+    def __init__(self, port, addresses, per_address, kind="mixed", interval=1.0, reconnect_delay=0.0):
         self.port, self.addresses, self.per_address = port, addresses, per_address
-        self.kind, self.interval = kind, interval
+        self.kind, self.interval, self.reconnect_delay = kind, interval, reconnect_delay
+        self.reopen = []   # (when, address, index)
         self.selector = selectors.DefaultSelector()
         self.running = threading.Event()
         self.lock = threading.Lock()
@@ -107,7 +109,10 @@ class SlowClients:
                             else:
                                 self.closed_by_server += 1
                         self._close(sock)
-                        self._open(state["address"], state["index"])
+                        if self.reconnect_delay > 0:
+                            self.reopen.append((time.monotonic() + self.reconnect_delay, state["address"], state["index"]))
+                        else:
+                            self._open(state["address"], state["index"])
                         continue
                 if events & selectors.EVENT_WRITE and not state["sent_head"]:
                     try:
@@ -118,6 +123,11 @@ class SlowClients:
                     except OSError:
                         continue
                     self.selector.modify(sock, selectors.EVENT_READ, state)
+            if self.reopen and self.reopen[0][0] <= time.monotonic():
+                due = [entry for entry in self.reopen if entry[0] <= time.monotonic()]
+                self.reopen = self.reopen[len(due):]
+                for _, address, index in due:
+                    self._open(address, index)
             if time.monotonic() >= next_trickle:
                 next_trickle += self.interval
                 for key in list(self.selector.get_map().values()):
