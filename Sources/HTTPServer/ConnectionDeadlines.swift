@@ -14,14 +14,14 @@ import Timekeeping
 ///   cannot hold connection slots for ever;
 /// - a request body must deliver `bodyProgressBytes` within every `bodyTimeout` (counted while
 ///   the server reads it, not while it holds the client back), so a body trickled a byte at a
-///   time cannot either; the request is answered 408 (`onBodyTimeout`) and then cut off;
+///   time cannot either; the request is answered 408 (the `bodyTimedOut` handler) and then cut off;
 /// - a connection whose answer went out before its body ended is cut off after a while
 ///   (`cutOff(_:after:)`), even when its client goes quiet;
-/// - a body whose client has closed its end is ended at once (`onPeerClosedMidBody`): in epoll
-///   mode libmicrohttpd 0.9.75 takes a short read for "nothing more to read" and clears its
-///   read-ready flag, so a FIN that arrived together with the body's last bytes raises no new
-///   edge and is never read until the 60 s idle timeout. Bodies that went quiet are probed
-///   with a peeking `recv`;
+/// - a body whose client has closed its end is ended at once: in epoll mode libmicrohttpd
+///   0.9.75 takes a short read for "nothing more to read" and clears its read-ready flag, so a
+///   FIN that arrived together with the body's last bytes raises no new edge and is never read
+///   until the 60 s idle timeout. Bodies that went quiet are probed with a peeking `recv`, and
+///   one whose peer has closed gets `shutdown(SHUT_RD)`: the edge libmicrohttpd missed;
 /// - one tier of connections is kept for clients that behave: once a worker thread holds all
 ///   but a reserve of its share of `maxConnections` (`evictionThreshold`), each connection it
 ///   accepts closes one of its connections that is making no progress (a head not complete, or
@@ -45,7 +45,8 @@ final class ConnectionDeadlines: Sendable {
     private enum Phase {
         /// Waiting for a request's head, since the connection opened or its previous request ended.
         case head(since: UInt64)
-        /// Reading a body: when it last delivered `bodyProgressBytes`, and what came since then.
+        /// Reading a body: when it last delivered `bodyProgressBytes` and what came since then,
+        /// when its last byte came, and when it was last probed for a closed peer.
         case body(progressAt: UInt64, sinceProgress: Int, lastByteAt: UInt64, probedAt: UInt64)
         /// Body reading paused by the server (its consumer is full): nothing is the client's fault.
         case bodyPaused
