@@ -17,7 +17,7 @@ extension HTTPError {
         case .invalidSessionID, .invalidParameter: .badRequest
         case .sessionNotFound, .noFrameYet: .notFound
         case .sessionBusy: .conflict
-        case .bodyTooLarge: .contentTooLarge
+        case .bodyTooLarge, .spoolFull: .contentTooLarge
         case .tooManySessions, .shuttingDown: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest

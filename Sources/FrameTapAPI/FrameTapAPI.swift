@@ -103,6 +103,18 @@ public struct FrameTapAPI: Sendable {
         }
     }
 
+    /// The server hook for connections it refused or closed on its own (limits, deadlines, the
+    /// tier for clients that behave): counted in /metrics (the server logs them, rate-limited).
+    public func observe(_ event: ConnectionEvent) {
+        switch event {
+        case .refusedAtConnectionLimit: metrics.recordConnectionRefused(limit: "connections")
+        case .refusedAtAddressLimit: metrics.recordConnectionRefused(limit: "address")
+        case .headerTimeout: metrics.recordConnectionClosed(reason: "header_timeout")
+        case .bodyTimeout: metrics.recordConnectionClosed(reason: "body_timeout")
+        case .evicted: metrics.recordConnectionClosed(reason: "evicted")
+        }
+    }
+
     // MARK: - Sessions
 
     func session(for request: HTTPRequest) throws(HTTPError) -> Session {

@@ -46,6 +46,8 @@ public struct SystemInfo: Sendable {
         /// Nil: unlimited.
         public var maxBodyBytes: Int?
         public var maxSpoolBytes: Int
+        /// What every upload answered as multipart/mixed may spool together.
+        public var maxSpoolTotalBytes: Int
         public var maxNALBytes: Int
         public var maxPictureWidth: Int
         public var maxPictureHeight: Int
@@ -65,7 +67,7 @@ public struct SystemInfo: Sendable {
         self.hardware = hardware
         limits = Limits(
             maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
-            maxSpoolBytes: configuration.maxSpoolBytes,
+            maxSpoolBytes: configuration.maxSpoolBytes, maxSpoolTotalBytes: configuration.spoolBudget.limit,
             maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,

@@ -121,13 +121,52 @@ final class SpoolReplay: ByteSource {
     }
 }
 
+/// The disk every spooled upload may fill together (`--max-spool-total-bytes`; the per-upload
+/// bound is `maxSpoolBytes`): each spool file takes its bytes from it as it grows and gives them
+/// back when it is closed. One for the whole server, shared by every session.
+public final class SpoolBudget: Sendable {
+    /// Bytes all spool files may hold together.
+    public let limit: Int
+    private let used = Mutex(0)
+
+    public init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Bytes the spool files hold now.
+    public var usedBytes: Int { used.withLock { $0 } }
+
+    /// Takes `count` bytes, or throws `spoolFull` (nothing taken) when they would pass the limit.
+    func take(_ count: Int) throws(SessionError) {
+        let held = used.withLock { used -> Int? in
+            guard used + count <= limit else { return used }
+            used += count
+            return nil
+        }
+        if let held {
+            throw SessionError(
+                .spoolFull,
+                "the spool is full: uploads answered as multipart/mixed hold \(held) of the \(limit) bytes "
+                    + "they may spool together (--max-spool-total-bytes); try again when they are done")
+        }
+    }
+
+    func give(_ count: Int) {
+        used.withLock { $0 -= count }
+    }
+}
+
 /// An unlinked temporary file: written and read on the session's decode queue, closed there or
-/// when freed.
+/// when freed. Its bytes count against the server's `SpoolBudget` until it is closed.
 final class SpoolFile: Sendable {
     private let descriptor = Atomic<Int32>(-1)
     private let writeOffset = Atomic<Int>(0)
+    private let budget: SpoolBudget
+    /// What this file took from the budget (its size), given back once, at `close()`.
+    private let taken = Atomic<Int>(0)
 
-    init(directory: String) throws(SessionError) {
+    init(directory: String, budget: SpoolBudget) throws(SessionError) {
+        self.budget = budget
         var template = Array((directory + "/frametap-spool-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
@@ -140,6 +179,9 @@ final class SpoolFile: Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SessionError) {
         let fd = descriptor.load(ordering: .acquiring)
+        guard fd >= 0 else { return }
+        try budget.take(bytes.count)
+        taken.add(bytes.count, ordering: .relaxed)
         let start = writeOffset.load(ordering: .relaxed)
         var done = 0
         while done < bytes.count {
@@ -172,6 +214,7 @@ final class SpoolFile: Sendable {
     func close() {
         let fd = descriptor.exchange(-1, ordering: .acquiringAndReleasing)
         if fd >= 0 { _ = Glibc.close(fd) }
+        budget.give(taken.exchange(0, ordering: .acquiringAndReleasing))
     }
 
     deinit { close() }

@@ -65,6 +65,10 @@ public final class FrameTapMetrics: Sendable {
                 counter(Names.fallbacks, ["reason": reason.rawValue, "codec": codec.rawValue]).increment(by: 0)
             }
         }
+        for limit in ["connections", "address"] { counter(Names.connectionsRefused, ["limit": limit]).increment(by: 0) }
+        for reason in ["header_timeout", "body_timeout", "evicted"] {
+            counter(Names.connectionsClosed, ["reason": reason]).increment(by: 0)
+        }
     }
 
     /// Makes this registry the backend of `MetricsSystem` for the whole process (call once, at start-up).
@@ -103,10 +107,22 @@ public final class FrameTapMetrics: Sendable {
     }
 
     /// An upload that ended before its body did, by why: `client_gone`, `session_deleted`,
-    /// `body_too_large`, `shutting_down`, `spool_failed`. All but the first were cut off by the
+    /// `body_too_large`, `shutting_down`, `spool_failed`, `spool_full`. All but the first were cut off by the
     /// server, and their client was answered at once.
     func recordUploadStopped(reason: String) {
         counter(Names.uploadsStopped, ["reason": reason]).increment()
+    }
+
+    /// A connection the HTTP server closed as soon as it was accepted, by the limit it met:
+    /// `connections` (--max-connections) or `address` (--max-connections-per-ip).
+    public func recordConnectionRefused(limit: String) {
+        counter(Names.connectionsRefused, ["limit": limit]).increment()
+    }
+
+    /// A connection the HTTP server closed on its own, by why: `header_timeout`, `body_timeout`
+    /// (answered 408 first), `evicted` (made room, near the connection limit).
+    public func recordConnectionClosed(reason: String) {
+        counter(Names.connectionsClosed, ["reason": reason]).increment()
     }
 
     /// A session's decoder gave up a hardware back end, by why (`BackendFallback.Reason`) and the
@@ -221,6 +237,8 @@ public final class FrameTapMetrics: Sendable {
         public static let encodeSeconds = "frametap_picture_encode_seconds"
         public static let requests = "frametap_http_requests_total"
         public static let requestSeconds = "frametap_http_request_seconds"
+        public static let connectionsRefused = "frametap_http_connections_refused_total"
+        public static let connectionsClosed = "frametap_http_connections_closed_total"
         public static let mjpegClients = "frametap_mjpeg_clients"
         public static let uploadsStopped = "frametap_uploads_stopped_total"
         public static let fallbacks = "frametap_decoder_fallbacks_total"

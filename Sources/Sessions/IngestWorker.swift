@@ -125,7 +125,7 @@ final class IngestWorker: Sendable {
     /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
     func beginSpooledUpload(request: PictureRequest, flush: Bool, codec: VideoCodec?) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
-        let file = try SpoolFile(directory: configuration.spoolDirectory)
+        let file = try SpoolFile(directory: configuration.spoolDirectory, budget: configuration.spoolBudget)
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let job = try enqueue(flush: flush, codec: codec, maxBytes: spooledLimit) { queue in
             let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
@@ -329,7 +329,9 @@ final class IngestWorker: Sendable {
             // answer finds it); a body past its limit was counted when the queue refused it
             // (`bodyPassedLimit`).
             record(error)
-            if error.code == .spoolFailed { context.metrics.recordUploadStopped(reason: "spool_failed") }
+            if error.code == .spoolFailed || error.code == .spoolFull {
+                context.metrics.recordUploadStopped(reason: error.code == .spoolFull ? "spool_full" : "spool_failed")
+            }
             return error
         case .answered:
             return SessionError(.uploadAborted, "the upload was answered before its body ended")

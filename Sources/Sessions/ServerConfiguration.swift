@@ -48,6 +48,9 @@ public struct ServerConfiguration: Sendable {
     /// Largest body a multipart-answer upload may spool, even when `maxBodyBytes` is unlimited:
     /// the spool is disk (or RAM where the temporary directory is a tmpfs), so it needs a bound.
     public var maxSpoolBytes: Int
+    /// What every spooled upload may hold together (`--max-spool-total-bytes`), shared by all:
+    /// the upload that would pass it is answered 413 `spool_full`.
+    public var spoolBudget: SpoolBudget
 
     public init(
         backend: DecoderBackendChoice = .auto,
@@ -67,7 +70,8 @@ public struct ServerConfiguration: Sendable {
         maxLongPoll: Duration = .seconds(30),
         mjpegRepeatInterval: Duration = .seconds(1),
         spoolDirectory: String = FileManager.default.temporaryDirectory.path,
-        maxSpoolBytes: Int = 2 << 30
+        maxSpoolBytes: Int = 2 << 30,
+        spoolBudget: SpoolBudget = SpoolBudget(limit: 4 << 30)
     ) {
         self.backend = backend
         self.hardwareDevices = hardwareDevices
@@ -87,6 +91,7 @@ public struct ServerConfiguration: Sendable {
         self.mjpegRepeatInterval = mjpegRepeatInterval
         self.spoolDirectory = spoolDirectory
         self.maxSpoolBytes = maxSpoolBytes
+        self.spoolBudget = spoolBudget
     }
 
     /// Rejects values that would make the server misbehave rather than fail loudly later.
@@ -98,6 +103,7 @@ public struct ServerConfiguration: Sendable {
         try require(maxSessions >= 1, "max sessions must be at least 1")
         try require(maxBodyBytes.map { $0 >= 1 } ?? true, "max body bytes must be positive")
         try require(maxSpoolBytes >= 1, "max spool bytes must be positive")
+        try require(spoolBudget.limit >= 1, "max spool total bytes must be positive")
         try require(maxNALBytes >= 1024, "max NAL bytes must be at least 1024")
         try require(idleTimeout > .zero, "idle timeout must be positive")
         try require(PictureOptions.qualityRange.contains(defaultQuality), "quality must be 1...100")

@@ -22,6 +22,9 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case invalidParameter
         /// The spool file of a multipart-answer upload could not be written or read.
         case spoolFailed
+        /// The uploads answered as multipart/mixed hold all the spool the server allows them
+        /// together (`--max-spool-total-bytes`).
+        case spoolFull
         case decoding(DecodeError.Code)
         case imaging(ImagingError.Code)
 
@@ -38,6 +41,7 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .shuttingDown: "shutting_down"
             case .invalidParameter: "invalid_parameter"
             case .spoolFailed: "io_error"
+            case .spoolFull: "spool_full"
             case .decoding(let code): code.rawValue
             case .imaging(let code): code.rawValue
             }

@@ -46,6 +46,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a connection has to send a request's headers, from opening or from its previous answer. [FRAMETAP_HEADER_TIMEOUT, default \(httpDefaults.headerTimeout.components.seconds)]")
     var headerTimeout: Double?
 
+    @Option(help: "Seconds a request body may take to deliver each \(httpDefaults.bodyProgressBytes) bytes, counted while the server reads it; a slower one is answered 408 body_timeout and closed. [FRAMETAP_BODY_TIMEOUT, default \(httpDefaults.bodyTimeout.components.seconds)]")
+    var bodyTimeout: Double?
+
     @Option(help: "libavcodec threads per session (0 = automatic). [FRAMETAP_DECODER_THREADS, default 1]")
     var decoderThreads: Int?
 
@@ -65,6 +68,9 @@ struct ServeCommand: ParsableCommand {
 
     @Option(help: "Largest body a multipart-answer upload may spool to the temporary directory. [FRAMETAP_MAX_SPOOL_BYTES, default 2147483648]")
     var maxSpoolBytes: Int?
+
+    @Option(help: "What every multipart-answer upload may spool together, in bytes; the upload that would pass it is answered 413 spool_full. [FRAMETAP_MAX_SPOOL_TOTAL_BYTES, default 4294967296]")
+    var maxSpoolTotalBytes: Int?
 
     @Option(
         name: .customLong("max-nal-bytes"),
@@ -247,6 +253,12 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("header timeout must be a positive number of seconds (at most 3600)")
         }
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
+        let bodySeconds = try bodyTimeout ?? env.parse("FRAMETAP_BODY_TIMEOUT", Double.init)
+            ?? Double(http.bodyTimeout.components.seconds)
+        guard bodySeconds.isFinite, bodySeconds > 0, bodySeconds <= 3600 else {
+            throw ValidationError("body timeout must be a positive number of seconds (at most 3600)")
+        }
+        http.bodyTimeout = .milliseconds(Int64(bodySeconds * 1000))
         let access = try accessControl(env)
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
@@ -276,6 +288,9 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
         }
         sessions.maxSpoolBytes = try maxSpoolBytes ?? env.int("FRAMETAP_MAX_SPOOL_BYTES") ?? 2 << 30
+        let spoolTotal = try maxSpoolTotalBytes ?? env.int("FRAMETAP_MAX_SPOOL_TOTAL_BYTES") ?? 4 << 30
+        guard spoolTotal >= 1 else { throw ValidationError("max spool total bytes must be positive") }
+        sessions.spoolBudget = SpoolBudget(limit: spoolTotal)
         sessions.maxNALBytes = try maxNALBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? AnnexBSplitter.defaultMaxNALBytes
         let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureSizeLimit.defaultMaxPixels
         guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }

@@ -306,6 +306,7 @@ import Timekeeping
             + #""maxPicturePixels":\#(configuration.pictureSizeLimit.maxPixels),"#
             + #""maxPictureWidth":\#(configuration.pictureSizeLimit.maxWidth),"#
             + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
+            + #""maxSpoolTotalBytes":\#(configuration.spoolBudget.limit),"#
             + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
         #expect(
             text(WireJSON.bytes(SystemInfoJSON(info)))
