@@ -177,6 +177,7 @@ struct ServeCommand: ParsableCommand {
                         "node": "\(node.path)", "vendor": "\(node.vendor ?? "?")",
                         "vaapi": "\(node.vaapiVersion ?? "?")",
                         "h264Profiles": "\(node.h264Profiles.isEmpty ? "none" : node.h264Profiles.joined(separator: ","))",
+                        "hevcProfiles": "\(node.hevcProfiles.isEmpty ? "none" : node.hevcProfiles.joined(separator: ","))",
                     ])
             }
         }
