@@ -2,6 +2,8 @@
 #define FRAMETAP_CFFMPEG_SHIM_H
 
 #include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavformat/avio.h>
 #include <libavutil/avutil.h>
 #include <libavutil/error.h>
 #include <libavutil/frame.h>
@@ -25,5 +27,14 @@ static inline int ft_averror_eagain(void) { return AVERROR(EAGAIN); }
 static inline int ft_averror_enomem(void) { return AVERROR(ENOMEM); }
 static inline int ft_averror_patchwelcome(void) { return AVERROR_PATCHWELCOME; }
 static inline int64_t ft_av_nopts_value(void) { return AV_NOPTS_VALUE; }
+static inline int ft_averror_exit(void) { return AVERROR_EXIT; }
+static inline int ft_averror_protocol_not_found(void) { return AVERROR_PROTOCOL_NOT_FOUND; }
+static inline int ft_averror_demuxer_not_found(void) { return AVERROR_DEMUXER_NOT_FOUND; }
+static inline int ft_averror_stream_not_found(void) { return AVERROR_STREAM_NOT_FOUND; }
+static inline int ft_averror_http_not_found(void) { return AVERROR_HTTP_NOT_FOUND; }
+static inline int ft_averror_http_forbidden(void) { return AVERROR_HTTP_FORBIDDEN; }
+static inline int ft_averror_http_unauthorized(void) { return AVERROR_HTTP_UNAUTHORIZED; }
+static inline int ft_averror_http_other_4xx(void) { return AVERROR_HTTP_OTHER_4XX; }
+static inline int ft_averror_http_server_error(void) { return AVERROR_HTTP_SERVER_ERROR; }
 
 #endif
