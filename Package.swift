@@ -77,7 +77,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Decoding", "Imaging", "Timekeeping",
+                "HTTPServer", "Sessions", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -94,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
+                "VideoCoding", "H264", "Decoding", "Imaging", "Containers", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
