@@ -205,12 +205,17 @@ final class IngestWorker: Sendable {
     /// Stops the pull now (its thread is interrupted), and ends its stream: its delayed
     /// pictures come out. The session stays, and may be pushed to or pull again.
     func endPull() {
-        let job = state.withLock { state in state.jobs.first { $0.isPull } }
+        // Out of the jobs now, so a new pull or a push may follow at once; the stream's end is
+        // decoded on the decode queue before anything of theirs.
+        let job = state.withLock { state -> UploadJob? in
+            guard let index = state.jobs.firstIndex(where: \.isPull) else { return nil }
+            return state.jobs.remove(at: index)
+        }
         guard let job, case .pull(let source) = job.answer else { return }
         source.stop()
         decodeQueue.async { [self] in
             endOfStream(job)
-            endJob(job)
+            job.source.close()
         }
     }
 
