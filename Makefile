@@ -173,7 +173,8 @@ sanitize: test-deps
 # half the run time. `swift build` and `swift test` never see any of it. lld rather than
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets request-target
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets request-target \
+                container-samples
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
@@ -211,6 +212,28 @@ $(FUZZ_BUILD)/libH265.a: $(wildcard Sources/H265/*.swift) $(FUZZ_BUILD)/libVideo
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H265.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
+# The container layer: Timekeeping (its clock), the Bitstream front (sample conversion, on the
+# codec libraries), and Containers itself, which imports the CFFmpeg system module (its module
+# map is found with -I) and links libavformat; libavformat itself is not instrumented.
+FUZZ_CFFMPEG := -I Sources/CFFmpeg
+FUZZ_LIBAV   := -lavformat -lavcodec -lavutil -lswscale -lva -lva-drm
+
+$(FUZZ_BUILD)/libTimekeeping.a: $(wildcard Sources/Timekeeping/*.swift)
+	@mkdir -p $(FUZZ_BUILD)/modules
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Timekeeping \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Timekeeping.swiftmodule -emit-library -static -o $@ $^
+
+$(FUZZ_BUILD)/libBitstream.a: $(wildcard Sources/Bitstream/*.swift) $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Bitstream -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Bitstream.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
+$(FUZZ_BUILD)/libContainers.a: $(wildcard Sources/Containers/*.swift) $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Containers -I $(FUZZ_BUILD)/modules $(FUZZ_CFFMPEG) \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Containers.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
 	@mkdir -p $(FUZZ_BUILD)/modules
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
@@ -224,11 +247,15 @@ $(FUZZ_BUILD)/hevc-annexb-assembly: Fuzz/Targets/HEVCAnnexBAssembly.swift $(FUZZ
   $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/hevc-parameter-sets: Fuzz/Targets/HEVCParameterSets.swift $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
+$(FUZZ_BUILD)/container-samples: Fuzz/Targets/ContainerSamples.swift $(FUZZ_BUILD)/libContainers.a \
+  $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \
-	  -emit-object -o $@.o $(filter %.swift,$^)
+	  $(FUZZ_CFFMPEG) -emit-object -o $@.o $(filter %.swift,$^)
 	$(SWIFTC) -sanitize=fuzzer,address -use-ld=lld $@.o \
-	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) -o $@
+	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) \
+	  $(if $(filter %/libContainers.a,$^),$(FUZZ_LIBAV)) -o $@
 
 # Keeps nothing: binaries, seeds, the corpora libFuzzer grew and saved crashes.
 fuzz-clean:
