@@ -37,6 +37,12 @@ ff=(ffmpeg -nostdin -hide_banner -loglevel error -y)
 cat "$work/first.ts" "$work/second.ts" > "$out_dir/h264_320x240_pid_change.ts"
 "${ff[@]}" -i "$out_dir/h264_320x240_aac.mp4" -map 0:v -c copy "$out_dir/h264_320x240.flv"
 
+# No B-frames (as IP cameras send): each picture comes out of the decoder as soon as it is in,
+# so a fragment per picture shows each picture the moment its fragment's last byte arrived.
+"${ff[@]}" -f lavfi -i testsrc2=size=320x240:rate=25 -frames:v 20 -c:v libx264 -threads 1 -preset medium -crf 32 \
+  -g 10 -bf 0 -pix_fmt yuv420p -movflags frag_every_frame+empty_moov+default_base_moof \
+  "$out_dir/h264_320x240_ipp_fragmented.mp4"
+
 # H.265: 20 pictures of 176x144 with B-frames, x265 pinned to one thread (reproducible).
 "${ff[@]}" -f lavfi -i testsrc2=size=176x144:rate=25 -frames:v 20 -c:v libx265 -preset medium -crf 32 \
   -x265-params pools=1:frame-threads=1:log-level=error:wpp=0:keyint=10:bframes=2 -pix_fmt yuv420p \
@@ -66,10 +72,12 @@ frames() {
   printf 'file\tcontainer\tcodec\twidth\theight\tframes\tyuv_md5\tnotes\n'
   row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@"; }
   for f in h264_320x240_aac.mp4 h264_320x240.mp4 h264_320x240_moov_at_end.mp4 h264_320x240_fragmented.mp4 \
+    h264_320x240_ipp_fragmented.mp4 \
     h264_320x240_aac.ts h264_320x240_pid_change.ts h264_320x240.mkv h264_320x240.flv; do
     case $f in
       *_aac.mp4) c=mp4 n="moov first; AAC audio track beside the video" ;;
       *_moov_at_end.mp4) c=mp4 n="moov after mdat (not faststart)" ;;
+      *_ipp_fragmented.mp4) c=mp4 n="no B-frames; fragmented, one moof+mdat per picture" ;;
       *_fragmented.mp4) c=mp4 n="fragmented: empty moov, one moof+mdat per picture" ;;
       *.mp4) c=mp4 n="moov first" ;;
       *_pid_change.ts) c=mpegts n="the pictures twice, the second time on another video PID (PMT change)" ;;

@@ -481,11 +481,15 @@ public final class StreamDecoder {
 
     private func decode(_ unit: CodedAccessUnit, into output: inout DecodeOutput) {
         streamHasPictures = true
-        if backends.isProbingReorderDelay, options.probeOnlyUnannouncedReordering, unit.sequence.reorderDelayAnnounced {
+        let announced = options.probeOnlyUnannouncedReordering && unit.sequence.reorderDelayAnnounced
+        if backends.isProbingReorderDelay, announced {
             // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
             append(backends.endReorderProbe(), to: &output)
         }
         append(backends.decode(unit), to: &output)
+        // The stream's first picture opened the decoder, whose probe took it: it comes out now,
+        // not with the second picture.
+        if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &output) }
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {

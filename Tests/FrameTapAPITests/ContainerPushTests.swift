@@ -187,3 +187,56 @@ struct ContainerPushTests {
         }
     }
 }
+
+@Suite("A container's picture is served as soon as its sample's last byte arrived")
+struct ContainerFreshnessTests {
+    /// Top-level MP4 boxes as byte ranges.
+    static func boxes(_ bytes: [UInt8]) -> [(type: String, bytes: ArraySlice<UInt8>)] {
+        var boxes: [(String, ArraySlice<UInt8>)] = []
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            let size = bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+            guard size >= 8, offset + size <= bytes.count else { break }
+            boxes.append((String(decoding: bytes[(offset + 4)..<(offset + 8)], as: UTF8.self), bytes[offset..<(offset + size)]))
+            offset += size
+        }
+        return boxes
+    }
+
+    @Test("fragment by fragment, each picture is served before the next fragment is sent")
+    func pictureAtItsFragmentsEnd() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_ipp_fragmented.mp4")
+        let boxes = Self.boxes(bytes)
+        let initSegment = boxes.filter { $0.type == "ftyp" || $0.type == "moov" }.flatMap(\.bytes)
+        var fragments: [[UInt8]] = []
+        var current: [UInt8] = []
+        for box in boxes where box.type != "ftyp" && box.type != "moov" {
+            current += box.bytes
+            if box.type == "mdat" {
+                fragments.append(current)
+                current = []
+            }
+        }
+        #expect(fragments.count == 20)
+        try withService { service in
+            let client = try RawClient(port: service.port)
+            try client.send(
+                "POST /sessions/fresh/nalus HTTP/1.1\r\nHost: x\r\nContent-Type: video/mp4\r\nTransfer-Encoding: chunked\r\n\r\n")
+            func chunk(_ piece: [UInt8]) throws {
+                try client.send(Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10])
+            }
+            try chunk(initSegment)
+            for (index, fragment) in fragments.enumerated() {
+                try chunk(fragment)
+                // Nothing of the next fragment is sent: the picture must come without it.
+                let picture = try request(
+                    service.port, "GET", "/sessions/fresh/frame/latest.jpg?after=\(index)&wait=5000")
+                #expect(picture.status == 200, "picture \(index + 1) waited for the next fragment")
+                #expect(picture.headers["X-Frame-Seq"] == "\(index + 1)")
+                if picture.status != 200 { break }
+            }
+            try client.send("0\r\n\r\n")
+            _ = client.readToEnd()
+        }
+    }
+}
