@@ -3,9 +3,11 @@
 python3-gi) serving a moving test pattern encoded live with x264enc or x265enc.
 
     smoke/rtsp-server.py --port 8554 [--codec h264|h265] [--size 320x240] [--fps 25] [--path /cam]
+    smoke/rtsp-server.py --port 8554 --file stream.mkv      # an H.264 Matroska file, played in real time
 
 Serves rtsp://127.0.0.1:PORT/PATH until SIGTERM or SIGINT; prints "ready" on stdout once it
-listens. Debian's python3 (/usr/bin/python3) has the gi bindings; a venv's python may not.
+listens. With --file every client gets the file from its start (one pipeline each), paced by
+its timestamps (make bench's P1). Debian's python3 (/usr/bin/python3) has the gi bindings; a venv's python may not.
 """
 
 import argparse
@@ -27,6 +29,7 @@ def main():
     parser.add_argument("--fps", type=int, default=25)
     parser.add_argument("--path", default="/cam")
     parser.add_argument("--bitrate", type=int, default=600, help="kbit/s")
+    parser.add_argument("--file", help="play this H.264 Matroska file instead of encoding a test pattern")
     args = parser.parse_args()
     width, height = args.size.split("x")
     Gst.init(None)
@@ -45,8 +48,14 @@ def main():
             "! rtph265pay name=pay0 pt=96 config-interval=1"
         )
     factory = GstRtspServer.RTSPMediaFactory()
-    factory.set_launch(f"( {source} ! {encode} )")
-    factory.set_shared(True)
+    if args.file:
+        factory.set_launch(
+            f"( filesrc location={args.file} ! matroskademux ! h264parse config-interval=-1 "
+            "! rtph264pay name=pay0 pt=96 )")
+        factory.set_shared(False)
+    else:
+        factory.set_launch(f"( {source} ! {encode} )")
+        factory.set_shared(True)
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))
