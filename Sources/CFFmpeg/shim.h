@@ -16,6 +16,7 @@
 // render node for its driver, VA-API version and H.264 decode profiles.
 #include <va/va.h>
 #include <va/va_drm.h>
+#include <sys/prctl.h>
 
 // Swift cannot import function-like or expression macros; these wrappers exist only
 // to expose those macro values under a callable name.
@@ -28,6 +29,9 @@ static inline int ft_averror_enomem(void) { return AVERROR(ENOMEM); }
 static inline int ft_averror_patchwelcome(void) { return AVERROR_PATCHWELCOME; }
 static inline int64_t ft_av_nopts_value(void) { return AV_NOPTS_VALUE; }
 static inline int ft_averror_exit(void) { return AVERROR_EXIT; }
+// Names the calling thread (what `top -H` shows; at most 15 bytes): the Containers target's
+// demuxing and pulling threads. prctl is variadic, which Swift cannot call.
+static inline void ft_name_this_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 static inline int ft_averror_protocol_not_found(void) { return AVERROR_PROTOCOL_NOT_FOUND; }
 static inline int ft_averror_demuxer_not_found(void) { return AVERROR_DEMUXER_NOT_FOUND; }
 static inline int ft_averror_stream_not_found(void) { return AVERROR_STREAM_NOT_FOUND; }

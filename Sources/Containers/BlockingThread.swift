@@ -1,3 +1,5 @@
+import CFFmpeg
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -7,13 +9,18 @@
 /// one from a pool every other queue needs).
 public enum BlockingThread {
     private final class Work {
+        let name: String
         let body: @Sendable () -> Void
-        init(body: @escaping @Sendable () -> Void) { self.body = body }
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
     }
 
-    /// Runs `body` on a new detached thread.
-    public static func start(_ body: @escaping @Sendable () -> Void) {
-        let work = Unmanaged.passRetained(Work(body: body)).toOpaque()
+    /// Runs `body` on a new detached thread named `name` (at most 15 bytes show in `top -H`;
+    /// unnamed, it would carry the name of the thread that started it, an HTTP worker's).
+    public static func start(name: String, _ body: @escaping @Sendable () -> Void) {
+        let work = Unmanaged.passRetained(Work(name: name, body: body)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
@@ -24,7 +31,9 @@ public enum BlockingThread {
         let status = pthread_create(
             &thread, &attributes,
             { raw in
-                Unmanaged<Work>.fromOpaque(raw!).takeRetainedValue().body()
+                let work = Unmanaged<Work>.fromOpaque(raw!).takeRetainedValue()
+                ft_name_this_thread(String(work.name.utf8.prefix(15))!)
+                work.body()
                 return nil
             }, work)
         precondition(status == 0, "cannot start a thread: \(String(cString: strerror(status)))")

@@ -1,6 +1,10 @@
 import CFFmpeg
 import VideoCoding
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One sample of the video track, as the container stored it.
 public struct DemuxedSample: Sendable {
     /// The sample's bytes: length-prefixed or Annex B NAL units, as its description says.
@@ -41,7 +45,13 @@ public final class Demuxer {
     private let packet: UnsafeMutablePointer<AVPacket>
     private let bridge: AVIOBridge?
     private let callback: InterruptCallback
-    private let samplesAreAccessUnits: Bool
+    /// Packets are whole access units (containers); false: pieces of one (RTP packets).
+    private let packetsAreAccessUnits: Bool
+    /// RTP pieces gathered into the access unit they belong to (all the pieces of one access
+    /// unit share its RTP timestamp, RFC 6184 and 7798): the unit ends when a piece of another
+    /// time arrives, which is when the Annex B reader would end it too, and the decode loop then
+    /// gets one sample per picture instead of one per network packet.
+    private var gathering: (pts: Int64, sample: DemuxedSample)?
     /// The chosen video track's stream index, and its description.
     private var videoStream: Int32?
     private var description: SampleDescription?
@@ -126,7 +136,7 @@ public final class Demuxer {
         self.callback = callback
         let name = context.pointee.iformat.map { String(cString: $0.pointee.name) } ?? "unknown"
         formatName = name
-        self.samplesAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
+        packetsAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
         // MPEG-TS knows its streams once it has read the PMT, which opening waits for.
         streamsMayAppear = context.pointee.ctx_flags & Int32(AVFMTCTX_NOHEADER) != 0 && name != "mpegts"
         if let failure = chooseVideoTrack(final: !streamsMayAppear) {
@@ -157,6 +167,11 @@ public final class Demuxer {
             let status = av_read_frame(format, packet)
             if status == ft_averror_eagain() { continue }
             guard status >= 0 else {
+                // The access unit being gathered is whole: nothing more of it will come.
+                if let gathered = gathering {
+                    gathering = nil
+                    return .sample(gathered.sample)
+                }
                 if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
                     return .end
@@ -173,11 +188,32 @@ public final class Demuxer {
             }
             guard packet.pointee.size > 0, let data = packet.pointee.data else { continue }
             let description = describe(stream)
-            samples += 1
-            return .sample(
-                DemuxedSample(
-                    payload: Array(UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))),
-                    description: description, isKeyframe: packet.pointee.flags & AV_PKT_FLAG_KEY != 0))
+            let payload = UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))
+            let isKeyframe = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
+            guard !packetsAreAccessUnits else {
+                samples += 1
+                return .sample(DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe))
+            }
+            let pts = packet.pointee.pts
+            guard pts != ft_av_nopts_value() else {
+                // No timestamp to gather by: the pieces go on as pieces, the reader finds the units.
+                samples += 1
+                return .sample(DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe))
+            }
+            var whole = description
+            whole.samplesAreAccessUnits = true
+            if gathering?.pts == pts, gathering?.sample.description == whole {
+                // In place: a copy taken out of `gathering` would copy the bytes on every piece.
+                gathering?.sample.payload.append(contentsOf: payload)
+                if isKeyframe { gathering?.sample.isKeyframe = true }
+                continue
+            }
+            let finished = gathering?.sample
+            gathering = (pts, DemuxedSample(payload: Array(payload), description: whole, isKeyframe: isKeyframe))
+            if let finished {
+                samples += 1
+                return .sample(finished)
+            }
         }
     }
 
@@ -233,7 +269,7 @@ public final class Demuxer {
             extradataSeen = extradata
             let codec: VideoCodec = parameters.pointee.codec_id == AV_CODEC_ID_HEVC ? .h265 : .h264
             let bytes = extradata.0.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(0, extradata.1)))) } ?? []
-            description = SampleDescription(codec: codec, configuration: bytes, samplesAreAccessUnits: samplesAreAccessUnits)
+            description = SampleDescription(codec: codec, configuration: bytes, samplesAreAccessUnits: packetsAreAccessUnits)
         }
         return description!
     }
@@ -297,18 +333,29 @@ final class InterruptCallback {
     var format: UnsafeMutablePointer<AVFormatContext>?
     /// Checks a URL the demuxer moved to; nil allows it.
     var checkRedirect: ((String) -> ContainerError?)?
-    private var lastURL: String?
+    /// The URL last checked, NUL-terminated.
+    private var lastURLBytes: [CChar]
 
     init(interrupt: DemuxInterrupt, policyURL: String?) {
         self.interrupt = interrupt
-        lastURL = policyURL
+        lastURLBytes = Array((policyURL ?? "").utf8CString)
     }
 
+    /// Called often (between reads, and every 100 ms or so while a socket waits): the URL is
+    /// compared as C bytes, and a Swift string made only when it changed.
     func check() -> Bool {
-        if let checkRedirect, let url = format?.pointee.url.map({ String(cString: $0) }), url != lastURL {
-            lastURL = url
+        if let checkRedirect, let current = format?.pointee.url, !lastURLBytes.matches(current) {
+            let url = String(cString: current)
+            lastURLBytes = Array(url.utf8CString)
             if let refusal = checkRedirect(url) { interrupt.refuse(refusal) }
         }
         return interrupt.shouldInterrupt()
+    }
+}
+
+extension Array where Element == CChar {
+    /// Whether this NUL-terminated string equals the C string `other`.
+    fileprivate func matches(_ other: UnsafePointer<CChar>) -> Bool {
+        withUnsafeBufferPointer { strcmp($0.baseAddress!, other) == 0 }
     }
 }

@@ -300,7 +300,7 @@ final class ContainerStream: Sendable {
         self.feed = feed
         self.interrupt = interrupt
         let finished = finished
-        BlockingThread.start { [finished] in
+        BlockingThread.start(name: "demux-\(format.rawValue)") { [finished] in
             var counted: [String: Int] = [:]
             let outcome: ContainerError?
             do throws(ContainerError) {

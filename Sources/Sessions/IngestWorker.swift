@@ -195,6 +195,8 @@ final class IngestWorker: Sendable {
             state.jobs.append(job)
             return job
         }
+        // A container stream left open by earlier pushes has no push to continue it any more.
+        containers.stop()
         job.source.setConsumerWake { [weak self] in self?.wake() }
         source.start()
         context.activity.touch()

@@ -78,7 +78,7 @@ final class PullSource: ByteSource {
 
     /// Starts pulling on a thread of its own.
     func start() {
-        BlockingThread.start { [self] in run() }
+        BlockingThread.start(name: "pull-\(spec.url.scheme.rawValue)") { [self] in run() }
     }
 
     var snapshot: SourceStatus { status.withLock { $0 } }
@@ -223,17 +223,18 @@ final class PullSource: ByteSource {
     private func lost(_ error: ContainerError, retryIn delay: Duration) {
         let now = context.clock.now
         let record = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-        let (wasLive, reconnects) = status.withLock { status -> (Bool, Int) in
-            let wasLive = status.state == .live
-            guard status.state != .stopped else { return (wasLive, status.reconnects) }
+        // The stream of that connection ends here: its delayed pictures come out (queued before
+        // the state says so, so the decode loop has it when a reader sees `retrying`).
+        let wasLive = status.withLock { $0.state == .live }
+        if wasLive { outputs.append(.streamBreak) }
+        let reconnects = status.withLock { status -> Int in
+            guard status.state != .stopped else { return status.reconnects }
             status.state = .retrying
             status.lastError = record
             status.connectedAt = nil
             status.nextAttemptAt = now.addingTimeInterval(Double(delay.nanoseconds) / 1e9)
-            return (wasLive, status.reconnects)
+            return status.reconnects
         }
-        // The stream of that connection ends here: its delayed pictures come out.
-        if wasLive { outputs.append(.streamBreak) }
         context.metrics.recordError(code: error.code.rawValue)
         context.logger.warning(
             wasLive ? "source lost" : "source connection failed",

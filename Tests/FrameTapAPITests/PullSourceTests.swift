@@ -101,6 +101,24 @@ struct PullSourceTests {
         #expect(server.requests.contains("/live.ts"))
     }
 
+    @Test("an RTSP redirect to a host outside the list: nothing is sent there")
+    func rtspRedirectRefused() throws {
+        let outside = try SourceServer(host: "127.0.0.2") { _ in .silent }
+        let camera = try SourceServer { _ in .rtspRedirect("rtsp://127.0.0.2:\(outside.port)/cam") }
+        try withService(sessions: Self.configure("rtsp://127.0.0.1")) { service in
+            let created = try Self.put(service.port, "cam", #"{"source": {"url": "rtsp://127.0.0.1:\#(camera.port)/cam"}}"#)
+            #expect(created.status == 201)
+            #expect(eventually(timeout: .seconds(8)) {
+                ((try? Self.source(service.port, "cam"))?["lastError"] as? [String: Any])?["code"] as? String == "source_not_allowed"
+            })
+            let message = ((try Self.source(service.port, "cam"))["lastError"] as? [String: Any])?["message"] as? String
+            #expect(message?.contains("127.0.0.2") == true)
+        }
+        // The camera was asked (OPTIONS, DESCRIBE); the host it redirected to got no request.
+        #expect(camera.requests.contains { $0.hasPrefix("DESCRIBE") })
+        #expect(outside.requests.isEmpty)
+    }
+
     @Test("a source that stalls is lost after the read timeout; one that never answers after the connect timeout; a refused one is unreachable")
     func timeouts() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")

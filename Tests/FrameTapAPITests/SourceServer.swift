@@ -19,6 +19,8 @@ final class SourceServer: @unchecked Sendable {
         case status(Int)
         /// Reads the request and never answers.
         case silent
+        /// Speaks RTSP: every request on the connection is answered 302 to this location.
+        case rtspRedirect(String)
     }
 
     let host: String
@@ -102,6 +104,23 @@ final class SourceServer: @unchecked Sendable {
         let path = line.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
         state.withLock { $0.requests.append(path) }
         switch routes(path) {
+        case .rtspRedirect(let location):
+            // OPTIONS, then DESCRIBE (which libavformat follows), on one connection.
+            var request = head
+            while true {
+                let text = String(decoding: request, as: UTF8.self)
+                let cseq = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("cseq:") }?
+                    .split(separator: ":").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "1"
+                guard send(connection, "RTSP/1.0 302 Moved Temporarily\r\nCSeq: \(cseq)\r\nLocation: \(location)\r\n\r\n")
+                else { return }
+                request = []
+                while find([13, 10, 13, 10], in: request) == nil {
+                    let got = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress!, $0.count, 0) }
+                    if got <= 0 { return }
+                    request += buffer.prefix(got)
+                }
+                state.withLock { $0.requests.append(String(decoding: request.prefix { $0 != 13 }, as: UTF8.self)) }
+            }
         case .redirect(let location):
             send(connection, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         case .status(let code):
