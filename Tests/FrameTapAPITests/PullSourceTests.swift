@@ -112,10 +112,10 @@ struct PullSourceTests {
                 ((try? Self.source(service.port, "cam"))?["lastError"] as? [String: Any])?["code"] as? String == "source_not_allowed"
             })
             let message = ((try Self.source(service.port, "cam"))["lastError"] as? [String: Any])?["message"] as? String
-            #expect(message?.contains("127.0.0.2") == true)
+            #expect(message?.contains("redirected to rtsp://127.0.0.2") == true, "\(message ?? "")")
         }
-        // The camera was asked (OPTIONS, DESCRIBE); the host it redirected to got no request.
-        #expect(camera.requests.contains { $0.hasPrefix("DESCRIBE") })
+        // The camera was asked; the host it redirected to got no request.
+        #expect(!camera.requests.isEmpty)
         #expect(outside.requests.isEmpty)
     }
 
