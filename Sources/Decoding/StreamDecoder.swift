@@ -116,6 +116,10 @@ public final class StreamDecoder {
     private let options: DecoderOptions
     /// Where pictures go during a `push` or `finish` (set only for the call's duration).
     private var pictureHandler: ((DecodedFrame) -> Void)?
+    /// The sample description of a container's samples being pushed, and its converter.
+    private var samples: SampleConverter?
+    /// A description whose configuration could not be read (reported once; its samples are left out).
+    private var unreadableDescription: SampleDescription?
 
     /// `codec`: the stream's codec when the caller knows it (the decoder then opens now);
     /// nil to detect it from the stream. `factory` makes the decoders; tests inject failing ones.
@@ -159,6 +163,79 @@ public final class StreamDecoder {
             for event in events { handle(event, into: &output) }
             endAccessUnitEarly(into: &output)
         }
+    }
+
+    /// Feeds one sample of a container's video track (`push(sample:)` of a demuxer's output). Its
+    /// NAL units go to the codec's reader as the splitter's would, after the parameter sets of
+    /// its description whenever the description is new. A sample that is a whole access unit
+    /// ends it: its picture goes to the decoder now, not when the next sample starts (for a
+    /// camera, one picture interval sooner). Samples that are pieces of an Annex B stream (RTP)
+    /// go through the splitter like pushed bytes. Returns the errors: a sample whose units
+    /// cannot be read (a length running past its end) is left out and counted as `invalid_data`.
+    public func push(
+        sample: UnsafeRawBufferPointer, described description: SampleDescription, onPicture: (DecodedFrame) -> Void
+    ) -> [DecodeError] {
+        handingOut(to: onPicture) { output in
+            if samples?.description != description && unreadableDescription != description {
+                adopt(description, into: &output)
+            }
+            guard description.samplesAreAccessUnits else {
+                counters.bytes += sample.count
+                var events: [SplitterEvent] = []
+                splitter.push(sample) { events.append($0) }
+                for event in events { handle(event, into: &output) }
+                endAccessUnitEarly(into: &output)
+                return
+            }
+            // A unit an Annex B push left open ends where this sample begins.
+            completeSplitterUnit(into: &output)
+            let offset = counters.bytes
+            counters.bytes += sample.count
+            // Not bytes without a start code: the end-of-stream check of unsplittable input skips them.
+            bytesAtStreamStart += sample.count
+            guard let converter = samples else { return }
+            let units: [AnnexBUnit]
+            do throws(BitstreamError) {
+                units = try converter.units(of: sample, streamOffset: offset)
+            } catch {
+                record(DecodeError(error), in: &output)
+                return
+            }
+            for unit in units { handle(unit, into: &output) }
+            guard !refusingPush, var reader else { return }
+            self.reader = nil
+            reader.endAccessUnit { report($0, into: &output) }
+            self.reader = reader
+        }
+    }
+
+    /// A new sample description: its codec is what follows (unless a codec is known already,
+    /// which its parameter sets must then match), and its parameter sets go to the reader.
+    private func adopt(_ description: SampleDescription, into output: inout DecodeOutput) {
+        do throws(BitstreamError) {
+            let converter = try SampleConverter(description, maxNALBytes: splitter.maxNALBytes)
+            samples = converter
+            unreadableDescription = nil
+            expect(description.codec)
+            completeSplitterUnit(into: &output)
+            for unit in converter.parameterSets { handle(unit, into: &output) }
+        } catch {
+            samples = nil
+            unreadableDescription = description
+            record(
+                DecodeError(
+                    error.code == .invalidArgument ? .invalidData : DecodeError.Code(error.code),
+                    "the \(description.codec.displayName) track's configuration cannot be read: \(error.message)"),
+                in: &output)
+        }
+    }
+
+    /// Emits the unit the splitter holds (its end would otherwise come with the next start code).
+    private func completeSplitterUnit(into output: inout DecodeOutput) {
+        guard splitter.pendingUnitPrefix != nil else { return }
+        var events: [SplitterEvent] = []
+        splitter.finish { events.append($0) }
+        for event in events { handle(event, into: &output) }
     }
 
     /// End of stream: decodes what is still buffered, hands out every remaining picture, and
@@ -423,11 +500,15 @@ public final class StreamDecoder {
 
     private func decode(_ unit: CodedAccessUnit, into output: inout DecodeOutput) {
         streamHasPictures = true
-        if backends.isProbingReorderDelay, options.probeOnlyUnannouncedReordering, unit.sequence.reorderDelayAnnounced {
+        let announced = options.probeOnlyUnannouncedReordering && unit.sequence.reorderDelayAnnounced
+        if backends.isProbingReorderDelay, announced {
             // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
             append(backends.endReorderProbe(), to: &output)
         }
         append(backends.decode(unit), to: &output)
+        // The stream's first picture opened the decoder, whose probe took it: it comes out now,
+        // not with the second picture.
+        if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &output) }
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {

@@ -1,3 +1,4 @@
+import Containers
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -7,13 +8,38 @@ import Timekeeping
     import Glibc
 #endif
 
-/// One push's bytes as a session's decode loop reads them, in order, on its decode queue: a
-/// live push's `UploadQueue`, or a spooled push's `SpoolReplay`. Whatever the source, the loop
-/// does the same with what it reads (decode, publish, and at the end one end-of-stream path).
+/// What a session's decode loop reads from a push or a pull, in order.
+enum IngestEvent: Sendable {
+    /// Annex B bytes, with the monotonic time they arrived.
+    case bytes([UInt8], receivedAt: UInt64)
+    /// A sample of a container's or a source's video track, with the time its last byte arrived.
+    case sample(DemuxedSample, receivedAt: UInt64)
+    /// A pulled source lost its connection: the stream ends here (the decoder's delayed pictures
+    /// come out), and the next connection starts a new one.
+    case streamBreak
+    /// The whole push arrived and was read.
+    case end
+    /// Nothing more follows.
+    case stopped(UploadQueue.Stop)
+
+    init(_ event: UploadQueue.Event) {
+        switch event {
+        case .bytes(let bytes, let receivedAt): self = .bytes(bytes, receivedAt: receivedAt)
+        case .end: self = .end
+        case .stopped(let stop): self = .stopped(stop)
+        }
+    }
+}
+
+/// One push's (or a pull's) input as a session's decode loop reads it, in order, on its decode
+/// queue: a live push's `UploadQueue`, a spooled push's `SpoolReplay`, a push routed through a
+/// container's demuxer (`PushRouter`), or a pulled source (`PullSource`). Whatever the source,
+/// the loop does the same with what it reads (decode, publish, and at the end one end-of-stream
+/// path).
 protocol ByteSource: AnyObject, Sendable {
     /// The next event without waiting, or nil when none is ready (the wake-up then runs once
     /// one is). After the terminal event (`.end` or `.stopped`), always nil.
-    func take() -> UploadQueue.Event?
+    func next() -> IngestEvent?
     /// Runs `wake` (on any thread) when an event is ready after `take()` returned nil.
     func setConsumerWake(_ wake: @escaping @Sendable () -> Void)
     /// The bytes of the push received so far.
@@ -24,6 +50,7 @@ protocol ByteSource: AnyObject, Sendable {
 
 /// A live push: its bytes are decoded as they arrive.
 extension UploadQueue: ByteSource {
+    func next() -> IngestEvent? { take().map(IngestEvent.init) }
     func close() {}
 }
 
@@ -65,7 +92,9 @@ final class SpoolReplay: ByteSource {
 
     var totalBytes: Int { upload.totalBytes }
 
-    func take() -> UploadQueue.Event? {
+    func next() -> IngestEvent? { take().map(IngestEvent.init) }
+
+    private func take() -> UploadQueue.Event? {
         if !state.withLock({ $0.spooled }) {
             guard let event = spoolArrivedBytes() else { return nil }
             guard case .end = event else { return event }

@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import VideoCoding
 
@@ -50,6 +51,17 @@ final class DecoderPipeline {
         midStream = true
         var damaged: [DecodeError] = []
         let errors = bytes.withUnsafeBytes { decoder.push($0) { picture(handing: $0, to: onPicture, damaged: &damaged) } }
+        return errors + damaged
+    }
+
+    /// Decodes one sample of a container's or a source's video track (a whole access unit:
+    /// its picture comes out now, see `StreamDecoder.push(sample:)`).
+    func push(sample: DemuxedSample, onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
+        midStream = true
+        var damaged: [DecodeError] = []
+        let errors = sample.payload.withUnsafeBytes { payload in
+            decoder.push(sample: payload, described: sample.description) { picture(handing: $0, to: onPicture, damaged: &damaged) }
+        }
         return errors + damaged
     }
 

@@ -169,6 +169,14 @@ public final class FrameTapMetrics: Sendable {
                 labels: [("backend", labels[0]), ("device", labels[1])])
         }
         for (labels, count) in byBackend { sessionsGauge(labels).set(to: Double(count)) }
+        var byState = Dictionary(uniqueKeysWithValues: SourceStatus.State.allCases.map { ($0.rawValue, 0) })
+        for status in sessions { if let source = status.source { byState[source.state.rawValue, default: 0] += 1 } }
+        for (state, count) in byState {
+            registry.makeGauge(
+                descriptor: .init(metricName: Names.pullSources, unitName: "", helpText: "Pull sessions by the state of their source"),
+                labels: [("state", state)]
+            ).set(to: Double(count))
+        }
         for labels in vanishedBackends { sessionsGauge(labels).set(to: 0) }
         func deviceGauge(_ device: String) -> Prometheus.Gauge {
             registry.makeGauge(
@@ -191,6 +199,16 @@ public final class FrameTapMetrics: Sendable {
             .set(to: Double(memory.bytes))
         memoryGauge(Names.decoderMemoryRefusals, "Streams refused since start-up because their decoder did not fit the budget")
             .set(to: Double(memory.refusals))
+    }
+
+    /// A pulled source's connection attempt after the first (after a failure or a loss).
+    func recordSourceReconnect() {
+        counter(Names.sourceReconnects, [:]).increment()
+    }
+
+    /// A container stream started on a session (a push of MPEG-TS, MP4, Matroska or FLV).
+    func recordContainerStream(container: String) {
+        counter(Names.containerStreams, ["container": container]).increment()
     }
 
     func recordSessionEnded(reason: String) {
@@ -242,6 +260,9 @@ public final class FrameTapMetrics: Sendable {
         public static let mjpegClients = "frametap_mjpeg_clients"
         public static let uploadsStopped = "frametap_uploads_stopped_total"
         public static let fallbacks = "frametap_decoder_fallbacks_total"
+        public static let sourceReconnects = "frametap_source_reconnects_total"
+        public static let containerStreams = "frametap_container_streams_total"
+        public static let pullSources = "frametap_pull_sources"
         public static let sessionsByBackend = "frametap_sessions_by_backend"
         public static let decoderMemoryLimit = "frametap_decoder_memory_limit_bytes"
         public static let decoderMemoryUsed = "frametap_decoder_memory_used_bytes"

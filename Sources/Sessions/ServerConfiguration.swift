@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import FoundationEssentials
 import Imaging
@@ -51,6 +52,19 @@ public struct ServerConfiguration: Sendable {
     /// What every spooled upload may hold together (`--max-spool-total-bytes`), shared by all:
     /// the upload that would pass it is answered 413 `spool_full`.
     public var spoolBudget: SpoolBudget
+    /// The most bytes of a container push kept for its demuxer to seek back in (see
+    /// `SeekWindow`): an MP4 whose moov follows its media data needs all of that data.
+    public var containerSeekWindow: Int = 32 << 20
+    /// Which sources pull sessions may pull from (`--allow-sources`); none: pulling is off.
+    public var sourcePolicy: SourcePolicy = .none
+    /// Sessions that pull at once, at most.
+    public var maxPullSessions: Int = 16
+    /// A pull's connection and header must come within this.
+    public var sourceConnectTimeout: Duration = .seconds(10)
+    /// A live pull that sends nothing for this long is lost (and retried).
+    public var sourceReadTimeout: Duration = .seconds(10)
+    /// The longest wait between a pull's attempts (the back-off doubles from 0.5 s up to it).
+    public var sourceRetryMax: Duration = .seconds(30)
 
     public init(
         backend: DecoderBackendChoice = .auto,
@@ -110,6 +124,10 @@ public struct ServerConfiguration: Sendable {
         try require(uploadQueueBytes >= 64 << 10, "upload queue must hold at least 64 KiB")
         try require(maxLongPoll >= .zero, "long-poll limit must not be negative")
         try require(mjpegRepeatInterval > .zero, "MJPEG repeat interval must be positive")
+        try require(containerSeekWindow >= 0, "the container seek window must not be negative")
+        try require(maxPullSessions >= 0, "max pull sessions must not be negative")
+        try require(sourceConnectTimeout > .zero && sourceReadTimeout > .zero, "source timeouts must be positive")
+        try require(sourceRetryMax >= PullSource.firstRetryDelay, "the source retry maximum must be at least 0.5 s")
         try require(eventKeepaliveInterval > .zero, "event keepalive interval must be positive")
         try require(
             pictureSizeLimit.maxWidth > 0 && pictureSizeLimit.maxHeight > 0 && pictureSizeLimit.maxPixels > 0,

@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Imaging
 
@@ -25,7 +26,11 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         /// The uploads answered as multipart/mixed hold all the spool the server allows them
         /// together (`--max-spool-total-bytes`).
         case spoolFull
+        /// `--max-pull-sessions` sessions pull already.
+        case tooManyPullSessions
         case decoding(DecodeError.Code)
+        /// A container or a pulled source (`ContainerError`).
+        case container(ContainerError.Code)
         case imaging(ImagingError.Code)
 
         /// The stable string clients match on. Never change an existing one.
@@ -42,7 +47,9 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .invalidParameter: "invalid_parameter"
             case .spoolFailed: "io_error"
             case .spoolFull: "spool_full"
+            case .tooManyPullSessions: "too_many_pull_sessions"
             case .decoding(let code): code.rawValue
+            case .container(let code): code.rawValue
             case .imaging(let code): code.rawValue
             }
         }
@@ -62,6 +69,11 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
     /// Keeps the decoder's code; an out-of-range decoder option is an invalid parameter.
     public init(_ error: DecodeError) {
         self.init(error.code == .invalidOptions ? .invalidParameter : .decoding(error.code), error.message)
+    }
+
+    /// Keeps the container's or source's code.
+    public init(_ error: ContainerError) {
+        self.init(.container(error.code), error.message)
     }
 
     /// Keeps the encoder's code; an out-of-range size or quality is an invalid parameter.

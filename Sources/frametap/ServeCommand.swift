@@ -1,4 +1,5 @@
 import ArgumentParser
+import Containers
 import Decoding
 import FoundationEssentials
 import FrameTapAPI
@@ -85,6 +86,24 @@ struct ServeCommand: ParsableCommand {
 
     @Option(help: "Seconds without upload, viewer or request before a session is removed. [FRAMETAP_SESSION_IDLE_TIMEOUT, default 300]")
     var sessionIdleTimeout: Double?
+
+    @Option(help: "Bytes of a container push kept for its demuxer to seek back in (an MP4 whose moov follows its media data needs all of that data). [FRAMETAP_CONTAINER_SEEK_WINDOW, default 33554432]")
+    var containerSeekWindow: Int?
+
+    @Option(help: "Sources pull sessions may pull from, comma-separated SCHEME://HOST[:PORT] entries; HOST is a name, *.suffix, an address, a network (10.0.0.0/8, [fd00::]/8) or *, SCHEME rtsp, rtmp, srt, http, https or *. Pulling is off without it. [FRAMETAP_ALLOW_SOURCES, default none]")
+    var allowSources: String?
+
+    @Option(help: "Sessions that pull a source at once, at most. [FRAMETAP_MAX_PULL_SESSIONS, default 16]")
+    var maxPullSessions: Int?
+
+    @Option(help: "Seconds a pull has to connect and read its stream's header. [FRAMETAP_SOURCE_CONNECT_TIMEOUT, default 10]")
+    var sourceConnectTimeout: Double?
+
+    @Option(help: "Seconds a live pull may send nothing before it is lost and retried. [FRAMETAP_SOURCE_READ_TIMEOUT, default 10]")
+    var sourceReadTimeout: Double?
+
+    @Option(help: "Longest wait in seconds between a pull's attempts; the back-off doubles from 0.5 s up to it. [FRAMETAP_SOURCE_RETRY_MAX, default 30]")
+    var sourceRetryMax: Double?
 
     @Option(help: "The admin bearer token: it may do everything. With it, --jwt-secret or --jwks-file, every route but /healthz and the console needs a token. [FRAMETAP_AUTH_TOKEN, default none]")
     var authToken: String?
@@ -309,6 +328,26 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("session idle timeout must be a positive number of seconds")
         }
         sessions.idleTimeout = .milliseconds(Int64(idle * 1000))
+        sessions.containerSeekWindow = try containerSeekWindow ?? env.int("FRAMETAP_CONTAINER_SEEK_WINDOW") ?? 32 << 20
+        if let allowed = try allowSources ?? env.string("FRAMETAP_ALLOW_SOURCES") {
+            do {
+                sessions.sourcePolicy = try SourcePolicy(parsing: allowed)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+        sessions.maxPullSessions = try maxPullSessions ?? env.int("FRAMETAP_MAX_PULL_SESSIONS") ?? 16
+        func seconds(_ option: Double?, _ variable: String, default value: Double, _ what: String) throws -> Duration {
+            let seconds = try option ?? env.parse(variable, Double.init) ?? value
+            guard seconds.isFinite, seconds >= 0.1, seconds <= 86400 else {
+                throw ValidationError("\(what) must be a number of seconds from 0.1 to 86400")
+            }
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        sessions.sourceConnectTimeout = try seconds(
+            sourceConnectTimeout, "FRAMETAP_SOURCE_CONNECT_TIMEOUT", default: 10, "the source connect timeout")
+        sessions.sourceReadTimeout = try seconds(sourceReadTimeout, "FRAMETAP_SOURCE_READ_TIMEOUT", default: 10, "the source read timeout")
+        sessions.sourceRetryMax = try seconds(sourceRetryMax, "FRAMETAP_SOURCE_RETRY_MAX", default: 30, "the source retry maximum")
         do {
             sessions = try sessions.validated()
         } catch {

@@ -65,7 +65,12 @@ import Timekeeping
             latestFrame: LatestFrameInfo(seq: 59, pts: 3600, keyframe: true, width: 320, height: 240, ageMs: 41),
             lastError: ErrorRecord(code: "invalid_data", message: "slice header damaged at 4/5", at: laterAt),
             subscribers: 2, uploading: true,
-            rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25))
+            rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25),
+            source: SourceStatus(
+                url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
+                lastError: ErrorRecord(code: "source_timeout", message: "the source sent nothing in time", at: laterAt),
+                reconnects: 3, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
+            ignoredPackets: ["audio": 7])
     }
 
     static func freshStatus() throws -> SessionStatus {
@@ -89,8 +94,8 @@ import Timekeeping
         + #""codec":"h264","codecStated":true,"#
         + #""counters":{"accessUnits":60,"bytes":123456,"decodeErrors":2,"framesDecoded":59,"#
         + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedLeading":0,"#
-        + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"unitsOutsideBaseLayer":0,"#
-        + #""uploadsAborted":1},"#
+        + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"packetsIgnored":{"audio":7},"#
+        + #""unitsOutsideBaseLayer":0,"uploadsAborted":1},"#
         + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","device":"/dev/dri/renderD128","#
         + #""fallbacks":[{"afterFrames":0,"codec":"h264","device":"cuda:0","from":"cuda","#
         + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
@@ -99,19 +104,22 @@ import Timekeeping
         + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
         + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"quality":70,"#
-        + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"subscribers":2,"#
-        + #""uploading":true}"#
+        + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
+        + #""source":{"connectedAt":null,"format":"rtsp","#
+        + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
+        + #""nextAttemptAt":"2026-01-01T00:01:01.500Z","reconnects":3,"state":"retrying","transport":"tcp","#
+        + #""url":"rtsp://***@10.0.0.7:554/stream1"},"subscribers":2,"uploading":true}"#
 
     static let freshStatusJSON =
         #"{"backend":"software","backendReason":"software: chosen","codec":null,"codecStated":false,"#
         + #""counters":{"accessUnits":0,"bytes":0,"#
         + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
-        + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"unitsOutsideBaseLayer":0,"#
+        + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"packetsIgnored":{},"unitsOutsideBaseLayer":0,"#
         + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
         + #""decode":"all","device":null,"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
-        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"subscribers":0,"uploading":false}"#
+        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
     @Test func hevcFormat() throws {
