@@ -216,7 +216,7 @@ public final class StreamDecoder {
             let converter = try SampleConverter(description, maxNALBytes: splitter.maxNALBytes)
             samples = converter
             unreadableDescription = nil
-            expect(description.codec)
+            pushCodec = description.codec
             completeSplitterUnit(into: &output)
             for unit in converter.parameterSets { handle(unit, into: &output) }
         } catch {
