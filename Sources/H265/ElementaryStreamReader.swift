@@ -112,7 +112,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
             codec: .h265, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
             parameterSets: [set(.vps, sps.vpsId, units.vps), set(.sps, sps.id, units.sps), set(.pps, ppsId, units.pps)],
             sequence: sequenceFacts(sps, vps: vps), isKeyframe: unit.isIRAP,
-            isIntra: unit.isIRAP || unit.sliceType == .i)
+            isIntra: unit.isIRAP || unit.sliceType == .i, isLeading: unit.isRASL)
     }
 
     private mutating func sequenceFacts(_ sps: SequenceParameterSet, vps: VideoParameterSet?) -> SequenceFacts {

@@ -17,10 +17,16 @@ public struct CodedAccessUnit: Sendable {
     public var isKeyframe: Bool
     /// Every slice is intra: IDR/IRAP, or an I picture (keyframes-only mode decodes these).
     public var isIntra: Bool
+    /// A leading picture of the keyframe before it that a decoder starting at that keyframe
+    /// cannot output: it precedes the keyframe in output order and may refer to pictures before
+    /// it (H.265 RASL; H.264 pictures right after a recovery point whose picture order count
+    /// precedes it). Such pictures come first in their keyframe's output order, right after the
+    /// keyframe in decoding order; an IDR has none.
+    public var isLeading: Bool
 
     public init(
         codec: VideoCodec, nalUnits: [AnnexBUnit], parameterSets: [ParameterSetUnit], sequence: SequenceFacts,
-        isKeyframe: Bool, isIntra: Bool
+        isKeyframe: Bool, isIntra: Bool, isLeading: Bool = false
     ) {
         self.codec = codec
         self.nalUnits = nalUnits
@@ -28,6 +34,7 @@ public struct CodedAccessUnit: Sendable {
         self.sequence = sequence
         self.isKeyframe = isKeyframe
         self.isIntra = isIntra
+        self.isLeading = isLeading
     }
 
     /// Payload bytes (NAL units without start codes).
