@@ -45,8 +45,9 @@ public final class AccessUnitIngest {
     public private(set) var codec: VideoCodec?
     /// The caller said which codec the stream is: a parameter set of another is a mismatch.
     public let codecIsStated: Bool
-    /// The index the next access unit gets.
-    public private(set) var nextIndex: Int64
+    /// The index the next access unit gets. A replacement ingest (a session's new back end or
+    /// codec, between streams) is set to go on from its predecessor's, so no index repeats.
+    public var nextIndex: Int64
 
     /// Units held while no codec is known (at most `maxUndetectedBytes`).
     static let maxUndetectedBytes = StreamDecoder.maxUndetectedBytes
