@@ -191,12 +191,20 @@ final class CompressedHistory: Sendable {
 
     // MARK: - Catching up
 
-    /// Where a catch-up to the newest picture starts: the last GOP decoding can start from (or
-    /// the one before it, when it has leading pictures and follows it). Nil when none is held.
-    func catchUpStart() -> Int64? {
+    /// Where a catch-up to the newest picture starts: the last GOP decoding can start from —
+    /// unless it holds fewer than `delay` + the pictures its decoder buffers, then the one
+    /// before (a decoder outputs a picture only that many units after it, so a live decoder
+    /// would show one of the GOP before by now) — and one GOP earlier again when that one has
+    /// leading pictures. Nil when none is held.
+    func catchUpStart(delay: Int) -> Int64? {
         state.withLock { state in
-            guard let last = state.gops.lastIndex(where: \.isDecodable) else { return nil }
-            return Self.startOfDecode(for: last, in: state.gops)
+            guard var position = state.gops.lastIndex(where: \.isDecodable) else { return nil }
+            let newest = state.gops[state.gops.count - 1].endIndex
+            let buffered = state.gops[position].units.last?.indexed.unit.sequence.bufferedPictures ?? 16
+            if newest - state.gops[position].firstIndex < Int64(buffered + delay), Self.predecessorUsable(position, in: state.gops) {
+                position -= 1
+            }
+            return Self.startOfDecode(for: position, in: state.gops)
         }
     }
 

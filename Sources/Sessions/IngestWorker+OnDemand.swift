@@ -53,6 +53,10 @@ extension IngestWorker {
 
     var activity: DecoderActivity { state.withLock { $0.activity } }
 
+    /// Units a catch-up decoder holds back beyond the stream's own buffering: one per extra
+    /// frame thread, and the one being decoded.
+    private var catchUpDelay: Int { max(1, context.configuration.catchUpDecoderThreads) }
+
     /// Someone wants pictures now. In on-demand mode an idle decoder is woken and `whenReady`
     /// is called (with nil, or the error that stopped the catch-up) when it has caught up; a live
     /// one just has its linger extended. In other modes it is always `.ready`.
@@ -136,7 +140,7 @@ extension IngestWorker {
             } catch {
                 return .failure(error)
             }
-            guard let start = history.catchUpStart() else { return .success(nil) }
+            guard let start = history.catchUpStart(delay: catchUpDelay) else { return .success(nil) }
             history.pin(start)
             slot.catchUp = CatchUpRun(cursor: start, permit: permit, startedAt: started)
             return .success(start)
@@ -187,7 +191,7 @@ extension IngestWorker {
                 // The bounds dropped what it was reading (a stream faster than the catch-up):
                 // start again at the newest GOP, or go live from the next keyframe.
                 errors += pipeline.drainDecoder { _, _ in }
-                guard let start = history.catchUpStart(), start > run.cursor else {
+                guard let start = history.catchUpStart(delay: catchUpDelay), start > run.cursor else {
                     run.lostItsPlace = true
                     return true
                 }
