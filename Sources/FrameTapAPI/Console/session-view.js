@@ -1,6 +1,6 @@
 // One session up close: live MJPEG, the stream's format, counters with fps and bit-rate
-// charts, the last error, a snapshot download (snapshot.js), copy-ready commands (commands.js)
-// and delete.
+// charts, the last error, a scrubber over its recent past (history.js), a snapshot download
+// (snapshot.js), copy-ready commands (commands.js) and delete.
 
 import { api, ApiError, sessionPath } from './api.js';
 import { authEvents, signInRequired, withAccessToken } from './auth.js';
@@ -12,6 +12,7 @@ import { byId, h, renderFacts, setText } from './dom.js';
 import {
   describeFormat, formatAge, formatBitRate, formatBytes, formatCount, formatFps, formatTime, humanizeKey,
 } from './format.js';
+import { HistoryScrubber } from './history.js';
 import { notify } from './notices.js';
 import { snapshotForm } from './snapshot.js';
 import { HISTORY_MS } from './store.js';
@@ -33,9 +34,17 @@ const counterLabels = {
 
 /** Status members drawn by name; any other (a device, fallbacks, ...) is listed generically. */
 const knownStatusKeys = new Set([
-  'id', 'backend', 'backendReason', 'backendFallback', 'decode', 'quality', 'createdAt', 'lastActivityAt', 'format',
+  'id', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt', 'lastActivityAt', 'format',
   'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates',
 ]);
+
+/** What an on-demand session's decoder does, as the status row says it. */
+const decoderStates = {
+  idle: 'no decoder runs until a picture is asked for',
+  queued: 'woken, waiting for a catch-up decoder',
+  catching_up: 'catching up from the last keyframe',
+  live: 'decoding live',
+};
 
 const removalReasons = {
   deleted: 'it was deleted',
@@ -78,6 +87,8 @@ export class SessionView {
   close() {
     this.controller?.abort();
     this.controller = null;
+    this.history?.close();
+    this.history = null;
     this.stopStream();
     this.id = null;
     this.root.replaceChildren();
@@ -97,6 +108,7 @@ export class SessionView {
     this.fpsChart = new TimeChart({ title: 'Pictures per second', format: formatFps, windowMs: HISTORY_MS });
     this.bitRateChart = new TimeChart({ title: 'Bit rate', format: formatBitRate, windowMs: HISTORY_MS });
     this.rateNote = h('p', { class: 'help' });
+    this.history = new HistoryScrubber(id);
 
     const section = (title, ...children) => {
       const headingId = `section-${title.toLowerCase().replace(/[^a-z]+/g, '-')}`;
@@ -118,6 +130,7 @@ export class SessionView {
         section('Status', this.statusFacts),
         section('Counters', this.counterFacts),
         section('Last error', this.errorFacts),
+        section('Recent past', this.history.element),
         section('Snapshot', snapshotForm(id)),
         section('Delete', this.buildDelete(id)),
         section('Commands', commandList(id))));
@@ -219,7 +232,7 @@ export class SessionView {
     renderFacts(this.statusFacts, [
       // The reason already names the back end ("software: VA-API unavailable: ...").
       ['Back end', status.backendReason ?? status.backend ?? '—'],
-      ['Decoding', status.decode === 'keyframes' ? 'keyframes only' : (status.decode ?? '—')],
+      ['Decoding', describeDecoding(status)],
       ['JPEG quality', status.quality ?? '—'],
       ['Latest picture', frame
         ? `#${frame.seq}, ${frame.width}×${frame.height}${frame.keyframe ? ', keyframe' : ''}, ${formatAge(age)} old`
@@ -303,5 +316,15 @@ export class SessionView {
     this.mjpegRetry = setTimeout(() => {
       if (this.img === img) this.startStream();
     }, delay);
+  }
+}
+
+/** "all pictures", "keyframes only", "on demand: decoding live"... */
+function describeDecoding(status) {
+  switch (status.decode) {
+    case 'keyframes': return 'keyframes only';
+    case 'all': return 'all pictures';
+    case 'on-demand': return `on demand: ${decoderStates[status.decoder] ?? status.decoder ?? '—'}`;
+    default: return status.decode ?? '—';
   }
 }
