@@ -89,8 +89,11 @@ extension Session {
         let lookup: CompressedHistory.Lookup
         switch target {
         case .time(let time):
-            // A time to come is not in the past (a second of leeway for clocks that differ).
-            lookup = time > clock.now.addingTimeInterval(1) ? .notHeld(history.summary) : history.plan(at: time)
+            // Times are published, and asked for, to the millisecond: a time names its whole
+            // millisecond, so the `from` and `to` of the history are in it. A time to come is not
+            // in the past (a second of leeway for clocks that differ).
+            let through = time.addingTimeInterval(0.000_999)
+            lookup = time > clock.now.addingTimeInterval(1) ? .notHeld(history.summary) : history.plan(at: through)
         case .number(let number):
             lookup = history.plan(number: number)
         }

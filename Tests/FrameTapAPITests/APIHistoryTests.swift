@@ -71,12 +71,13 @@ import TestSupport
             // The client has it: no decode, 304.
             let cached = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5&width=88", headers: [("If-None-Match", "\"5-w88\"")])
             #expect(cached.status == 304)
-            // By time: RFC 3339, and milliseconds since 1970 (a millisecond after the newest unit,
-            // as times are published to the millisecond).
-            let after = try format.parse(to).addingTimeInterval(0.001)
-            let byTime = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(after.formatted(format))")
+            // By time: RFC 3339, and milliseconds since 1970. A time names its whole millisecond, so
+            // the range's own ends (published to the millisecond) are held.
+            let byTime = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(to)")
             #expect(byTime.status == 200)
-            let milliseconds = Int64((after.timeIntervalSince1970 * 1000).rounded())
+            let oldest = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(try #require(history["from"] as? String))")
+            #expect(oldest.status == 200)
+            let milliseconds = Int64((try format.parse(to).timeIntervalSince1970 * 1000).rounded())
             let byMilliseconds = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(milliseconds)")
             #expect(byMilliseconds.status == 200)
             #expect(byMilliseconds.headers["X-Frame-Seq"] == byTime.headers["X-Frame-Seq"])
