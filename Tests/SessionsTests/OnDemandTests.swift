@@ -46,6 +46,38 @@ struct PictureIdentityTests {
         #expect(await OnDemand.isNotInHistory(session, .number((live.keys.max() ?? 0) + 1000)))
     }
 
+    /// When the GOP before an open GOP is no longer held, its leading pictures cannot be
+    /// decoded (`not_in_history`), and its other pictures keep their numbers and bytes: the
+    /// decoder skips the leading ones and counts them.
+    @Test(arguments: [("open_gop_176x144.265", 0.6), ("opengop.264", 0.5)])
+    func anOpenGOPWithoutTheGOPBeforeKeepsItsNumbers(_ name: String, share: Double) async throws {
+        let stream = try Self.stream(name)
+        let live = try await OnDemand.livePictures(stream)
+        // Room for the last two GOPs (with their RASL or leading B pictures): the older ones are dropped.
+        let room = Int(Double(stream.count) * share) + live.count * CompressedHistory.unitOverhead
+        let session = try makeSession(configuration: OnDemand.configuration(historyBytes: room))
+        _ = try await push(stream, to: session, flush: true)
+        let held = session.historySummary()
+        let first = try #require(held.firstSeq)
+        #expect(held.gopsDropped > 0 && first > 1, "the oldest GOPs were dropped (first held: \(first))")
+        var leading = 0
+        var decoded = 0
+        for number in first...(try #require(held.lastSeq)) {
+            switch await OnDemand.pastPicture(session, .number(number)) {
+            case .success(let answer):
+                #expect(answer.served.map { Array($0.picture.bytes) } == live[number], "\(name) #\(number)")
+                decoded += 1
+            case .failure(let error):
+                #expect(error.code == .notInHistory, "\(name) #\(number): \(error)")
+                #expect(decoded == 0, "only the leading pictures, which come first, are missing (#\(number))")
+                leading += 1
+            }
+        }
+        #expect(leading > 0, "the oldest GOP held has leading pictures")
+        #expect(decoded > 0)
+        session.close()
+    }
+
     /// A session woken in the middle of a GOP (the push stops there) catches up from the last
     /// keyframe and shows the newest picture decode=all shows at that point, with its number.
     /// With a frame-threaded catch-up decoder (the default, 2 threads) the newest picture out
