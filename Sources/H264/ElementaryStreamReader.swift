@@ -167,9 +167,12 @@ extension SequenceFacts {
             let reorder = sps.announcesReorderDelay ? (sps.vui?.maxNumReorderFrames ?? 0) : references
             buffered = references + reorder
         }
+        // Announced: the VUI's count, or none for the profiles without B slices or inter pictures.
+        let reordered = sps.announcesReorderDelay ? (sps.vui?.maxNumReorderFrames ?? 0) : nil
         self.init(
             id: sps.id, format: StreamFormat(sps: sps), bufferedPictures: buffered,
-            reorderDelayAnnounced: sps.announcesReorderDelay, lossless: sps.qpprimeYZeroTransformBypass)
+            reorderDelayAnnounced: sps.announcesReorderDelay, lossless: sps.qpprimeYZeroTransformBypass,
+            reorderedPictures: reordered)
     }
 }
 

@@ -121,7 +121,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
         // sps_max_num_reorder_pics), so the CLI's reorder probe has nothing to learn.
         let made = SequenceFacts(
             id: sps.id, format: StreamFormat(sps: sps, vps: vps), bufferedPictures: sps.maxDecPicBuffering,
-            reorderDelayAnnounced: true, lossless: false)
+            reorderDelayAnnounced: true, lossless: false, reorderedPictures: sps.maxNumReorderPics)
         facts[sps.id] = (sps, vps, made)
         return made
     }

@@ -192,16 +192,16 @@ final class CompressedHistory: Sendable {
     // MARK: - Catching up
 
     /// Where a catch-up to the newest picture starts: the last GOP decoding can start from —
-    /// unless it holds fewer than `delay` + the pictures its decoder buffers, then the one
-    /// before (a decoder outputs a picture only that many units after it, so a live decoder
-    /// would show one of the GOP before by now) — and one GOP earlier again when that one has
-    /// leading pictures. Nil when none is held.
+    /// unless it holds fewer units than a decoder needs to output one of its pictures (`delay`,
+    /// the units it holds back, + the pictures the stream reorders), then the one before (a
+    /// live decoder shows one of that GOP's pictures by now) — and one GOP earlier again when
+    /// that one has leading pictures. Nil when none is held.
     func catchUpStart(delay: Int) -> Int64? {
         state.withLock { state in
             guard var position = state.gops.lastIndex(where: \.isDecodable) else { return nil }
             let newest = state.gops[state.gops.count - 1].endIndex
-            let buffered = state.gops[position].units.last?.indexed.unit.sequence.bufferedPictures ?? 16
-            if newest - state.gops[position].firstIndex < Int64(buffered + delay), Self.predecessorUsable(position, in: state.gops) {
+            let reordered = state.gops[position].units.last?.indexed.unit.sequence.reorderedPictures ?? 16
+            if newest - state.gops[position].firstIndex < Int64(reordered + delay), Self.predecessorUsable(position, in: state.gops) {
                 position -= 1
             }
             return Self.startOfDecode(for: position, in: state.gops)
@@ -298,6 +298,9 @@ final class CompressedHistory: Sendable {
 
     /// Bytes held now.
     var bytes: Int { state.withLock { $0.bytes } }
+
+    /// The index the next access unit will have (0 before the first).
+    var endIndex: Int64 { state.withLock { $0.gops.last?.endIndex ?? 0 } }
 
     private static func summary(_ state: State, limits: Limits) -> Summary {
         var summary = Summary(limits: limits, gopsDropped: state.gopsDropped)

@@ -28,6 +28,11 @@ struct CatchUpRun {
     var cursor: Int64
     let permit: CatchUpPermit
     let startedAt: UInt64
+    /// The index after the newest access unit when the catch-up started: once decoded through
+    /// it, the requests that woke the session are answered (with the picture that was newest
+    /// when they asked), while the units that arrived meanwhile are still caught up on.
+    let answerAt: Int64
+    var answered = false
     var best: PublishedFrame?
     var units = 0
     /// The history lost what the catch-up read: live decoding starts at the next keyframe.
@@ -50,6 +55,8 @@ struct CatchUpRun {
 extension IngestWorker {
     /// Units a catch-up decodes per turn of the decode queue before it lets ingest run.
     static let catchUpUnitsPerTurn = 8
+    /// A busy decoder is looked at again no sooner than this, even with a zero linger.
+    static let shortestLingerCheck: UInt64 = 100_000_000
 
     var activity: DecoderActivity { state.withLock { $0.activity } }
 
@@ -142,7 +149,7 @@ extension IngestWorker {
             }
             guard let start = history.catchUpStart(delay: catchUpDelay) else { return .success(nil) }
             history.pin(start)
-            slot.catchUp = CatchUpRun(cursor: start, permit: permit, startedAt: started)
+            slot.catchUp = CatchUpRun(cursor: start, permit: permit, startedAt: started, answerAt: history.endIndex)
             return .success(start)
         }
         switch opened {
@@ -169,8 +176,33 @@ extension IngestWorker {
         switch catchUp(unitsAtMost: Self.catchUpUnitsPerTurn) {
         case nil: return
         case true?: finishCatchUp()
-        case false?: decodeQueue.async { [self] in catchUpTurn() }
+        case false?:
+            // Nothing arrived while this turn decoded: caught up now, without another turn.
+            if decoder.withValue({ $0.catchUp.map { $0.cursor >= history.endIndex } ?? false }) {
+                return finishCatchUp()
+            }
+            answerOnceCaughtUpToTheRequests()
+            decodeQueue.async { [self] in catchUpTurn() }
         }
+    }
+
+    /// The catch-up has decoded what was newest when it started: the newest picture so far is
+    /// published and the requests waiting are answered now; the units that came meanwhile are
+    /// decoded in the next turns (they are a few picture intervals' worth).
+    private func answerOnceCaughtUpToTheRequests() {
+        let best = decoder.withValue { slot -> PublishedFrame?? in
+            guard var run = slot.catchUp, !run.answered, run.cursor >= run.answerAt else { return nil }
+            run.answered = true
+            slot.catchUp = run
+            return .some(run.best)
+        }
+        guard let best else { return }
+        if let best { publish(best) }
+        let waiters = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
+            defer { state.readyWaiters = [] }
+            return state.readyWaiters
+        }
+        for (_, waiter) in waiters { waiter(nil) }
     }
 
     /// Decodes up to `unitsAtMost` units of the catch-up. Returns whether it has caught up, nil
@@ -282,7 +314,7 @@ extension IngestWorker {
             // Still watched, answering a push, or not decoding live yet: look again a linger later.
             if watched || state.jobs.contains(where: \.isMultipart) || state.activity != .live {
                 state.lastDemand = max(state.lastDemand, now)
-                return .later(now + max(linger, 1_000_000))
+                return .later(now + max(linger, Self.shortestLingerCheck))
             }
             if now &- state.lastDemand < linger { return .later(state.lastDemand + linger) }
             state.activity = .idle

@@ -181,10 +181,12 @@ public struct ServerConfiguration: Sendable {
         return options
     }
 
-    /// A catch-up decoder's options: a live decoder's, with `catchUpDecoderThreads`.
+    /// A catch-up decoder's options: a live decoder's, with `catchUpDecoderThreads` frame
+    /// threads (slice threads gain nothing on the one-slice pictures cameras send).
     func catchUpDecoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
         var options = decoderOptions(backend: backend, mode: .onDemand)
         options.threads = catchUpDecoderThreads
+        if catchUpDecoderThreads != 1 { options.threadType = .frame }
         return options
     }
 }

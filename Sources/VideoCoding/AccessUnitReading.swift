@@ -66,13 +66,21 @@ public struct SequenceFacts: Sendable, Equatable {
     /// Lossless coding is possible (H.264 qpprime_y_zero_transform_bypass, H.265
     /// transquant_bypass): some hardware refuses it.
     public var lossless: Bool
+    /// Pictures that may come before another in output order while following it in decoding
+    /// order (H.264 max_num_reorder_frames, H.265 sps_max_num_reorder_pics): how many access
+    /// units a decoder holds a picture back; `bufferedPictures` when the SPS does not say.
+    public var reorderedPictures: Int
 
-    public init(id: Int, format: StreamFormat, bufferedPictures: Int, reorderDelayAnnounced: Bool, lossless: Bool) {
+    public init(
+        id: Int, format: StreamFormat, bufferedPictures: Int, reorderDelayAnnounced: Bool, lossless: Bool,
+        reorderedPictures: Int? = nil
+    ) {
         self.id = id
         self.format = format
         self.bufferedPictures = min(16, max(1, bufferedPictures))
         self.reorderDelayAnnounced = reorderDelayAnnounced
         self.lossless = lossless
+        self.reorderedPictures = min(self.bufferedPictures, max(0, reorderedPictures ?? self.bufferedPictures))
     }
 }
 
