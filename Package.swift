@@ -29,7 +29,7 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg",
             pkgConfig: "libavcodec",
-            providers: [.apt(["libavcodec-dev", "libavutil-dev", "libswscale-dev", "libva-dev"])]
+            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswscale-dev", "libva-dev"])]
         ),
         .systemLibrary(
             name: "CTurboJPEG",
@@ -51,10 +51,13 @@ let package = Package(
         .target(name: "Bitstream", dependencies: ["VideoCoding", "H264", "H265"], swiftSettings: strictSwift),
         .target(name: "Decoding", dependencies: ["VideoCoding", "Bitstream", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
         .target(name: "Imaging", dependencies: ["Decoding", "CFFmpeg", "CTurboJPEG"], swiftSettings: strictSwift),
+        // libavformat as the container and protocol layer: pushed MPEG-TS, MP4, Matroska and FLV
+        // read through FrameTap's own I/O, streams pulled over RTSP, RTMP, SRT and HTTP.
+        .target(name: "Containers", dependencies: ["VideoCoding", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
         .target(
             name: "Sessions",
             dependencies: [
-                "VideoCoding", "Decoding", "Imaging", "Timekeeping",
+                "VideoCoding", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -74,7 +77,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Decoding", "Imaging", "Timekeeping",
+                "HTTPServer", "Sessions", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -91,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "H264", "Decoding", "Imaging", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -102,7 +105,12 @@ let package = Package(
         .testTarget(name: "VideoCodingTests", dependencies: ["VideoCoding", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "H264Tests", dependencies: ["VideoCoding", "H264", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "H265Tests", dependencies: ["VideoCoding", "H265", "TestSupport"], swiftSettings: strictSwift),
+        // The front: codec detection, each codec's reader chosen, `frametap probe`'s descriptions.
+        .testTarget(name: "BitstreamTests", dependencies: ["Bitstream", "VideoCoding", "TestSupport"], swiftSettings: strictSwift),
         .testTarget(name: "TimekeepingTests", dependencies: ["Timekeeping", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "ContainersTests", dependencies: ["Containers", "Bitstream", "Decoding", "VideoCoding", "TestSupport", "Timekeeping"],
+            swiftSettings: strictSwift),
         // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
         .target(name: "HardwareTestSupport", dependencies: ["Decoding", "VideoCoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
         .testTarget(

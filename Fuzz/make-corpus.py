@@ -4,8 +4,10 @@
     Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
 
 One folder per target (annexb-assembly, parameter-sets, avcc, hevc-annexb-assembly,
-hevc-parameter-sets, request-target): the H.264 ones from the .264 fixtures, the H.265 ones from
-the .265 fixtures. The seeds are
+hevc-parameter-sets, stream-front, request-target, container-samples): the H.264 ones from the .264
+fixtures, the H.265 ones from the .265 fixtures, stream-front from both (and both codecs in one
+stream), container-samples from the container fixtures (Containers/) and the .264 fixtures' avcC
+records. The seeds are
 derived data, regenerated on every `make fuzz`, and never committed: the fixtures they come
 from are. libFuzzer only reads these folders; what it learns goes to .fuzz/corpus/<target>.
 """
@@ -38,6 +40,11 @@ def nal_units(stream):
         if unit:
             units.append(unit)
     return units
+
+
+def small_units(units):
+    """The first units, each cut to a slice header's worth: small seeds run fast."""
+    return [unit[:SLICE_HEADER_BYTES] for unit in units[:8]]
 
 
 def annex_b(units):
@@ -116,6 +123,49 @@ def add_hevc_seeds(corpora, path):
             f"{stem}-slice{slice_kind}-{first}", annex_b(sets + [unit[:SLICE_HEADER_BYTES]]))
 
 
+def add_front_seeds(corpus, fixtures):
+    """The codec-neutral path's seeds: each fixture's start (parameter sets and the first
+    pictures), its slices without the parameter sets (no codec to detect), and an H.264 start
+    followed by an H.265 one (another codec's parameter sets in a stream)."""
+    heads = {}
+    for file_name in sorted(os.listdir(fixtures)):
+        if not file_name.endswith((".264", ".265")):
+            continue
+        with open(os.path.join(fixtures, file_name), "rb") as fixture:
+            stream = fixture.read()
+        stem = file_name.replace(".", "-")
+        heads[file_name[-3:]] = heads.get(file_name[-3:]) or stream[:3000]
+        corpus.add(stem + "-head", stream[:3000])
+        if file_name.endswith(".265"):
+            slices = [unit for unit in nal_units(stream) if unit[0] >> 1 & 0x3F < 32]
+        else:
+            slices = [unit for unit in nal_units(stream) if unit[0] & 0x1F in (IDR, SLICE)]
+        corpus.add(stem + "-slices", annex_b([unit[:SLICE_HEADER_BYTES] for unit in slices[:6]]))
+    if "264" in heads and "265" in heads:
+        corpus.add("h264-then-h265", heads["264"] + heads["265"])
+        corpus.add("h265-then-h264", heads["265"] + heads["264"])
+
+
+# container-samples' first byte: the container (bits 0-1) and the piece size (bits 3-7, an index
+# into the target's list); bit 2 set makes the rest a sample description and a sample.
+CONTAINER_MODES = {"mpegts": 0, "mp4": 1, "matroska": 2, "flv": 3}
+
+
+def add_container_seeds(corpus, fixtures):
+    """Each container fixture, prefixed with its container and two piece sizes (1000, 4096 bytes)."""
+    folder = os.path.join(fixtures, "Containers")
+    if not os.path.isdir(folder):
+        return
+    with open(os.path.join(folder, "MANIFEST.tsv")) as manifest:
+        rows = [line.rstrip("\n").split("\t") for line in manifest][1:]
+    for row in rows:
+        name, container = row[0], row[1]
+        with open(os.path.join(folder, name), "rb") as fixture:
+            data = fixture.read()
+        for piece in (6, 7):
+            corpus.add(f"{name}-{piece}", bytes([CONTAINER_MODES[container] | piece << 3]) + data)
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: make-corpus.py FIXTURES_DIR OUT_DIR")
@@ -123,8 +173,10 @@ def main():
     corpora = {
         name: Corpus(out, name)
         for name in ["annexb-assembly", "parameter-sets", "avcc", "hevc-annexb-assembly", "hevc-parameter-sets",
-                     "request-target"]
+                     "stream-front", "request-target", "container-samples"]
     }
+    add_front_seeds(corpora["stream-front"], fixtures)
+    add_container_seeds(corpora["container-samples"], fixtures)
 
     for file_name in sorted(os.listdir(fixtures)):
         if file_name.endswith(".265"):
@@ -157,6 +209,10 @@ def main():
         # (b) avcC records and length-prefixed units (4-, 2- and 1-byte lengths).
         if by_type(SPS) and by_type(PPS):
             corpora["avcc"].add(f"{stem}-avcC", avcc_record(by_type(SPS)[0], by_type(PPS)[0]))
+            # container-samples, direct mode (H.264, whole access units): the record and a sample.
+            record = avcc_record(by_type(SPS)[0], by_type(PPS)[0])
+            corpora["container-samples"].add(
+                f"{stem}-sample", bytes([4]) + len(record).to_bytes(2, "big") + record + length_prefixed(small_units(units), 4))
         small = [unit[:SLICE_HEADER_BYTES] for unit in units[:8]]
         corpora["avcc"].add(f"{stem}-length4", length_prefixed(small, 4))
         corpora["avcc"].add(f"{stem}-length2", length_prefixed(small, 2))

@@ -6,7 +6,7 @@ session of this script. Any frame-count mismatch with what the peer decoded abor
 (exit 1) instead of reporting a figure. Standard library only; the tools come from Debian
 (ffmpeg, wrk, nginx, gstreamer1.0-libav, libjpeg-turbo-progs).
 
-    bench/bench.py [--only B1,B3,D1,...] [--runs N] [--out BENCHMARKS.md]
+    bench/bench.py [--only B1,B3,H1,D1,...] [--runs N] [--out BENCHMARKS.md]
 
 The on-demand suites (D1-D4) push with bench/loadgen.c, compiled here with cc: a Python sender
 could not keep hundreds of cameras on schedule (B5's keyframes figure is capped by it).
@@ -40,6 +40,8 @@ WORK = os.path.join(ROOT, ".bench")
 STREAMS = os.path.join(WORK, "streams")
 F1080 = os.path.join(STREAMS, "cam1080.264")
 F720 = os.path.join(STREAMS, "cam720b.264")
+H1080 = os.path.join(STREAMS, "cam1080.265")
+H1080M10 = os.path.join(STREAMS, "cam1080m10.265")
 FPS = 30.0
 TMP_BASE = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
@@ -132,12 +134,43 @@ def split_access_units(data):
     return pieces, idr
 
 
+def split_access_units_hevc(data):
+    """The same for H.265 (base layer): a new access unit at an AUD, VPS/SPS/PPS or prefix SEI
+    after a picture, or at a slice segment with first_slice_segment_in_pic_flag; keyframes are
+    IRAP pictures (types 16-23)."""
+    starts = []
+    i = 0
+    n = len(data)
+    while True:
+        j = data.find(b"\x00\x00\x01", i)
+        if j < 0 or j + 4 >= n:
+            break
+        nal = j + 3
+        begin = j - 1 if j > 0 and data[j - 1] == 0 else j
+        starts.append((begin, (data[nal] >> 1) & 0x3F, data[nal + 2] if nal + 2 < n else 0))
+        i = nal
+    bounds, irap = [], []
+    has_picture = False
+    for begin, t, first_byte in starts:
+        vcl = t < 32
+        if not bounds or (has_picture and (t in (32, 33, 34, 35, 39) or (41 <= t <= 44) or (vcl and first_byte & 0x80))):
+            bounds.append(begin)
+            irap.append(False)
+            has_picture = False
+        if vcl:
+            has_picture = True
+            irap[-1] = irap[-1] or 16 <= t <= 23
+    edges = bounds + [n]
+    return [data[edges[k]:edges[k + 1]] for k in range(len(bounds))], irap
+
+
 class Stream:
     def __init__(self, path):
         self.path = path
         with open(path, "rb") as f:
             self.data = f.read()
-        self.aus, self.idr = split_access_units(self.data)
+        split = split_access_units_hevc if path.endswith(".265") else split_access_units
+        self.aus, self.idr = split(self.data)
         self.keyframes = sum(self.idr)
 
 
@@ -297,9 +330,9 @@ def runs_text(values, digits=1):
 # --------------------------------------------------------------------------------------------
 # HTTP clients
 
-def post_file(server, session, path, query, accept=None):
+def post_file(server, session, path, query, accept=None, content_type="application/octet-stream"):
     """POSTs the whole file (1 MiB writes); returns (seconds, status, body bytes or part count, headers)."""
-    headers = {"Content-Type": "application/octet-stream", "Content-Length": str(os.path.getsize(path))}
+    headers = {"Content-Type": content_type, "Content-Length": str(os.path.getsize(path))}
     if accept:
         headers["Accept"] = accept
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300, blocksize=1 << 20)
@@ -473,11 +506,11 @@ def bench_multipart(runs):
 class ChunkedPush:
     """One real-time chunked POST over a raw socket; each access unit is one HTTP chunk."""
 
-    def __init__(self, port, session, query="", sndbuf=None):
+    def __init__(self, port, session, query="", sndbuf=None, content_type="application/octet-stream"):
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        head = ("POST /sessions/%s/nalus%s HTTP/1.1\r\nHost: bench\r\nContent-Type: application/octet-stream\r\n"
-                "Transfer-Encoding: chunked\r\n\r\n" % (session, "?" + query if query else "")).encode()
+        head = ("POST /sessions/%s/nalus%s HTTP/1.1\r\nHost: bench\r\nContent-Type: %s\r\n"
+                "Transfer-Encoding: chunked\r\n\r\n" % (session, "?" + query if query else "", content_type)).encode()
         self.sock.sendall(head)
         self.outbox = bytearray()
         self.answer = bytearray()
@@ -752,6 +785,251 @@ def bench_freshness(runs):
            "; ".join("%.1f/%.1f; %.1f/%.1f; %d" % x for x in per_run),
            1000 * dec_sum / max(dec_count, 1), histogram_quantile(dec, 0.5), histogram_quantile(dec, 0.99),
            1000 * enc_sum / max(enc_count, 1), enc_count, histogram_quantile(enc, 0.5), histogram_quantile(enc, 0.99)))
+
+
+# --------------------------------------------------------------------------------------------
+# B4c: freshness of a fragmented-MP4 push
+
+def mp4_boxes(data):
+    """Top-level MP4 boxes as (type, bytes)."""
+    boxes, offset = [], 0
+    while offset + 8 <= len(data):
+        size = int.from_bytes(data[offset:offset + 4], "big")
+        kind = data[offset + 4:offset + 8].decode("latin-1")
+        if size == 1:
+            size = int.from_bytes(data[offset + 8:offset + 16], "big")
+        if size < 8 or offset + size > len(data):
+            raise BenchFailure("B4c: a malformed box %r at %d" % (kind, offset))
+        boxes.append((kind, data[offset:offset + size]))
+        offset += size
+    return boxes
+
+
+def fragmented_1080():
+    """cam1080.264 as fragmented MP4, one fragment per picture: (init segment, [fragment per picture])."""
+    path = os.path.join(STREAMS, "cam1080_fragmented.mp4")
+    if not os.path.exists(path):
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-r", "30", "-i", F1080, "-c", "copy",
+                        "-movflags", "frag_every_frame+empty_moov+default_base_moof", path + ".tmp.mp4"], check=True)
+        os.rename(path + ".tmp.mp4", path)
+    command("ffmpeg -r 30 -i %s -c copy -movflags frag_every_frame+empty_moov+default_base_moof %s"
+            % (os.path.relpath(F1080, ROOT), os.path.relpath(path, ROOT)))
+    with open(path, "rb") as f:
+        boxes = mp4_boxes(f.read())
+    init = b"".join(body for kind, body in boxes if kind in ("ftyp", "moov"))
+    fragments, current = [], b""
+    for kind, body in boxes:
+        if kind in ("ftyp", "moov"):
+            continue
+        current += body
+        if kind == "mdat":
+            fragments.append(current)
+            current = b""
+    return init, fragments
+
+
+def bench_freshness_fmp4(runs):
+    stream = Stream(F1080)
+    init, fragments = fragmented_1080()
+    if len(fragments) != len(stream.aus):
+        raise BenchFailure("B4c: %d fragments for %d pictures" % (len(fragments), len(stream.aus)))
+    server = Server()
+    pooled = []
+    per_run = []
+    try:
+        for r in range(runs):
+            session = "b4c-%d" % r
+            sent_end, served = {}, {}
+            done = threading.Event()
+            server.json("PUT", "/sessions/%s" % session, body=b"{}")
+
+            def observe():
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+                after = 0
+                while not done.is_set():
+                    conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=1000" % (session, after))
+                    resp = conn.getresponse()
+                    resp.read()
+                    t = time.perf_counter()
+                    if resp.status == 200:
+                        seq = int(resp.getheader("X-Frame-Seq"))
+                        served.setdefault(seq, t)
+                        after = seq
+                conn.close()
+
+            observer = threading.Thread(target=observe)
+            observer.start()
+            push = ChunkedPush(server.port, session, "flush=true", content_type="video/mp4")
+            push.sock.sendall(ChunkedPush.chunk(init))
+            t0 = time.perf_counter() + 0.05
+            for i, fragment in enumerate(fragments):
+                delay = t0 + i / FPS - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                push.sock.sendall(ChunkedPush.chunk(fragment))
+                sent_end[i] = time.perf_counter()
+            status, body = push.finish_and_read()
+            if status != 200:
+                raise BenchFailure("B4c: push -> %d %s" % (status, body[:300]))
+            time.sleep(0.2)
+            done.set()
+            observer.join()
+            check_frames("B4c", json.loads(body)["frames"], len(fragments))
+            # seq k is the picture of fragment k-1 (no reordering in this stream). Unlike Annex B, the
+            # last picture needs no next one: every fragment counts.
+            latencies = [(t - sent_end[seq - 1]) * 1000 for seq, t in served.items() if seq - 1 in sent_end]
+            if len(latencies) < 0.95 * len(fragments):
+                raise BenchFailure("B4c: the long poll saw only %d of %d pictures" % (len(latencies), len(fragments)))
+            pooled += latencies
+            per_run.append((percentile(latencies, 50), percentile(latencies, 99), len(latencies)))
+            server.json("DELETE", "/sessions/%s" % session)
+    finally:
+        server.stop()
+    p50, p99 = percentile(pooled, 50), percentile(pooled, 99)
+    row("B4c", "freshness, 1080p30 fragmented-MP4 push (one fragment per picture, real time): last byte of a "
+        "fragment → its picture served by the long poll (ms p50 / p99)",
+        "%s / %s" % (fmt(p50), fmt(p99)), "—", "", float("nan"), "p50 ≤ 10, p99 ≤ 25", p50 <= 10 and p99 <= 25)
+    DETAILS.append(
+        "### B4c freshness of a fragmented-MP4 push\n\nThe 1080p stream remuxed by ffmpeg into fragmented MP4 "
+        "(`frag_every_frame+empty_moov+default_base_moof`: an init segment, then one moof+mdat per picture). A python "
+        "pusher sends the init segment, then each fragment as one HTTP chunk at 30/s (`Content-Type: video/mp4`), and "
+        "notes when its last byte was written; a long poll notes when each picture arrives. The demuxer (libavformat's "
+        "mov, on the session's demuxer thread) hands over each sample when its last byte is read, and the decoder "
+        "ends the access unit there, so unlike B4 no picture waits for the next one. Pooled over %d runs (%d "
+        "pictures): p50 %s ms, p99 %s ms. Per run (p50/p99; pictures): %s.\n"
+        % (runs, len(pooled), fmt(p50, 2), fmt(p99, 2), "; ".join("%.1f/%.1f; %d" % x for x in per_run)))
+
+
+# --------------------------------------------------------------------------------------------
+# P1: CPU of a pulled RTSP session
+
+RTSP_SERVER = os.path.join(ROOT, "smoke", "rtsp-server.py")
+
+
+def p1_stream():
+    """cam720b.264 three times over (30 s) in Matroska, for the RTSP server to play with timestamps."""
+    path = os.path.join(STREAMS, "cam720b_30s.mkv")
+    command("ffmpeg -r 30 -i %s -c copy once.mp4 && ffmpeg -stream_loop 2 -i once.mp4 -c copy %s"
+            % (os.path.relpath(F720, ROOT), os.path.relpath(path, ROOT)))
+    if not os.path.exists(path):
+        once = path + ".once.mp4"
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-r", "30", "-i", F720, "-c", "copy", once],
+                       check=True)
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-stream_loop", "2", "-i", once, "-c", "copy",
+                        path + ".tmp.mkv"], check=True)
+        os.rename(path + ".tmp.mkv", path)
+        os.remove(once)
+    return path
+
+
+def start_rtsp_file_server(path):
+    port = free_port()
+    args = ["/usr/bin/python3", RTSP_SERVER, "--port", str(port), "--file", path]
+    command(" ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in args))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.stdout.readline().strip() != "ready":
+        proc.kill()
+        raise BenchFailure("P1: the RTSP server did not start")
+    return proc, "rtsp://127.0.0.1:%d/cam" % port
+
+
+def wait_for_event(server, session, kind, ready, timeout=120):
+    """Blocks until GET /events?session= sends `kind` (`ready` is set once the stream is open)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    conn.request("GET", "/events?session=%s" % session)
+    resp = conn.getresponse()
+    ready.set()
+    try:
+        while True:
+            line = resp.fp.readline()
+            if not line:
+                raise BenchFailure("P1: the event stream ended before %s" % kind)
+            if line.decode().strip() == "event: %s" % kind:
+                return
+    finally:
+        conn.close()
+
+
+def bench_pull_cpu(runs):
+    path = p1_stream()
+    expected = int(subprocess.run(
+        ["ffprobe", "-v", "error", "-count_packets", "-select_streams", "v:0", "-show_entries", "stream=nb_read_packets",
+         "-of", "csv=p=0", path], capture_output=True, text=True, check=True).stdout.strip())
+    rtsp, url = start_rtsp_file_server(path)
+    gross, marginal, idle_rates, ff, ft_frames, ff_frames = [], [], [], [], [], []
+    try:
+        for r in range(runs):
+            # FrameTap: one pull session. Its server's CPU from the PUT until the stream ended (the
+            # event source.lost, read from an open event stream: no polling), less what the same
+            # server costs idle over as long (measured just before).
+            server = Server("--allow-sources", "rtsp://127.0.0.1", "--source-retry-max", "30")
+            try:
+                session = "p1-%d" % r
+                time.sleep(1)
+                idle0, i0 = server.cpu_seconds(), time.time()
+                time.sleep(10)
+                idle_rate = (server.cpu_seconds() - idle0) / (time.time() - i0)
+                ready = threading.Event()
+                ended = threading.Thread(target=wait_for_event, args=(server, session, "source.lost", ready))
+                ended.start()
+                ready.wait(10)
+                cpu0, t0 = server.cpu_seconds(), time.time()
+                server.json("PUT", "/sessions/%s" % session,
+                            body=json.dumps({"source": {"url": url, "transport": "tcp"}}).encode())
+                ended.join(120)
+                cpu, wall = server.cpu_seconds() - cpu0, time.time() - t0
+                # The stream's end flushes the decoder's delayed pictures right after: count them too.
+                decoded = -1
+                for _ in range(20):
+                    settled = server.json("GET", "/sessions/%s" % session)["counters"]["framesDecoded"]
+                    if settled == decoded:
+                        break
+                    decoded = settled
+                    time.sleep(0.1)
+                server.json("DELETE", "/sessions/%s" % session)
+                gross.append(cpu)
+                idle_rates.append(idle_rate)
+                marginal.append(cpu - idle_rate * wall)
+                ft_frames.append(decoded)
+            finally:
+                server.stop()
+            # ffmpeg pulling and decoding the same stream, one decoder thread like FrameTap's default.
+            args = ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-stats", "-threads", "1",
+                    "-rtsp_transport", "tcp", "-i", url, "-fps_mode", "passthrough", "-f", "null", "-"]
+            command(" ".join(args))
+            before = os.times()
+            proc = subprocess.run(args, capture_output=True, text=True)
+            after = os.times()
+            ff.append((after.children_user - before.children_user) + (after.children_system - before.children_system))
+            frames = re.findall(r"frame=\s*(\d+)", proc.stderr)
+            ff_frames.append(int(frames[-1]) if frames else 0)
+    finally:
+        rtsp.send_signal(signal.SIGTERM)
+        rtsp.wait()
+    for got in ft_frames + ff_frames:
+        check_frames("P1", got, expected)
+    ratio = median(marginal) / median(ff)
+    seconds = expected / FPS
+    row("P1", "CPU of one pulled 720p30 RTSP session (H.264 Main with B-frames, ~3 Mbit/s): cores over the 30 s "
+        "stream (the session's CPU seconds / 30)", fmt(median(marginal) / seconds, 3),
+        "ffmpeg -threads 1 -rtsp_transport tcp -i URL -f null -", fmt(median(ff) / seconds, 3), ratio,
+        "≤ 1.0×", ratio <= 1.0, "the whole server process, idle cost included: %s"
+        % fmt(median(gross) / seconds, 3))
+    DETAILS.append(
+        "### P1 CPU of a pulled RTSP session\n\nGStreamer's RTSP server (`smoke/rtsp-server.py --file`) plays "
+        "`cam720b.264` three times over from Matroska (30 s, %d pictures, paced by the server's clock), a new "
+        "pipeline per client so each starts at the first picture. FrameTap: a fresh server per run with one pull "
+        "session (`PUT` with the `rtsp://` source, TCP); its process's CPU time (user + system) from the PUT until "
+        "the stream ended (the `source.lost` event on an event stream opened before, so nothing polls), every "
+        "picture decoded. The session's share is that less what the same server costs idle over as long (HTTP "
+        "threads, timers; measured over the 10 s before the PUT). ffmpeg: the same URL pulled and decoded to "
+        "`-f null` with one decoder thread (FrameTap's default, `--decoder-threads 1`); the CPU time of its whole "
+        "run, start-up included. Both are CPU seconds for the same %d pictures (so the ratio is CPU per picture); "
+        "the table shows them over the stream's 30 s.\n\n"
+        "| runs (CPU s) | values |\n|---|---|\n| FrameTap, the session | %s |\n| FrameTap, the whole process | %s |\n"
+        "| FrameTap idle (cores) | %s |\n| ffmpeg | %s |\n\nPictures: FrameTap %s; ffmpeg %s.\n"
+        % (expected, expected, runs_text(marginal, 3), runs_text(gross, 3), runs_text(idle_rates, 4),
+           runs_text(ff, 3), ft_frames, ff_frames))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1143,6 +1421,99 @@ def bench_micro(runs):
 
 
 # --------------------------------------------------------------------------------------------
+# H1 / H2 / H3: H.265 (issue 15), measured as B1, B2 and B6 are
+
+def bench_hevc_ingest(runs):
+    server = Server("--decoder-threads", "1")
+    frames_expected = None
+    ft, ff = [], []
+    command("curl -H 'Content-Type: video/H265' --data-binary @.bench/streams/cam1080.265 "
+            "'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true'")
+    command("ffmpeg -threads 1 -f hevc -i .bench/streams/cam1080.265 -f null -")
+    try:
+        for i in range(runs):
+            t, (frames, _) = run_ffmpeg(["-threads", "1", "-f", "hevc", "-i", H1080, "-f", "null", "-"])
+            frames_expected = frames
+            ff.append(frames / t)
+            t, _, summary, _ = post_file(server, "h1-%d" % i, H1080, "flush=true", content_type="video/H265")
+            check_frames("H1", summary["frames"], frames_expected)
+            if (summary.get("format") or {}).get("codec") != "h265":
+                raise BenchFailure("H1: the session did not decode H.265: %s" % summary.get("format"))
+            ft.append(summary["frames"] / t)
+            server.json("DELETE", "/sessions/h1-%d" % i)
+    finally:
+        server.stop()
+    ratio = median(ft) / median(ff)
+    row("H1", "ingest 1080p30 HEVC Main, 1 session, `--decoder-threads 1` (fps)", fmt(median(ft)), "ffmpeg -threads 1",
+        fmt(median(ff)), ratio, "≥ 1.0", ratio >= 1.0)
+    DETAILS.append("### H1 HEVC ingest\n\n%d pictures per push (`cam1080.265`, HEVC Main 1080p30, no B-frames), all "
+                   "counted in the JSON answer and equal to ffmpeg's; measured as B1 (the whole request against the "
+                   "whole ffmpeg process).\n\n| runs (fps) | values |\n|---|---|\n| FrameTap | %s |\n| ffmpeg | %s |\n"
+                   % (frames_expected, runs_text(ft), runs_text(ff)))
+
+
+def bench_hevc_multipart(runs):
+    server = Server("--decoder-threads", "1")
+    ft, ff = [], []
+    sizes = {}
+    expected = None
+    command("curl -H 'Accept: multipart/mixed' -H 'Content-Type: video/H265' --data-binary @.bench/streams/cam1080m10.265 "
+            "'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true&format=jpeg&quality=85'")
+    command("ffmpeg -threads 1 -f hevc -i .bench/streams/cam1080m10.265 -q:v 3 -f image2 OUT/%04d.jpg")
+    try:
+        for i in range(runs):
+            with tempfile.TemporaryDirectory(dir=TMP_BASE) as d:
+                t, (frames, _) = run_ffmpeg(["-threads", "1", "-f", "hevc", "-i", H1080M10, "-q:v", "3", "-f", "image2",
+                                             os.path.join(d, "%04d.jpg")])
+                n = count_jpegs(d)
+                if n != frames:
+                    raise BenchFailure("H2: ffmpeg wrote %d files for %d frames" % (n, frames))
+                expected = n
+                sizes["ffmpeg"] = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d)) / n
+                ff.append(n / t)
+            t, _, parts, _ = post_file(server, "h2-%d" % i, H1080M10, "flush=true&format=jpeg&quality=85",
+                                       accept="multipart/mixed", content_type="video/H265")
+            check_frames("H2", parts, expected)
+            ft.append(parts / t)
+            server.json("DELETE", "/sessions/h2-%d" % i)
+    finally:
+        server.stop()
+    ratio = median(ft) / median(ff)
+    row("H2", "decode + JPEG q85 of every 1080p HEVC Main 10 picture, multipart answer (fps)", fmt(median(ft)),
+        "ffmpeg -threads 1 (mjpeg -q:v 3)", fmt(median(ff)), ratio, "≥ 1.3", ratio >= 1.3)
+    DETAILS.append("### H2 HEVC Main 10 decode + JPEG\n\n%d parts counted in every multipart answer (closing delimiter "
+                   "checked), equal to ffmpeg's file count; both convert each 10-bit picture to 8 bits (FrameTap with "
+                   "its range, straight into JPEG's full range; ffmpeg to yuvj420p for its mjpeg encoder). ffmpeg "
+                   "writes to %s; its mean JPEG size %.0f KB.\n\n| runs (fps) | values |\n|---|---|\n| FrameTap | %s |\n"
+                   "| ffmpeg | %s |\n" % (expected, TMP_BASE or "a temporary directory", sizes.get("ffmpeg", 0) / 1e3,
+                                        runs_text(ft), runs_text(ff)))
+
+
+def bench_hevc_memory(runs, sessions=8):
+    server = Server()
+    try:
+        time.sleep(0.5)
+        empty = server.rss_kb()
+        for k in range(sessions):
+            _, _, summary, _ = post_file(server, "h3-%d" % k, H1080, "flush=true", content_type="video/H265")
+            if summary["frames"] <= 0:
+                raise BenchFailure("H3: no picture")
+            status, _ = server.get("/sessions/h3-%d/frame/latest.jpg" % k)
+            if status != 200:
+                raise BenchFailure("H3: latest.jpg -> %d" % status)
+        time.sleep(1)
+        held = server.rss_kb()
+    finally:
+        server.stop()
+    per_session_mb = (held - empty) / sessions / 1024
+    row("H3", "RSS per idle 1080p HEVC session holding a latest picture (MB)", fmt(per_session_mb), "—", "",
+        float("nan"), "≤ 30 MB", per_session_mb <= 30)
+    DETAILS.append("### H3 HEVC memory\n\nVmRSS of the server: empty %d kB; with %d idle 1080p HEVC sessions each holding "
+                   "its latest picture and its JPEG %d kB (%.1f MB per session), measured as B6.\n"
+                   % (empty, sessions, held, per_session_mb))
+
+
+# --------------------------------------------------------------------------------------------
 
 # --------------------------------------------------------------------------------------------
 # D1-D4: on-demand sessions and history, pushed by bench/loadgen.c
@@ -1449,7 +1820,8 @@ def machine():
 
 
 SUITES = [("B1", bench_ingest), ("B2", bench_multipart), ("B3", bench_latest), ("B4", bench_freshness),
-          ("B5", bench_density), ("B6", bench_memory), ("B7", bench_fanout), ("M", bench_micro),
+          ("B4c", bench_freshness_fmp4), ("P1", bench_pull_cpu), ("B5", bench_density), ("B6", bench_memory), ("B7", bench_fanout), ("M", bench_micro),
+          ("H1", bench_hevc_ingest), ("H2", bench_hevc_multipart), ("H3", bench_hevc_memory),
           ("D1", bench_on_demand_density), ("D2", bench_first_picture), ("D3", bench_idle_memory),
           ("D4", bench_past_picture)]
 
@@ -1466,9 +1838,9 @@ def write_report(path, runs, started, loads, failed):
         "- figures with a peer: median of %d runs alternating FrameTap and the peer; ratio = FrameTap / peer "
         "(for B5: sessions / processes)." % runs, ""]
     out += ["## Streams", "",
-            "Made by `bench/make-streams.sh` (ffmpeg + libx264, testsrc2 with temporal noise, IDR every 2 s, "
-            "SPS/PPS repeated):", ""]
-    for path_ in (F1080, F720):
+            "Made by `bench/make-streams.sh` (ffmpeg + libx264 and libx265, testsrc2 with temporal noise, IDR every "
+            "2 s, parameter sets repeated):", ""]
+    for path_ in (F1080, F720, H1080, H1080M10):
         s = Stream(path_)
         out.append("- `%s`: %d bytes, %d access units, %d keyframes, %.2f Mbit/s over %.0f s"
                    % (os.path.relpath(path_, ROOT), len(s.data), len(s.aus), s.keyframes,
@@ -1499,7 +1871,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"))
     args = parser.parse_args()
     os.makedirs(os.path.join(WORK, "out"), exist_ok=True)
-    for p in (BIN, HARNESS, F1080, F720):
+    for p in (BIN, HARNESS, F1080, F720, H1080, H1080M10):
         if not os.path.exists(p):
             sys.exit("bench: %s is missing (run `make bench`)" % p)
     only = set(x.strip() for x in args.only.split(",") if x.strip())

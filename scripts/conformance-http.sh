@@ -2,14 +2,18 @@
 # The conformance check over HTTP: starts FRAMETAP_BIN on a free loopback port and pushes every
 # stream listed in CORPUS_DIR/MANIFEST.tsv in one request, asking for the pictures back:
 #
-#   curl --data-binary @FILE -H 'Accept: multipart/mixed' \
+#   curl --data-binary @FILE -H 'Content-Type: video/H264' -H 'Accept: multipart/mixed' \
 #        'http://127.0.0.1:PORT/sessions/<unique>/nalus?flush=true&format=yuv'
 #
-# The multipart body is parsed with the stdlib (boundary from Content-Type, each part read by its
-# Content-Length): the MD5 of the concatenated parts must equal the manifest's yuv_md5 (the same
+# The Content-Type states the codec for .264/.h264 (video/H264) and .265/.h265/.hevc (video/H265)
+# files; any other file goes as application/octet-stream and the server detects its codec. The
+# multipart body is parsed with the stdlib (boundary from Content-Type, each part read by its
+# Content-Length): the MD5 of the concatenated parts must equal the manifest's MD5 (the same
 # bytes as `frametap decode --format yuv --output -`), there must be one part per frame, every
 # part's X-Frame-Pix-Fmt must be the manifest's pix_fmt, the first part must have the manifest's
-# size, and the body must end with the closing delimiter. Rows without an MD5 are negative cases:
+# size, and the body must end with the closing delimiter; where the corpus has one MD5 per
+# picture over NV12 (<file>.md5), each part converted to NV12 must match it (scripts/corpus.py,
+# which also reads both manifest layouts). Rows without an MD5 are negative cases:
 # the answer must be a clean problem (application/problem+json with a code) or a 200 with no part,
 # and the server must still be healthy afterwards. The server is stopped with SIGTERM at the end
 # and must exit 0.
@@ -54,12 +58,14 @@ finish() {
     exit
 }
 
-# parse_multipart BODY HEADERS: shell assignments (for eval), "status=S type=T parts=N got=MD5
-# closed=yes|no pixfmts=a,b size=WxH problem=CODE error=TEXT" (fields that do not apply are "-").
+# parse_multipart BODY HEADERS [RAW]: shell assignments (for eval), "status=S type=T parts=N got=MD5
+# closed=yes|no pixfmts=a,b size=WxH problem=CODE error=TEXT" (fields that do not apply are "-");
+# with RAW, the parts' payloads are also written there back to back.
 parse_multipart() {
-    python3 - "$1" "$2" <<'PY'
+    python3 - "$@" <<'PY'
 import hashlib, json, re, shlex, sys
 body_path, head_path = sys.argv[1], sys.argv[2]
+raw = open(sys.argv[3], "wb") if len(sys.argv) > 3 else None
 head = open(head_path, "rb").read().decode("latin-1").replace("\r\n", "\n")
 # curl -D keeps every header block (e.g. a 100 Continue first): the last one is the answer.
 blocks = [b for b in head.split("\n\n") if b.startswith("HTTP/")]
@@ -96,6 +102,7 @@ elif ctype.startswith("multipart/"):
             if len(data) < stop + 2 or data[stop:stop + 2] != b"\r\n":
                 out["error"] = f"part {count + 1} is cut short or not followed by CRLF"; break
             md5.update(memoryview(data)[start:stop]); count += 1; pos = stop + 2
+            if raw: raw.write(memoryview(data)[start:stop])
             pf = fields.get("x-frame-pix-fmt", "?")
             if pf not in pixfmts: pixfmts.append(pf)
             if size is None: size = f'{fields.get("x-frame-width", "?")}x{fields.get("x-frame-height", "?")}'
@@ -105,10 +112,20 @@ print(" ".join(f"{k}={shlex.quote(str(v))}" for k, v in out.items()))
 PY
 }
 
+# The Content-Type a file is pushed with: its codec where the name says it, else none stated.
+content_type() {
+    case ${1##*.} in
+        264 | h264) echo video/H264 ;;
+        265 | h265 | hevc) echo video/H265 ;;
+        *) echo application/octet-stream ;;
+    esac
+}
+
 # push FILE SESSION: POSTs the file, keeping the body and the headers; prints curl's exit status.
 push() {
-    curl -sS -m "$timeout_s" -X POST --data-binary @"$1" -H 'Content-Type: video/h264' -H 'Accept: multipart/mixed' \
-        -D "$work/headers" -o "$work/body" "$BASE/sessions/$2/nalus?flush=true&format=yuv" 2> "$work/curl.err"
+    curl -sS -m "$timeout_s" -X POST --data-binary @"$1" -H "Content-Type: $(content_type "$1")" \
+        -H 'Accept: multipart/mixed' -D "$work/headers" -o "$work/body" \
+        "$BASE/sessions/$2/nalus?flush=true&format=yuv" 2> "$work/curl.err"
     echo $?
 }
 
@@ -117,16 +134,26 @@ healthy() { [ "$(curl -sS -m 5 "$BASE/healthz" 2> /dev/null)" = '{"status":"ok"}
 server_start "$frametap" || { report FAIL server "did not start"; finish; }
 
 check_stream() {
-    local file=$1 width=$2 height=$3 frames=$4 pix_fmt=$5 md5=$6 session=$7
-    local rc result
+    local file=$1 width=$2 height=$3 frames=$4 pix_fmt=$5 md5=$6 session=$7 per_picture=$8
+    local rc result pictures="" stated
+    stated=$(content_type "$file")
     rc=$(push "$corpus/$file" "$session")
     if [ "$rc" != 0 ]; then
         report FAIL "$file" "curl exit $rc: $(head -c 200 "$work/curl.err")"
         return
     fi
-    result=$(parse_multipart "$work/body" "$work/headers")
+    result=$(parse_multipart "$work/body" "$work/headers" ${per_picture:+"$work/raw"})
     local status type parts got closed pixfmts size problem error
     eval "$result"
+    if [ -n "$per_picture" ]; then
+        if [ ! -f "$corpus/$per_picture" ]; then
+            pictures="per-picture reference $per_picture is missing"
+        elif pictures=$(python3 "$ROOT/scripts/corpus.py" nv12 "$work/raw" "$width" "$height" "$pix_fmt" \
+            "$corpus/$per_picture" 2>&1); then
+            pictures=ok:$pictures
+        fi
+        rm -f "$work/raw"
+    fi
     if [ "$status" != 200 ] || [ "$type" != multipart/mixed ]; then
         report FAIL "$file" "HTTP $status $type${problem:+ (problem $problem)}"
     elif [ "$error" != - ]; then
@@ -141,8 +168,10 @@ check_stream() {
         report FAIL "$file" "X-Frame-Pix-Fmt $pixfmts, expected $pix_fmt"
     elif [ -n "$width" ] && [ "$size" != "${width}x${height}" ]; then
         report FAIL "$file" "first picture $size, expected ${width}x${height}"
+    elif [ -n "$per_picture" ] && [ "${pictures#ok:}" = "$pictures" ]; then
+        report FAIL "$file" "md5 ok but per-picture NV12: $pictures"
     else
-        report PASS "$file" "$parts parts, md5 $got, $pixfmts $size"
+        report PASS "$file" "$parts parts, md5 $got, $pixfmts $size${per_picture:+, NV12 per picture: ${pictures#ok:}}, sent as $stated"
     fi
 }
 
@@ -168,25 +197,14 @@ check_negative() {
 }
 
 n=0
-# Read through a non-whitespace separator: with IFS=$'\t', read would merge empty columns.
-while IFS=$'\x1f' read -r -u 3 file _source _notes width height frames pix_fmt _field_order yuv_md5 _rest ||
-    [ -n "${file:-}" ]; do # a last line without a newline still counts
-    file=${file%$'\r'}
-    [ -z "$file" ] && continue
-    case $file in file | '#'*) continue ;; esac
+# Fields separated by 0x1F (scripts/corpus.py): with IFS=$'\t', read would merge empty columns.
+while IFS=$'\x1f' read -r -u 3 file width height frames pix_fmt yuv_md5 per_picture; do
     n=$((n + 1))
     session="conf-$n-$$"
-    frames=${frames//[[:space:]]/}
-    yuv_md5=${yuv_md5//[[:space:]]/}
-    pix_fmt=${pix_fmt//[[:space:]]/}
-    width=${width//[[:space:]]/}
-    height=${height//[[:space:]]/}
     if [ ! -f "$corpus/$file" ]; then
         report FAIL "$file" "listed in the manifest but missing from $corpus"
-    elif [ "${file##*.}" = 265 ]; then
-        report SKIP "$file" "H.265: sessions take H.264 only so far"
     elif [ -n "$yuv_md5" ]; then
-        check_stream "$file" "$width" "$height" "$frames" "$pix_fmt" "$yuv_md5" "$session"
+        check_stream "$file" "$width" "$height" "$frames" "$pix_fmt" "$yuv_md5" "$session" "$per_picture"
     elif [ -z "$frames" ] || [ "$frames" = 0 ]; then
         check_negative "$file" "$session"
     else
@@ -194,7 +212,7 @@ while IFS=$'\x1f' read -r -u 3 file _source _notes width height frames pix_fmt _
     fi
     rm -f "$work/body" "$work/headers"
     curl -sS -m 10 -o /dev/null -X DELETE "$BASE/sessions/$session" 2> /dev/null
-done 3< <(tr '\t' '\037' < "$manifest")
+done 3< <(python3 "$ROOT/scripts/corpus.py" rows "$corpus")
 
 if healthy; then report PASS server "healthy after $n streams"; else report FAIL server "not healthy after $n streams"; fi
 if server_stop; then report PASS server "exited 0 on SIGTERM"; else report FAIL server "exit ${SERVER_EXIT:-?} on SIGTERM"; fi

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Decodes every stream listed in CORPUS_DIR/MANIFEST.tsv with `frametap decode` and compares the
-# MD5 of the raw pictures (native pixel format, cropped, output order) with the manifest.
+# Decodes every stream listed in CORPUS_DIR/MANIFEST.tsv with `frametap decode` (H.264 or H.265,
+# detected from the stream) and compares the MD5 of the raw pictures (native pixel format,
+# cropped, output order) with the manifest; where the corpus has one MD5 per picture over NV12
+# (<file>.md5, as ../shared/testdata/h265 has), each picture is converted to NV12 and checked too.
 # Rows without an MD5 are negative cases: the decode must fail with a message, not crash.
 #
-# Works on any directory with a manifest in this format (tab-separated, header row first):
+# Works on any directory with a manifest in either of these formats (tab-separated, header row
+# first; scripts/corpus.py reads both):
 #   file source notes width height frames pix_fmt field_order yuv_md5 md5_source decode_flags
-# e.g. the third-party corpus, Tests/Fixtures, or a user's own copy of the conformance suite.
+#   file bytes frames size pix_fmt md5_whole_yuv420p frame_md5s_nv12 notes
+# e.g. the third-party corpora, Tests/Fixtures, or a user's own copy of the conformance suite.
 #
 # Usage: scripts/conformance.sh CORPUS_DIR FRAMETAP_BIN
 # Environment: DECODE_TIMEOUT (seconds per stream, default 120);
@@ -24,6 +28,7 @@ if [ $# -ne 2 ]; then
 fi
 corpus=$1
 frametap=$2
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 timeout_s=${DECODE_TIMEOUT:-120}
 backend=${BACKEND:-}
 hw_devices=${HW_DEVICES:-}
@@ -74,15 +79,8 @@ abnormal_exit() {
   fi
 }
 
-digest_and_count() {  # stdin -> "md5 byte_count", in one pass over output that can be large
-  python3 -c '
-import hashlib, sys
-digest, count = hashlib.md5(), 0
-while chunk := sys.stdin.buffer.read(1 << 20):
-    digest.update(chunk)
-    count += len(chunk)
-print(digest.hexdigest(), count)
-'
+digest_and_count() {  # stdin -> "md5 byte_count", in one pass over output that can be large; [COPY]
+  python3 "$ROOT/scripts/corpus.py" digest "$@"
 }
 
 # The CLI's summary on stderr: "frametap: decoded N frames ..."; the last one counts.
@@ -102,30 +100,41 @@ hardware_refusal() {
     "$work/stderr" | head -n1 | tr -d '()' || true
 }
 
-run_decode() {  # run_decode PATH BACKEND -> $work/stderr, $work/digest; returns the exit status
-  local path=$1 choice=$2 rc
-  local args=()
+run_decode() {  # run_decode PATH BACKEND [COPY] -> $work/stderr, $work/digest; returns the exit status
+  local path=$1 choice=$2 copy=${3:-} rc
+  local args=() copy_args=()
   [ -n "$choice" ] && args=(--backend "$choice")
+  [ -n "$copy" ] && copy_args=("$copy")
   set +e
   timeout --kill-after=10 "$timeout_s" "$frametap" decode "$path" --format yuv --output - \
     ${args[@]+"${args[@]}"} ${hw_args[@]+"${hw_args[@]}"} 2>"$work/stderr" </dev/null |
-    digest_and_count >"$work/digest"
+    digest_and_count ${copy_args[@]+"${copy_args[@]}"} >"$work/digest"
   rc=${PIPESTATUS[0]}
   set -e
   return "$rc"
 }
 
 check_stream() {
-  local file=$1 expected_frames=$2 expected_md5=$3
-  local path="$corpus/$file" rc md5 bytes frames problem message used refusal="" where
+  local file=$1 expected_frames=$2 expected_md5=$3 width=$4 height=$5 pix_fmt=$6 per_picture=$7
+  local path="$corpus/$file" rc md5 bytes frames problem message used refusal="" where copy="" pictures=""
+  [ -n "$per_picture" ] && copy="$work/raw"
   rc=0
-  run_decode "$path" "$backend" || rc=$?
+  run_decode "$path" "$backend" "$copy" || rc=$?
   if [ "$rc" -ne 0 ] && { [ "$backend" = cuda ] || [ "$backend" = vaapi ]; }; then
     refusal=$(hardware_refusal)
     if [ -n "$refusal" ]; then
       rc=0
-      run_decode "$path" auto || rc=$?
+      run_decode "$path" auto "$copy" || rc=$?
     fi
+  fi
+  if [ "$rc" -eq 0 ] && [ -n "$per_picture" ]; then
+    if [ ! -f "$corpus/$per_picture" ]; then
+      pictures="per-picture reference $per_picture is missing"
+    elif pictures=$(python3 "$ROOT/scripts/corpus.py" nv12 "$copy" "$width" "$height" "$pix_fmt" \
+      "$corpus/$per_picture" 2>&1); then
+      pictures=ok:$pictures
+    fi
+    rm -f "$copy"
   fi
   read -r md5 bytes <"$work/digest"
   frames=$(decoded_frame_count)
@@ -150,8 +159,10 @@ check_stream() {
     report FAIL "$file" "md5 $md5 != $expected_md5 (${bytes} bytes, ${frames:-?} frames decoded, expected $expected_frames)"
   elif [ -n "$frames" ] && [ -n "$expected_frames" ] && [ "$frames" != "$expected_frames" ]; then
     report FAIL "$file" "md5 ok but summary says $frames frames, expected $expected_frames"
+  elif [ -n "$per_picture" ] && [ "${pictures#ok:}" = "$pictures" ]; then
+    report FAIL "$file" "md5 ok but per-picture NV12: $pictures"
   elif [ -n "$frames" ]; then
-    report PASS "$file" "$frames frames, md5 $md5, $where"
+    report PASS "$file" "$frames frames, md5 $md5${per_picture:+, NV12 per picture: ${pictures#ok:}}, $where"
   else
     report PASS "$file" "md5 $md5 (frame count not checked: no 'decoded N frames' summary on stderr)"
   fi
@@ -181,26 +192,18 @@ check_negative() {
   fi
 }
 
-# Read through a non-whitespace separator: with IFS=$'\t', read would merge empty columns.
-while IFS=$'\x1f' read -r -u 3 file _source _notes _width _height frames _pix_fmt _field_order yuv_md5 _rest ||
-  [ -n "${file:-}" ]; do  # a last line without a newline still counts
-  file=${file%$'\r'}
-  [ -z "$file" ] && continue
-  case $file in file | '#'*) continue ;; esac
-  frames=${frames//[[:space:]]/}
-  yuv_md5=${yuv_md5//[[:space:]]/}
+# Fields separated by 0x1F (scripts/corpus.py): with IFS=$'\t', read would merge empty columns.
+while IFS=$'\x1f' read -r -u 3 file width height frames pix_fmt yuv_md5 per_picture; do
   if [ ! -f "$corpus/$file" ]; then
     report FAIL "$file" "listed in the manifest but missing from $corpus"
-  elif [ "${file##*.}" = 265 ]; then
-    report SKIP "$file" "H.265: frametap decode takes H.264 only so far"
   elif [ -n "$yuv_md5" ]; then
-    check_stream "$file" "$frames" "$yuv_md5"
+    check_stream "$file" "$frames" "$yuv_md5" "$width" "$height" "$pix_fmt" "$per_picture"
   elif [ -z "$frames" ] || [ "$frames" = 0 ]; then
     check_negative "$file"
   else
     report SKIP "$file" "no md5 for $frames expected frames"
   fi
-done 3< <(tr '\t' '\037' <"$manifest")
+done 3< <(python3 "$ROOT/scripts/corpus.py" rows "$corpus")
 
 if [ -n "$backend" ]; then
   echo "$passed passed, $failed failed ($on_hardware decoded on hardware, $fell_back by a software fallback; BACKEND=$backend)"

@@ -8,7 +8,12 @@ Load, all on 127.0.0.1 and all stopping by themselves at the deadline:
   * MJPEG viewers: frames.mjpeg, reconnecting every 10-40 s; some read slowly (a few KB at a
     time), so the server must skip pictures for them rather than queue;
   * long polls: latest.jpg?after=SEQ&wait=5000 (a newer picture, or 304 when the wait ends);
-  * session churn: create with a push, read a picture, sometimes a multipart push, delete, repeat.
+  * session churn: create with a push, read a picture, sometimes a multipart push, delete, repeat;
+  * hostile phases, every 2 minutes from 30 s in: 60 s of slow clients from 127.0.0.2-6 (320
+    connections trickling heads and PUT bodies a byte a second, reconnecting when closed, for the
+    server's 256 slots), while a client from 127.0.0.7 must get every answer; then 30 s of floods
+    (1900 query parameters, 3000 headers, 9000-byte and 100 KB targets), each answered.
+    The server runs with --max-connections 256 --max-connections-per-ip 64 for that.
 
 Every sample (5 s) reads the server's RSS and threads (/proc/PID/status) and open fds
 (/proc/PID/fd); every minute prints them. The run fails on any failed request, on a server crash
@@ -33,6 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "smoke"))
+from hostile import FLOODS, raw_exchange  # noqa: E402 - the smoke folder is on the path only now
+from slow_clients import SlowClients, probe  # noqa: E402
 FIXTURES = ROOT / "Tests" / "Fixtures"
 LIVE_FIXTURES = ["high_320x240.264", "slices4_320x240.264", "main_bframes_176x144.264"]
 CHURN_FIXTURES = ["baseline_176x144.264", "high_320x240.264", "aud_sei_176x144.264"]
@@ -232,6 +240,33 @@ def churn(load, port, rng):
     client_loop(load, "churn", once)
 
 
+def hostile_phases(load, port):
+    """Every 2 minutes: 60 s of slow clients from five addresses, more than the server's slots,
+    with a client that behaves probing from a sixth; 30 s of floods; 30 s of quiet."""
+    base = f"http://127.0.0.1:{port}"
+    addresses = [f"127.0.0.{n}" for n in range(2, 7)]
+    time.sleep(30)
+    while load.running():
+        phase_end = min(time.monotonic() + 60, load.deadline)
+        with SlowClients(port, addresses, per_address=64, kind="mixed", interval=1.0, reconnect_delay=0.5):
+            while time.monotonic() < phase_end:
+                status, took = probe(port, "127.0.0.7", timeout=10)
+                if status == 200:
+                    load.ok("probe under slow clients")
+                else:
+                    load.fail("probe under slow clients", f"{status} after {took:.1f} s")
+                time.sleep(2)
+        phase_end = min(time.monotonic() + 30, load.deadline)
+        while time.monotonic() < phase_end:
+            for what, raw, status in FLOODS:
+                data, closed = raw_exchange(base, raw, wait=5.0)
+                if data.startswith(b"HTTP/1.1 %d" % status) or (status in (414, 431) and not data and closed):
+                    load.ok("flood")
+                else:
+                    load.fail("flood", f"{what}: {data[:80]!r}")
+        time.sleep(max(0.0, min(30, load.deadline - time.monotonic())))
+
+
 # --------------------------------------------------------------------------------------------
 # The server and its resources.
 
@@ -303,7 +338,8 @@ def main():
 
     port = free_port()
     log = open(out / "server.log", "wb")
-    server = subprocess.Popen([args.binary, "serve", "--host", "127.0.0.1", "--port", str(port)], stderr=log)
+    server = subprocess.Popen([args.binary, "serve", "--host", "127.0.0.1", "--port", str(port),
+                               "--max-connections", "256", "--max-connections-per-ip", "64"], stderr=log)
     if not wait_healthy(port, server):
         server.kill()
         sys.exit(f"the server did not come up (see {out / 'server.log'})")
@@ -329,6 +365,7 @@ def main():
     client_threads += [threading.Thread(target=long_poller, args=(load, port, live, random.Random(rng.random())))
                        for _ in range(2)]
     client_threads.append(threading.Thread(target=churn, args=(load, port, random.Random(rng.random()))))
+    client_threads.append(threading.Thread(target=hostile_phases, args=(load, port)))
     for thread in client_threads:
         thread.daemon = True
         thread.start()

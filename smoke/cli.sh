@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The offline command line as a user meets it: outputs, sizes and the documented exit codes
-# for bad input. Needs no server.   smoke/cli.sh [path/to/frametap] [conformance corpus dir]
+# for bad input, for H.264 and H.265. Needs no server.
+#   smoke/cli.sh [path/to/frametap] [conformance corpus dir]
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$ROOT/.build/debug/frametap}
@@ -59,6 +60,30 @@ check "probe shows the cropped size of the odd fixture" \
     "$("$BIN" probe "$FIXTURES/odd_crop_322x242.264" | grep -c 'display size   322x242')" 1
 check "probe --json parses and counts access units" \
     "$("$BIN" probe --json "$FIXTURE" | jq '.pictures')" "$frames"
+# H.265: detected from its first parameter set, or stated with --codec.
+HEVC=$FIXTURES/odd_crop_322x242.265
+check "H.265: probe shows the size after the conformance window" \
+    "$("$BIN" probe "$HEVC" | grep -c 'display size   322x242')" 1
+check "H.265: probe --json names the codec and counts pictures" \
+    "$("$BIN" probe --json - < "$HEVC" | jq -r '"\(.sequenceParameterSets[0].format.codec) \(.pictures) \(.videoParameterSets | length)"')" \
+    "h265 $(manifest odd_crop_322x242.265 frames) 1"
+check "H.265: decode from standard input equals the manifest md5" \
+    "$("$BIN" decode - --format yuv --output - < "$HEVC" 2> /dev/null | md5sum | cut -d' ' -f1)" \
+    "$(manifest odd_crop_322x242.265 yuv_md5)"
+check "H.265: --codec h265 decodes the same" \
+    "$("$BIN" decode "$HEVC" --codec h265 --format yuv --output - 2> /dev/null | md5sum | cut -d' ' -f1)" \
+    "$(manifest odd_crop_322x242.265 yuv_md5)"
+expect_exit "decode of H.265 stated as H.264" 1 "$BIN" decode "$HEVC" --codec h264 --output "$TMP/out"
+# Start codes but no parameter set of either codec: the slices of an H.265 fixture alone.
+python3 -c "
+data = open('$HEVC', 'rb').read()
+units = [u.rstrip(b'\x00') for u in data.split(b'\x00\x00\x01')[1:]]
+open('$TMP/slices.bin', 'wb').write(b''.join(b'\x00\x00\x00\x01' + u for u in units if (u[0] >> 1) & 0x3F < 32))"
+expect_exit "decode of units with no parameter set" 4 "$BIN" decode "$TMP/slices.bin" --output "$TMP/out"
+expect_exit "probe of units with no parameter set" 4 "$BIN" probe "$TMP/slices.bin"
+check "probe --codec h265 reads units with no parameter set" \
+    "$("$BIN" probe --codec h265 --json "$TMP/slices.bin" | jq '.pictures')" "$(manifest odd_crop_322x242.265 frames)"
+
 if [ -f "$CORPUS/CVFC1_Sony_C.jsv" ]; then
     check "probe shows 300x168 for CVFC1" \
         "$("$BIN" probe --json "$CORPUS/CVFC1_Sony_C.jsv" | jq -r '.sequenceParameterSets[0].format | "\(.width)x\(.height)"')" 300x168

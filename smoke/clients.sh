@@ -5,6 +5,11 @@
 #   b. ffmpeg's mpjpeg demuxer reads pictures from frames.mjpeg during the push;
 #   c. GStreamer souphttpsrc ! multipartdemux ! jpegdec reads pictures;
 #   d. headless Chromium shows the MJPEG stream in an <img> (the screenshot is not blank);
+#   h. H.265: ffmpeg encodes with libx265 live (-re) and pushes chunked (Content-Type video/H265)
+#      while latest.jpg is polled (X-Frame-Seq increases, every picture decoded, codec h265);
+#      ffmpeg's mpjpeg demuxer and GStreamer read the session's MJPEG; a GStreamer x265enc stream
+#      pushed with curl decodes to every picture GStreamer encoded; headless Chromium (which cannot
+#      decode H.265 itself) shows the H.265 session's MJPEG;
 #   e. openapi.yaml is a valid OpenAPI document, and schemathesis (every check) finds nothing
 #      against the live server, which still answers /healthz afterwards;
 # then stops it with SIGTERM (exit 0 wanted), and repeats d. on a server with --auth-token
@@ -12,8 +17,8 @@
 #
 #   smoke/clients.sh FRAMETAP_BIN
 #
-# Needs ffmpeg (with libx264), curl, jq, python3, gst-launch-1.0 (souphttpsrc from
-# gstreamer1.0-plugins-good), chromium, and .venv with schemathesis and openapi-spec-validator
+# Needs ffmpeg (with libx264 and libx265), curl, jq, python3, gst-launch-1.0 (souphttpsrc from
+# gstreamer1.0-plugins-good, x265enc from gstreamer1.0-plugins-bad), chromium, and .venv with schemathesis and openapi-spec-validator
 # (`make test-deps`). Every client runs under `timeout`. Prints one PASS/FAIL line per check and
 # "N passed, N failed" last; exits non-zero when anything failed.
 # Environment: SCHEMATHESIS_MAX_EXAMPLES (default 20), SCHEMATHESIS_SEED (default 1; "random"
@@ -134,6 +139,64 @@ for _ in $(seq 50); do  # a gone viewer is noticed at the next repeat (about a s
     sleep 0.1
 done
 check "every MJPEG viewer is freed once its client left" "$subscribers" "0"
+
+# --- h. H.265: a live x265 push, its pictures read by ffmpeg, GStreamer and Chromium --------
+echo "== h. H.265"
+HCAM=$BASE/sessions/hcam
+timeout -k 5 60 ffmpeg -nostdin -hide_banner -loglevel error -re -f lavfi -i testsrc2=size=320x240:rate=25 -t 12 \
+    -c:v libx265 -preset ultrafast -tune zerolatency -x265-params keyint=25:log-level=error -pix_fmt yuv420p \
+    -f hevc -content_type video/H265 -method POST -chunked_post 1 "$HCAM/nalus" > "$TMP/hpush.log" 2>&1 &
+HPUSH=$!
+BACKGROUND+=("$HPUSH")
+seqs=()
+for _ in $(seq 40); do
+    kill -0 "$HPUSH" 2> /dev/null || break
+    code=$(curl -sS -m 5 -D "$TMP/hh" -o "$TMP/hpoll.jpg" -w '%{http_code}' "$HCAM/frame/latest.jpg")
+    if [ "$code" = 200 ]; then
+        seqs+=("$(header "$TMP/hh" X-Frame-Seq)")
+        cp "$TMP/hpoll.jpg" "$TMP/hlatest.jpg"
+    fi
+    [ "${#seqs[@]}" -ge 12 ] && break
+    sleep 0.3
+done
+increasing=$(python3 -c 'import sys; s = [int(v) for v in sys.argv[1:]]; print(int(len(s) >= 8 and all(a < b for a, b in zip(s, s[1:]))))' "${seqs[@]}")
+expect "h: a live libx265 push: X-Frame-Seq strictly increases over ${#seqs[@]} polls" "$([ "$increasing" = 1 ]; echo $?)" \
+    "seqs ${seqs[*]:-none}"
+check "h: latest.jpg of the H.265 session is a 320x240 JPEG" "$(jpeg_size "$TMP/hlatest.jpg" 2> /dev/null)" "320x240"
+check "h: the session's codec is h265, Main, from the stream" \
+    "$(curl -sS -m 5 "$HCAM" | jq -c '[.codec, .format.codec, .format.profile, .format.tier]')" '["h265","h265","Main","Main"]'
+mkdir -p "$TMP/hmpjpeg"
+during=$(kill -0 "$HPUSH" 2> /dev/null && echo "during the push" || echo "after the push")
+rc=$(timeout -k 5 30 ffmpeg -nostdin -hide_banner -loglevel error -f mpjpeg -i "$HCAM/frames.mjpeg" -frames:v 5 \
+    -c copy -f image2 "$TMP/hmpjpeg/%02d.jpg" > "$TMP/hmpjpeg.log" 2>&1; echo $?)
+expect "h: ffmpeg -f mpjpeg read 5 pictures of the H.265 session ($during)" "$rc" "exit $rc: $(tail -c 300 "$TMP/hmpjpeg.log")"
+rc=$(timeout -k 5 30 gst-launch-1.0 -q souphttpsrc location="$HCAM/frames.mjpeg?width=160" timeout=10 ! multipartdemux ! \
+    image/jpeg ! jpegdec ! videoconvert ! pngenc snapshot=true ! filesink location="$TMP/hgst.png" > "$TMP/hgst.log" 2>&1
+    echo $?)
+expect "h: GStreamer snapshot of the H.265 session's 160-wide MJPEG" "$rc" "exit $rc: $(tail -c 300 "$TMP/hgst.log")"
+verdict=$(png_check "$TMP/hgst.png" 0 0 160 120 2>&1)
+expect "h: the GStreamer snapshot shows the picture: $verdict" "$([[ $verdict == ok* && $verdict == *"160x120 PNG"* ]]; echo $?)"
+start=$(date +%s)
+rc=$(chromium_shot "$HCAM/frames.mjpeg" "$TMP/hchromium.png")
+expect "h: chromium showed the H.265 session's MJPEG ($(($(date +%s) - start)) s)" "$rc" \
+    "exit $rc: $(grep -v dbus "$TMP/chromium.log" | tail -c 300)"
+verdict=$(png_check "$TMP/hchromium.png" 0 0 320 240 2>&1)
+expect "h: the Chromium screenshot shows the picture: $verdict" "$([[ $verdict == ok* ]]; echo $?)"
+wait "$HPUSH"
+rc=$?
+expect "h: the libx265 push ended with exit 0" "$rc" "exit $rc: $(tail -c 300 "$TMP/hpush.log")"
+flushed=$(curl -sS -m 10 -X POST --data-binary '' "$HCAM/nalus?flush=true" | jq -c '{flushed, latestSeq}')
+check "h: an empty flush ends the H.265 stream" "$flushed" "{\"flushed\":true,\"latestSeq\":$FRAMES}"
+check "h: every picture of the live H.265 push was decoded" \
+    "$(curl -sS -m 5 "$HCAM" | jq -c '[.counters.framesDecoded, .counters.decodeErrors]')" "[$FRAMES,0]"
+# GStreamer's own H.265 encoder, its byte stream pushed whole: every picture it encoded decodes.
+rc=$(timeout -k 5 60 gst-launch-1.0 -q videotestsrc num-buffers=50 ! video/x-raw,width=320,height=240,framerate=25/1 ! \
+    x265enc speed-preset=ultrafast key-int-max=25 ! h265parse ! video/x-h265,stream-format=byte-stream,alignment=au ! \
+    filesink location="$TMP/gst.265" > "$TMP/gstenc.log" 2>&1; echo $?)
+expect "h: GStreamer x265enc made a 50-picture H.265 stream" "$rc" "exit $rc: $(tail -c 300 "$TMP/gstenc.log")"
+check "h: the GStreamer x265enc stream pushed with curl decodes to its 50 pictures" \
+    "$(curl -sS -m 30 -H 'Content-Type: video/H265' --data-binary @"$TMP/gst.265" "$BASE/sessions/gsthevc/nalus?flush=true" |
+        jq -c '[.frames, .decodeErrors, .format.codec]')" '[50,0,"h265"]'
 
 # --- e. the OpenAPI document against the live server ----------------------------------------
 echo "== e. spec checks"

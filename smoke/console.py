@@ -6,11 +6,14 @@
 Runs the same scenario against two servers, one without a token and one with --auth-token
 (signed in through the page's sign-in box):
   - the empty state with no sessions;
-  - two live ffmpeg -re pushes: two cards with thumbnails that show pictures (checked on the
-    pixels of a screenshot) and fps advancing;
+  - three live ffmpeg -re pushes, two H.264 and one H.265 (Main 10): cards with thumbnails that
+    show pictures (checked on the pixels of a screenshot) and fps advancing, the H.265 card with
+    its codec, profile and bit depth;
   - a session view opened from the keyboard: MJPEG playing (two screenshots differ) and the
     server counting one viewer, the format and the charts; Escape back to the grid;
-  - a file pushed through the upload form: its session appears with the right size;
+  - the H.265 session's view: its format (codec, tier) and an x265 push among its commands;
+  - a .264 and a .265 file pushed through the upload form: their sessions appear with the right
+    size and codec;
   - a session deleted from the page: its card goes;
   - GET /events with curl, and a Last-Event-ID resume (skipped while the server answers 404);
 and, without a token, a server restart (the page shows it is reconnecting and recovers without
@@ -135,11 +138,13 @@ class Server:
 
 
 class Push:
-    """A camera-like live push: ffmpeg -re sends an H.264 stream at its own pace (chunked POST)."""
+    """A camera-like live push: ffmpeg -re sends an H.264 (or, for a .265 file, H.265) stream at
+    its own pace (chunked POST)."""
 
     def __init__(self, base, session, stream, token=None):
-        command = ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-re", "-i", stream,
-                   "-c", "copy", "-f", "h264", "-method", "POST", "-chunked_post", "1"]
+        raw = "hevc" if stream.endswith(".265") else "h264"
+        command = ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-re", "-f", raw, "-i", stream,
+                   "-c", "copy", "-f", raw, "-method", "POST", "-chunked_post", "1"]
         if token:
             command += ["-headers", f"Authorization: Bearer {token}\r\n"]
         self.process = subprocess.Popen(command + [f"{base}/sessions/{session}/nalus"],
@@ -308,7 +313,8 @@ def card_state(page, session):
         const img = card.querySelector('.thumb-img');
         return {seq: Number(card.dataset.seq || 0), fps: card.dataset.fps === '' ? null : Number(card.dataset.fps),
                 resolution: card.dataset.resolution, loaded: !img.hidden && img.complete && img.naturalWidth > 0,
-                fpsText: card.querySelector('[data-field="fps"]').textContent};
+                fpsText: card.querySelector('[data-field="fps"]').textContent, codec: card.dataset.codec,
+                formatText: card.querySelector('[data-field="format"]').textContent};
     """, session)
 
 
@@ -353,16 +359,17 @@ def scenario(results, server, token, fixtures, work, shots, options):
         r(f"sync mode is '{want_mode}' (GET /events answers {events_status})", mode == want_mode,
           f"mode {page.js('return document.documentElement.dataset.sync')}")
 
-        # --- two live pushes: cards, thumbnails, fps ------------------------------------------
-        cams = [("cam-a", "high_320x240.264"), ("cam-b", "slices4_320x240.264")]
+        # --- three live pushes (two H.264, one H.265): cards, thumbnails, fps --------------------
+        cams = [("cam-a", "high_320x240.264"), ("cam-b", "slices4_320x240.264"), ("cam-h", "main10_320x240.265")]
         # cam-b decodes on demand: its thumbnail's long polls are what keep it decoding.
         created, _, _ = http(base, "PUT", "/sessions/cam-b", token, data=b'{"decode": "on-demand"}',
                              headers={"Content-Type": "application/json"})
         r("cam-b is created on demand", created == 201, f"status {created}")
         for session, fixture in cams:
-            stream = live_stream(os.path.join(fixtures, fixture), 400, os.path.join(work, f"{label}-{session}.264"))
+            extension = fixture.rsplit(".", 1)[1]
+            stream = live_stream(os.path.join(fixtures, fixture), 400, os.path.join(work, f"{label}-{session}.{extension}"))
             pushes.append(Push(base, session, stream, token))
-        r("two live pushes: two cards appear", page.wait(lambda: card_count(page) == 2) is True,
+        r("three live pushes: three cards appear", page.wait(lambda: card_count(page) == 3) is True,
           f"{card_count(page)} cards")
         for session, _ in cams:
             loaded = page.wait(lambda: (card_state(page, session) or {}).get("loaded"))
@@ -381,6 +388,13 @@ def scenario(results, server, token, fixtures, work, shots, options):
         status_b = session_status(base, "cam-b", token) or {}
         r("cam-b (on demand): its thumbnail keeps it decoding",
           status_b.get("decode") == "on-demand" and status_b.get("decoding") is True, f"status {status_b.get('decoder')}")
+        summary = page.wait(lambda: (lambda state: state if state and state["codec"] == "h265" and "10-bit" in state["formatText"]
+                                     else None)(card_state(page, "cam-h")))
+        r(f"cam-h: the H.265 card shows codec, profile and bit depth ({summary and summary['formatText']})",
+          bool(summary) and summary["formatText"].startswith("H.265") and "Main 10" in summary["formatText"])
+        h264 = card_state(page, "cam-a") or {}
+        r(f"cam-a: the H.264 card shows its codec ({h264.get('formatText')})",
+          h264.get("codec") == "h264" and str(h264.get("formatText")).startswith("H.264 · 320×240 · High @ L"))
         page.screenshot("grid")
 
         # --- the session view from the keyboard -------------------------------------------------
@@ -413,6 +427,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
         r("the fps chart draws samples", points is True, f"points {drawn}")
         commands = page.js("return [...document.querySelectorAll('.commands code')].map(c => c.textContent).join('\\n')")
         r("commands name this server and session", f"{base}/sessions/cam-a/nalus" in commands and "frames.mjpeg" in commands)
+        r("an H.264 session's commands push H.264", "-f h264" in commands and "libx265" not in commands)
         page.screenshot("session")
         check_snapshot(r, page, downloads)
         check_history_scrubber(r, page)
@@ -424,6 +439,8 @@ def scenario(results, server, token, fixtures, work, shots, options):
         r("focus returns to the card that was opened", focus is True)
         gone = page.wait(lambda: (session_status(base, "cam-a", token) or {}).get("subscribers") == 0)
         r("leaving the view ends the MJPEG viewer", gone is True)
+
+        check_hevc_session_view(r, page, base)
 
         # --- push a file from the browser ---------------------------------------------------------
         page.find("#open-upload").click()
@@ -447,6 +464,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
         card = page.wait(lambda: (lambda state: state if state and state["resolution"] == "322x242" else None)(card_state(page, "upload.1")))
         r("the uploaded session's card appears with 322x242", bool(card), f"card {card_state(page, 'upload.1')}")
         page.screenshot("upload")
+        check_hevc_upload(r, page, fixtures)
         page.find("#upload-close").click()
 
         check_drop_onto_busy_session(r, page, fixtures)
@@ -544,6 +562,41 @@ def check_history_scrubber(r, page):
     r(f"history: the picture is not blank: {verdict}", verdict.startswith("ok"))
 
 
+def check_hevc_session_view(r, page, base):
+    """The H.265 session's view: its format says codec and tier, its status says how the codec is
+    known, and its commands push H.265 (an x265 ffmpeg push, a file push that says video/H265)."""
+    page.js("location.hash = '#/sessions/cam-h'")
+    facts = page.wait_js("""const t = document.querySelector('.format-facts')?.textContent ?? '';
+        return /H\\.265/.test(t) && /Main 10/.test(t) && /Tier/.test(t) && /10-bit/.test(t) && t""")
+    r("cam-h: the format shows codec H.265, Main 10, its tier and 10-bit", bool(facts))
+    status = page.wait_js("const t = document.querySelector('.status-facts')?.textContent ?? ''; return /detected from its parameter sets/.test(t) && t")
+    r("cam-h: the status says the codec was detected", bool(status))
+    commands = page.wait_js("""const t = [...document.querySelectorAll('.commands code')].map(c => c.textContent).join('\\n');
+        return /libx265/.test(t) && t""")
+    r("cam-h: the commands push with x265 (-c:v libx265 -f hevc, chunked POST) to this session",
+      bool(commands) and "-c:v libx265" in commands and "-f hevc" in commands and "-chunked_post 1" in commands
+      and f"{base}/sessions/cam-h/nalus" in commands and "video/H265" in commands, str(commands)[:300])
+    playing = page.wait_js("const img = document.getElementById('mjpeg'); return img && img.naturalWidth > 0")
+    r("cam-h: the MJPEG of the H.265 session plays in the view", playing is True)
+    page.screenshot("session-hevc")
+    page.js("location.hash = '#/'")
+    page.wait_js("return !document.getElementById('sessions-page').hidden")
+
+
+def check_hevc_upload(r, page, fixtures):
+    """A .265 file through the upload form: its session appears, H.265 at its size."""
+    page.find("#upload-file").send_keys(os.path.join(fixtures, "radl_176x144.265"))
+    name = page.find("#upload-session-name")
+    name.clear()
+    name.send_keys("upload.2")
+    page.find("#upload-start").click()
+    result = page.wait_js("const t = document.getElementById('upload-result').textContent; return /upload\\.2/.test(t) && /decoded/.test(t) && t")
+    r(f"a .265 upload finished: {result}", bool(result) and "30 pictures" in result and "H.265" in result)
+    card = page.wait(lambda: (lambda state: state if state and state["codec"] == "h265" and state["resolution"] == "176x144"
+                              else None)(card_state(page, "upload.2")))
+    r("the .265 upload's card appears as H.265 176x144", bool(card), f"card {card_state(page, 'upload.2')}")
+
+
 def check_drop_onto_busy_session(r, page, fixtures):
     """A file dropped on a session's page goes to that session; a refused push (this one is busy
     with a live push: 409 session_busy) is explained in words."""
@@ -600,6 +653,15 @@ def check_module_functions(r, page):
             ['route fallback', app.parseRoute('#/nowhere').name, 'sessions'],
             ['commands', commands.sessionCommands('cam1', 'https://ft.example', true)[0][1],
              'ffmpeg -re -i camera.264 -c copy -f h264 -method POST -chunked_post 1 -headers "Authorization: Bearer $FRAMETAP_TOKEN" https://ft.example/sessions/cam1/nalus'],
+            ['H.265 commands', commands.sessionCommands('cam1', 'https://ft.example', false, 'h265')[0][1],
+             'ffmpeg -re -i camera.mp4 -c:v libx265 -preset ultrafast -tune zerolatency -f hevc -method POST -chunked_post 1 https://ft.example/sessions/cam1/nalus'],
+            ['H.265 file push', commands.sessionCommands('cam1', 'https://ft.example', false, 'h265')[1][1],
+             "curl --data-binary @file.265 -H 'Content-Type: video/H265' 'https://ft.example/sessions/cam1/nalus?flush=true'"],
+            ['content types', ['a.265', 'B.HEVC', 'c.h265', 'd.264', 'e.avc', 'f.bin'].map(api.streamContentType).join(' '),
+             'video/H265 video/H265 video/H265 video/H264 video/H264 application/octet-stream'],
+            ['summary', format.formatSummary({codec: 'h265', width: 320, height: 240, profile: 'Main 10', level: '2.1', bitDepth: 10}),
+             'H.265 · 320×240 · Main 10 @ L2.1 · 10-bit'],
+            ['summary before the format', format.formatSummary(null, 'h265'), 'H.265 · no picture format yet'],
           ]), (error) => done([['import', String(error), 'modules']]));
     """)
     for name, got, want in cases:

@@ -68,6 +68,46 @@ int ft_mhd_connection_fd(struct MHD_Connection *connection) {
     return info == NULL ? -1 : info->connect_fd;
 }
 
+void ft_mhd_skip_argument_parsing(const char *uri) {
+    char *question = strchr(uri, '?');
+    if (question != NULL) {
+        // The read buffer is the connection's and writable; the parameter is const only in
+        // libmicrohttpd's callback type.
+        question[1] = '\0';
+    }
+}
+
+int ft_mhd_target_holds_nul(const char *uri, size_t length) {
+    return memcmp(uri + length + 1, "HTTP/", 5) != 0;
+}
+
+size_t ft_mhd_request_head_size(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? 0 : info->header_size;
+}
+
+int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL) {
+        return 0;
+    }
+    if (info->client_addr->sa_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)info->client_addr;
+        memset(out, 0, 10);
+        out[10] = 0xff;
+        out[11] = 0xff;
+        memcpy(out + 12, &v4->sin_addr, 4);
+        return 1;
+    }
+    if (info->client_addr->sa_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)info->client_addr)->sin6_addr, 16);
+        return 1;
+    }
+    return 0;
+}
+
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);

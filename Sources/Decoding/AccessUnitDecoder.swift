@@ -4,7 +4,8 @@ import VideoCoding
 /// The second half of `StreamDecoder`: access units in (from `AccessUnitIngest`, or from a
 /// session's compressed history), numbered pictures out.
 ///
-/// 4. check: each new sequence against the picture-size limit and the memory budget, before
+/// 4. check: each new sequence against the picture-size limit, the bit depths libavcodec decodes
+///    and the memory budget, before
 ///    any picture of it is sent (the reservation is held for as long as this object lives);
 /// 5. decode: `BackendSupervisor`, which owns the decoder, its back end and every fallback;
 /// 6. number: each picture gets its `PictureNumbering` number, the same whichever keyframe
@@ -77,13 +78,15 @@ public final class AccessUnitDecoder {
                 counters.framesSkippedLeading += 1
                 return
             }
-            if backends.isProbingReorderDelay, options.probeOnlyUnannouncedReordering,
-                unit.unit.sequence.reorderDelayAnnounced
-            {
+            let announced = options.probeOnlyUnannouncedReordering && unit.unit.sequence.reorderDelayAnnounced
+            if backends.isProbingReorderDelay, announced {
                 // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
                 append(backends.endReorderProbe(), to: &errors)
             }
             append(backends.decode(unit.unit, index: unit.index), to: &errors)
+            // The stream's first picture opened the decoder, whose probe took it: it comes out now,
+            // not with the second picture.
+            if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &errors) }
             if keyframesOnly { drain(into: &errors) }
         }
     }
@@ -114,12 +117,13 @@ public final class AccessUnitDecoder {
     // MARK: - 4: check
 
     /// Whether pictures of `sequence` may be decoded: checked once per new or changed sequence
-    /// against the size limit and the memory budget, before any of its pictures reaches
-    /// libavcodec; each refusal is an error once.
+    /// against the size limit, what libavcodec decodes (bit depths) and the memory budget,
+    /// before any of its pictures reaches libavcodec; each refusal is an error once.
     private func admits(_ sequence: SequenceFacts, into errors: inout [DecodeError]) -> Bool {
         if let checked = checkedSequences[sequence.id], checked.sequence == sequence { return checked.fits }
         do throws(DecodeError) {
             try options.sizeLimit.check(width: sequence.format.codedWidth, height: sequence.format.codedHeight)
+            try sequence.format.checkDecodable()
             try reserveMemory(for: sequence)
             checkedSequences[sequence.id] = (sequence, true)
             return true

@@ -64,8 +64,8 @@ public final class AccessUnitIngest {
     private var undetected: [AnnexBUnit] = []
     private var undetectedBytes = 0
     private var unknownCodecReported = false
-    /// What a push said it carries, taken when no codec is known at its first unit.
-    private var expectedCodec: VideoCodec?
+    /// What the current push says it carries (`beginPush(saying:)`); nil when it says nothing.
+    private var pushCodec: VideoCodec?
     /// The current stream handed on a picture: a detected codec no longer changes in it.
     private var streamHasPictures = false
     /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteUnit`
@@ -74,6 +74,10 @@ public final class AccessUnitIngest {
     /// Where access units go during a `push` or `finish` (set only for the call's duration); what
     /// it returns are errors of the decoding, kept in order with the input's own.
     private var unitHandler: ((IndexedAccessUnit) -> [DecodeError])?
+    /// The sample description of a container's samples being pushed, and its converter.
+    private var samples: SampleConverter?
+    /// A description whose configuration could not be read (reported once; its samples are left out).
+    private var unreadableDescription: SampleDescription?
 
     /// `codec`: the stream's codec when the caller knows it; nil to detect it from the stream.
     /// `firstIndex`: the index of the first access unit (a session's replacement ingest goes
@@ -108,6 +112,80 @@ public final class AccessUnitIngest {
         }
     }
 
+    /// Reads one sample of a container's video track (`push(sample:)` of a demuxer's output). Its
+    /// NAL units go to the codec's reader as the splitter's would, after the parameter sets of
+    /// its description whenever the description is new. A sample that is a whole access unit
+    /// ends it: it goes on now, not when the next sample starts (for a camera, one picture
+    /// interval sooner). Samples that are pieces of an Annex B stream (RTP) go through the
+    /// splitter like pushed bytes. Returns the errors: a sample whose units cannot be read (a
+    /// length running past its end) is left out and counted as `invalid_data`.
+    public func push(
+        sample: UnsafeRawBufferPointer, described description: SampleDescription,
+        onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
+    ) -> [DecodeError] {
+        handingOut(to: onAccessUnit) { errors in
+            if samples?.description != description && unreadableDescription != description {
+                adopt(description, into: &errors)
+            }
+            guard description.samplesAreAccessUnits else {
+                counters.bytes += sample.count
+                var events: [SplitterEvent] = []
+                splitter.push(sample) { events.append($0) }
+                for event in events { handle(event, into: &errors) }
+                endAccessUnitEarly(into: &errors)
+                return
+            }
+            // A unit an Annex B push left open ends where this sample begins.
+            completeSplitterUnit(into: &errors)
+            let offset = counters.bytes
+            counters.bytes += sample.count
+            // Not bytes without a start code: the end-of-stream check of unsplittable input skips them.
+            bytesAtStreamStart += sample.count
+            guard let converter = samples else { return }
+            let units: [AnnexBUnit]
+            do throws(BitstreamError) {
+                units = try converter.units(of: sample, streamOffset: offset)
+            } catch {
+                record(DecodeError(error), in: &errors)
+                return
+            }
+            for unit in units { handle(unit, into: &errors) }
+            guard !refusingPush, var reader else { return }
+            self.reader = nil
+            reader.endAccessUnit { report($0, into: &errors) }
+            self.reader = reader
+        }
+    }
+
+    /// A new sample description: its codec is what the samples carry (a known codec's parameter
+    /// sets must then match), and its parameter sets go to the reader.
+    private func adopt(_ description: SampleDescription, into errors: inout [DecodeError]) {
+        do throws(BitstreamError) {
+            let converter = try SampleConverter(description, maxNALBytes: splitter.maxNALBytes)
+            samples = converter
+            unreadableDescription = nil
+            pushCodec = description.codec
+            completeSplitterUnit(into: &errors)
+            for unit in converter.parameterSets { handle(unit, into: &errors) }
+        } catch {
+            samples = nil
+            unreadableDescription = description
+            record(
+                DecodeError(
+                    error.code == .invalidArgument ? .invalidData : DecodeError.Code(error.code),
+                    "the \(description.codec.displayName) track's configuration cannot be read: \(error.message)"),
+                in: &errors)
+        }
+    }
+
+    /// Emits the unit the splitter holds (its end would otherwise come with the next start code).
+    private func completeSplitterUnit(into errors: inout [DecodeError]) {
+        guard splitter.pendingUnitPrefix != nil else { return }
+        var events: [SplitterEvent] = []
+        splitter.finish { events.append($0) }
+        for event in events { handle(event, into: &errors) }
+    }
+
     /// End of stream: hands on what is still buffered and gets ready for a new stream (which
     /// must start at a random access point again; with a detected codec, it may be another
     /// codec). Parameter sets stay known. The caller drains its decoder after this.
@@ -125,10 +203,12 @@ public final class AccessUnitIngest {
         }
     }
 
-    /// The caller knows the codec of what follows (a push that says it): read as that when no
-    /// codec is known yet.
-    public func expect(_ codec: VideoCodec) {
-        if self.codec == nil { expectedCodec = codec }
+    /// A push begins; `codec` is what it says it carries (its `?codec=` or Content-Type), nil
+    /// when it says nothing. While the stream's codec is unknown, the push is read as that codec;
+    /// a parameter set of another codec in it contradicts the push itself and is
+    /// `codec_mismatch`, like one that contradicts the stream's codec.
+    public func beginPush(saying codec: VideoCodec?) {
+        pushCodec = codec
     }
 
     /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
@@ -136,6 +216,9 @@ public final class AccessUnitIngest {
     /// sets and the access unit assembled so far stay.
     public func abandonIncompleteUnit() {
         splitter.abandonIncompleteUnit()
+        // A push refused for its codec was dropped on purpose, its cut last unit with it: that
+        // is no damage for the end of the stream to report (the refusal was the push's answer).
+        if refusingPush { discardedBytesReported = splitter.discardedBytes }
         refusingPush = false
     }
 
@@ -167,12 +250,21 @@ public final class AccessUnitIngest {
     private func handle(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
         guard !refusingPush else { return }
         let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
+        if let said = pushCodec, let other = parameterSetCodec, other != said {
+            refusingPush = true
+            record(
+                DecodeError(
+                    .codecMismatch,
+                    "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
+                        + "\(other.displayName) parameter sets; nothing of it was decoded"),
+                in: &errors)
+            return
+        }
         guard let codec else {
-            guard let detected = parameterSetCodec ?? expectedCodec else {
+            guard let detected = parameterSetCodec ?? pushCodec else {
                 holdUndetected(unit, into: &errors)
                 return
             }
-            expectedCodec = nil
             read(detected)
             let held = undetected
             undetected = []
@@ -279,6 +371,8 @@ public final class AccessUnitIngest {
             counters.framesSkippedNotKeyframe += count
         case .outsideBaseLayer(let count):
             counters.unitsOutsideBaseLayer += count
+        case .unreadableParameterSet(let error):
+            record(DecodeError(error), in: &errors)
         }
     }
 

@@ -69,8 +69,10 @@ public enum ColorMatrix: String, Sendable {
 /// Readers never see device memory: every pointer this type hands out is system memory.
 /// The downloaded picture is presented in the software decoder's layout: the NV12 that NVDEC
 /// and VA-API produce for 8-bit 4:2:0 becomes `yuv420p` (or `yuvj420p`), the same samples with
-/// the chroma de-interleaved, so a picture looks the same (format, planes, bytes) whichever
-/// back end decoded it. `pixelFormat` is that presented format from the start.
+/// the chroma de-interleaved; the P010 of 10-bit 4:2:0 (16-bit words, the value in the high
+/// bits) becomes `yuv420p10le`, and NVDEC's 12-bit and 16-bit 4:4:4 surfaces the software
+/// decoder's 12- and 10-bit planes likewise. So a picture looks the same (format, planes, bytes)
+/// whichever back end decoded it. `pixelFormat` is that presented format from the start.
 ///
 /// The metadata is immutable; the pixels sit behind a Mutex and change at most once (device ->
 /// system memory, or -> unavailable). The system-memory AVFrame is never mutated after that,
@@ -325,7 +327,7 @@ public final class DecodedFrame: Sendable {
 
 extension DecodedFrame {
     /// The format `av_hwframe_transfer_data` gives for this surface: its frames context's
-    /// `sw_format` (NV12 for 8-bit 4:2:0 on NVDEC and VA-API).
+    /// `sw_format` (NV12 for 8-bit 4:2:0 on NVDEC and VA-API, P010 for 10-bit 4:2:0).
     static func transferFormat(of surface: UnsafePointer<AVFrame>) -> AVPixelFormat {
         guard let framesRef = surface.pointee.hw_frames_ctx, let data = framesRef.pointee.data else {
             return AV_PIX_FMT_NV12
@@ -333,11 +335,46 @@ extension DecodedFrame {
         return UnsafeRawPointer(data).assumingMemoryBound(to: AVHWFramesContext.self).pointee.sw_format
     }
 
-    /// NV12 is presented as the software decoder's planar 4:2:0; anything else as downloaded.
+    /// A download is presented in the software decoder's format when it holds the same samples in
+    /// another layout: NV12 as `yuv420p`/`yuvj420p`, P010 (10-bit 4:2:0 from NVDEC and VA-API) as
+    /// `yuv420p10le`, P016 (12-bit 4:2:0 on NVDEC) as `yuv420p12le`, NVDEC's 16-bit 4:4:4 as
+    /// `yuv444p10le`/`yuv444p12le`. Anything else is presented as downloaded.
     static func presentedFormat(downloaded: AVPixelFormat, softwareFormat: AVPixelFormat) -> AVPixelFormat {
-        let planar420 = [AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ420P]
-        if downloaded == AV_PIX_FMT_NV12 && planar420.contains(softwareFormat) { return softwareFormat }
-        return downloaded
+        downloaded == softwareFormat || canRepack(downloaded, as: softwareFormat) ? softwareFormat : downloaded
+    }
+
+    /// Whether `source` holds what `target` holds, in another layout that `repack` takes apart:
+    /// the same components and chroma subsampling, little-endian samples of one or two bytes,
+    /// `target` planar, and at least as many bits per sample in `source` (a 16-bit word with the
+    /// value in its high bits, as NVDEC and VA-API write 10- and 12-bit samples).
+    static func canRepack(_ source: AVPixelFormat, as target: AVPixelFormat) -> Bool {
+        guard source != target, let from = av_pix_fmt_desc_get(source), let to = av_pix_fmt_desc_get(target) else {
+            return false
+        }
+        let excluded = UInt64(AV_PIX_FMT_FLAG_BE | AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM)
+            | UInt64(AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_ALPHA | AV_PIX_FMT_FLAG_FLOAT)
+        guard from.pointee.flags & excluded == 0, to.pointee.flags & excluded == 0,
+            from.pointee.nb_components == 3, to.pointee.nb_components == 3,
+            from.pointee.log2_chroma_w == to.pointee.log2_chroma_w, from.pointee.log2_chroma_h == to.pointee.log2_chroma_h,
+            to.pointee.flags & UInt64(AV_PIX_FMT_FLAG_PLANAR) != 0
+        else { return false }
+        for index in 0..<3 {
+            let (sample, wanted) = (component(index, of: from), component(index, of: to))
+            let sourceBits = Int(sample.depth + sample.shift)
+            // No bit of the value may be lost: a 16-bit word narrows only to its high 10 or 12
+            // bits (where NVDEC and VA-API put them), never to 8.
+            guard sourceBits == 8 || sourceBits == 16, wanted.shift == 0, Int(wanted.depth) <= sourceBits,
+                wanted.depth >= sample.depth || wanted.depth > 8,
+                Int(wanted.step) == (wanted.depth > 8 ? 2 : 1), wanted.offset == 0, Int(wanted.plane) == index
+            else { return false }
+        }
+        return true
+    }
+
+    static func component(_ index: Int, of descriptor: UnsafePointer<AVPixFmtDescriptor>) -> AVComponentDescriptor {
+        withUnsafePointer(to: descriptor.pointee.comp) { tuple in
+            tuple.withMemoryRebound(to: AVComponentDescriptor.self, capacity: 4) { $0[index] }
+        }
     }
 
     /// Surface -> system memory in `format`. The transfer copies only pixels, so timestamps,
@@ -370,18 +407,22 @@ extension DecodedFrame {
         }
         guard AVPixelFormat(result.pointee.format) != format else { return result }
         defer { av_frame_free(&owned) }
-        return try deinterleaveNV12(result, as: format)
+        return try repack(result, as: format)
     }
 
-    /// NV12 -> planar 4:2:0 (`yuv420p`/`yuvj420p`): luma copied, chroma pairs split. The same
-    /// samples, so the bytes equal the software decoder's when the decode is bit-exact.
-    static func deinterleaveNV12(
+    /// The samples of `source` in `format` (see `canRepack`): each component read where the
+    /// source's layout keeps it (NV12/P010 chroma interleaved in one plane) and shifted down to
+    /// `format`'s depth (P010's 10 bits sit in the high bits of each 16-bit word). No sample
+    /// changes value, so the bytes equal the software decoder's when the decode is bit-exact.
+    static func repack(
         _ source: UnsafePointer<AVFrame>, as format: AVPixelFormat
     ) throws(DecodeError) -> UnsafeMutablePointer<AVFrame> {
-        guard AVPixelFormat(source.pointee.format) == AV_PIX_FMT_NV12,
-            format == AV_PIX_FMT_YUV420P || format == AV_PIX_FMT_YUVJ420P
+        let sourceFormat = AVPixelFormat(source.pointee.format)
+        guard canRepack(sourceFormat, as: format), let from = av_pix_fmt_desc_get(sourceFormat),
+            let to = av_pix_fmt_desc_get(format)
         else {
-            throw DecodeError(.decoderFailure, "cannot present a downloaded picture as \(format.rawValue)")
+            let names = [sourceFormat, format].map { av_get_pix_fmt_name($0).map { String(cString: $0) } ?? "\($0.rawValue)" }
+            throw DecodeError(.decoderFailure, "cannot present a downloaded \(names[0]) picture as \(names[1])")
         }
         guard let output = av_frame_alloc() else { throw DecodeError(.allocationFailed, "av_frame_alloc") }
         var owned: UnsafeMutablePointer<AVFrame>? = output
@@ -392,22 +433,45 @@ extension DecodedFrame {
         output.pointee.height = Int32(height)
         var status = av_frame_get_buffer(output, 0)
         if status >= 0 { status = av_frame_copy_props(output, source) }
-        guard status >= 0, let luma = plane(0, of: source), let chroma = plane(1, of: source),
-            let outLuma = output.pointee.data.0, let outU = output.pointee.data.1, let outV = output.pointee.data.2
-        else {
+        guard status >= 0 else {
             av_frame_free(&owned)
             throw DecodeError(.allocationFailed, "allocating a \(width)x\(height) picture for a downloaded frame")
         }
-        av_image_copy_plane(outLuma, output.pointee.linesize.0, luma.base, Int32(luma.stride), Int32(width), Int32(height))
-        let chromaWidth = (width + 1) / 2
-        let chromaHeight = (height + 1) / 2
-        for row in 0..<chromaHeight {
-            let pairs = chroma.base + row * chroma.stride
-            let u = outU + row * Int(output.pointee.linesize.1)
-            let v = outV + row * Int(output.pointee.linesize.2)
-            for column in 0..<chromaWidth {
-                u[column] = pairs[2 * column]
-                v[column] = pairs[2 * column + 1]
+        for index in 0..<3 {
+            let sample = component(index, of: from)
+            let wanted = component(index, of: to)
+            let chroma = index > 0
+            let columns = chroma ? -((-width) >> Int(from.pointee.log2_chroma_w)) : width
+            let rows = chroma ? -((-height) >> Int(from.pointee.log2_chroma_h)) : height
+            guard let input = plane(Int(sample.plane), of: source), let result = plane(index, of: UnsafePointer(output)) else {
+                av_frame_free(&owned)
+                throw DecodeError(.decoderFailure, "a downloaded picture lacks plane \(sample.plane)")
+            }
+            let shift = Int(sample.depth + sample.shift) - Int(wanted.depth)
+            let step = Int(sample.step)
+            let wide = sample.depth + sample.shift > 8
+            let target = UnsafeMutablePointer(mutating: result.base)
+            for row in 0..<rows {
+                let line = input.base + row * input.stride + Int(sample.offset)
+                let out = target + row * result.stride
+                if !wide {
+                    if step == 1 {
+                        out.update(from: line, count: columns)
+                    } else {
+                        for column in 0..<columns { out[column] = line[column * step] }
+                    }
+                } else {
+                    let words = UnsafeMutableRawPointer(out).assumingMemoryBound(to: UInt16.self)
+                    let raw = UnsafeRawPointer(line)
+                    for column in 0..<columns {
+                        let value = UInt16(littleEndian: raw.loadUnaligned(fromByteOffset: column * step, as: UInt16.self))
+                        if wanted.depth > 8 {
+                            words[column] = (value >> UInt16(shift)).littleEndian
+                        } else {
+                            out[column] = UInt8(truncatingIfNeeded: value >> UInt16(shift))
+                        }
+                    }
+                }
             }
         }
         return output

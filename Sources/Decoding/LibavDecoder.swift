@@ -581,4 +581,30 @@ extension VideoCodec {
     /// an H.264 SPS need not state it (the ffmpeg CLI probes it, see
     /// `DecoderOptions.emulateFFmpegProbe`); every H.265 SPS does.
     var reorderDelayNeedsProbing: Bool { self == .h264 }
+
+    /// The bit depths libavcodec 5.1 decodes (h264_ps.c, hevc_ps.c), luma and chroma alike: it
+    /// refuses any other SPS ("The following bit-depths are currently specified: 8, 9, 10 and
+    /// 12 bits", "Different chroma and luma bit depth") and then fails every picture using it.
+    var decodableBitDepths: Set<Int> {
+        switch self {
+        case .h264: [8, 9, 10, 12, 14]
+        case .h265: [8, 9, 10, 12]
+        }
+    }
+}
+
+extension StreamFormat {
+    /// Throws `.unsupportedStream` when libavcodec would refuse the SPS this format comes from:
+    /// checked before any picture of it reaches a decoder, so such a stream is refused at once
+    /// and with its reason, not picture by picture as invalid data.
+    public func checkDecodable() throws(DecodeError) {
+        let depths = codec.decodableBitDepths
+        guard bitDepth == bitDepthChroma && depths.contains(bitDepth) else {
+            let listed = depths.sorted().map(String.init).joined(separator: ", ")
+            throw DecodeError(
+                .unsupportedStream,
+                "\(codec.displayName) with \(bitDepth)-bit luma and \(bitDepthChroma)-bit chroma: libavcodec decodes "
+                    + "\(listed) bits per sample, the same for luma and chroma")
+        }
+    }
 }

@@ -9,8 +9,8 @@ import VideoCoding
 /// 3. read: the codec's `AccessUnitReader` assembles access units, tracks the parameter sets
 ///    and judges each at the random-access gate (nothing before a point decoding can start
 ///    from; H.265 RASL pictures of that point skipped; keyframes-only mode);
-/// 4. check: each new sequence against the picture-size limit and the memory budget, before
-///    any picture of it is sent;
+/// 4. check: each new sequence against the picture-size limit, the bit depths libavcodec decodes
+///    and the memory budget, before any picture of it is sent;
 /// 5. decode: `BackendSupervisor`, which owns the decoder, its back end and every fallback.
 ///
 /// Steps 1-3 are `AccessUnitIngest`, steps 4-5 `AccessUnitDecoder` (which also numbers the
@@ -23,9 +23,10 @@ import VideoCoding
 /// cuts them (checked on every conformance stream and fixture), so with
 /// `DecoderOptions.emulateFFmpegProbe` the pictures equal the ffmpeg CLI's for the same bytes
 /// (for damaged streams: with the same thread count; libavcodec conceals errors differently
-/// with frame threading). Without it (live), the only difference measured is that pictures
+/// with frame threading). Without it (live), the differences measured are that pictures
 /// before the stream's first in-band parameter sets cannot be decoded, where the CLI's probe
-/// looks ahead for them.
+/// looks ahead for them, and that H.265 pictures before the first IRAP are dropped, where
+/// libavcodec decodes them against reference pictures it makes up (see H265's reader).
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class StreamDecoder {
@@ -43,7 +44,8 @@ public final class StreamDecoder {
         /// Leading pictures (H.265 RASL) of the random access point decoding started at: they
         /// refer to pictures before it.
         public var framesSkippedLeading = 0
-        /// Pictures not decoded because their SPS exceeds the size limit or the memory budget.
+        /// Pictures not decoded because their SPS exceeds the size limit or the memory budget, or
+        /// has a bit depth libavcodec does not decode.
         public var framesRejectedTooLarge = 0
         /// Pictures skipped in keyframes-only mode.
         public var framesSkippedNotKeyframe = 0
@@ -158,10 +160,19 @@ public final class StreamDecoder {
         return output
     }
 
-    /// The caller knows the codec of what follows (a push that says it): read as that when no
-    /// codec is known yet.
-    public func expect(_ codec: VideoCodec) {
-        ingest.expect(codec)
+    /// Feeds one sample of a container's video track; see `AccessUnitIngest.push(sample:)`.
+    public func push(
+        sample: UnsafeRawBufferPointer, described description: SampleDescription, onPicture: (DecodedFrame) -> Void
+    ) -> [DecodeError] {
+        remembering(
+            ingest.push(sample: sample, described: description) { unit in
+                decoder.decode(unit) { frame, _ in onPicture(frame) }
+            })
+    }
+
+    /// A push begins; `codec` is what it says it carries; see `AccessUnitIngest.beginPush`.
+    public func beginPush(saying codec: VideoCodec?) {
+        ingest.beginPush(saying: codec)
     }
 
     /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it

@@ -19,11 +19,21 @@ extension HTTPError {
         case .invalidSessionID, .invalidParameter: .badRequest
         case .sessionNotFound, .noFrameYet, .notInHistory: .notFound
         case .sessionBusy: .conflict
-        case .bodyTooLarge: .contentTooLarge
+        case .bodyTooLarge, .spoolFull: .contentTooLarge
         case .tooManySessions, .shuttingDown, .catchUpQueueFull: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest
         case .spoolFailed: .internalServerError
+        case .tooManyPullSessions: .serviceUnavailable
+        case .container(let code):
+            switch code {
+            case .unsupportedCodec: .unsupportedMediaType
+            case .noVideoTrack, .invalidContainer, .containerNeedsSeeking: .unprocessableContent
+            case .sourceNotAllowed: .forbidden
+            case .invalidSource: .badRequest
+            // What a pulled source did: shown in its status, never the answer to a request.
+            case .sourceUnreachable, .sourceTimeout, .sourceFailed, .sourceEnded: 502
+            }
         case .decoding(let code):
             switch code {
             case .invalidOptions: .badRequest

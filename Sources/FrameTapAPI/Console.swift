@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import HTTPServer
 
 /// The operator console (Sources/FrameTapAPI/Console, embedded at build time by the

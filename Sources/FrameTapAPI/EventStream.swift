@@ -20,7 +20,7 @@ extension FrameTapAPI {
         // A resume (EventSource sends the last id it saw) reads on after that id; a new reader
         // starts with what happens from now on.
         var cursor = log.newestID
-        if let header = request.headers["Last-Event-ID"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty {
+        if let header = request.headers["Last-Event-ID"]?.trimmingWhitespace(), !header.isEmpty {
             guard let resumeAfter = UInt64(header) else {
                 throw .badRequest("Last-Event-ID '\(header.prefix(40))' is not an event id.", code: "invalid_parameter")
             }

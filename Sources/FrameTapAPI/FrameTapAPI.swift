@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import HTTPServer
 import Imaging
@@ -111,6 +112,18 @@ public struct FrameTapAPI: Sendable {
         }
     }
 
+    /// The server hook for connections it refused or closed on its own (limits, deadlines, the
+    /// tier for clients that behave): counted in /metrics (the server logs them, rate-limited).
+    public func observe(_ event: ConnectionEvent) {
+        switch event {
+        case .refusedAtConnectionLimit: metrics.recordConnectionRefused(limit: "connections")
+        case .refusedAtAddressLimit: metrics.recordConnectionRefused(limit: "address")
+        case .headerTimeout: metrics.recordConnectionClosed(reason: "header_timeout")
+        case .bodyTimeout: metrics.recordConnectionClosed(reason: "body_timeout")
+        case .evicted: metrics.recordConnectionClosed(reason: "evicted")
+        }
+    }
+
     // MARK: - Sessions
 
     func session(for request: HTTPRequest) throws(HTTPError) -> Session {
@@ -126,13 +139,23 @@ public struct FrameTapAPI: Sendable {
         noStore(.json(WireJSON.bytes(SessionStatusJSON(try session(for: request).status()))))
     }
 
-    /// Creates the session when missing (201), otherwise reconfigures it (200).
+    /// Creates the session when missing (201), otherwise reconfigures it (200). With a
+    /// `source`, the session pulls it: a URL the policy does not allow is refused before any
+    /// connection is made (403 `source_not_allowed`), and past `--max-pull-sessions` with 503.
     func configureSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
         let options = try SessionOptionsJSON.parse(request.body)
         do {
+            if case .some(.some(let spec)) = options.source {
+                try registry.admitPull(spec, for: id)
+            }
             let (session, created) = try registry.openSession(id, options: options)
             if !created { try session.configure(options) }
+            switch options.source {
+            case .some(.some(let spec)): try registry.startPull(spec, on: session)
+            case .some(.none): registry.stopPull(on: session)
+            case .none: break
+            }
             return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status())), status: created ? .created : .ok))
         } catch {
             throw HTTPError(error)
@@ -169,6 +192,7 @@ public struct FrameTapAPI: Sendable {
         // 400 either way (never silently ignored).
         let requested = try Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg)
         let codec = try Self.statedCodec(query.oneOf("codec", VideoCodec.self), contentType: request.headers["Content-Type"])
+        let content = Self.pushContent(contentType: request.headers["Content-Type"])
         let configuration = registry.configuration
         let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
         if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
@@ -182,7 +206,7 @@ public struct FrameTapAPI: Sendable {
         guard multipart else {
             let queue: UploadQueue
             do {
-                queue = try session.beginUpload(flush: flush, codec: codec) { result in
+                queue = try session.beginUpload(flush: flush, codec: codec, content: content) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error): handoff.complete(.problem(HTTPError(error)))
@@ -195,7 +219,7 @@ public struct FrameTapAPI: Sendable {
         }
         let spool: SpooledUpload
         do {
-            spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec)
+            spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content)
         } catch {
             throw HTTPError(error)
         }
@@ -241,6 +265,17 @@ public struct FrameTapAPI: Sendable {
                 "codec=\(parameter.rawValue) contradicts Content-Type \(contentType ?? "")")
         }
         return parameter ?? fromType
+    }
+
+    /// What a push's Content-Type says it carries: a container (`video/mp2t`, `video/mp4`,
+    /// `video/iso.segment`, `video/x-matroska`, `video/webm`, `video/x-flv`), an elementary
+    /// stream (`video/H264`, `video/H265`), or nothing (no Content-Type, or another one such as
+    /// `application/octet-stream`: the first bytes tell).
+    static func pushContent(contentType: String?) -> PushContent? {
+        guard let contentType else { return nil }
+        if let format = ContainerFormat(mediaType: contentType) { return .container(format) }
+        let mediaType = contentType.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() }
+        return mediaType == "video/h264" || mediaType == "video/h265" ? .elementaryStream : nil
     }
 
     /// True when the client lists `multipart/mixed` (with a non-zero q) in Accept.

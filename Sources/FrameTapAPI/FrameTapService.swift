@@ -11,8 +11,8 @@ public final class FrameTapService: Sendable {
     public let api: FrameTapAPI
     public let server: HTTPServer
 
-    /// `http.requestObserver` is replaced by the API's metrics hook (an observer already set
-    /// there still runs after it), and `http.problemTypePrefix` by FrameTap's. `access` checks
+    /// `http.requestObserver` and `http.connectionObserver` are replaced by the API's metrics
+    /// hooks (observers already set there still run after them), and `http.problemTypePrefix` by FrameTap's. `access` checks
     /// every route's permission (nil: every route is open). `http.clock` is the service's one
     /// clock: the sessions read it too. `hardware` is what `GET /system` and the hardware gauges
     /// report (default: probed once per process on first use).
@@ -32,6 +32,11 @@ public final class FrameTapService: Sendable {
         http.requestObserver = { record in
             api.observe(record)
             previousObserver?(record)
+        }
+        let previousConnectionObserver = http.connectionObserver
+        http.connectionObserver = { event in
+            api.observe(event)
+            previousConnectionObserver?(event)
         }
         server = HTTPServer(configuration: http, router: api.router(), authorizer: access)
     }

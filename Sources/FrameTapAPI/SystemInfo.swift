@@ -5,8 +5,8 @@ import Sessions
 import Timekeeping
 
 /// `GET /system`: what this instance is and can do: version, decoder defaults, limits, and the
-/// hardware decoding it found at start-up (render nodes with driver, VA-API version and H.264
-/// profiles, or the reason a node is unusable).
+/// hardware decoding it found at start-up (render nodes with driver, VA-API version and H.264 and
+/// H.265 profiles, CUDA devices, the codecs each decodes, or the reason a device is unusable).
 public struct SystemInfo: Sendable {
     /// The service version (also openapi.yaml's info.version).
     public static let version = "0.1.0"
@@ -21,7 +21,7 @@ public struct SystemInfo: Sendable {
     public var libavcodec: String
     public var backendDefault: String
     public var decoderThreads: Int
-    /// True when libavcodec has VA-API and at least one render node decodes H.264.
+    /// True when libavcodec has VA-API and at least one render node decodes H.264 or H.265.
     public var vaapiAvailable: Bool
     /// True when libavcodec has NVDEC and the CUDA driver lists at least one usable device.
     public var cudaAvailable: Bool
@@ -46,6 +46,8 @@ public struct SystemInfo: Sendable {
         /// Nil: unlimited.
         public var maxBodyBytes: Int?
         public var maxSpoolBytes: Int
+        /// What every upload answered as multipart/mixed may spool together.
+        public var maxSpoolTotalBytes: Int
         public var maxNALBytes: Int
         public var maxPictureWidth: Int
         public var maxPictureHeight: Int
@@ -65,7 +67,7 @@ public struct SystemInfo: Sendable {
         self.hardware = hardware
         limits = Limits(
             maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
-            maxSpoolBytes: configuration.maxSpoolBytes,
+            maxSpoolBytes: configuration.maxSpoolBytes, maxSpoolTotalBytes: configuration.spoolBudget.limit,
             maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
@@ -79,8 +81,10 @@ public struct SystemInfo: Sendable {
     }
 
     /// Gauges for `/metrics`, set once: `frametap_vaapi_render_nodes` (nodes found),
-    /// `frametap_vaapi_render_node_usable{node}` (1 when the node decodes H.264) and
-    /// `frametap_vaapi_h264_profiles{node,profile}` (1 per profile with a decode entry point).
+    /// `frametap_vaapi_render_node_usable{node}` (1 when the node decodes H.264 or H.265),
+    /// `frametap_vaapi_h264_profiles{node,profile}` and `frametap_vaapi_hevc_profiles{node,profile}`
+    /// (1 per profile with a decode entry point), and `frametap_hardware_codec{device,codec}` (1
+    /// per codec a usable device decodes).
     static func registerHardwareMetrics(_ metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware) {
         func gauge(_ name: String, _ help: String, _ labels: [(String, String)], _ value: Double) {
             metrics.registry.makeGauge(
@@ -89,19 +93,33 @@ public struct SystemInfo: Sendable {
         }
         gauge("frametap_vaapi_render_nodes", "DRM render nodes found at start-up", [], Double(hardware.renderNodes.count))
         gauge("frametap_cuda_devices", "CUDA devices the driver listed at start-up", [], Double(hardware.cuda.devices.count))
+        let codecHelp = "1 per codec a usable hardware device decodes for FrameTap"
         for device in hardware.cuda.devices {
             gauge(
                 "frametap_cuda_device_usable", "1 when the CUDA device is described by the driver (and opened, when tried)",
                 [("device", device.device.description)], device.usable ? 1 : 0)
+            for capability in device.capabilities {
+                gauge(
+                    "frametap_hardware_codec", codecHelp,
+                    [("device", device.device.description), ("codec", capability.codec.rawValue)], 1)
+            }
         }
         for node in hardware.renderNodes {
             gauge(
-                "frametap_vaapi_render_node_usable", "1 when libva initialised the node and it decodes H.264",
+                "frametap_vaapi_render_node_usable", "1 when libva initialised the node and it decodes H.264 or H.265",
                 [("node", node.path)], node.usable ? 1 : 0)
             for profile in node.h264Profiles {
                 gauge(
                     "frametap_vaapi_h264_profiles", "H.264 profiles the node decodes (VLD entry point)",
                     [("node", node.path), ("profile", profile)], 1)
+            }
+            for profile in node.hevcProfiles {
+                gauge(
+                    "frametap_vaapi_hevc_profiles", "H.265 profiles the node decodes (VLD entry point)",
+                    [("node", node.path), ("profile", profile)], 1)
+            }
+            for capability in node.capabilities {
+                gauge("frametap_hardware_codec", codecHelp, [("device", node.path), ("codec", capability.codec.rawValue)], 1)
             }
         }
     }

@@ -36,8 +36,15 @@ public struct ElementaryStreamReader: AccessUnitReader {
         // The units emitted end before `nal`, so they are handled with the parameter sets as
         // they were before it.
         for unit in units { handle(unit, report) }
-        if nal.type == .sps || nal.type == .pps {
-            _ = try? parameterSets.update(with: nal)  // a malformed set is the assembler's to count
+        guard nal.type == .sps || nal.type == .pps else { return }
+        do {
+            try parameterSets.update(with: nal)
+        } catch {
+            report(
+                .unreadableParameterSet(
+                    BitstreamError(
+                        error.code,
+                        "the \(nal.type.name.uppercased()) at stream offset \(nal.streamOffset) cannot be read: \(error.message)")))
         }
     }
 
@@ -102,13 +109,15 @@ public struct ElementaryStreamReader: AccessUnitReader {
             let sps = parameterSets.sps[spsId], let spsUnit = parameterSets.spsUnits[spsId],
             let ppsUnit = parameterSets.ppsUnits[ppsId]
         else { return nil }
+        // Carried means this very set is in the access unit: one of another id (or a changed
+        // copy) there does not spare sending the one the picture uses.
         let sets = [
             ParameterSetUnit(
                 key: ParameterSetKey(.sps, spsId), bytes: spsUnit.bytes,
-                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .sps }),
+                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .sps && $0.bytes == spsUnit.bytes }),
             ParameterSetUnit(
                 key: ParameterSetKey(.pps, ppsId), bytes: ppsUnit.bytes,
-                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .pps }),
+                carriedByAccessUnit: unit.nalUnits.contains { $0.type == .pps && $0.bytes == ppsUnit.bytes }),
         ]
         return CodedAccessUnit(
             codec: .h264, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },

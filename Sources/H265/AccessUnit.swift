@@ -98,6 +98,10 @@ public struct AccessUnitAssembler: Sendable {
     public private(set) var malformedUnits = 0
     /// The most recent parse problem, for diagnostics.
     public private(set) var lastError: BitstreamError?
+    /// Base-layer VPS, SPS and PPS units that could not be parsed (also in `malformedUnits`),
+    /// and the newest one's problem.
+    public private(set) var unreadableParameterSets = 0
+    public private(set) var lastParameterSetError: BitstreamError?
 
     private var pending: [NALUnit] = []
     /// A slice segment starting a picture has joined the pending access unit.
@@ -124,6 +128,9 @@ public struct AccessUnitAssembler: Sendable {
                 try parameterSets.update(with: nal)
             } catch {
                 record(error)
+                unreadableParameterSets += 1
+                lastParameterSetError = BitstreamError(
+                    error.code, "the \(nal.type.name.uppercased()) at stream offset \(nal.streamOffset) cannot be read: \(error.message)")
             }
         case .endOfSequence:
             endedBySequenceEnd = true

@@ -4,6 +4,15 @@ import VideoCoding
 /// (§7.4.2.4.4) → random access (`RandomAccess`: nothing before the first IRAP, and the RASL
 /// pictures of an IRAP that starts decoding are skipped) → decodable access units with the
 /// VPS, SPS and PPS they use.
+///
+/// Pictures before the first IRAP (a stream joined mid-GOP, or after an end of sequence):
+/// libavcodec decodes every one that is not RASL against reference pictures it makes up (grey,
+/// "Could not find ref with POC"), and the ffmpeg CLI outputs them. Emulating the CLI
+/// (`emulateFFmpegProbe`, what `frametap decode` does), they are passed on too, so the CLI's
+/// promise holds for such streams: the same pictures as `ffmpeg -f hevc` for the same bytes.
+/// Live (sessions), they are dropped and counted as `droppedBeforeKeyframe`: a picture
+/// predicted from invented references is not one to serve, and H.264's live path drops its
+/// pictures before a keyframe too (there libavcodec outputs none either).
 public struct ElementaryStreamReader: AccessUnitReader {
     public var codec: VideoCodec { .h265 }
     public var keyframesOnly = false
@@ -17,14 +26,19 @@ public struct ElementaryStreamReader: AccessUnitReader {
     private var assembler = AccessUnitAssembler()
     private var wait: ParameterSetWait<AccessUnit>
     private var randomAccess = RandomAccess()
+    /// Pictures before the first IRAP (but RASL) go to the decoder, as libavcodec decodes them.
+    private let decodesBeforeRandomAccessPoint: Bool
     private var outsideBaseLayerReported = 0
+    private var unreadableParameterSetsReported = 0
     /// The facts of each SPS id as last built (building a format names things: once per SPS).
     private var facts: [Int: (sps: SequenceParameterSet, vps: VideoParameterSet?, facts: SequenceFacts)] = [:]
 
-    /// `emulateFFmpegProbe`: hold pictures until the stream's first parameter sets arrive, as
-    /// the ffmpeg CLI's stream probe finds them before its decoder starts.
+    /// `emulateFFmpegProbe`: read as the ffmpeg CLI does: pictures are held until the stream's
+    /// first parameter sets arrive, as the CLI's stream probe finds them before its decoder
+    /// starts, and those before the first IRAP are decoded (see above).
     public init(emulateFFmpegProbe: Bool = false) {
         wait = ParameterSetWait(active: emulateFFmpegProbe)
+        decodesBeforeRandomAccessPoint = emulateFFmpegProbe
     }
 
     public mutating func push(_ unit: AnnexBUnit, _ report: (ReaderEvent) -> Void) {
@@ -33,6 +47,10 @@ public struct ElementaryStreamReader: AccessUnitReader {
         assembler.push(nal) { units.append($0) }
         for unit in units { handle(unit, report) }
         reportUnitsOutsideBaseLayer(report)
+        if assembler.unreadableParameterSets > unreadableParameterSetsReported, let error = assembler.lastParameterSetError {
+            unreadableParameterSetsReported = assembler.unreadableParameterSets
+            report(.unreadableParameterSet(error))
+        }
     }
 
     public mutating func unitDropped(prefix: ArraySlice<UInt8>, _ report: (ReaderEvent) -> Void) {
@@ -55,7 +73,8 @@ public struct ElementaryStreamReader: AccessUnitReader {
         var units: [AccessUnit] = []
         assembler.finish { units.append($0) }
         for unit in units { handle(unit, report) }
-        for unit in wait.release() { pass(unit, report) }
+        let sets = assembler.parameterSets
+        for unit in wait.release() { pass(unit, with: sets, report) }
         randomAccess.restart()
         wait.restart()
     }
@@ -73,16 +92,24 @@ public struct ElementaryStreamReader: AccessUnitReader {
             _ = randomAccess.verdict(for: unit)
             return
         }
-        for unit in wait.pass(unit, bytes: unit.byteCount, haveParameterSets: hasParameterSets) { pass(unit, report) }
+        let batch = wait.pass(unit, bytes: unit.byteCount, haveParameterSets: hasParameterSets)
+        guard let last = batch.last else { return }
+        // Pictures held until the first parameter sets arrived are judged with those sets, as
+        // the ffmpeg CLI's decoder gets them from its probe before the first picture.
+        for held in batch.dropLast() { pass(held, with: last.parameterSets, report) }
+        pass(last, with: last.parameterSets, report)
     }
 
-    private mutating func pass(_ unit: AccessUnit, _ report: (ReaderEvent) -> Void) {
-        guard let coded = coded(unit) else {
+    /// `sets`: the parameter sets the picture is decoded with.
+    private mutating func pass(_ unit: AccessUnit, with sets: ParameterSets, _ report: (ReaderEvent) -> Void) {
+        guard let coded = coded(unit, with: sets) else {
             // Its parameter sets are unknown: libavcodec could not decode it either.
             report(.droppedBeforeKeyframe(count: 1))
             return
         }
         switch randomAccess.verdict(for: unit) {
+        case .skipBeforeRandomAccessPoint where decodesBeforeRandomAccessPoint && !unit.isRASL && !keyframesOnly:
+            report(.accessUnit(coded))
         case .skipBeforeRandomAccessPoint:
             report(.droppedBeforeKeyframe(count: 1))
         case .skipRASL:
@@ -96,18 +123,18 @@ public struct ElementaryStreamReader: AccessUnitReader {
         }
     }
 
-    /// `unit` as a decoder takes it: with the VPS, SPS and PPS it uses (in that order, the
-    /// order libavcodec accepts them in) and its sequence's facts.
-    private mutating func coded(_ unit: AccessUnit) -> CodedAccessUnit? {
-        guard let ppsId = unit.ppsId, let units = unit.parameterSets.units(forPPS: ppsId),
-            let pps = unit.parameterSets.pps[ppsId], let sps = unit.parameterSets.sps[pps.spsId]
+    /// `unit` as a decoder takes it: with the VPS, SPS and PPS of `sets` it uses (in that
+    /// order, the order libavcodec accepts them in) and its sequence's facts.
+    private mutating func coded(_ unit: AccessUnit, with sets: ParameterSets) -> CodedAccessUnit? {
+        guard let ppsId = unit.ppsId, let units = sets.units(forPPS: ppsId), let pps = sets.pps[ppsId],
+            let sps = sets.sps[pps.spsId]
         else { return nil }
         func set(_ kind: ParameterSetKey.Kind, _ id: Int, _ nal: NALUnit) -> ParameterSetUnit {
             ParameterSetUnit(
                 key: ParameterSetKey(kind, id), bytes: nal.bytes,
                 carriedByAccessUnit: unit.nalUnits.contains { $0.type == nal.type && $0.bytes == nal.bytes })
         }
-        let vps = unit.parameterSets.vps[sps.vpsId]
+        let vps = sets.vps[sps.vpsId]
         return CodedAccessUnit(
             codec: .h265, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
             parameterSets: [set(.vps, sps.vpsId, units.vps), set(.sps, sps.id, units.sps), set(.pps, ppsId, units.pps)],

@@ -6,9 +6,10 @@
 ///
 /// libavcodec skips those RASL pictures itself (it outputs nothing for them), so a layer that
 /// feeds it may as well not send them and count them here. Where libavcodec differs: it
-/// decodes pictures before the first IRAP against references it invents (this type skips
-/// them), and a BLA's RASL pictures in the middle of a stream (this type skips them; the spec
-/// says they are not output).
+/// decodes pictures before the first IRAP against references it invents (this type judges
+/// them `skipBeforeRandomAccessPoint`; `ElementaryStreamReader` passes them on when it
+/// emulates the ffmpeg CLI), and a BLA's RASL pictures in the middle of a stream (this type
+/// skips them; the spec says they are not output).
 public struct RandomAccess: Sendable {
     public enum Verdict: Sendable, Equatable {
         /// Decodable (also every access unit without a picture: its parameter sets and SEI matter).

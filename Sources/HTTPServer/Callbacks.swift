@@ -7,9 +7,11 @@ import CMicroHTTPD
 // libmicrohttpd's C callbacks. They are capture-free closures (so they convert to C function
 // pointers) and reach Swift state only through their `cls` pointers: the ServerCore
 // (unretained: HTTPServer keeps it alive until after MHD_stop_daemon), a ConnectionContext
-// (retained in *con_cls until NOTIFY_COMPLETED) or a StreamResponse (retained by the MHD
-// response until its free callback). They live outside main.swift on purpose: top-level
-// code there is main-actor isolated and traps when an MHD thread calls into it.
+// (unretained in *con_cls: ServerCore owns it until NOTIFY_COMPLETED, or until its connection
+// closes when libmicrohttpd never reports the request completed) or a StreamResponse
+// (retained by the MHD response until its free callback). They live outside main.swift on
+// purpose: top-level code there is main-actor isolated and traps when an MHD thread calls
+// into it.
 
 /// Called with the request line's target, as the client sent it (libmicrohttpd decodes the
 /// `url` it passes the access handler, which would let `%2F` and `%00` change the route). The
@@ -17,8 +19,18 @@ import CMicroHTTPD
 let uriLogCallback: ft_mhd_uri_log_callback = { cls, uri, connection in
     guard let cls, let connection else { return nil }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
-    let raw = uri.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
-    return Unmanaged.passRetained(core.makeContext(connection: connection, rawTarget: raw)).toOpaque()
+    var raw: [UInt8] = []
+    if let uri {
+        let length = strlen(uri)
+        raw = Array(UnsafeRawBufferPointer(start: uri, count: length))
+        // A NUL inside the target would end FrameTap's copy early and route what is left; kept
+        // as a NUL byte, the target is refused as holding a control character.
+        if ft_mhd_target_holds_nul(uri, length) != 0 { raw.append(0) }
+        // The query is parsed from `raw` (RequestTarget); libmicrohttpd's own copy of it only
+        // costs pool memory, and too much of it leaves the request unanswered.
+        ft_mhd_skip_argument_parsing(uri)
+    }
+    return Unmanaged.passUnretained(core.makeContext(connection: connection, rawTarget: raw)).toOpaque()
 }
 
 let accessHandlerCallback: MHD_AccessHandlerCallback = {
@@ -32,12 +44,13 @@ let accessHandlerCallback: MHD_AccessHandlerCallback = {
         // The URI callback always runs first; this only keeps a surprise from crashing.
         let raw = url.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
         context = core.makeContext(connection: connection, rawTarget: raw)
-        connectionContext.pointee = Unmanaged.passRetained(context).toOpaque()
+        connectionContext.pointee = Unmanaged.passUnretained(context).toOpaque()
     }
     if !context.hasStarted {
+        let (headers, defect) = RequestHead.read(connection, method: method)
         return context.headersReceived(
             method: HTTPMethod(method.map { String(cString: $0) } ?? ""),
-            version: version.map { String(cString: $0) } ?? "", headers: readHeaders(connection))
+            version: version.map { String(cString: $0) } ?? "", headers: headers, defect: defect)
     }
     if uploadDataSize.pointee > 0, let uploadData {
         return context.bodyReceived(
@@ -54,7 +67,9 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
 let requestCompletedCallback: MHD_RequestCompletedCallback = { _, _, connectionContext, code in
     guard let connectionContext, let existing = connectionContext.pointee else { return }
     connectionContext.pointee = nil
-    Unmanaged<ConnectionContext>.fromOpaque(existing).takeRetainedValue().completed(code)
+    // ServerCore's reference is dropped inside `completed`; this one keeps it alive until then.
+    let context = Unmanaged<ConnectionContext>.fromOpaque(existing).takeUnretainedValue()
+    withExtendedLifetime(context) { context.completed(code) }
 }
 
 let logCallback: ft_mhd_log_callback = { cls, message in
@@ -76,28 +91,4 @@ let streamFreeCallback: MHD_ContentReaderFreeCallback = { cls in
 let releaseRetainedObject: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
     Unmanaged<AnyObject>.fromOpaque(cls).release()
-}
-
-/// Reads the headers, duplicates included, with the length-aware iterator, so values
-/// containing NUL bytes are neither truncated nor misread.
-private func readHeaders(_ connection: OpaquePointer) -> HTTPHeaders {
-    var headers: [(String, String)] = []
-    withUnsafeMutablePointer(to: &headers) { pointer in
-        _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectPair, pointer)
-    }
-    return HTTPHeaders(headers)
-}
-
-private let collectPair: MHD_KeyValueIteratorN = { cls, _, key, keyLength, value, valueLength in
-    guard let cls, let key else { return MHD_Result.YES }
-    let pairs = cls.assumingMemoryBound(to: [(String, String)].self)
-    let name = decodeUTF8(key, keyLength)
-    let text = value.map { decodeUTF8($0, valueLength) } ?? ""
-    pairs.pointee.append((name, text))
-    return MHD_Result.YES
-}
-
-private func decodeUTF8(_ pointer: UnsafePointer<CChar>, _ length: Int) -> String {
-    let bytes = UnsafeRawBufferPointer(start: pointer, count: length)
-    return String(decoding: bytes, as: UTF8.self)
 }

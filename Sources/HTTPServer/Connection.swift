@@ -19,8 +19,9 @@ struct MHDConnectionHandle: Sendable {
     var pointer: OpaquePointer { OpaquePointer(bitPattern: address)! }
 }
 
-/// One request on one connection, from its headers to NOTIFY_COMPLETED. Owned by
-/// libmicrohttpd's `*con_cls` slot (retained there, released in the completed callback).
+/// One request on one connection, from its URI callback to NOTIFY_COMPLETED (or to its
+/// connection's close, where libmicrohttpd never reports it completed). Owned by `ServerCore`;
+/// libmicrohttpd's `*con_cls` slot holds it unretained.
 ///
 /// Two questions describe where a request is:
 /// - `Stage`: how far the request itself was read (headers → body → complete);
@@ -123,10 +124,10 @@ final class ConnectionContext: Sendable {
     /// First call: the headers are in. Check the request's framing and target, route,
     /// authenticate, check the announced size, and for streamed uploads start the handler now
     /// so its sink is ready for the body. Nothing of a body is read before all of this passed.
-    func headersReceived(method: HTTPMethod, version: String, headers: HTTPHeaders) -> MHD_Result {
+    func headersReceived(method: HTTPMethod, version: String, headers: HTTPHeaders, defect: HeaderDefect?) -> MHD_Result {
         state.withLock { $0.started = true }
         core.deadlines.headersArrived(connection.pointer)
-        if let error = RequestEdge.check(version: version, headers: headers) {
+        if let error = RequestEdge.check(version: version, headers: headers, defect: defect) {
             state.withLock { $0.request = HTTPRequest(method: method, segments: [], headers: headers, version: version) }
             return reject(error, hasBody: true)
         }
@@ -197,11 +198,13 @@ final class ConnectionContext: Sendable {
                 $0.stage = request.hasBody ? .streamingBody(sink, received: 0) : .complete
                 $0.answer = .ready(response)
             }
+            if request.hasBody { core.deadlines.bodyStarted(connection.pointer) }
             // A deferred answer starts now, so its worker holds the promise during the upload.
             startDeferredIfNeeded()
             return MHD_Result.YES
         }
         state.withLock { $0.stage = request.hasBody ? .bufferingBody([]) : .complete }
+        if request.hasBody { core.deadlines.bodyStarted(connection.pointer) }
         return MHD_Result.YES
     }
 
@@ -213,6 +216,12 @@ final class ConnectionContext: Sendable {
             case answerEarly(HTTPResponse, abort: (any RequestBodySink, RequestBodyAbort)?)
         }
         let next: Next = state.withLock { state in
+            switch state.stage {
+            case .bufferingBody, .streamingBody:
+                core.deadlines.bodyReceived(connection.pointer, bytes.count)
+            case .headers, .complete, .discardingBody:
+                break
+            }
             switch state.stage {
             case .headers, .complete:
                 return .consumed
@@ -251,6 +260,7 @@ final class ConnectionContext: Sendable {
                     if core.isStopping { return .closeConnection }
                     state.suspended = true
                     MHD_suspend_connection(connection.pointer)
+                    core.deadlines.bodyPaused(connection.pointer)
                     return .keepRest
                 }
             }
@@ -298,6 +308,7 @@ final class ConnectionContext: Sendable {
                 break
             }
             state.stage = .complete
+            core.deadlines.bodyEnded(connection.pointer)
             guard case .notYet = state.answer, let route = state.route, case .buffered(let handler) = route.action
             else { return .answer }
             return .run(handler, state.request)
@@ -518,7 +529,34 @@ final class ConnectionContext: Sendable {
 
     /// The body's sink made room, or started refusing.
     private func resumeForBody() {
-        state.withLock { resumeLocked(&$0) }
+        state.withLock { state in
+            guard state.suspended else { return }
+            resumeLocked(&state)
+            if case .streamingBody = state.stage { core.deadlines.bodyResumed(connection.pointer) }
+        }
+    }
+
+    /// The body delivered too little for too long (`ConnectionDeadlines`): answer 408 now, as
+    /// for any answer decided mid-body, and stop listening. False when the body is not being
+    /// read any more, or `stillCurrent` says this connection is not the one that timed out.
+    func answerBodyTimeout(stillCurrent: () -> Bool) -> Bool {
+        let configuration = core.configuration
+        return state.withLock { state -> Bool in
+            guard !state.closed, stillCurrent() else { return false }
+            switch state.stage {
+            case .streamingBody(let sink, _):
+                // Told to keep nothing more before the answer goes out, as at shutdown.
+                sink.abort(.clientGone)
+            case .bufferingBody:
+                break
+            case .headers, .discardingBody, .complete:
+                return false
+            }
+            answerEarlyLocked(
+                .problem(.bodyTimeout(minimumBytes: configuration.bodyProgressBytes, within: configuration.bodyTimeout)),
+                &state)
+            return true
+        }
     }
 
     /// A stream source has something (any thread).
@@ -550,13 +588,16 @@ final class ConnectionContext: Sendable {
     enum ShutdownWork { case none, answering, upload }
 
     var shutdownWork: ShutdownWork {
-        state.withLock { state in
-            if state.closed { return .none }
+        let (work, stream) = state.withLock { state -> (ShutdownWork, StreamResponse?) in
+            if state.closed { return (.none, nil) }
             switch state.stage {
-            case .streamingBody, .discardingBody: return .upload
-            default: return .answering
+            case .streamingBody, .discardingBody: return (.upload, nil)
+            default: return (.answering, state.stream)
             }
         }
+        // A stream whose client stopped reading would hold the stop for the whole grace period.
+        if let stream, stream.isStalledAtShutdown { return .none }
+        return work
     }
 
     /// stop(): end streams and answer waiting deferred responses now; an upload whose body is
@@ -594,9 +635,11 @@ final class ConnectionContext: Sendable {
         state.withLock { resumeLocked(&$0) }
     }
 
-    /// NOTIFY_COMPLETED: the request is over (answered, or the connection died).
+    /// NOTIFY_COMPLETED: the request is over (answered, or the connection died); or its
+    /// connection closed without it (see `ServerCore.connectionNotified`). Runs once.
     func completed(_ code: MHD_RequestTerminationCode) {
-        let (stage, answer, route, method) = state.withLock { state in
+        let ending = state.withLock { state -> (Stage, Answer, String?, HTTPMethod)? in
+            guard !state.closed else { return nil }
             state.closed = true
             state.suspended = false
             // Drop what this context holds: a pending promise's delivery closure refers back to
@@ -612,6 +655,7 @@ final class ConnectionContext: Sendable {
             }
             return (state.stage, state.answer, state.route?.pattern, state.request.method)
         }
+        guard let (stage, answer, route, method) = ending else { return }
         var outcome: RequestRecord.Outcome =
             switch code {
             case .REQUEST_TERMINATED_COMPLETED_OK: .completed

@@ -49,6 +49,14 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
             extensions: ["max_body_bytes": String(limit)])
     }
 
+    /// A body that went too slowly: less than `minimumBytes` arrived within `within`.
+    public static func bodyTimeout(minimumBytes: Int, within: Duration) -> HTTPError {
+        HTTPError(
+            status: HTTPStatus(408), code: "body_timeout",
+            detail: "The request body delivered less than \(minimumBytes) bytes in \(within.components.seconds) s.",
+            headers: ["Connection": "close"])
+    }
+
     public static func shuttingDown() -> HTTPError {
         HTTPError(
             status: .serviceUnavailable, code: "shutting_down",

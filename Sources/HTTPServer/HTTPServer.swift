@@ -15,7 +15,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var port: UInt16 = 8080
     /// libmicrohttpd worker threads (each runs its own epoll loop).
     public var threadPoolSize: Int = 2
-    /// Open connections at most; more are closed as soon as they are accepted.
+    /// Open connections at most; more are closed as soon as they are accepted. Each worker
+    /// thread holds its share, the last eighth of which is only entered by closing the
+    /// connection that has been slowest (see `ConnectionDeadlines`).
     public var maxConnections: Int = 1024
     /// Open connections per client address at most (0: no limit, for use behind a proxy, where
     /// every connection comes from the proxy). One address cannot take every slot.
@@ -23,6 +25,11 @@ public struct HTTPServerConfiguration: Sendable {
     /// A request's head must arrive within this long of the connection opening or of its
     /// previous request ending (see `ConnectionDeadlines`).
     public var headerTimeout: Duration = .seconds(10)
+    /// A request body must deliver `bodyProgressBytes` within this long, again and again, or
+    /// it is answered 408 `body_timeout` and its connection closed; time the server holds the
+    /// client back (its consumer is full) does not count. A live push sends far more.
+    public var bodyTimeout: Duration = .seconds(10)
+    public var bodyProgressBytes: Int = 1024
     /// Per-connection buffer memory; uploads arrive in pieces of about half of it.
     public var connectionMemoryLimit: Int = 32 * 1024
     /// Idle connections are closed after this; suspended connections never time out.
@@ -45,6 +52,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var uploadShutdownLinger: Duration = .milliseconds(300)
     /// Called once per finished request (route pattern, status, duration), on a server thread.
     public var requestObserver: (@Sendable (RequestRecord) -> Void)?
+    /// Called for each connection the server closes or refuses on its own (limits, deadlines,
+    /// the tier for clients that behave), on a server thread; for metrics.
+    public var connectionObserver: (@Sendable (ConnectionEvent) -> Void)?
     /// Every deadline, timeout, heartbeat and duration of the server is read from this clock,
     /// and its timers drive them (the periodic deadline check too), so a test can move time by
     /// hand. libmicrohttpd's own idle timeout (`connectionTimeout`) runs on libmicrohttpd's.
@@ -78,6 +88,21 @@ public struct TLSFiles: Sendable, Equatable {
         }
         return credentials
     }
+}
+
+/// A connection the server refused or closed on its own, for metrics.
+public enum ConnectionEvent: Sendable, Equatable {
+    /// Closed as soon as it was accepted: `maxConnections` were open.
+    case refusedAtConnectionLimit
+    /// Closed as soon as it was accepted: its address had `maxConnectionsPerIP` open.
+    case refusedAtAddressLimit
+    /// Its head did not arrive within `headerTimeout`.
+    case headerTimeout
+    /// Its body delivered too little within `bodyTimeout` (answered 408, then closed).
+    case bodyTimeout
+    /// Closed to make room, having made no progress for longest while the server was near its
+    /// connection limit.
+    case evicted
 }
 
 /// One finished request, for metrics.
@@ -286,56 +311,133 @@ final class ServerCore: Sendable {
     /// Set once stop() began: new requests are refused with 503 and Connection: close.
     let draining = Atomic<Bool>(false)
     let deadlines: ConnectionDeadlines
+    let logs: ConnectionLog
     /// Set right before MHD_stop_daemon: nothing may suspend any more.
     let stopping = Atomic<Bool>(false)
     private let nextID = Atomic<UInt64>(1)
     /// `until`: an `uptime`.
     private let expectedLogs = Mutex<[(prefix: String, until: UInt64)]>([])
-    private let connections = Mutex<[UInt64: ConnectionContext]>([:])
+    /// Every request from its URI callback until it completed, or until its connection closed:
+    /// this is what keeps each `ConnectionContext` alive (libmicrohttpd's `*con_cls` holds an
+    /// unretained pointer), so a request libmicrohttpd never reports completed is freed with
+    /// its connection all the same.
+    private let requests = Mutex(LiveRequests())
     /// Signalled, once `stop()` began, whenever what it waits for may have changed: a request
     /// ended, or one of its deadlines came. Counting, so no signal between a check and the wait
     /// is lost.
     private let shutdownProgress = DispatchSemaphore(value: 0)
+    /// Bumped when `waitForInFlightRequests` begins and ends: its periodic looks stop with it.
+    private let shutdownLooks = Atomic<UInt64>(0)
 
     typealias AccessCheck = @Sendable (HTTPRequest) -> HTTPError?
+
+    private struct LiveRequests {
+        var byID: [UInt64: ConnectionContext] = [:]
+        /// The request each connection is on: one at a time, as a connection's next request
+        /// begins only after its previous one completed.
+        var byConnection: [UInt: ConnectionContext] = [:]
+    }
 
     init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>) {
         self.configuration = configuration
         self.router = router
-        deadlines = ConnectionDeadlines(headerTimeout: configuration.headerTimeout, clock: configuration.clock)
+        logs = ConnectionLog(logger: configuration.logger, clock: configuration.clock)
+        deadlines = ConnectionDeadlines(
+            headerTimeout: configuration.headerTimeout, bodyTimeout: configuration.bodyTimeout,
+            bodyProgressBytes: configuration.bodyProgressBytes,
+            evictionThreshold: Self.evictionThreshold(configuration), clock: configuration.clock)
+        deadlines.setHandlers(
+            bodyTimedOut: { [weak self] body in self?.bodyTimedOut(body) ?? false },
+            cut: { [weak self] cut in self?.connectionCut(cut) })
+    }
+
+    /// Each worker thread's share of `maxConnections` (libmicrohttpd splits the limit evenly,
+    /// the remainder going one each to the first workers).
+    static func connectionsPerWorker(_ configuration: HTTPServerConfiguration) -> Int {
+        max(1, configuration.maxConnections / max(1, configuration.threadPoolSize))
+    }
+
+    /// Past this many connections on one worker, each new one evicts the slowest: an eighth of
+    /// the worker's share is kept for connections that behave (at least 2; no tier for a share
+    /// under 4).
+    static func evictionThreshold(_ configuration: HTTPServerConfiguration) -> Int? {
+        let share = connectionsPerWorker(configuration)
+        guard share >= 4 else { return nil }
+        return share - max(2, share / 8)
+    }
+
+    /// A body past its deadline: answered 408 when it is still being read, otherwise its
+    /// connection is cut off (the caller does it on `false`).
+    private func bodyTimedOut(_ body: ConnectionDeadlines.TimedOutBody) -> Bool {
+        guard let context = requests.withLock({ $0.byConnection[body.key] }) else { return false }
+        return context.answerBodyTimeout(stillCurrent: { [deadlines] in deadlines.isCurrent(body) })
+    }
+
+    private func connectionCut(_ cut: ConnectionDeadlines.Cut) {
+        let event: ConnectionEvent
+        switch cut {
+        case .headerTimeout: event = .headerTimeout
+        case .bodyTimeout: event = .bodyTimeout
+        case .evicted: event = .evicted
+        }
+        configuration.connectionObserver?(event)
+        logs.note(event)
     }
 
     func connectionNotified(_ connection: OpaquePointer, _ code: MHD_ConnectionNotificationCode) {
         switch code {
-        case .CONNECTION_NOTIFY_STARTED: deadlines.opened(connection)
-        case .CONNECTION_NOTIFY_CLOSED: deadlines.closed(connection)
-        default: break
+        case .CONNECTION_NOTIFY_STARTED:
+            deadlines.opened(connection)
+        case .CONNECTION_NOTIFY_CLOSED:
+            // libmicrohttpd 0.9.75 closes some connections without reporting their request
+            // completed (a refusal of its own it cannot send marks the connection closed
+            // directly); the request ends here then, so nothing of it outlives the connection.
+            if let orphan = requests.withLock({ $0.byConnection[Self.key(connection)] }) {
+                orphan.completed(.REQUEST_TERMINATED_WITH_ERROR)
+            }
+            deadlines.closed(connection)
+        default:
+            break
         }
     }
 
     var isDraining: Bool { draining.load(ordering: .acquiring) }
     var isStopping: Bool { stopping.load(ordering: .acquiring) }
-    var activeCount: Int { connections.withLock { $0.count } }
+    var activeCount: Int { requests.withLock { $0.byID.count } }
 
     func makeContext(connection: OpaquePointer, rawTarget: [UInt8]) -> ConnectionContext {
         let id = nextID.add(1, ordering: .relaxed).oldValue
         let context = ConnectionContext(
             core: self, connection: MHDConnectionHandle(connection), id: id, rawTarget: rawTarget)
-        connections.withLock { $0[id] = context }
+        let previous = requests.withLock { requests -> ConnectionContext? in
+            requests.byID[id] = context
+            return requests.byConnection.updateValue(context, forKey: Self.key(connection))
+        }
+        // Never seen, as a connection's next request starts after its previous one completed;
+        // should it happen, the previous one ends now rather than never.
+        previous?.completed(.REQUEST_TERMINATED_WITH_ERROR)
         return context
     }
 
     func forget(_ context: ConnectionContext) {
-        _ = connections.withLock { $0.removeValue(forKey: context.id) }
+        requests.withLock { requests in
+            requests.byID.removeValue(forKey: context.id)
+            let key = Self.key(context.connection.pointer)
+            if requests.byConnection[key] === context { requests.byConnection.removeValue(forKey: key) }
+        }
         if isDraining { shutdownProgress.signal() }
     }
 
+    private var liveContexts: [ConnectionContext] { requests.withLock { Array($0.byID.values) } }
+
+    private static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: connection)) }
+
     func endWaitingRequests() {
-        for context in connections.withLock({ Array($0.values) }) { context.endWaiting() }
+        for context in liveContexts { context.endWaiting() }
     }
 
     func resumeAllSuspended() {
-        for context in connections.withLock({ Array($0.values) }) { context.resumeForStop() }
+        for context in liveContexts { context.resumeForStop() }
     }
 
     /// `stop()`, once draining: returns when no request is being answered and the uploads are
@@ -348,6 +450,10 @@ final class ServerCore: Sendable {
         for deadline in [lingerEnds, graceEnds] {
             clock.schedule(at: deadline) { [weak self] in self?.shutdownProgress.signal() }
         }
+        // A look every so often as well: a stream stalls by time passing, not by an event.
+        let look = shutdownLooks.add(1, ordering: .relaxed).newValue
+        defer { shutdownLooks.add(1, ordering: .relaxed) }
+        scheduleShutdownLook(look)
         while true {
             let (answering, uploads) = shutdownWork()
             let now = clock.uptime
@@ -357,11 +463,20 @@ final class ServerCore: Sendable {
         }
     }
 
+    private func scheduleShutdownLook(_ look: UInt64) {
+        let clock = configuration.clock
+        clock.schedule(at: clock.deadline(after: ConnectionDeadlines.checkInterval)) { [weak self] in
+            guard let self, self.shutdownLooks.load(ordering: .relaxed) == look else { return }
+            self.shutdownProgress.signal()
+            self.scheduleShutdownLook(look)
+        }
+    }
+
     /// Connections `stop()` still waits for: those answering a request, and uploads.
     private func shutdownWork() -> (answering: Int, uploads: Int) {
         var answering = 0
         var uploads = 0
-        for context in connections.withLock({ Array($0.values) }) {
+        for context in liveContexts {
             switch context.shutdownWork {
             case .none: break
             case .answering: answering += 1
@@ -401,7 +516,7 @@ final class ServerCore: Sendable {
         {
             // See ConnectionContext.answerUnparsableContentLength.
             let thread = pthread_self()
-            let candidates = connections.withLock { $0.values.filter { pthread_equal($0.thread, thread) != 0 } }
+            let candidates = liveContexts.filter { pthread_equal($0.thread, thread) != 0 }
             let answered = candidates.filter { $0.answerUnparsableContentLength() }.count
             if answered > 0 {
                 expectLog(startingWith: "Error processing request", times: answered)
@@ -419,6 +534,22 @@ final class ServerCore: Sendable {
             configuration.logger.debug("libmicrohttpd: \(message) (expected)")
             return
         }
-        configuration.logger.warning("libmicrohttpd: \(message)")
+        if message.hasPrefix("Server reached connection limit") {
+            // Its words for both limits; a worker below its share refused for the address.
+            let event: ConnectionEvent =
+                deadlines.openOnThisWorker >= Self.connectionsPerWorker(configuration)
+                ? .refusedAtConnectionLimit : .refusedAtAddressLimit
+            configuration.connectionObserver?(event)
+            logs.note(event)
+            return
+        }
+        if message.hasPrefix("Connection was closed by remote side") || message.hasPrefix("Connection socket is closed when reading")
+            || message.hasPrefix("Socket has been disconnected when reading")
+        {
+            // A client that left mid-request, or one the server cut off: nothing to act on.
+            configuration.logger.debug("libmicrohttpd: \(message)")
+            return
+        }
+        logs.write(String(message.prefix(40)), "libmicrohttpd: \(message)", level: .warning)
     }
 }

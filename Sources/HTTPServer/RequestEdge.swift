@@ -1,11 +1,17 @@
 /// The checks HTTP/1.1 (RFC 9112) asks of a server before it reads a request's body, which
 /// libmicrohttpd 0.9.75 does not make (it reads `Content-Length` + `Transfer-Encoding` as
 /// chunked, lets the first of two `Content-Length`s win, reads an unknown transfer coding until
-/// the connection closes, and accepts HTTP/1.1 without `Host`). A request that fails one is
-/// answered with a problem and its connection closed, so nothing after it on that connection
-/// (a smuggled second request) is ever read.
+/// the connection closes, accepts HTTP/1.1 without `Host`, and takes folded lines, whitespace
+/// before a colon and a NUL in a value in readings of its own, see `HeaderDefect`). A request
+/// that fails one is answered with a problem and its connection closed, so nothing after it on
+/// that connection (a smuggled second request) is ever read.
 enum RequestEdge {
-    static func check(version: String, headers: HTTPHeaders) -> HTTPError? {
+    static func check(version: String, headers: HTTPHeaders, defect: HeaderDefect? = nil) -> HTTPError? {
+        if let defect {
+            return HTTPError(
+                status: .badRequest, code: "invalid_header", detail: defect.detail, headers: ["Connection": "close"],
+                extensions: ["reason": defect.reason])
+        }
         let hosts = headers.values("Host")
         if version == "HTTP/1.1" && hosts.isEmpty {
             return problem(.badRequest, "missing_host", "An HTTP/1.1 request needs a Host header.")
@@ -16,6 +22,13 @@ enum RequestEdge {
         if let host = hosts.first, !isValidHost(host, required: version == "HTTP/1.1") {
             return problem(.badRequest, "invalid_host", "Host '\(host.prefix(64))' is not a host name or address with an optional port.")
         }
+        // libmicrohttpd sends "100 Continue" for exactly this expectation (in any case) and
+        // ignores every other one, so a client expecting something else would wait in vain.
+        for expectation in headers.values("Expect") where expectation.lowercased() != "100-continue" {
+            return problem(
+                HTTPStatus(417), "expectation_failed",
+                "The only expectation this server meets is '100-continue', not '\(expectation.prefix(64))'.")
+        }
         let encodings = headers.values("Transfer-Encoding")
         let lengths = headers.values("Content-Length")
         if !encodings.isEmpty {
@@ -24,11 +37,15 @@ enum RequestEdge {
                     .badRequest, "ambiguous_length",
                     "Content-Length and Transfer-Encoding together make the body's length ambiguous.")
             }
-            let coding = encodings.joined(separator: ",").split(separator: ",").map { $0.trimmingSpaces() }
-            if coding.map({ $0.lowercased() }) != ["chunked"] {
+            // Exactly as libmicrohttpd compares it: one field whose whole value is "chunked" in
+            // any case. Anything else, "chunked " with a trailing space included, it reads as no
+            // coding it knows, until the connection closes; taking it as chunked here would
+            // give the body two lengths.
+            if encodings.count != 1 || encodings[0].lowercased() != "chunked" {
                 return problem(
                     HTTPStatus(501), "unsupported_transfer_encoding",
-                    "Only Transfer-Encoding: chunked is supported, not '\(encodings.joined(separator: ", "))'.")
+                    "Only 'Transfer-Encoding: chunked' is supported (that one coding, with nothing around it), "
+                        + "not '\(encodings.joined(separator: ", ").prefix(64))'.")
             }
             return nil
         }
@@ -38,6 +55,14 @@ enum RequestEdge {
         }
         if lengths.count > 1 {
             return problem(.badRequest, "invalid_content_length", "A request has one Content-Length, not \(lengths.count).")
+        }
+        if let length = UInt64(first), length > UInt64(Int.max) {
+            // libmicrohttpd reads 2^64-1 as "length unknown" and every other length as it is,
+            // but a request's length must fit an Int to be checked against any body limit.
+            return HTTPError(
+                status: .contentTooLarge, code: "body_too_large",
+                detail: "A Content-Length of \(first) bytes is more than this server can take (at most \(Int.max)).",
+                headers: ["Connection": "close"], extensions: ["max_body_bytes": String(Int.max)])
         }
         return nil
     }
@@ -97,8 +122,15 @@ enum RequestEdge {
 
 extension RequestTargetError {
     /// The 400 answer: one code for every way a target can be malformed, `reason` says which.
+    /// A target that is merely too long is 414 `request_target_too_long` instead: nothing is
+    /// wrong with it but its size.
     var problem: HTTPError {
-        HTTPError(
+        if reason == .tooLong {
+            return HTTPError(
+                status: HTTPStatus(414), code: "request_target_too_long", detail: message,
+                headers: ["Connection": "close"])
+        }
+        return HTTPError(
             status: .badRequest, code: code, detail: message, headers: ["Connection": "close"],
             extensions: ["reason": reason.rawValue])
     }

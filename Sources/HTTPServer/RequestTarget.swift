@@ -130,10 +130,11 @@ public struct RequestTarget: Sendable {
     }
 }
 
-/// Why a request target was rejected. Every reason is answered the same way, a 400 problem with
-/// the code `invalid_request_target` (e.g. `HTTPError(status: .badRequest, code: error.code,
-/// detail: error.message, extensions: ["reason": error.reason.rawValue])`), so clients need to
-/// know one code; `reason` names the rule for people and logs.
+/// Why a request target was rejected. Every reason but `tooLong` is answered the same way, a 400
+/// problem with the code `invalid_request_target` (e.g. `HTTPError(status: .badRequest, code:
+/// error.code, detail: error.message, extensions: ["reason": error.reason.rawValue])`), so
+/// clients need to know one code; `reason` names the rule for people and logs. A target that is
+/// only too long is 414 `request_target_too_long` at the server's edge.
 public struct RequestTargetError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Stable, snake_case: never rename a raw value.
     public enum Reason: String, Sendable, CaseIterable {

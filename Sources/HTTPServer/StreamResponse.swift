@@ -14,6 +14,8 @@ final class StreamResponse: Sendable {
         var lastProgress: UInt64
         var idleDue = false
         var endRequested = false
+        /// When `endForShutdown` asked for the end (an `uptime`).
+        var endRequestedAt: UInt64?
         /// The source's last chunk before a shutdown was asked for.
         var lastChunkTaken = false
         var finishedNormally = false
@@ -71,8 +73,28 @@ final class StreamResponse: Sendable {
 
     /// stop(): end the stream cleanly at the next pull (after the chunk in flight).
     func endForShutdown() {
-        reader.withLock { $0.endRequested = true }
+        let now = clock.uptime
+        reader.withLock { state in
+            state.endRequested = true
+            if state.endRequestedAt == nil { state.endRequestedAt = now }
+        }
         context.wakeStream()
+    }
+
+    /// How long a stream told to end may go without sending a byte before `stop()` stops
+    /// waiting for it: its client has stopped reading (libmicrohttpd pulls only when the
+    /// socket takes more), so its end would never go out.
+    static let shutdownStallAllowance = Duration.seconds(1)
+
+    /// Told to end, and nothing went out for `shutdownStallAllowance` since (or since the end
+    /// was asked for).
+    var isStalledAtShutdown: Bool {
+        let now = clock.uptime
+        return reader.withLock { state in
+            guard let askedAt = state.endRequestedAt, !state.released else { return false }
+            let since = max(askedAt, state.lastProgress)
+            return now >= since && now - since >= Self.shutdownStallAllowance.nanoseconds
+        }
     }
 
     /// Content-reader callback: fill `buffer` with up to `capacity` bytes.

@@ -14,6 +14,8 @@ public final class PictureEncoder {
     private var jpegBufferCapacity = 0
     private let scratch = PlaneScratch()
     private let scalers = ScalerCache(capacity: 8)
+    /// High-bit-depth to 8-bit tables made so far (a few KiB each; a stream keeps one depth).
+    private var narrowingTables: [NarrowingTables.Key: [UInt8]] = [:]
 
     /// Chosen by measurement (release build, 1920x1080 testsrc2 yuv420p, quality 90, one
     /// core of a shared 2-core VM): JPEG with the table 2.67 ms/frame, with swscale 5.56 ms,
@@ -82,6 +84,18 @@ public final class PictureEncoder {
             planes = source.planes  // the zero-copy path: TurboJPEG reads the decoder's planes
         } else if nativeSize && source.format == inputFormat && rangeExpansion == .lookupTable {
             planes = expandRange(source)
+        } else if nativeSize && rangeExpansion == .lookupTable, let depth = PixelFormats.narrowableDepth(source.format, to: inputFormat) {
+            // 10- and 12-bit pictures at their own size: one table lookup per sample does depth
+            // and range together. swscale's generic path for it cost more than the JPEG itself
+            // (H2 in BENCHMARKS.md).
+            planes = narrow(source, depth: depth, to: inputFormat)
+        } else if inputFormat == AV_PIX_FMT_GRAY8 && source.range == .limited {
+            // swscale converts a grey picture deeper than 8 bits (gray10/gray12: H.265
+            // monochrome) to gray8 without the range change it is asked for, scaled or not
+            // (libswscale 6; measured: 10-bit black 64 stays 16): convert depth and size alone,
+            // then expand the 8-bit result like any limited-range luma.
+            planes = try convert(source, to: inputFormat, size: size, outputFullRange: false, rgbColorspace: nil)
+            expandLumaInPlace(planes, width: size.width, height: size.height)
         } else {
             planes = try convert(source, to: inputFormat, size: size, outputFullRange: true, rgbColorspace: nil)
         }
@@ -106,6 +120,35 @@ public final class PictureEncoder {
             planes.strides[plane] = output.strides[plane]
         }
         return planes
+    }
+
+    private func narrow(_ source: SourcePicture, depth: Int, to format: AVPixelFormat) -> PlanePointers {
+        guard let layout = PlaneLayout(pixelFormat: format, width: source.width, height: source.height) else {
+            return source.planes  // unreachable: the source's own layout at 8 bits exists
+        }
+        let output = scratch.planes(for: layout)
+        var planes = PlanePointers()
+        for plane in 0..<layout.planeCount {
+            guard let input = source.planes.data[plane], let result = output.data[plane] else { continue }
+            let key = NarrowingTables.Key(depth: depth, fullRange: source.range == .full, chroma: plane > 0)
+            let table = narrowingTables[key] ?? NarrowingTables.make(key)
+            narrowingTables[key] = table
+            NarrowingTables.apply(
+                table, from: input, sourceStride: Int(source.planes.strides[plane]), to: result,
+                outputStride: Int(output.strides[plane]), samples: layout.rowBytes[plane], rows: layout.rows[plane])
+            planes.data[plane] = UnsafePointer(result)
+            planes.strides[plane] = output.strides[plane]
+        }
+        return planes
+    }
+
+    /// Limited to full range, in place, on an 8-bit luma plane this encoder converted into.
+    private func expandLumaInPlace(_ planes: PlanePointers, width: Int, height: Int) {
+        guard let luma = planes.data[0] else { return }
+        let stride = Int(planes.strides[0])
+        RangeTables.apply(
+            RangeTables.luma, from: luma, sourceStride: stride, to: UnsafeMutablePointer(mutating: luma),
+            outputStride: stride, rowBytes: width, rows: height)
     }
 
     private func compress(

@@ -95,6 +95,30 @@ enum PixelFormats {
         return planar == AV_PIX_FMT_NONE ? AV_PIX_FMT_YUV420P : planar
     }
 
+    /// The bit depth of `format` when its samples go to the 8-bit planar `target` by table
+    /// (`NarrowingTables`): planar, little-endian 9- to 16-bit words, YUV or grey, with
+    /// `target`'s chroma subsampling; nil otherwise.
+    static func narrowableDepth(_ format: AVPixelFormat, to target: AVPixelFormat) -> Int? {
+        guard let source = av_pix_fmt_desc_get(format), let output = av_pix_fmt_desc_get(target) else { return nil }
+        let excluded = UInt64(AV_PIX_FMT_FLAG_BE | AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_ALPHA | AV_PIX_FMT_FLAG_FLOAT)
+            | UInt64(AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM)
+        let components = Int(source.pointee.nb_components)
+        guard source.pointee.flags & excluded == 0, components == 1 || components == 3,
+            Int(output.pointee.nb_components) == components, Int(av_pix_fmt_count_planes(format)) == components,
+            source.pointee.log2_chroma_w == output.pointee.log2_chroma_w,
+            source.pointee.log2_chroma_h == output.pointee.log2_chroma_h
+        else { return nil }
+        let luma = source.pointee.comp.0
+        guard (9...16).contains(Int(luma.depth)), luma.step == 2, luma.shift == 0, luma.offset == 0 else { return nil }
+        if components == 3 {
+            for chroma in [source.pointee.comp.1, source.pointee.comp.2]
+            where chroma.depth != luma.depth || chroma.step != 2 || chroma.shift != 0 || chroma.offset != 0 {
+                return nil
+            }
+        }
+        return Int(luma.depth)
+    }
+
     static func name(_ format: AVPixelFormat) -> String {
         av_get_pix_fmt_name(format).map { String(cString: $0) } ?? "unknown"
     }

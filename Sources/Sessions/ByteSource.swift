@@ -1,3 +1,4 @@
+import Containers
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -7,13 +8,38 @@ import Timekeeping
     import Glibc
 #endif
 
-/// One push's bytes as a session's decode loop reads them, in order, on its decode queue: a
-/// live push's `UploadQueue`, or a spooled push's `SpoolReplay`. Whatever the source, the loop
-/// does the same with what it reads (decode, publish, and at the end one end-of-stream path).
+/// What a session's decode loop reads from a push or a pull, in order.
+enum IngestEvent: Sendable {
+    /// Annex B bytes, with the monotonic time they arrived.
+    case bytes([UInt8], receivedAt: UInt64)
+    /// A sample of a container's or a source's video track, with the time its last byte arrived.
+    case sample(DemuxedSample, receivedAt: UInt64)
+    /// A pulled source lost its connection: the stream ends here (the decoder's delayed pictures
+    /// come out), and the next connection starts a new one.
+    case streamBreak
+    /// The whole push arrived and was read.
+    case end
+    /// Nothing more follows.
+    case stopped(UploadQueue.Stop)
+
+    init(_ event: UploadQueue.Event) {
+        switch event {
+        case .bytes(let bytes, let receivedAt): self = .bytes(bytes, receivedAt: receivedAt)
+        case .end: self = .end
+        case .stopped(let stop): self = .stopped(stop)
+        }
+    }
+}
+
+/// One push's (or a pull's) input as a session's decode loop reads it, in order, on its decode
+/// queue: a live push's `UploadQueue`, a spooled push's `SpoolReplay`, a push routed through a
+/// container's demuxer (`PushRouter`), or a pulled source (`PullSource`). Whatever the source,
+/// the loop does the same with what it reads (decode, publish, and at the end one end-of-stream
+/// path).
 protocol ByteSource: AnyObject, Sendable {
     /// The next event without waiting, or nil when none is ready (the wake-up then runs once
     /// one is). After the terminal event (`.end` or `.stopped`), always nil.
-    func take() -> UploadQueue.Event?
+    func next() -> IngestEvent?
     /// Runs `wake` (on any thread) when an event is ready after `take()` returned nil.
     func setConsumerWake(_ wake: @escaping @Sendable () -> Void)
     /// The bytes of the push received so far.
@@ -24,6 +50,7 @@ protocol ByteSource: AnyObject, Sendable {
 
 /// A live push: its bytes are decoded as they arrive.
 extension UploadQueue: ByteSource {
+    func next() -> IngestEvent? { take().map(IngestEvent.init) }
     func close() {}
 }
 
@@ -65,7 +92,9 @@ final class SpoolReplay: ByteSource {
 
     var totalBytes: Int { upload.totalBytes }
 
-    func take() -> UploadQueue.Event? {
+    func next() -> IngestEvent? { take().map(IngestEvent.init) }
+
+    private func take() -> UploadQueue.Event? {
         if !state.withLock({ $0.spooled }) {
             guard let event = spoolArrivedBytes() else { return nil }
             guard case .end = event else { return event }
@@ -121,13 +150,52 @@ final class SpoolReplay: ByteSource {
     }
 }
 
+/// The disk every spooled upload may fill together (`--max-spool-total-bytes`; the per-upload
+/// bound is `maxSpoolBytes`): each spool file takes its bytes from it as it grows and gives them
+/// back when it is closed. One for the whole server, shared by every session.
+public final class SpoolBudget: Sendable {
+    /// Bytes all spool files may hold together.
+    public let limit: Int
+    private let used = Mutex(0)
+
+    public init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Bytes the spool files hold now.
+    public var usedBytes: Int { used.withLock { $0 } }
+
+    /// Takes `count` bytes, or throws `spoolFull` (nothing taken) when they would pass the limit.
+    func take(_ count: Int) throws(SessionError) {
+        let held = used.withLock { used -> Int? in
+            guard used + count <= limit else { return used }
+            used += count
+            return nil
+        }
+        if let held {
+            throw SessionError(
+                .spoolFull,
+                "the spool is full: uploads answered as multipart/mixed hold \(held) of the \(limit) bytes "
+                    + "they may spool together (--max-spool-total-bytes); try again when they are done")
+        }
+    }
+
+    func give(_ count: Int) {
+        used.withLock { $0 -= count }
+    }
+}
+
 /// An unlinked temporary file: written and read on the session's decode queue, closed there or
-/// when freed.
+/// when freed. Its bytes count against the server's `SpoolBudget` until it is closed.
 final class SpoolFile: Sendable {
     private let descriptor = Atomic<Int32>(-1)
     private let writeOffset = Atomic<Int>(0)
+    private let budget: SpoolBudget
+    /// What this file took from the budget (its size), given back once, at `close()`.
+    private let taken = Atomic<Int>(0)
 
-    init(directory: String) throws(SessionError) {
+    init(directory: String, budget: SpoolBudget) throws(SessionError) {
+        self.budget = budget
         var template = Array((directory + "/frametap-spool-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else {
@@ -140,6 +208,9 @@ final class SpoolFile: Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws(SessionError) {
         let fd = descriptor.load(ordering: .acquiring)
+        guard fd >= 0 else { return }
+        try budget.take(bytes.count)
+        taken.add(bytes.count, ordering: .relaxed)
         let start = writeOffset.load(ordering: .relaxed)
         var done = 0
         while done < bytes.count {
@@ -172,6 +243,7 @@ final class SpoolFile: Sendable {
     func close() {
         let fd = descriptor.exchange(-1, ordering: .acquiringAndReleasing)
         if fd >= 0 { _ = Glibc.close(fd) }
+        budget.give(taken.exchange(0, ordering: .acquiringAndReleasing))
     }
 
     deinit { close() }

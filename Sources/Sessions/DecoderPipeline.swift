@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import VideoCoding
 
@@ -104,6 +105,22 @@ final class DecoderPipeline {
         return errors + damaged
     }
 
+    /// Reads one sample of a container's or a source's video track (a whole access unit: it
+    /// goes on now, see `AccessUnitIngest.push(sample:)`), like `push(_:)`.
+    func push(
+        sample: DemuxedSample, onAccessUnit: (IndexedAccessUnit) -> Void, onPicture: PictureHandler
+    ) -> [DecodeError] {
+        midStream = true
+        var damaged: [DecodeError] = []
+        let errors = sample.payload.withUnsafeBytes { payload in
+            ingest.push(sample: payload, described: sample.description) { unit in
+                onAccessUnit(unit)
+                return decodeLive(unit) { picture(handing: $0, $1, to: onPicture, damaged: &damaged) }
+            }
+        }
+        return errors + damaged
+    }
+
     /// End of stream: what ingest still held, then every delayed picture of a live decoder;
     /// afterwards a fresh stream is expected.
     func finish(onAccessUnit: (IndexedAccessUnit) -> Void, onPicture: PictureHandler) -> [DecodeError] {
@@ -182,9 +199,9 @@ final class DecoderPipeline {
 
     // MARK: - Stream bookkeeping
 
-    /// A push says it carries `codec`: the stream is read as that when no codec is known yet.
-    func expect(_ codec: VideoCodec) {
-        ingest.expect(codec)
+    /// A push begins, saying it carries `codec` (nil: it says nothing); see `AccessUnitIngest.beginPush`.
+    func beginPush(saying codec: VideoCodec?) {
+        ingest.beginPush(saying: codec)
     }
 
     /// The upload broke off: its last NAL unit is incomplete and must not be decoded.

@@ -4,6 +4,7 @@ import Metrics
 import Prometheus
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// The service's metrics: swift-metrics objects backed by one Prometheus registry.
 ///
@@ -60,7 +61,15 @@ public final class FrameTapMetrics: Sendable {
         activeSessions.set(0)
         mjpegClients.set(0)
         counter(Names.frameDownloads, [:]).increment(by: 0)
-        for reason in BackendFallback.Reason.allCases { counter(Names.fallbacks, ["reason": reason.rawValue]).increment(by: 0) }
+        for reason in BackendFallback.Reason.allCases {
+            for codec in VideoCodec.allCases {
+                counter(Names.fallbacks, ["reason": reason.rawValue, "codec": codec.rawValue]).increment(by: 0)
+            }
+        }
+        for limit in ["connections", "address"] { counter(Names.connectionsRefused, ["limit": limit]).increment(by: 0) }
+        for reason in ["header_timeout", "body_timeout", "evicted"] {
+            counter(Names.connectionsClosed, ["reason": reason]).increment(by: 0)
+        }
         for kind in ["wake", "history"] {
             for result in ["ok", "failed", "refused"] {
                 counter(Names.catchUps, ["kind": kind, "result": result]).increment(by: 0)
@@ -104,16 +113,33 @@ public final class FrameTapMetrics: Sendable {
     }
 
     /// An upload that ended before its body did, by why: `client_gone`, `session_deleted`,
-    /// `body_too_large`, `shutting_down`, `spool_failed`. All but the first were cut off by the
+    /// `body_too_large`, `shutting_down`, `spool_failed`, `spool_full`. All but the first were cut off by the
     /// server, and their client was answered at once.
     func recordUploadStopped(reason: String) {
         counter(Names.uploadsStopped, ["reason": reason]).increment()
     }
 
-    /// A session's decoder gave up a hardware back end, by why (`BackendFallback.Reason`).
-    func recordFallback(reason: String) {
-        counter(Names.fallbacks, ["reason": reason]).increment()
+    /// A connection the HTTP server closed as soon as it was accepted, by the limit it met:
+    /// `connections` (--max-connections) or `address` (--max-connections-per-ip).
+    public func recordConnectionRefused(limit: String) {
+        counter(Names.connectionsRefused, ["limit": limit]).increment()
     }
+
+    /// A connection the HTTP server closed on its own, by why: `header_timeout`, `body_timeout`
+    /// (answered 408 first), `evicted` (made room, near the connection limit).
+    public func recordConnectionClosed(reason: String) {
+        counter(Names.connectionsClosed, ["reason": reason]).increment()
+    }
+
+    /// A session's decoder gave up a hardware back end, by why (`BackendFallback.Reason`) and the
+    /// stream's codec (`unknown` when it gave up before the codec was known).
+    func recordFallback(_ fallback: BackendFallback) {
+        counter(Names.fallbacks, ["reason": fallback.reason.rawValue, "codec": fallback.codec?.rawValue ?? Self.unknownCodecLabel])
+            .increment()
+    }
+
+    /// The `codec` label of a fallback that came before the stream's codec was known.
+    public static let unknownCodecLabel = "unknown"
 
     /// Series that describe the present rather than count events, brought up to date right
     /// before an exposition: sessions by back end and device, sessions per hardware device, the
@@ -149,6 +175,14 @@ public final class FrameTapMetrics: Sendable {
                 labels: [("backend", labels[0]), ("device", labels[1])])
         }
         for (labels, count) in byBackend { sessionsGauge(labels).set(to: Double(count)) }
+        var byState = Dictionary(uniqueKeysWithValues: SourceStatus.State.allCases.map { ($0.rawValue, 0) })
+        for status in sessions { if let source = status.source { byState[source.state.rawValue, default: 0] += 1 } }
+        for (state, count) in byState {
+            registry.makeGauge(
+                descriptor: .init(metricName: Names.pullSources, unitName: "", helpText: "Pull sessions by the state of their source"),
+                labels: [("state", state)]
+            ).set(to: Double(count))
+        }
         for labels in vanishedBackends { sessionsGauge(labels).set(to: 0) }
         func deviceGauge(_ device: String) -> Prometheus.Gauge {
             registry.makeGauge(
@@ -201,6 +235,16 @@ public final class FrameTapMetrics: Sendable {
         if units > 0 { counter(Names.catchUpAccessUnits, ["kind": kind.rawValue]).increment(by: units) }
     }
 
+    /// A pulled source's connection attempt after the first (after a failure or a loss).
+    func recordSourceReconnect() {
+        counter(Names.sourceReconnects, [:]).increment()
+    }
+
+    /// A container stream started on a session (a push of MPEG-TS, MP4, Matroska or FLV).
+    func recordContainerStream(container: String) {
+        counter(Names.containerStreams, ["container": container]).increment()
+    }
+
     func recordSessionEnded(reason: String) {
         counter(Names.sessionsEnded, ["reason": reason]).increment()
     }
@@ -245,9 +289,14 @@ public final class FrameTapMetrics: Sendable {
         public static let encodeSeconds = "frametap_picture_encode_seconds"
         public static let requests = "frametap_http_requests_total"
         public static let requestSeconds = "frametap_http_request_seconds"
+        public static let connectionsRefused = "frametap_http_connections_refused_total"
+        public static let connectionsClosed = "frametap_http_connections_closed_total"
         public static let mjpegClients = "frametap_mjpeg_clients"
         public static let uploadsStopped = "frametap_uploads_stopped_total"
         public static let fallbacks = "frametap_decoder_fallbacks_total"
+        public static let sourceReconnects = "frametap_source_reconnects_total"
+        public static let containerStreams = "frametap_container_streams_total"
+        public static let pullSources = "frametap_pull_sources"
         public static let sessionsByBackend = "frametap_sessions_by_backend"
         public static let decoderMemoryLimit = "frametap_decoder_memory_limit_bytes"
         public static let decoderMemoryUsed = "frametap_decoder_memory_used_bytes"

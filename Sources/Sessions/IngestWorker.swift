@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Dispatch
 import FoundationEssentials
@@ -95,6 +96,10 @@ final class IngestWorker: Sendable {
     let pictures: PictureCache
     /// Where every access unit goes first (this worker is its only writer).
     let history: CompressedHistory
+    /// The session's open container stream, between the pushes that carry it.
+    private let containers = ContainerStreamSlot()
+    /// Packets of container tracks other than the video, counted.
+    let ignoredPackets = IgnoredPackets()
 
     init(
         id: SessionID, pipeline: DecoderPipeline, mode: DecodeMode, context: SessionContext, viewers: ViewerSet,
@@ -128,33 +133,111 @@ final class IngestWorker: Sendable {
     var isBusy: Bool { state.withLock { !$0.jobs.isEmpty } }
 
     /// True while an upload's body is arriving (status `uploading`).
-    var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot } } }
+    var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot && !$0.isPull } } }
+
+    /// The pull under way, if the session pulls.
+    var pull: PullSource? {
+        state.withLock { state in
+            state.jobs.lazy.compactMap { job -> PullSource? in
+                if case .pull(let source) = job.answer { return source }
+                return nil
+            }.first
+        }
+    }
 
     // MARK: - Pushes
 
     /// Starts a `POST .../nalus` answered with JSON: the body is decoded as it arrives.
     /// `completion` runs once with the summary, or the failure.
     func beginUpload(
-        flush: Bool, codec: VideoCodec?, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+        flush: Bool, codec: VideoCodec?, content: PushContent?,
+        completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue {
-        try enqueue(flush: flush, codec: codec) { queue in (queue, .summary(completion)) }.upload
+        let job = try enqueue(flush: flush, codec: codec) { queue in
+            (route(queue, upload: queue, content: content, flush: flush), .summary(completion))
+        }
+        return job.upload!
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture: the body is spooled as it
     /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
-    func beginSpooledUpload(request: PictureRequest, flush: Bool, codec: VideoCodec?) throws(SessionError) -> SpooledUpload {
+    func beginSpooledUpload(
+        request: PictureRequest, flush: Bool, codec: VideoCodec?, content: PushContent?
+    ) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
-        let file = try SpoolFile(directory: configuration.spoolDirectory)
+        let file = try SpoolFile(directory: configuration.spoolDirectory, budget: configuration.spoolBudget)
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let job = try enqueue(flush: flush, codec: codec, maxBytes: spooledLimit) { queue in
             let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
             let replay = SpoolReplay(
                 upload: queue, file: file, clock: context.clock, wantsBytes: { answer.wantsPictures },
                 spooled: { answer.uploadEnded(.success(())) })
-            return (replay, .multipart(answer))
+            return (route(replay, upload: queue, content: content, flush: flush), .multipart(answer))
         }
         guard case .multipart(let answer) = job.answer else { preconditionFailure("a multipart job was made") }
         return answer
+    }
+
+    /// A push's bytes as the decode loop reads them: through the session's container stream
+    /// when they are a container, straight on when they are Annex B (`PushRouter`).
+    private func route(_ source: any ByteSource, upload: UploadQueue, content: PushContent?, flush: Bool) -> any ByteSource {
+        let context = context
+        let ignored = ignoredPackets
+        return PushRouter(
+            upload: source, declared: content, flush: flush, slot: containers,
+            startStream: { format in
+                context.metrics.recordContainerStream(container: format.rawValue)
+                context.logger.debug("container stream started", metadata: ["container": "\(format.rawValue)"])
+                return ContainerStream(
+                    format: format, seekWindow: context.configuration.containerSeekWindow,
+                    queueBytes: context.configuration.uploadQueueBytes, clock: context.clock, ignored: ignored,
+                    logger: context.logger)
+            },
+            streamFailed: { [weak self] error in self?.record(SessionError(error)) },
+            refuse: { [weak upload] error in upload?.refuse(error) })
+    }
+
+    // MARK: - Pulls
+
+    /// Starts pulling `spec`: the session's one job from now on (a push gets `session_busy`),
+    /// until `endPull` or the session closes. Throws `session_busy` while a push is under way.
+    func beginPull(_ spec: PullSourceSpec) throws(SessionError) -> PullSource {
+        let source = PullSource(spec: spec, context: context, ignored: ignoredPackets)
+        let job = try state.withLock { state throws(SessionError) -> UploadJob in
+            guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
+            guard !state.jobs.contains(where: \.holdsSlot) else {
+                throw SessionError(.sessionBusy, "a push or a pull is under way on this session")
+            }
+            let job = UploadJob(
+                upload: nil, source: source, flush: false, codec: nil, answer: .pull(source),
+                progress: QueueBound(UploadProgress(), queue: decodeQueue))
+            state.jobs.append(job)
+            return job
+        }
+        // A container stream left open by earlier pushes has no push to continue it any more.
+        containers.stop()
+        job.source.setConsumerWake { [weak self] in self?.wake() }
+        source.start()
+        context.activity.touch()
+        context.logger.info("pull started", metadata: ["source": "\(spec.url.redacted)"])
+        return source
+    }
+
+    /// Stops the pull now (its thread is interrupted), and ends its stream: its delayed
+    /// pictures come out. The session stays, and may be pushed to or pull again.
+    func endPull() {
+        // Out of the jobs now, so a new pull or a push may follow at once; the stream's end is
+        // decoded on the decode queue before anything of theirs.
+        let job = state.withLock { state -> UploadJob? in
+            guard let index = state.jobs.firstIndex(where: \.isPull) else { return nil }
+            return state.jobs.remove(at: index)
+        }
+        guard let job, case .pull(let source) = job.answer else { return }
+        source.stop()
+        decodeQueue.async { [self] in
+            endOfStream(job)
+            job.source.close()
+        }
     }
 
     /// `codec`: what the push says it carries (`?codec=`, its Content-Type); another codec than
@@ -167,6 +250,9 @@ final class IngestWorker: Sendable {
         let job = try state.withLock { state throws(SessionError) -> UploadJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
             guard !state.jobs.contains(where: \.holdsSlot) else {
+                if state.jobs.contains(where: \.isPull) {
+                    throw SessionError(.sessionBusy, "this session pulls its stream from a source; push to another session")
+                }
                 throw SessionError(.sessionBusy, "another upload to this session is in progress")
             }
             if let codec, let known = state.facts.codec, codec != known {
@@ -201,14 +287,15 @@ final class IngestWorker: Sendable {
     /// The decode loop: reads the first job's source until it has nothing ready, moving on to
     /// the next job when one ends.
     private func decodeLoop() {
-        while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.source.take() {
-            // The push's counts start where the previous push's decoding ended, and a codec it
-            // states is the stream's when none is known yet.
+        while let job = state.withLock({ $0.closed ? nil : $0.jobs.first }), let event = job.source.next() {
+            // The push's counts start where the previous push's decoding ended, and what it says
+            // it carries holds for its bytes (the stream's codec when none is known yet; a
+            // parameter set of another codec is refused).
             let beginning = job.progress.withValue { progress in
                 defer { progress.begin(counters: facts.counters) }
                 return !progress.hasBegun
             }
-            if beginning, let codec = job.codec { decoder.withValue { $0.pipeline?.expect(codec) } }
+            if beginning { decoder.withValue { $0.pipeline?.beginPush(saying: job.codec) } }
             // A multipart answer sends the pictures of its push: an on-demand session decodes
             // while one runs.
             if beginning, job.isMultipart { decodeForMultipartAnswer() }
@@ -220,8 +307,16 @@ final class IngestWorker: Sendable {
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
                 if let refusal = errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
-                    job.upload.refuse(SessionError(refusal))
+                    job.upload?.refuse(SessionError(refusal))
                 }
+            case .sample(let sample, let receivedAt):
+                let errors = step(receivedAt: receivedAt, job: job) { $0.push(sample: sample, onAccessUnit: $1, onPicture: $2) }.errors
+                if let refusal = errors.first(where: { $0.code == .codecMismatch }) {
+                    job.upload?.refuse(SessionError(refusal))
+                }
+            case .streamBreak:
+                // A pulled source's connection ended: its stream ends with it.
+                endOfStream(job)
             case .end:
                 if job.flush { endOfStream(job) }
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
@@ -245,6 +340,8 @@ final class IngestWorker: Sendable {
             endJob(job)
         case .multipart(let answer):
             answer.conclude(outcome)
+        case .pull:
+            endJob(job)
         }
     }
 
@@ -270,7 +367,7 @@ final class IngestWorker: Sendable {
         if job.isMultipart { scheduleLingerCheck() }
         decodeQueue.async { job.source.close() }
         guard let next else { return }
-        next.upload.admit()
+        next.upload?.admit()
         wake()
     }
 
@@ -356,7 +453,9 @@ final class IngestWorker: Sendable {
             // answer finds it); a body past its limit was counted when the queue refused it
             // (`bodyPassedLimit`).
             record(error)
-            if error.code == .spoolFailed { context.metrics.recordUploadStopped(reason: "spool_failed") }
+            if error.code == .spoolFailed || error.code == .spoolFull {
+                context.metrics.recordUploadStopped(reason: error.code == .spoolFull ? "spool_full" : "spool_failed")
+            }
             return error
         case .answered:
             return SessionError(.uploadAborted, "the upload was answered before its body ended")
@@ -522,12 +621,13 @@ final class IngestWorker: Sendable {
     /// counted by why, and logged with what it said.
     private func report(_ fallbacks: [BackendFallback]) {
         for fallback in fallbacks {
-            context.metrics.recordFallback(reason: fallback.reason.rawValue)
+            context.metrics.recordFallback(fallback)
             context.logger.info(
                 "decoder fell back",
                 metadata: [
                     "from": "\(fallback.from.rawValue)", "to": "\(fallback.to.rawValue)",
-                    "reason": "\(fallback.reason.rawValue)", "message": "\(fallback.message)",
+                    "reason": "\(fallback.reason.rawValue)", "codec": "\(fallback.codec?.rawValue ?? "unknown")",
+                    "message": "\(fallback.message)",
                 ])
         }
     }
@@ -576,13 +676,17 @@ final class IngestWorker: Sendable {
         }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
         endOnDemandDecoding()
+        containers.stop()
         for job in jobs {
-            if !job.upload.isProducerDone {
+            if let upload = job.upload, !upload.isProducerDone {
                 context.metrics.recordUploadStopped(reason: "session_deleted")
                 context.logger.info("upload stopped: the session was deleted; its client is told at once")
             }
-            job.upload.refuse(gone)
+            job.upload?.refuse(gone)
             switch job.answer {
+            case .pull(let source):
+                // At once, not on the decode queue: libavformat's blocking I/O is interrupted now.
+                source.stop()
             case .summary:
                 job.complete(.failure(gone)) { uploadEnded($0, bytes: job.source.totalBytes) }
             case .multipart(let answer):
@@ -635,10 +739,12 @@ final class UploadJob: Sendable {
         case summary(@Sendable (Result<UploadSummary, SessionError>) -> Void)
         /// One part per picture as the push is decoded.
         case multipart(SpooledUpload)
+        /// No answer: a pulled source, read until it is stopped.
+        case pull(PullSource)
     }
 
-    /// Where the HTTP server puts the body.
-    let upload: UploadQueue
+    /// Where the HTTP server puts the body; nil for a pull.
+    let upload: UploadQueue?
     /// What the decode loop reads: `upload` itself, or its spooled replay.
     let source: any ByteSource
     /// End the stream with this push (`?flush=true`).
@@ -652,7 +758,7 @@ final class UploadJob: Sendable {
     private let completed = Atomic<Bool>(false)
 
     init(
-        upload: UploadQueue, source: any ByteSource, flush: Bool, codec: VideoCodec?, answer: Answer,
+        upload: UploadQueue?, source: any ByteSource, flush: Bool, codec: VideoCodec?, answer: Answer,
         progress: QueueBound<UploadProgress>
     ) {
         self.upload = upload
@@ -684,6 +790,11 @@ final class UploadJob: Sendable {
         return false
     }
 
+    var isPull: Bool {
+        if case .pull = answer { return true }
+        return false
+    }
+
     func answers(with spooled: SpooledUpload) -> Bool {
         if case .multipart(let answer) = answer { return answer === spooled }
         return false
@@ -694,8 +805,9 @@ final class UploadJob: Sendable {
     /// again as soon as it was answered.
     var holdsSlot: Bool {
         switch answer {
-        case .summary: !upload.isProducerDone
-        case .multipart(let answer): !answer.isOver && !upload.isRefused
+        case .summary: !(upload?.isProducerDone ?? true)
+        case .multipart(let answer): !answer.isOver && !(upload?.isRefused ?? true)
+        case .pull: true
         }
     }
 }

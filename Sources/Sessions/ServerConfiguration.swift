@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import FoundationEssentials
 import Imaging
@@ -48,6 +49,22 @@ public struct ServerConfiguration: Sendable {
     /// Largest body a multipart-answer upload may spool, even when `maxBodyBytes` is unlimited:
     /// the spool is disk (or RAM where the temporary directory is a tmpfs), so it needs a bound.
     public var maxSpoolBytes: Int
+    /// What every spooled upload may hold together (`--max-spool-total-bytes`), shared by all:
+    /// the upload that would pass it is answered 413 `spool_full`.
+    public var spoolBudget: SpoolBudget
+    /// The most bytes of a container push kept for its demuxer to seek back in (see
+    /// `SeekWindow`): an MP4 whose moov follows its media data needs all of that data.
+    public var containerSeekWindow: Int = 32 << 20
+    /// Which sources pull sessions may pull from (`--allow-sources`); none: pulling is off.
+    public var sourcePolicy: SourcePolicy = .none
+    /// Sessions that pull at once, at most.
+    public var maxPullSessions: Int = 16
+    /// A pull's connection and header must come within this.
+    public var sourceConnectTimeout: Duration = .seconds(10)
+    /// A live pull that sends nothing for this long is lost (and retried).
+    public var sourceReadTimeout: Duration = .seconds(10)
+    /// The longest wait between a pull's attempts (the back-off doubles from 0.5 s up to it).
+    public var sourceRetryMax: Duration = .seconds(30)
     /// The decode mode of sessions that do not set one (`--default-decode`).
     public var defaultDecode: DecodeMode
     /// Each session's compressed history: at most this much time from its oldest held access
@@ -84,6 +101,7 @@ public struct ServerConfiguration: Sendable {
         mjpegRepeatInterval: Duration = .seconds(1),
         spoolDirectory: String = FileManager.default.temporaryDirectory.path,
         maxSpoolBytes: Int = 2 << 30,
+        spoolBudget: SpoolBudget = SpoolBudget(limit: 4 << 30),
         defaultDecode: DecodeMode = .all,
         historySeconds: Duration = ServerConfiguration.defaultHistorySeconds,
         historyBytes: Int = ServerConfiguration.defaultHistoryBytes,
@@ -110,6 +128,7 @@ public struct ServerConfiguration: Sendable {
         self.mjpegRepeatInterval = mjpegRepeatInterval
         self.spoolDirectory = spoolDirectory
         self.maxSpoolBytes = maxSpoolBytes
+        self.spoolBudget = spoolBudget
         self.defaultDecode = defaultDecode
         self.historySeconds = historySeconds
         self.historyBytes = historyBytes
@@ -147,12 +166,17 @@ public struct ServerConfiguration: Sendable {
         try require(maxSessions >= 1, "max sessions must be at least 1")
         try require(maxBodyBytes.map { $0 >= 1 } ?? true, "max body bytes must be positive")
         try require(maxSpoolBytes >= 1, "max spool bytes must be positive")
+        try require(spoolBudget.limit >= 1, "max spool total bytes must be positive")
         try require(maxNALBytes >= 1024, "max NAL bytes must be at least 1024")
         try require(idleTimeout > .zero, "idle timeout must be positive")
         try require(PictureOptions.qualityRange.contains(defaultQuality), "quality must be 1...100")
         try require(uploadQueueBytes >= 64 << 10, "upload queue must hold at least 64 KiB")
         try require(maxLongPoll >= .zero, "long-poll limit must not be negative")
         try require(mjpegRepeatInterval > .zero, "MJPEG repeat interval must be positive")
+        try require(containerSeekWindow >= 0, "the container seek window must not be negative")
+        try require(maxPullSessions >= 0, "max pull sessions must not be negative")
+        try require(sourceConnectTimeout > .zero && sourceReadTimeout > .zero, "source timeouts must be positive")
+        try require(sourceRetryMax >= PullSource.firstRetryDelay, "the source retry maximum must be at least 0.5 s")
         try require(eventKeepaliveInterval > .zero, "event keepalive interval must be positive")
         try require(historySeconds > .zero, "history seconds must be positive")
         try require(historyBytes >= 1 << 20, "history bytes must be at least 1048576")

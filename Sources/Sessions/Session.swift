@@ -136,19 +136,43 @@ public final class Session: Sendable {
     /// is arriving: one stream has one byte order, and two writers interleaving pieces cut
     /// anywhere would corrupt it.
     /// `codec`: what the push says it carries (its `?codec=` or Content-Type); another codec than
-    /// the stream's is `codec_mismatch` before anything is read.
+    /// the stream's is `codec_mismatch` before anything is read. `content`: a container its
+    /// Content-Type names (read through libavformat), an elementary stream, or nil (its first
+    /// bytes tell).
     public func beginUpload(
-        flush: Bool, codec: VideoCodec? = nil, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+        flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil,
+        completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue {
-        try ingest.beginUpload(flush: flush, codec: codec, completion: completion)
+        try ingest.beginUpload(flush: flush, codec: codec, content: content, completion: completion)
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture (see `SpooledUpload`).
     public func beginSpooledUpload(
-        _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil
+        _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil
     ) throws(SessionError) -> SpooledUpload {
-        try ingest.beginSpooledUpload(request: try request.validated(), flush: flush, codec: codec)
+        try ingest.beginSpooledUpload(request: try request.validated(), flush: flush, codec: codec, content: content)
     }
+
+    // MARK: - Pulls
+
+    /// Starts pulling `spec` (the registry checked the policy and the pull limit), replacing a
+    /// pull of another source. Throws `session_busy` while a push is under way.
+    func startPull(_ spec: PullSourceSpec) throws(SessionError) {
+        guard !ingest.isClosed else { throw .notFound(id) }
+        if let current = ingest.pull {
+            if current.spec == spec { return }
+            ingest.endPull()
+        }
+        _ = try ingest.beginPull(spec)
+    }
+
+    /// Stops the pull, if any (`PUT` with `"source": null`).
+    func stopPull() {
+        ingest.endPull()
+    }
+
+    /// Whether the session pulls (its source is not stopped).
+    public var isPulling: Bool { ingest.pull != nil }
 
     // MARK: - Pictures
 
@@ -236,7 +260,8 @@ public final class Session: Sendable {
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
-            subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates)
+            subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
+            source: ingest.pull?.snapshot, ignoredPackets: ingest.ignoredPackets.snapshot)
     }
 
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).

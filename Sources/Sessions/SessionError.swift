@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Imaging
 
@@ -26,7 +27,14 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case notInHistory
         /// Every catch-up decoder is busy and the queue for them is full.
         case catchUpQueueFull
+        /// The uploads answered as multipart/mixed hold all the spool the server allows them
+        /// together (`--max-spool-total-bytes`).
+        case spoolFull
+        /// `--max-pull-sessions` sessions pull already.
+        case tooManyPullSessions
         case decoding(DecodeError.Code)
+        /// A container or a pulled source (`ContainerError`).
+        case container(ContainerError.Code)
         case imaging(ImagingError.Code)
 
         /// The stable string clients match on. Never change an existing one.
@@ -44,7 +52,10 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .spoolFailed: "io_error"
             case .notInHistory: "not_in_history"
             case .catchUpQueueFull: "catchup_queue_full"
+            case .spoolFull: "spool_full"
+            case .tooManyPullSessions: "too_many_pull_sessions"
             case .decoding(let code): code.rawValue
+            case .container(let code): code.rawValue
             case .imaging(let code): code.rawValue
             }
         }
@@ -67,6 +78,11 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
     /// Keeps the decoder's code; an out-of-range decoder option is an invalid parameter.
     public init(_ error: DecodeError) {
         self.init(error.code == .invalidOptions ? .invalidParameter : .decoding(error.code), error.message)
+    }
+
+    /// Keeps the container's or source's code.
+    public init(_ error: ContainerError) {
+        self.init(.container(error.code), error.message)
     }
 
     /// Keeps the encoder's code; an out-of-range size or quality is an invalid parameter.

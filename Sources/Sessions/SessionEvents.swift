@@ -25,6 +25,10 @@ public struct SessionEvent: Sendable {
         /// An on-demand session released its decoder and its memory (`reason`: `idle` after the
         /// linger, `mode_changed`).
         case decoderStopped = "decoder.stopped"
+        /// A pull session connected to its source (again).
+        case sourceConnected = "source.connected"
+        /// A pull session's connection failed or was lost; it retries after a back-off.
+        case sourceLost = "source.lost"
         /// Not a session's event: the reader missed events (it fell behind the history, or
         /// asked to resume from an id this process never issued) and should fetch the state anew.
         case resync
@@ -60,6 +64,11 @@ public struct SessionEventDetails: Sendable {
     public var frames: Int?
     public var viewers: Int?
     public var waiting: Int?
+    /// A pulled source's URL, its credentials left out.
+    public var url: String?
+    public var reconnects: Int?
+    /// What a push carried (`mpegts`, `mp4`, `matroska`, `flv`, `annexb`).
+    public var container: String?
 
     public init() {}
 

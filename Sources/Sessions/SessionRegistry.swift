@@ -10,6 +10,8 @@ public final class SessionRegistry: Sendable {
     public let configuration: ServerConfiguration
     public let metrics: FrameTapMetrics
     public let clock: any ServiceClock
+    /// Held while a pull is admitted and started, so two at once cannot both pass the limit.
+    private let pulls = Mutex(())
     /// What happened to the sessions lately, for `GET /events`.
     public let events: SessionEventLog
     let logger: Logger
@@ -107,6 +109,39 @@ public final class SessionRegistry: Sendable {
                 "decode": "\(status.decode.rawValue)",
             ])
         return (created, true)
+    }
+
+    // MARK: - Pulls
+
+    /// Checks a pull before anything is created or connected: the source policy
+    /// (`source_not_allowed`) and the pull limit (`too_many_pull_sessions`; a session that
+    /// pulls already may change its source).
+    public func admitPull(_ spec: PullSourceSpec, for id: SessionID) throws(SessionError) {
+        if let refusal = configuration.sourcePolicy.check(spec.url) { throw SessionError(refusal) }
+        try pulls.withLock { _ throws(SessionError) in try checkPullLimit(excluding: id) }
+    }
+
+    /// Starts (or replaces) `session`'s pull, within `--max-pull-sessions`.
+    public func startPull(_ spec: PullSourceSpec, on session: Session) throws(SessionError) {
+        try pulls.withLock { _ throws(SessionError) in
+            try checkPullLimit(excluding: session.id)
+            try session.startPull(spec)
+        }
+        logger.info("pull session", metadata: ["session": "\(session.id)", "source": "\(spec.url.redacted)"])
+    }
+
+    public func stopPull(on session: Session) {
+        pulls.withLock { _ in session.stopPull() }
+    }
+
+    private func checkPullLimit(excluding id: SessionID) throws(SessionError) {
+        let pulling = list().filter { $0.id != id && $0.isPulling }.count
+        guard pulling < configuration.maxPullSessions else {
+            throw SessionError(
+                .tooManyPullSessions,
+                "the server pulls its maximum of \(configuration.maxPullSessions) sources (--max-pull-sessions)",
+                retryAfterSeconds: 5)
+        }
     }
 
     /// Every session, ordered by id.

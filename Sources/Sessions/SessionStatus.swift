@@ -29,14 +29,18 @@ public enum DecoderActivity: String, Sendable, CaseIterable {
 /// How a session decodes and encodes (`PUT /sessions/{id}`); nil members leave a setting as it is.
 public struct SessionOptions: Sendable, Equatable {
     public var backend: DecoderBackendChoice?
+    /// Pull this source (a pull session); `.some(nil)` stops a pull, nil leaves it as it is.
+    public var source: PullSourceSpec??
     /// The stream's codec; a push whose parameter sets are of another is refused.
     public var codec: VideoCodec?
     public var decode: DecodeMode?
     public var quality: Int?
 
     public init(
-        backend: DecoderBackendChoice? = nil, codec: VideoCodec? = nil, decode: DecodeMode? = nil, quality: Int? = nil
+        backend: DecoderBackendChoice? = nil, codec: VideoCodec? = nil, decode: DecodeMode? = nil, quality: Int? = nil,
+        source: PullSourceSpec?? = nil
     ) {
+        self.source = source
         self.backend = backend
         self.codec = codec
         self.decode = decode
@@ -106,6 +110,10 @@ public struct SessionStatus: Sendable {
     public var uploading: Bool
     /// Pictures and bits per second coming in, over the last few seconds.
     public var rates: SessionRates
+    /// What a pull session pulls and where that stands; nil for a push session.
+    public var source: SourceStatus?
+    /// Packets of container tracks other than the video (audio, data, ...), by kind, left out.
+    public var ignoredPackets: [String: Int] = [:]
 }
 
 /// What one upload request carried and produced (the answer to `POST .../nalus`).

@@ -125,6 +125,10 @@ public enum ReaderEvent: Sendable {
     case skippedNotKeyframe(count: Int)
     /// Units of layers above the base layer (H.265 nuh_layer_id > 0), left out.
     case outsideBaseLayer(count: Int)
+    /// A parameter set that cannot be read (malformed, or out of the ranges the standard
+    /// allows: a bit depth past 16, chroma_format_idc 4, a size past 65536...): the pictures
+    /// that would use it cannot be decoded, and the one known before stays.
+    case unreadableParameterSet(BitstreamError)
 }
 
 /// A codec's reading of an elementary stream: NAL units in (as the Annex B splitter cuts them),

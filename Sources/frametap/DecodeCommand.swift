@@ -1,4 +1,5 @@
 import ArgumentParser
+import Bitstream
 import Decoding
 import Dispatch
 import FoundationEssentials
@@ -17,12 +18,14 @@ import VideoCoding
 struct DecodeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "decode",
-        abstract: "Decode an H.264 Annex B stream to JPEG, raw YUV or raw RGB pictures.",
+        abstract: "Decode an H.264 or H.265 Annex B stream to JPEG, raw YUV or raw RGB pictures.",
         discussion: """
             With --output DIR (default: frames) pictures are written as frame-000001.jpg, ... \
             (.yuv, .rgb for raw formats). With --output - they are written back to back to \
             standard output: --format yuv then equals `ffmpeg -flags unaligned -f h264 -i F \
-            -autoscale 0 -fps_mode passthrough -f rawvideo -` byte for byte. Pictures decoded on \
+            -autoscale 0 -fps_mode passthrough -f rawvideo -` (-f hevc for H.265) byte for byte. \
+            The codec is detected from the stream's first parameter set unless --codec states it. \
+            Pictures decoded on \
             a GPU are written in the software decoder's pixel format too (NVDEC's and VA-API's \
             NV12 becomes yuv420p: the same samples, chroma de-interleaved), so that holds on every \
             back end whose decode is bit-exact. The summary on standard error ends with the back \
@@ -30,8 +33,11 @@ struct DecodeCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "An H.264 Annex B elementary stream, or - for standard input.")
+    @Argument(help: "An H.264 or H.265 Annex B elementary stream, or - for standard input.")
     var input: String
+
+    @Option(help: "h264 or h265: the stream's codec (default: detected from its first parameter set).")
+    var codec: VideoCodec?
 
     @Option(help: "A directory for one file per picture, or - for standard output.")
     var output = "frames"
@@ -42,7 +48,7 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "Write every Nth decoded picture (1 = all).")
     var every = 1
 
-    @Flag(help: "Decode only keyframes (IDR or recovery point): much less CPU for thumbnails.")
+    @Flag(help: "Decode only keyframes (H.264 IDR or recovery point, H.265 IRAP): much less CPU for thumbnails.")
     var keyframesOnly = false
 
     @Option(help: "Output width; with only one of width/height the aspect ratio is kept.")
@@ -112,7 +118,8 @@ struct DecodeCommand: ParsableCommand {
         do {
             decoderOptions.hardwareDevices = try hardwareDevices
             sink = try PictureSink(destination: output, format: format)
-            decoder = try StreamDecoder(options: decoderOptions, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly)
+            decoder = try StreamDecoder(
+                options: decoderOptions, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly, codec: codec)
             encoder = try PictureEncoder()
         } catch let failure as CommandFailure {
             printError("frametap: error: \(failure.message)")
@@ -141,12 +148,25 @@ struct DecodeCommand: ParsableCommand {
         progress.finishLine()
 
         let counters = decoder.counters
-        guard counters.nalUnits.values.reduce(0, +) > 0 else {
-            printError("frametap: error: \(input) is not an H.264 Annex B stream: no start code in \(counters.bytes) bytes")
-            throw ExitStatus.notH264
+        let units = counters.nalUnits.values.reduce(0, +)
+        if progress.framesDecoded == 0, let stated = codec, decoder.lastError?.code == .codecMismatch {
+            let other = VideoCodec.allCases.first { $0 != stated }?.displayName ?? "another codec's"
+            printError(
+                "frametap: error: no decodable picture in \(input): it carries \(other) parameter sets, "
+                    + "but --codec says \(stated.displayName)")
+            throw ExitStatus.noDecodablePicture
+        }
+        guard units > 0, let codec = decoder.codec else {
+            let why =
+                units == 0
+                ? "no start code in \(counters.bytes) bytes"
+                : "\(units) NAL units and no parameter set of either codec (--codec h264 or h265 reads them anyway)"
+            printError("frametap: error: \(input) is neither an H.264 nor an H.265 Annex B stream: \(why)")
+            throw ExitStatus.notVideo
         }
         guard progress.framesDecoded > 0 else {
-            printError("frametap: error: no decodable picture in \(input): \(Self.explainNoPicture(counters, firstError ?? decoder.lastError))")
+            let why = Self.explainNoPicture(codec, counters, firstError ?? decoder.lastError)
+            printError("frametap: error: no decodable picture in \(input): \(why)")
             throw ExitStatus.noDecodablePicture
         }
         let seconds = progress.elapsedSeconds
@@ -159,6 +179,12 @@ struct DecodeCommand: ParsableCommand {
         if counters.decodeErrors > 0 { summary += "; \(counters.decodeErrors) decode error(s)" }
         if counters.framesDroppedBeforeKeyframe > 0 {
             summary += "; \(counters.framesDroppedBeforeKeyframe) picture(s) before the first keyframe dropped"
+        }
+        if counters.framesSkippedLeading > 0 {
+            summary += "; \(counters.framesSkippedLeading) leading picture(s) of the first keyframe skipped (RASL)"
+        }
+        if counters.unitsOutsideBaseLayer > 0 {
+            summary += "; \(counters.unitsOutsideBaseLayer) NAL unit(s) of layers above the base layer left out"
         }
         let downloads = decoderOptions.frameDownloads
         if downloads.downloads + downloads.failures > 0 {
@@ -177,23 +203,28 @@ struct DecodeCommand: ParsableCommand {
         printError(summary)
     }
 
-    private static func explainNoPicture(_ counters: StreamDecoder.Counters, _ error: DecodeError?) -> String {
-        let names = counters.nalUnits
-        if names["sps"] == nil { return "no sequence parameter set (SPS) found" }
-        if names["pps"] == nil { return "no picture parameter set (PPS) found" }
-        let baseSlices = (names["idr"] ?? 0) + (names["slice"] ?? 0) + (names["slice_data_a"] ?? 0)
-        if baseSlices == 0 {
-            let other = names.keys.filter { ["slice_extension", "subset_sps", "prefix", "slice_extension_depth"].contains($0) }
+    /// Why a stream of `codec` gave no picture, in the codec's terms (`NALUnitNames`).
+    private static func explainNoPicture(_ codec: VideoCodec, _ counters: StreamDecoder.Counters, _ error: DecodeError?) -> String {
+        let counts = counters.nalUnits
+        let names = NALUnitNames.of(codec)
+        for set in names.parameterSets where counts[set.name] == nil { return "no \(set.title) found" }
+        let slices = names.slices.reduce(0) { $0 + (counts[$1] ?? 0) }
+        if slices == 0 {
+            let other = counts.keys.filter(names.extensions.contains)
             return other.isEmpty
-                ? "no coded slice found" : "only SVC/MVC extension data (\(other.sorted().joined(separator: ", "))), no AVC base-layer slice"
+                ? "no coded slice found"
+                : "only \(names.extensionTitle) (\(other.sorted().joined(separator: ", "))), no base-layer slice"
         }
         if counters.framesRejectedTooLarge > 0, let error { return error.message }
-        if counters.framesDroppedBeforeKeyframe > 0 && names["idr"] == nil { return "no IDR or recovery point to start decoding from" }
+        if counters.framesDroppedBeforeKeyframe > 0 && !names.randomAccess.contains(where: { counts[$0] != nil }) {
+            return "no \(names.randomAccessTitle) to start decoding from"
+        }
         return error?.message ?? "the decoder produced no picture"
     }
 }
 
 extension PictureFormat: ExpressibleByArgument {}
+extension VideoCodec: ExpressibleByArgument {}
 extension DecoderBackendChoice: ExpressibleByArgument {}
 
 /// The per-picture half of the decode loop: count, thin out (`--every`), encode, write.

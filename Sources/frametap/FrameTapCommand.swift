@@ -5,10 +5,10 @@ import FrameTapAPI
 struct FrameTapCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frametap",
-        abstract: "H.264 in, pictures out: an HTTP frame service and its offline tools.",
+        abstract: "H.264 and H.265 in, pictures out: an HTTP frame service and its offline tools.",
         discussion: """
             Exit codes: 0 success; 1 no decodable picture or decoding failed; 3 input or output \
-            error; 4 the input is not H.264; 64 bad usage.
+            error; 4 the input is neither H.264 nor H.265 (no start code, or no parameter set of either); 64 bad usage.
             """,
         version: SystemInfo.version,
         subcommands: [ServeCommand.self, DecodeCommand.self, ProbeCommand.self, HealthcheckCommand.self]
@@ -19,5 +19,6 @@ struct FrameTapCommand: ParsableCommand {
 enum ExitStatus {
     static let noDecodablePicture = ExitCode(1)
     static let inputOutput = ExitCode(3)
-    static let notH264 = ExitCode(4)
+    /// Neither H.264 nor H.265: no start code, or no parameter set of either codec.
+    static let notVideo = ExitCode(4)
 }

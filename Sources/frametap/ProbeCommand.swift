@@ -1,14 +1,16 @@
 import ArgumentParser
+import Bitstream
 import Decoding
 import Dispatch
 import FoundationEssentials
 import FrameTapAPI
-import H264
 import Timekeeping
 import VideoCoding
 
 /// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
-/// description of every parameter set, access units and keyframes.
+/// description of every parameter set, access units and keyframes. The codec is stated with
+/// `--codec` or detected from the first parameter set; what is codec-specific comes from the
+/// bitstream layer's front (`StreamProbe`), and this command only lays it out.
 struct ProbeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "probe",
@@ -21,8 +23,11 @@ struct ProbeCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: "An H.264 Annex B elementary stream, or - for standard input.")
+    @Argument(help: "An H.264 or H.265 Annex B elementary stream, or - for standard input.")
     var input: String?
+
+    @Option(help: "h264 or h265: the stream's codec (default: detected from its first parameter set).")
+    var codec: VideoCodec?
 
     @Flag(help: "Print one JSON document instead of text.")
     var json = false
@@ -40,6 +45,7 @@ struct ProbeCommand: ParsableCommand {
         guard maxNALBytes >= 1024 else { throw ValidationError("--max-nal-bytes must be at least 1024") }
         if hardware {
             guard input == nil else { throw ValidationError("--hardware takes no input stream") }
+            guard codec == nil else { throw ValidationError("--codec goes with an input stream, not --hardware") }
             do {
                 _ = try hwDevices.map { text throws(DecodeError) in try HardwareDeviceList(parsing: text) }
             } catch {
@@ -56,23 +62,45 @@ struct ProbeCommand: ParsableCommand {
             try printHardware()
             return
         }
-        let report: ProbeReport
+        let description: StreamDescription
         do {
-            report = try ProbeReport.scan(path: input, maxNALBytes: maxNALBytes)
+            description = try Self.describe(path: input, codec: codec, maxNALBytes: maxNALBytes)
         } catch {
             printError("frametap: error: \(error.message)")
             throw ExitStatus.inputOutput
         }
-        guard !report.nalUnits.isEmpty else {
-            printError("frametap: error: \(input) is not an H.264 Annex B stream: no start code in \(report.bytes) bytes")
-            throw ExitStatus.notH264
+        guard description.codec != nil else {
+            let why =
+                description.unitsOfUnknownCodec == 0
+                ? "no start code in \(description.bytes) bytes"
+                : "\(description.unitsOfUnknownCodec) NAL units and no parameter set of either codec "
+                    + "(--codec h264 or h265 reads them anyway)"
+            printError("frametap: error: \(input) is neither an H.264 nor an H.265 Annex B stream: \(why)")
+            throw ExitStatus.notVideo
         }
-        let output = json ? try report.json() : report.text()
+        guard !description.nalUnits.isEmpty else {
+            printError("frametap: error: \(input) is not an Annex B stream: no start code in \(description.bytes) bytes")
+            throw ExitStatus.notVideo
+        }
+        let output = json ? try ProbeJSON(description).text() : ProbeText(description).text()
         print(output, terminator: output.hasSuffix("\n") ? "" : "\n")
     }
 }
 
 extension ProbeCommand {
+    static func describe(path: String, codec: VideoCodec?, maxNALBytes: Int) throws(CommandFailure) -> StreamDescription {
+        var probe = StreamProbe(codec: codec, maxNALBytes: maxNALBytes)
+        var reader = try InputReader(path: path)
+        do {
+            try reader.forEachChunk { probe.push($0) }
+        } catch let error as CommandFailure {
+            throw error
+        } catch {
+            throw CommandFailure.io("cannot read \(path): \(error)")
+        }
+        return probe.finish()
+    }
+
     /// One device as `--hardware` opened it.
     struct DeviceOpen: Encodable {
         let device: HardwareDeviceID
@@ -126,211 +154,3 @@ extension ProbeCommand {
     }
 }
 
-struct ProbeReport: Encodable {
-    struct NALRecord: Encodable {
-        let offset: Int
-        let size: Int
-        let type: Int
-        let name: String
-        let refIdc: Int
-    }
-
-    struct SPSRecord: Encodable {
-        let id: Int
-        let offset: Int
-        /// Later units with the same id and identical bytes (streams often repeat parameter sets).
-        var repeats = 0
-        let format: StreamFormat
-        let maxNumRefFrames: Int
-        let frameMbsOnly: Bool
-        let mbAdaptiveFrameField: Bool
-        let maxNumReorderFrames: Int?
-
-        /// The format as the API shows it; `maxNumReorderFrames` is left out when not signalled.
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(id, forKey: .id)
-            try container.encode(offset, forKey: .offset)
-            try container.encode(repeats, forKey: .repeats)
-            try container.encode(StreamFormatJSON(format), forKey: .format)
-            try container.encode(maxNumRefFrames, forKey: .maxNumRefFrames)
-            try container.encode(frameMbsOnly, forKey: .frameMbsOnly)
-            try container.encode(mbAdaptiveFrameField, forKey: .mbAdaptiveFrameField)
-            try container.encodeIfPresent(maxNumReorderFrames, forKey: .maxNumReorderFrames)
-        }
-
-        private enum CodingKeys: String, CodingKey {
-            case id, offset, repeats, format, maxNumRefFrames, frameMbsOnly, mbAdaptiveFrameField, maxNumReorderFrames
-        }
-    }
-
-    struct PPSRecord: Encodable {
-        let id: Int
-        let spsId: Int
-        let offset: Int
-        var repeats = 0
-        let entropyCoding: String
-        let sliceGroups: Int
-    }
-
-    struct KeyframeRecord: Encodable {
-        let accessUnit: Int
-        let offset: Int
-        let kind: String
-    }
-
-    struct Problem: Encodable {
-        let offset: Int?
-        let code: String
-        let message: String
-    }
-
-    var bytes = 0
-    var nalUnits: [NALRecord] = []
-    var sequenceParameterSets: [SPSRecord] = []
-    var pictureParameterSets: [PPSRecord] = []
-    var accessUnits = 0
-    var pictures = 0
-    var keyframes: [KeyframeRecord] = []
-    var problems: [Problem] = []
-    /// The bytes of the newest SPS/PPS per id, to fold identical repeats into one record.
-    private var lastSPSBytes: [Int: (bytes: [UInt8], record: Int)] = [:]
-    private var lastPPSBytes: [Int: (bytes: [UInt8], record: Int)] = [:]
-
-    private enum CodingKeys: String, CodingKey {
-        case bytes, nalUnits, sequenceParameterSets, pictureParameterSets, accessUnits, pictures, keyframes, problems
-    }
-
-    static func scan(path: String, maxNALBytes: Int) throws(CommandFailure) -> ProbeReport {
-        var report = ProbeReport()
-        var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
-        var assembler = AccessUnitAssembler()
-        var reader = try InputReader(path: path)
-
-        func take(_ event: SplitterEvent) {
-            switch event {
-            case .unit(let unit):
-                let nal = NALUnit(unit)
-                report.record(nal)
-                assembler.push(nal) { report.record($0) }
-            case .dropped(let error, let prefix):
-                report.problems.append(Problem(offset: nil, code: error.code.rawValue, message: error.message))
-                assembler.unitDropped(prefix: prefix) { report.record($0) }
-            }
-        }
-        do {
-            try reader.forEachChunk { chunk in
-                report.bytes += chunk.count
-                splitter.push(chunk, take)
-            }
-        } catch let error as CommandFailure {
-            throw error
-        } catch {
-            throw CommandFailure.io("cannot read \(path): \(error)")
-        }
-        splitter.finish(take)
-        assembler.finish { report.record($0) }
-        return report
-    }
-
-    private mutating func record(_ nal: NALUnit) {
-        nalUnits.append(
-            NALRecord(
-                offset: nal.streamOffset, size: nal.bytes.count, type: Int(nal.type.rawValue), name: nal.type.name,
-                refIdc: Int(nal.refIdc)))
-        do {
-            switch nal.type {
-            case .sps:
-                let sps = try SequenceParameterSet(nal: nal)
-                if let record = Self.repeatedRecord(nal, id: sps.id, next: sequenceParameterSets.count, &lastSPSBytes) {
-                    sequenceParameterSets[record].repeats += 1
-                    return
-                }
-                sequenceParameterSets.append(
-                    SPSRecord(
-                        id: sps.id, offset: nal.streamOffset, format: StreamFormat(sps: sps),
-                        maxNumRefFrames: sps.maxNumRefFrames, frameMbsOnly: sps.frameMbsOnly,
-                        mbAdaptiveFrameField: sps.mbAdaptiveFrameField,
-                        maxNumReorderFrames: sps.vui?.maxNumReorderFrames))
-            case .pps:
-                let pps = try PictureParameterSet(nal: nal)
-                if let record = Self.repeatedRecord(nal, id: pps.id, next: pictureParameterSets.count, &lastPPSBytes) {
-                    pictureParameterSets[record].repeats += 1
-                    return
-                }
-                pictureParameterSets.append(
-                    PPSRecord(
-                        id: pps.id, spsId: pps.spsId, offset: nal.streamOffset,
-                        entropyCoding: pps.entropyCodingModeCABAC ? "CABAC" : "CAVLC", sliceGroups: pps.numSliceGroups))
-            default:
-                break
-            }
-        } catch {
-            problems.append(Problem(offset: nal.streamOffset, code: error.code.rawValue, message: error.message))
-        }
-    }
-
-    /// The record an identical repeat of this parameter set folds into, or nil when it is new
-    /// or changed (then it becomes record `next`, the newest for its id).
-    private static func repeatedRecord(
-        _ nal: NALUnit, id: Int, next: Int, _ newest: inout [Int: (bytes: [UInt8], record: Int)]
-    ) -> Int? {
-        if let last = newest[id], last.bytes == nal.bytes { return last.record }
-        newest[id] = (nal.bytes, next)
-        return nil
-    }
-
-    private mutating func record(_ unit: AccessUnit) {
-        defer { accessUnits += 1 }
-        guard unit.hasPicture else { return }
-        pictures += 1
-        if unit.isIDR {
-            keyframes.append(KeyframeRecord(accessUnit: accessUnits, offset: unit.streamOffset, kind: "IDR"))
-        } else if unit.isRandomAccessPoint {
-            keyframes.append(KeyframeRecord(accessUnit: accessUnits, offset: unit.streamOffset, kind: "recovery point"))
-        }
-    }
-
-    func json() throws -> String {
-        String(decoding: try WireJSON.encoder(indented: true).encode(self), as: UTF8.self)
-    }
-
-    func text() -> String {
-        var lines: [String] = []
-        lines.append("NAL units: \(nalUnits.count) in \(bytes) bytes")
-        lines.append(pad("offset", 10) + pad("size", 9) + pad("type", 6) + pad("ref", 4) + "name")
-        for nal in nalUnits {
-            lines.append(pad("\(nal.offset)", 10) + pad("\(nal.size)", 9) + pad("\(nal.type)", 6) + pad("\(nal.refIdc)", 4) + nal.name)
-        }
-        lines.append("")
-        for sps in sequenceParameterSets {
-            let f = sps.format
-            lines.append("SPS id \(sps.id) at \(sps.offset)\(sps.repeats > 0 ? " (repeated \(sps.repeats) times)" : ""):")
-            lines.append("  display size   \(f.width)x\(f.height)")
-            lines.append("  coded size     \(f.codedWidth)x\(f.codedHeight)")
-            lines.append("  crop           left \(f.crop.left) right \(f.crop.right) top \(f.crop.top) bottom \(f.crop.bottom)")
-            lines.append("  profile        \(f.profile) (profile_idc \(f.profileIdc)), level \(f.level)")
-            lines.append("  chroma         \(f.chromaFormat), \(f.bitDepth)-bit luma, \(f.bitDepthChroma)-bit chroma")
-            lines.append("  scan           \(sps.frameMbsOnly ? "progressive" : (sps.mbAdaptiveFrameField ? "interlaced (MBAFF)" : "interlaced (fields)"))")
-            lines.append("  frame rate     \(f.frameRate.map { "\(fixed($0, 3)) fps" } ?? "not signalled")")
-            lines.append("  SAR            \(f.sampleAspectRatio ?? "not signalled")")
-            lines.append("  range, colour  \(f.fullRange ? "full" : "limited"), primaries \(f.colorPrimaries), transfer \(f.transfer), matrix \(f.matrix)")
-            lines.append("  ref frames     \(sps.maxNumRefFrames), reorder \(sps.maxNumReorderFrames.map(String.init) ?? "not signalled")")
-        }
-        for pps in pictureParameterSets {
-            lines.append("PPS id \(pps.id) at \(pps.offset)\(pps.repeats > 0 ? " (repeated \(pps.repeats) times)" : ""): SPS \(pps.spsId), \(pps.entropyCoding), \(pps.sliceGroups) slice group(s)")
-        }
-        lines.append("")
-        lines.append("access units: \(accessUnits) (\(pictures) with a picture)")
-        let positions = keyframes.map { "#\($0.accessUnit)@\($0.offset)\($0.kind == "IDR" ? "" : " (recovery point)")" }
-        lines.append("keyframes: \(keyframes.count)" + (positions.isEmpty ? "" : ": " + positions.joined(separator: ", ")))
-        for problem in problems {
-            lines.append("problem: \(problem.code) at \(problem.offset.map(String.init) ?? "?"): \(problem.message)")
-        }
-        return lines.joined(separator: "\n")
-    }
-
-    private func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
-    }
-}

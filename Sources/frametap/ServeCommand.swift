@@ -1,4 +1,5 @@
 import ArgumentParser
+import Containers
 import Decoding
 import FoundationEssentials
 import FrameTapAPI
@@ -46,6 +47,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a connection has to send a request's headers, from opening or from its previous answer. [FRAMETAP_HEADER_TIMEOUT, default \(httpDefaults.headerTimeout.components.seconds)]")
     var headerTimeout: Double?
 
+    @Option(help: "Seconds a request body may take to deliver each \(httpDefaults.bodyProgressBytes) bytes, counted while the server reads it; a slower one is answered 408 body_timeout and closed. [FRAMETAP_BODY_TIMEOUT, default \(httpDefaults.bodyTimeout.components.seconds)]")
+    var bodyTimeout: Double?
+
     @Option(help: "libavcodec threads per session (0 = automatic). [FRAMETAP_DECODER_THREADS, default 1]")
     var decoderThreads: Int?
 
@@ -66,6 +70,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Largest body a multipart-answer upload may spool to the temporary directory. [FRAMETAP_MAX_SPOOL_BYTES, default 2147483648]")
     var maxSpoolBytes: Int?
 
+    @Option(help: "What every multipart-answer upload may spool together, in bytes; the upload that would pass it is answered 413 spool_full. [FRAMETAP_MAX_SPOOL_TOTAL_BYTES, default 4294967296]")
+    var maxSpoolTotalBytes: Int?
+
     @Option(
         name: .customLong("max-nal-bytes"),
         help: "Largest NAL unit in bytes. [FRAMETAP_MAX_NAL_BYTES, default \(AnnexBSplitter.defaultMaxNALBytes)]")
@@ -79,6 +86,24 @@ struct ServeCommand: ParsableCommand {
 
     @Option(help: "Seconds without upload, viewer or request before a session is removed. [FRAMETAP_SESSION_IDLE_TIMEOUT, default 300]")
     var sessionIdleTimeout: Double?
+
+    @Option(help: "Bytes of a container push kept for its demuxer to seek back in (an MP4 whose moov follows its media data needs all of that data). [FRAMETAP_CONTAINER_SEEK_WINDOW, default 33554432]")
+    var containerSeekWindow: Int?
+
+    @Option(help: "Sources pull sessions may pull from, comma-separated SCHEME://HOST[:PORT] entries; HOST is a name, *.suffix, an address, a network (10.0.0.0/8, [fd00::]/8) or *, SCHEME rtsp, rtmp, srt, http, https or *. Pulling is off without it. [FRAMETAP_ALLOW_SOURCES, default none]")
+    var allowSources: String?
+
+    @Option(help: "Sessions that pull a source at once, at most. [FRAMETAP_MAX_PULL_SESSIONS, default 16]")
+    var maxPullSessions: Int?
+
+    @Option(help: "Seconds a pull has to connect and read its stream's header. [FRAMETAP_SOURCE_CONNECT_TIMEOUT, default 10]")
+    var sourceConnectTimeout: Double?
+
+    @Option(help: "Seconds a live pull may send nothing before it is lost and retried. [FRAMETAP_SOURCE_READ_TIMEOUT, default 10]")
+    var sourceReadTimeout: Double?
+
+    @Option(help: "Longest wait in seconds between a pull's attempts; the back-off doubles from 0.5 s up to it. [FRAMETAP_SOURCE_RETRY_MAX, default 30]")
+    var sourceRetryMax: Double?
 
     @Option(help: "How sessions that do not say decode: all, keyframes or on-demand (decode only while pictures are asked for). [FRAMETAP_DEFAULT_DECODE, default all]")
     var defaultDecode: DecodeMode?
@@ -198,6 +223,7 @@ struct ServeCommand: ParsableCommand {
                         "node": "\(node.path)", "vendor": "\(node.vendor ?? "?")",
                         "vaapi": "\(node.vaapiVersion ?? "?")",
                         "h264Profiles": "\(node.h264Profiles.isEmpty ? "none" : node.h264Profiles.joined(separator: ","))",
+                        "hevcProfiles": "\(node.hevcProfiles.isEmpty ? "none" : node.hevcProfiles.joined(separator: ","))",
                     ])
             }
         }
@@ -274,6 +300,12 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("header timeout must be a positive number of seconds (at most 3600)")
         }
         http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
+        let bodySeconds = try bodyTimeout ?? env.parse("FRAMETAP_BODY_TIMEOUT", Double.init)
+            ?? Double(http.bodyTimeout.components.seconds)
+        guard bodySeconds.isFinite, bodySeconds > 0, bodySeconds <= 3600 else {
+            throw ValidationError("body timeout must be a positive number of seconds (at most 3600)")
+        }
+        http.bodyTimeout = .milliseconds(Int64(bodySeconds * 1000))
         let access = try accessControl(env)
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
@@ -303,6 +335,9 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
         }
         sessions.maxSpoolBytes = try maxSpoolBytes ?? env.int("FRAMETAP_MAX_SPOOL_BYTES") ?? 2 << 30
+        let spoolTotal = try maxSpoolTotalBytes ?? env.int("FRAMETAP_MAX_SPOOL_TOTAL_BYTES") ?? 4 << 30
+        guard spoolTotal >= 1 else { throw ValidationError("max spool total bytes must be positive") }
+        sessions.spoolBudget = SpoolBudget(limit: spoolTotal)
         sessions.maxNALBytes = try maxNALBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? AnnexBSplitter.defaultMaxNALBytes
         let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureSizeLimit.defaultMaxPixels
         guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }
@@ -320,6 +355,26 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("session idle timeout must be a positive number of seconds")
         }
         sessions.idleTimeout = .milliseconds(Int64(idle * 1000))
+        sessions.containerSeekWindow = try containerSeekWindow ?? env.int("FRAMETAP_CONTAINER_SEEK_WINDOW") ?? 32 << 20
+        if let allowed = try allowSources ?? env.string("FRAMETAP_ALLOW_SOURCES") {
+            do {
+                sessions.sourcePolicy = try SourcePolicy(parsing: allowed)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+        sessions.maxPullSessions = try maxPullSessions ?? env.int("FRAMETAP_MAX_PULL_SESSIONS") ?? 16
+        func seconds(_ option: Double?, _ variable: String, default value: Double, _ what: String) throws -> Duration {
+            let seconds = try option ?? env.parse(variable, Double.init) ?? value
+            guard seconds.isFinite, seconds >= 0.1, seconds <= 86400 else {
+                throw ValidationError("\(what) must be a number of seconds from 0.1 to 86400")
+            }
+            return .milliseconds(Int64(seconds * 1000))
+        }
+        sessions.sourceConnectTimeout = try seconds(
+            sourceConnectTimeout, "FRAMETAP_SOURCE_CONNECT_TIMEOUT", default: 10, "the source connect timeout")
+        sessions.sourceReadTimeout = try seconds(sourceReadTimeout, "FRAMETAP_SOURCE_READ_TIMEOUT", default: 10, "the source read timeout")
+        sessions.sourceRetryMax = try seconds(sourceRetryMax, "FRAMETAP_SOURCE_RETRY_MAX", default: 30, "the source retry maximum")
         sessions.defaultDecode =
             try defaultDecode ?? env.parse("FRAMETAP_DEFAULT_DECODE", DecodeMode.init(rawValue:)) ?? .all
         let historySeconds = try historySeconds ?? env.parse("FRAMETAP_HISTORY_SECONDS", Double.init) ?? 10

@@ -2,9 +2,11 @@ import Decoding
 import Foundation
 import TestSupport
 import Testing
+import VideoCoding
 
-/// The shared JVT/openh264 conformance streams (outside the repository; skipped when absent).
-/// Each MANIFEST.tsv row with a `yuv_md5` must decode to exactly that many frames and bytes.
+/// The shared conformance streams (outside the repository; skipped when absent): JVT/openh264
+/// H.264 and cros-codecs H.265. Each MANIFEST.tsv row with an MD5 of the whole output (`yuv_md5`,
+/// or the H.265 corpus's `md5_whole_yuv420p`) must decode to exactly that many frames and bytes.
 struct ConformanceStream: CustomTestStringConvertible, Sendable {
     let directory: URL
     let file: String
@@ -12,8 +14,17 @@ struct ConformanceStream: CustomTestStringConvertible, Sendable {
     let yuvMD5: String
     var testDescription: String { file }
     var url: URL { directory.appendingPathComponent(file) }
+    /// By the file's extension, for the tests that open a decoder themselves.
+    var codec: VideoCodec { ["265", "h265", "hevc"].contains(url.pathExtension) ? .h265 : .h264 }
+    /// One MD5 per picture over NV12, in output order, when the corpus has them (`<file>.md5`).
+    var nv12FrameMD5s: [String]? {
+        guard let text = try? String(contentsOf: directory.appendingPathComponent(file + ".md5"), encoding: .utf8)
+        else { return nil }
+        return text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
 
     static let manifest: [ConformanceStream] = rows(in: TestSupport.conformanceDirectory)
+    static let h265Manifest: [ConformanceStream] = rows(in: TestSupport.conformanceDirectoryH265)
     /// The repository's own fixtures (Tests/Fixtures), same manifest format.
     static let fixtures: [ConformanceStream] = rows(
         in: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Fixtures")
@@ -26,12 +37,10 @@ struct ConformanceStream: CustomTestStringConvertible, Sendable {
         guard let header = rows.first,
             let fileColumn = header.firstIndex(of: "file"),
             let framesColumn = header.firstIndex(of: "frames"),
-            let md5Column = header.firstIndex(of: "yuv_md5")
+            let md5Column = header.firstIndex(of: "yuv_md5") ?? header.firstIndex(of: "md5_whole_yuv420p")
         else { return [] }
         return rows.dropFirst().compactMap { row in
             guard row.count > md5Column, !row[md5Column].isEmpty, let frames = Int(row[framesColumn]) else { return nil }
-            // StreamDecoder takes H.264 only so far.
-            guard !row[fileColumn].hasSuffix(".265") else { return nil }
             return ConformanceStream(
                 directory: directory, file: row[fileColumn], frames: frames, yuvMD5: row[md5Column])
         }
@@ -45,7 +54,7 @@ struct ConformanceTests {
     @Test(arguments: ConformanceStream.manifest)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
         let bytes = try TestSupport.bytes(of: stream.url)
-        let decoded = try TestSupport.decodeAll(bytes) { 64 * 1024 }
+        let decoded = try TestSupport.decodeAll(bytes, codec: stream.codec) { 64 * 1024 }
         #expect(decoded.frames.count == stream.frames)
         var md5 = MD5()
         for frame in decoded.frames {
@@ -68,19 +77,31 @@ struct ConformanceTests {
 struct FixtureTests {
     @Test(arguments: ConformanceStream.fixtures)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
-        let decoded = try TestSupport.decodeAll(TestSupport.bytes(of: stream.url)) { 1500 }
+        let decoded = try TestSupport.decodeAll(TestSupport.bytes(of: stream.url), codec: stream.codec) { 1500 }
         #expect(decoded.frames.count == stream.frames)
         #expect(TestSupport.rawMD5(decoded.frames) == stream.yuvMD5)
     }
 }
 
-/// The same streams through the whole StreamDecoder pipeline, in small uneven pieces.
+/// The same streams through the whole StreamDecoder pipeline, in small uneven pieces, the codec
+/// detected (every .265 fixture and H.265 stream as h265, every other as h264).
 @Suite struct StreamDecoderConformanceTests {
-    @Test(arguments: ConformanceStream.manifest + ConformanceStream.fixtures)
+    @Test(arguments: ConformanceStream.manifest + ConformanceStream.h265Manifest + ConformanceStream.fixtures)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
         let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: stream.url))
         #expect(decoded.frames.count == stream.frames)
         #expect(TestSupport.rawMD5(decoded.frames) == stream.yuvMD5)
         #expect(decoded.decoder.counters.framesDroppedBeforeKeyframe == 0)
+        #expect(decoded.decoder.codec == stream.codec)
+        #expect(decoded.errors.isEmpty)
+    }
+
+    /// The cros-codecs references: each picture, as NV12, against the MD5 that repository lists
+    /// for it (independent of libavcodec; the streams are 8-bit 4:2:0, so NV12 is the same
+    /// samples with the chroma planes interleaved).
+    @Test(arguments: ConformanceStream.h265Manifest.filter { $0.nv12FrameMD5s != nil })
+    func eachPictureMatchesItsNV12Reference(_ stream: ConformanceStream) throws {
+        let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: stream.url), options: .lowLatency(backend: .software))
+        #expect(decoded.frames.map(TestSupport.nv12MD5) == stream.nv12FrameMD5s)
     }
 }

@@ -33,6 +33,7 @@ import VideoCoding
         #expect(decoder.fallbacks.count == 1)
         let fallback = try #require(decoder.fallbacks.first)
         #expect(fallback.reason == reason && fallback.message == message)
+        #expect(fallback.codec == .h264)
         #expect(fallback.from == .cuda && fallback.to == .software && fallback.device == .cuda(0))
         #expect(fallback.afterFrames == 0)
         #expect(factory.hardwareAccessUnits.value == 0, "nothing reached the hardware")
@@ -159,6 +160,44 @@ struct DeviceFailureFallbackTests {
         #expect(output.errors.filter { $0.code == .decoderFailure }.count == 3)
     }
 
+    /// The software decoder that takes over at a keyframe whose access unit repeats some of
+    /// the parameter sets but not the one after them in decoding order (here the SPS but not
+    /// the PPS; the H.265 fixture the VPS and SPS but not the PPS) is given the missing one
+    /// after those, never before: libavcodec refuses a PPS whose SPS it does not have yet, and
+    /// every picture after would fail.
+    @Test(arguments: [("h264", "h264"), ("h265", "hevc")])
+    func aDecoderThatTakesOverGetsTheParameterSetsInDecodingOrder(_ codec: String, _ format: String) throws {
+        let pps: (AnnexBUnit) -> Bool = { unit in
+            codec == "h264" ? unit.bytes[0] & 0x1F == 8 : (unit.bytes[0] >> 1) & 0x3F == 34
+        }
+        let source =
+            codec == "h264"
+            ? try TestSupport.bytes(
+                of: TestSupport.stream(
+                    "fallback-idr8-headers", size: "160x120", frames: 24,
+                    x264Params: "keyint=8:min-keyint=8:scenecut=0:bframes=0:repeat-headers=1"))
+            : try Fixtures.bytes("repeat_headers_176x144.265")
+        var seenPPS = false
+        let kept = AnnexBSplitter.split(source).filter { (unit: AnnexBUnit) -> Bool in
+            guard pps(unit) else { return true }
+            defer { seenPPS = true }
+            return !seenPPS
+        }
+        let bytes: [UInt8] = kept.flatMap { [0, 0, 0, 1] + $0.bytes }
+        let file = TestSupport.directory.appendingPathComponent("pps-once-\(codec).\(codec)")
+        try Data(bytes).write(to: file)
+        let reference = try TestSupport.ffmpegFrameMD5s(file, format: format)
+
+        let factory = PretendHardwareFactory(failing: { (3...5).contains($0) })
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(bytes, into: decoder)
+        #expect(decoder.backend == .software && decoder.fallbacks.map(\.reason) == [.deviceErrors])
+        // From the keyframe at access unit 9 on, the software decode is the CLI's.
+        let afterSwitch = reference.count - 8
+        #expect(Array(output.frames.map(TestSupport.frameMD5).suffix(afterSwitch)) == Array(reference.suffix(afterSwitch)))
+        #expect(output.errors.allSatisfy { $0.code == .decoderFailure }, "\(output.errors)")
+    }
+
     @Test func scatteredDeviceErrorsDoNotSwitch() throws {
         let factory = PretendHardwareFactory(failing: { $0 % 2 == 0 })
         let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
@@ -269,5 +308,82 @@ struct DeviceFailureFallbackTests {
         let refusal = negotiation.takeRefusal()
         #expect(refusal?.reason == .noHardwareFormat)
         #expect(refusal?.message.hasPrefix("NVDEC cannot decode High 10 yuv420p10le 1920x1088") == true)
+    }
+}
+
+/// H.265 on the hardware engines: what each refuses goes to software before the first picture,
+/// every fallback names the codec, and a device without H.265 passes the stream on.
+@Suite struct HEVCFallbackTests {
+    static let cuda = PretendPlatform(cuda: [0])
+
+    /// NVDEC on Hopper: no 4:2:2 and no monochrome (NVIDIA's application note); Main 10 and
+    /// 4:4:4 stay on the device.
+    @Test(arguments: [
+        ("yuv422p10_176x144.265", BackendFallback.Reason.unsupportedChroma, "NVDEC cannot decode Main 4:2:2 10 (4:2:2 chroma)"),
+        ("gray_176x144.265", .unsupportedChroma, "NVDEC cannot decode Monochrome (monochrome 4:0:0 chroma)"),
+    ])
+    func autoDecodesWhatNVDECRefusesInSoftware(_ file: String, _ reason: BackendFallback.Reason, _ message: String) throws {
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.auto, Self.cuda), factory: factory)
+        let output = pushAll(try Fixtures.bytes(file), into: decoder)
+        #expect(decoder.codec == .h265 && decoder.backend == .software)
+        let fallback = try #require(decoder.fallbacks.first)
+        #expect(decoder.fallbacks.count == 1)
+        #expect(fallback.reason == reason && fallback.message == message, "\(fallback.message)")
+        #expect(fallback.codec == .h265 && fallback.from == .cuda && fallback.to == .software)
+        #expect(factory.hardwareAccessUnits.value == 0, "nothing reached the hardware")
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5(file))
+    }
+
+    @Test(arguments: ["main10_320x240.265", "yuv444p_176x144.265", "main_bframes_176x144.265"])
+    func whatNVDECDecodesStaysOnIt(_ file: String) throws {
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.auto, Self.cuda), factory: factory)
+        let output = pushAll(try Fixtures.bytes(file), into: decoder)
+        #expect(decoder.backend == .cuda && decoder.fallbacks.isEmpty)
+        #expect(factory.hardwareAccessUnits.value > 0)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5(file))
+    }
+
+    /// A render node that lists no H.265 profile: the H.265 stream moves on (unsupported_codec),
+    /// named as H.265, while H.264 stays on the node.
+    @Test func aRenderNodeWithoutHEVCProfilesPassesTheStreamOn() throws {
+        let node = RenderNodeReport(path: "/dev/dri/renderD128", h264Profiles: ["Main", "High"])
+        let platform = PretendPlatform(renderNodes: [node.path], vaapiCapabilities: node.capabilities)
+        let factory = PretendHardwareFactory()
+        let hevc = try StreamDecoder(options: .pretend(.auto, platform), factory: factory)
+        let output = pushAll(try Fixtures.bytes("main_bframes_176x144.265"), into: hevc)
+        #expect(hevc.backend == .software)
+        #expect(hevc.fallbacks.map(\.reason) == [.unsupportedCodec])
+        #expect(hevc.fallbacks.first?.codec == .h265 && hevc.fallbacks.first?.from == .vaapi)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("main_bframes_176x144.265"))
+
+        let avc = try StreamDecoder(options: .pretend(.auto, platform), factory: factory)
+        _ = pushAll(try Fixtures.bytes("high_320x240.264"), into: avc)
+        #expect(avc.backend == .vaapi && avc.fallbacks.isEmpty)
+    }
+
+    /// A node that lists HEVC Main but not Main10 takes 8-bit H.265 and refuses 10-bit.
+    @Test func aRenderNodeWithHEVCMainOnlyRefusesMain10() throws {
+        let node = RenderNodeReport(path: "/dev/dri/renderD128", h264Profiles: ["High"], hevcProfiles: ["Main"])
+        let platform = PretendPlatform(renderNodes: [node.path], vaapiCapabilities: node.capabilities)
+        let decoder = try StreamDecoder(options: .pretend(.auto, platform), factory: PretendHardwareFactory())
+        let output = pushAll(try Fixtures.bytes("main10_320x240.265"), into: decoder)
+        #expect(decoder.fallbacks.map(\.reason) == [.unsupportedProfile])
+        #expect(decoder.fallbacks.first?.message == "VA-API cannot decode Main 10 (10-bit)")
+        #expect(decoder.fallbacks.first?.codec == .h265)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("main10_320x240.265"))
+    }
+
+    /// A device that does not open at selection: the fallback names the codec when it was stated,
+    /// and none when the stream's codec was still unknown.
+    @Test func aFallbackAtSelectionNamesTheCodecOnlyWhenItWasStated() throws {
+        let platform = PretendPlatform(cuda: [0], failing: [.cuda(0): "pretend: out of memory"])
+        let stated = try StreamDecoder(options: .pretend(.auto, platform), codec: .h265, factory: PretendHardwareFactory())
+        #expect(stated.fallbacks.map(\.reason) == [.deviceUnavailable])
+        #expect(stated.fallbacks.first?.codec == .h265)
+        let detected = try StreamDecoder(options: .pretend(.auto, platform), factory: PretendHardwareFactory())
+        #expect(detected.fallbacks.map(\.reason) == [.deviceUnavailable])
+        #expect(detected.fallbacks.first?.codec == nil)
     }
 }

@@ -56,6 +56,26 @@ import Testing
         #expect(report.renderNodes.allSatisfy { $0.vendor == nil && !$0.usable })
     }
 
+    /// What a node decodes follows the profiles libva lists: H.264 with any H.264 profile,
+    /// H.265 with Main (8-bit) or Main10 (10-bit); range-extension profiles alone give no H.265.
+    @Test func capabilitiesFollowTheListedProfiles() {
+        func decodes(_ h264: [String], _ hevc: [String]) -> [String] {
+            RenderNodeReport(path: "/dev/dri/renderD128", h264Profiles: h264, hevcProfiles: hevc).capabilities
+                .map { "\($0.codec.rawValue)/\($0.maxBitDepth)" }
+        }
+        #expect(decodes(["Main", "High"], ["Main", "Main10"]) == ["h264/8", "h265/10"])
+        #expect(decodes(["High"], ["Main"]) == ["h264/8", "h265/8"])
+        #expect(decodes([], ["Main10", "Main422_10"]) == ["h265/10"])
+        #expect(decodes(["High"], ["Main444", "Main12"]) == ["h264/8"])
+        #expect(decodes([], []).isEmpty)
+        let hevcOnly = RenderNodeReport(path: "/dev/dri/renderD128", hevcProfiles: ["Main"])
+        #expect(hevcOnly.usable, "a node that decodes only H.265 is usable")
+        var broken = hevcOnly
+        broken.error = "vaInitialize: unknown libva error"
+        #expect(!broken.usable && broken.capabilities.isEmpty)
+        #expect(HardwareCapability.vaapiHEVC(profiles: ["Main10"])?.chromaFormats == [1])
+    }
+
     // MARK: - CUDA
 
     /// No libcuda (every CI machine): no devices and the reason, never a crash.

@@ -12,7 +12,7 @@ import Testing
     static func softwareFrames(_ file: String, counter: FrameDownloadCounter) throws -> [DecodedFrame] {
         var options = DecoderOptions(backend: .software)
         options.frameDownloads = counter
-        let decoder = try LibavDecoder(options: options)
+        let decoder = try LibavDecoder(codec: file.hasSuffix(".265") ? .h265 : .h264, options: options)
         let output = decoder.decode(annexB: try Fixtures.bytes(file))
         return output.frames + decoder.drain().frames
     }
@@ -127,9 +127,144 @@ import Testing
         #expect(
             DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_NV12, softwareFormat: source.pixelFormat)
                 == source.pixelFormat)
-        #expect(
-            DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_P010LE, softwareFormat: AV_PIX_FMT_YUV420P10LE)
-                == AV_PIX_FMT_P010LE)
+    }
+
+    /// Ten-bit 4:2:0 from NVDEC or VA-API downloads as P010: 16-bit words with the value in the
+    /// high 10 bits, chroma interleaved. Readers get the software decoder's yuv420p10le, byte for
+    /// byte (the Main 10 fixture decoded in software stands in for the device's samples).
+    @Test func p010IsPresentedAsYUV420P10() throws {
+        let source = try #require(try Self.softwareFrames("main10_320x240.265", counter: FrameDownloadCounter()).first)
+        #expect(source.pixelFormat == AV_PIX_FMT_YUV420P10LE)
+        let p010 = try Self.highBitSurface(
+            of: source, as: AV_PIX_FMT_P010LE, significantBits: 10, left: 2, top: 4, right: 6, bottom: 2)
+        var owned: UnsafeMutablePointer<AVFrame>? = p010
+        defer { av_frame_free(&owned) }
+        #expect(DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_P010LE, softwareFormat: source.pixelFormat) == source.pixelFormat)
+        nonisolated(unsafe) let presented = try DecodedFrame.present(p010, as: source.pixelFormat)
+        let picture = DecodedFrame(taking: presented, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        #expect(picture.pixelFormatName == "yuv420p10le")
+        #expect(picture.width == source.width && picture.height == source.height)
+        #expect(Self.packed(picture) == Self.packed(source))
+    }
+
+    /// NVDEC's other high-bit surfaces: P016 for 12-bit 4:2:0, YUV444P16 for 10- and 12-bit 4:4:4
+    /// (the value in the high bits of each word). Every sample value of the depth is tried.
+    @Test(arguments: [
+        (AV_PIX_FMT_YUV420P12LE, AV_PIX_FMT_P016LE, 12), (AV_PIX_FMT_YUV444P12LE, AV_PIX_FMT_YUV444P16LE, 12),
+        (AV_PIX_FMT_YUV444P10LE, AV_PIX_FMT_YUV444P16LE, 10),
+    ])
+    func sixteenBitSurfacesArePresentedAtTheStreamsDepth(
+        planar: AVPixelFormat, downloaded: AVPixelFormat, depth: Int
+    ) throws {
+        let source = try Self.countingFrame(planar, width: 130, height: 66, depth: depth)
+        let surface = try Self.highBitSurface(
+            of: source, as: downloaded, significantBits: depth, left: 0, top: 2, right: 4, bottom: 0)
+        var owned: UnsafeMutablePointer<AVFrame>? = surface
+        defer { av_frame_free(&owned) }
+        #expect(DecodedFrame.presentedFormat(downloaded: downloaded, softwareFormat: planar) == planar)
+        nonisolated(unsafe) let presented = try DecodedFrame.present(surface, as: planar)
+        let picture = DecodedFrame(taking: presented, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        #expect(picture.pixelFormat == planar)
+        #expect(Self.packed(picture) == Self.packed(source))
+    }
+
+    /// Only layouts that hold the same values are repacked; anything else is presented as it came.
+    @Test func onlyTheSameSamplesAreRepacked() {
+        let kept: [(AVPixelFormat, AVPixelFormat)] = [
+            (AV_PIX_FMT_P010LE, AV_PIX_FMT_YUV420P),  // would drop two bits of every sample
+            (AV_PIX_FMT_NV12, AV_PIX_FMT_YUV420P10LE),  // would invent them
+            (AV_PIX_FMT_NV12, AV_PIX_FMT_YUV422P),  // other chroma subsampling
+            (AV_PIX_FMT_P010BE, AV_PIX_FMT_YUV420P10LE),  // big-endian words
+            (AV_PIX_FMT_YUV444P16LE, AV_PIX_FMT_YUV420P12LE),
+            (AV_PIX_FMT_NV12, AV_PIX_FMT_RGB24),
+        ]
+        for (downloaded, software) in kept {
+            #expect(DecodedFrame.presentedFormat(downloaded: downloaded, softwareFormat: software) == downloaded)
+        }
+        #expect(DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_YUV444P, softwareFormat: AV_PIX_FMT_YUV444P) == AV_PIX_FMT_YUV444P)
+        #expect(DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_NV12, softwareFormat: AV_PIX_FMT_YUVJ420P) == AV_PIX_FMT_YUVJ420P)
+    }
+
+    /// A planar high-bit-depth picture whose samples run through every value of `depth` bits.
+    static func countingFrame(_ format: AVPixelFormat, width: Int, height: Int, depth: Int) throws -> DecodedFrame {
+        let frame = try #require(av_frame_alloc())
+        frame.pointee.format = format.rawValue
+        frame.pointee.width = Int32(width)
+        frame.pointee.height = Int32(height)
+        try #require(av_frame_get_buffer(frame, 0) >= 0)
+        nonisolated(unsafe) let owned = frame
+        let picture = DecodedFrame(taking: owned, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        var counter = 0
+        for index in 0..<3 {
+            let (rowBytes, rows) = try #require(picture.planeGeometry(index))
+            let plane = try #require(picture.plane(index))
+            let words = UnsafeMutableRawPointer(mutating: plane.base)
+            for row in 0..<rows {
+                for column in 0..<rowBytes / 2 {
+                    let value = UInt16(counter % (1 << depth))
+                    words.storeBytes(of: value.littleEndian, toByteOffset: row * plane.stride + 2 * column, as: UInt16.self)
+                    counter += 7
+                }
+            }
+        }
+        return picture
+    }
+
+    /// `source` (planar, `significantBits` deep) as a device surface downloads it in `format`
+    /// (P010/P016: 16-bit words, chroma interleaved; YUV444P16: 16-bit planes), each value in the
+    /// high bits and the low bits zero, with a border that the crop fields remove.
+    static func highBitSurface(
+        of source: DecodedFrame, as format: AVPixelFormat, significantBits: Int, left: Int, top: Int, right: Int, bottom: Int
+    ) throws -> UnsafeMutablePointer<AVFrame> {
+        let frame = try #require(av_frame_alloc())
+        frame.pointee.format = format.rawValue
+        frame.pointee.width = Int32(source.width + left + right)
+        frame.pointee.height = Int32(source.height + top + bottom)
+        try #require(av_frame_get_buffer(frame, 0) >= 0)
+        frame.pointee.crop_left = left
+        frame.pointee.crop_top = top
+        frame.pointee.crop_right = right
+        frame.pointee.crop_bottom = bottom
+        let interleaved = format == AV_PIX_FMT_P010LE || format == AV_PIX_FMT_P016LE
+        let subsampled = interleaved
+        let shift = UInt16(16 - significantBits)
+        for planeIndex in 0..<(interleaved ? 2 : 3) {
+            let base = try #require(withUnsafePointer(to: frame.pointee.data) {
+                $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { $0[planeIndex] }
+            })
+            let stride = Int(withUnsafePointer(to: frame.pointee.linesize) {
+                $0.withMemoryRebound(to: Int32.self, capacity: 8) { $0[planeIndex] }
+            })
+            let chroma = planeIndex > 0 && subsampled
+            memset(base, 0, stride * (chroma ? (Int(frame.pointee.height) + 1) / 2 : Int(frame.pointee.height)))
+        }
+        func store(_ value: UInt16, plane planeIndex: Int, x: Int, y: Int) {
+            let base = withUnsafePointer(to: frame.pointee.data) {
+                $0.withMemoryRebound(to: UnsafeMutablePointer<UInt8>?.self, capacity: 8) { $0[planeIndex] }
+            }!
+            let stride = Int(withUnsafePointer(to: frame.pointee.linesize) {
+                $0.withMemoryRebound(to: Int32.self, capacity: 8) { $0[planeIndex] }
+            })
+            UnsafeMutableRawPointer(base).storeBytes(of: (value << shift).littleEndian, toByteOffset: y * stride + 2 * x, as: UInt16.self)
+        }
+        for index in 0..<3 {
+            let (rowBytes, rows) = try #require(source.planeGeometry(index))
+            let plane = try #require(source.plane(index))
+            let chroma = index > 0 && subsampled
+            let (x0, y0) = chroma ? (left / 2, top / 2) : (left, top)
+            for row in 0..<rows {
+                for column in 0..<rowBytes / 2 {
+                    let value = UInt16(littleEndian: UnsafeRawPointer(plane.base).loadUnaligned(
+                        fromByteOffset: row * plane.stride + 2 * column, as: UInt16.self))
+                    if interleaved && index > 0 {
+                        store(value, plane: 1, x: 2 * (x0 + column) + (index - 1), y: y0 + row)
+                    } else {
+                        store(value, plane: index, x: x0 + column, y: y0 + row)
+                    }
+                }
+            }
+        }
+        return frame
     }
 
     /// `source` (planar 4:2:0) as a decoder surface would download it: NV12, with a border

@@ -182,3 +182,50 @@ struct StreamDecoderTests {
         #expect(live.frames.suffix(10).map(TestSupport.frameMD5) == Array(reference.suffix(10)))
     }
 }
+
+/// Which codec a stream is: detected from its first parameter set, stated for the stream, or
+/// said by a push; a parameter set that contradicts what was stated or said is refused, and
+/// nothing of the push that carries it reaches a decoder.
+@Suite struct CodecStatementTests {
+    @Test func theFirstParameterSetTellsTheCodec() throws {
+        for (file, codec) in [("main_bframes_176x144.265", VideoCodec.h265), ("baseline_176x144.264", .h264)] {
+            let decoder = try StreamDecoder(options: .lowLatency(backend: .software))
+            #expect(decoder.codec == nil)
+            let output = pushAll(try Fixtures.bytes(file), into: decoder)
+            #expect(decoder.codec == codec && output.errors.isEmpty)
+            #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5(file))
+        }
+    }
+
+    /// A push that says H.265 but carries H.264: refused at its first parameter set, no unit of
+    /// it read or decoded; the same decoder then takes a push that says nothing.
+    @Test func aPushThatContradictsWhatItSaysIsRefused() throws {
+        let decoder = try StreamDecoder(options: .lowLatency(backend: .software))
+        decoder.beginPush(saying: .h265)
+        let refused = decoder.push(try Fixtures.bytes("baseline_176x144.264"))
+        #expect(refused.frames.isEmpty)
+        #expect(refused.errors.map(\.code) == [.codecMismatch])
+        #expect(refused.errors.first?.message.contains("says it is H.265") == true)
+        #expect(refused.errors.first?.message.contains("H.264 parameter sets") == true)
+        #expect(decoder.codec == nil && decoder.counters.nalUnits.isEmpty && decoder.counters.accessUnits == 0)
+
+        decoder.abandonIncompleteUnit()
+        decoder.beginPush(saying: nil)
+        let accepted = pushAll(try Fixtures.bytes("baseline_176x144.264"), into: decoder)
+        #expect(decoder.codec == .h264 && accepted.errors.isEmpty, "\(accepted.errors)")
+        #expect(TestSupport.rawMD5(accepted.frames) == Fixtures.md5("baseline_176x144.264"))
+    }
+
+    /// A stated codec holds across streams; a detected one only within its stream.
+    @Test func aStatedCodecHoldsAcrossStreamsADetectedOneWithinItsStream() throws {
+        let stated = try StreamDecoder(options: .lowLatency(backend: .software), codec: .h265)
+        _ = stated.finish()
+        #expect(stated.push(try Fixtures.bytes("baseline_176x144.264")).errors.map(\.code) == [.codecMismatch])
+
+        let detected = try StreamDecoder(options: .lowLatency(backend: .software))
+        #expect(!pushAll(try Fixtures.bytes("baseline_176x144.264"), into: detected).frames.isEmpty)
+        let next = pushAll(try Fixtures.bytes("main_bframes_176x144.265"), into: detected)
+        #expect(detected.codec == .h265 && next.errors.isEmpty)
+        #expect(TestSupport.rawMD5(next.frames) == Fixtures.md5("main_bframes_176x144.265"))
+    }
+}

@@ -1,7 +1,9 @@
 import Decoding
 import Foundation
 import H264
+import VideoCoding
 import TestSupport
+import VideoCoding
 
 /// Test streams are generated at test time with the ffmpeg CLI (libx264) into one temp
 /// directory per test process, and the ffmpeg CLI's own decode is the reference.
@@ -18,6 +20,8 @@ enum TestSupport {
         .deletingLastPathComponent()
         .appendingPathComponent("../../../shared/testdata/h264")
         .standardizedFileURL
+    static let conformanceDirectoryH265: URL = conformanceDirectory.deletingLastPathComponent()
+        .appendingPathComponent("h265")
 
     static var ffmpegAvailable: Bool { FileManager.default.isExecutableFile(atPath: ffmpegPath) }
     static let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
@@ -73,10 +77,11 @@ enum TestSupport {
     /// Per-frame MD5s of what the ffmpeg CLI's raw h264 path outputs, in output order.
     /// `threads` matters only for damaged streams: libavcodec conceals errors differently with
     /// frame threading (measured), so those comparisons pin the CLI to our thread count.
-    static func ffmpegFrameMD5s(_ file: URL, threads: Int? = nil) throws -> [String] {
+    /// `format`: the demuxer, `h264` or `hevc`.
+    static func ffmpegFrameMD5s(_ file: URL, threads: Int? = nil, format: String = "h264") throws -> [String] {
         let threadArguments = threads.map { ["-threads", "\($0)"] } ?? []
         let text = String(decoding: try run(ffmpegPath, threadArguments + [
-            "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", "h264", "-i", file.path,
+            "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", format, "-i", file.path,
             "-autoscale", "0", "-fps_mode", "passthrough", "-f", "framemd5", "-",
         ]), as: UTF8.self)
         return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap {
@@ -99,14 +104,32 @@ enum TestSupport {
         return MD5.hex(bytes)
     }
 
+    /// MD5 of an 8-bit 4:2:0 picture as NV12 (the luma plane, then Cb and Cr interleaved), what
+    /// `ffmpeg -pix_fmt nv12 -f framehash -hash md5` hashes.
+    static func nv12MD5(_ frame: DecodedFrame) -> String {
+        var planes: [UInt8] = []
+        frame.appendPackedPlanes(to: &planes)
+        let luma = frame.width * frame.height
+        let chroma = ((frame.width + 1) / 2) * ((frame.height + 1) / 2)
+        guard planes.count == luma + 2 * chroma else { return "not 8-bit 4:2:0: \(frame.pixelFormatName)" }
+        var nv12 = Array(planes[..<luma])
+        nv12.reserveCapacity(luma + 2 * chroma)
+        for index in 0..<chroma {
+            nv12.append(planes[luma + index])
+            nv12.append(planes[luma + chroma + index])
+        }
+        return MD5.hex(nv12)
+    }
+
     /// What the comparisons with the ffmpeg CLI decode with: its reorder probe, no GPU.
     static let cliEquivalent = DecoderOptions(backend: .software, emulateFFmpegProbe: true)
 
     /// Decodes a whole byte stream with `LibavDecoder`, in chunks of the sizes `chunking` yields.
     static func decodeAll(
-        _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, chunking: () -> Int = { 4096 }
+        _ bytes: [UInt8], options: DecoderOptions = cliEquivalent, codec: VideoCodec = .h264,
+        chunking: () -> Int = { 4096 }
     ) throws -> (frames: [DecodedFrame], errors: [DecodeError]) {
-        let decoder = try LibavDecoder(options: options)
+        let decoder = try LibavDecoder(codec: codec, options: options)
         return decodeAll(bytes, with: decoder, chunking: chunking)
     }
 

@@ -109,6 +109,43 @@ final class EndlessPush: Sendable {
         }
     }
 
+    /// `--max-spool-total-bytes`: uploads answered as multipart/mixed share one spool budget;
+    /// the one that would pass it is answered 413 spool_full at once, and what an upload spooled
+    /// is given back when it ends.
+    @Test func multipartUploadsShareOneSpoolBudget() throws {
+        let budget = SpoolBudget(limit: 1 << 20)
+        try withService(sessions: { $0.spoolBudget = budget }) { service in
+            let piece = [UInt8](repeating: 0, count: 50_000)
+            // The first holds 600 KB of the 1 MiB and goes quiet (its body has not ended).
+            let first = try RawClient(port: service.port)
+            try first.send(
+                "POST /sessions/first/nalus HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for _ in 0..<12 { try first.send(Array("c350\r\n".utf8) + piece + [13, 10]) }
+            #expect(eventually { budget.usedBytes == 600_000 }, "spooled: \(budget.usedBytes)")
+            // The second passes the total: refused at once, however small its own limit is.
+            let second = try EndlessPush(
+                port: service.port, target: "/sessions/second/nalus", headers: [("Accept", "multipart/mixed")],
+                piece: piece, interval: .zero)
+            defer { second.stop() }
+            #expect(eventually(timeout: .seconds(5)) { second.answeredAt != nil })
+            let response = try second.response()
+            #expect(response.status == 413)
+            let problem = try jsonObject(response.body)
+            #expect(problem["code"] as? String == "spool_full")
+            #expect((problem["detail"] as? String)?.contains("1048576") == true, "\(problem)")
+            // The first ends (its client leaves): its spool is given back, and the next push fits.
+            first.close()
+            #expect(eventually { budget.usedBytes == 0 }, "still held: \(budget.usedBytes)")
+            let body = Array([[UInt8]](repeating: try Fixtures.bytes("baseline_176x144.264"), count: 20).joined())
+            let next = try post(
+                service.port, "/sessions/next/nalus?flush=true", body, headers: [("Accept", "multipart/mixed")])
+            #expect(next.status == 200)
+            #expect(next.headers["Content-Type"]?.hasPrefix("multipart/mixed") == true)
+            let metrics = try request(service.port, "GET", "/metrics").text
+            #expect(metricValue(metrics, "frametap_uploads_stopped_total", labels: ["spool_full"]) == 1)
+        }
+    }
+
     /// A push that fails answers 200 (the status line goes out before decoding starts) but
     /// ends with a problem part, the same problem the JSON answer would be.
     @Test func aFailedMultipartPushEndsWithAProblemPart() throws {
@@ -226,5 +263,53 @@ final class EndlessPush: Sendable {
         #expect(last.headers["Content-Type"] == "application/problem+json")
         #expect(try jsonObject(last.body)["code"] as? String == "shutting_down")
         #expect(parts.count < 20 * 15 + 1, "cut short")
+    }
+
+    /// A multipart answer whose client stopped reading cannot send its end: the stop gives it a
+    /// moment (`StreamResponse.shutdownStallAllowance`) and then closes it, instead of holding
+    /// SIGTERM for the whole grace period. On a manual clock with an hour of grace, so only the
+    /// stall can let the stop end.
+    @Test func aMultipartAnswerWhoseClientStoppedReadingDoesNotHoldTheStop() throws {
+        let clock = ManualClock()
+        var http = HTTPServerConfiguration()
+        http.host = "127.0.0.1"
+        http.port = 0
+        http.clock = clock
+        http.shutdownGracePeriod = .seconds(3600)
+        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        try service.start()
+        let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
+        let client = try RawClient(port: service.port)
+        try client.send(
+            "POST /sessions/unread/nalus?flush=true&format=rgb HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\n"
+                + "Content-Length: \(body.count)\r\n\r\n")
+        try client.send(body)
+        // The client reads nothing: the answer fills the socket buffers and stops being pulled,
+        // so the pictures stop being decoded.
+        let id = try SessionID("unread")
+        var decoded: [Int] = []
+        #expect(
+            eventually(timeout: .seconds(20)) {
+                decoded.append(service.registry.find(id)?.status().counters.framesDecoded ?? 0)
+                usleep(200_000)
+                return decoded.count >= 4 && decoded.last! > 0 && Set(decoded.suffix(4)).count == 1
+            }, "the answer stalled: \(decoded.suffix(4))")
+
+        let stopped = Atomic<Bool>(false)
+        Thread.detachNewThread {
+            service.stop()
+            stopped.store(true, ordering: .releasing)
+        }
+        // Past the stall allowance, in steps the stop's periodic looks see.
+        for _ in 0..<20 {
+            usleep(50_000)
+            clock.advance(by: .milliseconds(100))
+        }
+        #expect(eventually(timeout: .seconds(10)) { stopped.load(ordering: .acquiring) }, "the stop waited for the grace period")
+        if !stopped.load(ordering: .acquiring) {
+            clock.advance(by: .seconds(3600))
+            _ = eventually(timeout: .seconds(10)) { stopped.load(ordering: .acquiring) }
+        }
+        client.close()
     }
 }

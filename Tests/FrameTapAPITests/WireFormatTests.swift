@@ -54,10 +54,10 @@ import Timekeeping
             device: .renderNode("/dev/dri/renderD128"),
             fallbacks: [
                 BackendFallback(
-                    reason: .unsupportedChroma, from: .cuda, to: .vaapi, device: .cuda(0),
+                    reason: .unsupportedChroma, codec: .h264, from: .cuda, to: .vaapi, device: .cuda(0),
                     message: "NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)"),
                 BackendFallback(
-                    reason: .deviceErrors, from: .vaapi, to: .software, message: "8 access units failed in a row",
+                    reason: .deviceErrors, codec: .h264, from: .vaapi, to: .software, message: "8 access units failed in a row",
                     afterFrames: 120),
             ],
             decode: .keyframes, decoder: .live, quality: 70, createdAt: createdAt, lastActivityAt: laterAt,
@@ -65,7 +65,12 @@ import Timekeeping
             latestFrame: LatestFrameInfo(seq: 59, pts: 3600, keyframe: true, width: 320, height: 240, ageMs: 41),
             lastError: ErrorRecord(code: "invalid_data", message: "slice header damaged at 4/5", at: laterAt),
             subscribers: 2, uploading: true,
-            rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25))
+            rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25),
+            source: SourceStatus(
+                url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
+                lastError: ErrorRecord(code: "source_timeout", message: "the source sent nothing in time", at: laterAt),
+                reconnects: 3, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
+            ignoredPackets: ["audio": 7])
     }
 
     static func freshStatus() throws -> SessionStatus {
@@ -90,30 +95,33 @@ import Timekeeping
         + #""codec":"h264","codecStated":true,"#
         + #""counters":{"accessUnits":60,"bytes":123456,"decodeErrors":2,"framesDecoded":59,"#
         + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedLeading":0,"#
-        + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"unitsOutsideBaseLayer":0,"#
-        + #""uploadsAborted":1},"#
+        + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"packetsIgnored":{"audio":7},"#
+        + #""unitsOutsideBaseLayer":0,"uploadsAborted":1},"#
         + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","decoder":"live","decoding":true,"#
         + #""device":"/dev/dri/renderD128","#
-        + #""fallbacks":[{"afterFrames":0,"device":"cuda:0","from":"cuda","#
+        + #""fallbacks":[{"afterFrames":0,"codec":"h264","device":"cuda:0","from":"cuda","#
         + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
-        + #"{"afterFrames":120,"device":null,"from":"vaapi","message":"8 access units failed in a row","#
+        + #"{"afterFrames":120,"codec":"h264","device":null,"from":"vaapi","message":"8 access units failed in a row","#
         + #""reason":"device_errors","to":"software"}],"format":"# + highFormatJSON + #","id":"cam-1","#
         + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
         + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"quality":70,"#
-        + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"subscribers":2,"#
-        + #""uploading":true}"#
+        + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
+        + #""source":{"connectedAt":null,"format":"rtsp","#
+        + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
+        + #""nextAttemptAt":"2026-01-01T00:01:01.500Z","reconnects":3,"state":"retrying","transport":"tcp","#
+        + #""url":"rtsp://***@10.0.0.7:554/stream1"},"subscribers":2,"uploading":true}"#
 
     static let freshStatusJSON =
         #"{"backend":"software","backendReason":"software: chosen","codec":null,"codecStated":false,"#
         + #""counters":{"accessUnits":0,"bytes":0,"#
         + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
-        + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"unitsOutsideBaseLayer":0,"#
+        + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"packetsIgnored":{},"unitsOutsideBaseLayer":0,"#
         + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
         + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
-        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"subscribers":0,"uploading":false}"#
+        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
     @Test func hevcFormat() throws {
@@ -249,7 +257,7 @@ import Timekeeping
         renderNodes: [
             RenderNodeReport(
                 path: "/dev/dri/renderD128", vendor: "Intel iHD driver - 23.1.1", vaapiVersion: "1.17",
-                h264Profiles: ["ConstrainedBaseline", "Main", "High"]),
+                h264Profiles: ["ConstrainedBaseline", "Main", "High"], hevcProfiles: ["Main", "Main10", "Main422_10"]),
             RenderNodeReport(path: "/dev/dri/renderD129", error: "cannot open: Permission denied"),
         ],
         cuda: CUDAReport(
@@ -261,14 +269,25 @@ import Timekeeping
             ],
             libavcodecNVDEC: true))
 
+    /// NVDEC's codecs on a usable device (this libavcodec has both NVDEC hwaccels); a render
+    /// node's from the profiles it lists (HEVC Main422_10 is listed, but FrameTap sends only Main
+    /// and Main 10 to VA-API).
     static let hardwareJSON =
-        #"{"cuda":{"devices":[{"device":"cuda:0","error":null,"index":0,"name":"NVIDIA H100 80GB HBM3","opened":true,"#
-        + #""totalMemoryBytes":85000000000,"usable":true},{"device":"cuda:1","error":"cuDeviceGetName failed","index":1,"#
+        #"{"cuda":{"devices":[{"codecs":[{"chromaFormats":["4:2:0"],"codec":"h264","maxBitDepth":8,"#
+        + #""maxCodedHeight":4096,"maxCodedWidth":4096},{"chromaFormats":["4:2:0","4:4:4"],"codec":"h265","maxBitDepth":12,"#
+        + #""maxCodedHeight":8192,"maxCodedWidth":8192}],"#
+        + #""device":"cuda:0","error":null,"index":0,"name":"NVIDIA H100 80GB HBM3","opened":true,"#
+        + #""totalMemoryBytes":85000000000,"usable":true},{"codecs":[],"device":"cuda:1","error":"cuDeviceGetName failed","index":1,"#
         + #""name":null,"opened":null,"totalMemoryBytes":null,"usable":false}],"driverVersion":"12.8","error":null,"#
         + #""libavcodecNVDEC":true},"libavcodecVAAPI":true,"libavcodecVersion":"59.37.100","#
-        + #""renderNodes":[{"error":null,"h264Profiles":["ConstrainedBaseline","Main","High"],"path":"/dev/dri/renderD128","#
-        + #""usable":true,"vaapiVersion":"1.17","vendor":"Intel iHD driver - 23.1.1"},{"error":"cannot open: Permission denied","#
-        + #""h264Profiles":[],"path":"/dev/dri/renderD129","usable":false,"vaapiVersion":null,"vendor":null}],"#
+        + #""renderNodes":[{"codecs":[{"chromaFormats":["4:0:0","4:2:0"],"codec":"h264","maxBitDepth":8,"#
+        + #""maxCodedHeight":null,"maxCodedWidth":null},{"chromaFormats":["4:2:0"],"codec":"h265","maxBitDepth":10,"#
+        + #""maxCodedHeight":null,"maxCodedWidth":null}],"#
+        + #""error":null,"h264Profiles":["ConstrainedBaseline","Main","High"],"hevcProfiles":["Main","Main10","Main422_10"],"#
+        + #""path":"/dev/dri/renderD128","#
+        + #""usable":true,"vaapiVersion":"1.17","vendor":"Intel iHD driver - 23.1.1"},{"codecs":[],"#
+        + #""error":"cannot open: Permission denied","#
+        + #""h264Profiles":[],"hevcProfiles":[],"path":"/dev/dri/renderD129","usable":false,"vaapiVersion":null,"vendor":null}],"#
         + #""vaapiHeaderVersion":"1.17.0"}"#
 
     static let deviceUsage = [
@@ -297,6 +316,7 @@ import Timekeeping
             + #""maxPicturePixels":\#(configuration.pictureSizeLimit.maxPixels),"#
             + #""maxPictureWidth":\#(configuration.pictureSizeLimit.maxWidth),"#
             + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
+            + #""maxSpoolTotalBytes":\#(configuration.spoolBudget.limit),"#
             + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
         #expect(
             text(WireJSON.bytes(SystemInfoJSON(info)))
@@ -329,7 +349,7 @@ import Timekeeping
         #expect(json["driverVersion"] as? String == "12.8" && json["error"] is NSNull)
         let devices = try #require(json["devices"] as? [[String: Any]])
         for device in devices {
-            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "usable", "error"])
+            #expect(Set(device.keys) == ["device", "index", "name", "totalMemoryBytes", "opened", "codecs", "usable", "error"])
         }
         #expect(devices[0]["device"] as? String == "cuda:0" && devices[0]["name"] as? String == "Pretend GPU")
         #expect(devices[0]["totalMemoryBytes"] as? Int == 80 << 30 && devices[0]["usable"] as? Bool == true)
@@ -352,7 +372,8 @@ import Timekeeping
         let json = try #require(try object(HardwareReportJSON(report)) as? [String: Any])
         #expect(Set(json.keys) == ["libavcodecVersion", "libavcodecVAAPI", "vaapiHeaderVersion", "renderNodes", "cuda"])
         let node = try #require((json["renderNodes"] as? [[String: Any]])?.first)
-        #expect(Set(node.keys) == ["path", "vendor", "vaapiVersion", "h264Profiles", "usable", "error"])
+        #expect(Set(node.keys) == ["path", "vendor", "vaapiVersion", "h264Profiles", "hevcProfiles", "codecs", "usable", "error"])
+        #expect((node["codecs"] as? [Any])?.isEmpty == true, "an unusable node decodes nothing")
         #expect(node["vendor"] is NSNull && node["usable"] as? Bool == false)
 
         let usage = try #require(try object(WireFormatTests.deviceUsage.map(HardwareDeviceUsageJSON.init)) as? [[String: Any]])

@@ -61,4 +61,58 @@ import Testing
             #expect(try parseResponse(again.readToEnd(timeout: .seconds(2))).status == 200)
         }
     }
+
+    /// N6: slow clients from five addresses, more of them than the server has slots, half
+    /// trickling a head, half a PUT body a byte at a time. Deadlines are out of the picture
+    /// (an hour, on a clock nobody moves): only the tier kept for clients that behave lets a
+    /// sixth address in, request after request.
+    @Test func slowClientsFromManyAddressesLeaveRoomForOneThatBehaves() throws {
+        raiseOpenFileLimit()
+        let clock = ManualClock()
+        let events = Recorder<ConnectionEvent>()
+        try withServer(configure: {
+            $0.maxConnections = 32
+            $0.maxConnectionsPerIP = 8
+            $0.threadPoolSize = 2
+            $0.headerTimeout = .seconds(3600)
+            $0.bodyTimeout = .seconds(3600)
+            $0.clock = clock
+            $0.shutdownGracePeriod = .zero
+            $0.connectionObserver = { events.record($0) }
+        }) { router in
+            router.get("/healthz", access: .open) { _ in .text("ok") }
+            router.add(.put, "/sessions/{id}", access: .open, maxBodyBytes: 64 << 10) { _ in .text("put") }
+        } _: { (server: HTTPServer) throws in
+            var attackers: [RawClient] = []
+            for address in 2...6 {
+                for index in 0..<8 {
+                    guard let client = try? RawClient(port: server.port, source: "127.0.0.\(address)") else { continue }
+                    try? client.send(
+                        index % 2 == 0
+                            ? "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+                            : "PUT /sessions/x HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\nx")
+                    attackers.append(client)
+                }
+            }
+            let trickling = Atomic<Bool>(true)
+            let all = attackers
+            let trickler = Thread {
+                while trickling.load(ordering: .relaxed) {
+                    for client in all { try? client.send("x") }
+                    usleep(100_000)
+                }
+            }
+            trickler.start()
+            defer { trickling.store(false, ordering: .relaxed) }
+
+            for attempt in 1...12 {
+                let client = try RawClient(port: server.port, source: "127.0.0.7")
+                try client.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                let response = try? parseResponse(client.readToEnd(timeout: .seconds(5)))
+                #expect(response?.status == 200, "request \(attempt) of the client that behaves")
+            }
+            #expect(events.all.contains(.evicted))
+            #expect(!events.all.contains(.headerTimeout) && !events.all.contains(.bodyTimeout))
+        }
+    }
 }

@@ -78,6 +78,38 @@ import Testing
         ("invalid_request_target", 400, "GET /items//parts HTTP/1.1\r\nHost: x\r\n\r\n"),
         // A dot segment is only a value of a parameter (whose handler validates it), never path structure.
         ("invalid_request_target", 400, "GET /items/a/../../items/b HTTP/1.1\r\nHost: x\r\n\r\n"),
+        // A raw NUL in the target would end the target early for anything reading it as a C string.
+        ("invalid_request_target", 400, "DELETE /items/victim\0/parts HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("request_target_too_long", 414,
+         "GET /items/a?" + String(repeating: "b", count: RequestTarget.maxLength) + " HTTP/1.1\r\nHost: x\r\n\r\n"),
+        // N8: obs-fold and whitespace before the colon hide Transfer-Encoding from libmicrohttpd,
+        // which then frames the body by Content-Length and runs the request inside the chunks.
+        ("invalid_header", 400,
+         "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\nContent-Length: 4\r\n\r\n"
+            + "0\r\n\r\nGET /items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("invalid_header", 400,
+         "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\nContent-Length: 4\r\n\r\n"
+            + "0\r\n\r\nGET /items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\nHost: x\r\nX-Note: one\r\n\ttwo\r\n\r\n"),
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\n Host: x\r\n\r\n"),
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\nHost: x\r\nX\tNote: a\r\n\r\n"),
+        // A NUL cuts the value short for libmicrohttpd; what follows it must not be lost silently.
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\0junk\r\n\r\n"),
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\nAuthorization: Bearer t\0junk\r\nHost: x\r\n\r\n"),
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\nHost: x\r\nX-Note: a\u{01}b\r\n\r\n"),
+        ("invalid_header", 400, "GET /items/a HTTP/1.1\r\nHost: x\r\nX-Note: a\u{7F}\r\n\r\n"),
+        // N4: libmicrohttpd reads only exactly "chunked" as chunked, and anything else until the close.
+        ("unsupported_transfer_encoding", 501,
+         "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked \r\n\r\n"
+            + "0\r\n\r\nGET /items/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"),
+        ("unsupported_transfer_encoding", 501,
+         "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\t\r\n\r\n0\r\n\r\n"),
+        ("unsupported_transfer_encoding", 501,
+         "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        // N3: lengths an Int cannot hold (2^63 and up; 2^64-1 is "unknown" to libmicrohttpd).
+        ("body_too_large", 413, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 9223372036854775808\r\n\r\nabc"),
+        ("body_too_large", 413, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\nabc"),
+        ("expectation_failed", 417, "POST /upload HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 3\r\n\r\nabc"),
     ])
     func isRefusedOnceAndClosed(code: String, status: Int, raw: String) throws {
         try withEdgeServer { (port: UInt16, reached: Recorder<String>) throws in
@@ -102,7 +134,19 @@ import Testing
             // HTTP/1.0 needs no Host.
             let (text, _) = try exchange(port, "GET /items/x HTTP/1.0\r\n\r\n")
             #expect(statusLines(text) == ["HTTP/1.1 200 OK"])
-            #expect(reached.all == ["get a b", "parts a+b"] + Array(repeating: "get h", count: 5) + ["get x"])
+            // Values with tabs, spaces and bytes above 0x7F, empty values, bare LF line ends,
+            // chunked in any case, a 100-continue expectation.
+            let (fields, _) = try exchange(
+                port,
+                "GET /items/f HTTP/1.1\nHost: x\nX-Empty:\nX-Tab:\ta\tb \r\nX-Text: caf\u{E9}\r\nConnection: close\r\n\r\n")
+            #expect(statusLines(fields) == ["HTTP/1.1 200 OK"], "\(fields)")
+            let (upload, _) = try exchange(
+                port,
+                "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nExpect: 100-Continue\r\n"
+                    + "Connection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+            #expect(statusLines(upload) == ["HTTP/1.1 100 Continue", "HTTP/1.1 200 OK"], "\(upload)")
+            #expect(
+                reached.all == ["get a b", "parts a+b"] + Array(repeating: "get h", count: 5) + ["get x", "get f", "upload"])
         }
     }
 

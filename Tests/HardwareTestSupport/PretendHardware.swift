@@ -27,15 +27,19 @@ public final class PretendPlatform: HardwarePlatform {
     public let cuda: [Int]
     public let nodes: [String]
     public let cudaCapability: HardwareCapability
+    /// What each render node decodes (as `RenderNodeReport.capabilities` derives it from the
+    /// profiles libva lists).
+    public let vaapiCapabilities: [HardwareCapability]
     private let state: Mutex<(failing: [HardwareDeviceID: String], opens: [HardwareDeviceID: Int])>
 
     public init(
         cuda: [Int] = [], renderNodes: [String] = [], failing: [HardwareDeviceID: String] = [:],
-        cudaCapability: HardwareCapability = .nvdecH264
+        cudaCapability: HardwareCapability = .nvdecH264, vaapiCapabilities: [HardwareCapability] = [.vaapiH264, .vaapiHEVC]
     ) {
         self.cuda = cuda
         self.nodes = renderNodes
         self.cudaCapability = cudaCapability
+        self.vaapiCapabilities = vaapiCapabilities
         state = Mutex((failing, [:]))
     }
 
@@ -53,7 +57,7 @@ public final class PretendPlatform: HardwarePlatform {
         if let failure { return .failure(DecodeError(.decoderUnavailable, "\(device): \(failure)")) }
         return .success(OpenedHardwareDevice(
             context: .placeholder(),
-            capabilities: device.kind == .cuda ? [cudaCapability, .nvdecHEVC] : [.vaapiH264, .vaapiHEVC],
+            capabilities: device.kind == .cuda ? [cudaCapability, .nvdecHEVC] : vaapiCapabilities,
             name: "Pretend \(device.kind.displayName) \(device.address)"))
     }
 

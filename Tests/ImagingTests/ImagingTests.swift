@@ -371,6 +371,103 @@ import Testing
     }
 }
 
+/// Pictures deeper than 8 bits (H.265 Main 10, the range extensions' 4:2:2 10-bit and 12-bit,
+/// monochrome 10/12; H.264 High 10 goes the same way): JPEG is 8-bit, so swscale converts depth
+/// and range together (limited 64-940 at 10 bits, 256-3760 at 12, or full range, to JPEG's full
+/// 0-255), and `yuv` serves the decoder's own planes, as ffmpeg writes them.
+@Suite struct HighBitDepthTests {
+    static let hevcCases: [(String, TJSAMP, [String])] = [
+        ("yuv420p10le", TJSAMP_420, []), ("yuv422p10le", TJSAMP_422, []), ("yuv444p12le", TJSAMP_444, []),
+        ("yuv420p12le", TJSAMP_420, []), ("gray10le", TJSAMP_GRAY, []), ("gray12le", TJSAMP_GRAY, []),
+        ("yuv420p10le", TJSAMP_420, ["-color_range", "pc"]),
+    ]
+
+    /// The JPEG of a libx265 picture, decoded, against ffmpeg's own 8-bit RGB conversion of the
+    /// same picture (the CLI's swscale with the stream's range), as the H.264 cases above.
+    @Test(arguments: hevcCases.indices)
+    func hevcJPEGMatchesFFmpegsEightBitConversion(caseIndex: Int) throws {
+        let (pixelFormat, subsampling, extra) = Self.hevcCases[caseIndex]
+        let stream = try TestStream.make(pixelFormat: pixelFormat, extra: extra, encoder: "libx265")
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        #expect(frame.pixelFormatName == pixelFormat)
+        // ffmpeg hands libx265 grey pictures as full range (and the stream says so).
+        #expect(frame.colorRange == (extra.isEmpty && !pixelFormat.hasPrefix("gray") ? .limited : .full))
+        let picture = try PictureEncoder().encode(frame, PictureOptions(quality: 90))
+        let decoded = try decodeJPEG(picture)
+        #expect(decoded.width == 320 && decoded.height == 240)
+        #expect(decoded.subsampling == Int32(subsampling.rawValue), "\(pixelFormat)")
+        let value = psnr(decoded.rgb, try stream.ffmpegFirstFrameSmoothChroma())
+        #expect(value >= 35, "\(pixelFormat) \(extra): PSNR \(value) dB")
+        // Thumbnails take the same conversion, scaled.
+        #expect(try decodeJPEG(try PictureEncoder().encode(frame, PictureOptions(width: 160))).width == 160)
+    }
+
+    /// Range-aware, exactly: limited-range black, middle grey and white at 10 and 12 bits, and
+    /// full-range ones, come out of the JPEG as 0, 128 and 255 (give or take the rounding of
+    /// the 8-bit conversion).
+    static let rangeCases: [(format: AVPixelFormat, range: AVColorRange, lumas: [UInt16], neutral: UInt16)] = [
+        (AV_PIX_FMT_YUV420P10LE, AVCOL_RANGE_MPEG, [64, 504, 940], 512),
+        (AV_PIX_FMT_YUV422P10LE, AVCOL_RANGE_MPEG, [64, 504, 940], 512),
+        (AV_PIX_FMT_YUV444P12LE, AVCOL_RANGE_MPEG, [256, 2015, 3760], 2048),
+        (AV_PIX_FMT_YUV420P12LE, AVCOL_RANGE_MPEG, [256, 2015, 3760], 2048),
+        (AV_PIX_FMT_YUV420P10LE, AVCOL_RANGE_JPEG, [0, 514, 1023], 512),
+        (AV_PIX_FMT_GRAY10LE, AVCOL_RANGE_MPEG, [64, 504, 940], 0),
+        (AV_PIX_FMT_GRAY12LE, AVCOL_RANGE_MPEG, [256, 2015, 3760], 0),
+        (AV_PIX_FMT_GRAY10LE, AVCOL_RANGE_JPEG, [0, 514, 1023], 0),
+    ]
+
+    @Test(arguments: rangeCases.indices)
+    func blackGreyAndWhiteAreRangeAware(caseIndex: Int) throws {
+        let (format, range, lumas, neutral) = Self.rangeCases[caseIndex]
+        for (luma, expected) in zip(lumas, [0, 128, 255]) {
+            let frame = try makeHighBitFrame(format, width: 64, height: 32, range: range) { plane, _, _ in
+                plane == 0 ? luma : neutral
+            }
+            // At its own size (swscale's depth conversion: each sample rounded) and as a
+            // thumbnail (its scaler, which dithers the last bit like the CLI's: the mean holds).
+            for (width, spread) in [(nil, 1), (32, 5)] as [(Int?, Int)] {
+                let rgb = try decodeJPEG(try PictureEncoder().encode(frame, PictureOptions(width: width, quality: 100))).rgb
+                let (low, high) = (Int(rgb.min() ?? 0), Int(rgb.max() ?? 0))
+                let mean = Double(rgb.reduce(0) { $0 + Int($1) }) / Double(rgb.count)
+                #expect(
+                    abs(mean - Double(expected)) <= 1 && low >= expected - spread && high <= expected + spread,
+                    "\(frame.pixelFormatName) \(range == AVCOL_RANGE_JPEG ? "full" : "limited") luma \(luma) width \(width ?? 64): RGB \(low)...\(high), mean \(mean), want \(expected)")
+            }
+        }
+    }
+
+    /// At its own size a 10- or 12-bit picture goes to 8 bits by table (depth and range in one
+    /// lookup); swscale's conversion of the same picture must give the same JPEG but for rounding
+    /// (swscale dithers the last bit).
+    @Test(arguments: ["yuv420p10le", "yuv444p12le", "gray10le"])
+    func tableAndSwscaleAgreeOnDeepPictures(pixelFormat: String) throws {
+        let stream = try TestStream.make(pixelFormat: pixelFormat, encoder: "libx265")
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        var renderings: [[UInt8]] = []
+        for method in RangeExpansionMethod.allCases {
+            let encoder = try PictureEncoder()
+            encoder.rangeExpansion = method
+            renderings.append(try decodeJPEG(encoder.encode(frame, PictureOptions(quality: 95))).rgb)
+        }
+        let value = psnr(renderings[0], renderings[1])
+        #expect(value >= 40, "\(pixelFormat): table against swscale PSNR \(value) dB")
+    }
+
+    /// `yuv` is the decoder's own picture: its native format, byte for byte what
+    /// `ffmpeg -f hevc -i F -f rawvideo` writes in that format.
+    @Test(arguments: ["yuv420p10le", "yuv422p10le", "yuv444p12le", "gray12le"])
+    func nativeYUVOfAnHEVCPictureEqualsFFmpegs(pixelFormat: String) throws {
+        let stream = try TestStream.make(pixelFormat: pixelFormat, width: 176, height: 144, encoder: "libx265")
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        let picture = try PictureEncoder().encode(frame, PictureOptions(format: .yuv))
+        #expect(picture.pixelFormatName == pixelFormat)
+        #expect(picture.byteArray == (try stream.ffmpegFirstFrame(pixelFormat: pixelFormat)))
+    }
+}
+
 /// The same picture as a VA-API download would hand it over: NV12 (interleaved CbCr).
 func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
     guard frame.pixelFormat == AV_PIX_FMT_YUV420P, let y = frame.plane(0), let u = frame.plane(1), let v = frame.plane(2)

@@ -5,46 +5,52 @@ import Foundation
 import H264
 import Imaging
 
-/// Test streams made at test time with the ffmpeg CLI and libx264, decoded with a minimal
-/// libavcodec loop (independent of the Decoding target's decoder), plus ffmpeg's own RGB
+/// Test streams made at test time with the ffmpeg CLI and libx264 (or libx265), decoded with a
+/// minimal libavcodec loop (independent of the Decoding target's decoder), plus ffmpeg's own RGB
 /// rendering of the same picture as the reference.
 struct TestStream {
     let path: String
     let width: Int
     let height: Int
+    /// The ffmpeg demuxer of the raw stream: `h264` or `hevc`.
+    let rawFormat: String
 
-    /// `testsrc2` encoded by libx264 in `pixelFormat` (x264 takes yuvj420p / gray for full range
-    /// and monochrome); `extra` goes before the output name (e.g. `-colorspace bt709`).
-    static func make(pixelFormat: String, width: Int = 320, height: Int = 240, frames: Int = 3, extra: [String] = [])
-        throws -> TestStream
-    {
+    /// `testsrc2` encoded by libx264 (or `encoder: "libx265"`) in `pixelFormat` (x264 takes
+    /// yuvj420p / gray for full range and monochrome); `extra` goes before the output name (e.g.
+    /// `-colorspace bt709`).
+    static func make(
+        pixelFormat: String, width: Int = 320, height: Int = 240, frames: Int = 3, extra: [String] = [],
+        encoder: String = "libx264"
+    ) throws -> TestStream {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("frametap-imaging-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let path = directory.appendingPathComponent("\(pixelFormat).264").path
+        let hevc = encoder == "libx265"
+        let path = directory.appendingPathComponent("\(pixelFormat).\(hevc ? "265" : "264")").path
+        let quiet = hevc ? ["-x265-params", "log-level=error"] : []
         _ = try runFFmpeg(
             ["-f", "lavfi", "-i", "testsrc2=size=\(width)x\(height):rate=25", "-frames:v", "\(frames)",
-             "-c:v", "libx264", "-pix_fmt", pixelFormat] + extra + ["-f", "h264", path])
-        return TestStream(path: path, width: width, height: height)
+             "-c:v", encoder] + quiet + ["-pix_fmt", pixelFormat] + extra + ["-f", hevc ? "hevc" : "h264", path])
+        return TestStream(path: path, width: width, height: height, rawFormat: hevc ? "hevc" : "h264")
     }
 
     /// The first picture as ffmpeg renders it in `pixelFormat` (default packed RGB with the
     /// CLI's default conversion: for 8-bit 4:2:0 that repeats each chroma sample).
     func ffmpegFirstFrame(pixelFormat: String = "rgb24") throws -> [UInt8] {
-        try runFFmpeg(["-f", "h264", "-i", path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", pixelFormat, "-"])
+        try runFFmpeg(["-f", rawFormat, "-i", path, "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", pixelFormat, "-"])
     }
 
     /// ffmpeg's RGB rendering with chroma interpolated rather than repeated (the comparison
     /// partner for a JPEG decoded with libjpeg's default smooth upsampling).
     func ffmpegFirstFrameSmoothChroma() throws -> [UInt8] {
         try runFFmpeg(
-            ["-f", "h264", "-i", path, "-frames:v", "1", "-vf",
+            ["-f", rawFormat, "-i", path, "-frames:v", "1", "-vf",
              "scale=flags=bicubic+full_chroma_int+accurate_rnd,format=rgb24", "-f", "rawvideo", "-"])
     }
 
     func decodeFrames() throws -> [DecodedFrame] {
         let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        return try decodeH264(data)
+        return try decodeAnnexB(data, codec: rawFormat == "hevc" ? AV_CODEC_ID_HEVC : AV_CODEC_ID_H264)
     }
 
     func firstFrame() throws -> DecodedFrame {
@@ -84,10 +90,10 @@ func runFFmpeg(_ arguments: [String]) throws -> [UInt8] {
 
 /// Parser → decoder → frames, draining at the end (the parser needs one empty call to emit
 /// its last access unit).
-func decodeH264(_ stream: [UInt8]) throws -> [DecodedFrame] {
-    guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264),
+func decodeAnnexB(_ stream: [UInt8], codec codecID: AVCodecID = AV_CODEC_ID_H264) throws -> [DecodedFrame] {
+    guard let codec = avcodec_find_decoder(codecID),
         let context = avcodec_alloc_context3(codec),
-        let parser = av_parser_init(Int32(AV_CODEC_ID_H264.rawValue))
+        let parser = av_parser_init(Int32(codecID.rawValue))
     else { throw TestFailure("cannot set up libavcodec") }
     defer {
         var optionalContext: UnsafeMutablePointer<AVCodecContext>? = context
@@ -225,4 +231,29 @@ func psnr(_ a: [UInt8], _ b: [UInt8]) -> Double {
 
 extension EncodedPicture {
     var byteArray: [UInt8] { withUnsafeBytes { [UInt8]($0) } }
+}
+
+/// A frame of 9- to 16-bit samples (little-endian words) filled by `sample(plane, x, y)`.
+func makeHighBitFrame(
+    _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange = AVCOL_RANGE_MPEG,
+    sample: (_ plane: Int, _ x: Int, _ y: Int) -> UInt16
+) throws -> DecodedFrame {
+    guard let frame = av_frame_alloc() else { throw TestFailure("av_frame_alloc failed") }
+    frame.pointee.format = format.rawValue
+    frame.pointee.width = Int32(width)
+    frame.pointee.height = Int32(height)
+    frame.pointee.color_range = range
+    guard av_frame_get_buffer(frame, 0) >= 0 else { throw TestFailure("av_frame_get_buffer failed") }
+    let decoded = DecodedFrame(taking: frame, sequence: 1, pts: nil)
+    var index = 0
+    while let geometry = decoded.planeGeometry(index), let plane = decoded.plane(index) {
+        let base = UnsafeMutableRawPointer(mutating: plane.base)
+        for y in 0..<geometry.rows {
+            for x in 0..<(geometry.rowBytes / 2) {
+                base.storeBytes(of: sample(index, x, y).littleEndian, toByteOffset: y * plane.stride + 2 * x, as: UInt16.self)
+            }
+        }
+        index += 1
+    }
+    return decoded
 }

@@ -1,6 +1,7 @@
 import Decoding
 import HardwareTestSupport
 import Testing
+import VideoCoding
 
 @testable import Sessions
 
@@ -49,9 +50,26 @@ import Testing
         #expect(status.device == nil)
         #expect(status.backendReason.contains("10-bit") || status.backendReason.contains("High 10"), "\(status.backendReason)")
         #expect(status.fallbacks.map(\.reason) == [.unsupportedProfile])
-        #expect(metrics.exposition().contains("frametap_decoder_fallbacks_total{reason=\"unsupported_profile\"} 1"))
+        #expect(metrics.exposition().contains("frametap_decoder_fallbacks_total{reason=\"unsupported_profile\",codec=\"h264\"} 1"))
         // The device is free again for another session.
         #expect(configuration.devicePool.sessions(on: .cuda(0)) == 0)
+    }
+
+    /// An H.265 stream NVDEC cannot take (4:2:2) goes to software like an H.264 one, and the
+    /// fallback is counted under its codec.
+    @Test func anHEVCFallbackIsCountedUnderItsCodec() async throws {
+        let metrics = FrameTapMetrics()
+        let configuration = configuration(.auto, platform: PretendPlatform(cuda: [0]), factory: PretendHardwareFactory())
+        let session = try makeSession(configuration: configuration, metrics: metrics)
+        let summary = try await push(try Fixture.bytes("yuv422p10_176x144.265"), to: session, flush: true)
+        #expect(summary.frames == 10)
+        let status = session.status()
+        #expect(status.codec == .h265 && status.backend == .software)
+        #expect(status.fallbacks.map(\.reason) == [.unsupportedChroma])
+        #expect(status.fallbacks.first?.codec == .h265)
+        let exposition = metrics.exposition()
+        #expect(exposition.contains("frametap_decoder_fallbacks_total{reason=\"unsupported_chroma\",codec=\"h265\"} 1"))
+        #expect(exposition.contains("frametap_decoder_fallbacks_total{reason=\"unsupported_chroma\",codec=\"h264\"} 0"))
     }
 
     @Test func repeatedDeviceErrorsMoveTheSessionToSoftwareKeepingItsPictures() async throws {
@@ -73,7 +91,7 @@ import Testing
         // Pictures are numbered by their place in the stream (PictureNumbering): the ones that
         // failed leave a gap, and the last is still the stream's 20th.
         #expect(session.latestSequence == 20)
-        #expect(metrics.exposition().contains("frametap_decoder_fallbacks_total{reason=\"device_errors\"} 1"))
+        #expect(metrics.exposition().contains("frametap_decoder_fallbacks_total{reason=\"device_errors\",codec=\"h264\"} 1"))
     }
 
     @Test func aRequiredBackendWithoutADeviceIsACleanError() throws {

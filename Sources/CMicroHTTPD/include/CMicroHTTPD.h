@@ -81,6 +81,37 @@ int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 
+/// The client's address as 16 bytes (an IPv4 address as ::ffff:a.b.c.d), to count connections
+/// per address. Returns 0 when it is not an IP address.
+int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]);
+
+/// The size of the request's head (request line, header lines and the blank line after them),
+/// as it lies in the connection's read buffer from the method the access handler was passed;
+/// 0 when libmicrohttpd does not know it. libmicrohttpd parses the head in place (each line
+/// end, each header's colon and the spaces of the request line become NUL bytes; a folded
+/// header's name is copied elsewhere), so within these bytes FrameTap can tell how each header
+/// it was handed was written. Valid from the access handler's first call until the request ends.
+size_t ft_mhd_request_head_size(struct MHD_Connection *connection);
+
+/// For the URI log callback, which libmicrohttpd 0.9.75 calls with the request target before it
+/// splits off the query and stores every `name=value` piece as an argument record in the
+/// connection's memory pool. FrameTap never reads those records (it parses the query from its
+/// own copy of the target), yet 500 or so pieces exhaust the pool, and libmicrohttpd then gives
+/// up on the request in a way that never answers and never reports the request completed (a
+/// 431 it cannot send, then a close that skips MHD_OPTION_NOTIFY_COMPLETED). Ending the target
+/// right after its first '?' leaves libmicrohttpd an empty query to parse. `uri` is the
+/// callback's argument: it points into the connection's own read buffer, which libmicrohttpd
+/// writes into at that '?' itself right after the callback returns. Copy the target first.
+void ft_mhd_skip_argument_parsing(const char *uri);
+
+/// For the URI log callback: whether the request target the client sent goes on past the NUL
+/// that ends `uri` (`length` is its strlen), that is, whether it holds a NUL byte. In the
+/// request line libmicrohttpd hands over, the target is followed by the NUL that replaced the
+/// space before the HTTP version, then the version itself (checked to be `HTTP/x.y` before the
+/// callback is called), so the five bytes after a NUL that ends the whole target are "HTTP/";
+/// anything else means the NUL was part of the target. Only reads inside the request line.
+int ft_mhd_target_holds_nul(const char *uri, size_t length);
+
 /// TLS (GnuTLS, as libmicrohttpd uses it): a certificate chain and its private key loaded from
 /// PEM files, opaque to Swift. At most FT_TLS_MAX_CHAIN certificates per chain.
 enum { FT_TLS_MAX_CHAIN = 16 };

@@ -1,3 +1,5 @@
+import VideoCoding
+
 
 /// One time a decoder gave up hardware for another back end (software, or VA-API after CUDA).
 /// The session layer counts these by `reason` and shows `message`.
@@ -23,6 +25,9 @@ public struct BackendFallback: Sendable, Equatable {
     }
 
     public var reason: Reason
+    /// The codec of the stream that fell back; nil when the fallback came before the stream's
+    /// codec was known (a device that did not open when a session without a stated codec started).
+    public var codec: VideoCodec?
     /// The back end given up.
     public var from: DecoderBackend
     /// The back end that took over.
@@ -35,10 +40,11 @@ public struct BackendFallback: Sendable, Equatable {
     public var afterFrames: UInt64
 
     public init(
-        reason: Reason, from: DecoderBackend, to: DecoderBackend = .software, device: HardwareDeviceID? = nil,
-        message: String, afterFrames: UInt64 = 0
+        reason: Reason, codec: VideoCodec? = nil, from: DecoderBackend, to: DecoderBackend = .software,
+        device: HardwareDeviceID? = nil, message: String, afterFrames: UInt64 = 0
     ) {
         self.reason = reason
+        self.codec = codec
         self.from = from
         self.to = to
         self.device = device

@@ -51,10 +51,15 @@ public final class BackendSupervisor {
 
     /// Chooses the back end (with `auto`: CUDA, then VA-API, then software, by the devices that
     /// open); throws when a required one has no device.
-    public init(options: DecoderOptions, factory: any PictureDecoderFactory) throws(DecodeError) {
+    public convenience init(options: DecoderOptions, factory: any PictureDecoderFactory) throws(DecodeError) {
+        try self.init(options: options, factory: factory, knownCodec: nil)
+    }
+
+    /// `knownCodec`: the stream's codec when stated, so fallbacks at selection name it.
+    private init(options: DecoderOptions, factory: any PictureDecoderFactory, knownCodec: VideoCodec?) throws(DecodeError) {
         self.options = options
         self.factory = factory
-        plan = try BackendSelection.plan(options: options)
+        plan = try BackendSelection.plan(options: options, codec: knownCodec)
         backendReason = plan.reason
         fallbacks = plan.fallbacks
     }
@@ -62,7 +67,7 @@ public final class BackendSupervisor {
     /// Like `init(options:factory:)`, and opens the decoder for `codec` now, so a hardware
     /// decoder that does not open shows at once.
     public convenience init(codec: VideoCodec, options: DecoderOptions, factory: any PictureDecoderFactory) throws(DecodeError) {
-        try self.init(options: options, factory: factory)
+        try self.init(options: options, factory: factory, knownCodec: codec)
         var output = DecodeOutput()
         guard useDecoder(for: codec, into: &output) != nil else {
             throw output.errors.last ?? DecodeError(.decoderUnavailable, "no \(codec.displayName) decoder opened")
@@ -143,7 +148,7 @@ public final class BackendSupervisor {
                     return nil
                 }
                 skipping[lease.device.kind] = message
-                reselect(skipping: skipping, after: .unsupportedCodec, message)
+                reselect(skipping: skipping, after: .unsupportedCodec, message, codec: codec)
                 continue
             }
             do throws(DecodeError) {
@@ -160,22 +165,25 @@ public final class BackendSupervisor {
                 }
                 let message = "the \(plan.reason) decoder did not open: \(error.message)"
                 skipping[device.kind] = message
-                reselect(skipping: skipping, after: .hwaccelInitFailed, message)
+                reselect(skipping: skipping, after: .hwaccelInitFailed, message, codec: codec)
             }
         }
     }
 
-    /// The next back end after the current plan's device was given up for `reason`.
-    private func reselect(skipping: [HardwareDeviceKind: String], after reason: BackendFallback.Reason, _ message: String) {
+    /// The next back end after the current plan's device was given up for `reason`, for a
+    /// stream of `codec`.
+    private func reselect(
+        skipping: [HardwareDeviceKind: String], after reason: BackendFallback.Reason, _ message: String, codec: VideoCodec
+    ) {
         let given = plan
         do throws(DecodeError) {
-            plan = try BackendSelection.plan(options: options, skipping: skipping)
+            plan = try BackendSelection.plan(options: options, skipping: skipping, codec: codec)
         } catch {
             plan = .software(reason: "software: \(message)")
         }
         fallbacks.append(BackendFallback(
-            reason: reason, from: given.backend, to: plan.backend, device: given.lease?.device, message: message,
-            afterFrames: lastSequence))
+            reason: reason, codec: codec, from: given.backend, to: plan.backend, device: given.lease?.device,
+            message: message, afterFrames: lastSequence))
         fallbacks += plan.fallbacks
         backendReason = plan.reason
     }
@@ -225,8 +233,8 @@ public final class BackendSupervisor {
             return
         }
         fallbacks.append(BackendFallback(
-            reason: why.reason, from: previous.backend, to: .software, device: plan.lease?.device, message: why.message,
-            afterFrames: lastSequence))
+            reason: why.reason, codec: previous.codec, from: previous.backend, to: .software, device: plan.lease?.device,
+            message: why.message, afterFrames: lastSequence))
         decoder = replacement
         plan = software
         backendReason = software.reason
@@ -236,15 +244,18 @@ public final class BackendSupervisor {
     // MARK: - Packets
 
     /// The access unit, preceded by the parameter sets it uses that the decoder has not been
-    /// given in this form.
+    /// given in this form, and by every set before those in decoding order (VPS, SPS, PPS),
+    /// even one the access unit carries or the decoder has: libavcodec refuses a PPS whose SPS
+    /// it does not have yet (an SPS whose VPS), so a PPS sent alone in front of an access unit
+    /// that carries its SPS would be lost, with every picture after it, on a decoder that took
+    /// over mid-stream. A set it already has is taken again unchanged.
     private func packet(_ unit: CodedAccessUnit) -> [UInt8] {
+        let sets = unit.parameterSets
         var bytes: [UInt8] = []
-        for set in unit.parameterSets {
-            if !set.carriedByAccessUnit && parameterSetsSent[set.key] != set.bytes {
-                bytes += [0, 0, 0, 1] + set.bytes
-            }
-            parameterSetsSent[set.key] = set.bytes
+        if let last = sets.lastIndex(where: { !$0.carriedByAccessUnit && parameterSetsSent[$0.key] != $0.bytes }) {
+            for set in sets[...last] { bytes += [0, 0, 0, 1] + set.bytes }
         }
+        for set in sets { parameterSetsSent[set.key] = set.bytes }
         return bytes + unit.annexB()
     }
 
@@ -270,9 +281,10 @@ public enum BackendSelection {
 
     /// A plan holding a lease on the first kind with a device that opens (the least-loaded
     /// device of that kind). `skipping` names kinds already tried by the caller, with why,
-    /// e.g. when the decoder on the leased device did not open.
+    /// e.g. when the decoder on the leased device did not open. `codec`, when known, goes into
+    /// the fallbacks the plan records.
     public static func plan(
-        options: DecoderOptions, skipping: [HardwareDeviceKind: String] = [:]
+        options: DecoderOptions, skipping: [HardwareDeviceKind: String] = [:], codec: VideoCodec? = nil
     ) throws(DecodeError) -> DecoderPlan {
         let kinds = kinds(for: options.backend)
         guard !kinds.isEmpty else { return .software() }
@@ -300,7 +312,7 @@ public enum BackendSelection {
             case .failure(let error):
                 let note = "\(kind.displayName) unavailable: \(error.message)"
                 notes.append(note)
-                fallbacks.append(BackendFallback(reason: .deviceUnavailable, from: kind.backend, message: note))
+                fallbacks.append(BackendFallback(reason: .deviceUnavailable, codec: codec, from: kind.backend, message: note))
             }
         }
         if options.backend != .auto {

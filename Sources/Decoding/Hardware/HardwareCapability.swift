@@ -51,9 +51,25 @@ public struct HardwareCapability: Sendable, Equatable {
     /// profiles and sizes are the driver's to accept or refuse at hwaccel init.
     public static let vaapiH264 = HardwareCapability(engine: "VA-API", codec: .h264, maxBitDepth: 8, chromaFormats: [0, 1])
 
-    /// libavcodec's VA-API HEVC hwaccel handles Main and Main 10 4:2:0; the rest is the driver's.
+    /// libavcodec's VA-API HEVC hwaccel as FrameTap uses it: Main and Main 10 4:2:0; sizes and
+    /// anything else are the driver's to accept or refuse at hwaccel init.
     public static let vaapiHEVC = HardwareCapability(
         engine: "VA-API", codec: .h265, maxBitDepth: 10, chromaFormats: [1], decodesLossless: true)
+
+    /// `vaapiHEVC` as far as a render node's H.265 profiles (`RenderNodeReport.hevcProfiles`)
+    /// allow: 10-bit with Main10, 8-bit with Main only, nil without either (the node then does
+    /// not decode H.265 for FrameTap, and a stream of it goes on to the next back end).
+    public static func vaapiHEVC(profiles: [String]) -> HardwareCapability? {
+        var capability = vaapiHEVC
+        if profiles.contains("Main10") {
+            capability.maxBitDepth = 10
+        } else if profiles.contains("Main") {
+            capability.maxBitDepth = 8
+        } else {
+            return nil
+        }
+        return capability
+    }
 
     public struct Refusal: Sendable, Equatable {
         public var reason: BackendFallback.Reason

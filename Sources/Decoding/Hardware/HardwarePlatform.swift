@@ -63,7 +63,7 @@ public struct LibavHardwarePlatform: HardwarePlatform {
 
     public func cudaDevices() -> Result<[Int], DecodeError> {
         guard LibavHardwareSupport.decodes(.cuda) else {
-            return .failure(DecodeError(.decoderUnavailable, "this libavcodec has no NVDEC H.264 hwaccel"))
+            return .failure(DecodeError(.decoderUnavailable, "this libavcodec has no NVDEC hwaccel for H.264 or H.265"))
         }
         switch CUDADriver.shared {
         case .failure(let error):
@@ -85,7 +85,7 @@ public struct LibavHardwarePlatform: HardwarePlatform {
     public func open(_ device: HardwareDeviceID) -> Result<OpenedHardwareDevice, DecodeError> {
         guard LibavHardwareSupport.decodes(device.kind) else {
             return .failure(DecodeError(
-                .decoderUnavailable, "this libavcodec has no \(device.kind.displayName) H.264 hwaccel"))
+                .decoderUnavailable, "this libavcodec has no \(device.kind.displayName) hwaccel for H.264 or H.265"))
         }
         if device.kind == .cuda {
             // libavutil's own "Operation not permitted" for a missing driver or device says little.
@@ -108,27 +108,38 @@ public struct LibavHardwarePlatform: HardwarePlatform {
             let explained = device.kind == .vaapi ? HardwareProbe.probeNode(device.address).error : nil
             return .failure(DecodeError(.decoderUnavailable, "\(device): \(explained ?? avErrorString(status))"))
         }
+        // Each codec only where this libavcodec has its hwaccel for the device's kind.
+        let present = { (capability: HardwareCapability) in LibavHardwareSupport.decodes(device.kind, codec: capability.codec) }
         switch device.kind {
         case .cuda:
             let name = device.cudaOrdinal.flatMap { ordinal in
                 (try? CUDADriver.shared.get()).flatMap { try? $0.facts(ordinal: ordinal).get().name }
             }
             return .success(OpenedHardwareDevice(
-                context: HardwareDeviceContext(taking: context), capabilities: [.nvdecH264, .nvdecHEVC], name: name))
+                context: HardwareDeviceContext(taking: context), capabilities: [.nvdecH264, .nvdecHEVC].filter(present),
+                name: name))
         case .vaapi:
+            // The node's own profile list says which codecs (and, for H.265, which depth) it
+            // decodes; libavutil's device context does not tell.
+            let node = HardwareProbe.probeNode(device.address)
             return .success(OpenedHardwareDevice(
-                context: HardwareDeviceContext(taking: context), capabilities: [.vaapiH264, .vaapiHEVC]))
+                context: HardwareDeviceContext(taking: context), capabilities: node.capabilities.filter(present)))
         }
     }
 }
 
-/// What this libavcodec build can decode H.264 with.
+/// What this libavcodec build can decode with each kind of hardware.
 enum LibavHardwareSupport {
+    /// Whether the build has the hwaccel of `kind` for H.264 or H.265.
     static func decodes(_ kind: HardwareDeviceKind) -> Bool {
-        guard let codec = avcodec_find_decoder(AV_CODEC_ID_H264) else { return false }
+        VideoCodec.allCases.contains { decodes(kind, codec: $0) }
+    }
+
+    static func decodes(_ kind: HardwareDeviceKind, codec: VideoCodec) -> Bool {
+        guard let decoder = avcodec_find_decoder(codec == .h264 ? AV_CODEC_ID_H264 : AV_CODEC_ID_HEVC) else { return false }
         switch kind {
-        case .cuda: return supports(codec, AV_HWDEVICE_TYPE_CUDA, AV_PIX_FMT_CUDA)
-        case .vaapi: return supports(codec, AV_HWDEVICE_TYPE_VAAPI, AV_PIX_FMT_VAAPI)
+        case .cuda: return supports(decoder, AV_HWDEVICE_TYPE_CUDA, AV_PIX_FMT_CUDA)
+        case .vaapi: return supports(decoder, AV_HWDEVICE_TYPE_VAAPI, AV_PIX_FMT_VAAPI)
         }
     }
 

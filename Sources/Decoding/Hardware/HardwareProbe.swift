@@ -6,7 +6,7 @@ import FoundationEssentials
     import Glibc
 #endif
 
-/// What one DRM render node offers for H.264 decoding, as libva reports it.
+/// What one DRM render node offers for H.264 and H.265 decoding, as libva reports it.
 public struct RenderNodeReport: Sendable, Equatable {
     public var path: String
     /// `vaQueryVendorString`: the driver's own description, e.g.
@@ -16,17 +16,37 @@ public struct RenderNodeReport: Sendable, Equatable {
     public var vaapiVersion: String?
     /// H.264 profiles with a decode (VLD) entry point, e.g. ["ConstrainedBaseline", "Main", "High"].
     public var h264Profiles: [String]
+    /// H.265 profiles with a decode (VLD) entry point, e.g. ["Main", "Main10"] (libva's names
+    /// without the VAProfileHEVC prefix: "Main422_10", "Main444_12", "SccMain", ...).
+    public var hevcProfiles: [String]
     /// Why the node is unusable (cannot be opened, no driver, driver failed); nil when it works.
     public var error: String?
 
-    /// Usable for FrameTap: the driver initialised and decodes at least one H.264 profile.
-    public var usable: Bool { error == nil && !h264Profiles.isEmpty }
+    /// Usable for FrameTap: the driver initialised and decodes a profile of a codec FrameTap
+    /// sends to VA-API (see `capabilities`).
+    public var usable: Bool { error == nil && !capabilities.isEmpty }
 
-    public init(path: String, vendor: String? = nil, vaapiVersion: String? = nil, h264Profiles: [String] = [], error: String? = nil) {
+    /// What FrameTap decodes on this node, by the profiles it lists: H.264 when it lists any
+    /// H.264 profile; H.265 4:2:0 when it lists Main (8-bit) or Main10 (and 10-bit). libavcodec's
+    /// VA-API HEVC path is taken for Main and Main 10 only: the range-extension profiles a node
+    /// may list (4:2:2, 4:4:4, 12-bit) are reported in `hevcProfiles` but decoded in software.
+    public var capabilities: [HardwareCapability] {
+        guard error == nil else { return [] }
+        var capabilities: [HardwareCapability] = []
+        if !h264Profiles.isEmpty { capabilities.append(.vaapiH264) }
+        if let hevc = HardwareCapability.vaapiHEVC(profiles: hevcProfiles) { capabilities.append(hevc) }
+        return capabilities
+    }
+
+    public init(
+        path: String, vendor: String? = nil, vaapiVersion: String? = nil, h264Profiles: [String] = [],
+        hevcProfiles: [String] = [], error: String? = nil
+    ) {
         self.path = path
         self.vendor = vendor
         self.vaapiVersion = vaapiVersion
         self.h264Profiles = h264Profiles
+        self.hevcProfiles = hevcProfiles
         self.error = error
     }
 }
@@ -48,6 +68,13 @@ public struct CUDADeviceReport: Sendable, Equatable {
     /// The driver describes it, and it opened when that was tried.
     public var usable: Bool { error == nil && opened != false }
 
+    /// What NVDEC decodes on it (NVIDIA's application note for the GPUs measured; a stream the
+    /// device itself turns down still falls back), for the codecs this libavcodec has the NVDEC
+    /// hwaccel of; none when the device is unusable.
+    public var capabilities: [HardwareCapability] {
+        usable ? [.nvdecH264, .nvdecHEVC].filter { LibavHardwareSupport.decodes(.cuda, codec: $0.codec) } : []
+    }
+
     public init(
         device: HardwareDeviceID, index: Int, name: String? = nil, totalMemoryBytes: Int? = nil, opened: Bool? = nil,
         error: String? = nil
@@ -66,7 +93,7 @@ public struct CUDADeviceReport: Sendable, Equatable {
 public struct HardwareReport: Sendable, Equatable {
     /// The libavcodec the process runs with (`avcodec_version()`), e.g. "59.37.100".
     public var libavcodecVersion: String
-    /// Whether this libavcodec build has the VA-API H.264 hwaccel at all.
+    /// Whether this libavcodec build has a VA-API hwaccel (H.264 or H.265) at all.
     public var libavcodecVAAPI: Bool
     /// The VA-API version of the libva headers this binary was built with (libva 2.17 is VA-API 1.17).
     public var vaapiHeaderVersion: String
@@ -90,8 +117,8 @@ public struct HardwareReport: Sendable, Equatable {
 
 /// What the CUDA driver says: its version and every device, or why there are none.
 public struct CUDAReport: Sendable, Equatable {
-    /// Whether this libavcodec build has the NVDEC (CUDA) H.264 hwaccel at all (by default: this
-    /// process's libavcodec).
+    /// Whether this libavcodec build has an NVDEC (CUDA) hwaccel (H.264 or H.265) at all (by
+    /// default: this process's libavcodec).
     public var libavcodecNVDEC: Bool
     /// The CUDA driver's version, e.g. "12.8"; nil without a driver.
     public var driverVersion: String?
@@ -115,7 +142,7 @@ public struct CUDAReport: Sendable, Equatable {
 ///
 /// The decoder itself opens devices through libavutil (`VAAPIDevice`); this probe only reads
 /// facts: open the node, `vaGetDisplayDRM`, `vaInitialize`, `vaQueryVendorString`,
-/// `vaQueryConfigProfiles` and, per H.264 profile, `vaQueryConfigEntrypoints` for VLD.
+/// `vaQueryConfigProfiles` and, per H.264 and H.265 profile, `vaQueryConfigEntrypoints` for VLD.
 /// libva's own messages ("libva info: ...") are kept off stderr; its errors end up in the
 /// node's `error`.
 public enum HardwareProbe {
@@ -241,12 +268,14 @@ public enum HardwareProbe {
         }
         var entrypoints = [VAEntrypoint](repeating: VAEntrypoint(0), count: Int(max(vaMaxNumEntrypoints(display), 1)))
         for profile in profiles.prefix(Int(profileCount)) {
-            guard let name = h264ProfileName(profile) else { continue }
+            let h264 = h264ProfileName(profile)
+            let hevc = hevcProfileName(profile)
+            guard h264 != nil || hevc != nil else { continue }
             var count: Int32 = 0
             guard vaQueryConfigEntrypoints(display, profile, &entrypoints, &count) == VA_STATUS_SUCCESS else { continue }
-            if entrypoints.prefix(Int(count)).contains(VAEntrypointVLD) {
-                report.h264Profiles.append(name)
-            }
+            guard entrypoints.prefix(Int(count)).contains(VAEntrypointVLD) else { continue }
+            if let h264 { report.h264Profiles.append(h264) }
+            if let hevc { report.hevcProfiles.append(hevc) }
         }
         return report
     }
@@ -261,6 +290,26 @@ public enum HardwareProbe {
         case VAProfileH264StereoHigh: "StereoHigh"
         case VAProfile(rawValue: 5): "Baseline"  // VAProfileH264Baseline, deprecated in libva
         case VAProfile(rawValue: 36): "High10"  // VAProfileH264High10 (libva 2.19+)
+        default: nil
+        }
+    }
+
+    /// The H.265 profiles libva knows, by their names without the VAProfileHEVC prefix (nil for
+    /// other codecs).
+    static func hevcProfileName(_ profile: VAProfile) -> String? {
+        switch profile {
+        case VAProfileHEVCMain: "Main"
+        case VAProfileHEVCMain10: "Main10"
+        case VAProfileHEVCMain12: "Main12"
+        case VAProfileHEVCMain422_10: "Main422_10"
+        case VAProfileHEVCMain422_12: "Main422_12"
+        case VAProfileHEVCMain444: "Main444"
+        case VAProfileHEVCMain444_10: "Main444_10"
+        case VAProfileHEVCMain444_12: "Main444_12"
+        case VAProfileHEVCSccMain: "SccMain"
+        case VAProfileHEVCSccMain10: "SccMain10"
+        case VAProfileHEVCSccMain444: "SccMain444"
+        case VAProfileHEVCSccMain444_10: "SccMain444_10"
         default: nil
         }
     }

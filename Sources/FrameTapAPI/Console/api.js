@@ -78,6 +78,18 @@ async function readProblem(status, statusText, contentType, readBody) {
 }
 
 /**
+ * The media type a stream file's name says (RFC 6184 video/H264, RFC 7798 video/H265), which
+ * tells the server its codec: a file of the other codec is refused (415) rather than decoded.
+ * Other names say nothing (application/octet-stream): the server detects the codec.
+ */
+export function streamContentType(fileName) {
+  const extension = /\.([^.]+)$/.exec(fileName)?.[1]?.toLowerCase();
+  if (['265', 'h265', 'hevc'].includes(extension)) return 'video/H265';
+  if (['264', 'h264', 'avc', 'jsv'].includes(extension)) return 'video/H264';
+  return 'application/octet-stream';
+}
+
+/**
  * POSTs a file to a session with XMLHttpRequest, whose upload progress events are what Chromium
  * offers for a request body (fetch has none). Resolves with the push summary; rejects with an
  * ApiError (a 401 also opens the sign-in box) or an AbortError when `signal` aborts.
@@ -87,7 +99,7 @@ export function uploadFile(id, file, { flush = true, onProgress = () => {}, sign
     const xhr = new XMLHttpRequest();
     xhr.open('POST', sessionPath(id, `/nalus${flush ? '?flush=true' : ''}`));
     for (const [name, value] of Object.entries(authHeaders())) xhr.setRequestHeader(name, value);
-    xhr.setRequestHeader('Content-Type', 'application/octet-stream');
+    xhr.setRequestHeader('Content-Type', streamContentType(file.name ?? ''));
     xhr.responseType = 'text';
     xhr.upload.addEventListener('progress', (event) => {
       onProgress(event.loaded, event.lengthComputable ? event.total : file.size);

@@ -2,12 +2,14 @@
 // (#/, #/sessions/ID, #/system), so Back and Forward work and every view has a link.
 
 import { authEvents, initAuth } from './auth.js';
+import { CameraPanel } from './camera.js';
 import { byId, isEditable, setText } from './dom.js';
 import { SessionGrid } from './grid.js';
 import { SessionView } from './session-view.js';
 import { SessionStore } from './store.js';
 import { SessionSync } from './sync.js';
 import { SystemView } from './system-view.js';
+import { PullPanel } from './pull.js';
 import { enableDrop, UploadPanel } from './upload.js';
 
 const store = new SessionStore();
@@ -16,6 +18,10 @@ const grid = new SessionGrid(store);
 const sessionView = new SessionView(store);
 const systemView = new SystemView(store);
 const upload = new UploadPanel(store, sync);
+const camera = new CameraPanel(store);
+const pull = new PullPanel(store, sync);
+// Kept alive for the page's life: sharing goes on while other views are open.
+window.frametapConsole = { camera, pull };
 
 const pages = {
   sessions: byId('sessions-page'),

@@ -48,11 +48,24 @@ export function formatResolution(format) {
   return format && format.width && format.height ? `${format.width}×${format.height}` : '—';
 }
 
-/** "320×240 · High 1.3", the one line a card has room for. */
-export function formatSummary(format) {
-  if (!format) return 'no picture format yet';
-  const profile = [format.profile, format.level].filter(Boolean).join(' ');
-  return [formatResolution(format), profile].filter((part) => part && part !== '—').join(' · ');
+const codecNames = new Map([['h264', 'H.264'], ['h265', 'H.265']]);
+
+/** "H.264", "H.265" for the API's codec names; null when the codec is not known yet. */
+export function codecName(codec) {
+  if (!codec) return null;
+  return codecNames.get(codec) ?? String(codec);
+}
+
+/**
+ * "H.265 · 320×240 · Main 10 @ L3.1 · 10-bit", the one line a card has room for: codec, size,
+ * profile and level, bit depth. `codec` is the session's (known before its format is).
+ */
+export function formatSummary(format, codec = null) {
+  const name = codecName(format?.codec ?? codec);
+  if (!format) return name ? `${name} · no picture format yet` : 'no picture format yet';
+  const profile = [format.profile, format.level ? `L${format.level}` : null].filter(Boolean).join(' @ ');
+  const depth = Number.isFinite(format.bitDepth) ? `${format.bitDepth}-bit` : null;
+  return [name, formatResolution(format), profile, depth].filter((part) => part && part !== '—').join(' · ');
 }
 
 /**
@@ -62,7 +75,10 @@ export function formatSummary(format) {
 export function describeFormat(format) {
   if (!format) return [];
   const rows = [];
-  rows.push(['Profile', `${format.profile ?? '?'}${format.profileIdc !== undefined ? ` (profile_idc ${format.profileIdc})` : ''}`]);
+  if (format.codec) rows.push(['Codec', codecName(format.codec)]);
+  const idcName = format.codec === 'h265' ? 'general_profile_idc' : 'profile_idc';
+  rows.push(['Profile', `${format.profile ?? '?'}${format.profileIdc !== undefined ? ` (${idcName} ${format.profileIdc})` : ''}`]);
+  if (format.tier) rows.push(['Tier', format.tier]);
   rows.push(['Level', format.level ?? '?']);
   rows.push(['Display size', formatResolution(format)]);
   if (format.codedWidth && format.codedHeight) rows.push(['Coded size', `${format.codedWidth}×${format.codedHeight}`]);
@@ -88,9 +104,9 @@ export function describeFormat(format) {
 }
 
 const acronyms = new Map([
-  ['vaapi', 'VA-API'], ['va', 'VA'], ['h264', 'H.264'], ['nal', 'NAL'], ['cuda', 'CUDA'], ['nvdec', 'NVDEC'], ['gpu', 'GPU'],
+  ['vaapi', 'VA-API'], ['va', 'VA'], ['h264', 'H.264'], ['h265', 'H.265'], ['hevc', 'HEVC'], ['nal', 'NAL'], ['cuda', 'CUDA'], ['nvdec', 'NVDEC'], ['gpu', 'GPU'],
   ['id', 'ID'], ['ms', 'ms'], ['fps', 'fps'], ['sps', 'SPS'], ['pps', 'PPS'], ['idr', 'IDR'], ['sei', 'SEI'],
-  ['aud', 'AUD'], ['uuid', 'UUID'], ['pci', 'PCI'], ['libavcodec', 'libavcodec'],
+  ['aud', 'AUD'], ['uuid', 'UUID'], ['pci', 'PCI'], ['libavcodec', 'libavcodec'], ['vps', 'VPS'], ['rasl', 'RASL'],
 ]);
 
 /** "maxBodyBytes" -> "Max body bytes", "libavcodecVAAPI" -> "libavcodec VA-API": labels for keys we do not know in advance. */

@@ -61,12 +61,14 @@ class SessionCard {
 
   update(entry) {
     const status = entry.status;
-    setText(this.format, formatSummary(status.format));
+    setText(this.format, formatSummary(status.format, status.codec));
     setText(this.fps, formatFps(entry.fps));
     setText(this.bitRate, formatBitRate(entry.bitsPerSecond));
     setText(this.viewers, String(status.subscribers ?? 0));
     this.element.dataset.fps = entry.fps === null ? '' : entry.fps.toFixed(2);
     this.element.dataset.resolution = status.format ? `${status.format.width}x${status.format.height}` : '';
+    this.element.dataset.codec = status.codec ?? '';
+    this.element.dataset.bitDepth = status.format?.bitDepth ?? '';
     setText(this.backend, status.backend ?? 'starting');
     this.backend.title = status.backendReason ?? '';
     this.uploading.hidden = !status.uploading;

@@ -10,7 +10,7 @@ import { Backoff, connection, isAbort, sleep } from './connection.js';
 import { confirmDialog } from './dialogs.js';
 import { byId, h, renderFacts, setText } from './dom.js';
 import {
-  describeFormat, formatAge, formatBitRate, formatBytes, formatCount, formatFps, formatTime, humanizeKey,
+  codecName, describeFormat, formatAge, formatBitRate, formatBytes, formatCount, formatFps, formatTime, humanizeKey,
 } from './format.js';
 import { HistoryScrubber } from './history.js';
 import { notify } from './notices.js';
@@ -28,13 +28,16 @@ const counterLabels = {
   framesDroppedBeforeKeyframe: ['Dropped before a keyframe', formatCount],
   framesRejectedTooLarge: ['Rejected as too large', formatCount],
   framesSkippedNotKeyframe: ['Skipped (keyframes only)', formatCount],
+  framesSkippedLeading: ['Leading pictures skipped (RASL)', formatCount],
+  unitsOutsideBaseLayer: ['NAL units outside the base layer', formatCount],
   decodeErrors: ['Decode errors', formatCount],
   uploadsAborted: ['Uploads cut off', formatCount],
 };
 
 /** Status members drawn by name; any other (a device, fallbacks, ...) is listed generically. */
 const knownStatusKeys = new Set([
-  'id', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt', 'lastActivityAt', 'format',
+  'id', 'codec', 'codecStated', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt',
+  'lastActivityAt', 'format',
   'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates',
 ]);
 
@@ -108,6 +111,8 @@ export class SessionView {
     this.fpsChart = new TimeChart({ title: 'Pictures per second', format: formatFps, windowMs: HISTORY_MS });
     this.bitRateChart = new TimeChart({ title: 'Bit rate', format: formatBitRate, windowMs: HISTORY_MS });
     this.rateNote = h('p', { class: 'help' });
+    this.commands = h('div', { class: 'command-holder' }, commandList(id));
+    this.commandsCodec = null;
     this.history = new HistoryScrubber(id);
 
     const section = (title, ...children) => {
@@ -133,7 +138,7 @@ export class SessionView {
         section('Recent past', this.history.element),
         section('Snapshot', snapshotForm(id)),
         section('Delete', this.buildDelete(id)),
-        section('Commands', commandList(id))));
+        section('Commands', this.commands)));
   }
 
   buildDelete(id) {
@@ -227,9 +232,18 @@ export class SessionView {
     if (formatRows.length) renderFacts(this.formatFacts, formatRows);
     else this.formatFacts.replaceChildren(h('p', { class: 'help' }, 'Known once the stream\'s sequence parameter set (SPS) arrived.'));
 
+    // The commands push the session's codec once the stream (or its PUT) says which.
+    if ((status.codec ?? null) !== this.commandsCodec) {
+      this.commandsCodec = status.codec ?? null;
+      this.commands.replaceChildren(commandList(this.id, this.commandsCodec));
+    }
+
     const frame = status.latestFrame;
     const age = entry.pictureAge();
     renderFacts(this.statusFacts, [
+      ['Codec', status.codec
+        ? `${codecName(status.codec)} (${status.codecStated ? 'stated for the session' : 'detected from its parameter sets'})`
+        : 'not known yet: the first parameter set tells'],
       // The reason already names the back end ("software: VA-API unavailable: ...").
       ['Back end', status.backendReason ?? status.backend ?? '—'],
       ['Decoding', describeDecoding(status)],

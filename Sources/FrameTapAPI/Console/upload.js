@@ -1,6 +1,7 @@
-// Pushing a .264 file from the browser: pick it or drop it anywhere on the page, name a new
-// session or choose an existing one, and watch the upload progress while the session's
-// pictures appear (the preview and the session's card update as the server decodes).
+// Pushing a .264 or .265 file from the browser: pick it or drop it anywhere on the page, name a
+// new session or choose an existing one, and watch the upload progress while the session's
+// pictures appear (the preview and the session's card update as the server decodes). The file's
+// extension says its codec (api.js streamContentType).
 
 import { api, ApiError, isValidSessionId, uploadFile } from './api.js';
 import { signInRequired } from './auth.js';
@@ -9,7 +10,7 @@ import { byId, h, setText } from './dom.js';
 import { formatBytes, formatSummary } from './format.js';
 import { ThumbnailFeed } from './thumbnails.js';
 
-/** A session name from a file name: "Front door (2).264" -> "Front-door-2". */
+/** A session name from a file name: "Front door (2).264" -> "Front-door-2" (".265" alike). */
 export function sessionNameFromFile(fileName, taken = new Set()) {
   let base = fileName.replace(/\.[^.]*$/, '').replace(/[^A-Za-z0-9._~-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 120);
   if (!isValidSessionId(base)) base = 'upload';
@@ -144,7 +145,7 @@ export class UploadPanel {
     if (this.controller) return;
     const file = this.file;
     if (!file) {
-      setText(this.fileMessage, 'Choose a .264 file (H.264 Annex B) first.');
+      setText(this.fileMessage, 'Choose a .264 or .265 file (H.264 or H.265 Annex B) first.');
       this.fileInput.focus();
       return;
     }

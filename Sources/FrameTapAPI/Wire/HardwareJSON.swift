@@ -20,7 +20,7 @@ public struct HardwareReportJSON: Encodable {
     private enum Key: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes, cuda }
 }
 
-/// One DRM render node and what libva says it decodes.
+/// One DRM render node, the H.264 and H.265 profiles libva lists for it, and what FrameTap decodes there.
 struct RenderNodeJSON: Encodable {
     let node: RenderNodeReport
 
@@ -32,11 +32,34 @@ struct RenderNodeJSON: Encodable {
         try container.encode(node.vendor, forKey: .vendor)
         try container.encode(node.vaapiVersion, forKey: .vaapiVersion)
         try container.encode(node.h264Profiles, forKey: .h264Profiles)
+        try container.encode(node.hevcProfiles, forKey: .hevcProfiles)
+        try container.encode(node.capabilities.map(HardwareCapabilityJSON.init), forKey: .codecs)
         try container.encode(node.usable, forKey: .usable)
         try container.encode(node.error, forKey: .error)
     }
 
-    private enum Key: String, CodingKey { case path, vendor, vaapiVersion, h264Profiles, usable, error }
+    private enum Key: String, CodingKey { case path, vendor, vaapiVersion, h264Profiles, hevcProfiles, codecs, usable, error }
+}
+
+/// What a device decodes of one codec (openapi.yaml `HardwareCodec`): the limits FrameTap checks
+/// against each stream's SPS before sending it there; `maxCodedWidth`/`maxCodedHeight` are `null`
+/// where the driver alone decides.
+struct HardwareCapabilityJSON: Encodable {
+    let capability: HardwareCapability
+
+    init(_ capability: HardwareCapability) { self.capability = capability }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(capability.codec.rawValue, forKey: .codec)
+        try container.encode(capability.maxBitDepth, forKey: .maxBitDepth)
+        let chroma = capability.chromaFormats.sorted().map { ["4:0:0", "4:2:0", "4:2:2", "4:4:4"][$0] }
+        try container.encode(chroma, forKey: .chromaFormats)
+        try container.encode(capability.maxCodedWidth, forKey: .maxCodedWidth)
+        try container.encode(capability.maxCodedHeight, forKey: .maxCodedHeight)
+    }
+
+    private enum Key: String, CodingKey { case codec, maxBitDepth, chromaFormats, maxCodedWidth, maxCodedHeight }
 }
 
 /// The CUDA driver and its devices (the `cuda` member of the hardware object).
@@ -56,7 +79,8 @@ public struct CUDAReportJSON: Encodable {
     private enum Key: String, CodingKey { case libavcodecNVDEC, driverVersion, error, devices }
 }
 
-/// One NVIDIA GPU as the driver describes it; `opened` is `null` when opening was not tried.
+/// One NVIDIA GPU as the driver describes it, and what NVDEC decodes there; `opened` is `null`
+/// when opening was not tried.
 struct CUDADeviceJSON: Encodable {
     let device: CUDADeviceReport
 
@@ -69,11 +93,12 @@ struct CUDADeviceJSON: Encodable {
         try container.encode(device.name, forKey: .name)
         try container.encode(device.totalMemoryBytes, forKey: .totalMemoryBytes)
         try container.encode(device.opened, forKey: .opened)
+        try container.encode(device.capabilities.map(HardwareCapabilityJSON.init), forKey: .codecs)
         try container.encode(device.usable, forKey: .usable)
         try container.encode(device.error, forKey: .error)
     }
 
-    private enum Key: String, CodingKey { case device, index, name, totalMemoryBytes, opened, usable, error }
+    private enum Key: String, CodingKey { case device, index, name, totalMemoryBytes, opened, codecs, usable, error }
 }
 
 /// One device sessions may decode on, and how many do (GET /system's `devices`, openapi.yaml

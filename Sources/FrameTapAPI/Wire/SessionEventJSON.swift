@@ -29,11 +29,14 @@ struct SessionEventJSON: Encodable {
         try container.encodeIfPresent(details.frames, forKey: .frames)
         try container.encodeIfPresent(details.viewers, forKey: .viewers)
         try container.encodeIfPresent(details.waiting, forKey: .waiting)
+        try container.encodeIfPresent(details.url, forKey: .url)
+        try container.encodeIfPresent(details.reconnects, forKey: .reconnects)
+        try container.encodeIfPresent(details.container, forKey: .container)
     }
 
     private enum Key: String, CodingKey {
         case session, at, reason, backend, device, fallback, decode, seq, width, height, format, code, message
-        case multipart, result, bytes, frames, viewers, waiting
+        case multipart, result, bytes, frames, viewers, waiting, url, reconnects, container
     }
 
 }

@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import FoundationEssentials
 import HTTPServer
@@ -18,6 +19,8 @@ struct SessionOptionsJSON: Decodable {
             return try JSONDecoder().decode(SessionOptionsJSON.self, from: data).options
         } catch let refusal as Refusal {
             throw .invalidParameter(refusal.detail)
+        } catch let refusal as SourceRefusal {
+            throw HTTPError(SessionError(refusal.error))
         } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
             let member = context.codingPath.first?.stringValue
             throw .invalidParameter(
@@ -30,6 +33,45 @@ struct SessionOptionsJSON: Decodable {
     /// A member the decoder read but cannot take.
     private struct Refusal: Error {
         let detail: String
+    }
+
+    /// A source URL FrameTap cannot pull (`invalid_source`).
+    private struct SourceRefusal: Error {
+        let error: ContainerError
+    }
+
+    /// The members of `source`.
+    private enum SourceKey: String, CodingKey, CaseIterable {
+        case url, transport
+    }
+
+    /// `{"url": ..., "transport": "tcp"|"udp"}`, or null (stop pulling).
+    private static func source(in container: KeyedDecodingContainer<AnyKey>, key: AnyKey) throws -> PullSourceSpec? {
+        if try container.decodeNil(forKey: key) { return nil }
+        let members = try container.nestedContainer(keyedBy: AnyKey.self, forKey: key)
+        for member in members.allKeys where SourceKey(rawValue: member.stringValue) == nil {
+            throw Refusal(detail: "unknown source member '\(member.stringValue)' (a source has url and transport)")
+        }
+        guard members.contains(AnyKey(stringValue: "url")) else { throw Refusal(detail: "a source needs its url") }
+        let url: SourceURL
+        do {
+            url = try SourceURL(try members.decode(String.self, forKey: AnyKey(stringValue: "url")))
+        } catch let error as ContainerError {
+            throw SourceRefusal(error: error)
+        }
+        var transport: SourceTransport?
+        if members.contains(AnyKey(stringValue: "transport")) {
+            guard let value = SourceTransport(rawValue: try members.decode(String.self, forKey: AnyKey(stringValue: "transport")))
+            else { throw Refusal(detail: "source transport must be tcp or udp") }
+            transport = value
+        }
+        switch (url.scheme, transport) {
+        case (.rtsp, _), (_, nil): break
+        case (.srt, .udp), (.rtmp, .tcp), (.http, .tcp), (.https, .tcp): break
+        default:
+            throw Refusal(detail: "\(url.scheme.rawValue) runs over \(url.scheme == .srt ? "udp" : "tcp") only; transport chooses for rtsp")
+        }
+        return PullSourceSpec(url: url, transport: transport)
     }
 
     private struct AnyKey: CodingKey {
@@ -60,6 +102,8 @@ struct SessionOptionsJSON: Decodable {
                     throw Refusal(detail: "decode must be \(DecodeMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 options.decode = mode
+            case "source":
+                options.source = .some(try Self.source(in: container, key: key))
             case "quality":
                 let value = try container.decode(Int.self, forKey: key)
                 guard (1...100).contains(value) else { throw Refusal(detail: "quality must be 1...100") }

@@ -23,19 +23,20 @@ struct SessionStatusJSON: Encodable {
         try container.encode(WireJSON.timestamp(status.createdAt), forKey: .createdAt)
         try container.encode(WireJSON.timestamp(status.lastActivityAt), forKey: .lastActivityAt)
         try container.encode(status.format.map(StreamFormatJSON.init), forKey: .format)
-        try container.encode(SessionCountersJSON(status.counters), forKey: .counters)
+        try container.encode(SessionCountersJSON(status.counters, packetsIgnored: status.ignoredPackets), forKey: .counters)
         try container.encode(status.latestFrame.map(LatestFrameJSON.init), forKey: .latestFrame)
         try container.encode(status.lastError.map(ErrorRecordJSON.init), forKey: .lastError)
         try container.encode(status.subscribers, forKey: .subscribers)
         try container.encode(status.uploading, forKey: .uploading)
         try container.encode(SessionRatesJSON(status.rates), forKey: .rates)
+        try container.encode(status.source.map(SourceStatusJSON.init), forKey: .source)
     }
 
     private enum Key: String, CodingKey {
         case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, decoding, decoder, quality
         case createdAt
         case lastActivityAt, format, counters
-        case latestFrame, lastError, subscribers, uploading, rates
+        case latestFrame, lastError, subscribers, uploading, rates, source
     }
 }
 
@@ -56,8 +57,13 @@ struct SessionListJSON: Encodable {
 /// A session's counters as one flat object: the decoders' counts and the session's own.
 struct SessionCountersJSON: Encodable {
     let counters: SessionCounters
+    /// Packets of container tracks other than the video, by kind (`audio`, `data`, ...).
+    let packetsIgnored: [String: Int]
 
-    init(_ counters: SessionCounters) { self.counters = counters }
+    init(_ counters: SessionCounters, packetsIgnored: [String: Int]) {
+        self.counters = counters
+        self.packetsIgnored = packetsIgnored
+    }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
@@ -72,11 +78,13 @@ struct SessionCountersJSON: Encodable {
         try container.encode(counters.unitsOutsideBaseLayer, forKey: .unitsOutsideBaseLayer)
         try container.encode(counters.decodeErrors, forKey: .decodeErrors)
         try container.encode(counters.uploadsAborted, forKey: .uploadsAborted)
+        try container.encode(packetsIgnored, forKey: .packetsIgnored)
     }
 
     private enum Key: String, CodingKey {
         case bytes, nalUnits, accessUnits, framesDecoded, framesDroppedBeforeKeyframe, framesSkippedLeading
         case framesRejectedTooLarge, framesSkippedNotKeyframe, unitsOutsideBaseLayer, decodeErrors, uploadsAborted
+        case packetsIgnored
     }
 }
 
@@ -128,4 +136,27 @@ struct SessionRatesJSON: Encodable {
     }
 
     private enum Key: String, CodingKey { case picturesPerSecond, bitsPerSecond, windowSeconds }
+}
+
+/// A pull session's source (openapi.yaml `SourceStatus`): its URL with credentials left out.
+struct SourceStatusJSON: Encodable {
+    let source: SourceStatus
+
+    init(_ source: SourceStatus) { self.source = source }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(source.url, forKey: .url)
+        try container.encode(source.transport?.rawValue, forKey: .transport)
+        try container.encode(source.state.rawValue, forKey: .state)
+        try container.encode(source.format, forKey: .format)
+        try container.encode(source.lastError.map(ErrorRecordJSON.init), forKey: .lastError)
+        try container.encode(source.reconnects, forKey: .reconnects)
+        try container.encode(source.connectedAt.map(WireJSON.timestamp), forKey: .connectedAt)
+        try container.encode(source.nextAttemptAt.map(WireJSON.timestamp), forKey: .nextAttemptAt)
+    }
+
+    private enum Key: String, CodingKey {
+        case url, transport, state, format, lastError, reconnects, connectedAt, nextAttemptAt
+    }
 }

@@ -50,6 +50,7 @@ struct SystemInfoJSON: Encodable {
             try container.encode(limits.maxSessions, forKey: .maxSessions)
             try container.encode(limits.maxBodyBytes, forKey: .maxBodyBytes)
             try container.encode(limits.maxSpoolBytes, forKey: .maxSpoolBytes)
+            try container.encode(limits.maxSpoolTotalBytes, forKey: .maxSpoolTotalBytes)
             try container.encode(limits.maxNALBytes, forKey: .maxNalBytes)
             try container.encode(limits.maxPictureWidth, forKey: .maxPictureWidth)
             try container.encode(limits.maxPictureHeight, forKey: .maxPictureHeight)
@@ -59,7 +60,7 @@ struct SystemInfoJSON: Encodable {
         }
 
         private enum Key: String, CodingKey {
-            case maxSessions, maxBodyBytes, maxSpoolBytes, maxNalBytes, maxPictureWidth, maxPictureHeight
+            case maxSessions, maxBodyBytes, maxSpoolBytes, maxSpoolTotalBytes, maxNalBytes, maxPictureWidth, maxPictureHeight
             case maxPicturePixels, sessionIdleTimeoutSeconds, maxWaitMilliseconds
         }
     }

@@ -1,0 +1,110 @@
+/// The containers a push may carry instead of an Annex B elementary stream, each read by one of
+/// libavformat's demuxers.
+public enum ContainerFormat: String, Sendable, CaseIterable {
+    /// MPEG-TS (`video/mp2t`): 188-byte packets; read with `mpegts`.
+    case mpegTS = "mpegts"
+    /// MP4 and fragmented MP4 (`video/mp4`, `video/iso.segment`); read with `mov`.
+    case mp4
+    /// Matroska and WebM (`video/x-matroska`, `video/webm`); read with `matroska`.
+    case matroska
+    /// FLV (`video/x-flv`), also what RTMP carries; read with `flv`.
+    case flv
+
+    /// libavformat's name for the demuxer that reads it (`av_find_input_format`).
+    public var demuxerName: String {
+        switch self {
+        case .mpegTS: "mpegts"
+        case .mp4: "mov"
+        case .matroska: "matroska"
+        case .flv: "flv"
+        }
+    }
+
+    /// "MPEG-TS", "MP4", for messages.
+    public var displayName: String {
+        switch self {
+        case .mpegTS: "MPEG-TS"
+        case .mp4: "MP4"
+        case .matroska: "Matroska/WebM"
+        case .flv: "FLV"
+        }
+    }
+
+    /// The container a media type names (case-insensitive, parameters ignored), or nil.
+    public init?(mediaType: String) {
+        switch Self.essence(of: mediaType) {
+        case "video/mp2t": self = .mpegTS
+        case "video/mp4", "video/iso.segment": self = .mp4
+        case "video/x-matroska", "video/webm": self = .matroska
+        case "video/x-flv": self = .flv
+        default: return nil
+        }
+    }
+
+    /// The media type without parameters, lower case.
+    static func essence(of mediaType: String) -> String {
+        let type = mediaType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return String(type.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+            .lowercased()
+    }
+
+    /// Whether a push that starts with `prefix` begins a new file of this container rather than
+    /// continuing an open one: an MP4's `ftyp`, an EBML header, an FLV header. MPEG-TS has no file
+    /// header (packets of a new push continue the stream, as HLS segments do).
+    public func startsNewFile(_ prefix: ArraySlice<UInt8>) -> Bool {
+        switch self {
+        case .mpegTS: false
+        case .mp4: Sniffer.boxType(prefix) == "ftyp"
+        case .matroska: Sniffer.isEBMLHeader(prefix)
+        case .flv: Sniffer.isFLVHeader(prefix)
+        }
+    }
+}
+
+/// What the first bytes of a push that names no container say it is.
+public enum SniffedContent: Sendable, Equatable {
+    case container(ContainerFormat)
+    /// Annex B, or bytes of no known kind (which the Annex B path reports as such).
+    case elementaryStream
+    /// Too few bytes to tell yet; ask again with more, or with all of them at the push's end.
+    case needMoreBytes
+}
+
+/// Tells containers from an Annex B stream by their first bytes, as `file(1)` would.
+public enum Sniffer {
+    /// Bytes that always settle it (an MPEG-TS guess is checked at its second sync byte).
+    public static let decisiveLength = 189
+
+    /// `complete`: `prefix` is the whole push (no more bytes will come to settle it).
+    public static func sniff(_ prefix: ArraySlice<UInt8>, complete: Bool) -> SniffedContent {
+        guard let first = prefix.first else { return complete ? .elementaryStream : .needMoreBytes }
+        if prefix.count < 8 && !complete {
+            // An Annex B start code is settled by its first bytes; the rest need 8.
+            return prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1]) ? .elementaryStream : .needMoreBytes
+        }
+        if isEBMLHeader(prefix) { return .container(.matroska) }
+        if isFLVHeader(prefix) { return .container(.flv) }
+        if let box = boxType(prefix), mp4Boxes.contains(box) { return .container(.mp4) }
+        if first == 0x47 {
+            let second = prefix.index(prefix.startIndex, offsetBy: 188, limitedBy: prefix.endIndex)
+            if let second, second < prefix.endIndex { return prefix[second] == 0x47 ? .container(.mpegTS) : .elementaryStream }
+            return complete ? .container(.mpegTS) : .needMoreBytes
+        }
+        return .elementaryStream
+    }
+
+    /// Top-level boxes an MP4 or a fragment of one starts with.
+    static let mp4Boxes: Set<String> = ["ftyp", "styp", "moov", "moof", "sidx", "free", "skip", "mdat"]
+
+    /// The type of the box `prefix` starts with, when its four characters are letters.
+    static func boxType(_ prefix: ArraySlice<UInt8>) -> String? {
+        guard prefix.count >= 8 else { return nil }
+        let type = prefix.dropFirst(4).prefix(4)
+        guard type.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) }) else { return nil }
+        return String(decoding: type, as: UTF8.self)
+    }
+
+    static func isEBMLHeader(_ prefix: ArraySlice<UInt8>) -> Bool { prefix.starts(with: [0x1A, 0x45, 0xDF, 0xA3]) }
+
+    static func isFLVHeader(_ prefix: ArraySlice<UInt8>) -> Bool { prefix.starts(with: [0x46, 0x4C, 0x56, 0x01]) }
+}

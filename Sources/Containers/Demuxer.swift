@@ -1,0 +1,361 @@
+import CFFmpeg
+import VideoCoding
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One sample of the video track, as the container stored it.
+public struct DemuxedSample: Sendable {
+    /// The sample's bytes: length-prefixed or Annex B NAL units, as its description says.
+    public var payload: [UInt8]
+    public var description: SampleDescription
+    /// The container marks it a random access point (informational: the codec's reader judges).
+    public var isKeyframe: Bool
+}
+
+/// What a demuxer read next.
+public enum DemuxerOutput: Sendable {
+    case sample(DemuxedSample)
+    /// The input ended and everything in it was read.
+    case end
+    case failed(ContainerError)
+}
+
+/// A container read with libavformat, one packet at a time, on the caller's thread (reads
+/// block until their bytes arrive): a pushed container through `AVIOBridge`, or a URL through
+/// libavformat's own protocols (RTSP, RTMP, SRT).
+///
+/// The video track is the first H.264 or H.265 one; its samples come out with their
+/// `SampleDescription`. Audio, data and other tracks are counted (`ignoredPackets`) and left.
+/// Packets are taken as the demuxer stores them (`AVFMT_FLAG_NOPARSE`): no parser waits for the
+/// next picture to cut the current one, so a sample comes out as soon as its last byte is read.
+///
+/// Not thread-safe: made, read and freed on one thread.
+public final class Demuxer {
+    /// Packets of tracks other than the video track, by kind (`audio`, `data`, `subtitle`,
+    /// `video` for further video tracks, `attachment`).
+    public private(set) var ignoredPackets: [String: Int] = [:]
+    /// The video track's samples so far.
+    public private(set) var samples = 0
+    /// The demuxer libavformat used (`mpegts`, `mov,mp4,m4a,3gp,3g2,mj2`, `rtsp`, ...).
+    public let formatName: String
+
+    private var format: UnsafeMutablePointer<AVFormatContext>?
+    private let packet: UnsafeMutablePointer<AVPacket>
+    private let bridge: AVIOBridge?
+    private let callback: InterruptCallback
+    /// Packets are whole access units (containers); false: pieces of one (RTP packets).
+    private let packetsAreAccessUnits: Bool
+    /// RTP pieces gathered into the access unit they belong to (all the pieces of one access
+    /// unit share its RTP timestamp, RFC 6184 and 7798): the unit ends when a piece of another
+    /// time arrives, which is when the Annex B reader would end it too, and the decode loop then
+    /// gets one sample per picture instead of one per network packet.
+    private var gathering: (pts: Int64, sample: DemuxedSample)?
+    /// The chosen video track's stream index, and its description.
+    private var videoStream: Int32?
+    private var description: SampleDescription?
+    /// The extradata the description was made from (libavformat replaces it on a change).
+    private var extradataSeen: (UnsafeMutablePointer<UInt8>?, Int32) = (nil, 0)
+    /// Whether streams may still appear after the header (`AVFMTCTX_NOHEADER`, e.g. FLV).
+    private let streamsMayAppear: Bool
+    /// Packets read while no video track was found, to give up on a stream without one.
+    private var packetsWithoutVideo = 0
+    static let packetsBeforeNoVideoVerdict = 512
+
+    /// Opens a pushed container of `container` over `input`. `seekWindow`: the most bytes kept
+    /// for the demuxer to seek back in (see `SeekWindow`). Blocks until the header is read.
+    public convenience init(
+        container: ContainerFormat, input: any DemuxByteInput, seekWindow: Int, interrupt: DemuxInterrupt
+    ) throws(ContainerError) {
+        let bridge = try AVIOBridge(input: input, windowCapacity: seekWindow)
+        var options: [String: String] = [:]
+        // A new PMT version (a changed PID, a re-muxed stream) keeps the same streams rather
+        // than adding new ones the chosen track would not follow.
+        if container == .mpegTS { options["merge_pmt_versions"] = "1" }
+        try self.init(
+            url: nil, demuxer: container.demuxerName, bridge: bridge, options: options, interrupt: interrupt,
+            samplesAreAccessUnits: true, describe: container.displayName)
+    }
+
+    /// Opens `url` with libavformat's protocols (`options`: protocol and demuxer options such as
+    /// `rtsp_transport`). Blocks until the stream's header is read, the interrupt's deadline
+    /// passes, or it is stopped. `checkRedirect` judges every URL the demuxer moves on to (an
+    /// RTSP redirect) before anything is sent there; nil allows it.
+    public convenience init(
+        url: String, options: [String: String], interrupt: DemuxInterrupt,
+        checkRedirect: @escaping (String) -> ContainerError?
+    ) throws(ContainerError) {
+        try self.init(
+            url: url, demuxer: nil, bridge: nil, options: options, interrupt: interrupt, samplesAreAccessUnits: nil,
+            describe: "the source", checkRedirect: checkRedirect)
+    }
+
+    /// `samplesAreAccessUnits` nil: decided by the demuxer (RTP pieces are not).
+    private init(
+        url: String?, demuxer: String?, bridge: AVIOBridge?, options: [String: String], interrupt: DemuxInterrupt,
+        samplesAreAccessUnits: Bool?, describe what: String, checkRedirect: ((String) -> ContainerError?)? = nil
+    ) throws(ContainerError) {
+        guard let packet = av_packet_alloc() else { throw ContainerError(.invalidContainer, "could not allocate a packet") }
+        guard var context = avformat_alloc_context() else {
+            var packet: UnsafeMutablePointer<AVPacket>? = packet
+            av_packet_free(&packet)
+            throw ContainerError(.invalidContainer, "could not allocate a demuxer")
+        }
+        let callback = InterruptCallback(interrupt: interrupt, policyURL: url)
+        callback.checkRedirect = checkRedirect
+        context.pointee.interrupt_callback = AVIOInterruptCB(
+            callback: { opaque in
+                guard let opaque else { return 0 }
+                return Unmanaged<InterruptCallback>.fromOpaque(opaque).takeUnretainedValue().check() ? 1 : 0
+            },
+            opaque: Unmanaged.passUnretained(callback).toOpaque())
+        context.pointee.flags |= Int32(AVFMT_FLAG_NOPARSE | AVFMT_FLAG_NOFILLIN)
+        if let bridge {
+            context.pointee.pb = bridge.context
+            context.pointee.flags |= Int32(AVFMT_FLAG_CUSTOM_IO)
+        }
+        callback.format = context
+        var dictionary: OpaquePointer?
+        for (key, value) in options { av_dict_set(&dictionary, key, value, 0) }
+        let inputFormat = demuxer.flatMap { av_find_input_format($0) }
+        var optional: UnsafeMutablePointer<AVFormatContext>? = context
+        let status = avformat_open_input(&optional, url, inputFormat, &dictionary)
+        av_dict_free(&dictionary)
+        callback.format = optional
+        guard status >= 0, let opened = optional else {
+            // avformat_open_input freed the context.
+            var packet: UnsafeMutablePointer<AVPacket>? = packet
+            av_packet_free(&packet)
+            throw Self.error(status, opening: true, what: what, bridge: bridge, interrupt: interrupt)
+        }
+        context = opened
+        self.format = context
+        self.packet = packet
+        self.bridge = bridge
+        self.callback = callback
+        let name = context.pointee.iformat.map { String(cString: $0.pointee.name) } ?? "unknown"
+        formatName = name
+        packetsAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
+        // MPEG-TS knows its streams once it has read the PMT, which opening waits for.
+        streamsMayAppear = context.pointee.ctx_flags & Int32(AVFMTCTX_NOHEADER) != 0 && name != "mpegts"
+        if let failure = chooseVideoTrack(final: !streamsMayAppear) {
+            close()
+            throw failure
+        }
+    }
+
+    deinit { close() }
+
+    /// Frees the demuxer now (also done when it is freed).
+    public func close() {
+        if format != nil {
+            avformat_close_input(&format)
+            var packet: UnsafeMutablePointer<AVPacket>? = self.packet
+            av_packet_free(&packet)
+        }
+        callback.format = nil
+    }
+
+    /// Bytes of a pushed container held for seeking back now (0 for a URL).
+    public var heldBytes: Int { bridge?.heldBytes ?? 0 }
+
+    /// The next sample of the video track; blocks until it is read.
+    public func next() -> DemuxerOutput {
+        guard let format else { return .end }
+        while true {
+            let status = av_read_frame(format, packet)
+            if status == ft_averror_eagain() { continue }
+            guard status >= 0 else {
+                // The access unit being gathered is whole: nothing more of it will come.
+                if let gathered = gathering {
+                    gathering = nil
+                    return .sample(gathered.sample)
+                }
+                if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) {
+                    if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
+                    return .end
+                }
+                return .failed(Self.error(status, opening: false, what: "the container", bridge: bridge, interrupt: callback.interrupt))
+            }
+            defer { av_packet_unref(packet) }
+            if packet.pointee.pos >= 0 { bridge?.retain(from: Int(packet.pointee.pos)) }
+            let index = packet.pointee.stream_index
+            if videoStream == nil, let failure = chooseVideoTrack(final: false) { return .failed(failure) }
+            guard let videoStream, index == videoStream, let stream = format.pointee.streams[Int(index)] else {
+                count(ignored: index)
+                continue
+            }
+            guard packet.pointee.size > 0, let data = packet.pointee.data else { continue }
+            let description = describe(stream)
+            let payload = UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))
+            let isKeyframe = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
+            guard !packetsAreAccessUnits else {
+                samples += 1
+                return .sample(DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe))
+            }
+            let pts = packet.pointee.pts
+            guard pts != ft_av_nopts_value() else {
+                // No timestamp to gather by: the pieces go on as pieces, the reader finds the units.
+                samples += 1
+                return .sample(DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe))
+            }
+            var whole = description
+            whole.samplesAreAccessUnits = true
+            if gathering?.pts == pts, gathering?.sample.description == whole {
+                // In place: a copy taken out of `gathering` would copy the bytes on every piece.
+                gathering?.sample.payload.append(contentsOf: payload)
+                if isKeyframe { gathering?.sample.isKeyframe = true }
+                continue
+            }
+            let finished = gathering?.sample
+            gathering = (pts, DemuxedSample(payload: Array(payload), description: whole, isKeyframe: isKeyframe))
+            if let finished {
+                samples += 1
+                return .sample(finished)
+            }
+        }
+    }
+
+    // MARK: - The video track
+
+    /// Picks the first H.264 or H.265 video track. Returns why there is none when that is
+    /// settled: a video track of another codec (`unsupported_codec`), or none at all
+    /// (`no_video_track`) once `final`, or after many packets of other kinds.
+    private func chooseVideoTrack(final: Bool) -> ContainerError? {
+        guard let format else { return nil }
+        var unsupported: [String] = []
+        for index in 0..<Int(format.pointee.nb_streams) {
+            guard let stream = format.pointee.streams[index], let parameters = stream.pointee.codecpar else { continue }
+            guard parameters.pointee.codec_type == AVMEDIA_TYPE_VIDEO,
+                stream.pointee.disposition & AV_DISPOSITION_ATTACHED_PIC == 0
+            else { continue }
+            switch parameters.pointee.codec_id {
+            case AV_CODEC_ID_H264, AV_CODEC_ID_HEVC:
+                videoStream = Int32(index)
+                return nil
+            default:
+                unsupported.append(String(cString: avcodec_get_name(parameters.pointee.codec_id)))
+            }
+        }
+        if !unsupported.isEmpty {
+            return ContainerError(
+                .unsupportedCodec,
+                "the video track is \(unsupported.joined(separator: ", ")); FrameTap decodes H.264 and H.265")
+        }
+        packetsWithoutVideo += final ? 0 : 1
+        if final || packetsWithoutVideo > Self.packetsBeforeNoVideoVerdict {
+            let kinds = (0..<Int(format.pointee.nb_streams)).compactMap { index -> String? in
+                guard let type = format.pointee.streams[index]?.pointee.codecpar?.pointee.codec_type else { return nil }
+                return String(cString: av_get_media_type_string(type))
+            }
+            return ContainerError(
+                .noVideoTrack,
+                kinds.isEmpty ? "the container holds no track" : "the container holds no video track, only \(kinds.joined(separator: ", "))")
+        }
+        return nil
+    }
+
+    /// The description of the chosen track now: its extradata may change mid-stream (new side
+    /// data, or a new FLV sequence header).
+    private func describe(_ stream: UnsafeMutablePointer<AVStream>) -> SampleDescription {
+        var size = 0
+        if let side = av_packet_get_side_data(packet, AV_PKT_DATA_NEW_EXTRADATA, &size), size > 0 {
+            description?.configuration = Array(UnsafeBufferPointer(start: side, count: size))
+        }
+        let parameters = stream.pointee.codecpar!
+        let extradata = (parameters.pointee.extradata, parameters.pointee.extradata_size)
+        if description == nil || extradata != extradataSeen {
+            extradataSeen = extradata
+            let codec: VideoCodec = parameters.pointee.codec_id == AV_CODEC_ID_HEVC ? .h265 : .h264
+            let bytes = extradata.0.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(0, extradata.1)))) } ?? []
+            description = SampleDescription(codec: codec, configuration: bytes, samplesAreAccessUnits: packetsAreAccessUnits)
+        }
+        return description!
+    }
+
+    private func count(ignored index: Int32) {
+        guard let format, index >= 0, index < Int32(format.pointee.nb_streams),
+            let type = format.pointee.streams[Int(index)]?.pointee.codecpar?.pointee.codec_type
+        else { return }
+        ignoredPackets[String(cString: av_get_media_type_string(type)), default: 0] += 1
+    }
+
+    // MARK: - Errors
+
+    private static func error(
+        _ status: Int32, opening: Bool, what: String, bridge: AVIOBridge?, interrupt: DemuxInterrupt
+    ) -> ContainerError {
+        switch interrupt.reason {
+        case .refused(let error): return error
+        case .timedOut:
+            return ContainerError(.sourceTimeout, opening ? "\(what) did not answer in time" : "\(what) sent nothing in time")
+        case .stopped: return ContainerError(.sourceEnded, "stopped")
+        case nil: break
+        }
+        if let offset = bridge?.failedSeek {
+            return ContainerError(
+                .containerNeedsSeeking,
+                "the demuxer had to go back to byte \(offset), which is no longer kept; an MP4 must have its moov "
+                    + "box before its media data (ffmpeg -movflags +faststart), be fragmented, or be shorter than the seek window")
+        }
+        let why = libavErrorString(status)
+        guard bridge == nil else {
+            if opening && status == ft_averror_eof() {
+                return ContainerError(.invalidContainer, "\(what) ended before its header did")
+            }
+            return ContainerError(.invalidContainer, "cannot read \(what): \(why)")
+        }
+        switch status {
+        case ft_averror(ECONNREFUSED), ft_averror(EHOSTUNREACH), ft_averror(ENETUNREACH), ft_averror(EADDRNOTAVAIL):
+            return ContainerError(.sourceUnreachable, "\(what): \(why)")
+        case ft_averror(ETIMEDOUT):
+            return ContainerError(.sourceTimeout, "\(what): \(why)")
+        case ft_averror_eof():
+            return ContainerError(.sourceEnded, opening ? "\(what) closed before its stream began" : "\(what) ended its stream")
+        default:
+            return ContainerError(.sourceFailed, "\(what): \(why)")
+        }
+    }
+}
+
+/// libavutil's text for an error code.
+func libavErrorString(_ code: Int32) -> String {
+    var buffer = [CChar](repeating: 0, count: Int(AV_ERROR_MAX_STRING_SIZE))
+    av_strerror(code, &buffer, buffer.count)
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// What libavformat's interrupt callback reaches: the interrupt, and the context whose URL an
+/// RTSP redirect replaces (each new URL is checked before anything is sent to it).
+final class InterruptCallback {
+    let interrupt: DemuxInterrupt
+    var format: UnsafeMutablePointer<AVFormatContext>?
+    /// Checks a URL the demuxer moved to; nil allows it.
+    var checkRedirect: ((String) -> ContainerError?)?
+    /// The URL last checked, NUL-terminated.
+    private var lastURLBytes: [CChar]
+
+    init(interrupt: DemuxInterrupt, policyURL: String?) {
+        self.interrupt = interrupt
+        lastURLBytes = Array((policyURL ?? "").utf8CString)
+    }
+
+    /// Called often (between reads, and every 100 ms or so while a socket waits): the URL is
+    /// compared as C bytes, and a Swift string made only when it changed.
+    func check() -> Bool {
+        if let checkRedirect, let current = format?.pointee.url, !lastURLBytes.matches(current) {
+            let url = String(cString: current)
+            lastURLBytes = Array(url.utf8CString)
+            if let refusal = checkRedirect(url) { interrupt.refuse(refusal) }
+        }
+        return interrupt.shouldInterrupt()
+    }
+}
+
+extension Array where Element == CChar {
+    /// Whether this NUL-terminated string equals the C string `other`.
+    fileprivate func matches(_ other: UnsafePointer<CChar>) -> Bool {
+        withUnsafeBufferPointer { strcmp($0.baseAddress!, other) == 0 }
+    }
+}

@@ -1,0 +1,146 @@
+import CFFmpeg
+
+/// How an RTSP source sends its media (RTP over the RTSP connection, or over UDP).
+public enum SourceTransport: String, Sendable, CaseIterable {
+    case tcp, udp
+}
+
+/// What a pulled stream read next.
+public enum PulledOutput: Sendable {
+    /// A sample of the video track.
+    case sample(DemuxedSample)
+    /// Bytes of an Annex B elementary stream (an HTTP source that is not a container).
+    case bytes([UInt8])
+    /// The source ended its stream.
+    case end
+    case failed(ContainerError)
+}
+
+/// One connection to a source, read on the pulling thread: RTSP, RTMP and SRT through
+/// libavformat's protocols and demuxers; HTTP(S) through FrameTap's own GET
+/// (`HTTPSourceInput`) and then, like a push, a container's demuxer or the Annex B bytes as
+/// they are. Reconnecting is the caller's business: a failed or ended stream is not reused.
+public final class PulledStream {
+    public struct Timeouts: Sendable, Equatable {
+        /// Connecting and reading the stream's header.
+        public var connect: Duration
+        /// Waiting for the next packet once the stream runs.
+        public var read: Duration
+
+        public init(connect: Duration, read: Duration) {
+            self.connect = connect
+            self.read = read
+        }
+    }
+
+    private enum Reader {
+        case demuxer(Demuxer)
+        case elementary(any DemuxByteInput)
+    }
+
+    private let reader: Reader
+    private let interrupt: DemuxInterrupt
+    private let timeouts: Timeouts
+    /// What the source is read as: `rtsp`, `flv`, `mpegts`, `annexb`, ...
+    public let formatName: String
+
+    /// Connects to `source` and reads its header (blocking, up to the connect timeout).
+    /// `policy` judges redirects (HTTP Location, RTSP redirects) before anything is sent there.
+    public init(
+        source: SourceURL, transport: SourceTransport?, policy: SourcePolicy, interrupt: DemuxInterrupt,
+        timeouts: Timeouts, seekWindow: Int
+    ) throws(ContainerError) {
+        self.interrupt = interrupt
+        self.timeouts = timeouts
+        interrupt.setTimeout(timeouts.connect)
+        switch source.scheme {
+        case .http, .https:
+            let input = try HTTPSourceInput(
+                url: source, check: { policy.check($0) }, interrupt: interrupt, connectTimeout: timeouts.connect,
+                readTimeout: timeouts.read)
+            interrupt.setTimeout(timeouts.connect)
+            let declared = input.contentType.flatMap(ContainerFormat.init(mediaType:))
+            var prefix: [UInt8] = []
+            var format = declared
+            if format == nil {
+                // No container named: the first bytes tell, as for a push without a Content-Type.
+                var buffer = [UInt8](repeating: 0, count: Sniffer.decisiveLength)
+                sniffing: while prefix.count < Sniffer.decisiveLength {
+                    let wanted = Sniffer.decisiveLength - prefix.count
+                    let result = buffer.withUnsafeMutableBytes { input.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
+                    switch result {
+                    case .bytes(let count): prefix += buffer.prefix(count)
+                    case .end: break sniffing
+                    case .interrupted: throw Self.interruption(interrupt, "the source")
+                    }
+                    switch Sniffer.sniff(prefix[...], complete: false) {
+                    case .needMoreBytes: continue
+                    case .container(let found): format = found; break sniffing
+                    case .elementaryStream: break sniffing
+                    }
+                }
+                if format == nil, case .container(let found) = Sniffer.sniff(prefix[...], complete: true) { format = found }
+            }
+            let body = PrefixedInput(prefix: prefix, rest: input)
+            if let format {
+                reader = .demuxer(try Demuxer(container: format, input: body, seekWindow: seekWindow, interrupt: interrupt))
+                formatName = format.demuxerName
+            } else {
+                reader = .elementary(body)
+                formatName = "annexb"
+            }
+        case .rtsp, .rtmp, .srt:
+            var options: [String: String] = [:]
+            if source.scheme == .rtsp {
+                options["rtsp_transport"] = (transport ?? .tcp).rawValue
+                // Only the video is set up: audio would be received only to be dropped.
+                options["allowed_media_types"] = "video"
+            }
+            let demuxer = try Demuxer(url: source.text, options: options, interrupt: interrupt) { url in
+                guard let moved = try? SourceURL(url) else {
+                    return ContainerError(.sourceNotAllowed, "the source moved to a URL FrameTap does not pull")
+                }
+                return policy.check(moved).map {
+                    ContainerError(.sourceNotAllowed, "redirected to \(moved.redacted), which is not allowed: \($0.message)")
+                }
+            }
+            reader = .demuxer(demuxer)
+            formatName = demuxer.formatName
+        }
+    }
+
+    /// Packets of other tracks left out so far, by kind.
+    public var ignoredPackets: [String: Int] {
+        if case .demuxer(let demuxer) = reader { return demuxer.ignoredPackets }
+        return [:]
+    }
+
+    /// The next sample (or bytes), blocking up to the read timeout.
+    public func next() -> PulledOutput {
+        interrupt.setTimeout(timeouts.read)
+        switch reader {
+        case .demuxer(let demuxer):
+            switch demuxer.next() {
+            case .sample(let sample): return .sample(sample)
+            case .end: return .end
+            case .failed(let error): return .failed(error)
+            }
+        case .elementary(let input):
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            let result = buffer.withUnsafeMutableBytes { input.read(into: $0) }
+            switch result {
+            case .bytes(let count): return .bytes(Array(buffer.prefix(count)))
+            case .end: return interrupt.reason == nil ? .end : .failed(Self.interruption(interrupt, "the source"))
+            case .interrupted: return .failed(Self.interruption(interrupt, "the source"))
+            }
+        }
+    }
+
+    private static func interruption(_ interrupt: DemuxInterrupt, _ what: String) -> ContainerError {
+        switch interrupt.reason {
+        case .refused(let error): return error
+        case .timedOut: return ContainerError(.sourceTimeout, "\(what) sent nothing in time")
+        case .stopped, nil: return ContainerError(.sourceEnded, "stopped")
+        }
+    }
+}

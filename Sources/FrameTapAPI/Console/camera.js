@@ -1,0 +1,335 @@
+// Share a camera: the browser's camera (a phone's too) becomes a session. getUserMedia captures
+// it (only in a secure context: HTTPS, or http://localhost), WebCodecs' VideoEncoder encodes
+// H.264 as Annex B where the browser has it, and MediaRecorder records WebM (H.264 where the
+// browser can, which FrameTap reads through its Matroska demuxer) where it has not.
+//
+// The encoded pieces go to POST /sessions/ID/nalus one request after another: a session's
+// stream continues across pushes. One long streaming request would need HTTP/2 (Chromium
+// refuses a ReadableStream body with duplex: 'half' over HTTP/1.1, which is what FrameTap
+// speaks), so whatever was encoded while one request was on its way goes in the next: at most
+// one request is in flight per session, as FrameTap allows (a second one is 409 session_busy).
+
+import { ApiError, apiFetch, isValidSessionId, sessionPath } from './api.js';
+import { byId, setText } from './dom.js';
+import { notify } from './notices.js';
+
+/** What the encoder makes: about 720p at 30 pictures per second, a keyframe every 2 s. */
+const TARGET = { width: 1280, height: 720, frameRate: 30, bitrate: 2_500_000, keyframeEvery: 60 };
+
+/** The H.264 profiles to try, most compatible first: Constrained Baseline, then Main, High. */
+const AVC_CODECS = ['avc1.42E01F', 'avc1.42E028', 'avc1.4D401F', 'avc1.4D4028', 'avc1.640028'];
+
+/** Which encoder this browser offers: `webcodecs`, `mediarecorder`, or null. */
+export function availableEncoder(preferred = 'auto') {
+  const webcodecs = typeof VideoEncoder === 'function' && typeof VideoFrame === 'function';
+  const recorder = typeof MediaRecorder === 'function';
+  if (preferred === 'webcodecs') return webcodecs ? 'webcodecs' : null;
+  if (preferred === 'mediarecorder') return recorder ? 'mediarecorder' : null;
+  return webcodecs ? 'webcodecs' : recorder ? 'mediarecorder' : null;
+}
+
+/** The WebM type MediaRecorder should record: H.264 when it can (FrameTap decodes no VP8). */
+export function recorderType() {
+  const types = ['video/webm;codecs=h264', 'video/webm;codecs=avc1', 'video/x-matroska;codecs=avc1', 'video/webm'];
+  return types.find((type) => MediaRecorder.isTypeSupported(type)) ?? '';
+}
+
+/**
+ * Sends encoded pieces to a session, one request at a time; pieces that arrive while a request
+ * is on its way are sent together in the next one.
+ */
+export class PushQueue {
+  constructor(sessionId, contentType, { onError, onSent } = {}) {
+    this.sessionId = sessionId;
+    this.contentType = contentType;
+    this.pending = [];
+    this.sending = false;
+    this.closed = false;
+    this.onError = onError ?? (() => {});
+    this.onSent = onSent ?? (() => {});
+    this.bytesSent = 0;
+    this.requests = 0;
+  }
+
+  add(piece) {
+    if (this.closed) return;
+    this.pending.push(piece);
+    if (!this.sending) this.sendNext();
+  }
+
+  async sendNext() {
+    if (this.sending || this.pending.length === 0) return;
+    this.sending = true;
+    const pieces = this.pending;
+    this.pending = [];
+    const body = new Blob(pieces);
+    try {
+      await apiFetch(sessionPath(this.sessionId, '/nalus'), {
+        method: 'POST', body, headers: { 'Content-Type': this.contentType },
+      });
+      this.bytesSent += body.size;
+      this.requests += 1;
+      this.onSent(this);
+    } catch (error) {
+      if (!this.closed) this.onError(error);
+    } finally {
+      this.sending = false;
+    }
+    if (!this.closed) this.sendNext();
+  }
+
+  /** Sends what is left with ?flush=true, so the last pictures come out, then stops. */
+  async finish() {
+    this.closed = true;
+    while (this.sending) await new Promise((resolve) => setTimeout(resolve, 20));
+    const body = new Blob(this.pending);
+    this.pending = [];
+    try {
+      await apiFetch(sessionPath(this.sessionId, '/nalus?flush=true'), {
+        method: 'POST', body, headers: { 'Content-Type': this.contentType },
+      });
+    } catch {
+      // The session may be gone already; the camera stops either way.
+    }
+  }
+}
+
+/** The "Share a camera" panel on the sessions page. */
+export class CameraPanel {
+  constructor(store) {
+    this.store = store;
+    this.panel = byId('camera-panel');
+    this.toggle = byId('open-camera');
+    this.form = byId('camera-form');
+    this.nameInput = byId('camera-session-name');
+    this.message = byId('camera-message');
+    this.startButton = byId('camera-start');
+    this.stopButton = byId('camera-stop');
+    this.preview = byId('camera-preview');
+    this.state = byId('camera-state');
+    this.share = null;
+
+    this.toggle.addEventListener('click', () => (this.panel.hidden ? this.open() : this.close()));
+    byId('camera-close').addEventListener('click', () => this.close());
+    this.form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.start();
+    });
+    this.stopButton.addEventListener('click', () => this.stop());
+  }
+
+  open() {
+    this.panel.hidden = false;
+    this.toggle.setAttribute('aria-expanded', 'true');
+    if (!this.nameInput.value) this.nameInput.value = `camera-${Math.random().toString(36).slice(2, 7)}`;
+    if (!window.isSecureContext || !navigator.mediaDevices?.getUserMedia) {
+      setText(this.message, 'The camera needs a secure page: open the console over HTTPS (--tls-cert), or at http://localhost.');
+    }
+    this.nameInput.focus();
+  }
+
+  close() {
+    if (this.share) return;  // sharing: the panel shows it
+    this.panel.hidden = true;
+    this.toggle.setAttribute('aria-expanded', 'false');
+    this.toggle.focus();
+  }
+
+  async start() {
+    const id = this.nameInput.value.trim();
+    if (!isValidSessionId(id)) {
+      setText(this.message, 'Letters, digits and . _ ~ -, up to 128 characters.');
+      this.nameInput.focus();
+      return;
+    }
+    if (!navigator.mediaDevices?.getUserMedia) {
+      setText(this.message, 'This page cannot use a camera: it needs HTTPS (or http://localhost) and a browser with getUserMedia.');
+      return;
+    }
+    const preferred = new URLSearchParams(location.search).get('encoder') ?? 'auto';
+    const encoder = availableEncoder(preferred);
+    if (!encoder) {
+      setText(this.message, 'This browser has neither WebCodecs nor MediaRecorder to encode the camera.');
+      return;
+    }
+    setText(this.message, '');
+    this.startButton.disabled = true;
+    try {
+      const stream = await navigator.mediaDevices.getUserMedia({
+        video: { width: { ideal: TARGET.width }, height: { ideal: TARGET.height }, frameRate: { ideal: TARGET.frameRate } },
+        audio: false,
+      });
+      this.preview.srcObject = stream;
+      this.share = encoder === 'webcodecs'
+        ? new WebCodecsShare(id, stream, (text) => this.report(text), (error) => this.failed(error))
+        : new RecorderShare(id, stream, (text) => this.report(text), (error) => this.failed(error));
+      await this.share.start();
+      this.panel.dataset.sharing = id;
+      this.panel.dataset.encoder = encoder;
+      this.stopButton.hidden = false;
+      this.startButton.hidden = true;
+      notify(`Sharing the camera as session ${id} (${encoder === 'webcodecs' ? 'WebCodecs H.264' : 'MediaRecorder WebM'}).`,
+        { key: 'camera' });
+    } catch (error) {
+      this.failed(error);
+    } finally {
+      this.startButton.disabled = false;
+    }
+  }
+
+  report(text) {
+    setText(this.state, text);
+  }
+
+  failed(error) {
+    const message = error instanceof ApiError || error instanceof Error ? error.message : String(error);
+    setText(this.message, error?.name === 'NotAllowedError'
+      ? 'The browser was not allowed to use the camera.'
+      : `The camera could not be shared: ${message}`);
+    this.stop();
+  }
+
+  async stop() {
+    const share = this.share;
+    this.share = null;
+    delete this.panel.dataset.sharing;
+    this.preview.srcObject = null;
+    this.stopButton.hidden = true;
+    this.startButton.hidden = false;
+    setText(this.state, '');
+    await share?.stop();
+  }
+}
+
+/** WebCodecs: frames from the camera track, H.264 Annex B pieces out, each pushed as it comes. */
+class WebCodecsShare {
+  constructor(sessionId, stream, report, fail) {
+    this.stream = stream;
+    this.track = stream.getVideoTracks()[0];
+    this.report = report;
+    this.fail = fail;
+    this.queue = new PushQueue(sessionId, 'video/H264', {
+      onError: (error) => fail(error),
+      onSent: (queue) => report(`${queue.requests} pushes, ${Math.round(queue.bytesSent / 1024)} KiB`),
+    });
+    this.frames = 0;
+    this.stopped = false;
+  }
+
+  async start() {
+    const settings = this.track.getSettings();
+    // Even sizes: 4:2:0 needs them.
+    const width = (settings.width ?? TARGET.width) & ~1;
+    const height = (settings.height ?? TARGET.height) & ~1;
+    const base = {
+      width, height, bitrate: TARGET.bitrate, framerate: settings.frameRate ?? TARGET.frameRate,
+      latencyMode: 'realtime', avc: { format: 'annexb' },
+    };
+    let config = null;
+    for (const codec of AVC_CODECS) {
+      const candidate = { ...base, codec };
+      // eslint-disable-next-line no-await-in-loop
+      if ((await VideoEncoder.isConfigSupported(candidate)).supported) {
+        config = candidate;
+        break;
+      }
+    }
+    if (!config) throw new Error(`this browser cannot encode H.264 at ${width}×${height}`);
+    this.encoder = new VideoEncoder({
+      output: (chunk) => {
+        const bytes = new Uint8Array(chunk.byteLength);
+        chunk.copyTo(bytes);
+        this.queue.add(bytes);
+      },
+      error: (error) => this.fail(error),
+    });
+    this.encoder.configure(config);
+    if (typeof MediaStreamTrackProcessor === 'function') {
+      this.pump(new MediaStreamTrackProcessor({ track: this.track }).readable.getReader());
+    } else {
+      this.pumpVideo(width, height);
+    }
+  }
+
+  encode(frame) {
+    // A full encoder queue means the machine cannot keep up: drop a picture rather than lag.
+    if (this.encoder.state === 'configured' && this.encoder.encodeQueueSize < 4) {
+      this.encoder.encode(frame, { keyFrame: this.frames % TARGET.keyframeEvery === 0 });
+      this.frames += 1;
+    }
+    frame.close();
+  }
+
+  async pump(reader) {
+    while (!this.stopped) {
+      // eslint-disable-next-line no-await-in-loop
+      const { value: frame, done } = await reader.read();
+      if (done || !frame) break;
+      if (this.stopped) {
+        frame.close();
+        break;
+      }
+      this.encode(frame);
+    }
+    reader.releaseLock();
+  }
+
+  /** Browsers without MediaStreamTrackProcessor: frames taken from a playing <video>. */
+  pumpVideo() {
+    const video = document.createElement('video');
+    video.muted = true;
+    video.playsInline = true;
+    video.srcObject = this.stream;
+    video.play();
+    const next = () => {
+      if (this.stopped) return;
+      if (video.readyState >= 2) this.encode(new VideoFrame(video, { timestamp: performance.now() * 1000 }));
+      if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(next);
+      else setTimeout(next, 1000 / TARGET.frameRate);
+    };
+    next();
+  }
+
+  async stop() {
+    this.stopped = true;
+    for (const track of this.stream.getTracks()) track.stop();
+    try {
+      if (this.encoder?.state === 'configured') await this.encoder.flush();
+    } catch {
+      // Stopping anyway.
+    }
+    this.encoder?.close();
+    await this.queue.finish();
+  }
+}
+
+/** MediaRecorder: WebM pieces every 200 ms, pushed as they come (the first carries the header). */
+class RecorderShare {
+  constructor(sessionId, stream, report, fail) {
+    this.stream = stream;
+    this.report = report;
+    this.type = recorderType();
+    this.queue = new PushQueue(sessionId, 'video/webm', {
+      onError: (error) => fail(error),
+      onSent: (queue) => report(`${queue.requests} pushes, ${Math.round(queue.bytesSent / 1024)} KiB`),
+    });
+  }
+
+  async start() {
+    this.recorder = new MediaRecorder(this.stream, { mimeType: this.type, videoBitsPerSecond: TARGET.bitrate });
+    this.recorder.addEventListener('dataavailable', (event) => {
+      if (event.data.size > 0) this.queue.add(event.data);
+    });
+    this.recorder.start(200);
+  }
+
+  async stop() {
+    if (this.recorder?.state !== 'inactive') {
+      const stopped = new Promise((resolve) => this.recorder.addEventListener('stop', resolve, { once: true }));
+      this.recorder.stop();
+      await stopped;
+    }
+    for (const track of this.stream.getTracks()) track.stop();
+    await this.queue.finish();
+  }
+}

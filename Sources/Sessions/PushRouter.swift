@@ -1,0 +1,297 @@
+import Containers
+import Synchronization
+import Timekeeping
+
+/// What a push says it carries: its Content-Type names a container or a codec's elementary
+/// stream, or says nothing (then its first bytes tell, `Sniffer`).
+public enum PushContent: Sendable, Equatable {
+    case container(ContainerFormat)
+    case elementaryStream
+}
+
+/// Where a session keeps its open container stream between pushes (decode queue).
+final class ContainerStreamSlot: Sendable {
+    private let stream = Mutex<ContainerStream?>(nil)
+
+    var current: ContainerStream? {
+        get { stream.withLock { $0 } }
+        set { stream.withLock { $0 = newValue } }
+    }
+
+    /// Clears the slot if it holds `ended`.
+    func clear(_ ended: ContainerStream) {
+        stream.withLock { if $0 === ended { $0 = nil } }
+    }
+
+    /// The session is closing.
+    func stop() {
+        stream.withLock { stream in
+            stream?.stop()
+            stream = nil
+        }
+    }
+}
+
+/// A push as the decode loop reads it: Annex B bytes straight through, or a container's
+/// samples through the session's `ContainerStream`.
+///
+/// The push's Content-Type says which (`PushContent`); without one, its first bytes do. A
+/// container push continues the session's open container stream when it is the same container
+/// and does not start a new file; a push of anything else first ends the open stream (its
+/// last samples are decoded before this push's bytes). Read on the decode queue only.
+final class PushRouter: ByteSource {
+    private let upload: any ByteSource
+    private let declared: PushContent?
+    private let flush: Bool
+    private let slot: ContainerStreamSlot
+    private let startStream: @Sendable (ContainerFormat) -> ContainerStream
+    /// An open stream that ended with an error between pushes: the session records it.
+    private let streamFailed: @Sendable (ContainerError) -> Void
+    /// The push's refusal: its client is answered now.
+    private let refuse: @Sendable (SessionError) -> Void
+    private let state: Mutex<State>
+
+    private enum Route {
+        /// Reading the first bytes to tell what the push is.
+        case undecided(prefix: [UInt8], receivedAt: UInt64)
+        /// An open stream drains before this push's own route.
+        case closing(ContainerStream, then: Next)
+        case elementary(prefix: [UInt8], receivedAt: UInt64)
+        case container(ContainerStream)
+        case finished
+    }
+
+    private enum Next {
+        case elementary(prefix: [UInt8], receivedAt: UInt64)
+        case container(ContainerFormat, prefix: [UInt8], receivedAt: UInt64)
+        /// The push ended (or broke off) before any byte: this event is its end.
+        case event(IngestEvent)
+    }
+
+    private struct State {
+        var route: Route = .undecided(prefix: [], receivedAt: 0)
+        var wake: (@Sendable () -> Void)?
+        /// The push's own terminal event, read while deciding.
+        var ended: IngestEvent?
+    }
+
+    init(
+        upload: any ByteSource, declared: PushContent?, flush: Bool, slot: ContainerStreamSlot,
+        startStream: @escaping @Sendable (ContainerFormat) -> ContainerStream,
+        streamFailed: @escaping @Sendable (ContainerError) -> Void, refuse: @escaping @Sendable (SessionError) -> Void
+    ) {
+        self.upload = upload
+        self.declared = declared
+        self.flush = flush
+        self.slot = slot
+        self.startStream = startStream
+        self.streamFailed = streamFailed
+        self.refuse = refuse
+        state = Mutex(State())
+    }
+
+    var totalBytes: Int { upload.totalBytes }
+
+    func setConsumerWake(_ wake: @escaping @Sendable () -> Void) {
+        state.withLock { $0.wake = wake }
+        upload.setConsumerWake(wake)
+    }
+
+    func close() {
+        upload.close()
+    }
+
+    func next() -> IngestEvent? {
+        while true {
+            let route = state.withLock { $0.route }
+            switch route {
+            case .finished:
+                return nil
+            case .undecided(let prefix, let receivedAt):
+                guard let decided = decide(prefix: prefix, receivedAt: receivedAt) else { return nil }
+                setRoute(decided)
+            case .elementary(let prefix, let receivedAt):
+                if !prefix.isEmpty {
+                    setRoute(.elementary(prefix: [], receivedAt: 0))
+                    return .bytes(prefix, receivedAt: receivedAt)
+                }
+                if let ended = state.withLock({ $0.ended }) {
+                    setRoute(.finished)
+                    return ended
+                }
+                let event = upload.next()
+                if case .end = event { setRoute(.finished) }
+                if case .stopped = event { setRoute(.finished) }
+                return event
+            case .closing(let stream, let then):
+                guard let output = stream.outputs.take() else { return nil }
+                switch output {
+                case .sample(let sample, let receivedAt):
+                    return .sample(sample, receivedAt: receivedAt)
+                case .bytes(let bytes, let receivedAt):
+                    return .bytes(bytes, receivedAt: receivedAt)
+                case .pushEnded, .streamBreak:
+                    continue
+                case .ended(let error):
+                    slot.clear(stream)
+                    if let error { streamFailed(error) }
+                    switch then {
+                    case .elementary(let prefix, let receivedAt):
+                        setRoute(.elementary(prefix: prefix, receivedAt: receivedAt))
+                    case .container(let format, let prefix, let receivedAt):
+                        setRoute(.container(open(format, prefix: prefix, receivedAt: receivedAt)))
+                    case .event(let event):
+                        setRoute(.finished)
+                        return event
+                    }
+                }
+            case .container(let stream):
+                guard let output = stream.outputs.take() else {
+                    // A spooled push hands out bytes only while its answer wants pictures.
+                    stream.feed.poke()
+                    return nil
+                }
+                switch output {
+                case .sample(let sample, let receivedAt):
+                    return .sample(sample, receivedAt: receivedAt)
+                case .bytes(let bytes, let receivedAt):
+                    return .bytes(bytes, receivedAt: receivedAt)
+                case .streamBreak:
+                    continue
+                case .pushEnded:
+                    setRoute(.finished)
+                    return .end
+                case .ended(let error):
+                    slot.clear(stream)
+                    setRoute(.finished)
+                    if let error {
+                        let refusal = SessionError(error)
+                        refuse(refusal)
+                        return .stopped(.refused(refusal))
+                    }
+                    return stream.feed.finalOutcome ?? .end
+                }
+            }
+        }
+    }
+
+    private func setRoute(_ route: Route) {
+        state.withLock { $0.route = route }
+    }
+
+    /// Reads the push's first bytes until it is clear what they are, then picks the route.
+    private func decide(prefix: [UInt8], receivedAt: UInt64) -> Route? {
+        var prefix = prefix
+        var receivedAt = receivedAt
+        var ended = state.withLock { $0.ended }
+        func settled() -> Bool {
+            if ended != nil { return true }
+            // A declared container still needs its first bytes: do they start a new file?
+            if declared != nil { return !prefix.isEmpty }
+            return Sniffer.sniff(prefix[...], complete: false) != .needMoreBytes
+        }
+        while !settled() {
+            guard let event = upload.next() else {
+                setRoute(.undecided(prefix: prefix, receivedAt: receivedAt))
+                return nil
+            }
+            switch event {
+            case .bytes(let bytes, let at):
+                prefix += bytes
+                receivedAt = at
+            case .end, .stopped:
+                ended = event
+            case .sample, .streamBreak:
+                break  // an upload has neither
+            }
+        }
+        state.withLock { $0.ended = ended }
+        let content: PushContent
+        if let declared {
+            content = declared
+        } else if case .container(let format) = Sniffer.sniff(prefix[...], complete: ended != nil) {
+            content = .container(format)
+        } else {
+            content = .elementaryStream
+        }
+        let open = slot.current
+        let continuable = open.map { !$0.hasFinished } ?? false
+        switch content {
+        case .container(let format):
+            if let open, continuable, open.format == format, !format.startsNewFile(prefix[...]) {
+                return continueStream(open, prefix: prefix, receivedAt: receivedAt)
+            }
+            if let open {
+                let then: Next =
+                    if let ended, prefix.isEmpty { .event(ended) } else { .container(format, prefix: prefix, receivedAt: receivedAt) }
+                return close(open, then: then)
+            }
+            if prefix.isEmpty, ended != nil { return .elementary(prefix: [], receivedAt: receivedAt) }
+            return .container(self.open(format, prefix: prefix, receivedAt: receivedAt))
+        case .elementaryStream:
+            let startsWithStartCode = prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1])
+            if let open, continuable, prefix.isEmpty || (declared == nil && !startsWithStartCode) {
+                // An empty push (a flush) ends the open stream's push as any would; bytes of no
+                // known kind are more of it (a WebM recorder's next piece, sent without its
+                // Content-Type).
+                return continueStream(open, prefix: prefix, receivedAt: receivedAt)
+            }
+            if let open { return close(open, then: .elementary(prefix: prefix, receivedAt: receivedAt)) }
+            return .elementary(prefix: prefix, receivedAt: receivedAt)
+        }
+    }
+
+    /// Ends the open stream's input; its last samples come before what `then` says.
+    private func close(_ stream: ContainerStream, then: Next) -> Route {
+        stream.feed.endInput()
+        if let wake = state.withLock({ $0.wake }) { stream.outputs.setWake(wake) }
+        return .closing(stream, then: then)
+    }
+
+    /// This push's bytes go on in the open stream.
+    private func continueStream(_ stream: ContainerStream, prefix: [UInt8], receivedAt: UInt64) -> Route {
+        let ended = state.withLock { state -> IngestEvent? in
+            defer { state.ended = nil }
+            return state.ended
+        }
+        let source: any ByteSource = ended.map { PrefixedSource(prefix: prefix, receivedAt: receivedAt, end: $0) } ?? upload
+        stream.feed.attach(source, prefix: ended == nil ? prefix : [], receivedAt: receivedAt, endsStream: flush)
+        if let wake = state.withLock({ $0.wake }) { stream.outputs.setWake(wake) }
+        return .container(stream)
+    }
+
+    /// Starts a container stream with this push's bytes.
+    private func open(_ format: ContainerFormat, prefix: [UInt8], receivedAt: UInt64) -> ContainerStream {
+        let stream = startStream(format)
+        slot.current = stream
+        _ = continueStream(stream, prefix: prefix, receivedAt: receivedAt)
+        return stream
+    }
+}
+
+/// A push already read to its end while its first bytes were examined: those bytes, then its end.
+final class PrefixedSource: ByteSource {
+    private let state: Mutex<(prefix: [UInt8]?, end: IngestEvent?)>
+    private let receivedAt: UInt64
+    let totalBytes: Int
+
+    init(prefix: [UInt8], receivedAt: UInt64, end: IngestEvent) {
+        state = Mutex((prefix.isEmpty ? nil : prefix, end))
+        self.receivedAt = receivedAt
+        totalBytes = prefix.count
+    }
+
+    func next() -> IngestEvent? {
+        state.withLock { state in
+            if let prefix = state.prefix {
+                state.prefix = nil
+                return .bytes(prefix, receivedAt: receivedAt)
+            }
+            defer { state.end = nil }
+            return state.end
+        }
+    }
+
+    func setConsumerWake(_ wake: @escaping @Sendable () -> Void) { wake() }
+    func close() {}
+}

@@ -1,0 +1,38 @@
+/// NAL units each preceded by its size (ISO/IEC 14496-15: the samples of MP4, Matroska and FLV
+/// `avc1`/`hvc1` tracks), as the codec-neutral units the readers take.
+public enum LengthPrefixedUnits {
+    /// The units of one sample. `lengthSize` is 1, 2 or 4 (from the configuration record).
+    /// Zero-length units are skipped (some muxers pad with them); a length that runs past the
+    /// sample, or a length field cut short, throws `.invalidData`.
+    public static func units(
+        in sample: UnsafeRawBufferPointer, lengthSize: Int, streamOffset: Int = 0
+    ) throws(BitstreamError) -> [AnnexBUnit] {
+        guard [1, 2, 4].contains(lengthSize) else {
+            throw BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
+        }
+        var units: [AnnexBUnit] = []
+        var offset = 0
+        while offset < sample.count {
+            guard sample.count - offset >= lengthSize else {
+                throw BitstreamError(
+                    .invalidData, "a NAL length field at byte \(offset) of a \(sample.count)-byte sample is cut short")
+            }
+            var size = 0
+            for index in 0..<lengthSize { size = size << 8 | Int(sample[offset + index]) }
+            offset += lengthSize
+            guard size <= sample.count - offset else {
+                throw BitstreamError(
+                    .invalidData,
+                    "a NAL unit at byte \(offset) of a sample claims \(size) bytes, but only \(sample.count - offset) follow")
+            }
+            if size > 0 {
+                units.append(
+                    AnnexBUnit(
+                        bytes: Array(UnsafeRawBufferPointer(rebasing: sample[offset..<(offset + size)])),
+                        streamOffset: streamOffset + offset))
+            }
+            offset += size
+        }
+        return units
+    }
+}

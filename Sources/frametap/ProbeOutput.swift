@@ -1,0 +1,152 @@
+import Bitstream
+import FrameTapAPI
+import VideoCoding
+
+/// `frametap probe`'s text: the NAL unit table, each parameter set's facts, then access units,
+/// keyframes and problems. The columns and facts are the codec's (`StreamDescription`).
+struct ProbeText {
+    let description: StreamDescription
+
+    init(_ description: StreamDescription) { self.description = description }
+
+    func text() -> String {
+        var lines: [String] = []
+        lines.append("NAL units: \(description.nalUnits.count) in \(description.bytes) bytes")
+        let widths = description.headerFields.map { $0.column.count + 1 }
+        lines.append(
+            pad("offset", 10) + pad("size", 9) + pad("type", 6)
+                + zip(description.headerFields, widths).map { pad($0.column, $1) }.joined() + "name")
+        for nal in description.nalUnits {
+            lines.append(
+                pad("\(nal.offset)", 10) + pad("\(nal.size)", 9) + pad("\(nal.type)", 6)
+                    + zip(nal.header, widths).map { pad("\($0)", $1) }.joined() + nal.name)
+        }
+        lines.append("")
+        for kind in description.parameterSetKinds {
+            for set in description.parameterSets(kind) {
+                let heading = "\(kind.abbreviation) id \(set.id) at \(set.offset)"
+                    + (set.repeats > 0 ? " (repeated \(set.repeats) times)" : "")
+                lines.append(heading + (set.summary.isEmpty ? ":" : ": " + set.summary.joined(separator: ", ")))
+                for fact in set.facts { lines.append("  " + pad(fact.label, 15) + fact.text) }
+            }
+        }
+        lines.append("")
+        lines.append("access units: \(description.accessUnits) (\(description.pictures) with a picture)")
+        // An IDR is the plain case; any other start point names its kind.
+        let positions = description.keyframes.map { "#\($0.accessUnit)@\($0.offset)\($0.kind == "IDR" ? "" : " (\($0.kind))")" }
+        lines.append("keyframes: \(positions.count)" + (positions.isEmpty ? "" : ": " + positions.joined(separator: ", ")))
+        for problem in description.problems {
+            lines.append("problem: \(problem.code) at \(problem.offset.map(String.init) ?? "?"): \(problem.message)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}
+
+/// `frametap probe --json`: one document, keys sorted like every JSON FrameTap writes
+/// (`WireJSON`); a parameter set's format is the API's (`StreamFormatJSON`).
+struct ProbeJSON: Encodable {
+    let description: StreamDescription
+
+    init(_ description: StreamDescription) { self.description = description }
+
+    func text() throws -> String {
+        String(decoding: try WireJSON.encoder(indented: true).encode(self), as: UTF8.self)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(description.bytes, forKey: Key("bytes"))
+        try container.encode(
+            description.nalUnits.map { NALUnitJSON(unit: $0, fields: description.headerFields) }, forKey: Key("nalUnits"))
+        for kind in description.parameterSetKinds {
+            try container.encode(description.parameterSets(kind).map(ParameterSetJSON.init), forKey: Key(Self.listKey(kind)))
+        }
+        try container.encode(description.accessUnits, forKey: Key("accessUnits"))
+        try container.encode(description.pictures, forKey: Key("pictures"))
+        try container.encode(description.keyframes.map(KeyframeJSON.init), forKey: Key("keyframes"))
+        try container.encode(description.problems.map(ProblemJSON.init), forKey: Key("problems"))
+    }
+
+    static func listKey(_ kind: ParameterSetKey.Kind) -> String {
+        switch kind {
+        case .vps: "videoParameterSets"
+        case .sps: "sequenceParameterSets"
+        case .pps: "pictureParameterSets"
+        }
+    }
+
+    /// The keys are the description's own.
+    struct Key: CodingKey {
+        let stringValue: String
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+
+    struct NALUnitJSON: Encodable {
+        let unit: NALUnitDescription
+        let fields: [NALHeaderField]
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(unit.offset, forKey: Key("offset"))
+            try container.encode(unit.size, forKey: Key("size"))
+            try container.encode(unit.type, forKey: Key("type"))
+            try container.encode(unit.name, forKey: Key("name"))
+            for (field, value) in zip(fields, unit.header) { try container.encode(value, forKey: Key(field.key)) }
+        }
+    }
+
+    struct ParameterSetJSON: Encodable {
+        let set: ParameterSetDescription
+
+        init(_ set: ParameterSetDescription) { self.set = set }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(set.id, forKey: Key("id"))
+            try container.encode(set.offset, forKey: Key("offset"))
+            try container.encode(set.repeats, forKey: Key("repeats"))
+            if let format = set.format { try container.encode(StreamFormatJSON(format), forKey: Key("format")) }
+            for fact in set.fields {
+                let key = Key(fact.key)
+                switch fact.value {
+                case .integer(let value): try container.encode(value, forKey: key)
+                case .flag(let value): try container.encode(value, forKey: key)
+                case .text(let value): try container.encode(value, forKey: key)
+                case .number(let value): try container.encode(value, forKey: key)
+                }
+            }
+        }
+    }
+
+    struct KeyframeJSON: Encodable {
+        let accessUnit: Int
+        let offset: Int
+        let kind: String
+
+        init(_ keyframe: KeyframeDescription) {
+            accessUnit = keyframe.accessUnit
+            offset = keyframe.offset
+            kind = keyframe.kind
+        }
+    }
+
+    /// `offset` is left out when unknown.
+    struct ProblemJSON: Encodable {
+        let offset: Int?
+        let code: String
+        let message: String
+
+        init(_ problem: ProbeProblem) {
+            offset = problem.offset
+            code = problem.code
+            message = problem.message
+        }
+    }
+}

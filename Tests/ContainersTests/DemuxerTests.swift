@@ -1,0 +1,161 @@
+import Containers
+import Decoding
+import Foundation
+import Testing
+import TestSupport
+import Timekeeping
+import VideoCoding
+
+@Suite("Demuxer: pushed containers through libavformat")
+struct DemuxerTests {
+    @Test("every fixture's pictures equal the ffmpeg CLI's decode of the same file", arguments: ContainerFixtures.decodable)
+    func pictureExact(row: ContainerFixtures.Row) throws {
+        let bytes = try ContainerFixtures.bytes(row.file)
+        let result = try DemuxedDecode.run(bytes, container: ContainerFixtures.format(of: row), pieceSize: 1000)
+        #expect(result.failure == nil)
+        #expect(result.errors.isEmpty, "\(result.errors)")
+        #expect(result.frames.count == row.frames)
+        #expect(result.rawMD5 == row.md5)
+        #expect(result.descriptions.map(\.codec.rawValue) == [row.codec])
+    }
+}
+
+@Suite("Demuxer: what it refuses, and bad containers")
+struct DemuxerRefusalTests {
+    @Test("a VP8 WebM is refused as unsupported_codec naming VP8")
+    func unsupportedCodec() throws {
+        let result = try DemuxedDecode.run(try ContainerFixtures.bytes("vp8_176x144.webm"), container: .matroska)
+        #expect(result.failure?.code == .unsupportedCodec)
+        #expect(result.failure?.message.contains("vp8") == true)
+        #expect(result.samples == 0)
+    }
+
+    @Test("audio only is refused as no_video_track", arguments: [("audio_only.mp4", ContainerFormat.mp4), ("audio_only.ts", .mpegTS)])
+    func noVideoTrack(file: String, container: ContainerFormat) throws {
+        let result = try DemuxedDecode.run(try ContainerFixtures.bytes(file), container: container)
+        #expect(result.failure?.code == .noVideoTrack)
+        #expect(result.failure?.message.contains("audio") == true)
+    }
+
+    @Test("audio beside the video is counted and left out")
+    func audioCounted() throws {
+        for (file, container) in [("h264_320x240_aac.mp4", ContainerFormat.mp4), ("h264_320x240_aac.ts", .mpegTS)] {
+            let result = try DemuxedDecode.run(try ContainerFixtures.bytes(file), container: container)
+            #expect(result.failure == nil)
+            #expect((result.ignored["audio"] ?? 0) > 0, "\(file): \(result.ignored)")
+            #expect(result.frames.count == 20)
+        }
+    }
+
+    @Test("an MP4 whose moov follows more media data than the seek window holds is container_needs_seeking")
+    func moovBeyondWindow() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_moov_at_end.mp4")
+        let small = try DemuxedDecode.run(bytes, container: .mp4, seekWindow: 4096)
+        #expect(small.failure?.code == .containerNeedsSeeking)
+        #expect(small.frames.isEmpty)
+        // Exactly as large as the file: everything fits, every picture decodes.
+        let exact = try DemuxedDecode.run(bytes, container: .mp4, seekWindow: bytes.count)
+        #expect(exact.failure == nil)
+        #expect(exact.frames.count == 20)
+    }
+
+    @Test("a live container keeps only the bytes after its last packet, whatever the window")
+    func windowStaysSmall() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        let input = InMemoryInput(bytes, pieceSize: 512)
+        let demuxer = try Demuxer(container: .mp4, input: input, seekWindow: 32 << 20, interrupt: DemuxInterrupt(clock: SystemClock()))
+        var most = 0
+        while case .sample = demuxer.next() { most = max(most, demuxer.heldBytes) }
+        #expect(most < 8192, "held \(most) bytes")
+    }
+
+    @Test("truncated containers end with invalid_container or fewer pictures, never a crash", arguments: ContainerFixtures.decodable)
+    func truncated(row: ContainerFixtures.Row) throws {
+        let bytes = try ContainerFixtures.bytes(row.file)
+        for cut in [16, 100, 700, bytes.count / 3, bytes.count / 2, bytes.count - 10] {
+            let result = try DemuxedDecode.run(Array(bytes.prefix(cut)), container: ContainerFixtures.format(of: row))
+            #expect(result.frames.count <= row.frames)
+            if let failure = result.failure {
+                #expect([.invalidContainer, .noVideoTrack, .containerNeedsSeeking].contains(failure.code), "\(cut): \(failure)")
+            }
+        }
+        // A moov cut short (the header never completes) is refused before any picture.
+        if row.file == "h264_320x240.mp4" {
+            let result = try DemuxedDecode.run(Array(bytes.prefix(600)), container: .mp4)
+            #expect(result.failure?.code == .invalidContainer)
+        }
+    }
+
+    @Test("an mdat that declares 4 GB and a body that ends: invalid_container, memory bounded by the window")
+    func hugeMdat() throws {
+        var bytes: [UInt8] = [0, 0, 0, 24] + Array("ftypisom".utf8) + [0, 0, 2, 0] + Array("isomiso2".utf8)
+        // mdat with a 64-bit size of 4 GiB, then 1 MB of it.
+        bytes += [0, 0, 0, 1] + Array("mdat".utf8) + [0, 0, 0, 1, 0, 0, 0, 0]
+        bytes += [UInt8](repeating: 0xAB, count: 1 << 20)
+        let input = InMemoryInput(bytes, pieceSize: 65536)
+        do {
+            _ = try Demuxer(container: .mp4, input: input, seekWindow: 256 << 10, interrupt: DemuxInterrupt(clock: SystemClock()))
+            Issue.record("opened an MP4 without a moov")
+        } catch {
+            #expect(error.code == .invalidContainer)
+        }
+    }
+
+    @Test("sample sizes that run past the body: the pictures before decode, the rest are errors")
+    func samplesPastTheBody() throws {
+        // Faststart: the moov's sample table describes all 20 samples, the mdat holds 60 % of them.
+        let bytes = try ContainerFixtures.bytes("h264_320x240.mp4")
+        let result = try DemuxedDecode.run(Array(bytes.prefix(bytes.count * 6 / 10)), container: .mp4)
+        #expect(result.frames.count > 0)
+        #expect(result.frames.count < 20)
+    }
+
+    @Test("MPEG-TS with continuity errors decodes on; a PID change mid-stream keeps the video")
+    func mpegTSDamage() throws {
+        var bytes = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        // Flip the continuity counter of every 7th packet: the demuxer drops or marks what it
+        // lost and carries on.
+        var damaged = 0
+        for packet in stride(from: 0, to: bytes.count - 188, by: 188 * 7) where bytes[packet] == 0x47 {
+            bytes[packet + 3] ^= 0x05
+            damaged += 1
+        }
+        #expect(damaged > 10)
+        let result = try DemuxedDecode.run(bytes, container: .mpegTS)
+        #expect(result.failure == nil)
+        #expect(result.frames.count > 5)
+        let change = try DemuxedDecode.run(try ContainerFixtures.bytes("h264_320x240_pid_change.ts"), container: .mpegTS)
+        let row = try #require(ContainerFixtures.rows.first { $0.file == "h264_320x240_pid_change.ts" })
+        #expect(change.frames.count == row.frames)
+        #expect(change.rawMD5 == row.md5)
+    }
+}
+
+@Suite("Sniffer: containers told from Annex B by their first bytes")
+struct SnifferTests {
+    @Test("each fixture is recognised; Annex B and garbage are not containers")
+    func sniffing() throws {
+        for row in ContainerFixtures.rows {
+            let bytes = try ContainerFixtures.bytes(row.file)
+            #expect(Sniffer.sniff(bytes[...], complete: true) == .container(ContainerFixtures.format(of: row)), "\(row.file)")
+            #expect(Sniffer.sniff(bytes.prefix(Sniffer.decisiveLength), complete: false) == .container(ContainerFixtures.format(of: row)))
+        }
+        #expect(Sniffer.sniff([0, 0, 0, 1, 0x67, 0x64][...], complete: false) == .elementaryStream)
+        #expect(Sniffer.sniff([0, 0, 1][...], complete: false) == .elementaryStream)
+        #expect(Sniffer.sniff([0x47, 1, 2][...], complete: false) == .needMoreBytes)
+        #expect(Sniffer.sniff(Array("hello, world".utf8)[...], complete: false) == .elementaryStream)
+        #expect(Sniffer.sniff([][...], complete: true) == .elementaryStream)
+    }
+
+    @Test("media types name their container; others name none")
+    func mediaTypes() {
+        #expect(ContainerFormat(mediaType: "video/MP2T") == .mpegTS)
+        #expect(ContainerFormat(mediaType: "video/mp4; codecs=\"avc1.64001f\"") == .mp4)
+        #expect(ContainerFormat(mediaType: "video/iso.segment") == .mp4)
+        #expect(ContainerFormat(mediaType: " video/webm ;codecs=h264") == .matroska)
+        #expect(ContainerFormat(mediaType: "video/x-matroska") == .matroska)
+        #expect(ContainerFormat(mediaType: "video/x-flv") == .flv)
+        #expect(ContainerFormat(mediaType: "video/H264") == nil)
+        #expect(ContainerFormat(mediaType: "application/octet-stream") == nil)
+    }
+}

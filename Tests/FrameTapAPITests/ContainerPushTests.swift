@@ -1,0 +1,242 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The committed container fixtures (scripts/make-container-fixtures.sh): each row's pictures
+/// as the ffmpeg CLI decodes that same file.
+enum ContainerFixtures {
+    struct Row: Sendable, CustomStringConvertible {
+        var file: String
+        var container: String
+        var codec: String
+        var frames: Int
+        var md5: String
+        var description: String { file }
+
+        /// The Content-Type a client would send for it.
+        var contentType: String {
+            switch container {
+            case "mpegts": "video/mp2t"
+            case "mp4": file.contains("fragmented") ? "video/iso.segment" : "video/mp4"
+            case "matroska": "video/x-matroska"
+            default: "video/x-flv"
+            }
+        }
+    }
+
+    static let directory = Fixtures.directory.appendingPathComponent("Containers")
+
+    static let rows: [Row] = {
+        guard let text = try? String(contentsOf: directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").dropFirst().map { line in
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            return Row(file: fields[0], container: fields[1], codec: fields[2], frames: Int(fields[5]) ?? 0, md5: fields[6])
+        }
+    }()
+
+    static var decodable: [Row] { rows.filter { $0.codec == "h264" || $0.codec == "h265" } }
+
+    static func row(_ file: String) throws -> Row {
+        guard let row = rows.first(where: { $0.file == file }) else { throw TestFailure("\(file) not in the manifest") }
+        return row
+    }
+
+    static func bytes(_ file: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: directory.appendingPathComponent(file)))
+    }
+}
+
+/// The pictures of a multipart answer: count and MD5 of the concatenated YUV parts.
+func multipartPictures(_ response: TestResponse) throws -> (count: Int, md5: String) {
+    let (parts, closed) = try parseMultipart(response.body, boundary: try boundary(of: response.headers["Content-Type"]))
+    guard closed else { throw TestFailure("the multipart answer did not close") }
+    var md5 = MD5()
+    var pictures = 0
+    for part in parts where part.headers["Content-Type"] != "application/problem+json" {
+        md5.update(part.body)
+        pictures += 1
+    }
+    return (pictures, md5.finalize())
+}
+
+@Suite("Containers pushed to POST /sessions/{id}/nalus")
+struct ContainerPushTests {
+    @Test("every container, named by its Content-Type, decodes picture-exact to the ffmpeg CLI's decode", arguments: ContainerFixtures.decodable)
+    func declared(row: ContainerFixtures.Row) throws {
+        try withService { service in
+            let response = try post(
+                service.port, "/sessions/c1/nalus?flush=true&format=yuv", try ContainerFixtures.bytes(row.file),
+                headers: [("Content-Type", row.contentType), ("Accept", "multipart/mixed")])
+            #expect(response.status == 200)
+            let pictures = try multipartPictures(response)
+            #expect(pictures.count == row.frames)
+            #expect(pictures.md5 == row.md5)
+        }
+    }
+
+    @Test("without a Content-Type the first bytes tell the container", arguments: ContainerFixtures.decodable)
+    func sniffed(row: ContainerFixtures.Row) throws {
+        try withService { service in
+            let response = try post(service.port, "/sessions/c1/nalus?flush=true", try ContainerFixtures.bytes(row.file))
+            #expect(response.status == 200, "\(response.text)")
+            let summary = try jsonObject(response.body)
+            #expect(summary["frames"] as? Int == row.frames)
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/c1").body)
+            let counters = try #require(status["counters"] as? [String: Any])
+            #expect(counters["framesDecoded"] as? Int == row.frames)
+            #expect(status["codec"] as? String == row.codec)
+        }
+    }
+
+    @Test("audio beside the video is counted in packetsIgnored")
+    func audioCounted() throws {
+        try withService { service in
+            _ = try post(service.port, "/sessions/a/nalus?flush=true", try ContainerFixtures.bytes("h264_320x240_aac.mp4"))
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/a").body)
+            let ignored = try #require((status["counters"] as? [String: Any])?["packetsIgnored"] as? [String: Int])
+            #expect((ignored["audio"] ?? 0) > 0)
+        }
+    }
+
+    @Test("refused containers get their problem, and the session serves what it had")
+    func refusals() throws {
+        try withService(sessions: { $0.containerSeekWindow = 4096 }) { service in
+            let good = try post(service.port, "/sessions/r/nalus?flush=true", try ContainerFixtures.bytes("h264_320x240.mkv"))
+            #expect(good.status == 200)
+            func problem(_ file: String, _ contentType: String?, body: [UInt8]? = nil) throws -> (Int, String?) {
+                let headers = contentType.map { [("Content-Type", $0)] } ?? []
+                let response = try post(service.port, "/sessions/r/nalus?flush=true", body ?? ContainerFixtures.bytes(file), headers: headers)
+                #expect(response.headers["Content-Type"] == "application/problem+json")
+                return (response.status, try jsonObject(response.body)["code"] as? String)
+            }
+            let vp8 = try problem("vp8_176x144.webm", "video/webm")
+            #expect(vp8 == (415, "unsupported_codec"))
+            let audio = try problem("audio_only.mp4", nil)
+            #expect(audio == (422, "no_video_track"))
+            let audioTS = try problem("audio_only.ts", "video/mp2t")
+            #expect(audioTS == (422, "no_video_track"))
+            let moov = try ContainerFixtures.bytes("h264_320x240.mp4")
+            let truncated = try problem("", "video/mp4", body: Array(moov.prefix(600)))
+            #expect(truncated == (422, "invalid_container"))
+            let needsSeeking = try problem("h264_320x240_moov_at_end.mp4", "video/mp4")
+            #expect(needsSeeking == (422, "container_needs_seeking"))
+            let annexB = try problem("", "video/mp4", body: try Fixtures.bytes("high_320x240.264"))
+            #expect(annexB == (422, "invalid_container"))
+            // The session still serves its last good picture.
+            let picture = try request(service.port, "GET", "/sessions/r/frame/latest.jpg")
+            #expect(picture.status == 200)
+            #expect(jpegSize(picture.body)?.width == 320)
+        }
+    }
+
+    @Test("a fragmented MP4 continues across pushes: init and first fragments, more, the rest with flush")
+    func fragmentsAcrossPushes() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        try withService { service in
+            let cuts = [0, bytes.count / 3, 2 * bytes.count / 3, bytes.count]
+            var frames = 0
+            for index in 0..<3 {
+                let last = index == 2
+                let response = try post(
+                    service.port, "/sessions/f/nalus\(last ? "?flush=true" : "")", Array(bytes[cuts[index]..<cuts[index + 1]]),
+                    headers: [("Content-Type", "video/iso.segment")])
+                #expect(response.status == 200, "\(response.text)")
+                frames += try jsonObject(response.body)["frames"] as? Int ?? 0
+            }
+            #expect(frames == 20)
+        }
+    }
+
+    @Test("a Matroska stream continues in pushes without a Content-Type (a recorder's pieces)")
+    func matroskaPieces() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240.mkv")
+        try withService { service in
+            let first = try post(service.port, "/sessions/w/nalus", Array(bytes.prefix(5000)), headers: [("Content-Type", "video/webm")])
+            #expect(first.status == 200)
+            let second = try post(service.port, "/sessions/w/nalus", Array(bytes[5000..<9000]))
+            #expect(second.status == 200)
+            let last = try post(service.port, "/sessions/w/nalus?flush=true", Array(bytes[9000...]))
+            #expect(last.status == 200)
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/w").body)
+            #expect((status["counters"] as? [String: Any])?["framesDecoded"] as? Int == 20)
+        }
+    }
+
+    @Test("a push of Annex B ends the open container stream first; its pictures come before")
+    func switchToAnnexB() throws {
+        try withService { service in
+            let ts = try post(service.port, "/sessions/s/nalus", try ContainerFixtures.bytes("h264_320x240_aac.ts"))
+            #expect(ts.status == 200)
+            let annexB = try post(service.port, "/sessions/s/nalus?flush=true", try Fixtures.bytes("high_320x240.264"))
+            #expect(annexB.status == 200, "\(annexB.text)")
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/s").body)
+            let decoded = (status["counters"] as? [String: Any])?["framesDecoded"] as? Int
+            #expect(decoded == 20 + (try Fixtures.entry("high_320x240.264").frames))
+        }
+    }
+
+    @Test("a container sent slowly in small chunks decodes every picture as it arrives")
+    func chunked() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        try withService { service in
+            let pieces = stride(from: 0, to: bytes.count, by: 700).map { Array(bytes[$0..<min(bytes.count, $0 + 700)]) }
+            let response = try chunkedPost(
+                service.port, "/sessions/k/nalus?flush=true", pieces: pieces, headers: [("Content-Type", "video/mp4")])
+            #expect(response.status == 200)
+            #expect(try jsonObject(response.body)["frames"] as? Int == 20)
+        }
+    }
+}
+
+@Suite("A container's picture is served as soon as its sample's last byte arrived")
+struct ContainerFreshnessTests {
+    /// Top-level MP4 boxes as byte ranges.
+    static func boxes(_ bytes: [UInt8]) -> [(type: String, bytes: ArraySlice<UInt8>)] {
+        var boxes: [(String, ArraySlice<UInt8>)] = []
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            let size = bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+            guard size >= 8, offset + size <= bytes.count else { break }
+            boxes.append((String(decoding: bytes[(offset + 4)..<(offset + 8)], as: UTF8.self), bytes[offset..<(offset + size)]))
+            offset += size
+        }
+        return boxes
+    }
+
+    @Test("fragment by fragment, each picture is served before the next fragment is sent")
+    func pictureAtItsFragmentsEnd() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_ipp_fragmented.mp4")
+        let boxes = Self.boxes(bytes)
+        let initSegment = boxes.filter { $0.type == "ftyp" || $0.type == "moov" }.flatMap(\.bytes)
+        var fragments: [[UInt8]] = []
+        var current: [UInt8] = []
+        for box in boxes where box.type != "ftyp" && box.type != "moov" {
+            current += box.bytes
+            if box.type == "mdat" {
+                fragments.append(current)
+                current = []
+            }
+        }
+        #expect(fragments.count == 20)
+        try withService { service in
+            let client = try RawClient(port: service.port)
+            try client.send(
+                "POST /sessions/fresh/nalus HTTP/1.1\r\nHost: x\r\nContent-Type: video/mp4\r\nTransfer-Encoding: chunked\r\n\r\n")
+            func chunk(_ piece: [UInt8]) throws {
+                try client.send(Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10])
+            }
+            try chunk(initSegment)
+            for (index, fragment) in fragments.enumerated() {
+                try chunk(fragment)
+                // Nothing of the next fragment is sent: the picture must come without it.
+                let picture = try request(
+                    service.port, "GET", "/sessions/fresh/frame/latest.jpg?after=\(index)&wait=5000")
+                #expect(picture.status == 200, "picture \(index + 1) waited for the next fragment")
+                #expect(picture.headers["X-Frame-Seq"] == "\(index + 1)")
+                if picture.status != 200 { break }
+            }
+            try client.send("0\r\n\r\n")
+            _ = client.readToEnd()
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Containers
+import Foundation
+import Sessions
+import Testing
+import TestSupport
+
+/// Pull sessions from HTTP sources served by a `SourceServer` on loopback: the allow list before
+/// any connection and on redirects, timeouts, reconnects with back-off, DELETE interrupting a
+/// blocked connection, credentials never shown.
+@Suite("Pull sessions: PUT /sessions/{id} with a source")
+struct PullSourceTests {
+    static func configure(_ allowed: String) -> (inout ServerConfiguration) -> Void {
+        { configuration in
+            configuration.sourcePolicy = try! SourcePolicy(parsing: allowed)
+            configuration.sourceConnectTimeout = .seconds(1)
+            configuration.sourceReadTimeout = .seconds(1)
+            configuration.sourceRetryMax = .seconds(1)
+        }
+    }
+
+    static func put(_ port: UInt16, _ id: String, _ source: String) throws -> TestResponse {
+        try request(port, "PUT", "/sessions/\(id)", headers: [("Content-Type", "application/json")], body: Array(source.utf8))
+    }
+
+    static func source(_ port: UInt16, _ id: String) throws -> [String: Any] {
+        let status = try jsonObject(try request(port, "GET", "/sessions/\(id)").body)
+        return status["source"] as? [String: Any] ?? [:]
+    }
+
+    static func framesDecoded(_ port: UInt16, _ id: String) throws -> Int {
+        let status = try jsonObject(try request(port, "GET", "/sessions/\(id)").body)
+        return (status["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0
+    }
+
+    @Test("an HTTP source is pulled picture by picture, and pulled again when its stream ends")
+    func pullsAndReconnects() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let created = try Self.put(service.port, "cam", #"{"source": {"url": "\#(server.url("/live.ts"))"}}"#)
+            #expect(created.status == 201)
+            let state = (try jsonObject(created.body)["source"] as? [String: Any])?["state"] as? String
+            #expect(state == "connecting" || state == "live")
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 20 })
+            // The body ends: the source is lost, retried after its back-off, and read again.
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["reconnects"] as? Int) ?? 0 >= 1 })
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 40 })
+            let source = try Self.source(service.port, "cam")
+            #expect((source["lastError"] as? [String: Any])?["code"] as? String == "source_ended")
+            #expect(server.accepted >= 2)
+            let picture = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(jpegSize(picture.body)?.width == 320)
+            // A pull session takes no pushes.
+            let push = try post(service.port, "/sessions/cam/nalus", try Fixtures.bytes("high_320x240.264"))
+            #expect(push.status == 409)
+        }
+    }
+
+    @Test("a host outside --allow-sources is refused with 403 before any connection")
+    func notAllowed() throws {
+        let outside = try SourceServer(host: "127.0.0.2") { _ in .serve([1, 2, 3], contentType: nil) }
+        try withService(sessions: Self.configure("http://127.0.0.1,rtsp://10.0.0.0/8")) { service in
+            let refused = try Self.put(service.port, "cam", #"{"source": {"url": "\#(outside.url("/x.ts"))"}}"#)
+            #expect(refused.status == 403)
+            #expect(try jsonObject(refused.body)["code"] as? String == "source_not_allowed")
+            let otherScheme = try Self.put(service.port, "cam", #"{"source": {"url": "rtmp://127.0.0.1/live/cam"}}"#)
+            #expect(otherScheme.status == 403)
+            #expect(try request(service.port, "GET", "/sessions/cam").status == 404)
+        }
+        // Pulling is off without --allow-sources.
+        try withService { service in
+            let off = try Self.put(service.port, "cam", #"{"source": {"url": "\#(outside.url("/x.ts"))"}}"#)
+            #expect(off.status == 403)
+            #expect(try jsonObject(off.body)["detail"] as? String ?? "" == "pulling is off: this server allows no sources (--allow-sources)")
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(outside.accepted == 0)
+    }
+
+    @Test("a redirect to a host outside the list is never followed")
+    func redirectRefused() throws {
+        let outside = try SourceServer(host: "127.0.0.2") { _ in .serve([1, 2, 3], contentType: nil) }
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let server = try SourceServer { path in
+            path == "/away" ? .redirect(outside.url("/x.ts")) : path == "/here" ? .redirect("/live.ts") : .serve(ts, contentType: nil)
+        }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let away = try Self.put(service.port, "away", #"{"source": {"url": "\#(server.url("/away"))"}}"#)
+            #expect(away.status == 201)
+            #expect(eventually(timeout: .seconds(5)) {
+                ((try? Self.source(service.port, "away"))?["lastError"] as? [String: Any])?["code"] as? String == "source_not_allowed"
+            })
+            let state = try Self.source(service.port, "away")["state"] as? String
+            #expect(state != "live")
+            // A redirect within the list is followed.
+            let here = try Self.put(service.port, "here", #"{"source": {"url": "\#(server.url("/here"))"}}"#)
+            #expect(here.status == 201)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "here")) ?? 0 >= 20 })
+        }
+        #expect(outside.accepted == 0)
+        #expect(server.requests.contains("/live.ts"))
+    }
+
+    @Test("an RTSP redirect to a host outside the list: nothing is sent there")
+    func rtspRedirectRefused() throws {
+        let outside = try SourceServer(host: "127.0.0.2") { _ in .silent }
+        let camera = try SourceServer { _ in .rtspRedirect("rtsp://127.0.0.2:\(outside.port)/cam") }
+        try withService(sessions: Self.configure("rtsp://127.0.0.1")) { service in
+            let created = try Self.put(service.port, "cam", #"{"source": {"url": "rtsp://127.0.0.1:\#(camera.port)/cam"}}"#)
+            #expect(created.status == 201)
+            #expect(eventually(timeout: .seconds(8)) {
+                ((try? Self.source(service.port, "cam"))?["lastError"] as? [String: Any])?["code"] as? String == "source_not_allowed"
+            })
+            let message = ((try Self.source(service.port, "cam"))["lastError"] as? [String: Any])?["message"] as? String
+            #expect(message?.contains("redirected to rtsp://127.0.0.2") == true, "\(message ?? "")")
+        }
+        // The camera was asked; the host it redirected to got no request.
+        #expect(!camera.requests.isEmpty)
+        #expect(outside.requests.isEmpty)
+    }
+
+    @Test("a source that stalls is lost after the read timeout; one that never answers after the connect timeout; a refused one is unreachable")
+    func timeouts() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let server = try SourceServer { path in
+            path == "/stall" ? .serve(ts, contentType: "video/mp2t", stallAfter: ts.count / 2) : .silent
+        }
+        let closed = try SourceServer { _ in .silent }
+        let closedURL = closed.url("/gone")
+        closed.stop()
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            for (id, url) in [("stall", server.url("/stall")), ("silent", server.url("/silent")), ("closed", closedURL)] {
+                let response1 = try Self.put(service.port, id, #"{"source": {"url": "\#(url)"}}"#)
+
+                #expect(response1.status == 201)
+            }
+            func lastError(_ id: String) -> String? {
+                ((try? Self.source(service.port, id))?["lastError"] as? [String: Any])?["code"] as? String
+            }
+            #expect(eventually(timeout: .seconds(8)) { lastError("stall") == "source_timeout" })
+            #expect((try Self.framesDecoded(service.port, "stall")) > 0)
+            #expect(eventually(timeout: .seconds(8)) { lastError("silent") == "source_timeout" })
+            #expect(eventually(timeout: .seconds(8)) { lastError("closed") == "source_unreachable" })
+            #expect(eventually(timeout: .seconds(8)) { (try? Self.source(service.port, "closed")["state"] as? String) == "retrying" })
+            // Other sessions are untouched.
+            let push = try post(service.port, "/sessions/other/nalus?flush=true", try Fixtures.bytes("high_320x240.264"))
+            #expect(push.status == 200)
+        }
+    }
+
+    @Test("DELETE stops a pull at once, even in the middle of a blocked connection")
+    func deleteInterrupts() throws {
+        let server = try SourceServer { _ in .silent }
+        try withService(sessions: { configuration in
+            Self.configure("http://127.0.0.1")(&configuration)
+            configuration.sourceConnectTimeout = .seconds(60)
+        }) { service in
+            let response2 = try Self.put(service.port, "cam", #"{"source": {"url": "\#(server.url("/never"))"}}"#)
+
+            #expect(response2.status == 201)
+            #expect(eventually(timeout: .seconds(5)) { server.requests.count == 1 })
+            let start = ContinuousClock.now
+            #expect(try request(service.port, "DELETE", "/sessions/cam").status == 204)
+            #expect(eventually(timeout: .seconds(2)) { server.closedByPeer == 1 })
+            #expect(ContinuousClock.now - start < .seconds(2))
+        }
+    }
+
+    @Test("credentials in a source URL are never shown: status, events, metrics")
+    func redacted() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t") }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let url = "http://admin:hunter2secret@127.0.0.1:\(server.port)/live.ts?token=tok3nsecret&x=1"
+            let created = try Self.put(service.port, "cam", #"{"source": {"url": "\#(url)"}}"#)
+            #expect(created.status == 201)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 20 })
+            let status = try request(service.port, "GET", "/sessions/cam").text
+            #expect(try Self.source(service.port, "cam")["url"] as? String == "http://***@127.0.0.1:\(server.port)/live.ts?token=***&x=1")
+            let events = try RawClient(port: service.port)
+            try events.send("GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            let stream = String(decoding: events.read(until: { String(decoding: $0, as: UTF8.self).contains("source.connected") }), as: UTF8.self)
+            #expect(stream.contains("source.connected"))
+            let metrics = try request(service.port, "GET", "/metrics").text
+            let list = try request(service.port, "GET", "/sessions").text
+            for text in [status, stream, metrics, list, created.text] {
+                #expect(!text.contains("hunter2"))
+                #expect(!text.contains("tok3n"))
+            }
+        }
+    }
+
+    @Test("bad sources are 400s; --max-pull-sessions bounds the pulls; source null stops a pull")
+    func limits() throws {
+        let server = try SourceServer { _ in .silent }
+        try withService(sessions: { configuration in
+            Self.configure("http://127.0.0.1")(&configuration)
+            configuration.maxPullSessions = 1
+        }) { service in
+            for body in [
+                #"{"source": {"url": "ftp://127.0.0.1/x"}}"#, #"{"source": {"url": "no scheme"}}"#,
+                #"{"source": {"url": "http://127.0.0.1/x", "transport": "udp"}}"#, #"{"source": {"url": "srt://127.0.0.1"}}"#,
+                #"{"source": {"transport": "tcp"}}"#, #"{"source": {"url": "http://127.0.0.1/x", "other": 1}}"#,
+            ] {
+                let response = try Self.put(service.port, "bad", body)
+                #expect(response.status == 400, "\(body)")
+                #expect(["invalid_source", "invalid_parameter"].contains(try jsonObject(response.body)["code"] as? String))
+            }
+            let response3 = try Self.put(service.port, "one", #"{"source": {"url": "\#(server.url("/a"))"}}"#)
+
+            #expect(response3.status == 201)
+            let second = try Self.put(service.port, "two", #"{"source": {"url": "\#(server.url("/b"))"}}"#)
+            #expect(second.status == 503)
+            #expect(try jsonObject(second.body)["code"] as? String == "too_many_pull_sessions")
+            // The first may change its source; then stop pulling and push instead.
+            let response4 = try Self.put(service.port, "one", #"{"source": {"url": "\#(server.url("/c"))"}}"#)
+
+            #expect(response4.status == 200)
+            let stopped = try Self.put(service.port, "one", #"{"source": null}"#)
+            #expect(stopped.status == 200)
+            #expect(eventually { (try? jsonObject(try request(service.port, "GET", "/sessions/one").body))?["source"] is NSNull })
+            #expect(try post(service.port, "/sessions/one/nalus?flush=true", try Fixtures.bytes("high_320x240.264")).status == 200)
+            let response5 = try Self.put(service.port, "two", #"{"source": {"url": "\#(server.url("/b"))"}}"#)
+
+            #expect(response5.status == 201)
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import Synchronization
+import TestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A tiny HTTP/1.1 server on a loopback address for the pull tests: each request's path picks
+/// what it does (serve bytes, redirect, stall, never answer), and it records the connections it
+/// accepted and when each was closed by the other side.
+final class SourceServer: @unchecked Sendable {
+    // @unchecked: `listener` is written once in init; everything else is behind `state`.
+    enum Behaviour: Sendable {
+        /// 200 with these bytes and Content-Type (nil: none), in pieces of `pieceSize` with
+        /// `pause` between them; `stallAfter`: stop sending (but keep the connection) after so many bytes.
+        case serve([UInt8], contentType: String?, pieceSize: Int = 1 << 16, pause: Duration = .zero, stallAfter: Int? = nil)
+        case redirect(String)
+        case status(Int)
+        /// Reads the request and never answers.
+        case silent
+        /// Speaks RTSP: every request on the connection is answered 302 to this location.
+        case rtspRedirect(String)
+    }
+
+    let host: String
+    private(set) var port: UInt16 = 0
+    private var listener: Int32 = -1
+    private let routes: @Sendable (String) -> Behaviour
+    private let state = Mutex(State())
+
+    private struct State {
+        var accepted = 0
+        var requests: [String] = []
+        var closedByPeer = 0
+        var stopped = false
+        var sockets: [Int32] = []
+    }
+
+    init(host: String = "127.0.0.1", routes: @escaping @Sendable (String) -> Behaviour) throws {
+        self.host = host
+        self.routes = routes
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var reuse: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(host)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else { throw TestFailure("cannot listen on \(host): errno \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        self.listener = listener
+        Thread.detachNewThread { [self] in
+            while true {
+                let connection = accept(listener, nil, nil)
+                if connection < 0 { return }
+                state.withLock {
+                    $0.accepted += 1
+                    $0.sockets.append(connection)
+                }
+                Thread.detachNewThread { [self] in serve(connection) }
+            }
+        }
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        let sockets = state.withLock { state -> [Int32] in
+            guard !state.stopped else { return [] }
+            state.stopped = true
+            return state.sockets
+        }
+        if listener >= 0 {
+            shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+            listener = -1
+        }
+        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
+    }
+
+    var accepted: Int { state.withLock { $0.accepted } }
+    var requests: [String] { state.withLock { $0.requests } }
+    var closedByPeer: Int { state.withLock { $0.closedByPeer } }
+
+    func url(_ path: String) -> String { "http://\(host):\(port)\(path)" }
+
+    private func serve(_ connection: Int32) {
+        defer { close(connection) }
+        var head: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while find([13, 10, 13, 10], in: head) == nil {
+            let got = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress!, $0.count, 0) }
+            if got <= 0 { return }
+            head += buffer.prefix(got)
+        }
+        let line = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+        let path = line.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
+        state.withLock { $0.requests.append(path) }
+        switch routes(path) {
+        case .rtspRedirect(let location):
+            // OPTIONS, then DESCRIBE (which libavformat follows), on one connection.
+            var request = head
+            while true {
+                let text = String(decoding: request, as: UTF8.self)
+                let cseq = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("cseq:") }?
+                    .split(separator: ":").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "1"
+                guard send(connection, "RTSP/1.0 302 Moved Temporarily\r\nCSeq: \(cseq)\r\nLocation: \(location)\r\n\r\n")
+                else { return }
+                request = []
+                while find([13, 10, 13, 10], in: request) == nil {
+                    let got = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress!, $0.count, 0) }
+                    if got <= 0 { return }
+                    request += buffer.prefix(got)
+                }
+                state.withLock { $0.requests.append(String(decoding: request.prefix { $0 != 13 }, as: UTF8.self)) }
+            }
+        case .redirect(let location):
+            send(connection, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        case .status(let code):
+            send(connection, "HTTP/1.1 \(code) Nope\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        case .silent:
+            waitForPeerClose(connection)
+        case .serve(let bytes, let contentType, let pieceSize, let pause, let stallAfter):
+            var headers = "HTTP/1.1 200 OK\r\nConnection: close\r\n"
+            if let contentType { headers += "Content-Type: \(contentType)\r\n" }
+            if stallAfter == nil { headers += "Content-Length: \(bytes.count)\r\n" }
+            guard send(connection, headers + "\r\n") else { return }
+            var offset = 0
+            let limit = min(bytes.count, stallAfter ?? bytes.count)
+            while offset < limit {
+                let end = min(limit, offset + pieceSize)
+                guard send(connection, Array(bytes[offset..<end])) else { return }
+                offset = end
+                if pause > .zero { Thread.sleep(forTimeInterval: Double(pause.nanoseconds) / 1e9) }
+            }
+            if stallAfter != nil { waitForPeerClose(connection) }
+        }
+    }
+
+    /// Holds the connection until the client closes it (counted) or the server stops.
+    private func waitForPeerClose(_ connection: Int32) {
+        var byte: UInt8 = 0
+        while true {
+            let got = recv(connection, &byte, 1, 0)
+            if got == 0 { state.withLock { $0.closedByPeer += 1 } }
+            if got <= 0 { return }
+        }
+    }
+
+    @discardableResult
+    private func send(_ connection: Int32, _ text: String) -> Bool { send(connection, Array(text.utf8)) }
+
+    @discardableResult
+    private func send(_ connection: Int32, _ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return false }
+            sent += n
+        }
+        return true
+    }
+}

@@ -1,0 +1,78 @@
+import Decoding
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Sessions
+
+/// An H.265 session: its codec is detected, and a push whose SPS the decoder cannot take fails
+/// with that SPS's stable code (the HTTP layer's 422) while the last good picture stays.
+@Suite struct H265SessionTests {
+    static let stream = "main_bframes_176x144.265"
+    static let frames = 25
+
+    @Test func anH265StreamIsDetectedAndDecoded() async throws {
+        let session = try makeSession()
+        let summary = try await push(try Fixture.bytes(Self.stream), to: session, flush: true, chunk: 777)
+        #expect(summary.frames == Self.frames)
+        #expect(summary.format?.codec.rawValue == "h265" && summary.format?.tier == "Main")
+        let status = session.status()
+        #expect(status.codec?.rawValue == "h265" && !status.codecStated)
+        #expect(status.counters.decodeErrors == 0)
+        #expect(status.latestFrame?.width == 176 && status.latestFrame?.height == 144)
+    }
+
+    /// A new session fed a stream whose SPS cannot be used: the push fails with its code.
+    @Test(arguments: [
+        (HEVCEdits.SPSChange(bitDepthLuma: 17), DecodeError.Code.invalidData),
+        (HEVCEdits.SPSChange(chromaFormatIdc: 4), .invalidData),
+        (HEVCEdits.SPSChange(bitDepthLuma: 16), .unsupportedStream),
+        (HEVCEdits.SPSChange(width: 16384, height: 8192), .pictureTooLarge),
+    ])
+    func aBadOrUnsupportedSPSFailsThePush(_ change: HEVCEdits.SPSChange, _ code: DecodeError.Code) async throws {
+        let session = try makeSession()
+        let good = try Fixture.bytes(Self.stream)
+        let result = try await upload(HEVCEdits.changingSPS(good, change), to: session, flush: true)
+        guard case .failure(let error) = result else {
+            Issue.record("the push of a refused SPS succeeded: \(result)")
+            return
+        }
+        #expect(error.code == .decoding(code))
+        #expect(session.latestSequence == nil)
+        #expect(session.status().lastError?.code == code.rawValue)
+        // The session goes on: a good stream decodes.
+        #expect(try await push(good, to: session, flush: true).frames == Self.frames)
+    }
+
+    /// A session with a good picture, then an SPS that replaces the stream's with one the
+    /// decoder refuses: the push fails and the last good picture stays the latest.
+    @Test(arguments: [
+        (HEVCEdits.SPSChange(bitDepthLuma: 14), DecodeError.Code.unsupportedStream),
+        (HEVCEdits.SPSChange(width: 8192, height: 8192), .pictureTooLarge),
+    ])
+    func aRefusedSPSKeepsTheLastGoodPicture(_ change: HEVCEdits.SPSChange, _ code: DecodeError.Code) async throws {
+        let session = try makeSession()
+        let good = try Fixture.bytes(Self.stream)
+        _ = try await push(good, to: session, flush: true)
+        let latest = try #require(session.latestSequence)
+        let result = try await upload(HEVCEdits.changingSPS(good, change), to: session, flush: true)
+        guard case .failure(let error) = result else {
+            Issue.record("the push of a refused SPS succeeded: \(result)")
+            return
+        }
+        #expect(error.code == .decoding(code))
+        #expect(session.latestSequence == latest)
+        #expect(try await picture(session).get().served?.sequence == latest)
+    }
+
+    /// An SPS that cannot be read leaves the one known before in place (a damaged repeat must
+    /// not stop a stream): the pictures decode with it, and the push reports the damage.
+    @Test func anUnreadableRepeatOfTheSPSLeavesTheKnownOne() async throws {
+        let session = try makeSession()
+        let good = try Fixture.bytes(Self.stream)
+        _ = try await push(good, to: session, flush: true)
+        let summary = try await push(HEVCEdits.changingSPS(good, .init(bitDepthLuma: 17)), to: session, flush: true)
+        #expect(summary.frames == Self.frames)
+        #expect(summary.error?.code == "invalid_data" && summary.decodeErrors == 1)
+    }
+}

@@ -1,0 +1,178 @@
+/// Edits of real H.265 Annex B streams for the decoder and session tests: an SPS with other
+/// sizes, bit depths or chroma format (everything after them kept bit for bit, so the rest of
+/// the stream still fits it), and copies of units moved to a layer above the base. Self-contained
+/// (no codec module): what is read is only the SPS's head.
+public enum HEVCEdits {
+    /// What to change in every SPS; nil keeps the field.
+    public struct SPSChange: Sendable {
+        public var chromaFormatIdc: Int?
+        public var width: Int?
+        public var height: Int?
+        public var bitDepthLuma: Int?
+        public var bitDepthChroma: Int?
+
+        public init(
+            chromaFormatIdc: Int? = nil, width: Int? = nil, height: Int? = nil, bitDepthLuma: Int? = nil,
+            bitDepthChroma: Int? = nil
+        ) {
+            self.chromaFormatIdc = chromaFormatIdc
+            self.width = width
+            self.height = height
+            self.bitDepthLuma = bitDepthLuma
+            self.bitDepthChroma = bitDepthChroma
+        }
+    }
+
+    /// The NAL units of an Annex B stream (between start codes, trailing zeros removed).
+    public static func units(_ stream: [UInt8]) -> [[UInt8]] {
+        var starts: [Int] = []
+        var index = 0
+        while index + 2 < stream.count {
+            if stream[index] == 0, stream[index + 1] == 0, stream[index + 2] == 1 {
+                starts.append(index + 3)
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        return starts.indices.map { number in
+            let end = number + 1 < starts.count ? starts[number + 1] - 3 : stream.count
+            var unit = Array(stream[starts[number]..<end])
+            while unit.last == 0 { unit.removeLast() }
+            return unit
+        }
+    }
+
+    /// The units joined with four-byte start codes.
+    public static func stream(_ units: [[UInt8]]) -> [UInt8] {
+        units.flatMap { [0, 0, 0, 1] + $0 }
+    }
+
+    /// nal_unit_type of a unit.
+    public static func type(_ unit: [UInt8]) -> Int { Int(unit[0] >> 1) & 0x3F }
+
+    /// `stream` with every SPS changed.
+    public static func changingSPS(_ stream: [UInt8], _ change: SPSChange) -> [UInt8] {
+        self.stream(units(stream).map { type($0) == 33 ? changing($0, change) : $0 })
+    }
+
+    /// `unit` (header and escaped payload) moved to layer `layerId`, its type and temporal id kept.
+    public static func onLayer(_ unit: [UInt8], _ layerId: Int) -> [UInt8] {
+        var moved = unit
+        moved[0] = unit[0] & 0xFE | UInt8(layerId >> 5)
+        moved[1] = UInt8(layerId & 0x1F) << 3 | unit[1] & 7
+        return moved
+    }
+
+    /// One SPS (header and escaped payload), changed.
+    static func changing(_ sps: [UInt8], _ change: SPSChange) -> [UInt8] {
+        var reader = Reader(unescape(Array(sps[2...])))
+        var writer = BitWriter()
+        writer.u(4, reader.u(4))  // sps_video_parameter_set_id
+        let maxSubLayersMinus1 = reader.u(3)
+        writer.u(3, maxSubLayersMinus1)
+        writer.u(1, reader.u(1))
+        // profile_tier_level: the general part, then the sub-layers' present flags and parts.
+        writer.u(48, reader.u(48))
+        writer.u(48, reader.u(48))
+        var present: [(profile: Int, level: Int)] = []
+        for _ in 0..<maxSubLayersMinus1 { present.append((reader.u(1), reader.u(1))) }
+        for flags in present {
+            writer.u(1, flags.profile)
+            writer.u(1, flags.level)
+        }
+        if maxSubLayersMinus1 > 0 { writer.u(2 * (8 - maxSubLayersMinus1), reader.u(2 * (8 - maxSubLayersMinus1))) }
+        for flags in present {
+            if flags.profile == 1 {
+                writer.u(44, reader.u(44))
+                writer.u(44, reader.u(44))
+            }
+            if flags.level == 1 { writer.u(8, reader.u(8)) }
+        }
+        writer.ue(reader.ue())  // sps_seq_parameter_set_id
+        let chroma = reader.ue()
+        let newChroma = change.chromaFormatIdc ?? chroma
+        writer.ue(newChroma)
+        let separateColourPlanes = chroma == 3 ? reader.u(1) : 0
+        if newChroma == 3 { writer.u(1, separateColourPlanes) }
+        let width = reader.ue()
+        let height = reader.ue()
+        writer.ue(change.width ?? width)
+        writer.ue(change.height ?? height)
+        let window = reader.u(1)
+        writer.u(1, window)
+        for _ in 0..<(4 * window) { writer.ue(reader.ue()) }
+        let luma = reader.ue() + 8
+        let chromaDepth = reader.ue() + 8
+        writer.ue((change.bitDepthLuma ?? luma) - 8)
+        writer.ue((change.bitDepthChroma ?? change.bitDepthLuma ?? chromaDepth) - 8)
+        // The rest up to the stop bit, as it was.
+        for bit in reader.restBeforeStopBit() { writer.bit(bit) }
+        writer.trailingBits()
+        return Array(sps[..<2]) + escape(writer.bytes)
+    }
+
+    static func unescape(_ payload: [UInt8]) -> [UInt8] {
+        var output: [UInt8] = []
+        var zeros = 0
+        for byte in payload {
+            if zeros >= 2 && byte == 3 {
+                zeros = 0
+                continue
+            }
+            output.append(byte)
+            zeros = byte == 0 ? zeros + 1 : 0
+        }
+        return output
+    }
+
+    static func escape(_ rbsp: [UInt8]) -> [UInt8] {
+        var output: [UInt8] = []
+        var zeros = 0
+        for byte in rbsp {
+            if zeros >= 2 && byte <= 3 {
+                output.append(3)
+                zeros = 0
+            }
+            output.append(byte)
+            zeros = byte == 0 ? zeros + 1 : 0
+        }
+        return output
+    }
+
+    /// Reads u(n) and ue(v) from an RBSP; reading past the end gives zeros (the edits only read
+    /// SPS heads of real streams).
+    struct Reader {
+        let bits: [Bool]
+        var position = 0
+
+        init(_ bytes: [UInt8]) {
+            bits = bytes.flatMap { byte in (0..<8).map { byte & (0x80 >> $0) != 0 } }
+        }
+
+        mutating func u(_ count: Int) -> Int {
+            var value = 0
+            for _ in 0..<count {
+                value = value << 1 | (position < bits.count && bits[position] ? 1 : 0)
+                position += 1
+            }
+            return value
+        }
+
+        mutating func ue() -> Int {
+            var zeros = 0
+            while position < bits.count, !bits[position] {
+                zeros += 1
+                position += 1
+            }
+            position += 1
+            return (1 << zeros) - 1 + u(zeros)
+        }
+
+        /// The bits after `position` up to the rbsp_stop_one_bit, which is the last one bit.
+        func restBeforeStopBit() -> ArraySlice<Bool> {
+            guard let stop = bits.lastIndex(of: true), stop >= position else { return [] }
+            return bits[position..<stop]
+        }
+    }
+}

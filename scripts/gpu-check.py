@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""The GPU check in one run: conformance on `--backend cuda` and the GPU benchmarks, one results
+file. Started by scripts/gpu-check.sh (which unpacks the release build `make gpu-pack` made),
+on the GPU machine of ../shared/notes/gpu.md (python3, no ffmpeg, no network) or here.
+
+    scripts/gpu-check.py --binary BIN --device-dir .device --results DIR [--budget SECONDS]
+
+Steps, each bounded so the whole run stays inside --budget (default 450 s; the machine gives
+10 minutes a command):
+  1. what the machine has: `frametap probe --hardware`, nvidia-smi; CUDA usable or why not;
+  2. conformance (scripts/conformance.sh) of Tests/Fixtures, the carried H.264 and H.265
+     corpora and the carried 1080p streams, on BACKEND=cuda (the script's rule: exact, or a
+     hardware refusal decoded again by auto's software fallback and then exact), or on software
+     when there is no CUDA;
+  3. G1 and H1: ingest of the 1080p H.264 / H.265 stream, one session, cuda against software
+     (`--decoder-threads 1`), as bench.py's B1/H1 measure it (the whole request);
+  4. G2 and G4: 1080p30 real-time sessions kept up (bench.py's B5 trial and search), cuda
+     against software; latest.jpg p99 measured during a trial at the number found;
+  5. G3: CPU per idle session holding its latest picture.
+Without CUDA the cuda half is reported as not run, with the reason, and the software half runs.
+The results file is rewritten after every step, so a run cut short still leaves what it measured.
+Standard library only (and bench/bench.py's helpers).
+"""
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import bench  # noqa: E402  (its Server, pushes, density trial and search, pointed at this binary)
+
+TARGETS = {"G1": 5.0, "G2": 3.0, "G3": 0.02, "G4": 20.0}
+
+
+class Check:
+    def __init__(self, args):
+        self.args = args
+        self.started = time.monotonic()
+        self.budget = args.budget
+        self.results_path = os.path.join(args.results, "gpu-check.md")
+        self.rows = []          # (id, measure, cuda, software, ratio, target, met)
+        self.conformance = []   # (corpus, backend, summary, skipped, rc)
+        self.sections = []      # markdown details
+        self.notes = []
+        self.machine = []
+        self.cuda_ok = False
+        self.cuda_reason = ""
+        self.commands = []
+
+    def remaining(self):
+        return self.budget - (time.monotonic() - self.started)
+
+    def enough(self, seconds, step):
+        if self.remaining() >= seconds:
+            return True
+        self.notes.append("%s skipped: %.0f s of the %d s budget left, it needs about %d s"
+                          % (step, max(0, self.remaining()), self.budget, seconds))
+        self.write()
+        return False
+
+    def row(self, rid, measure, cuda, software, ratio, target, met):
+        self.rows.append((rid, measure, cuda, software, ratio, target, met))
+        bench.log("%s: cuda %s | software %s | ratio %s | %s" % (rid, cuda, software, ratio, met))
+        self.write()
+
+    def write(self):
+        out = ["# FrameTap GPU check", "",
+               "Written by `scripts/gpu-check.sh` (scripts/gpu-check.py) on %s, %.0f s into a %d s budget."
+               % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), time.monotonic() - self.started, self.budget),
+               "", "## Machine", ""] + self.machine + [""]
+        out += ["**CUDA: %s**" % ("available: " + self.cuda_reason if self.cuda_ok else
+                                  "not available (%s): only the software half ran" % self.cuda_reason), ""]
+        out += ["## Conformance", "", "| corpus | backend | result | skipped rows | exit |", "|---|---|---|---|---|"]
+        for corpus, backend, summary, skipped, rc in self.conformance:
+            out.append("| %s | %s | %s | %d | %s |" % (corpus, backend, summary, skipped, rc))
+        out += ["", "## Benchmarks", "",
+                "| id | measure | cuda | software | ratio | target | met |", "|---|---|---|---|---|---|---|"]
+        for rid, measure, cuda, software, ratio, target, met in self.rows:
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (rid, measure, cuda, software, ratio, target, met))
+        if self.notes:
+            out += ["", "## Notes", ""] + ["- " + note for note in self.notes]
+        out += ["", "## Details", ""] + self.sections
+        out += ["## Commands", "", "```"] + self.commands + bench.COMMANDS + ["```", ""]
+        os.makedirs(os.path.dirname(self.results_path), exist_ok=True)
+        with open(self.results_path + ".tmp", "w") as f:
+            f.write("\n".join(out))
+        os.replace(self.results_path + ".tmp", self.results_path)
+
+
+def run(command, timeout, env=None):
+    try:
+        p = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), \
+            "timed out after %d s" % timeout
+    except OSError as e:
+        return 127, "", str(e)
+
+
+# --- 1. the machine ------------------------------------------------------------------------------
+
+def survey(check):
+    args = check.args
+    mem = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) // 1024 // 1024
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    check.machine.append("- %s, %d cores, %d GiB; %s %s; Python %s" % (cpu, os.cpu_count(), mem, platform.system(),
+                                                                    platform.release(), platform.python_version()))
+    check.machine.append("- load average before the run: %s" % bench.load_average())
+    if shutil.which("nvidia-smi"):
+        rc, out, err = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], 30)
+        check.machine.append("- nvidia-smi: %s" % (out.strip().replace("\n", "; ") if rc == 0 else "exit %d %s" % (rc, err.strip())))
+    else:
+        check.machine.append("- nvidia-smi: not installed")
+    rc, out, err = run([args.binary, "--version"], 10)
+    check.machine.append("- frametap %s (%s)" % (out.strip() or "?", args.binary))
+    check.commands.append("%s probe --hardware" % args.binary)
+    rc, out, err = run([args.binary, "probe", "--hardware"], 60)
+    try:
+        report = json.loads(out)
+    except ValueError:
+        check.cuda_ok, check.cuda_reason = False, "frametap probe --hardware failed: exit %d %s" % (rc, err.strip()[-300:])
+        return
+    hardware = report.get("hardware", report)
+    cuda = hardware.get("cuda", {})
+    usable = [d for d in cuda.get("devices", []) if d.get("usable")]
+    check.machine.append("- libavcodec %s; NVDEC hwaccel in libavcodec: %s; CUDA driver %s; devices: %s"
+                         % (hardware.get("libavcodecVersion"), cuda.get("libavcodecNVDEC"), cuda.get("driverVersion"),
+                            ", ".join("%s %s (%s)" % (d.get("device"), d.get("name"),
+                                                      "usable" if d.get("usable") else d.get("error"))
+                                      for d in cuda.get("devices", [])) or "none"))
+    for device in usable:
+        codecs = ", ".join("%s up to %d-bit %s" % (c["codec"], c["maxBitDepth"], "/".join(c["chromaFormats"]))
+                           for c in device.get("codecs", []))
+        check.machine.append("- %s decodes (as FrameTap checks streams): %s" % (device.get("device"), codecs or "nothing"))
+    if not cuda.get("libavcodecNVDEC"):
+        check.cuda_reason = "this libavcodec has no NVDEC hwaccel"
+    elif not usable:
+        check.cuda_reason = cuda.get("error") or "the driver lists no usable device"
+    else:
+        check.cuda_ok = True
+        check.cuda_reason = ", ".join("%s %s" % (d["device"], d.get("name")) for d in usable)
+    check.sections.append("### frametap probe --hardware\n\n```json\n%s\n```\n" % json.dumps(hardware, indent=2)[:6000])
+    check.write()
+
+
+# --- 2. conformance ------------------------------------------------------------------------------
+
+def conformance(check):
+    args = check.args
+    backend = "cuda" if check.cuda_ok else "software"
+    corpora = [("Tests/Fixtures", os.path.join(ROOT, "Tests", "Fixtures")),
+               ("H.264 conformance (../shared/testdata/h264)", os.path.join(args.device_dir, "testdata", "h264")),
+               ("H.265 conformance (../shared/testdata/h265)", os.path.join(args.device_dir, "testdata", "h265")),
+               ("1080p streams (.device/streams)", os.path.join(args.device_dir, "streams"))]
+    for name, directory in corpora:
+        if not os.path.exists(os.path.join(directory, "MANIFEST.tsv")):
+            check.conformance.append((name, backend, "not carried", 0, "—"))
+            continue
+        if not check.enough(30, "conformance of %s" % name):
+            continue
+        env = dict(os.environ, BACKEND=backend, DECODE_TIMEOUT="60")
+        command = ["bash", os.path.join(ROOT, "scripts", "conformance.sh"), directory, args.binary]
+        check.commands.append("BACKEND=%s scripts/conformance.sh %s %s" % (backend, os.path.relpath(directory, ROOT),
+                                                                             args.binary))
+        bench.log("conformance %s on %s" % (name, backend))
+        rc, out, err = run(command, min(240, max(30, check.remaining() - 60)), env=env)
+        lines = [line for line in out.splitlines() if line.strip()]
+        summary = lines[-1] if lines else (err.strip()[-200:] or "no output")
+        skips = [line.split(None, 2) for line in lines if line.startswith("SKIP")]
+        skipped = len(skips)
+        for reason in sorted({parts[2] if len(parts) > 2 else "no reason given" for parts in skips}):
+            check.notes.append("%s: conformance.sh skipped %d row(s): %s"
+                               % (name, sum(1 for parts in skips if (parts[2] if len(parts) > 2 else "no reason given") == reason),
+                                  reason))
+        check.conformance.append((name, backend, summary, skipped, rc))
+        check.sections.append("### Conformance: %s (BACKEND=%s, exit %d)\n\n```\n%s\n%s```\n"
+                              % (name, backend, rc, out[-12000:], ("stderr: " + err[-2000:] + "\n") if err.strip() else ""))
+        check.write()
+
+
+# --- 3. G1 / H1 ingest ---------------------------------------------------------------------------
+
+def manifest_frames(device_dir):
+    frames = {}
+    path = os.path.join(device_dir, "streams", "MANIFEST.tsv")
+    with open(path) as f:
+        header = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            row = line.rstrip("\n").split("\t")
+            frames[row[header.index("file")]] = int(row[header.index("frames")])
+    return frames
+
+
+def ingest(check, backend, path, runs, frames):
+    server = bench.Server("--backend", backend, "--decoder-threads", "1", name="ingest-%s" % backend)
+    fps = []
+    try:
+        for i in range(runs):
+            content = "video/H265" if path.endswith(".265") else "video/H264"
+            t, _, summary, _ = bench.post_file(server, "g1-%d" % i, path, "flush=true", content_type=content)
+            if summary["frames"] != frames:
+                raise bench.BenchFailure("%s on %s: %d pictures, the reference has %d"
+                                         % (os.path.basename(path), backend, summary["frames"], frames))
+            status = server.json("GET", "/sessions/g1-%d" % i)
+            if status["backend"] != backend:
+                raise bench.BenchFailure("%s asked for %s but decoded on %s (%s)"
+                                         % (os.path.basename(path), backend, status["backend"], status["backendReason"]))
+            fps.append(frames / t)
+            server.json("DELETE", "/sessions/g1-%d" % i)
+    finally:
+        server.stop()
+    return fps
+
+
+def ingest_rows(check):
+    frames = manifest_frames(check.args.device_dir)
+    streams = check.args.device_dir + "/streams"
+    for rid, name, measure, target in (("G1", "gpu1080.264", "ingest 1080p30 H.264 High, 1 session (fps)", "≥ 5×"),
+                                       ("H1", "gpu1080.265", "ingest 1080p30 HEVC Main, 1 session (fps)",
+                                        "≥ 1.0× ffmpeg (software, BENCHMARKS.md)")):
+        if not check.enough(40, rid):
+            continue
+        path = os.path.join(streams, name)
+        bench.command("curl -H 'Content-Type: video/%s' --data-binary @.device/streams/%s "
+                      "'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true'   (3 runs per back end)"
+                      % ("H265" if name.endswith("265") else "H264", name))
+        results = {}
+        try:
+            for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
+                results[backend] = bench.median(ingest(check, backend, path, 3, frames[name]))
+                check.sections.append("### %s on %s\n\n%s: %.1f fps (median of 3 whole requests, %d pictures)\n"
+                                      % (rid, backend, name, results[backend], frames[name]))
+        except bench.BenchFailure as e:
+            check.notes.append("%s failed: %s" % (rid, e))
+        cuda = results.get("cuda")
+        software = results.get("software")
+        ratio = cuda / software if cuda and software else None
+        met = ("yes" if ratio >= TARGETS["G1"] else "**no**") if rid == "G1" and ratio else "—"
+        check.row(rid, measure, bench.fmt(cuda) if cuda else "not run", bench.fmt(software) if software else "not run",
+                  "%.2f" % ratio if ratio else "", target, met)
+
+
+# --- 4. G2 / G4 real-time sessions, latest.jpg latency ---------------------------------------------
+
+def latency_trial(server, stream, n, latencies):
+    """bench.py's density trial at n sessions, with a latest.jpg reader on the first session."""
+    stop = threading.Event()
+    session = "b5-all-%d-0" % n
+
+    def reader():
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        while not stop.is_set():
+            start = time.perf_counter()
+            try:
+                conn.request("GET", "/sessions/%s/frame/latest.jpg" % session)
+                resp = conn.getresponse()
+                resp.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+                time.sleep(0.01)
+                continue
+            if resp.status == 200:
+                latencies.append((time.perf_counter() - start) * 1000)
+            else:
+                time.sleep(0.01)
+            time.sleep(0.005)
+        conn.close()
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    try:
+        return bench.frametap_density_trial(server, stream, n, "all")
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+
+
+def density_rows(check):
+    stream = bench.Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
+    cores = os.cpu_count() or 2
+    caps = {"cuda": 128, "software": max(2, 4 * cores)}
+    found, p99 = {}, {}
+    bench.command("N × real-time chunked POST /sessions/ID/nalus?flush=true of .device/streams/gpu1080.264 from "
+                  "bench.py's density trial (one selector loop; %d pictures, 4 s), sessions PUT {\"decode\": \"all\"}, "
+                  "frametap serve --backend cuda|software; latest.jpg of the first session read in a loop during a "
+                  "trial at the number found" % len(stream.aus))
+    for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
+        if not check.enough(90, "G2/G4 on %s" % backend):
+            continue
+        server = bench.Server("--backend", backend, "--decoder-threads", "1", name="density-%s" % backend)
+        lines = []
+        try:
+            deadline = time.monotonic() + min(200, check.remaining() - 60)
+
+            def trial(n):
+                if time.monotonic() > deadline:
+                    return False, "n=%d not tried: the step's time ran out" % n
+                return bench.frametap_density_trial(server, stream, n, "all")
+            n, capped = bench.search(trial, 4 if cores >= 8 else 2, caps[backend], lines)
+            found[backend] = (n, capped)
+            latencies = []
+            if n > 0 and check.remaining() > 30:
+                kept, info = latency_trial(server, stream, n, latencies)
+                lines.append("latency trial: " + ("ok   " if kept else "FAIL ") + info)
+                if latencies:
+                    p99[backend] = (bench.percentile(latencies, 99), bench.percentile(latencies, 50), len(latencies))
+        except bench.BenchFailure as e:
+            check.notes.append("G2 on %s failed: %s" % (backend, e))
+        finally:
+            server.stop()
+        check.sections.append("### G2 on %s\n\n```\n%s\n```\n" % (backend, "\n".join(lines)))
+        check.write()
+    cuda, software = found.get("cuda"), found.get("software")
+
+    def shown(value):
+        return ("≥ %d" if value[1] else "%d") % value[0] if value else "not run"
+    ratio = cuda[0] / software[0] if cuda and software and software[0] else None
+    check.row("G2", "1080p30 real-time H.264 sessions kept up (sessions)", shown(cuda), shown(software),
+              "%.2f" % ratio if ratio else "", "≥ 3×", ("yes" if ratio >= TARGETS["G2"] else "**no**") if ratio else "—")
+
+    def latency(value):
+        return "%.2f (p50 %.2f, %d answers)" % value if value else "not run"
+    met = ("yes" if p99["cuda"][0] <= TARGETS["G4"] else "**no**") if "cuda" in p99 else "—"
+    check.row("G4", "latest.jpg p99 during G2 at the number of sessions found (ms)", latency(p99.get("cuda")),
+              latency(p99.get("software")), "", "≤ 20 ms (cuda)", met)
+
+
+# --- 5. G3 idle sessions ---------------------------------------------------------------------------
+
+def idle_rows(check, sessions=8, seconds=10):
+    stream = bench.Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
+    first_second = b"".join(stream.aus[:30])
+    bench.command("%d sessions each pushed the first 30 pictures of .device/streams/gpu1080.264 (flush) and read "
+                  "once (latest.jpg), then %d s idle; CPU from /proc/PID/stat" % (sessions, seconds))
+    cpu = {}
+    for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
+        if not check.enough(seconds + 20, "G3 on %s" % backend):
+            continue
+        server = bench.Server("--backend", backend, name="idle-%s" % backend)
+        try:
+            for k in range(sessions):
+                status, body, _ = server.request("POST", "/sessions/g3-%d/nalus?flush=true" % k, body=first_second,
+                                                 headers={"Content-Type": "video/H264"})
+                if status != 200:
+                    raise bench.BenchFailure("G3: push -> %d %s" % (status, body[:200]))
+                if server.get("/sessions/g3-%d/frame/latest.jpg" % k)[0] != 200:
+                    raise bench.BenchFailure("G3: no picture")
+            time.sleep(1)
+            c0 = server.cpu_seconds()
+            time.sleep(seconds)
+            cpu[backend] = (server.cpu_seconds() - c0) / seconds / sessions
+        except bench.BenchFailure as e:
+            check.notes.append("G3 on %s failed: %s" % (backend, e))
+        finally:
+            server.stop()
+    met = ("yes" if cpu["cuda"] <= TARGETS["G3"] else "**no**") if "cuda" in cpu else "—"
+    check.row("G3", "CPU per idle session holding its latest picture (cores)",
+              "%.4f" % cpu["cuda"] if "cuda" in cpu else "not run",
+              "%.4f" % cpu["software"] if "software" in cpu else "not run", "", "≤ 0.02 (cuda)", met)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--device-dir", default=os.path.join(ROOT, ".device"))
+    parser.add_argument("--results", default=os.path.join(ROOT, ".test-output", "gpu-check"))
+    parser.add_argument("--budget", type=int, default=int(os.environ.get("GPU_CHECK_BUDGET", "450")))
+    args = parser.parse_args()
+    args.binary = os.path.abspath(args.binary)
+    args.device_dir = os.path.abspath(args.device_dir)
+    os.makedirs(args.results, exist_ok=True)
+    bench.BIN = args.binary
+    bench.WORK = os.path.join(args.results, "work")
+    os.makedirs(os.path.join(bench.WORK, "out"), exist_ok=True)
+    check = Check(args)
+    if not os.path.exists(os.path.join(args.device_dir, "streams", "MANIFEST.tsv")):
+        sys.exit("gpu-check: %s/streams is missing: run `make gpu-pack` here and carry .device" % args.device_dir)
+    survey(check)
+    bench.log("CUDA: %s (%s)" % ("available" if check.cuda_ok else "not available", check.cuda_reason))
+    for step in (conformance, ingest_rows, density_rows, idle_rows):
+        try:
+            step(check)
+        except Exception as e:  # one step's failure must not cost the others' results
+            check.notes.append("%s stopped: %s: %s" % (step.__name__, type(e).__name__, e))
+            check.write()
+    check.write()
+    print(check.results_path)
+    failed = [c for c in check.conformance if c[4] not in (0, "—")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Packs what the GPU check needs on a machine with a GPU but no Debian packages, no ffmpeg and no
+# network (../shared/notes/gpu.md), into .device/ (git-ignored; carry it there):
+#   .device/pack/pack.tar.xz   the release frametap with every library it loads
+#                              (../shared/tools/device-pack.sh)
+#   .device/streams/           1080p30 H.264 High and H.265 Main camera-like streams, 120 pictures
+#                              each (the first 4 s of bench/make-streams.sh's), with a MANIFEST.tsv
+#                              of their reference decodes made here by ffmpeg (size, pictures,
+#                              pixel format, MD5 of every decoded picture): that machine has no
+#                              ffmpeg, so the references travel with the streams
+#   .device/testdata/h264|h265 the third-party conformance streams (../shared/testdata), the H.265
+#                              manifest rewritten into the columns scripts/conformance.sh reads
+# and checks that it all, with the repository's own files, stays within what travels (64 MiB).
+#
+#   scripts/gpu-pack.sh [FRAMETAP_RELEASE_BIN]   (default .build-bench/release/frametap, built by
+#                                                `make gpu-pack` / `make bench`)
+# Then on the GPU machine: scripts/gpu-check.sh (with .device carried).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${1:-$ROOT/.build-bench/release/frametap}
+DEVICE=${GPU_PACK_DIR:-$ROOT/.device}
+SHARED=${SHARED_DIR:-$ROOT/../shared}
+LIMIT=$((64 << 20))
+PICTURES=120
+[ -x "$BIN" ] || { echo "gpu-pack: no release binary at $BIN (make gpu-pack builds it)" >&2; exit 2; }
+for tool in ffmpeg ffprobe python3 xz strip; do
+    command -v "$tool" > /dev/null || { echo "gpu-pack: $tool is not installed" >&2; exit 2; }
+done
+mkdir -p "$DEVICE"
+
+# The binary, stripped (its symbols are three quarters of it), and its libraries.
+mkdir -p "$DEVICE/build"
+strip -o "$DEVICE/build/frametap" "$BIN"
+"$SHARED/tools/device-pack.sh" "$DEVICE/pack" "$DEVICE/build/frametap"
+rm -rf "$DEVICE/build"
+
+# The streams: cut at access-unit boundaries (bench.py's splitters), from an IDR, so each is a
+# stream of its own; their reference decodes in the manifest format of scripts/conformance.sh.
+"$ROOT/bench/make-streams.sh" "$ROOT/.bench/streams" > /dev/null
+mkdir -p "$DEVICE/streams"
+python3 - "$ROOT" "$DEVICE/streams" "$PICTURES" <<'PY'
+import os, sys
+root, out, pictures = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.path.insert(0, os.path.join(root, "bench"))
+import bench
+for source, name in (("cam1080.264", "gpu1080.264"), ("cam1080.265", "gpu1080.265")):
+    stream = bench.Stream(os.path.join(root, ".bench", "streams", source))
+    if not stream.idr[0]:
+        sys.exit("gpu-pack: %s does not start with a keyframe" % source)
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(b"".join(stream.aus[:pictures]))
+PY
+{
+    printf 'file\tsource\tnotes\twidth\theight\tframes\tpix_fmt\tfield_order\tyuv_md5\tmd5_source\tdecode_flags\n'
+    for name in gpu1080.264 gpu1080.265; do
+        raw=$([ "${name##*.}" = 265 ] && echo hevc || echo h264)
+        md5=$(ffmpeg -nostdin -hide_banner -loglevel error -f "$raw" -i "$DEVICE/streams/$name" -f rawvideo - | md5sum | cut -d' ' -f1)
+        IFS=, read -r width height pix_fmt < <(ffprobe -v error -select_streams v:0 \
+            -show_entries stream=width,height,pix_fmt -of csv=p=0 "$DEVICE/streams/$name")
+        frames=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=nb_read_frames -of csv=p=0 \
+            "$DEVICE/streams/$name")
+        printf '%s\tbench/make-streams.sh, first %s pictures\t1080p30 camera-like %s\t%s\t%s\t%s\t%s\tprogressive\t%s\t%s\t\n' \
+            "$name" "$PICTURES" "$raw" "$width" "$height" "$frames" "$pix_fmt" "$md5" "ffmpeg $(ffmpeg -version | head -1 | cut -d' ' -f3)"
+    done
+} > "$DEVICE/streams/MANIFEST.tsv"
+
+# The conformance corpora; H.265's manifest (file, bytes, frames, size, pix_fmt,
+# md5_whole_yuv420p, ...) in the standard columns.
+rm -rf "$DEVICE/testdata"
+mkdir -p "$DEVICE/testdata"
+if [ -d "$SHARED/testdata/h264" ]; then
+    cp -r "$SHARED/testdata/h264" "$DEVICE/testdata/h264"
+fi
+if [ -d "$SHARED/testdata/h265" ]; then
+    mkdir -p "$DEVICE/testdata/h265"
+    cp "$SHARED"/testdata/h265/*.h265 "$DEVICE/testdata/h265/"
+    python3 - "$SHARED/testdata/h265/MANIFEST.tsv" > "$DEVICE/testdata/h265/MANIFEST.tsv" <<'PY'
+import sys
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+header = rows[0]
+col = {name: header.index(name) for name in header}
+print("file\tsource\tnotes\twidth\theight\tframes\tpix_fmt\tfield_order\tyuv_md5\tmd5_source\tdecode_flags")
+for row in rows[1:]:
+    width, height = row[col["size"]].split("x")
+    print("\t".join([row[col["file"]], "chromeos/cros-codecs (../shared/testdata/h265)", row[col["notes"]], width, height,
+                     row[col["frames"]], row[col["pix_fmt"]], "progressive", row[col["md5_whole_yuv420p"]],
+                     "libavcodec 5.1, checked against the per-picture NV12 references", ""]))
+PY
+fi
+chmod -R u+w "$DEVICE/testdata"
+
+# What travels: the tracked files and .device.
+tracked=$(cd "$ROOT" && git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1)
+carried=$(du -sb "$DEVICE" | cut -f1)
+total=$((tracked + carried))
+echo "gpu-pack: $(du -sh "$DEVICE/pack/pack.tar.xz" | cut -f1) pack, $(du -sh "$DEVICE/streams" | cut -f1) streams," \
+    "$(du -sh "$DEVICE/testdata" | cut -f1) conformance streams, $((tracked >> 10)) KiB of tracked files:" \
+    "$total of $LIMIT bytes ($((total >> 20)) MiB of $((LIMIT >> 20)))"
+if [ "$total" -gt "$LIMIT" ]; then
+    echo "gpu-pack: over the $((LIMIT >> 20)) MiB that travel; shorten the streams (PICTURES) or leave a corpus out" >&2
+    exit 1
+fi
+echo "gpu-pack: carry .device; there run scripts/gpu-check.sh (results in \$OUT/gpu-check.md)"

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""The browser's camera as a source, in headless Chromium with its fake camera
+(--use-fake-device-for-media-stream --use-fake-ui-for-media-stream), through Selenium:
+
+  a. MediaRecorder records WebM (H.264) in the page; its bytes are pushed whole with
+     Content-Type video/webm and every picture equals the ffmpeg CLI's decode of the same bytes;
+     pushed again in the recorder's own pieces, one request each (the first with the
+     Content-Type, the rest without), the session decodes as many pictures;
+  b. the console's "Share a camera" (WebCodecs H.264 Annex B): the session appears in the grid
+     with its pictures, the server decodes at the camera's rate, Stop ends the stream;
+  c. the same with MediaRecorder WebM (?encoder=mediarecorder, the path of browsers without
+     WebCodecs);
+  d. a server with --auth-token: the page signs in, and the camera share works with the token.
+
+    smoke/camera.py --binary .build/debug/frametap [--output DIR]
+
+Starts and stops its servers itself (a free loopback port: http://127.0.0.1 is a secure context,
+as getUserMedia requires). Prints one PASS/FAIL line per check and "N passed, N failed" last;
+exits 1 when anything failed. Screenshots go to --output (.test-output/camera by default).
+"""
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+WAIT = float(os.environ.get("CAMERA_WAIT_SECONDS", "30"))
+
+
+class Results:
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print(f"PASS {name}", flush=True)
+        else:
+            self.failed += 1
+            print(f"FAIL {name}{': ' + str(detail) if detail else ''}", flush=True)
+        return ok
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def http(base, method, path, token=None, data=None, headers=None, timeout=30):
+    request = urllib.request.Request(base + path, data=data, method=method, headers=dict(headers or {}))
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+def status(base, session, token=None):
+    code, _, body = http(base, "GET", f"/sessions/{session}", token)
+    return json.loads(body) if code == 200 else None
+
+
+def multipart_pictures(headers, body):
+    """(count, MD5 of the concatenated parts) of a multipart/mixed answer."""
+    boundary = headers["Content-Type"].split("boundary=")[1].strip('"').encode()
+    md5, count = hashlib.md5(), 0
+    for part in body.split(b"--" + boundary)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, rest = part.partition(b"\r\n\r\n")
+        if b"problem+json" in head:
+            continue
+        length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+        md5.update(rest[:length])
+        count += 1
+    return count, md5.hexdigest()
+
+
+def ffmpeg_pictures(path):
+    raw = subprocess.run(
+        ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-flags", "unaligned", "-i", path, "-autoscale", "0",
+         "-fps_mode", "passthrough", "-f", "rawvideo", "-"], capture_output=True, check=True).stdout
+    probe = subprocess.run(
+        ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-i", path, "-fps_mode", "passthrough", "-f",
+         "framemd5", "-"], capture_output=True, check=True).stdout
+    frames = sum(1 for line in probe.splitlines() if line and not line.startswith(b"#"))
+    return frames, hashlib.md5(raw).hexdigest()
+
+
+class Server:
+    def __init__(self, binary, options, log_path):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(log_path, "ab")
+        self.process = subprocess.Popen(
+            [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), *options],
+            stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if http(self.base, "GET", "/healthz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the server did not come up")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = -9
+        self.log.close()
+        return code
+
+
+def make_driver(profile):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                     "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                     "--window-size=1280,900", f"--user-data-dir={profile}"]:
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_script_timeout(60)
+    return driver
+
+
+def wait(condition, timeout=WAIT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    return condition()
+
+
+RECORD_SCRIPT = """
+const done = arguments[arguments.length - 1];
+(async () => {
+  const type = ['video/webm;codecs=h264', 'video/webm;codecs=avc1'].find((t) => MediaRecorder.isTypeSupported(t));
+  if (!type) return done({ error: 'no H.264 WebM recording in this browser' });
+  const stream = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480, frameRate: 30 } });
+  const recorder = new MediaRecorder(stream, { mimeType: type });
+  const pieces = [];
+  recorder.ondataavailable = (event) => { if (event.data.size) pieces.push(event.data); };
+  const stopped = new Promise((resolve) => { recorder.onstop = resolve; });
+  recorder.start(250);
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  recorder.stop();
+  await stopped;
+  for (const track of stream.getTracks()) track.stop();
+  const encoded = [];
+  for (const piece of pieces) {
+    const bytes = new Uint8Array(await piece.arrayBuffer());
+    let text = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    encoded.push(btoa(text));
+  }
+  done({ type, pieces: encoded });
+})().catch((error) => done({ error: String(error) }));
+"""
+
+
+def recorder_webm(r, driver, server, work):
+    print("== a. MediaRecorder WebM in the page, pushed", flush=True)
+    driver.get(server.base + "/")
+    result = driver.execute_async_script(RECORD_SCRIPT)
+    if not r.check("a: MediaRecorder recorded H.264 WebM", "pieces" in result, result.get("error")):
+        return
+    pieces = [base64.b64decode(piece) for piece in result["pieces"]]
+    webm = b"".join(pieces)
+    path = os.path.join(work, "recorded.webm")
+    with open(path, "wb") as file:
+        file.write(webm)
+    frames, md5 = ffmpeg_pictures(path)
+    r.check(f"a: the recording ({result['type']}, {len(webm)} bytes in {len(pieces)} pieces) has pictures", frames > 10,
+            f"{frames} pictures")
+    code, headers, body = http(server.base, "POST", "/sessions/webm/nalus?flush=true&format=yuv", data=webm,
+                               headers={"Content-Type": "video/webm", "Accept": "multipart/mixed"})
+    got = multipart_pictures(headers, body) if code == 200 else (code, body[:200])
+    r.check("a: every picture equals the ffmpeg CLI's decode of the same WebM", got == (frames, md5),
+            f"got {got}, want {(frames, md5)}")
+    for index, piece in enumerate(pieces):
+        last = index == len(pieces) - 1
+        headers = {"Content-Type": "video/webm"} if index == 0 else {}
+        code, _, body = http(server.base, "POST", f"/sessions/webm-pieces/nalus{'?flush=true' if last else ''}",
+                             data=piece, headers=headers)
+        if code != 200:
+            r.check(f"a: piece {index} pushed", False, f"{code} {body[:200]}")
+            return
+    decoded = (status(server.base, "webm-pieces") or {}).get("counters", {}).get("framesDecoded")
+    r.check(f"a: the recorder's {len(pieces)} pieces pushed one request each decode the same {frames} pictures",
+            decoded == frames, f"decoded {decoded}")
+
+
+def share_camera(r, driver, server, output, session, encoder, token=None, label=""):
+    print(f"== {label}. the console's Share a camera ({encoder})", flush=True)
+    query = "" if encoder == "webcodecs" else f"?encoder={encoder}"
+    driver.get(server.base + "/" + query)
+    if token:
+        field = WebDriverWait(driver, WAIT).until(lambda d: d.find_element(By.ID, "sign-in-token"))
+        if not wait(lambda: field.is_displayed(), 10):
+            r.check(f"{label}: the sign-in box appears", False)
+            return
+        field.send_keys(token, Keys.ENTER)
+        r.check(f"{label}: signed in with the token",
+                wait(lambda: not driver.find_element(By.ID, "sign-in-dialog").get_attribute("open"), 10))
+    driver.find_element(By.ID, "open-camera").click()
+    name = driver.find_element(By.ID, "camera-session-name")
+    name.clear()
+    name.send_keys(session)
+    driver.find_element(By.ID, "camera-start").click()
+    sharing = wait(lambda: driver.find_element(By.ID, "camera-panel").get_attribute("data-sharing") == session
+                   or driver.find_element(By.ID, "camera-message").text)
+    if not r.check(f"{label}: sharing started ({encoder})", sharing is True, sharing):
+        return
+    r.check(f"{label}: the page used {encoder}",
+            driver.find_element(By.ID, "camera-panel").get_attribute("data-encoder") == encoder)
+    decoding = wait(lambda: ((status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded") or 0) >= 45)
+    first = status(server.base, session, token) or {}
+    r.check(f"{label}: the server decodes the camera's pictures", decoding,
+            json.dumps({k: first.get(k) for k in ("counters", "lastError", "codec")})[:300])
+    fmt = first.get("format") or {}
+    r.check(f"{label}: an H.264 stream of the camera's size", first.get("codec") == "h264" and fmt.get("width", 0) >= 320,
+            f"{first.get('codec')} {fmt.get('width')}x{fmt.get('height')}")
+    card = f'#session-grid li[data-session="{session}"]'
+    shown = wait(lambda: driver.execute_script(
+        f"const card = document.querySelector('{card}'); return card && card.dataset.seq && card.querySelector('img').naturalWidth > 0"))
+    driver.save_screenshot(os.path.join(output, f"{label}-{encoder}-grid.png"))
+    r.check(f"{label}: its card in the grid shows pictures", shown)
+    rate = first.get("rates", {}).get("picturesPerSecond", 0)
+    time.sleep(2)
+    rate = (status(server.base, session, token) or {}).get("rates", {}).get("picturesPerSecond", 0)
+    r.check(f"{label}: pictures arrive at {rate:.1f} per second (the fake camera sends about 30)", rate >= 10)
+    driver.find_element(By.ID, "camera-stop").click()
+    time.sleep(1.5)  # the last push (with ?flush=true) lands
+    before = (status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded")
+    time.sleep(1.5)
+    after = (status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded")
+    r.check(f"{label}: Stop sharing ends the stream: no picture after it", before == after, f"{before} then {after}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--output", default=os.path.join(root, ".test-output", "camera"))
+    arguments = parser.parse_args()
+    os.makedirs(arguments.output, exist_ok=True)
+    r = Results()
+    work = tempfile.mkdtemp(prefix="frametap-camera-")
+    try:
+        server = Server(arguments.binary, [], os.path.join(arguments.output, "server.log"))
+        driver = make_driver(os.path.join(work, "profile"))
+        try:
+            recorder_webm(r, driver, server, work)
+            share_camera(r, driver, server, arguments.output, "phone-1", "webcodecs", label="b")
+            share_camera(r, driver, server, arguments.output, "phone-2", "mediarecorder", label="c")
+        finally:
+            driver.quit()
+        r.check("the server stopped with exit 0", server.stop() == 0)
+        token = f"camera-{os.getpid()}"
+        server = Server(arguments.binary, ["--auth-token", token], os.path.join(arguments.output, "server-auth.log"))
+        driver = make_driver(os.path.join(work, "profile-auth"))
+        try:
+            share_camera(r, driver, server, arguments.output, "phone-3", "webcodecs", token=token, label="d")
+        finally:
+            driver.quit()
+        r.check("the token server stopped with exit 0", server.stop() == 0)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{r.passed} passed, {r.failed} failed")
+    sys.exit(1 if r.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""A live RTSP server for the real-server tests: GStreamer's RTSP server library (GstRtspServer,
+python3-gi) serving a moving test pattern encoded live with x264enc or x265enc.
+
+    smoke/rtsp-server.py --port 8554 [--codec h264|h265] [--size 320x240] [--fps 25] [--path /cam]
+    smoke/rtsp-server.py --port 8554 --file stream.mkv      # an H.264 Matroska file, played in real time
+
+Serves rtsp://127.0.0.1:PORT/PATH until SIGTERM or SIGINT; prints "ready" on stdout once it
+listens. With --file every client gets the file from its start (one pipeline each), paced by
+its timestamps (make bench's P1). Debian's python3 (/usr/bin/python3) has the gi bindings; a venv's python may not.
+"""
+
+import argparse
+import signal
+import sys
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--codec", choices=["h264", "h265"], default="h264")
+    parser.add_argument("--size", default="320x240")
+    parser.add_argument("--fps", type=int, default=25)
+    parser.add_argument("--path", default="/cam")
+    parser.add_argument("--bitrate", type=int, default=600, help="kbit/s")
+    parser.add_argument("--file", help="play this H.264 Matroska file instead of encoding a test pattern")
+    args = parser.parse_args()
+    width, height = args.size.split("x")
+    Gst.init(None)
+    source = (
+        f"videotestsrc is-live=true pattern=ball ! video/x-raw,width={width},height={height},"
+        f"framerate={args.fps}/1,format=I420"
+    )
+    if args.codec == "h264":
+        encode = (
+            f"x264enc tune=zerolatency speed-preset=ultrafast bitrate={args.bitrate} key-int-max={args.fps} "
+            "! rtph264pay name=pay0 pt=96 config-interval=1"
+        )
+    else:
+        encode = (
+            f"x265enc tune=zerolatency speed-preset=ultrafast bitrate={args.bitrate} key-int-max={args.fps} "
+            "! rtph265pay name=pay0 pt=96 config-interval=1"
+        )
+    factory = GstRtspServer.RTSPMediaFactory()
+    if args.file:
+        factory.set_launch(
+            f"( filesrc location={args.file} ! matroskademux ! h264parse config-interval=-1 "
+            "! rtph264pay name=pay0 pt=96 )")
+        factory.set_shared(False)
+    else:
+        factory.set_launch(f"( {source} ! {encode} )")
+        factory.set_shared(True)
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    server.get_mount_points().add_factory(args.path, factory)
+    if server.attach(None) == 0:
+        print(f"cannot listen on port {args.port}", file=sys.stderr)
+        sys.exit(1)
+    loop = GLib.MainLoop()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, number, loop.quit)
+    print("ready", flush=True)
+    loop.run()
+
+
+if __name__ == "__main__":
+    main()
