@@ -361,6 +361,10 @@ def scenario(results, server, token, fixtures, work, shots, options):
 
         # --- three live pushes (two H.264, one H.265): cards, thumbnails, fps --------------------
         cams = [("cam-a", "high_320x240.264"), ("cam-b", "slices4_320x240.264"), ("cam-h", "main10_320x240.265")]
+        # cam-b decodes on demand: its thumbnail's long polls are what keep it decoding.
+        created, _, _ = http(base, "PUT", "/sessions/cam-b", token, data=b'{"decode": "on-demand"}',
+                             headers={"Content-Type": "application/json"})
+        r("cam-b is created on demand", created == 201, f"status {created}")
         for session, fixture in cams:
             extension = fixture.rsplit(".", 1)[1]
             stream = live_stream(os.path.join(fixtures, fixture), 400, os.path.join(work, f"{label}-{session}.{extension}"))
@@ -381,6 +385,9 @@ def scenario(results, server, token, fixtures, work, shots, options):
             r(f"{session}: fps shows the live rate ({fps and fps['fpsText']})", bool(fps),
               f"card {card_state(page, session)}")
             r(f"{session}: the card shows 320x240", (card_state(page, session) or {}).get("resolution") == "320x240")
+        status_b = session_status(base, "cam-b", token) or {}
+        r("cam-b (on demand): its thumbnail keeps it decoding",
+          status_b.get("decode") == "on-demand" and status_b.get("decoding") is True, f"status {status_b.get('decoder')}")
         summary = page.wait(lambda: (lambda state: state if state and state["codec"] == "h265" and "10-bit" in state["formatText"]
                                      else None)(card_state(page, "cam-h")))
         r(f"cam-h: the H.265 card shows codec, profile and bit depth ({summary and summary['formatText']})",
@@ -423,6 +430,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
         r("an H.264 session's commands push H.264", "-f h264" in commands and "libx265" not in commands)
         page.screenshot("session")
         check_snapshot(r, page, downloads)
+        check_history_scrubber(r, page)
         page.js("document.activeElement.blur()")  # Escape in a text field stays there
         page.press(Keys.ESCAPE)
         back = page.wait_js("return (location.hash === '' || location.hash === '#/') && !document.getElementById('sessions-page').hidden")
@@ -527,6 +535,31 @@ def check_snapshot(r, page, downloads):
     page.find("#snapshot-download").click()
     message = page.wait_js("const t = document.getElementById('snapshot-message').textContent; return t.startsWith('No snapshot') && t")
     r(f"snapshot: a refused width is explained in words ({message})", bool(message) and "{" not in message)
+
+
+def check_history_scrubber(r, page):
+    """The scrubber over the recent past shows a picture from the history, and an older one when
+    it is moved back."""
+    ready = page.wait_js("""
+        const slider = document.getElementById('history-scrubber');
+        const picture = document.getElementById('history-picture');
+        return slider && !slider.disabled && Number(slider.max) > 0 && !picture.hidden && picture.naturalWidth > 0
+            && /Picture #\\d+/.test(document.getElementById('history-caption').textContent)""")
+    r("history: the scrubber shows a picture of the recent past", ready is True,
+      page.js("return document.getElementById('history-summary').textContent"))
+    newest = page.js("return Number((document.getElementById('history-caption').textContent.match(/#(\\d+)/) || [])[1] || 0)")
+    page.js("""
+        const slider = document.getElementById('history-scrubber');
+        slider.value = '0';
+        slider.dispatchEvent(new Event('input'));""")
+    older = page.wait_js("""
+        const n = Number((document.getElementById('history-caption').textContent.match(/#(\\d+)/) || [])[1] || 0);
+        return n > 0 && n < arguments[0] && n""", newest)
+    r(f"history: moved to its start, it shows an older picture (#{newest} -> #{older})", bool(older))
+    png = page.element_png("#history-picture")
+    page.keep("history", png)
+    verdict = picture_verdict(png)
+    r(f"history: the picture is not blank: {verdict}", verdict.startswith("ok"))
 
 
 def check_hevc_session_view(r, page, base):

@@ -86,6 +86,9 @@ public final class DecodedFrame: Sendable {
     public let sequence: UInt64
     /// Presentation timestamp in the caller's time base, when the input carried one.
     public let pts: Int64?
+    /// The index of the access unit this picture was decoded from, as the caller gave it with
+    /// the packet (`LibavDecoder.decode(accessUnit:pts:index:)`); nil when none was given.
+    public let accessUnitIndex: Int64?
     public let isKeyframe: Bool
     public let pictureType: PictureType
     /// libavcodec could not decode all of this picture and filled the damage in by error
@@ -152,6 +155,8 @@ public final class DecodedFrame: Sendable {
         self.downloads = downloads
         self.sequence = sequence
         self.pts = pts
+        let opaque = frame.pointee.reordered_opaque
+        self.accessUnitIndex = opaque == ft_av_nopts_value() ? nil : opaque
         self.isKeyframe = frame.pointee.key_frame != 0  // FFmpeg 5.1 has no AV_FRAME_FLAG_KEY yet
         self.pictureType = PictureType(frame.pointee.pict_type)
         self.hasDecodeErrors =

@@ -181,13 +181,18 @@ public final class LibavDecoder: PictureDecoder {
     /// instead of when the next one starts. The caller is responsible for the picture-size
     /// check (StreamDecoder does it from the SPS). Use this or `decode(annexB:)` for a
     /// stream, not both.
-    public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64? = nil) -> DecodeOutput {
+    ///
+    /// `index` goes through libavcodec with the picture (`AVCodecContext.reordered_opaque`, set
+    /// before the packet is sent: FFmpeg 5.1 has no `AV_CODEC_FLAG_COPY_OPAQUE`) and comes out
+    /// as `DecodedFrame.accessUnitIndex`, so a caller knows which access unit each picture,
+    /// reordered, came from.
+    public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64? = nil, index: Int64?) -> DecodeOutput {
         var output = DecodeOutput()
         guard bytes.count > 0, bytes.count <= Int(Int32.max) else { return output }
         let (data, _) = stage(bytes, holdingBackUnsafeTail: false)
         let unit = ParsedUnit(
             data: data, size: Int32(bytes.count), pts: pts ?? ft_av_nopts_value(), dts: ft_av_nopts_value(),
-            isKey: false)
+            isKey: false, opaque: index ?? ft_av_nopts_value())
         if reorderProbe != nil {
             probe(unit, into: &output)
         } else {
@@ -196,8 +201,8 @@ public final class LibavDecoder: PictureDecoder {
         return output
     }
 
-    public func decode(accessUnit bytes: [UInt8], pts: Int64? = nil) -> DecodeOutput {
-        bytes.withUnsafeBytes { decode(accessUnit: $0, pts: pts) }
+    public func decode(accessUnit bytes: [UInt8], pts: Int64? = nil, index: Int64? = nil) -> DecodeOutput {
+        bytes.withUnsafeBytes { decode(accessUnit: $0, pts: pts, index: index) }
     }
 
     /// End of stream: returns every frame still inside the parser or the decoder (the last
@@ -260,7 +265,7 @@ public final class LibavDecoder: PictureDecoder {
         }
         let unit = ParsedUnit(
             data: data, size: size, pts: parser.pointee.pts, dts: parser.pointee.dts,
-            isKey: parser.pointee.key_frame == 1)
+            isKey: parser.pointee.key_frame == 1, opaque: ft_av_nopts_value())
         if reorderProbe != nil {
             probe(unit, into: &output)
         } else {
@@ -274,6 +279,7 @@ public final class LibavDecoder: PictureDecoder {
         packet.pointee.pts = unit.pts
         packet.pointee.dts = unit.dts
         packet.pointee.flags = unit.isKey ? AV_PKT_FLAG_KEY : 0
+        codecContext.pointee.reordered_opaque = unit.opaque
         var status = avcodec_send_packet(codecContext, packet)
         if status == ft_averror_eagain() {
             // The decoder holds output it wants read first; read it, then the packet fits.
@@ -475,6 +481,9 @@ private struct ParsedUnit {
     var pts: Int64
     var dts: Int64
     var isKey: Bool
+    /// What the picture's `reordered_opaque` carries out: the caller's access unit index, or
+    /// `AV_NOPTS_VALUE` for none.
+    var opaque: Int64
 }
 
 private struct ReorderProbe {

@@ -21,15 +21,16 @@ public protocol PictureDecoder: AnyObject {
     func endReorderProbe() -> DecodeOutput
     /// Sends one complete access unit (Annex B) as one packet. A hardware decoder that
     /// libavcodec will not run this stream on says so in `DecodeOutput.hardwareRefusal` and
-    /// decodes nothing; what happens next is `BackendSupervisor`'s decision.
-    func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?) -> DecodeOutput
+    /// decodes nothing; what happens next is `BackendSupervisor`'s decision. `index` comes out
+    /// with the picture as `DecodedFrame.accessUnitIndex`.
+    func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?, index: Int64?) -> DecodeOutput
     /// End of stream: every picture still inside; the decoder then expects a fresh stream.
     func drain() -> DecodeOutput
 }
 
 extension PictureDecoder {
-    public func decode(accessUnit bytes: [UInt8], pts: Int64? = nil) -> DecodeOutput {
-        bytes.withUnsafeBytes { decode(accessUnit: $0, pts: pts) }
+    public func decode(accessUnit bytes: [UInt8], pts: Int64? = nil, index: Int64? = nil) -> DecodeOutput {
+        bytes.withUnsafeBytes { decode(accessUnit: $0, pts: pts, index: index) }
     }
 }
 

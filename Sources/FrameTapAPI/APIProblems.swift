@@ -8,17 +8,19 @@ extension HTTPError {
         var headers: [String: String] = [:]
         if let seconds = error.retryAfterSeconds { headers["Retry-After"] = String(seconds) }
         if error.code == .shuttingDown { headers["Retry-After"] = "1" }
-        self.init(status: Self.status(of: error.code), code: error.code.rawValue, detail: error.message, headers: headers)
+        self.init(
+            status: Self.status(of: error.code), code: error.code.rawValue, detail: error.message, headers: headers,
+            extensions: error.facts)
     }
 
     /// The one place a service error code meets its HTTP status.
     static func status(of code: SessionError.Code) -> HTTPStatus {
         switch code {
         case .invalidSessionID, .invalidParameter: .badRequest
-        case .sessionNotFound, .noFrameYet: .notFound
+        case .sessionNotFound, .noFrameYet, .notInHistory: .notFound
         case .sessionBusy: .conflict
         case .bodyTooLarge, .spoolFull: .contentTooLarge
-        case .tooManySessions, .shuttingDown: .serviceUnavailable
+        case .tooManySessions, .shuttingDown, .catchUpQueueFull: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest
         case .spoolFailed: .internalServerError

@@ -67,6 +67,14 @@ public struct FrameTapAPI: Sendable {
                 try latestPicture(request, format: format)
             }
         }
+        for (name, format) in [("at.jpg", PictureFormat.jpeg), ("at.yuv", .yuv), ("at.rgb", .rgb)] {
+            router.get("/sessions/{id}/frame/\(name)", access: .view(.path("id"))) { [self] request throws(HTTPError) in
+                try pastPicture(request, format: format)
+            }
+        }
+        router.get("/sessions/{id}/history", access: .view(.path("id"))) { [self] request throws(HTTPError) in
+            try history(request)
+        }
         router.get("/sessions/{id}/frames.mjpeg", access: .view(.path("id"))) { [self] request throws(HTTPError) in
             try mjpeg(request)
         }

@@ -20,6 +20,7 @@ enum PictureResponses {
         headers.add("Cache-Control", "no-cache")
         headers.add("Last-Modified", HTTPDate.string(secondsSince1970: Int(served.decodedAt.timeIntervalSince1970)))
         headers.add("X-Frame-Seq", String(served.sequence))
+        if let receivedAt = served.receivedAt { headers.add("X-Frame-Received-At", WireJSON.timestamp(receivedAt)) }
         if let pts = served.pts { headers.add("X-Frame-PTS", String(pts)) }
         headers.add("X-Frame-Age-Ms", String(served.ageMilliseconds(now: now)))
         headers.add("X-Frame-Keyframe", served.isKeyframe ? "true" : "false")

@@ -20,6 +20,8 @@ public struct AccessUnit: Sendable {
     public var ppsId: Int?
     public var spsId: Int?
     public var frameNum: Int?
+    /// pic_order_cnt_lsb of the first slice, for picture order count type 0; nil otherwise.
+    public var picOrderCntLsb: Int?
     public var isField: Bool
     public var isBottomField: Bool
     /// Holds at least one VCL NAL unit (types 1...5).
@@ -36,6 +38,7 @@ public struct AccessUnit: Sendable {
         ppsId = nil
         spsId = nil
         frameNum = nil
+        picOrderCntLsb = nil
         isField = false
         isBottomField = false
         hasPicture = nalUnits.contains { $0.type.isVCL }
@@ -260,6 +263,7 @@ public struct AccessUnitAssembler: Sendable {
         current.ppsId = ppsId
         current.spsId = ppsId.flatMap { parameterSets.pps[$0]?.spsId }
         current.frameNum = header?.frameNum
+        current.picOrderCntLsb = header.flatMap { $0.pocType == 0 ? $0.picOrderCntLsb : nil }
         current.isField = header?.fieldPic ?? false
         current.isBottomField = header?.bottomField ?? false
     }

@@ -19,6 +19,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
     private var gate = RandomAccessGate()
     /// The facts of each SPS id as last built (building a format names things: once per SPS).
     private var facts: [Int: (sps: SequenceParameterSet, facts: SequenceFacts)] = [:]
+    /// The picture order count of the last recovery point that is not an IDR, while the pictures
+    /// right after it may still be its leading pictures (see `isLeading(_:sps:)`).
+    private var openKeyframe: (picOrderCntLsb: Int, maxPicOrderCntLsb: Int)?
 
     /// `emulateFFmpegProbe`: hold pictures until the stream's first SPS and PPS arrive, as the
     /// ffmpeg CLI's stream probe finds them before its decoder starts (see `ParameterSetWait`).
@@ -119,7 +122,37 @@ public struct ElementaryStreamReader: AccessUnitReader {
         return CodedAccessUnit(
             codec: .h264, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
             parameterSets: sets, sequence: sequenceFacts(sps), isKeyframe: unit.isIDR || unit.isRandomAccessPoint,
-            isIntra: unit.isIDR || unit.primarySliceType == .i)
+            isIntra: unit.isIDR || unit.primarySliceType == .i, isLeading: isLeading(unit, sps: sps))
+    }
+
+    /// Whether `unit` is a leading picture of the recovery point before it: H.264 has no NAL type
+    /// for them, so it is told by picture order count (type 0 only), for the pictures right
+    /// after the recovery point until the first that follows it in output order (as in x264's
+    /// open GOPs, and as H.265 requires of its leading pictures). A decoder starting at the
+    /// recovery point does not output them (libavcodec drops them, measured on x264
+    /// `open-gop=1` streams cut there).
+    private mutating func isLeading(_ unit: AccessUnit, sps: SequenceParameterSet) -> Bool {
+        if unit.isIDR {
+            openKeyframe = nil
+            return false
+        }
+        if unit.isRandomAccessPoint {
+            openKeyframe = nil
+            if case .type0(let log2) = sps.picOrderCount, let lsb = unit.picOrderCntLsb {
+                openKeyframe = (lsb, 1 << log2)
+            }
+            return false
+        }
+        guard let key = openKeyframe, let lsb = unit.picOrderCntLsb else { return false }
+        // The signed distance in output order, modulo MaxPicOrderCntLsb (§8.2.1.1).
+        var distance = (lsb - key.picOrderCntLsb) % key.maxPicOrderCntLsb
+        if distance < 0 { distance += key.maxPicOrderCntLsb }
+        if distance >= key.maxPicOrderCntLsb / 2 { distance -= key.maxPicOrderCntLsb }
+        guard distance < 0 else {
+            openKeyframe = nil
+            return false
+        }
+        return true
     }
 
     private mutating func sequenceFacts(_ sps: SequenceParameterSet) -> SequenceFacts {
@@ -143,9 +176,12 @@ extension SequenceFacts {
             let reorder = sps.announcesReorderDelay ? (sps.vui?.maxNumReorderFrames ?? 0) : references
             buffered = references + reorder
         }
+        // Announced: the VUI's count, or none for the profiles without B slices or inter pictures.
+        let reordered = sps.announcesReorderDelay ? (sps.vui?.maxNumReorderFrames ?? 0) : nil
         self.init(
             id: sps.id, format: StreamFormat(sps: sps), bufferedPictures: buffered,
-            reorderDelayAnnounced: sps.announcesReorderDelay, lossless: sps.qpprimeYZeroTransformBypass)
+            reorderDelayAnnounced: sps.announcesReorderDelay, lossless: sps.qpprimeYZeroTransformBypass,
+            reorderedPictures: reordered)
     }
 }
 

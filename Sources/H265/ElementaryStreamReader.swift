@@ -139,7 +139,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
             codec: .h265, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
             parameterSets: [set(.vps, sps.vpsId, units.vps), set(.sps, sps.id, units.sps), set(.pps, ppsId, units.pps)],
             sequence: sequenceFacts(sps, vps: vps), isKeyframe: unit.isIRAP,
-            isIntra: unit.isIRAP || unit.sliceType == .i)
+            isIntra: unit.isIRAP || unit.sliceType == .i, isLeading: unit.isRASL)
     }
 
     private mutating func sequenceFacts(_ sps: SequenceParameterSet, vps: VideoParameterSet?) -> SequenceFacts {
@@ -148,7 +148,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
         // sps_max_num_reorder_pics), so the CLI's reorder probe has nothing to learn.
         let made = SequenceFacts(
             id: sps.id, format: StreamFormat(sps: sps, vps: vps), bufferedPictures: sps.maxDecPicBuffering,
-            reorderDelayAnnounced: true, lossless: false)
+            reorderDelayAnnounced: true, lossless: false, reorderedPictures: sps.maxNumReorderPics)
         facts[sps.id] = (sps, vps, made)
         return made
     }

@@ -49,6 +49,7 @@ public final class FrameTapMetrics: Sendable {
             Names.encodeSeconds: fineBuckets,
             Names.decodeLatency: fineBuckets,
             Names.requestSeconds: fineBuckets,
+            Names.catchUpSeconds: fineBuckets,
         ]
         self.factory = factory
         activeSessions = CoreMetrics.Meter(label: Names.activeSessions, factory: factory)
@@ -68,6 +69,11 @@ public final class FrameTapMetrics: Sendable {
         for limit in ["connections", "address"] { counter(Names.connectionsRefused, ["limit": limit]).increment(by: 0) }
         for reason in ["header_timeout", "body_timeout", "evicted"] {
             counter(Names.connectionsClosed, ["reason": reason]).increment(by: 0)
+        }
+        for kind in ["wake", "history"] {
+            for result in ["ok", "failed", "refused"] {
+                counter(Names.catchUps, ["kind": kind, "result": result]).increment(by: 0)
+            }
         }
     }
 
@@ -140,7 +146,7 @@ public final class FrameTapMetrics: Sendable {
     /// downloads of hardware-decoded pictures since the last scrape, and the decoder memory budget.
     public func refresh(
         sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
-        decoderMemory: DecoderMemoryBudget
+        decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, historyBytes: Int? = nil
     ) {
         var byBackend: [[String]: Int] = [:]
         for status in sessions {
@@ -199,6 +205,34 @@ public final class FrameTapMetrics: Sendable {
             .set(to: Double(memory.bytes))
         memoryGauge(Names.decoderMemoryRefusals, "Streams refused since start-up because their decoder did not fit the budget")
             .set(to: Double(memory.refusals))
+        memoryGauge(Names.sessionsDecoding, "Sessions with a decoder open (on-demand sessions only while someone looks)")
+            .set(to: Double(sessions.filter(\.decoding).count))
+        if let catchUps {
+            memoryGauge(Names.catchUpBusy, "Catch-up decodes running (at most --max-catchup-decoders)")
+                .set(to: Double(catchUps.busy))
+            memoryGauge(Names.catchUpQueued, "Catch-up decodes waiting for a catch-up decoder")
+                .set(to: Double(catchUps.queued))
+        }
+        if let historyBytes {
+            memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
+                .set(to: Double(historyBytes))
+        }
+    }
+
+    /// What a catch-up is for: an on-demand session waking up, or a picture from the past.
+    enum CatchUpKind: String {
+        case wake
+        case history
+    }
+
+    /// A catch-up ended (`ok`, `failed`), or was refused for a full queue (`refused`); how long
+    /// an `ok` one took and how many access units it decoded.
+    func recordCatchUp(kind: CatchUpKind, result: String, duration: Duration? = nil, units: Int = 0) {
+        counter(Names.catchUps, ["kind": kind.rawValue, "result": result]).increment()
+        if let duration {
+            timer(Names.catchUpSeconds, ["kind": kind.rawValue]).recordNanoseconds(Int64(clamping: duration.nanoseconds))
+        }
+        if units > 0 { counter(Names.catchUpAccessUnits, ["kind": kind.rawValue]).increment(by: units) }
     }
 
     /// A pulled source's connection attempt after the first (after a failure or a loss).
@@ -270,5 +304,12 @@ public final class FrameTapMetrics: Sendable {
         public static let frameDownloads = "frametap_frame_downloads_total"
         public static let frameDownloadFailures = "frametap_frame_download_failures_total"
         public static let deviceSessions = "frametap_hardware_device_sessions"
+        public static let catchUps = "frametap_catchup_decodes_total"
+        public static let catchUpSeconds = "frametap_catchup_seconds"
+        public static let catchUpAccessUnits = "frametap_catchup_access_units_total"
+        public static let catchUpBusy = "frametap_catchup_decoders_busy"
+        public static let catchUpQueued = "frametap_catchup_queue_length"
+        public static let sessionsDecoding = "frametap_sessions_decoding"
+        public static let historyBytes = "frametap_history_bytes"
     }
 }

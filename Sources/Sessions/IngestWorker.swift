@@ -18,8 +18,13 @@ import VideoCoding
 /// the push's end, one end-of-stream path (flush, facts refresh, events, log); then the
 /// push's answer (a JSON summary, or the end of a multipart answer) gets its outcome.
 ///
-/// Owns: the jobs, the decoder (bound to the decode queue) and what the decoder reports:
-/// counters, format, back end and why, the last error.
+/// Every access unit ingest hands on goes into the session's `CompressedHistory` (its only
+/// writer) before any decoder sees it. In on-demand mode no decoder runs until someone asks
+/// for a picture (`demand`); then one catches up from the history and decodes live until the
+/// interest lingered out (`IngestWorker+OnDemand.swift`).
+///
+/// Owns: the jobs, the decoder (bound to the decode queue), its activity on demand and what the
+/// decoder reports: counters, format, back end and why, the last error.
 final class IngestWorker: Sendable {
     /// What the status page shows of the decoder; replaced after every decoder step.
     struct Facts: Sendable {
@@ -53,11 +58,22 @@ final class IngestWorker: Sendable {
         }
     }
 
-    private struct State {
+    struct State {
         var closed = false
         var jobs: [UploadJob] = []
         var facts: Facts
         var rates: InputRateMeter
+        /// What the decoder does: always `live` outside on-demand mode.
+        var activity: DecoderActivity
+        /// Requests waiting for a catch-up to end, each called once (with nil, or why not).
+        var readyWaiters: [(UInt64, @Sendable (SessionError?) -> Void)] = []
+        var nextWaiterToken: UInt64 = 1
+        /// Uptime of the last request for a picture (or the last MJPEG viewer leaving).
+        var lastDemand: UInt64 = 0
+        /// Uptime the pending linger check runs at.
+        var lingerDue: UInt64?
+        /// The catch-up's place in the pool's queue while it waits for a slot.
+        var catchUpTicket: UInt64?
         /// When each code last made an `error` event (the codes are a fixed set): a stream that
         /// fails on every picture makes one event per code and second, not one per picture.
         var errorEventAt: [String: UInt64] = [:]
@@ -72,12 +88,14 @@ final class IngestWorker: Sendable {
 
     let id: SessionID
     let decodeQueue: DispatchQueue
-    private let decoder: QueueBound<DecoderSlot>
-    private let state: Mutex<State>
-    private let context: SessionContext
+    let decoder: QueueBound<DecoderSlot>
+    let state: Mutex<State>
+    let context: SessionContext
     /// Where the newest picture goes.
-    private let viewers: ViewerSet
-    private let pictures: PictureCache
+    let viewers: ViewerSet
+    let pictures: PictureCache
+    /// Where every access unit goes first (this worker is its only writer).
+    let history: CompressedHistory
     /// The session's open container stream, between the pushes that carry it.
     private let containers = ContainerStreamSlot()
     /// Packets of container tracks other than the video, counted.
@@ -85,7 +103,7 @@ final class IngestWorker: Sendable {
 
     init(
         id: SessionID, pipeline: DecoderPipeline, mode: DecodeMode, context: SessionContext, viewers: ViewerSet,
-        pictures: PictureCache
+        pictures: PictureCache, history: CompressedHistory
     ) {
         self.id = id
         decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
@@ -97,10 +115,11 @@ final class IngestWorker: Sendable {
                     backend: pipeline.backend,
                     backendReason: pipeline.backendReason, device: pipeline.device, fallbacks: pipeline.fallbacks,
                     decodeMode: mode),
-                rates: InputRateMeter(startedAt: context.clock.uptime)))
+                rates: InputRateMeter(startedAt: context.clock.uptime), activity: mode == .onDemand ? .idle : .live))
         self.context = context
         self.viewers = viewers
         self.pictures = pictures
+        self.history = history
     }
 
     var facts: Facts { state.withLock { $0.facts } }
@@ -261,7 +280,7 @@ final class IngestWorker: Sendable {
         return job
     }
 
-    private func wake() {
+    func wake() {
         decodeQueue.async { [self] in decodeLoop() }
     }
 
@@ -277,16 +296,21 @@ final class IngestWorker: Sendable {
                 return !progress.hasBegun
             }
             if beginning { decoder.withValue { $0.pipeline?.beginPush(saying: job.codec) } }
+            // A multipart answer sends the pictures of its push: an on-demand session decodes
+            // while one runs.
+            if beginning, job.isMultipart { decodeForMultipartAnswer() }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                let errors = step(receivedAt: receivedAt, job: job) { $0.push(bytes, onPicture: $1) }.errors
+                let errors = step(receivedAt: receivedAt, job: job) {
+                    $0.push(bytes, onAccessUnit: $1, onPicture: $2)
+                }.errors
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
                 if let refusal = errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
                     job.upload?.refuse(SessionError(refusal))
                 }
             case .sample(let sample, let receivedAt):
-                let errors = step(receivedAt: receivedAt, job: job) { $0.push(sample: sample, onPicture: $1) }.errors
+                let errors = step(receivedAt: receivedAt, job: job) { $0.push(sample: sample, onAccessUnit: $1, onPicture: $2) }.errors
                 if let refusal = errors.first(where: { $0.code == .codecMismatch }) {
                     job.upload?.refuse(SessionError(refusal))
                 }
@@ -324,8 +348,9 @@ final class IngestWorker: Sendable {
     /// The end of a stream, whichever push ends it: every delayed picture, then a pending back
     /// end may take over; facts, events and the log follow.
     private func endOfStream(_ job: UploadJob) {
-        let pictures = step(receivedAt: nil, job: job) { $0.finish(onPicture: $1) }.pictures
-        decoder.withValue { $0.streamEnded() }
+        let pictures = step(receivedAt: nil, job: job) { $0.finish(onAccessUnit: $1, onPicture: $2) }.pictures
+        history.endStream()
+        if decoder.withValue({ $0.streamEnded() }) { pipelineReplaced() }
         refreshFacts()
         context.logger.info("stream flushed", metadata: ["frames": "\(pictures)"])
     }
@@ -335,8 +360,11 @@ final class IngestWorker: Sendable {
         let next = state.withLock { state -> UploadJob? in
             guard let index = state.jobs.firstIndex(where: { $0 === job }) else { return nil }
             state.jobs.remove(at: index)
+            // A multipart answer's interest in pictures lingers like a request's.
+            if job.isMultipart { state.lastDemand = context.clock.uptime }
             return index == 0 ? state.jobs.first : nil
         }
+        if job.isMultipart { scheduleLingerCheck() }
         decodeQueue.async { job.source.close() }
         guard let next else { return }
         next.upload?.admit()
@@ -444,29 +472,36 @@ final class IngestWorker: Sendable {
     // MARK: - Decoding
 
     /// Runs one decoder step on the decode queue and publishes what it produced: counters,
-    /// format, errors, then the newest undamaged picture. Each picture is numbered as it comes
-    /// out and handed to the push's answer (a multipart answer sends them all, damaged ones
-    /// included, as the ffmpeg CLI does); only the newest is kept beyond that, so a step that
-    /// decodes many pictures never holds them all. Returns how many pictures it decoded.
+    /// format, errors, then the newest undamaged picture. Every access unit goes into the
+    /// history first, stamped with when its bytes arrived. Each picture comes out with its
+    /// number (`PictureNumbering`) and is handed to the push's answer (a multipart answer sends
+    /// them all, damaged ones included, as the ffmpeg CLI does); only the newest is kept beyond
+    /// that, so a step that decodes many pictures never holds them all. Returns how many
+    /// pictures it decoded.
     @discardableResult
     private func step(
         receivedAt: UInt64?, job: UploadJob,
-        _ body: (DecoderPipeline, (DecodedFrame) -> Void) -> [DecodeError]
+        _ body: (DecoderPipeline, (IndexedAccessUnit) -> Void, DecoderPipeline.PictureHandler) -> [DecodeError]
     ) -> (pictures: Int, errors: [DecodeError]) {
         var pictures = 0
         var newest: PublishedFrame?
+        let stamp = ReceiveStamp(clock: context.clock, receivedAt: receivedAt)
+        let newestBefore = viewers.newest?.sequence ?? 0
         let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
             guard let pipeline = slot.pipeline else { return nil }
-            let errors = body(pipeline) { frame in
-                let published = PublishedFrame(
-                    frame: frame, sequence: slot.nextSequence, backend: frame.decodedBy, at: context.clock)
-                slot.nextSequence += 1
-                pictures += 1
-                // A picture libavcodec concealed errors in (an error of this step) never
-                // replaces a good one as the newest.
-                if !frame.hasDecodeErrors { newest = published }
-                job.deliver(published)
-            }
+            let errors = body(
+                pipeline,
+                { unit in history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime) },
+                { frame, number in
+                    let published = PublishedFrame(
+                        frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
+                        receivedAt: frame.accessUnitIndex.flatMap(history.receivedAt))
+                    pictures += 1
+                    // A picture libavcodec concealed errors in (an error of this step) never
+                    // replaces a good one as the newest, and the newest only ever moves on.
+                    if !frame.hasDecodeErrors, number > max(newestBefore, newest?.sequence ?? 0) { newest = published }
+                    job.deliver(published)
+                })
             guard let snapshot = slot.snapshot() else { return nil }
             return (errors, snapshot)
         }
@@ -493,20 +528,7 @@ final class IngestWorker: Sendable {
         report(snapshot.newFallbacks)
         announce(from: changes.before, to: changes.after, fallbacks: snapshot.newFallbacks)
         if let error = changes.newError { announce(error) }
-        if let newest {
-            // Only this queue publishes, so the newest cannot change between these calls.
-            let previous = viewers.newest?.sequence
-            self.pictures.newestChanged(previous: previous, newest: newest.sequence)
-            viewers.publish(newest)
-            if previous == nil {
-                let info = newest.info(now: uptime)
-                context.events.emit(.pictureFirst) { details in
-                    details.seq = info.seq
-                    details.width = info.width
-                    details.height = info.height
-                }
-            }
-        }
+        if let newest { publish(newest) }
         if pictures > 0 { context.activity.touch() }
         recordMetrics(before: before, after: counters, errors: errors, frames: pictures)
         if let receivedAt, pictures > 0 {
@@ -516,7 +538,24 @@ final class IngestWorker: Sendable {
         return (pictures, errors)
     }
 
-    private func recordMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
+    /// Makes `newest` the session's newest picture (on the decode queue: only this queue
+    /// publishes, so the newest cannot change between these calls).
+    func publish(_ newest: PublishedFrame) {
+        let previous = viewers.newest?.sequence
+        guard newest.sequence > previous ?? 0 else { return }
+        pictures.newestChanged(previous: previous, newest: newest.sequence)
+        viewers.publish(newest)
+        if previous == nil {
+            let info = newest.info(now: context.clock.uptime)
+            context.events.emit(.pictureFirst) { details in
+                details.seq = info.seq
+                details.width = info.width
+                details.height = info.height
+            }
+        }
+    }
+
+    func recordMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
         let metrics = context.metrics
         let newBytes = after.bytes - before.bytes
         if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
@@ -543,8 +582,9 @@ final class IngestWorker: Sendable {
         context.logger.warning("session error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
     }
 
-    /// Back end facts can change on the decode queue without a step (a pipeline swap).
-    private func refreshFacts() {
+    /// Back end facts can change on the decode queue without a step (a pipeline swap, a
+    /// decoder opened or released on demand).
+    func refreshFacts() {
         guard let snapshot = decoder.withValue({ $0.snapshot() }) else { return }
         let (before, after) = state.withLock { state in
             let before = state.facts
@@ -600,20 +640,25 @@ final class IngestWorker: Sendable {
     func configure(
         mode: DecodeMode?, backend choice: DecoderBackendChoice?, codec: VideoCodec?, pipeline: sending DecoderPipeline?
     ) {
-        state.withLock { state in
+        let previousMode = state.withLock { state -> DecodeMode in
+            let previous = state.facts.decodeMode
             if let mode { state.facts.decodeMode = mode }
             if let choice { state.facts.backendChoice = choice }
             if let codec { state.facts.statedCodec = codec }
+            return previous
         }
         // The pipeline was built on the caller's thread (so a back end that cannot open fails
         // the caller's request) and is handed over to the decode queue, which owns it from then on.
         let handover = Mutex(pipeline)
         decodeQueue.async { [self] in
             let replacement = handover.withLock { $0.take() }
-            decoder.withValue { slot in
+            let replaced = decoder.withValue { slot -> Bool in
                 if let mode { slot.setMode(mode) }
-                if let replacement { slot.replace(with: replacement) }
+                guard let replacement else { return false }
+                return slot.replace(with: replacement)
             }
+            if let mode, mode != previousMode { modeChanged(from: previousMode, to: mode) }
+            if replaced { pipelineReplaced() }
             refreshFacts()
         }
     }
@@ -630,6 +675,7 @@ final class IngestWorker: Sendable {
             return state.jobs
         }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
+        endOnDemandDecoding()
         containers.stop()
         for job in jobs {
             if let upload = job.upload, !upload.isProducerDone {
@@ -773,8 +819,8 @@ struct DecoderSlot {
     private var pending: DecoderPipeline?
     /// Counters of pipelines replaced earlier, so session counters never go backwards.
     private var retired = SessionCounters()
-    /// The next picture's session-wide sequence number.
-    var nextSequence: UInt64 = 1
+    /// The on-demand catch-up under way, if any.
+    var catchUp: CatchUpRun?
 
     init(pipeline: DecoderPipeline) {
         self.pipeline = pipeline
@@ -805,29 +851,38 @@ struct DecoderSlot {
         pending?.keyframesOnly = mode == .keyframes
     }
 
-    mutating func replace(with replacement: DecoderPipeline) {
-        guard let current = pipeline else { return }
+    /// Returns whether `replacement` took over now (no stream under way); otherwise it waits
+    /// for the stream's end. It numbers on from the current pipeline's access units.
+    mutating func replace(with replacement: DecoderPipeline) -> Bool {
+        guard let current = pipeline else { return false }
         if current.midStream {
             pending = replacement
-        } else {
-            retired.add(current.counters)
-            pipeline = replacement
-            reportedFallbacks = 0
+            return false
         }
+        take(replacement, from: current)
+        return true
     }
 
-    /// After a flush: a pending back end takes over now that no stream is under way.
-    mutating func streamEnded() {
-        guard let replacement = pending, let current = pipeline else { return }
-        retired.add(current.counters)
-        pipeline = replacement
+    /// After a flush: a pending back end takes over now that no stream is under way. Returns
+    /// whether one did.
+    mutating func streamEnded() -> Bool {
+        guard let replacement = pending, let current = pipeline else { return false }
+        take(replacement, from: current)
         pending = nil
+        return true
+    }
+
+    private mutating func take(_ replacement: DecoderPipeline, from current: DecoderPipeline) {
+        retired.add(current.counters)
+        replacement.nextIndex = current.nextIndex
+        pipeline = replacement
         reportedFallbacks = 0
     }
 
     mutating func release() {
         pipeline = nil
         pending = nil
+        catchUp = nil
     }
 }
 
@@ -840,6 +895,20 @@ struct DecoderSnapshot: Sendable {
     let device: HardwareDeviceID?
     let format: StreamFormat?
     let newFallbacks: [BackendFallback]
+}
+
+/// When the bytes of a decoder step arrived, as the history stamps its access units: the
+/// source's receive time (uptime), and the wall clock at that moment.
+struct ReceiveStamp {
+    let uptime: UInt64
+    let date: Date
+
+    init(clock: any ServiceClock, receivedAt: UInt64?) {
+        let now = clock.uptime
+        let wall = clock.now
+        uptime = receivedAt ?? now
+        date = wall.addingTimeInterval(-Double(now > uptime ? now - uptime : 0) / 1e9)
+    }
 }
 
 extension SessionCounters {

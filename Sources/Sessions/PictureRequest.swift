@@ -103,24 +103,42 @@ struct PictureKey: Hashable, Sendable {
     }
 }
 
-/// A decoded picture as the session published it, with its session-wide sequence number
-/// (1, 2, ...; never reused, also across flushes and back end changes, so it is a valid ETag
-/// basis).
+/// A decoded picture as the session published it, with its session-wide number
+/// (`PictureNumbering`: 1 + its GOP keyframe's access unit index + its output rank in the GOP;
+/// never reused, also across flushes and back end changes, and the same whichever keyframe
+/// decoding started at, so it is a valid ETag basis for live pictures and pictures from the past).
 struct PublishedFrame: Sendable {
     let frame: DecodedFrame
     let sequence: UInt64
     let backend: DecoderBackend
     /// When the decoder handed the picture out, on the session's clock: wall time (for
-    /// `Last-Modified`) and monotonic time (for ages).
+    /// `Last-Modified`) and monotonic time (for ages). A picture from the past is stamped with
+    /// when its access unit arrived instead.
     let decodedAt: Date
     let decodedAtUptime: UInt64
+    /// When its access unit's bytes arrived, while the history knew it.
+    let receivedAt: Date?
 
-    init(frame: DecodedFrame, sequence: UInt64, backend: DecoderBackend, at clock: any ServiceClock) {
+    init(
+        frame: DecodedFrame, sequence: UInt64, backend: DecoderBackend, at clock: any ServiceClock,
+        receivedAt: Date? = nil
+    ) {
         self.frame = frame
         self.sequence = sequence
         self.backend = backend
         decodedAt = clock.now
         decodedAtUptime = clock.uptime
+        self.receivedAt = receivedAt
+    }
+
+    /// A picture decoded from the history: its age is counted from when its bytes arrived.
+    init(pastFrame frame: DecodedFrame, sequence: UInt64, receivedAt: Date, receivedUptime: UInt64) {
+        self.frame = frame
+        self.sequence = sequence
+        backend = frame.decodedBy
+        decodedAt = receivedAt
+        decodedAtUptime = receivedUptime
+        self.receivedAt = receivedAt
     }
 
     func info(now: UInt64) -> LatestFrameInfo {
@@ -144,6 +162,8 @@ public struct ServedPicture: Sendable {
     public let backend: DecoderBackend
     /// Monotonic decode time, for `ageMilliseconds(now:)`.
     public let decodedAtUptime: UInt64
+    /// When the bytes of its access unit arrived, when known.
+    public let receivedAt: Date?
 
     init(published: PublishedFrame, picture: EncodedPicture, etag: String) {
         self.picture = picture
@@ -154,6 +174,7 @@ public struct ServedPicture: Sendable {
         decodedAt = published.decodedAt
         backend = published.backend
         decodedAtUptime = published.decodedAtUptime
+        receivedAt = published.receivedAt
     }
 
     /// Milliseconds between the decode and `now` (a `ServiceClock.uptime` reading).

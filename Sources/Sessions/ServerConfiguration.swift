@@ -65,6 +65,22 @@ public struct ServerConfiguration: Sendable {
     public var sourceReadTimeout: Duration = .seconds(10)
     /// The longest wait between a pull's attempts (the back-off doubles from 0.5 s up to it).
     public var sourceRetryMax: Duration = .seconds(30)
+    /// The decode mode of sessions that do not set one (`--default-decode`).
+    public var defaultDecode: DecodeMode
+    /// Each session's compressed history: at most this much time from its oldest held access
+    /// unit to its newest (`--history-seconds`) ...
+    public var historySeconds: Duration
+    /// ... and at most this many bytes (`--history-bytes`), in whole GOPs.
+    public var historyBytes: Int
+    /// An on-demand session keeps decoding this long after the last request for a picture
+    /// (and its last MJPEG viewer), then releases its decoder (`--on-demand-linger`).
+    public var onDemandLinger: Duration
+    /// The catch-up decoders every session shares (`--max-catchup-decoders`, `--max-catchup-queue`).
+    public var catchUpPool: CatchUpPool
+    /// libavcodec threads of a catch-up decoder (0 = automatic). A catch-up decodes a GOP as
+    /// fast as it can while someone waits, so it uses frame threads where live decoders use
+    /// one; the pool bounds how many run at once.
+    public var catchUpDecoderThreads: Int
 
     public init(
         backend: DecoderBackendChoice = .auto,
@@ -85,7 +101,14 @@ public struct ServerConfiguration: Sendable {
         mjpegRepeatInterval: Duration = .seconds(1),
         spoolDirectory: String = FileManager.default.temporaryDirectory.path,
         maxSpoolBytes: Int = 2 << 30,
-        spoolBudget: SpoolBudget = SpoolBudget(limit: 4 << 30)
+        spoolBudget: SpoolBudget = SpoolBudget(limit: 4 << 30),
+        defaultDecode: DecodeMode = .all,
+        historySeconds: Duration = ServerConfiguration.defaultHistorySeconds,
+        historyBytes: Int = ServerConfiguration.defaultHistoryBytes,
+        onDemandLinger: Duration = .seconds(10),
+        catchUpPool: CatchUpPool = CatchUpPool(
+            slots: ServerConfiguration.defaultCatchUpDecoders, queueLimit: ServerConfiguration.defaultCatchUpQueue),
+        catchUpDecoderThreads: Int = ServerConfiguration.defaultCatchUpDecoderThreads
     ) {
         self.backend = backend
         self.hardwareDevices = hardwareDevices
@@ -106,6 +129,32 @@ public struct ServerConfiguration: Sendable {
         self.spoolDirectory = spoolDirectory
         self.maxSpoolBytes = maxSpoolBytes
         self.spoolBudget = spoolBudget
+        self.defaultDecode = defaultDecode
+        self.historySeconds = historySeconds
+        self.historyBytes = historyBytes
+        self.onDemandLinger = onDemandLinger
+        self.catchUpPool = catchUpPool
+        self.catchUpDecoderThreads = catchUpDecoderThreads
+    }
+
+    /// 10 s: at the usual 1-4 s GOP of cameras that is several GOPs, enough to look at what just
+    /// happened (an alarm that fired a few seconds ago) and to start a catch-up one GOP early
+    /// for open GOPs; longer pasts are a recorder's job. At 6 Mbit/s (1080p30) it is 7.5 MB.
+    public static let defaultHistorySeconds: Duration = .seconds(10)
+    /// 64 MiB: 10 s of a 50 Mbit/s stream (4K cameras at their highest rates), so the time
+    /// bound is the one that binds for real cameras and this one bounds a hostile or
+    /// mis-configured stream (times `--max-sessions`, it bounds the whole server's history).
+    public static let defaultHistoryBytes = 64 << 20
+    /// One per core: catch-ups then use the machine when nothing else does, and never more.
+    public static var defaultCatchUpDecoders: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
+    /// Waiting catch-ups past the running ones: 8 per slot, about 1-2 s of waiting for 1080p GOPs.
+    public static var defaultCatchUpQueue: Int { 8 * defaultCatchUpDecoders }
+    /// Two frame threads, capped at the cores.
+    public static var defaultCatchUpDecoderThreads: Int { min(2, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
+
+    /// The bounds of each session's compressed history.
+    var historyLimits: CompressedHistory.Limits {
+        CompressedHistory.Limits(seconds: historySeconds, bytes: historyBytes)
     }
 
     /// Rejects values that would make the server misbehave rather than fail loudly later.
@@ -129,6 +178,10 @@ public struct ServerConfiguration: Sendable {
         try require(sourceConnectTimeout > .zero && sourceReadTimeout > .zero, "source timeouts must be positive")
         try require(sourceRetryMax >= PullSource.firstRetryDelay, "the source retry maximum must be at least 0.5 s")
         try require(eventKeepaliveInterval > .zero, "event keepalive interval must be positive")
+        try require(historySeconds > .zero, "history seconds must be positive")
+        try require(historyBytes >= 1 << 20, "history bytes must be at least 1048576")
+        try require(onDemandLinger >= .zero, "on-demand linger must not be negative")
+        try require((0...64).contains(catchUpDecoderThreads), "catch-up decoder threads must be 0...64")
         try require(
             pictureSizeLimit.maxWidth > 0 && pictureSizeLimit.maxHeight > 0 && pictureSizeLimit.maxPixels > 0,
             "picture size limits must be positive")
@@ -147,8 +200,17 @@ public struct ServerConfiguration: Sendable {
         options.threads = decoderThreads
         options.sizeLimit = pictureSizeLimit
         options.memoryBudget = decoderMemory
-        options.emulateFFmpegProbe = mode == .all
+        options.emulateFFmpegProbe = mode != .keyframes
         options.probeOnlyUnannouncedReordering = true
+        return options
+    }
+
+    /// A catch-up decoder's options: a live decoder's, with `catchUpDecoderThreads` frame
+    /// threads (slice threads gain nothing on the one-slice pictures cameras send).
+    func catchUpDecoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
+        var options = decoderOptions(backend: backend, mode: .onDemand)
+        options.threads = catchUpDecoderThreads
+        if catchUpDecoderThreads != 1 { options.threadType = .frame }
         return options
     }
 }

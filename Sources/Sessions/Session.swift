@@ -14,8 +14,10 @@ import Timekeeping
 /// - `PictureCache`: the encoded pictures and the encodes in flight, on its encode queue;
 /// - `ViewerSet`: the newest picture and everyone waiting for it (long polls, MJPEG viewers).
 ///
-/// Bytes flow ingest → newest picture → cache → viewers. Every public method may be called
-/// from any thread and returns without decoding or encoding; callbacks run with no lock held.
+/// Bytes flow ingest → history → (decoder) → newest picture → cache → viewers. The session's
+/// `CompressedHistory` holds its recent access units, whatever the decode mode; pictures from
+/// the past are decoded from it (`requestPastPicture`). Every public method may be called from
+/// any thread and returns without decoding or encoding; callbacks run with no lock held.
 public final class Session: Sendable {
     public let id: SessionID
     public let createdAt: Date
@@ -24,6 +26,7 @@ public final class Session: Sendable {
     let ingest: IngestWorker
     let pictures: PictureCache
     let viewers: ViewerSet
+    let history: CompressedHistory
 
     /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
     /// back end asked for cannot open.
@@ -41,7 +44,7 @@ public final class Session: Sendable {
             configuration: configuration, clock: clock, metrics: metrics, logger: logger,
             activity: SessionActivity(clock: clock), events: SessionEventSink(log: events, session: id))
         self.context = context
-        let mode = options.decode ?? .all
+        let mode = options.decode ?? configuration.defaultDecode
         let pipeline: DecoderPipeline
         do {
             pipeline = try DecoderPipeline(
@@ -82,12 +85,15 @@ public final class Session: Sendable {
                 }
             })
         viewerSet.value = viewers
+        let history = CompressedHistory(limits: configuration.historyLimits)
         let ingest = IngestWorker(
-            id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures)
+            id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures,
+            history: history)
         failureSink.value = ingest
         self.pictures = pictures
         self.viewers = viewers
         self.ingest = ingest
+        self.history = history
     }
 
     // MARK: - Configuration
@@ -181,6 +187,9 @@ public final class Session: Sendable {
     /// `completion` runs exactly once: synchronously on the calling thread when the answer is
     /// known at once (cached picture, 304, error), otherwise later on the encode queue or a
     /// timer. N simultaneous requests for the same picture and options share one encode.
+    ///
+    /// An idle on-demand session is woken first: the request is answered once the decoder has
+    /// caught up to the newest picture (503 `catchup_queue_full` when no catch-up can be queued).
     public func requestPicture(
         _ request: PictureRequest, clientHas: PictureAnswerCondition = PictureAnswerCondition(), wait: Duration = .zero,
         completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
@@ -197,8 +206,19 @@ public final class Session: Sendable {
         }
         context.activity.touch()
         let wait = min(max(wait, .zero), context.configuration.maxLongPoll)
-        viewers.requestPicture(request, clientHas: clientHas, wait: wait) { [id] result in
-            completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
+        let answer: @Sendable () -> Void = { [viewers, id] in
+            viewers.requestPicture(request, clientHas: clientHas, wait: wait) { result in
+                completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
+            }
+        }
+        let outcome = ingest.demand(.pictureRequest) { [id] error in
+            guard let error else { return answer() }
+            completion(.failure(error.code == .sessionNotFound ? .notFound(id) : error))
+        }
+        switch outcome {
+        case .ready: answer()
+        case .waiting: break
+        case .refused(let error): completion(.failure(error))
         }
     }
 
@@ -210,6 +230,8 @@ public final class Session: Sendable {
             throw SessionError(.invalidParameter, "fps must be 0.1...120")
         }
         let minInterval = maxFPS.map { UInt64(1e9 / $0) } ?? 0
+        // An idle on-demand session starts decoding for its viewer (who waits for the first part).
+        if case .refused(let error) = ingest.demand(.mjpegViewer) { throw error }
         let viewerID: UInt64
         do {
             viewerID = try viewers.addViewer(request: request, minInterval: minInterval)
@@ -223,6 +245,7 @@ public final class Session: Sendable {
 
     func viewerLeft(_ viewerID: UInt64) {
         guard viewers.removeViewer(viewerID) else { return }
+        ingest.viewerLeft()
         context.metrics.mjpegClients.decrement()
         context.logger.debug("MJPEG viewer left", metadata: ["viewer": "\(viewerID)"])
     }
@@ -233,13 +256,19 @@ public final class Session: Sendable {
         let facts = ingest.facts
         return SessionStatus(
             id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
-            fallbacks: facts.fallbacks, decode: facts.decodeMode,
+            fallbacks: facts.fallbacks, decode: facts.decodeMode, decoder: ingest.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
             subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
             source: ingest.pull?.snapshot, ignoredPackets: ingest.ignoredPackets.snapshot)
     }
+
+    /// What the session's compressed history holds (`GET /sessions/{id}/history`).
+    public func historySummary() -> HistorySummary { HistorySummary(history.summary) }
+
+    /// Bytes of compressed history held.
+    var historyBytes: Int { history.bytes }
 
     /// Pictures encoded so far (each (picture, size, quality, format) at most once).
     public var encodeCount: Int { pictures.encodeCount }

@@ -23,6 +23,10 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case invalidParameter
         /// The spool file of a multipart-answer upload could not be written or read.
         case spoolFailed
+        /// A picture from the past that the session's history no longer (or never) held.
+        case notInHistory
+        /// Every catch-up decoder is busy and the queue for them is full.
+        case catchUpQueueFull
         /// The uploads answered as multipart/mixed hold all the spool the server allows them
         /// together (`--max-spool-total-bytes`).
         case spoolFull
@@ -46,6 +50,8 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .shuttingDown: "shutting_down"
             case .invalidParameter: "invalid_parameter"
             case .spoolFailed: "io_error"
+            case .notInHistory: "not_in_history"
+            case .catchUpQueueFull: "catchup_queue_full"
             case .spoolFull: "spool_full"
             case .tooManyPullSessions: "too_many_pull_sessions"
             case .decoding(let code): code.rawValue
@@ -59,11 +65,14 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
     public let message: String
     /// For `.tooManySessions`: when a slot is likely to free (the next idle eviction).
     public let retryAfterSeconds: Int?
+    /// Facts a client may act on, by name (for `.notInHistory`: the range held).
+    public let facts: [String: String]
 
-    public init(_ code: Code, _ message: String, retryAfterSeconds: Int? = nil) {
+    public init(_ code: Code, _ message: String, retryAfterSeconds: Int? = nil, facts: [String: String] = [:]) {
         self.code = code
         self.message = message
         self.retryAfterSeconds = retryAfterSeconds
+        self.facts = facts
     }
 
     /// Keeps the decoder's code; an out-of-range decoder option is an invalid parameter.

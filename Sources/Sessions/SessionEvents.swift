@@ -5,7 +5,8 @@ import VideoCoding
 
 /// Something that happened to a session, as `GET /events` sends it. Events mark changes of
 /// state (created, first picture, new format, back end, upload start and end, viewers, an
-/// error), never pictures: a 30 fps stream makes no events while nothing changes.
+/// error, an on-demand decoder starting or stopping), never pictures: a 30 fps stream makes no
+/// events while nothing changes.
 public struct SessionEvent: Sendable {
     public enum Kind: String, Sendable, CaseIterable {
         case sessionCreated = "session.created"
@@ -19,6 +20,11 @@ public struct SessionEvent: Sendable {
         case uploadStarted = "upload.started"
         case uploadEnded = "upload.ended"
         case viewersChanged = "viewers.changed"
+        /// An on-demand session opened a decoder (`reason`: what asked for a picture).
+        case decoderStarted = "decoder.started"
+        /// An on-demand session released its decoder and its memory (`reason`: `idle` after the
+        /// linger, `mode_changed`).
+        case decoderStopped = "decoder.stopped"
         /// A pull session connected to its source (again).
         case sourceConnected = "source.connected"
         /// A pull session's connection failed or was lost; it retries after a back-off.

@@ -157,9 +157,11 @@ public final class SessionRegistry: Sendable {
 
     /// Brings the metrics that describe the present up to date (call before an exposition).
     public func refreshMetrics() {
+        let sessions = list()
         metrics.refresh(
-            sessions: statusList().sessions, devices: configuration.devicePool.usage(),
-            downloads: configuration.frameDownloads, decoderMemory: configuration.decoderMemory)
+            sessions: sessions.map { $0.status() }, devices: configuration.devicePool.usage(),
+            downloads: configuration.frameDownloads, decoderMemory: configuration.decoderMemory,
+            catchUps: configuration.catchUpPool.usage, historyBytes: sessions.reduce(0) { $0 + $1.historyBytes })
     }
 
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API

@@ -8,6 +8,22 @@ public enum DecodeMode: String, Sendable, CaseIterable {
     /// Only random-access pictures (IDR / recovery point); the rest are skipped before the
     /// decoder, which makes a high-rate thumbnail session far cheaper.
     case keyframes
+    /// Every picture, but only while someone looks: ingest keeps the access units as compressed
+    /// history, and a decoder runs only from a request for a picture (catching up from the last
+    /// keyframe) until `--on-demand-linger` after the last one.
+    case onDemand = "on-demand"
+}
+
+/// What an on-demand session's decoder is doing (a session of another mode is always `live`).
+public enum DecoderActivity: String, Sendable, CaseIterable {
+    /// No decoder: nothing is decoded and no decoder memory is held.
+    case idle
+    /// A request woke the decoder; it waits for a catch-up slot.
+    case queued
+    /// Decoding from the last keyframe to the newest access unit.
+    case catchingUp = "catching_up"
+    /// Decoding each access unit as it arrives.
+    case live
 }
 
 /// How a session decodes and encodes (`PUT /sessions/{id}`); nil members leave a setting as it is.
@@ -80,6 +96,9 @@ public struct SessionStatus: Sendable {
     /// The latest switches to another back end, oldest first.
     public var fallbacks: [BackendFallback]
     public var decode: DecodeMode
+    /// Whether a decoder runs now (always, except for an idle on-demand session), and what it does.
+    public var decoding: Bool { decoder != .idle }
+    public var decoder: DecoderActivity
     public var quality: Int
     public var createdAt: Date
     public var lastActivityAt: Date

@@ -17,10 +17,16 @@ public struct CodedAccessUnit: Sendable {
     public var isKeyframe: Bool
     /// Every slice is intra: IDR/IRAP, or an I picture (keyframes-only mode decodes these).
     public var isIntra: Bool
+    /// A leading picture of the keyframe before it that a decoder starting at that keyframe
+    /// cannot output: it precedes the keyframe in output order and may refer to pictures before
+    /// it (H.265 RASL; H.264 pictures right after a recovery point whose picture order count
+    /// precedes it). Such pictures come first in their keyframe's output order, right after the
+    /// keyframe in decoding order; an IDR has none.
+    public var isLeading: Bool
 
     public init(
         codec: VideoCodec, nalUnits: [AnnexBUnit], parameterSets: [ParameterSetUnit], sequence: SequenceFacts,
-        isKeyframe: Bool, isIntra: Bool
+        isKeyframe: Bool, isIntra: Bool, isLeading: Bool = false
     ) {
         self.codec = codec
         self.nalUnits = nalUnits
@@ -28,6 +34,7 @@ public struct CodedAccessUnit: Sendable {
         self.sequence = sequence
         self.isKeyframe = isKeyframe
         self.isIntra = isIntra
+        self.isLeading = isLeading
     }
 
     /// Payload bytes (NAL units without start codes).
@@ -59,13 +66,21 @@ public struct SequenceFacts: Sendable, Equatable {
     /// Lossless coding is possible (H.264 qpprime_y_zero_transform_bypass, H.265
     /// transquant_bypass): some hardware refuses it.
     public var lossless: Bool
+    /// Pictures that may come before another in output order while following it in decoding
+    /// order (H.264 max_num_reorder_frames, H.265 sps_max_num_reorder_pics): how many access
+    /// units a decoder holds a picture back; `bufferedPictures` when the SPS does not say.
+    public var reorderedPictures: Int
 
-    public init(id: Int, format: StreamFormat, bufferedPictures: Int, reorderDelayAnnounced: Bool, lossless: Bool) {
+    public init(
+        id: Int, format: StreamFormat, bufferedPictures: Int, reorderDelayAnnounced: Bool, lossless: Bool,
+        reorderedPictures: Int? = nil
+    ) {
         self.id = id
         self.format = format
         self.bufferedPictures = min(16, max(1, bufferedPictures))
         self.reorderDelayAnnounced = reorderDelayAnnounced
         self.lossless = lossless
+        self.reorderedPictures = min(self.bufferedPictures, max(0, reorderedPictures ?? self.bufferedPictures))
     }
 }
 

@@ -105,6 +105,33 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Longest wait in seconds between a pull's attempts; the back-off doubles from 0.5 s up to it. [FRAMETAP_SOURCE_RETRY_MAX, default 30]")
     var sourceRetryMax: Double?
 
+    @Option(help: "How sessions that do not say decode: all, keyframes or on-demand (decode only while pictures are asked for). [FRAMETAP_DEFAULT_DECODE, default all]")
+    var defaultDecode: DecodeMode?
+
+    @Option(help: "Seconds of compressed history each session keeps, in whole GOPs. [FRAMETAP_HISTORY_SECONDS, default 10]")
+    var historySeconds: Double?
+
+    @Option(help: "Bytes of compressed history each session keeps at most, in whole GOPs. [FRAMETAP_HISTORY_BYTES, default 67108864]")
+    var historyBytes: Int?
+
+    @Option(help: "Seconds an on-demand session keeps decoding after the last request for a picture, before it releases its decoder. [FRAMETAP_ON_DEMAND_LINGER, default 10]")
+    var onDemandLinger: Double?
+
+    @Option(
+        name: .customLong("max-catchup-decoders"),
+        help: "Catch-up decodes (on-demand wake-ups, pictures from the past) running at once. [FRAMETAP_MAX_CATCHUP_DECODERS, default: number of cores]")
+    var maxCatchUpDecoders: Int?
+
+    @Option(
+        name: .customLong("max-catchup-queue"),
+        help: "Catch-up decodes waiting for a decoder at most; past it a request gets 503 catchup_queue_full. [FRAMETAP_MAX_CATCHUP_QUEUE, default: 8 per catch-up decoder]")
+    var maxCatchUpQueue: Int?
+
+    @Option(
+        name: .customLong("catchup-decoder-threads"),
+        help: "libavcodec threads of a catch-up decoder (0 = automatic). [FRAMETAP_CATCHUP_DECODER_THREADS, default: 2, at most the cores]")
+    var catchUpDecoderThreads: Int?
+
     @Option(help: "The admin bearer token: it may do everything. With it, --jwt-secret or --jwks-file, every route but /healthz and the console needs a token. [FRAMETAP_AUTH_TOKEN, default none]")
     var authToken: String?
 
@@ -348,6 +375,27 @@ struct ServeCommand: ParsableCommand {
             sourceConnectTimeout, "FRAMETAP_SOURCE_CONNECT_TIMEOUT", default: 10, "the source connect timeout")
         sessions.sourceReadTimeout = try seconds(sourceReadTimeout, "FRAMETAP_SOURCE_READ_TIMEOUT", default: 10, "the source read timeout")
         sessions.sourceRetryMax = try seconds(sourceRetryMax, "FRAMETAP_SOURCE_RETRY_MAX", default: 30, "the source retry maximum")
+        sessions.defaultDecode =
+            try defaultDecode ?? env.parse("FRAMETAP_DEFAULT_DECODE", DecodeMode.init(rawValue:)) ?? .all
+        let historySeconds = try historySeconds ?? env.parse("FRAMETAP_HISTORY_SECONDS", Double.init) ?? 10
+        guard historySeconds.isFinite, historySeconds > 0, historySeconds <= 3600 else {
+            throw ValidationError("history seconds must be a positive number of seconds (at most 3600)")
+        }
+        sessions.historySeconds = .milliseconds(Int64(historySeconds * 1000))
+        sessions.historyBytes = try historyBytes ?? env.int("FRAMETAP_HISTORY_BYTES") ?? ServerConfiguration.defaultHistoryBytes
+        let linger = try onDemandLinger ?? env.parse("FRAMETAP_ON_DEMAND_LINGER", Double.init) ?? 10
+        guard linger.isFinite, linger >= 0, linger <= 86_400 else {
+            throw ValidationError("on-demand linger must be 0 or more seconds (at most 86400)")
+        }
+        sessions.onDemandLinger = .milliseconds(Int64(linger * 1000))
+        let catchUps = try maxCatchUpDecoders ?? env.int("FRAMETAP_MAX_CATCHUP_DECODERS")
+            ?? ServerConfiguration.defaultCatchUpDecoders
+        guard (1...256).contains(catchUps) else { throw ValidationError("max catch-up decoders must be 1...256") }
+        let catchUpQueue = try maxCatchUpQueue ?? env.int("FRAMETAP_MAX_CATCHUP_QUEUE") ?? 8 * catchUps
+        guard (0...100_000).contains(catchUpQueue) else { throw ValidationError("max catch-up queue must be 0...100000") }
+        sessions.catchUpPool = CatchUpPool(slots: catchUps, queueLimit: catchUpQueue)
+        sessions.catchUpDecoderThreads = try catchUpDecoderThreads ?? env.int("FRAMETAP_CATCHUP_DECODER_THREADS")
+            ?? ServerConfiguration.defaultCatchUpDecoderThreads
         do {
             sessions = try sessions.validated()
         } catch {
@@ -361,6 +409,8 @@ struct ServeCommand: ParsableCommand {
         return Settings(http: http, sessions: sessions, logLevel: level, access: access)
     }
 }
+
+extension DecodeMode: ExpressibleByArgument {}
 
 /// `FRAMETAP_*` variables; a set but malformed value is an error, never silently ignored.
 struct EnvironmentOptions {

@@ -60,7 +60,7 @@ import Timekeeping
                     reason: .deviceErrors, codec: .h264, from: .vaapi, to: .software, message: "8 access units failed in a row",
                     afterFrames: 120),
             ],
-            decode: .keyframes, quality: 70, createdAt: createdAt, lastActivityAt: laterAt,
+            decode: .keyframes, decoder: .live, quality: 70, createdAt: createdAt, lastActivityAt: laterAt,
             format: try format("high_320x240.264"), counters: counters,
             latestFrame: LatestFrameInfo(seq: 59, pts: 3600, keyframe: true, width: 320, height: 240, ageMs: 41),
             lastError: ErrorRecord(code: "invalid_data", message: "slice header damaged at 4/5", at: laterAt),
@@ -76,7 +76,8 @@ import Timekeeping
     static func freshStatus() throws -> SessionStatus {
         SessionStatus(
             id: try SessionID("lobby"), codec: nil, codecStated: false, backend: .software, backendReason: "software: chosen", device: nil,
-            fallbacks: [], decode: .all, quality: 85, createdAt: createdAt, lastActivityAt: createdAt, format: nil,
+            fallbacks: [], decode: .onDemand, decoder: .idle, quality: 85, createdAt: createdAt, lastActivityAt: createdAt,
+            format: nil,
             counters: SessionCounters(),
             latestFrame: LatestFrameInfo(seq: 1, pts: nil, keyframe: false, width: 176, height: 144, ageMs: 0),
             lastError: nil, subscribers: 0, uploading: false,
@@ -96,7 +97,8 @@ import Timekeeping
         + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedLeading":0,"#
         + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"packetsIgnored":{"audio":7},"#
         + #""unitsOutsideBaseLayer":0,"uploadsAborted":1},"#
-        + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","device":"/dev/dri/renderD128","#
+        + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","decoder":"live","decoding":true,"#
+        + #""device":"/dev/dri/renderD128","#
         + #""fallbacks":[{"afterFrames":0,"codec":"h264","device":"cuda:0","from":"cuda","#
         + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
         + #"{"afterFrames":120,"codec":"h264","device":null,"from":"vaapi","message":"8 access units failed in a row","#
@@ -116,7 +118,7 @@ import Timekeeping
         + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
         + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"packetsIgnored":{},"unitsOutsideBaseLayer":0,"#
         + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
-        + #""decode":"all","device":null,"fallbacks":[],"format":null,"id":"lobby","#
+        + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
@@ -407,7 +409,7 @@ import Timekeeping
             #"{"quality":0}"#: "quality must be 1...100",
             #"{"quality":true}"#: "session option 'quality' is invalid",
             #"{"decode":7}"#: "session option 'decode' is invalid",
-            #"{"decode":"some"}"#: "decode must be all or keyframes",
+            #"{"decode":"some"}"#: "decode must be all, keyframes, on-demand",
             #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",
             "[1]": "session options must be a JSON object",
             "{": "session options must be a JSON object",

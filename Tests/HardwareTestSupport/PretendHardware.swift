@@ -117,7 +117,7 @@ public final class PretendHardwareDecoder: PictureDecoder {
     public var isProbingReorderDelay: Bool { inner.isProbingReorderDelay }
     public func endReorderProbe() -> DecodeOutput { inner.endReorderProbe() }
 
-    public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?) -> DecodeOutput {
+    public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?, index: Int64?) -> DecodeOutput {
         accessUnits += 1
         tally?.add()
         if let refusal {
@@ -133,7 +133,7 @@ public final class PretendHardwareDecoder: PictureDecoder {
             output.errors = [error]
             return output
         }
-        var output = inner.decode(accessUnit: bytes, pts: pts)
+        var output = inner.decode(accessUnit: bytes, pts: pts, index: index)
         for _ in output.frames { produced?.add() }
         delayed += output.frames
         output.frames = delayed.count > 1 ? Array(delayed.dropLast()) : []

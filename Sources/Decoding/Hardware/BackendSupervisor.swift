@@ -83,8 +83,8 @@ public final class BackendSupervisor {
     /// Decodes one picture's access unit: its sequence is checked against the hardware first,
     /// and the parameter sets it uses go ahead of it to a decoder that has not been given them
     /// in this form (they arrived in a dropped, skipped or picture-less access unit, or went to
-    /// a decoder since replaced).
-    public func decode(_ unit: CodedAccessUnit) -> DecodeOutput {
+    /// a decoder since replaced). `index` comes out with its picture (`DecodedFrame.accessUnitIndex`).
+    public func decode(_ unit: CodedAccessUnit, index: Int64? = nil) -> DecodeOutput {
         var output = DecodeOutput()
         guard useDecoder(for: unit.codec, into: &output) != nil else { return output }
         if let refusal = plan.lease?.capability(for: unit.codec)?.refusal(for: unit.sequence) {
@@ -97,13 +97,13 @@ public final class BackendSupervisor {
             switchToSoftware(pending, into: &output)
         }
         guard let decoder else { return output }
-        var decoded = decoder.decode(accessUnit: packet(unit))
+        var decoded = decoder.decode(accessUnit: packet(unit), index: index)
         if let refusal = decoded.hardwareRefusal {
             if plan.required {
                 decoded.errors.append(refused(refusal))
             } else {
                 switchToSoftware(refusal, into: &output)
-                if let software = self.decoder { decoded = software.decode(accessUnit: packet(unit)) }
+                if let software = self.decoder { decoded = software.decode(accessUnit: packet(unit), index: index) }
             }
         }
         noteHardwareHealth(decoded)

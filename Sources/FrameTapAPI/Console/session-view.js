@@ -1,6 +1,6 @@
 // One session up close: live MJPEG, the stream's format, counters with fps and bit-rate
-// charts, the last error, a snapshot download (snapshot.js), copy-ready commands (commands.js)
-// and delete.
+// charts, the last error, a scrubber over its recent past (history.js), a snapshot download
+// (snapshot.js), copy-ready commands (commands.js) and delete.
 
 import { api, ApiError, sessionPath } from './api.js';
 import { authEvents, signInRequired, withAccessToken } from './auth.js';
@@ -12,6 +12,7 @@ import { byId, h, renderFacts, setText } from './dom.js';
 import {
   codecName, describeFormat, formatAge, formatBitRate, formatBytes, formatCount, formatFps, formatTime, humanizeKey,
 } from './format.js';
+import { HistoryScrubber } from './history.js';
 import { notify } from './notices.js';
 import { snapshotForm } from './snapshot.js';
 import { HISTORY_MS } from './store.js';
@@ -35,10 +36,18 @@ const counterLabels = {
 
 /** Status members drawn by name; any other (a device, fallbacks, ...) is listed generically. */
 const knownStatusKeys = new Set([
-  'id', 'codec', 'codecStated', 'backend', 'backendReason', 'backendFallback', 'decode', 'quality', 'createdAt',
+  'id', 'codec', 'codecStated', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt',
   'lastActivityAt', 'format',
   'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates',
 ]);
+
+/** What an on-demand session's decoder does, as the status row says it. */
+const decoderStates = {
+  idle: 'no decoder runs until a picture is asked for',
+  queued: 'woken, waiting for a catch-up decoder',
+  catching_up: 'catching up from the last keyframe',
+  live: 'decoding live',
+};
 
 const removalReasons = {
   deleted: 'it was deleted',
@@ -81,6 +90,8 @@ export class SessionView {
   close() {
     this.controller?.abort();
     this.controller = null;
+    this.history?.close();
+    this.history = null;
     this.stopStream();
     this.id = null;
     this.root.replaceChildren();
@@ -102,6 +113,7 @@ export class SessionView {
     this.rateNote = h('p', { class: 'help' });
     this.commands = h('div', { class: 'command-holder' }, commandList(id));
     this.commandsCodec = null;
+    this.history = new HistoryScrubber(id);
 
     const section = (title, ...children) => {
       const headingId = `section-${title.toLowerCase().replace(/[^a-z]+/g, '-')}`;
@@ -123,6 +135,7 @@ export class SessionView {
         section('Status', this.statusFacts),
         section('Counters', this.counterFacts),
         section('Last error', this.errorFacts),
+        section('Recent past', this.history.element),
         section('Snapshot', snapshotForm(id)),
         section('Delete', this.buildDelete(id)),
         section('Commands', this.commands)));
@@ -233,7 +246,7 @@ export class SessionView {
         : 'not known yet: the first parameter set tells'],
       // The reason already names the back end ("software: VA-API unavailable: ...").
       ['Back end', status.backendReason ?? status.backend ?? '—'],
-      ['Decoding', status.decode === 'keyframes' ? 'keyframes only' : (status.decode ?? '—')],
+      ['Decoding', describeDecoding(status)],
       ['JPEG quality', status.quality ?? '—'],
       ['Latest picture', frame
         ? `#${frame.seq}, ${frame.width}×${frame.height}${frame.keyframe ? ', keyframe' : ''}, ${formatAge(age)} old`
@@ -317,5 +330,15 @@ export class SessionView {
     this.mjpegRetry = setTimeout(() => {
       if (this.img === img) this.startStream();
     }, delay);
+  }
+}
+
+/** "all pictures", "keyframes only", "on demand: decoding live"... */
+function describeDecoding(status) {
+  switch (status.decode) {
+    case 'keyframes': return 'keyframes only';
+    case 'all': return 'all pictures';
+    case 'on-demand': return `on demand: ${decoderStates[status.decoder] ?? status.decoder ?? '—'}`;
+    default: return status.decode ?? '—';
   }
 }

@@ -99,7 +99,7 @@ struct SessionOptionsJSON: Decodable {
                 options.codec = codec
             case "decode":
                 guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw Refusal(detail: "decode must be all or keyframes")
+                    throw Refusal(detail: "decode must be \(DecodeMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 options.decode = mode
             case "source":

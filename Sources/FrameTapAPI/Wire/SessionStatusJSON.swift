@@ -17,6 +17,8 @@ struct SessionStatusJSON: Encodable {
         try container.encode(status.device?.description, forKey: .device)
         try container.encode(status.fallbacks.map(BackendFallbackJSON.init), forKey: .fallbacks)
         try container.encode(status.decode.rawValue, forKey: .decode)
+        try container.encode(status.decoding, forKey: .decoding)
+        try container.encode(status.decoder.rawValue, forKey: .decoder)
         try container.encode(status.quality, forKey: .quality)
         try container.encode(WireJSON.timestamp(status.createdAt), forKey: .createdAt)
         try container.encode(WireJSON.timestamp(status.lastActivityAt), forKey: .lastActivityAt)
@@ -31,7 +33,8 @@ struct SessionStatusJSON: Encodable {
     }
 
     private enum Key: String, CodingKey {
-        case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, quality, createdAt
+        case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, decoding, decoder, quality
+        case createdAt
         case lastActivityAt, format, counters
         case latestFrame, lastError, subscribers, uploading, rates, source
     }

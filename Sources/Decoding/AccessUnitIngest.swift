@@ -1,0 +1,411 @@
+import Bitstream
+import FoundationEssentials
+import VideoCoding
+
+/// One access unit as ingest hands it on: the reader's unit and its place in the stream.
+public struct IndexedAccessUnit: Sendable {
+    /// Its position in decoding order among every access unit ingest has handed on (for a
+    /// session: since it was created, across pushes, streams and decoders), from 0. A picture
+    /// number is made from it (`PictureNumbering`), so it is never reused.
+    public let index: Int64
+    public let unit: CodedAccessUnit
+
+    public init(index: Int64, unit: CodedAccessUnit) {
+        self.index = index
+        self.unit = unit
+    }
+}
+
+/// The first half of `StreamDecoder`, which needs no decoder: bytes in, access units out.
+///
+/// 1. split: `AnnexBSplitter` cuts NAL units out of bytes in any chunking;
+/// 2. which codec: stated, or detected from the stream's first parameter set (`CodecDetector`);
+///    a parameter set of another codec in a stream whose codec is known is `codec_mismatch`;
+/// 3. read: the codec's `AccessUnitReader` assembles access units, tracks the parameter sets
+///    and judges each at the random-access gate (nothing before a point decoding can start
+///    from; H.265 RASL pictures of that point skipped; keyframes-only mode).
+///
+/// A session runs this on every byte whether or not a decoder runs (on-demand sessions keep
+/// the access units it hands on as compressed history, see `AccessUnitDecoder` for the rest).
+///
+/// Not thread-safe: owned by one worker.
+public final class AccessUnitIngest {
+    /// Counts of what was read: bytes, NAL units, access units, pictures dropped or skipped
+    /// before decoding, and the errors of the input (the decoding counts stay zero here).
+    public private(set) var counters = StreamDecoder.Counters()
+    public private(set) var lastError: DecodeError?
+    /// From the sequence of the last access unit handed on.
+    public private(set) var format: StreamFormat?
+    /// Hand on only intra pictures (IDR/IRAP or I); can be switched between pushes.
+    public var keyframesOnly: Bool {
+        didSet { reader?.keyframesOnly = keyframesOnly }
+    }
+    /// The codec being read: stated by the caller, or detected from the stream's first
+    /// parameter set; nil until then.
+    public private(set) var codec: VideoCodec?
+    /// The caller said which codec the stream is: a parameter set of another is a mismatch.
+    public let codecIsStated: Bool
+    /// The index the next access unit gets. A replacement ingest (a session's new back end or
+    /// codec, between streams) is set to go on from its predecessor's, so no index repeats.
+    public var nextIndex: Int64
+
+    /// Units held while no codec is known (at most `maxUndetectedBytes`).
+    static let maxUndetectedBytes = StreamDecoder.maxUndetectedBytes
+
+    private var splitter: AnnexBSplitter
+    private let emulateFFmpegProbe: Bool
+    /// Where the current stream began, for the end-of-stream check of unsplittable input.
+    private var bytesAtStreamStart = 0
+    private var unitsAtStreamStart = 0
+    private var discardedBytesReported = 0
+    private var reader: (any AccessUnitReader)?
+    private var accessUnitsReported = 0
+    /// Units waiting for the codec to be known, and their bytes.
+    private var undetected: [AnnexBUnit] = []
+    private var undetectedBytes = 0
+    private var unknownCodecReported = false
+    /// What the current push says it carries (`beginPush(saying:)`); nil when it says nothing.
+    private var pushCodec: VideoCodec?
+    /// The current stream handed on a picture: a detected codec no longer changes in it.
+    private var streamHasPictures = false
+    /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteUnit`
+    /// or `finish`), so none of it reaches a decoder.
+    private var refusingPush = false
+    /// Where access units go during a `push` or `finish` (set only for the call's duration); what
+    /// it returns are errors of the decoding, kept in order with the input's own.
+    private var unitHandler: ((IndexedAccessUnit) -> [DecodeError])?
+    /// The sample description of a container's samples being pushed, and its converter.
+    private var samples: SampleConverter?
+    /// A description whose configuration could not be read (reported once; its samples are left out).
+    private var unreadableDescription: SampleDescription?
+
+    /// `codec`: the stream's codec when the caller knows it; nil to detect it from the stream.
+    /// `firstIndex`: the index of the first access unit (a session's replacement ingest goes
+    /// on from its predecessor's `nextIndex`).
+    public init(
+        maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, keyframesOnly: Bool = false, codec: VideoCodec? = nil,
+        emulateFFmpegProbe: Bool = false, firstIndex: Int64 = 0
+    ) throws(DecodeError) {
+        guard maxNALBytes > 0 else { throw DecodeError(.invalidOptions, "maxNALBytes must be positive") }
+        splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
+        self.keyframesOnly = keyframesOnly
+        self.emulateFFmpegProbe = emulateFFmpegProbe
+        codecIsStated = codec != nil
+        nextIndex = firstIndex
+        if let codec { read(codec) }
+    }
+
+    /// Reads the next bytes of the stream, in any chunking; each access unit they complete goes
+    /// to `onAccessUnit` at once, in decoding order. Returns the errors, the ones `onAccessUnit`
+    /// returned among them in their place.
+    public func push(
+        _ bytes: UnsafeRawBufferPointer, onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
+    ) -> [DecodeError] {
+        handingOut(to: onAccessUnit) { errors in
+            counters.bytes += bytes.count
+            // Events are collected first and handled after the call: handling them touches other
+            // state of this object, which must not happen while `splitter` is being mutated.
+            var events: [SplitterEvent] = []
+            splitter.push(bytes) { events.append($0) }
+            for event in events { handle(event, into: &errors) }
+            endAccessUnitEarly(into: &errors)
+        }
+    }
+
+    /// Reads one sample of a container's video track (`push(sample:)` of a demuxer's output). Its
+    /// NAL units go to the codec's reader as the splitter's would, after the parameter sets of
+    /// its description whenever the description is new. A sample that is a whole access unit
+    /// ends it: it goes on now, not when the next sample starts (for a camera, one picture
+    /// interval sooner). Samples that are pieces of an Annex B stream (RTP) go through the
+    /// splitter like pushed bytes. Returns the errors: a sample whose units cannot be read (a
+    /// length running past its end) is left out and counted as `invalid_data`.
+    public func push(
+        sample: UnsafeRawBufferPointer, described description: SampleDescription,
+        onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
+    ) -> [DecodeError] {
+        handingOut(to: onAccessUnit) { errors in
+            if samples?.description != description && unreadableDescription != description {
+                adopt(description, into: &errors)
+            }
+            guard description.samplesAreAccessUnits else {
+                counters.bytes += sample.count
+                var events: [SplitterEvent] = []
+                splitter.push(sample) { events.append($0) }
+                for event in events { handle(event, into: &errors) }
+                endAccessUnitEarly(into: &errors)
+                return
+            }
+            // A unit an Annex B push left open ends where this sample begins.
+            completeSplitterUnit(into: &errors)
+            let offset = counters.bytes
+            counters.bytes += sample.count
+            // Not bytes without a start code: the end-of-stream check of unsplittable input skips them.
+            bytesAtStreamStart += sample.count
+            guard let converter = samples else { return }
+            let units: [AnnexBUnit]
+            do throws(BitstreamError) {
+                units = try converter.units(of: sample, streamOffset: offset)
+            } catch {
+                record(DecodeError(error), in: &errors)
+                return
+            }
+            for unit in units { handle(unit, into: &errors) }
+            guard !refusingPush, var reader else { return }
+            self.reader = nil
+            reader.endAccessUnit { report($0, into: &errors) }
+            self.reader = reader
+        }
+    }
+
+    /// A new sample description: its codec is what the samples carry (a known codec's parameter
+    /// sets must then match), and its parameter sets go to the reader.
+    private func adopt(_ description: SampleDescription, into errors: inout [DecodeError]) {
+        do throws(BitstreamError) {
+            let converter = try SampleConverter(description, maxNALBytes: splitter.maxNALBytes)
+            samples = converter
+            unreadableDescription = nil
+            pushCodec = description.codec
+            completeSplitterUnit(into: &errors)
+            for unit in converter.parameterSets { handle(unit, into: &errors) }
+        } catch {
+            samples = nil
+            unreadableDescription = description
+            record(
+                DecodeError(
+                    error.code == .invalidArgument ? .invalidData : DecodeError.Code(error.code),
+                    "the \(description.codec.displayName) track's configuration cannot be read: \(error.message)"),
+                in: &errors)
+        }
+    }
+
+    /// Emits the unit the splitter holds (its end would otherwise come with the next start code).
+    private func completeSplitterUnit(into errors: inout [DecodeError]) {
+        guard splitter.pendingUnitPrefix != nil else { return }
+        var events: [SplitterEvent] = []
+        splitter.finish { events.append($0) }
+        for event in events { handle(event, into: &errors) }
+    }
+
+    /// End of stream: hands on what is still buffered and gets ready for a new stream (which
+    /// must start at a random access point again; with a detected codec, it may be another
+    /// codec). Parameter sets stay known. The caller drains its decoder after this.
+    public func finish(onAccessUnit: (IndexedAccessUnit) -> [DecodeError]) -> [DecodeError] {
+        handingOut(to: onAccessUnit) { errors in
+            var events: [SplitterEvent] = []
+            splitter.finish { events.append($0) }
+            for event in events { handle(event, into: &errors) }
+            reportUnsplittableBytes(into: &errors)
+            reader?.finish { report($0, into: &errors) }
+            reportUnknownCodec(into: &errors)
+            countAccessUnits()
+            streamHasPictures = false
+            refusingPush = false
+        }
+    }
+
+    /// A push begins; `codec` is what it says it carries (its `?codec=` or Content-Type), nil
+    /// when it says nothing. While the stream's codec is unknown, the push is read as that codec;
+    /// a parameter set of another codec in it contradicts the push itself and is
+    /// `codec_mismatch`, like one that contradicts the stream's codec.
+    public func beginPush(saying codec: VideoCodec?) {
+        pushCodec = codec
+    }
+
+    /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
+    /// keeps the next push's first start code from closing it as if it were whole. Parameter
+    /// sets and the access unit assembled so far stay.
+    public func abandonIncompleteUnit() {
+        splitter.abandonIncompleteUnit()
+        // A push refused for its codec was dropped on purpose, its cut last unit with it: that
+        // is no damage for the end of the stream to report (the refusal was the push's answer).
+        if refusingPush { discardedBytesReported = splitter.discardedBytes }
+        refusingPush = false
+    }
+
+    private func handingOut(
+        to onAccessUnit: (IndexedAccessUnit) -> [DecodeError], _ body: (inout [DecodeError]) -> Void
+    ) -> [DecodeError] {
+        withoutActuallyEscaping(onAccessUnit) { onAccessUnit in
+            unitHandler = onAccessUnit
+            defer { unitHandler = nil }
+            var errors: [DecodeError] = []
+            body(&errors)
+            countAccessUnits()
+            return errors
+        }
+    }
+
+    // MARK: - 1, 2: split, and which codec
+
+    private func handle(_ event: SplitterEvent, into errors: inout [DecodeError]) {
+        switch event {
+        case .unit(let unit):
+            handle(unit, into: &errors)
+        case .dropped(let error, let prefix):
+            record(DecodeError(error), in: &errors)
+            reader?.unitDropped(prefix: prefix) { report($0, into: &errors) }
+        }
+    }
+
+    private func handle(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
+        guard !refusingPush else { return }
+        let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
+        if let said = pushCodec, let other = parameterSetCodec, other != said {
+            refusingPush = true
+            record(
+                DecodeError(
+                    .codecMismatch,
+                    "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
+                        + "\(other.displayName) parameter sets; nothing of it was decoded"),
+                in: &errors)
+            return
+        }
+        guard let codec else {
+            guard let detected = parameterSetCodec ?? pushCodec else {
+                holdUndetected(unit, into: &errors)
+                return
+            }
+            read(detected)
+            let held = undetected
+            undetected = []
+            undetectedBytes = 0
+            for unit in held { read(unit, into: &errors) }
+            read(unit, into: &errors)
+            return
+        }
+        if let other = parameterSetCodec, other != codec {
+            guard codecIsStated || streamHasPictures else {
+                // A new stream of another codec, before any picture of it: read it as that.
+                read(other)
+                read(unit, into: &errors)
+                return
+            }
+            refusingPush = true
+            let why = codecIsStated ? "stated" : "detected"
+            record(
+                DecodeError(
+                    .codecMismatch,
+                    "this push carries \(other.displayName) parameter sets, but the session's stream is "
+                        + "\(codec.displayName) (\(why)); nothing of it was decoded"),
+                in: &errors)
+            return
+        }
+        read(unit, into: &errors)
+    }
+
+    /// Starts reading the stream as `codec`.
+    private func read(_ codec: VideoCodec) {
+        countAccessUnits()
+        self.codec = codec
+        var reader = Codecs.reader(for: codec, emulateFFmpegProbe: emulateFFmpegProbe)
+        reader.keyframesOnly = keyframesOnly
+        self.reader = reader
+        accessUnitsReported = 0
+    }
+
+    private func read(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
+        guard var reader else { return }
+        counters.nalUnits[reader.typeName(of: unit), default: 0] += 1
+        self.reader = nil  // the reader's events touch this object's state while it reads
+        reader.push(unit) { report($0, into: &errors) }
+        self.reader = reader
+    }
+
+    /// Holds a unit until a parameter set tells the codec; past the bound the oldest go.
+    private func holdUndetected(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
+        undetected.append(unit)
+        undetectedBytes += unit.bytes.count
+        while undetectedBytes > Self.maxUndetectedBytes, let oldest = undetected.first {
+            undetected.removeFirst()
+            undetectedBytes -= oldest.bytes.count
+            counters.nalUnits["unrecognized", default: 0] += 1
+        }
+        if undetectedBytes >= Self.maxUndetectedBytes { reportUnknownCodec(into: &errors) }
+    }
+
+    /// No parameter set of either codec in what arrived: an error of the input, once per stream.
+    private func reportUnknownCodec(into errors: inout [DecodeError]) {
+        guard codec == nil, !undetected.isEmpty || counters.nalUnits["unrecognized"] != nil else { return }
+        counters.nalUnits["unrecognized", default: 0] += undetected.count
+        let units = counters.nalUnits["unrecognized"] ?? 0
+        undetected = []
+        undetectedBytes = 0
+        guard !unknownCodecReported else { return }
+        unknownCodecReported = true
+        record(
+            DecodeError(
+                .unknownCodec,
+                "neither H.264 nor H.265: \(units) NAL units and no parameter set of either codec; nothing was decoded"),
+            in: &errors)
+    }
+
+    /// A picture's last NAL unit ends only where the next start code begins, and the access unit
+    /// only where the next unit shows it belongs to another picture. When the first bytes of
+    /// that next unit are already here and settle it, the picture goes on now rather than when
+    /// the next unit is complete: for a camera sending one slice per picture, that is one
+    /// picture interval sooner. The access units are the same either way.
+    private func endAccessUnitEarly(into errors: inout [DecodeError]) {
+        guard !refusingPush, let prefix = splitter.pendingUnitPrefix, var reader,
+            reader.nextUnitEndsAccessUnit(prefix: prefix)
+        else { return }
+        self.reader = nil
+        reader.endAccessUnit { report($0, into: &errors) }
+        self.reader = reader
+    }
+
+    // MARK: - 3: what the reader says
+
+    private func report(_ event: ReaderEvent, into errors: inout [DecodeError]) {
+        switch event {
+        case .accessUnit(let unit):
+            format = unit.sequence.format
+            streamHasPictures = true
+            let indexed = IndexedAccessUnit(index: nextIndex, unit: unit)
+            nextIndex += 1
+            if let unitHandler { errors += unitHandler(indexed) }
+        case .droppedBeforeKeyframe(let count):
+            counters.framesDroppedBeforeKeyframe += count
+        case .skippedLeading(let count):
+            counters.framesSkippedLeading += count
+        case .skippedNotKeyframe(let count):
+            counters.framesSkippedNotKeyframe += count
+        case .outsideBaseLayer(let count):
+            counters.unitsOutsideBaseLayer += count
+        case .unreadableParameterSet(let error):
+            record(DecodeError(error), in: &errors)
+        }
+    }
+
+    private func countAccessUnits() {
+        guard let reader else { return }
+        counters.accessUnits += reader.accessUnitsAssembled - accessUnitsReported
+        accessUnitsReported = reader.accessUnitsAssembled
+    }
+
+    // MARK: - Errors
+
+    /// At the end of a stream: bytes that were never part of a NAL unit are an error of the
+    /// input (garbage before the first start code, or no start code at all), not silence.
+    private func reportUnsplittableBytes(into errors: inout [DecodeError]) {
+        let discarded = splitter.discardedBytes - discardedBytesReported
+        discardedBytesReported = splitter.discardedBytes
+        let units = splitter.emittedUnits + splitter.droppedUnits
+        defer { unitsAtStreamStart = units }
+        if units == unitsAtStreamStart && counters.bytes > bytesAtStreamStart {
+            let bytes = counters.bytes - bytesAtStreamStart
+            bytesAtStreamStart = counters.bytes
+            record(
+                DecodeError(.invalidData, "not an H.264 or H.265 Annex B stream: no start code in \(bytes) bytes"),
+                in: &errors)
+        } else if discarded > 0 {
+            record(DecodeError(.invalidData, "\(discarded) bytes that belong to no NAL unit were skipped"), in: &errors)
+        }
+        bytesAtStreamStart = counters.bytes
+    }
+
+    private func record(_ error: DecodeError, in errors: inout [DecodeError]) {
+        counters.decodeErrors += 1
+        lastError = error
+        errors.append(error)
+    }
+}

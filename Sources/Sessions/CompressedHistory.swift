@@ -1,0 +1,338 @@
+import Decoding
+import FoundationEssentials
+import Synchronization
+import VideoCoding
+
+/// A session's recent past, compressed: the access units ingest handed on, in whole GOPs,
+/// bounded by time and bytes (oldest GOP dropped first). What on-demand decoding catches up
+/// from, and what a picture from the past (`frame/at.jpg`) is decoded from.
+///
+/// Every session keeps one, whatever its decode mode: the access units are already assembled
+/// and their bytes shared with the reader's NAL units, so keeping them costs their bytes and
+/// an entry each, not a copy. A session in keyframes mode hands on only intra pictures, so
+/// its history holds only those.
+///
+/// Bounds: the time from the oldest held access unit to the newest never exceeds
+/// `limits.seconds`, nor the bytes `limits.bytes`, except that the newest GOP is never dropped
+/// (a decoder may be reading it) — unless it alone passes the byte bound: then its units are
+/// dropped and it is marked truncated (memory stays bounded whatever the stream), and it is
+/// no longer a place decoding can start from. A GOP a catch-up still reads (`pin`) is not
+/// dropped for time or bytes until the catch-up let go of it.
+///
+/// Owns: the held access units, their receive times and the bounds' bookkeeping. Any thread.
+final class CompressedHistory: Sendable {
+    struct Limits: Sendable, Equatable {
+        var seconds: Duration
+        var bytes: Int
+    }
+
+    /// One held access unit.
+    struct Unit: Sendable {
+        let indexed: IndexedAccessUnit
+        /// When its bytes arrived: the wall clock (for `?t=` and headers) and the session clock's uptime.
+        let receivedAt: Date
+        let receivedUptime: UInt64
+        let bytes: Int
+
+        var index: Int64 { indexed.index }
+    }
+
+    /// A keyframe and the access units after it in decoding order, up to the next keyframe.
+    struct GOP: Sendable {
+        var units: [Unit] = []
+        var bytes = 0
+        /// Its first unit is a keyframe: decoding can start here. Not so for the pictures before
+        /// a stream's first keyframe.
+        let startsAtKeyframe: Bool
+        /// The GOP before it is the one before it in the same stream, with nothing lost between:
+        /// its leading pictures can be decoded by starting there.
+        let followsPrevious: Bool
+        /// It has leading pictures (`CodedAccessUnit.isLeading`).
+        var hasLeading = false
+        /// It passed the byte bound alone and its units were dropped.
+        var truncated = false
+        /// The stream ended after its last unit (a decoder reading on drains there).
+        var endsStream = false
+        /// Its first index (kept when truncated) and the index after its last.
+        let firstIndex: Int64
+        var endIndex: Int64
+
+        var isDecodable: Bool { startsAtKeyframe && !truncated }
+    }
+
+    /// What a catch-up or a picture from the past reads next.
+    enum Read: Sendable {
+        /// Units in decoding order from the index asked for; `drainAfter` holds the indices
+        /// after which the stream ended.
+        case units([Unit], drainAfter: Set<Int64>)
+        /// The units from that index on were dropped (the bounds): start again.
+        case gap
+    }
+
+    /// Where a decode from the past starts, what it reads, and which picture it is for.
+    struct DecodePlan: Sendable {
+        enum Target: Sendable, Equatable {
+            /// The picture decoded from this access unit.
+            case accessUnit(Int64)
+            /// The picture with this number.
+            case number(UInt64)
+        }
+
+        /// In decoding order: the target's GOP, after the GOP before it when the target is one of
+        /// its leading pictures (or the GOP has leading pictures and a number is asked for).
+        var units: [Unit]
+        var drainAfter: Set<Int64>
+        let target: Target
+    }
+
+    /// What is held (`GET /sessions/{id}/history`, and the range a `not_in_history` names).
+    struct Summary: Sendable, Equatable {
+        /// Receive times of the first access unit decoding can start from and of the newest one.
+        var from: Date?
+        var to: Date?
+        var gops = 0
+        var accessUnits = 0
+        var bytes = 0
+        /// The numbers the held pictures can have (the last one is an upper bound: the newest
+        /// pictures may still be inside a decoder).
+        var firstSeq: UInt64?
+        var lastSeq: UInt64?
+        var limits: Limits
+        /// GOPs dropped for the bounds since the session began.
+        var gopsDropped = 0
+    }
+
+    private struct State {
+        var gops: [GOP] = []
+        var bytes = 0
+        /// The next GOP does not follow the last one (a stream ended, the decode mode changed).
+        var broken = false
+        /// The lowest index a catch-up still reads.
+        var pinned: Int64?
+        var gopsDropped = 0
+    }
+
+    let limits: Limits
+    private let state = Mutex(State())
+
+    /// What one held unit costs beyond its bytes (the entry, its NAL unit array): counted so
+    /// that a stream of tiny units is bounded too.
+    static let unitOverhead = 128
+
+    init(limits: Limits) {
+        self.limits = limits
+    }
+
+    // MARK: - Ingest
+
+    /// Keeps an access unit ingest handed on, then drops what the bounds no longer allow.
+    func append(_ indexed: IndexedAccessUnit, receivedAt: Date, receivedUptime: UInt64) {
+        let unit = Unit(
+            indexed: indexed, receivedAt: receivedAt, receivedUptime: receivedUptime,
+            bytes: indexed.unit.byteCount + Self.unitOverhead)
+        state.withLock { state in
+            let startsNewGOP = indexed.unit.isKeyframe || state.gops.isEmpty || state.broken
+                || state.gops[state.gops.count - 1].endsStream
+            if startsNewGOP {
+                state.gops.append(
+                    GOP(
+                        startsAtKeyframe: indexed.unit.isKeyframe, followsPrevious: !state.broken && !state.gops.isEmpty,
+                        firstIndex: indexed.index, endIndex: indexed.index))
+                state.broken = false
+            }
+            let last = state.gops.count - 1
+            state.gops[last].endIndex = indexed.index + 1
+            guard !state.gops[last].truncated else { return }
+            state.gops[last].units.append(unit)
+            state.gops[last].bytes += unit.bytes
+            if indexed.unit.isLeading { state.gops[last].hasLeading = true }
+            state.bytes += unit.bytes
+            enforceLimits(&state, newest: receivedUptime)
+        }
+    }
+
+    /// The stream ended (a flush): the next access unit starts a new GOP that does not follow.
+    func endStream() {
+        state.withLock { state in
+            guard !state.gops.isEmpty else { return }
+            state.gops[state.gops.count - 1].endsStream = true
+            state.broken = true
+        }
+    }
+
+    /// What ingest hands on changed (keyframes mode switched): the next GOP does not follow.
+    func breakContinuity() {
+        state.withLock { $0.broken = true }
+    }
+
+    private func enforceLimits(_ state: inout State, newest: UInt64) {
+        let last = state.gops.count - 1
+        if state.gops[last].bytes > limits.bytes {
+            // One GOP larger than the whole bound: it cannot be kept, whoever reads it.
+            state.bytes -= state.gops[last].bytes
+            state.gops[last].units = []
+            state.gops[last].bytes = 0
+            state.gops[last].truncated = true
+        }
+        let span = limits.seconds.nanoseconds
+        while state.gops.count > 1 {
+            let oldest = state.gops[0]
+            let firstUptime = oldest.units.first?.receivedUptime ?? newest
+            let overBytes = state.bytes > limits.bytes
+            let overTime = newest &- firstUptime > span
+            // A truncated GOP holds nothing a decoder can use.
+            guard overBytes || overTime || oldest.truncated else { break }
+            if let pinned = state.pinned, oldest.endIndex > pinned, !oldest.truncated { break }
+            state.bytes -= oldest.bytes
+            state.gops.removeFirst()
+            state.gopsDropped += 1
+        }
+    }
+
+    // MARK: - Catching up
+
+    /// Where a catch-up to the newest picture starts: the last GOP decoding can start from —
+    /// unless it holds fewer units than a decoder needs to output one of its pictures (`delay`,
+    /// the units it holds back, + the pictures the stream reorders), then the one before (a
+    /// live decoder shows one of that GOP's pictures by now) — and one GOP earlier again when
+    /// that one has leading pictures. Nil when none is held.
+    func catchUpStart(delay: Int) -> Int64? {
+        state.withLock { state in
+            guard var position = state.gops.lastIndex(where: \.isDecodable) else { return nil }
+            let newest = state.gops[state.gops.count - 1].endIndex
+            let reordered = state.gops[position].units.last?.indexed.unit.sequence.reorderedPictures ?? 16
+            if newest - state.gops[position].firstIndex < Int64(reordered + delay), Self.predecessorUsable(position, in: state.gops) {
+                position -= 1
+            }
+            return Self.startOfDecode(for: position, in: state.gops)
+        }
+    }
+
+    /// Keeps the GOPs from `index` on from being dropped for the bounds, until `unpin`.
+    func pin(_ index: Int64) {
+        state.withLock { $0.pinned = index }
+    }
+
+    func unpin() {
+        state.withLock { $0.pinned = nil }
+    }
+
+    /// Up to `limit` units from `index` on, in decoding order (none when `index` is past the
+    /// newest); `.gap` when units from `index` were dropped.
+    func read(from index: Int64, limit: Int) -> Read {
+        state.withLock { state in
+            guard let newest = state.gops.last, index < newest.endIndex else { return .units([], drainAfter: []) }
+            guard var position = state.gops.firstIndex(where: { $0.endIndex > index }) else {
+                return .units([], drainAfter: [])
+            }
+            if state.gops[position].firstIndex > index && position == 0 { return .gap }
+            var units: [Unit] = []
+            var drainAfter: Set<Int64> = []
+            while position < state.gops.count, units.count < limit {
+                let gop = state.gops[position]
+                if gop.truncated { return units.isEmpty ? .gap : .units(units, drainAfter: drainAfter) }
+                for unit in gop.units where unit.index >= index && units.count < limit {
+                    units.append(unit)
+                }
+                if gop.endsStream, let last = gop.units.last, units.last?.index == last.index {
+                    drainAfter.insert(last.index)
+                }
+                position += 1
+            }
+            return .units(units, drainAfter: drainAfter)
+        }
+    }
+
+    // MARK: - Pictures from the past
+
+    enum Lookup: Sendable {
+        case plan(DecodePlan)
+        case notHeld(Summary)
+    }
+
+    /// The decode that yields the picture received last at or before `time`.
+    func plan(at time: Date) -> Lookup {
+        state.withLock { state in
+            let summary = Self.summary(state, limits: limits)
+            guard let first = summary.from, time >= first,
+                let position = state.gops.lastIndex(where: {
+                    $0.isDecodable && ($0.units.first?.receivedAt ?? .distantFuture) <= time
+                })
+            else { return .notHeld(summary) }
+            let gop = state.gops[position]
+            guard let unit = gop.units.last(where: { $0.receivedAt <= time }) else { return .notHeld(summary) }
+            if unit.indexed.unit.isLeading && !Self.predecessorUsable(position, in: state.gops) {
+                return .notHeld(summary)
+            }
+            return .plan(Self.plan(for: position, in: state.gops, target: .accessUnit(unit.index)))
+        }
+    }
+
+    /// The decode that yields the picture numbered `number`.
+    func plan(number: UInt64) -> Lookup {
+        state.withLock { state in
+            let summary = Self.summary(state, limits: limits)
+            guard number >= 1,
+                let position = state.gops.lastIndex(where: { $0.isDecodable && UInt64($0.firstIndex) < number }),
+                number <= UInt64(state.gops[position].endIndex)
+            else { return .notHeld(summary) }
+            return .plan(Self.plan(for: position, in: state.gops, target: .number(number)))
+        }
+    }
+
+    /// When the access unit `index` arrived, while it is held.
+    func receivedAt(_ index: Int64) -> Date? {
+        state.withLock { state in
+            guard let gop = state.gops.last(where: { $0.firstIndex <= index }), index < gop.endIndex,
+                let first = gop.units.first
+            else { return nil }
+            let offset = Int(index - first.index)
+            if offset >= 0, offset < gop.units.count, gop.units[offset].index == index {
+                return gop.units[offset].receivedAt
+            }
+            return gop.units.first { $0.index == index }?.receivedAt
+        }
+    }
+
+    var summary: Summary { state.withLock { Self.summary($0, limits: limits) } }
+
+    /// Bytes held now.
+    var bytes: Int { state.withLock { $0.bytes } }
+
+    /// The index the next access unit will have (0 before the first).
+    var endIndex: Int64 { state.withLock { $0.gops.last?.endIndex ?? 0 } }
+
+    private static func summary(_ state: State, limits: Limits) -> Summary {
+        var summary = Summary(limits: limits, gopsDropped: state.gopsDropped)
+        summary.bytes = state.bytes
+        summary.accessUnits = state.gops.reduce(0) { $0 + $1.units.count }
+        let decodable = state.gops.filter(\.isDecodable)
+        summary.gops = decodable.count
+        if let first = decodable.first, let last = state.gops.last {
+            summary.from = first.units.first?.receivedAt
+            summary.to = last.units.last?.receivedAt ?? decodable.last?.units.last?.receivedAt
+            summary.firstSeq = UInt64(first.firstIndex) + 1
+            summary.lastSeq = UInt64((decodable.last ?? first).endIndex)
+        }
+        return summary
+    }
+
+    /// The GOP before `position` is held whole, decodable and in the same stream.
+    private static func predecessorUsable(_ position: Int, in gops: [GOP]) -> Bool {
+        position > 0 && gops[position].followsPrevious && gops[position - 1].isDecodable
+            && !gops[position - 1].endsStream
+    }
+
+    private static func startOfDecode(for position: Int, in gops: [GOP]) -> Int64 {
+        gops[position].hasLeading && predecessorUsable(position, in: gops)
+            ? gops[position - 1].firstIndex : gops[position].firstIndex
+    }
+
+    private static func plan(for position: Int, in gops: [GOP], target: DecodePlan.Target) -> DecodePlan {
+        var units: [Unit] = []
+        if gops[position].hasLeading && predecessorUsable(position, in: gops) { units += gops[position - 1].units }
+        units += gops[position].units
+        let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
+        return DecodePlan(units: units, drainAfter: drainAfter, target: target)
+    }
+}

@@ -1,0 +1,201 @@
+import Decoding
+import Dispatch
+import FoundationEssentials
+
+/// Which picture of the past a request asks for (`frame/at.jpg`).
+public enum PastPictureTarget: Sendable, Equatable {
+    /// The picture whose access unit was received last at or before this time.
+    case time(Date)
+    /// The picture with this number (`X-Frame-Seq`).
+    case number(UInt64)
+}
+
+/// What a session's compressed history holds (`GET /sessions/{id}/history`).
+public struct HistorySummary: Sendable, Equatable {
+    /// Receive times of the oldest access unit a picture can be decoded from, and of the newest.
+    public var from: Date?
+    public var to: Date?
+    /// GOPs a decode can start from, access units and bytes held.
+    public var gops: Int
+    public var accessUnits: Int
+    public var bytes: Int
+    /// The picture numbers held: the first, and an upper bound of the last (the newest
+    /// pictures may still be inside a decoder).
+    public var firstSeq: UInt64?
+    public var lastSeq: UInt64?
+    /// `--history-seconds` and `--history-bytes`.
+    public var limitSeconds: Double
+    public var limitBytes: Int
+    /// GOPs dropped for the bounds since the session began.
+    public var gopsDropped: Int
+
+    init(_ summary: CompressedHistory.Summary) {
+        from = summary.from
+        to = summary.to
+        gops = summary.gops
+        accessUnits = summary.accessUnits
+        bytes = summary.bytes
+        firstSeq = summary.firstSeq
+        lastSeq = summary.lastSeq
+        let (seconds, attoseconds) = summary.limits.seconds.components
+        limitSeconds = Double(seconds) + Double(attoseconds) / 1e18
+        limitBytes = summary.limits.bytes
+        gopsDropped = summary.gopsDropped
+    }
+
+    /// The problem a request outside the history gets: it names the range held.
+    var notHeld: SessionError {
+        guard let from, let to, let firstSeq, let lastSeq else {
+            return SessionError(.notInHistory, "the session holds no picture in its history yet")
+        }
+        let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        let first = from.formatted(format)
+        let last = to.formatted(format)
+        return SessionError(
+            .notInHistory,
+            "the session's history holds pictures \(firstSeq) to \(lastSeq), received from \(first) to \(last)",
+            facts: ["heldFrom": first, "heldTo": last, "firstSeq": String(firstSeq), "lastSeq": String(lastSeq)])
+    }
+}
+
+extension Session {
+    /// A picture from the recent past (`GET /sessions/{id}/frame/at.jpg?t=|seq=`), decoded from
+    /// its GOP's keyframe (from the GOP before for an open GOP's leading pictures) by a catch-up
+    /// decoder of the shared pool, off every session's queues, and encoded as `request` asks
+    /// on the session's encode queue. It has the number and the bytes the live decode gave it.
+    ///
+    /// `clientHas`: a tag the client holds for the numbered picture answers 304 without a
+    /// decode. Failures: `not_in_history` (404, naming the range held), `catchup_queue_full`
+    /// (503), a decoder's (`decoder_memory_exceeded`...). `completion` runs once, on any thread.
+    public func requestPastPicture(
+        _ request: PictureRequest, at target: PastPictureTarget, clientHas: PictureAnswerCondition = PictureAnswerCondition(),
+        completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
+    ) {
+        do {
+            _ = try request.validated()
+        } catch {
+            return completion(.failure(error))
+        }
+        guard !ingest.isClosed else { return completion(.failure(.notFound(id))) }
+        context.activity.touch()
+        let quality = request.effectiveQuality(sessionDefault: pictures.defaultQuality)
+        if case .number(let number) = target {
+            let etag = PictureETag.make(sequence: number, request: request, effectiveQuality: quality)
+            if clientHas.holds(etag) { return completion(.success(.notModified(etag: etag))) }
+            if let newest = viewers.newest, newest.sequence == number {
+                return pictures.serve(newest, request) { completion($0.map { .picture($0) }) }
+            }
+        }
+        let lookup: CompressedHistory.Lookup
+        switch target {
+        case .time(let time):
+            // Times are published, and asked for, to the millisecond: a time names its whole
+            // millisecond, so the `from` and `to` of the history are in it. A time to come is not
+            // in the past (a second of leeway for clocks that differ).
+            let through = time.addingTimeInterval(0.000_999)
+            lookup = time > clock.now.addingTimeInterval(1) ? .notHeld(history.summary) : history.plan(at: through)
+        case .number(let number):
+            lookup = history.plan(number: number)
+        }
+        let plan: CompressedHistory.DecodePlan
+        switch lookup {
+        case .notHeld(let summary): return completion(.failure(HistorySummary(summary).notHeld))
+        case .plan(let found): plan = found
+        }
+        let facts = ingest.facts
+        let options = context.configuration.catchUpDecoderOptions(backend: facts.backendChoice)
+        let factory = context.configuration.decoderFactory
+        let metrics = context.metrics
+        let admission = context.configuration.catchUpPool.request { [clock, pictures, history] permit in
+            DispatchQueue.global().async {
+                let started = clock.uptime
+                let outcome = PastPictureDecode(plan: plan, options: options, factory: factory).run()
+                permit.release()
+                let duration = Duration.nanoseconds(Int64(clamping: clock.uptime &- started))
+                switch outcome {
+                case .picture(let published):
+                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: plan.units.count)
+                    pictures.serve(published, request) { completion($0.map { .picture($0) }) }
+                case .none:
+                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: plan.units.count)
+                    completion(.failure(HistorySummary(history.summary).notHeld))
+                case .failed(let error):
+                    metrics.recordCatchUp(kind: .history, result: "failed")
+                    completion(.failure(SessionError(error)))
+                }
+            }
+        }
+        if case .refused(let retryAfter) = admission {
+            metrics.recordCatchUp(kind: .history, result: "refused")
+            completion(
+                .failure(
+                    SessionError(
+                        .catchUpQueueFull,
+                        "every catch-up decoder is busy and \(context.configuration.catchUpPool.queueLimit) catch-ups "
+                            + "wait; try again in \(retryAfter) s",
+                        retryAfterSeconds: retryAfter)))
+        }
+    }
+}
+
+/// One decode of a picture from the past: a fresh decoder fed a plan's access units until the
+/// picture asked for comes out. Holds only that picture (and the decoder's own), and its share
+/// of the decoder memory budget while it runs.
+struct PastPictureDecode {
+    enum Outcome {
+        case picture(PublishedFrame)
+        /// The decode ended without that picture (a leading picture that cannot be decoded, a
+        /// number no picture had).
+        case none
+        case failed(DecodeError)
+    }
+
+    let plan: CompressedHistory.DecodePlan
+    let options: DecoderOptions
+    let factory: any PictureDecoderFactory
+
+    func run() -> Outcome {
+        guard let first = plan.units.first else { return .none }
+        let decoder: AccessUnitDecoder
+        do {
+            decoder = try AccessUnitDecoder(options: options, codec: first.indexed.unit.codec, factory: factory)
+        } catch {
+            return .failed(error)
+        }
+        var found: (frame: DecodedFrame, number: UInt64)?
+        var finished = false
+        var lastError: DecodeError?
+        let look: (DecodedFrame, UInt64) -> Void = { frame, number in
+            guard !finished else { return }
+            switch plan.target {
+            case .number(let wanted):
+                if number == wanted { found = (frame, number) }
+                if number >= wanted { finished = true }
+            case .accessUnit(let index):
+                guard let decoded = frame.accessUnitIndex, decoded <= index else { return }
+                // The picture of that very unit, or (a unit that makes no picture of its own, such
+                // as a second field) the latest one before it.
+                if decoded >= found?.frame.accessUnitIndex ?? .min { found = (frame, number) }
+                if decoded == index { finished = true }
+            }
+        }
+        for unit in plan.units where !finished {
+            let errors = decoder.decode(unit.indexed, onPicture: look)
+            if let error = errors.last, found == nil { lastError = error }
+            if plan.drainAfter.contains(unit.index) { _ = decoder.drain(onPicture: look) }
+        }
+        if !finished { _ = decoder.drain(onPicture: look) }
+        guard let found, let index = found.frame.accessUnitIndex,
+            let unit = plan.units.first(where: { $0.index == index })
+        else {
+            if let lastError, lastError.code == .decoderMemoryExceeded || lastError.code == .decoderUnavailable {
+                return .failed(lastError)
+            }
+            return .none
+        }
+        return .picture(
+            PublishedFrame(
+                pastFrame: found.frame, sequence: found.number, receivedAt: unit.receivedAt,
+                receivedUptime: unit.receivedUptime))
+    }
+}

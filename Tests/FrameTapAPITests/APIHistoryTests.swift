@@ -1,0 +1,142 @@
+import Foundation
+import HTTPServer
+import Synchronization
+import Testing
+import TestSupport
+
+@testable import FrameTapAPI
+@testable import Sessions
+
+/// On-demand sessions and pictures from the past over HTTP: `decode: on-demand`, the status's
+/// `decoding`, `frame/at.*`, `/history`, and their problems.
+@Suite(.serialized) struct APIHistoryTests {
+    @Test func onDemandSessionsDecodeOnlyWhenAPictureIsAskedFor() throws {
+        try withService { service in
+            let port = service.port
+            let created = try request(port, "PUT", "/sessions/od", body: Array(#"{"decode": "on-demand"}"#.utf8))
+            #expect(created.status == 201)
+            let status = try jsonObject(created.body)
+            #expect(status["decode"] as? String == "on-demand")
+            #expect(status["decoding"] as? Bool == false)
+            #expect(status["decoder"] as? String == "idle")
+            try pushToHistory(port, session: "od", Fixture.repeatHeaders)
+            let idle = try jsonObject(try request(port, "GET", "/sessions/od").body)
+            #expect(idle["decoding"] as? Bool == false)
+            #expect((idle["counters"] as? [String: Any])?["framesDecoded"] as? Int == 0)
+            let latest = try request(port, "GET", "/sessions/od/frame/latest.jpg")
+            #expect(latest.status == 200)
+            #expect(latest.headers["X-Frame-Seq"] == "20")
+            let live = try jsonObject(try request(port, "GET", "/sessions/od").body)
+            #expect(live["decoding"] as? Bool == true)
+            #expect(live["decoder"] as? String == "live")
+            // A whole server can default to it.
+            let metrics = try request(port, "GET", "/metrics").text
+            #expect(metrics.contains("frametap_catchup_decodes_total{kind=\"wake\",result=\"ok\"} 1"))
+            #expect(metrics.contains("frametap_sessions_decoding 1"))
+        }
+        try withService(sessions: { $0.defaultDecode = .onDemand }) { service in
+            try pushToHistory(service.port, session: "default", Fixture.repeatHeaders)
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/default").body)
+            #expect(status["decode"] as? String == "on-demand")
+        }
+    }
+
+    @Test func picturesFromThePastWithLatestsOptionsAndHeaders() throws {
+        try withService(sessions: { $0.defaultDecode = .onDemand }) { service in
+            let port = service.port
+            try pushToHistory(port, session: "past", Fixture.repeatHeaders)
+            let history = try jsonObject(try request(port, "GET", "/sessions/past/history").body)
+            #expect(history["firstSeq"] as? Int == 1)
+            #expect(history["lastSeq"] as? Int == 20)
+            #expect(history["gops"] as? Int == 3)
+            #expect(history["accessUnits"] as? Int == 20)
+            #expect((history["bytes"] as? Int ?? 0) > 0)
+            #expect((history["limits"] as? [String: Any])?["seconds"] as? Double == 10)
+            let to = try #require(history["to"] as? String)
+
+            let jpeg = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5&width=88")
+            #expect(jpeg.status == 200)
+            #expect(jpeg.headers["Content-Type"] == "image/jpeg")
+            #expect(jpeg.headers["X-Frame-Seq"] == "5")
+            #expect(jpeg.headers["ETag"] == "\"5-w88\"")
+            #expect(jpeg.headers["X-Frame-Width"] == "88")
+            let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+            let received = try format.parse(try #require(jpeg.headers["X-Frame-Received-At"]))
+            #expect(received <= (try format.parse(to)))
+            #expect(received >= (try format.parse(try #require(history["from"] as? String))))
+            let yuv = try request(port, "GET", "/sessions/past/frame/at.yuv?seq=5")
+            #expect(yuv.body.count == 176 * 144 * 3 / 2)
+            let rgb = try request(port, "GET", "/sessions/past/frame/at.rgb?seq=5")
+            #expect(rgb.body.count == 176 * 144 * 3)
+            // The client has it: no decode, 304.
+            let cached = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5&width=88", headers: [("If-None-Match", "\"5-w88\"")])
+            #expect(cached.status == 304)
+            // By time: RFC 3339, and milliseconds since 1970. A time names its whole millisecond, so
+            // the range's own ends (published to the millisecond) are held.
+            let byTime = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(to)")
+            #expect(byTime.status == 200)
+            let oldest = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(try #require(history["from"] as? String))")
+            #expect(oldest.status == 200)
+            let milliseconds = Int64((try format.parse(to).timeIntervalSince1970 * 1000).rounded())
+            let byMilliseconds = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(milliseconds)")
+            #expect(byMilliseconds.status == 200)
+            #expect(byMilliseconds.headers["X-Frame-Seq"] == byTime.headers["X-Frame-Seq"])
+        }
+    }
+
+    @Test func outsideTheHistoryIs404NotInHistoryNamingTheRange() throws {
+        try withService { service in
+            let port = service.port
+            try pushToHistory(port, session: "range", Fixture.repeatHeaders)
+            let beyond = try request(port, "GET", "/sessions/range/frame/at.jpg?seq=900")
+            #expect(beyond.status == 404)
+            #expect(beyond.headers["Content-Type"] == "application/problem+json")
+            let problem = try jsonObject(beyond.body)
+            #expect(problem["code"] as? String == "not_in_history")
+            #expect(problem["firstSeq"] as? String == "1")
+            #expect(problem["lastSeq"] as? String == "20")
+            #expect(problem["heldFrom"] is String && problem["heldTo"] is String)
+            #expect((problem["detail"] as? String)?.contains("1 to 20") == true)
+            let early = try request(port, "GET", "/sessions/range/frame/at.jpg?t=2001-01-01T00:00:00Z")
+            #expect(try jsonObject(early.body)["code"] as? String == "not_in_history")
+            for bad in ["", "?t=yesterday", "?seq=1&t=2001-01-01T00:00:00Z", "?seq=-1"] {
+                let refused = try request(port, "GET", "/sessions/range/frame/at.jpg\(bad)")
+                #expect(refused.status == 400, "\(bad)")
+                #expect(try jsonObject(refused.body)["code"] as? String == "invalid_parameter")
+            }
+            #expect(try request(port, "GET", "/sessions/nobody/history").status == 404)
+        }
+    }
+
+    @Test func pastTheCatchUpQueueIs503WithRetryAfter() throws {
+        let pool = CatchUpPool(slots: 1, queueLimit: 0)
+        try withService(sessions: { $0.catchUpPool = pool }) { service in
+            let port = service.port
+            _ = try request(port, "PUT", "/sessions/busy", body: Array(#"{"decode": "on-demand"}"#.utf8))
+            try pushToHistory(port, session: "busy", Fixture.repeatHeaders)
+            // Someone else holds the one catch-up decoder.
+            let held = Mutex<CatchUpPermit?>(nil)
+            #expect(pool.request { permit in held.withLock { $0 = permit } } == .started)
+            for target in ["/sessions/busy/frame/latest.jpg", "/sessions/busy/frame/at.jpg?seq=3"] {
+                let refused = try request(port, "GET", target)
+                #expect(refused.status == 503, "\(target)")
+                #expect(Int(refused.headers["Retry-After"] ?? "") ?? 0 >= 1)
+                #expect(try jsonObject(refused.body)["code"] as? String == "catchup_queue_full")
+            }
+            held.withLock { $0?.release() }
+            #expect(try request(port, "GET", "/sessions/busy/frame/latest.jpg").status == 200)
+            #expect(try request(port, "GET", "/sessions/busy/frame/at.jpg?seq=3").status == 200)
+        }
+    }
+}
+
+/// Pushes a whole fixture with a flush (an on-demand session answers with no pictures).
+private func pushToHistory(_ port: UInt16, session: String, _ name: String) throws {
+    let response = try post(port, "/sessions/\(session)/nalus?flush=true", try Fixtures.bytes(name))
+    guard response.status == 200 else { throw TestFailure("push failed: \(response.status) \(response.text)") }
+}
+
+private enum Fixture {
+    /// 20 pictures of 176x144, an IDR with SPS/PPS every 8.
+    static let repeatHeaders = "repeat_headers_176x144.264"
+}

@@ -1,0 +1,141 @@
+import Decoding
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+import Timekeeping
+
+@testable import Sessions
+
+/// Streams made with the ffmpeg CLI for the on-demand and history tests (not committed: they are
+/// cheap to make, and the 50 Mbit/s one is large).
+enum Streams {
+    static var ffmpegAvailable: Bool { FileManager.default.isExecutableFile(atPath: ffmpeg) }
+    static let ffmpeg = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
+    /// Shared by runs: a stream is named by everything that makes it, so a kept one is the same.
+    static let directory = FileManager.default.temporaryDirectory.appendingPathComponent("frametap-ondemand-tests")
+
+    /// `frames` pictures of testsrc2 at `size`, encoded with `encoder` (`libx264`, `libx265`) and
+    /// its parameters, as a raw elementary stream; once per process and name.
+    static func make(
+        _ name: String, encoder: String, size: String = "176x144", frames: Int, parameters: String,
+        extra: [String] = []
+    ) throws -> [UInt8] {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let recipe = ([encoder, size, String(frames), parameters] + extra).joined(separator: " ")
+        let url = directory.appendingPathComponent("\(name).\(MD5.hex(Array(recipe.utf8)).prefix(12))")
+        if !FileManager.default.fileExists(atPath: url.path) {
+            let partial = directory.appendingPathComponent("\(name).\(UUID().uuidString)")
+            let parametersFlag = encoder == "libx265" ? "-x265-params" : "-x264-params"
+            let format = encoder == "libx265" ? "hevc" : "h264"
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ffmpeg)
+            process.arguments =
+                [
+                    "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=30",
+                    "-frames:v", "\(frames)", "-c:v", encoder, "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+                    parametersFlag, parameters,
+                ] + extra + ["-f", format, partial.path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw TestFailure("ffmpeg could not make \(name)") }
+            // Tests running at once may make the same stream: the first one in stays.
+            if (try? FileManager.default.moveItem(at: partial, to: url)) == nil {
+                try? FileManager.default.removeItem(at: partial)
+                guard FileManager.default.fileExists(atPath: url.path) else { throw TestFailure("cannot keep \(name)") }
+            }
+        }
+        return Array(try Data(contentsOf: url))
+    }
+
+    /// H.264 with B-frames (B-pyramid) and an IDR every 8 pictures.
+    static func h264BFrames() throws -> [UInt8] {
+        try make("bframes.264", encoder: "libx264", frames: 40, parameters: "keyint=8:min-keyint=8:scenecut=0:bframes=3:b-pyramid=normal")
+    }
+
+    /// H.264 open GOPs: a recovery-point I picture every 8, whose leading B pictures refer to
+    /// the GOP before.
+    static func h264OpenGOP() throws -> [UInt8] {
+        try make("opengop.264", encoder: "libx264", frames: 40, parameters: "keyint=8:min-keyint=8:scenecut=0:bframes=2:open-gop=1")
+    }
+
+    /// H.265 with B-frames and an IDR every 8 pictures.
+    static func h265BFrames() throws -> [UInt8] {
+        try make(
+            "bframes.265", encoder: "libx265", frames: 40,
+            parameters: "keyint=8:min-keyint=8:scenecut=0:bframes=3:log-level=error:pools=1:frame-threads=1")
+    }
+}
+
+/// Session helpers for on-demand and history tests.
+enum OnDemand {
+    static func configuration(
+        linger: Duration = .seconds(10), historySeconds: Duration = .seconds(10), historyBytes: Int = 64 << 20,
+        slots: Int = 2, queue: Int = 16, clock: any ServiceClock = SystemClock(), catchUpThreads: Int = 2
+    ) -> ServerConfiguration {
+        var configuration = testConfiguration()
+        configuration.defaultDecode = .onDemand
+        configuration.onDemandLinger = linger
+        configuration.historySeconds = historySeconds
+        configuration.historyBytes = historyBytes
+        configuration.catchUpPool = CatchUpPool(slots: slots, queueLimit: queue, clock: clock)
+        configuration.decoderMemory = DecoderMemoryBudgetFixture.generous()
+        configuration.catchUpDecoderThreads = catchUpThreads
+        return configuration
+    }
+
+    /// Every picture a decode=all session gives for `stream` (pushed whole, flushed), by number,
+    /// as raw planes: the reference a decode on demand or from the past must equal.
+    static func livePictures(_ stream: [UInt8]) async throws -> [UInt64: [UInt8]] {
+        let session = try makeSession("reference", options: SessionOptions(decode: .all))
+        defer { session.close() }
+        let spooled = try session.beginSpooledUpload(PictureRequest(format: .yuv), flush: true)
+        try await send(stream, to: spooled.queue, chunk: 1500)
+        spooled.queue.finish()
+        var pictures: [UInt64: [UInt8]] = [:]
+        while true {
+            switch spooled.poll() {
+            case .part(let served):
+                pictures[served.sequence] = Array(served.picture.bytes)
+            case .wait:
+                let ready = Signal()
+                spooled.notifyWhenReady { ready.signal() }
+                await ready.wait()
+            case .finished(let result):
+                _ = try result.get()
+                spooled.cancel()
+                return pictures
+            }
+        }
+    }
+
+    /// The answer to `frame/at.*` for `target`.
+    static func pastPicture(
+        _ session: Session, _ target: PastPictureTarget, _ request: PictureRequest = PictureRequest(format: .yuv)
+    ) async -> Result<PictureAnswer, SessionError> {
+        let answer = Outcome<Result<PictureAnswer, SessionError>>()
+        session.requestPastPicture(request, at: target) { answer.set($0) }
+        return await answer.value()
+    }
+
+    /// Waits until everything queued on the session's decode queue so far has run (no sleep:
+    /// a barrier), twice, so work the first turn queued has run too.
+    static func settle(_ session: Session, turns: Int = 2) {
+        for _ in 0..<turns { session.ingest.decodeQueue.sync {} }
+    }
+
+    /// Whether asking for `target` fails with `not_in_history`.
+    static func isNotInHistory(_ session: Session, _ target: PastPictureTarget) async -> Bool {
+        guard case .failure(let error) = await pastPicture(session, target) else { return false }
+        return error.code == .notInHistory
+    }
+}
+
+enum DecoderMemoryBudgetFixture {
+    /// A budget no test stream comes near, but its own per test, so its counts are the test's.
+    static func generous() -> DecoderMemoryBudget { DecoderMemoryBudget(limit: 1 << 34) }
+}
