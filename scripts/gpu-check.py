@@ -16,7 +16,10 @@ Steps, each bounded so the whole run stays inside --budget (default 450 s; the m
      (`--decoder-threads 1`), as bench.py's B1/H1 measure it (the whole request);
   4. G2 and G4: 1080p30 real-time sessions kept up (bench.py's B5 trial and search), cuda
      against software; latest.jpg p99 measured during a trial at the number found;
-  5. G3: CPU per idle session holding its latest picture.
+  5. G3: CPU per idle session holding its latest picture;
+  6. G5: pictures decoded on demand from the compressed history (`--default-decode on-demand`,
+     at.yuv by number): the catch-up runs on the session's back end (the picture's pixel format
+     says which), its pictures equal software's, and how long one takes.
 Without CUDA the cuda half is reported as not run, with the reason, and the software half runs.
 The results file is rewritten after every step, so a run cut short still leaves what it measured.
 Standard library only (and bench/bench.py's helpers).
@@ -344,6 +347,88 @@ def density_rows(check):
               latency(p99.get("software")), "", "≤ 20 ms (cuda)", met)
 
 
+# --- 6. G5 pictures on demand ----------------------------------------------------------------------
+
+def planar(body, pix_fmt, width, height):
+    """A 4:2:0 8-bit picture as planar bytes (NV12's interleaved chroma split), to compare back ends."""
+    luma = width * height
+    if pix_fmt == "nv12":
+        chroma = body[luma:]
+        return body[:luma] + chroma[0::2] + chroma[1::2]
+    return body
+
+
+def on_demand_pictures(check, backend, path, picks):
+    """Pushes the stream to an on-demand session (no decoder runs) and asks for pictures by number,
+    each a catch-up from its GOP's keyframe; returns {seq: (pix_fmt, md5 of the planar picture)},
+    the times (ms) and the back end the session reported."""
+    import hashlib
+    server = bench.Server("--backend", backend, "--default-decode", "on-demand", "--on-demand-linger", "0",
+                          "--history-seconds", "60", name="on-demand-%s" % backend)
+    pictures, times = {}, []
+    try:
+        content = "video/H265" if path.endswith(".265") else "video/H264"
+        t, _, summary, _ = bench.post_file(server, "g5", path, "flush=true", content_type=content)
+        history = server.json("GET", "/sessions/g5/history")
+        first, last = history["firstSeq"], history["lastSeq"]
+        if first is None or last is None:
+            raise bench.BenchFailure("G5 on %s: the history holds no pictures: %s" % (backend, history))
+        for seq in picks(first, last):
+            start = time.perf_counter()
+            status, body, resp = server.request("GET", "/sessions/g5/frame/at.yuv?seq=%d" % seq)
+            times.append((time.perf_counter() - start) * 1000)
+            if status != 200:
+                raise bench.BenchFailure("G5 on %s: at.yuv?seq=%d -> %d %s" % (backend, seq, status, body[:200]))
+            pix_fmt = resp.getheader("X-Frame-Pix-Fmt", "?")
+            width, height = int(resp.getheader("X-Frame-Width", "0")), int(resp.getheader("X-Frame-Height", "0"))
+            pictures[seq] = (pix_fmt, hashlib.md5(planar(body, pix_fmt, width, height)).hexdigest())
+        reported = server.json("GET", "/sessions/g5")["backend"]
+    finally:
+        server.stop()
+    return pictures, times, reported
+
+
+def on_demand_rows(check):
+    streams = check.args.device_dir + "/streams"
+    # Spread over the GOPs and over places inside them (the catch-up decodes from the keyframe).
+    picks = lambda first, last: sorted({first + (k * 37) % (last - first + 1) for k in range(12)})
+    bench.command("frametap serve --backend B --default-decode on-demand --on-demand-linger 0 --history-seconds 60; "
+                  "POST .device/streams/gpu1080.26x (flush); GET /sessions/g5/frame/at.yuv?seq=N for 12 numbers")
+    for name in ("gpu1080.264", "gpu1080.265"):
+        if not check.enough(40, "G5 (%s)" % name):
+            continue
+        path = os.path.join(streams, name)
+        results = {}
+        try:
+            for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
+                results[backend] = on_demand_pictures(check, backend, path, picks)
+        except bench.BenchFailure as e:
+            check.notes.append("G5 (%s) failed: %s" % (name, e))
+            continue
+        lines = []
+        for backend, (pictures, times, reported) in results.items():
+            formats = sorted({fmt for fmt, _ in pictures.values()})
+            lines.append("%s: session back end %s, pixel formats %s, at.yuv request to answer ms: median %.1f, max %.1f"
+                         % (backend, reported, "/".join(formats), bench.median(times), max(times)))
+        same = "—"
+        if "cuda" in results:
+            cuda_pictures, software_pictures = results["cuda"][0], results["software"][0]
+            equal = [seq for seq in cuda_pictures if cuda_pictures[seq][1] == software_pictures.get(seq, (None, None))[1]]
+            same = "%d/%d" % (len(equal), len(cuda_pictures))
+            on_gpu = results["cuda"][2] == "cuda" and all(fmt != "yuv420p" for fmt, _ in cuda_pictures.values())
+            lines.append("cuda pictures equal to software's (planar 4:2:0, MD5): %s; decoded on the GPU: %s" % (same, on_gpu))
+            if not on_gpu:
+                check.notes.append("G5 (%s): the cuda session's catch-ups did not run on the GPU: %s" % (name, lines[0]))
+        check.sections.append("### G5 on demand, %s\n\n%s\n" % (name, "\n".join("- " + l for l in lines)))
+        cuda_ms = bench.median(results["cuda"][1]) if "cuda" in results else None
+        software_ms = bench.median(results["software"][1])
+        check.row("G5", "picture from the history, %s (at.yuv by number, a catch-up from its keyframe; ms median)"
+                  % ("H.265" if name.endswith("265") else "H.264"),
+                  "%.1f (%s equal)" % (cuda_ms, same) if cuda_ms else "not run", "%.1f" % software_ms,
+                  "%.2f" % (software_ms / cuda_ms) if cuda_ms else "", "equal pictures, on the GPU",
+                  ("yes" if same.split("/")[0] == same.split("/")[-1] else "**no**") if cuda_ms else "—")
+
+
 # --- 5. G3 idle sessions ---------------------------------------------------------------------------
 
 def idle_rows(check, sessions=8, seconds=10):
@@ -396,7 +481,7 @@ def main():
         sys.exit("gpu-check: %s/streams is missing: run `make gpu-pack` here and carry .device" % args.device_dir)
     survey(check)
     bench.log("CUDA: %s (%s)" % ("available" if check.cuda_ok else "not available", check.cuda_reason))
-    for step in (conformance, ingest_rows, density_rows, idle_rows):
+    for step in (conformance, ingest_rows, on_demand_rows, density_rows, idle_rows):
         try:
             step(check)
         except Exception as e:  # one step's failure must not cost the others' results
