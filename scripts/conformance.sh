@@ -120,7 +120,10 @@ check_stream() {
   [ -n "$per_picture" ] && copy="$work/raw"
   rc=0
   run_decode "$path" "$backend" "$copy" || rc=$?
-  if [ "$rc" -ne 0 ] && { [ "$backend" = cuda ] || [ "$backend" = vaapi ]; }; then
+  # A refusal may come after the first picture was sent (libavcodec's frame threads report it
+  # with the next packet), so the decode can still end 0 with fewer pictures: the refusal
+  # named on stderr decides, whatever the exit status.
+  if [ "$backend" = cuda ] || [ "$backend" = vaapi ]; then
     refusal=$(hardware_refusal)
     if [ -n "$refusal" ]; then
       rc=0

@@ -18,8 +18,9 @@ Steps, each bounded so the whole run stays inside --budget (default 450 s; the m
      against software; latest.jpg p99 measured during a trial at the number found;
   5. G3: CPU per idle session holding its latest picture;
   6. G5: pictures decoded on demand from the compressed history (`--default-decode on-demand`,
-     at.yuv by number): the catch-up runs on the session's back end (the picture's pixel format
-     says which), its pictures equal software's, and how long one takes.
+     at.yuv by number): the catch-up runs on the session's back end (hardware pictures are
+     downloaded to be read: frametap_frame_downloads_total), its pictures equal software's, and
+     how long one takes.
 Without CUDA the cuda half is reported as not run, with the reason, and the software half runs.
 The results file is rewritten after every step, so a run cut short still leaves what it measured.
 Standard library only (and bench/bench.py's helpers).
@@ -262,6 +263,57 @@ def ingest_rows(check):
                   "%.2f" % ratio if ratio else "", target, met)
 
 
+def concurrent_ingest(backend, path, sessions, frames):
+    """Aggregate fps of `sessions` whole-file pushes at once, each its own session (one thread each)."""
+    server = bench.Server("--backend", backend, "--decoder-threads", "1", name="ingest-x%d-%s" % (sessions, backend))
+    failures = []
+    try:
+        def push(k):
+            try:
+                content = "video/H265" if path.endswith(".265") else "video/H264"
+                _, _, summary, _ = bench.post_file(server, "gx-%d" % k, path, "flush=true", content_type=content)
+                if summary["frames"] != frames:
+                    failures.append("session %d: %d pictures" % (k, summary["frames"]))
+            except Exception as e:  # reported with the row
+                failures.append("session %d: %s" % (k, e))
+        threads = [threading.Thread(target=push, args=(k,)) for k in range(sessions)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+    finally:
+        server.stop()
+    if failures:
+        raise bench.BenchFailure("; ".join(failures[:3]))
+    return sessions * frames / wall
+
+
+def concurrent_rows(check):
+    """How decoding scales with sessions decoding at once (G2's question without real time)."""
+    frames = manifest_frames(check.args.device_dir)
+    path = os.path.join(check.args.device_dir, "streams", "gpu1080.264")
+    bench.command("N sessions at once, each: curl --data-binary @.device/streams/gpu1080.264 "
+                  "'http://127.0.0.1:PORT/sessions/gx-K/nalus?flush=true'   (--decoder-threads 1)")
+    lines = []
+    for sessions in (1, 4, 8, 16):
+        if not check.enough(30, "G1x with %d sessions" % sessions):
+            break
+        results = {}
+        try:
+            for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
+                results[backend] = concurrent_ingest(backend, path, sessions, frames["gpu1080.264"])
+        except bench.BenchFailure as e:
+            check.notes.append("G1x with %d sessions failed: %s" % (sessions, e))
+            break
+        lines.append("%2d sessions: cuda %s fps, software %.0f fps (all sessions together)"
+                     % (sessions, "%.0f" % results["cuda"] if "cuda" in results else "not run", results["software"]))
+        bench.log(lines[-1])
+    check.sections.append("### G1x: 1080p H.264 ingest, sessions at once\n\n```\n%s\n```\n" % "\n".join(lines))
+    check.write()
+
+
 # --- 4. G2 / G4 real-time sessions, latest.jpg latency ---------------------------------------------
 
 def latency_trial(server, stream, n, latencies):
@@ -361,7 +413,7 @@ def planar(body, pix_fmt, width, height):
 def on_demand_pictures(check, backend, path, picks):
     """Pushes the stream to an on-demand session (no decoder runs) and asks for pictures by number,
     each a catch-up from its GOP's keyframe; returns {seq: (pix_fmt, md5 of the planar picture)},
-    the times (ms) and the back end the session reported."""
+    the times (ms) and how many hardware pictures were downloaded (0 in software)."""
     import hashlib
     server = bench.Server("--backend", backend, "--default-decode", "on-demand", "--on-demand-linger", "0",
                           "--history-seconds", "60", name="on-demand-%s" % backend)
@@ -382,7 +434,7 @@ def on_demand_pictures(check, backend, path, picks):
             pix_fmt = resp.getheader("X-Frame-Pix-Fmt", "?")
             width, height = int(resp.getheader("X-Frame-Width", "0")), int(resp.getheader("X-Frame-Height", "0"))
             pictures[seq] = (pix_fmt, hashlib.md5(planar(body, pix_fmt, width, height)).hexdigest())
-        reported = server.json("GET", "/sessions/g5")["backend"]
+        reported = int(bench.metric_value(server.metrics(), "frametap_frame_downloads_total"))
     finally:
         server.stop()
     return pictures, times, reported
@@ -408,14 +460,14 @@ def on_demand_rows(check):
         lines = []
         for backend, (pictures, times, reported) in results.items():
             formats = sorted({fmt for fmt, _ in pictures.values()})
-            lines.append("%s: session back end %s, pixel formats %s, at.yuv request to answer ms: median %.1f, max %.1f"
+            lines.append("%s: %d hardware pictures downloaded, pixel formats %s, at.yuv request to answer ms: median %.1f, max %.1f"
                          % (backend, reported, "/".join(formats), bench.median(times), max(times)))
         same = "—"
         if "cuda" in results:
             cuda_pictures, software_pictures = results["cuda"][0], results["software"][0]
             equal = [seq for seq in cuda_pictures if cuda_pictures[seq][1] == software_pictures.get(seq, (None, None))[1]]
             same = "%d/%d" % (len(equal), len(cuda_pictures))
-            on_gpu = results["cuda"][2] == "cuda" and all(fmt != "yuv420p" for fmt, _ in cuda_pictures.values())
+            on_gpu = results["cuda"][2] >= len(cuda_pictures)
             lines.append("cuda pictures equal to software's (planar 4:2:0, MD5): %s; decoded on the GPU: %s" % (same, on_gpu))
             if not on_gpu:
                 check.notes.append("G5 (%s): the cuda session's catch-ups did not run on the GPU: %s" % (name, lines[0]))
@@ -481,7 +533,7 @@ def main():
         sys.exit("gpu-check: %s/streams is missing: run `make gpu-pack` here and carry .device" % args.device_dir)
     survey(check)
     bench.log("CUDA: %s (%s)" % ("available" if check.cuda_ok else "not available", check.cuda_reason))
-    for step in (conformance, ingest_rows, on_demand_rows, density_rows, idle_rows):
+    for step in (conformance, ingest_rows, on_demand_rows, concurrent_rows, density_rows, idle_rows):
         try:
             step(check)
         except Exception as e:  # one step's failure must not cost the others' results

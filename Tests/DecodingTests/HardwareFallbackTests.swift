@@ -259,6 +259,19 @@ struct DeviceFailureFallbackTests {
         #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
     }
 
+    /// A refusal that comes with the third access unit (as NVDEC's for a 64x64 H.265 stream did
+    /// with frame threads): the two units the hardware took without a picture go to software
+    /// again first, so no picture is lost.
+    @Test func autoSendsTheUnitsTakenBeforeALateRefusalToSoftware() throws {
+        let factory = PretendHardwareFactory(refusal: Self.refusal, refusalFrom: 3)
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(decoder.backend == .software && decoder.fallbacks.map(\.reason) == [.noHardwareFormat])
+        #expect(factory.hardwareAccessUnits.value == 3)
+        #expect(output.errors.isEmpty)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
+    }
+
     @Test func requiredCUDAReportsTheRefusal() throws {
         let factory = PretendHardwareFactory(refusal: Self.refusal)
         let decoder = try StreamDecoder(options: .pretend(.cuda, PretendPlatform(cuda: [0])), factory: factory)

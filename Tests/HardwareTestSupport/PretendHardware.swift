@@ -76,8 +76,9 @@ public final class Tally: Sendable {
 /// Reports itself as the plan's hardware back end (CUDA, VA-API) but decodes in software with a
 /// real `LibavDecoder` inside. Access units `failing(n)` picks (1-based) fail as device errors
 /// and are not decoded, like an NVDEC call that errors out; with `refusal`, every access unit
-/// is turned down the way libavcodec's `get_format` turns a stream down (no hardware format,
-/// hwaccel init failed). Like a hardware pipeline it hands each picture out one call late (only
+/// from the `refusalFrom`th on is turned down the way libavcodec's `get_format` turns a stream
+/// down (no hardware format, hwaccel init failed), and the ones before it are taken without a
+/// picture (libavcodec's frame threads report the first picture's refusal with a later packet). Like a hardware pipeline it hands each picture out one call late (only
 /// `drain` empties it), so a caller that switches decoders without draining loses a picture.
 public final class PretendHardwareDecoder: PictureDecoder {
     public let codec: VideoCodec
@@ -86,6 +87,7 @@ public final class PretendHardwareDecoder: PictureDecoder {
     private let inner: LibavDecoder
     private let failing: @Sendable (Int) -> Bool
     private let refusal: HardwareCapability.Refusal?
+    private let refusalFrom: Int
     private let tally: Tally?
     private let produced: Tally?
     private var delayed: [DecodedFrame] = []
@@ -95,8 +97,9 @@ public final class PretendHardwareDecoder: PictureDecoder {
 
     init(
         plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions, failing: @escaping @Sendable (Int) -> Bool,
-        refusal: HardwareCapability.Refusal?, counting tally: Tally?, producing produced: Tally?
+        refusal: HardwareCapability.Refusal?, refusalFrom: Int, counting tally: Tally?, producing produced: Tally?
     ) throws(DecodeError) {
+        self.refusalFrom = refusalFrom
         self.codec = codec
         self.options = options
         self.plan = plan
@@ -122,7 +125,7 @@ public final class PretendHardwareDecoder: PictureDecoder {
         tally?.add()
         if let refusal {
             var output = DecodeOutput()
-            output.hardwareRefusal = refusal
+            if accessUnits >= refusalFrom { output.hardwareRefusal = refusal }
             return output
         }
         guard !failing(accessUnits) else {
@@ -156,6 +159,7 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
     public let failOpen: Bool
     public let failing: @Sendable (Int) -> Bool
     public let refusal: HardwareCapability.Refusal?
+    public let refusalFrom: Int
     public let hardwareAccessUnits = Tally()
     public let hardwareDecodersMade = Tally()
     /// Pictures the pretend hardware decoded (handed out or still held).
@@ -163,8 +167,9 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
 
     public init(
         failOpen: Bool = false, failing: @escaping @Sendable (Int) -> Bool = { _ in false },
-        refusal: HardwareCapability.Refusal? = nil
+        refusal: HardwareCapability.Refusal? = nil, refusalFrom: Int = 1
     ) {
+        self.refusalFrom = refusalFrom
         self.failOpen = failOpen
         self.failing = failing
         self.refusal = refusal
@@ -179,7 +184,8 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
         if failOpen { throw DecodeError(.decoderFailure, "the pretend NVDEC decoder did not start") }
         hardwareDecodersMade.add()
         return try PretendHardwareDecoder(
-            plan: plan, codec: codec, options: options, failing: failing, refusal: refusal, counting: hardwareAccessUnits,
+            plan: plan, codec: codec, options: options, failing: failing, refusal: refusal, refusalFrom: refusalFrom,
+            counting: hardwareAccessUnits,
             producing: hardwareFrames)
     }
 }

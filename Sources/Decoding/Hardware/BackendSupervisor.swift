@@ -16,8 +16,11 @@ import VideoCoding
 /// - a new SPS asks for what the hardware cannot decode (`HardwareCapability`: High 10, 4:2:2,
 ///   4:4:4, too large...): before the first picture using that SPS is sent;
 /// - libavcodec turns the hardware down itself (no hardware format offered, hwaccel init
-///   failed; `DecodeOutput.hardwareRefusal`): the refused access unit is sent again to the
-///   software decoder;
+///   failed; `DecodeOutput.hardwareRefusal`): the access units the hardware decoder took without
+///   putting out a picture yet are sent again to the software decoder, the refused one last
+///   (with frame threads libavcodec reports the first picture's refusal only when the next
+///   packet is sent, so that first picture would otherwise be lost: seen on NVDEC with 64x64
+///   H.265, below its smallest size);
 /// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the device
 ///   (`device_errors`): from the next keyframe on; until then the hardware decoder keeps going.
 /// Each switch drains the decoder given up first, so no picture it decoded is lost, and the
@@ -45,6 +48,14 @@ public final class BackendSupervisor {
     private var pendingSwitch: HardwareCapability.Refusal?
     /// The newest picture's sequence number, so a replacement decoder continues the numbering.
     private var lastSequence: UInt64 = 0
+    /// The access units a hardware decoder took since it opened, while it has put out no picture
+    /// (at most `maxUnconfirmed`): what a refusal that comes late must send to software again.
+    private var unconfirmed: [(unit: CodedAccessUnit, index: Int64?)] = []
+    /// A refusal comes within libavcodec's frame threads' packets of the first picture; past
+    /// this many units without a picture, the decoder has accepted the stream.
+    static let maxUnconfirmed = 16
+    /// The current decoder put out a picture (or took `maxUnconfirmed` units): it runs the stream.
+    private var decoderHasOutput = false
     /// The parameter set units the current decoder has been given, so each goes out once per
     /// decoder (and again to a replacement, which has seen none).
     private var parameterSetsSent: [ParameterSetKey: [UInt8]] = [:]
@@ -102,8 +113,19 @@ public final class BackendSupervisor {
             if plan.required {
                 decoded.errors.append(refused(refusal))
             } else {
+                let taken = unconfirmed
                 switchToSoftware(refusal, into: &output)
-                if let software = self.decoder { decoded = software.decode(accessUnit: packet(unit), index: index) }
+                if let software = self.decoder {
+                    for earlier in taken { append(software.decode(accessUnit: packet(earlier.unit), index: earlier.index), to: &output) }
+                    decoded = software.decode(accessUnit: packet(unit), index: index)
+                }
+            }
+        } else if plan.lease != nil, !decoderHasOutput {
+            if decoded.frames.isEmpty && unconfirmed.count < Self.maxUnconfirmed {
+                unconfirmed.append((unit, index))
+            } else {
+                decoderHasOutput = true
+                unconfirmed = []
             }
         }
         noteHardwareHealth(decoded)
@@ -138,6 +160,8 @@ public final class BackendSupervisor {
         if let previous = decoder { append(previous.drain(), to: &output) }
         decoder = nil
         parameterSetsSent = [:]
+        decoderHasOutput = false
+        unconfirmed = []
         var skipping: [HardwareDeviceKind: String] = [:]
         while true {
             plan.firstSequence = lastSequence
@@ -218,6 +242,7 @@ public final class BackendSupervisor {
     /// decoder that numbers pictures on from the last one and is given the parameter sets again.
     private func switchToSoftware(_ why: HardwareCapability.Refusal, into output: inout DecodeOutput) {
         pendingSwitch = nil
+        unconfirmed = []
         consecutiveHardwareFailures = 0
         guard let previous = decoder else { return }
         append(previous.drain(), to: &output)
