@@ -162,7 +162,7 @@ bench: deps
 # with its libraries, 1080p H.264/H.265 streams with their reference MD5s (made here: the GPU
 # machine has no ffmpeg) and the conformance corpora into .device/ (checked to fit the 64 MiB that
 # travel, ../shared/notes/gpu.md). On the GPU machine, with .device carried, the one command is
-# `scripts/gpu-check.sh`: conformance on --backend cuda and G1-G4 and H1 on cuda against
+# `scripts/gpu-check.sh`: conformance on --backend cuda and G1-G5, G1x and H1 on cuda against
 # software, in under 8 minutes, into $OUT/gpu-check.md. `make gpu-check` packs and runs it here,
 # where it finds no CUDA, says so and runs its software half (.test-output/gpu-check/).
 .PHONY: gpu-pack gpu-check

@@ -17,6 +17,8 @@ Steps, each bounded so the whole run stays inside --budget (default 450 s; the m
   4. G2 and G4: 1080p30 real-time sessions kept up (bench.py's B5 trial and search), cuda
      against software; latest.jpg p99 measured during a trial at the number found;
   5. G3: CPU per idle session holding its latest picture;
+  7. G1x: 1, 4, 8 and 16 whole-file 1080p H.264 ingests at once, cuda against software (how
+     decoding scales with sessions: where the engines or the shared context stop);
   6. G5: pictures decoded on demand from the compressed history (`--default-decode on-demand`,
      at.yuv by number): the catch-up runs on the session's back end (hardware pictures are
      downloaded to be read: frametap_frame_downloads_total), its pictures equal software's, and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check in one command: H.264 and H.265 conformance on `--backend cuda` and the GPU
-# benchmarks (G1-G4, H1 on cuda against software), written to one results file. Made for the GPU
+# benchmarks (G1-G5, G1x, H1 on cuda against software), written to one results file. Made for the GPU
 # machine of ../shared/notes/gpu.md (no Debian packages, no ffmpeg, no network, python3): it runs
 # the release build packed by `make gpu-pack` (.device/pack/pack.tar.xz, carried with .device),
 # unpacked to /tmp/ft as that note says. Without CUDA (here) it says so and runs the software half.
