@@ -226,6 +226,12 @@ struct ContainerFreshnessTests {
                 try client.send(Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10])
             }
             try chunk(initSegment)
+            // The push's head is routed on its own connection: on a loaded machine the first long
+            // poll could otherwise reach the server before the push has created the session.
+            let created = ContinuousClock.now + .seconds(10)
+            while try request(service.port, "GET", "/sessions/fresh").status != 200, ContinuousClock.now < created {
+                Thread.sleep(forTimeInterval: 0.01)
+            }
             for (index, fragment) in fragments.enumerated() {
                 try chunk(fragment)
                 // Nothing of the next fragment is sent: the picture must come without it.
