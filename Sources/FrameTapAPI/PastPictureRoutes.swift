@@ -54,7 +54,7 @@ extension FrameTapAPI {
         if let milliseconds = Int64(text), milliseconds >= 0 {
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
-        let restored = text.replacingOccurrences(of: " ", with: "+").uppercased()
+        let restored = String(text.map { $0 == " " ? "+" : $0 }).uppercased()
         if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(restored) { return date }
         return try? Date.ISO8601FormatStyle().parse(restored)
     }
