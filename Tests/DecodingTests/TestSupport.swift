@@ -160,18 +160,6 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A deterministic generator so "random" chunkings are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 extension TestSupport {
     /// MD5 of the frames' packed planes one after another (what `-f rawvideo - | md5sum` hashes).
     static func rawMD5(_ frames: [DecodedFrame]) -> String {
@@ -190,7 +178,7 @@ extension TestSupport {
         maxNALBytes: Int = 8 << 20, seed: UInt64 = 1, pieces: ClosedRange<Int> = 1...3000
     ) throws -> (frames: [DecodedFrame], errors: [DecodeError], decoder: StreamDecoder) {
         let decoder = try StreamDecoder(options: options, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly)
-        var generator = SplitMix64(state: seed)
+        var generator = SplitMix64(seed: seed)
         var frames: [DecodedFrame] = []
         var errors: [DecodeError] = []
         var offset = 0
