@@ -111,7 +111,7 @@ public struct NALHeader: Sendable, Equatable, Hashable {
 }
 
 /// One NAL unit as it travels through the pipeline: the header byte and the escaped payload.
-public struct NALUnit: Sendable, Equatable {
+public struct NALUnit: Sendable, Equatable, NALUnitBytes {
     /// From the header byte on; no start code, no trailing zero bytes; emulation prevention kept.
     public let bytes: [UInt8]
     /// Offset of the header byte since the start of the stream (the last `finish()` of the splitter).
