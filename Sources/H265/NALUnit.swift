@@ -235,4 +235,13 @@ public struct NALUnit: Sendable, Equatable, NALUnitBytes {
 
     /// The raw byte sequence payload after the two header bytes.
     public func rbsp() -> [UInt8] { RBSP.unescape(payload) }
+
+    /// The RBSP of a unit that must be of `type` (a parameter set parsed from a unit of another
+    /// type is refused as invalid data); `what` names it in the message, e.g. "an SPS".
+    public func rbsp(of type: NALUnitType, _ what: String) throws(BitstreamError) -> [UInt8] {
+        guard self.type == type else {
+            throw BitstreamError(.invalidData, "NAL unit type \(self.type.name) is not \(what)")
+        }
+        return rbsp()
+    }
 }

@@ -83,10 +83,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     public var vuiMalformed: Bool
 
     public init(nal: NALUnit) throws(BitstreamError) {
-        guard nal.type == .sps else {
-            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not an SPS")
-        }
-        try self.init(rbsp: nal.rbsp())
+        try self.init(rbsp: nal.rbsp(of: .sps, "an SPS"))
     }
 
     /// `rbsp` starts after the two header bytes, emulation prevention removed.
