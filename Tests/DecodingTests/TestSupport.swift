@@ -27,31 +27,6 @@ enum TestSupport {
     static let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
         .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
 
-    /// Runs a program, returning its stdout; throws when it exits non-zero. Stdout goes through
-    /// a temporary file: reading a Pipe from concurrently running tests tripped Foundation's
-    /// exclusivity checks here.
-    @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) throws -> Data {
-        let outputURL = directory.appendingPathComponent("stdout-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: outputURL.path, contents: nil) else {
-            throw TestFailure("cannot create \(outputURL.path)")
-        }
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let output = try FileHandle(forWritingTo: outputURL)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try output.close()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
-        }
-        return try Data(contentsOf: outputURL)
-    }
-
     /// Encodes `frames` frames of `testsrc2` at `size` with libx264 into a raw .h264 file,
     /// once per process and name. `x264Params` shapes the GOP (e.g. "keyint=5:bframes=2").
     static func stream(
@@ -66,7 +41,7 @@ enum TestSupport {
         ]
         if !x264Params.isEmpty { arguments += ["-x264-params", x264Params] }
         arguments += extra + ["-f", "h264", partial.path]
-        try run(ffmpegPath, arguments)
+        try runProgram(ffmpegPath, arguments)
         // Concurrent tests may generate the same stream; the rename makes the first one win whole.
         if (try? FileManager.default.moveItem(at: partial, to: url)) == nil {
             try? FileManager.default.removeItem(at: partial)
@@ -80,7 +55,7 @@ enum TestSupport {
     /// `format`: the demuxer, `h264` or `hevc`.
     static func ffmpegFrameMD5s(_ file: URL, threads: Int? = nil, format: String = "h264") throws -> [String] {
         let threadArguments = threads.map { ["-threads", "\($0)"] } ?? []
-        let text = String(decoding: try run(ffmpegPath, threadArguments + [
+        let text = String(decoding: try runProgram(ffmpegPath, threadArguments + [
             "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", format, "-i", file.path,
             "-autoscale", "0", "-fps_mode", "passthrough", "-f", "framemd5", "-",
         ]), as: UTF8.self)
@@ -91,7 +66,7 @@ enum TestSupport {
 
     /// MD5 of ffmpeg's whole rawvideo output (the `| md5sum` of the reference command).
     static func ffmpegRawMD5(_ file: URL) throws -> String {
-        let raw = try run(ffmpegPath, [
+        let raw = try runProgram(ffmpegPath, [
             "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", "h264", "-i", file.path,
             "-autoscale", "0", "-fps_mode", "passthrough", "-f", "rawvideo", "-",
         ])

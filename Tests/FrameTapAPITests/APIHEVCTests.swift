@@ -351,22 +351,8 @@ enum FFmpeg {
     @discardableResult
     static func run(_ arguments: [String], executable: String? = nil) throws -> [UInt8] {
         guard let program = executable ?? path else { throw TestFailure("no ffmpeg") }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("ffmpeg-out-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw TestFailure("no temp file") }
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = executable == nil ? ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"] + arguments : arguments
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try handle.close()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(program) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
-        }
-        return Array(try Data(contentsOf: output))
+        let defaults = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"]
+        return Array(try runProgram(program, executable == nil ? defaults + arguments : arguments))
     }
 
     /// A short testsrc2 stream from libx265 in `pixelFormat`, as raw HEVC.
