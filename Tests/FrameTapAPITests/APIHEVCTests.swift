@@ -76,19 +76,13 @@ import TestSupport
             #expect(try request(service.port, "GET", "/sessions/lp/frame/latest.jpg?after=\(seq)&wait=300").status == 304)
 
             // A long poll waiting for the next picture wakes when the next push decodes one.
-            let result = Mutex<TestResponse?>(nil)
-            let done = DispatchSemaphore(value: 0)
-            let port = service.port
-            Thread.detachNewThread {
-                let response = try? request(port, "GET", "/sessions/lp/frame/latest.jpg?wait=10000&after=\(seq)")
-                result.withLock { $0 = response }
-                done.signal()
-            }
+            let poll = BackgroundRequest(service.port, "GET", "/sessions/lp/frame/latest.jpg?wait=10000&after=\(seq)")
             let session = try #require(service.registry.find(try SessionID("lp")))
             #expect(eventually { session.waitingRequests == 1 })
             #expect(try post(service.port, "/sessions/lp/nalus?flush=true", bytes).status == 200)
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            let woken = result.withLock { $0 }
+            let answer = poll.wait()
+            #expect(answer != nil)
+            let woken = answer?.response
             #expect(woken?.status == 200)
             #expect(Int(woken?.headers["X-Frame-Seq"] ?? "") ?? 0 > seq)
             #expect(jpegSize(woken?.body ?? [])! == (176, 144))

@@ -1,5 +1,7 @@
 import TestSupport
+import Dispatch
 import Foundation
+import Synchronization
 @testable import FrameTapAPI
 import HTTPServer
 import Sessions
@@ -185,4 +187,27 @@ func startCodeOffsets(_ bytes: [UInt8]) -> [Int] {
         }
     }
     return offsets
+}
+
+/// A request sent on a thread of its own (a long poll), so that the test can go on to make
+/// happen what it waits for.
+final class BackgroundRequest: Sendable {
+    private let answer = Mutex<(response: TestResponse?, elapsed: Duration)?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ port: UInt16, _ method: String, _ target: String) {
+        Thread.detachNewThread { [self] in
+            let started = ContinuousClock.now
+            let response = try? request(port, method, target)
+            answer.withLock { $0 = (response, ContinuousClock.now - started) }
+            done.signal()
+        }
+    }
+
+    /// The response (nil if the request failed) and how long it took; nil when it did not
+    /// finish within `timeout`.
+    func wait(timeout: Duration = .seconds(10)) -> (response: TestResponse?, elapsed: Duration)? {
+        guard done.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success else { return nil }
+        return answer.withLock { $0 }
+    }
 }
