@@ -123,17 +123,8 @@ import TestSupport
         "res_change_176x144_320x240.265",
     ])
     func multipartRawPartsEqualTheReferenceDecode(name: String) throws {
-        let entry = try Fixtures.entry(name)
-        let bytes = try Fixtures.bytes(name)
         try withService { service in
-            let response = try chunkedPost(
-                service.port, "/sessions/mp/nalus?flush=true&format=yuv", pieces: [Array(bytes[..<777]), Array(bytes[777...])],
-                headers: [("Accept", "multipart/mixed")])
-            #expect(response.status == 200 && response.chunkedComplete)
-            let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: response.headers["Content-Type"]))
-            #expect(closed)
-            #expect(parts.count == entry.frames)
-            #expect(MD5.hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
+            let parts = try rawPartsOfAPush(service.port, fixture: name)
             #expect(parts.first?.headers["X-Frame-Pix-Fmt"] == Self.pixelFormat(of: name), "\(name)")
             #expect(parts.first?.headers["X-Frame-Keyframe"] == "true")
         }
