@@ -130,11 +130,6 @@ enum TestSupport {
     static func bytes(of url: URL) throws -> [UInt8] { [UInt8](try Data(contentsOf: url)) }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 extension TestSupport {
     /// MD5 of the frames' packed planes one after another (what `-f rawvideo - | md5sum` hashes).
     static func rawMD5(_ frames: [DecodedFrame]) -> String {
