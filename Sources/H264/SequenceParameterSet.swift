@@ -31,18 +31,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     }
 
     /// Cropping offsets as coded, in crop units (§7.4.2.1.1), not luma samples.
-    public struct FrameCropping: Sendable, Equatable {
-        public var left: Int
-        public var right: Int
-        public var top: Int
-        public var bottom: Int
-        public init(left: Int, right: Int, top: Int, bottom: Int) {
-            self.left = left
-            self.right = right
-            self.top = top
-            self.bottom = bottom
-        }
-    }
+    public typealias FrameCropping = EdgeOffsets
 
     public struct Rect: Sendable, Equatable {
         public var x: Int

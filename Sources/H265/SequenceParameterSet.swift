@@ -4,27 +4,7 @@ import VideoCoding
 /// FrameTap derives from it. The extensions after the VUI are not read.
 public struct SequenceParameterSet: Sendable, Equatable {
     /// Offsets of a window as coded: in units of SubWidthC and SubHeightC luma samples.
-    public struct Window: Sendable, Equatable {
-        public var left: Int
-        public var right: Int
-        public var top: Int
-        public var bottom: Int
-
-        public init(left: Int, right: Int, top: Int, bottom: Int) {
-            self.left = left
-            self.right = right
-            self.top = top
-            self.bottom = bottom
-        }
-
-        init(reader: inout BitReader) throws(BitstreamError) {
-            // A window wider than any picture is refused before any arithmetic on it.
-            left = try reader.readUE(max: 1 << 16, "window left offset")
-            right = try reader.readUE(max: 1 << 16, "window right offset")
-            top = try reader.readUE(max: 1 << 16, "window top offset")
-            bottom = try reader.readUE(max: 1 << 16, "window bottom offset")
-        }
-    }
+    public typealias Window = EdgeOffsets
 
     /// A rectangle in luma samples.
     public struct Rect: Sendable, Equatable {
@@ -248,5 +228,17 @@ enum ScalingListData {
                 }
             }
         }
+    }
+}
+
+extension EdgeOffsets {
+    /// A conformance or default display window as H.265 codes it.
+    init(reader: inout BitReader) throws(BitstreamError) {
+        // A window wider than any picture is refused before any arithmetic on it.
+        self.init(
+            left: try reader.readUE(max: 1 << 16, "window left offset"),
+            right: try reader.readUE(max: 1 << 16, "window right offset"),
+            top: try reader.readUE(max: 1 << 16, "window top offset"),
+            bottom: try reader.readUE(max: 1 << 16, "window bottom offset"))
     }
 }
