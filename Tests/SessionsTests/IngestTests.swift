@@ -232,28 +232,19 @@ import Testing
         // Nothing is decoded before the answer pulls.
         #expect(session.status().counters.bytes == 0)
         var sequences: [UInt64] = []
-        var summary: UploadSummary?
-        while summary == nil {
-            switch spooled.poll() {
-            case .part(let served):
-                #expect(served.picture.width == 88 && served.picture.height == 72)
-                sequences.append(served.sequence)
-            case .wait:
-                let ready = Signal()
-                spooled.notifyWhenReady { ready.signal() }
-                await ready.wait()
-                if sequences.count == 1 {
-                    // Pull model: decoding stays a picture or so ahead of what was taken.
-                    #expect(session.status().counters.bytes < stream.count)
-                }
-            case .finished(let result):
-                summary = try result.get()
+        let summary = try await readToEnd(spooled) { served in
+            #expect(served.picture.width == 88 && served.picture.height == 72)
+            sequences.append(served.sequence)
+        } afterWait: {
+            if sequences.count == 1 {
+                // Pull model: decoding stays a picture or so ahead of what was taken.
+                #expect(session.status().counters.bytes < stream.count)
             }
         }
         spooled.cancel()
         #expect(sequences == (1...UInt64(Fixture.baselineFrames)).map { $0 })
-        #expect(summary?.frames == Fixture.baselineFrames)
-        #expect(summary?.bytes == stream.count)
+        #expect(summary.frames == Fixture.baselineFrames)
+        #expect(summary.bytes == stream.count)
         // The upload slot is free again.
         _ = try session.beginUpload(flush: false) { _ in }
     }
