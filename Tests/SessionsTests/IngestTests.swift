@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
+import TestSupport
 
 @testable import Sessions
 
@@ -22,11 +23,7 @@ import Testing
         let stream = try Fixture.bytes(Fixture.baseline)
         // Cut inside the start code of the third NAL unit: "00 00" ends the first upload,
         // "00 01 ..." begins the second.
-        var starts: [Int] = []
-        for index in 0..<(stream.count - 3) where stream[index] == 0 && stream[index + 1] == 0 && stream[index + 2] == 1 {
-            starts.append(index)
-        }
-        let cut = starts[3] + 2
+        let cut = annexBUnitStarts(stream)[3] - 1
         #expect(stream[cut - 2] == 0 && stream[cut - 1] == 0 && stream[cut] == 1)
         let session = try makeSession()
         let first = try await push(Array(stream[..<cut]), to: session, flush: false, chunk: 1000)
