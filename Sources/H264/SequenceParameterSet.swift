@@ -136,16 +136,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
             frameCropping = nil
         }
 
-        vui = nil
-        vuiMalformed = false
-        // A truncated SPS that ends right after its essential fields is still usable.
-        if reader.bitsLeft > 0, try reader.readFlag() {
-            do {
-                vui = try VUIParameters(reader: &reader)
-            } catch {
-                vuiMalformed = true
-            }
-        }
+        (vui, vuiMalformed) = try reader.readOptionalVUI { reader throws(BitstreamError) in try VUIParameters(reader: &reader) }
     }
 
     /// Profiles whose SPS carries chroma_format_idc, bit depths and scaling matrices.

@@ -146,16 +146,8 @@ public struct SequenceParameterSet: Sendable, Equatable {
         temporalMVPEnabled = try reader.readFlag()
         strongIntraSmoothingEnabled = try reader.readFlag()
 
-        vui = nil
-        vuiMalformed = false
-        // A truncated SPS that ends right before its VUI flag is still usable.
-        if reader.bitsLeft > 0, try reader.readFlag() {
-            do {
-                vui = try VUIParameters(
-                    reader: &reader, maxSubLayersMinus1: maxSubLayersMinus1)
-            } catch {
-                vuiMalformed = true
-            }
+        (vui, vuiMalformed) = try reader.readOptionalVUI { reader throws(BitstreamError) in
+            try VUIParameters(reader: &reader, maxSubLayersMinus1: maxSubLayersMinus1)
         }
     }
 
