@@ -117,7 +117,7 @@ let package = Package(
             name: "DecodingTests", dependencies: ["Decoding", "VideoCoding", "H264", "HardwareTestSupport", "TestSupport"],
             swiftSettings: strictSwift),
         .testTarget(
-            name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG"],
+            name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG", "TestSupport"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SessionsTests",

@@ -94,7 +94,7 @@ struct H265Describer: CodecDescriber {
             KeyedFact("maxSubLayers", .integer(vps.maxSubLayers)),
         ]
         if let frameRate {
-            summary.append("\(SharedFacts.fixed(frameRate, 3)) fps")
+            summary.append("\(fixed(frameRate, 3)) fps")
             fields.append(KeyedFact("frameRate", .number(frameRate)))
         }
         return ParameterSetDescription(kind: .vps, id: vps.id, offset: offset, summary: summary, fields: fields)

@@ -3,56 +3,48 @@ import VideoCoding
 
 /// What went wrong while turning bytes into pictures: a bitstream problem found on the way
 /// (`init(_: BitstreamError)` keeps its code), or a decoder-side one.
-public struct DecodeError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Stable, machine-readable codes. Never rename a case's raw value: clients match on it.
-    public enum Code: String, Sendable, CaseIterable {
-        /// Not a valid H.264 stream: from the bitstream layer, or libavcodec's AVERROR_INVALIDDATA.
-        case invalidData = "invalid_data"
-        /// A NAL unit exceeded the configured size cap (the splitter dropped it).
-        case nalTooLarge = "nal_too_large"
-        /// Valid H.264 that this build cannot decode (e.g. an SVC/MVC-only stream).
-        case unsupportedStream = "unsupported_stream"
-        /// The SPS announces a picture above the configured size limit.
-        case pictureTooLarge = "picture_too_large"
-        /// Decoding the stream would take more memory than the decoder budget has left.
-        case decoderMemoryExceeded = "decoder_memory_exceeded"
-        /// The bytes carry parameter sets of another codec than the stream's (stated or detected).
-        case codecMismatch = "codec_mismatch"
-        /// No parameter set of any codec FrameTap reads (H.264, H.265) in what arrived.
-        case unknownCodec = "unknown_codec"
-        /// The requested decoder back end cannot be opened, or refuses the stream.
-        case decoderUnavailable = "decoder_unavailable"
-        /// A C allocation (frame, packet, context, buffer) failed.
-        case allocationFailed = "allocation_failed"
-        /// The stream ended without a single decodable picture.
-        case noDecodablePicture = "no_decodable_picture"
-        /// An option is out of range (thread count, size limits...).
-        case invalidOptions = "invalid_parameter"
-        /// A libavcodec call failed for a reason not covered above.
-        case decoderFailure = "decoder_failure"
+public typealias DecodeError = CodedError<DecodeErrorCode>
 
-        init(_ code: BitstreamError.Code) {
-            switch code {
-            case .invalidData: self = .invalidData
-            case .nalTooLarge: self = .nalTooLarge
-            case .invalidArgument: self = .invalidOptions
-            }
+/// `DecodeError`'s stable, machine-readable codes. Never rename a raw value: clients match on them.
+public enum DecodeErrorCode: String, Sendable, CaseIterable {
+    /// Not a valid H.264 stream: from the bitstream layer, or libavcodec's AVERROR_INVALIDDATA.
+    case invalidData = "invalid_data"
+    /// A NAL unit exceeded the configured size cap (the splitter dropped it).
+    case nalTooLarge = "nal_too_large"
+    /// Valid H.264 that this build cannot decode (e.g. an SVC/MVC-only stream).
+    case unsupportedStream = "unsupported_stream"
+    /// The SPS announces a picture above the configured size limit.
+    case pictureTooLarge = "picture_too_large"
+    /// Decoding the stream would take more memory than the decoder budget has left.
+    case decoderMemoryExceeded = "decoder_memory_exceeded"
+    /// The bytes carry parameter sets of another codec than the stream's (stated or detected).
+    case codecMismatch = "codec_mismatch"
+    /// No parameter set of any codec FrameTap reads (H.264, H.265) in what arrived.
+    case unknownCodec = "unknown_codec"
+    /// The requested decoder back end cannot be opened, or refuses the stream.
+    case decoderUnavailable = "decoder_unavailable"
+    /// A C allocation (frame, packet, context, buffer) failed.
+    case allocationFailed = "allocation_failed"
+    /// The stream ended without a single decodable picture.
+    case noDecodablePicture = "no_decodable_picture"
+    /// An option is out of range (thread count, size limits...).
+    case invalidOptions = "invalid_parameter"
+    /// A libavcodec call failed for a reason not covered above.
+    case decoderFailure = "decoder_failure"
+
+    init(_ code: BitstreamError.Code) {
+        switch code {
+        case .invalidData: self = .invalidData
+        case .nalTooLarge: self = .nalTooLarge
+        case .invalidArgument: self = .invalidOptions
         }
     }
+}
 
-    public let code: Code
-    public let message: String
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
+extension DecodeError {
     public init(_ error: BitstreamError) {
         self.init(Code(error.code), error.message)
     }
-
-    public var description: String { "\(code.rawValue): \(message)" }
 
     /// Whether, from a hardware decoder, this error points at the device rather than the
     /// bitstream: libavcodec reports a failed NVDEC/VA-API call as an unknown or allocation

@@ -31,11 +31,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     public mutating func push(_ unit: AnnexBUnit, _ report: (ReaderEvent) -> Void) {
         let nal = NALUnit(unit)
-        var units: [AccessUnit] = []
-        assembler.push(nal) { units.append($0) }
         // The units emitted end before `nal`, so they are handled with the parameter sets as
         // they were before it.
-        for unit in units { handle(unit, report) }
+        assemble({ $0.push(nal, $1) }, report)
         guard nal.type == .sps || nal.type == .pps else { return }
         do {
             try parameterSets.update(with: nal)
@@ -49,9 +47,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
     }
 
     public mutating func unitDropped(prefix: ArraySlice<UInt8>, _ report: (ReaderEvent) -> Void) {
-        var units: [AccessUnit] = []
-        assembler.unitDropped(prefix: prefix) { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.unitDropped(prefix: prefix, $1) }, report)
     }
 
     public func nextUnitEndsAccessUnit(prefix: ArraySlice<UInt8>) -> Bool {
@@ -59,15 +55,11 @@ public struct ElementaryStreamReader: AccessUnitReader {
     }
 
     public mutating func endAccessUnit(_ report: (ReaderEvent) -> Void) {
-        var units: [AccessUnit] = []
-        assembler.endAccessUnit { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.endAccessUnit($1) }, report)
     }
 
     public mutating func finish(_ report: (ReaderEvent) -> Void) {
-        var units: [AccessUnit] = []
-        assembler.finish { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.finish($1) }, report)
         for unit in wait.release() { pass(unit, report) }
         // Never reached a start point: libavcodec would not have output them either.
         let waited = gate.streamEnded()
@@ -77,6 +69,16 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     public func typeName(of unit: AnnexBUnit) -> String {
         NALUnitType(headerByte: unit.bytes.first ?? 0).name
+    }
+
+    /// Runs one step of the assembler, then handles the access units that step ended: they are
+    /// collected first, as `handle` cannot run inside the assembler's own mutating call.
+    private mutating func assemble(
+        _ step: (inout AccessUnitAssembler, (AccessUnit) -> Void) -> Void, _ report: (ReaderEvent) -> Void
+    ) {
+        var units: [AccessUnit] = []
+        step(&assembler) { units.append($0) }
+        for unit in units { handle(unit, report) }
     }
 
     // MARK: - Access unit → wait → gate

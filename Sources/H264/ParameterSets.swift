@@ -17,20 +17,14 @@ public struct ParameterSets: Sendable {
         switch nal.type {
         case .sps:
             let parsed = try SequenceParameterSet(nal: nal)
-            if sps[parsed.id] == parsed && spsUnits[parsed.id]?.bytes == nal.bytes { return false }
-            sps[parsed.id] = parsed
-            spsUnits[parsed.id] = nal
-            return true
+            return sps.storeParameterSet(parsed, id: parsed.id, from: nal, units: &spsUnits)
         case .pps:
             let rbsp = nal.rbsp()
             var reader = BitReader(rbsp)
             _ = try reader.readUE(max: 255, "pic_parameter_set_id")
             let spsId = try reader.readUE(max: 31, "seq_parameter_set_id")
             let parsed = try PictureParameterSet(rbsp: rbsp, chromaFormatIdc: sps[spsId]?.chromaFormatIdc ?? 1)
-            if pps[parsed.id] == parsed && ppsUnits[parsed.id]?.bytes == nal.bytes { return false }
-            pps[parsed.id] = parsed
-            ppsUnits[parsed.id] = nal
-            return true
+            return pps.storeParameterSet(parsed, id: parsed.id, from: nal, units: &ppsUnits)
         default:
             return false
         }

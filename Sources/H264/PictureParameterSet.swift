@@ -26,10 +26,7 @@ public struct PictureParameterSet: Sendable, Equatable {
     /// `sps` supplies chroma_format_idc for the length of the scaling-matrix tail; without it
     /// 4:2:0 is assumed, which only matters for 4:4:4 streams with PPS scaling matrices.
     public init(nal: NALUnit, sps: SequenceParameterSet? = nil) throws(BitstreamError) {
-        guard nal.type == .pps else {
-            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not a PPS")
-        }
-        try self.init(rbsp: nal.rbsp(), chromaFormatIdc: sps?.chromaFormatIdc ?? 1)
+        try self.init(rbsp: nal.rbsp(of: .pps, "a PPS"), chromaFormatIdc: sps?.chromaFormatIdc ?? 1)
     }
 
     public init(rbsp: [UInt8], chromaFormatIdc: Int = 1) throws(BitstreamError) {

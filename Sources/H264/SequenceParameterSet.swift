@@ -31,18 +31,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     }
 
     /// Cropping offsets as coded, in crop units (§7.4.2.1.1), not luma samples.
-    public struct FrameCropping: Sendable, Equatable {
-        public var left: Int
-        public var right: Int
-        public var top: Int
-        public var bottom: Int
-        public init(left: Int, right: Int, top: Int, bottom: Int) {
-            self.left = left
-            self.right = right
-            self.top = top
-            self.bottom = bottom
-        }
-    }
+    public typealias FrameCropping = EdgeOffsets
 
     public struct Rect: Sendable, Equatable {
         public var x: Int
@@ -78,10 +67,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     public var vuiMalformed: Bool
 
     public init(nal: NALUnit) throws(BitstreamError) {
-        guard nal.type == .sps else {
-            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not an SPS")
-        }
-        try self.init(rbsp: nal.rbsp())
+        try self.init(rbsp: nal.rbsp(of: .sps, "an SPS"))
     }
 
     /// `rbsp` starts after the NAL header byte, emulation prevention removed.
@@ -150,16 +136,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
             frameCropping = nil
         }
 
-        vui = nil
-        vuiMalformed = false
-        // A truncated SPS that ends right after its essential fields is still usable.
-        if reader.bitsLeft > 0, try reader.readFlag() {
-            do {
-                vui = try VUIParameters(reader: &reader)
-            } catch {
-                vuiMalformed = true
-            }
-        }
+        (vui, vuiMalformed) = try reader.readOptionalVUI { reader throws(BitstreamError) in try VUIParameters(reader: &reader) }
     }
 
     /// Profiles whose SPS carries chroma_format_idc, bit depths and scaling matrices.

@@ -50,18 +50,10 @@ public struct AccessUnit: Sendable {
     public var sps: SequenceParameterSet? { spsId.flatMap { parameterSets.sps[$0] } }
 
     /// Payload bytes (NAL units without start codes).
-    public var byteCount: Int { nalUnits.reduce(0) { $0 + $1.bytes.count } }
+    public var byteCount: Int { nalUnits.payloadByteCount }
 
     /// The NAL units joined with four-byte start codes (00 00 00 01).
-    public func annexB() -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(byteCount + 4 * nalUnits.count)
-        for unit in nalUnits {
-            output.append(contentsOf: [0, 0, 0, 1])
-            output.append(contentsOf: unit.bytes)
-        }
-        return output
-    }
+    public func annexB() -> [UInt8] { nalUnits.annexB() }
 }
 
 /// Groups NAL units into access units (§7.4.2.4.4) as they arrive, and tracks the parameter

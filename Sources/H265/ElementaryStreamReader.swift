@@ -43,9 +43,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     public mutating func push(_ unit: AnnexBUnit, _ report: (ReaderEvent) -> Void) {
         guard let nal = NALUnit(unit) else { return }  // a lone header byte: nothing to read
-        var units: [AccessUnit] = []
-        assembler.push(nal) { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.push(nal, $1) }, report)
         reportUnitsOutsideBaseLayer(report)
         if assembler.unreadableParameterSets > unreadableParameterSetsReported, let error = assembler.lastParameterSetError {
             unreadableParameterSetsReported = assembler.unreadableParameterSets
@@ -54,9 +52,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
     }
 
     public mutating func unitDropped(prefix: ArraySlice<UInt8>, _ report: (ReaderEvent) -> Void) {
-        var units: [AccessUnit] = []
-        assembler.unitDropped(prefix: prefix) { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.unitDropped(prefix: prefix, $1) }, report)
     }
 
     public func nextUnitEndsAccessUnit(prefix: ArraySlice<UInt8>) -> Bool {
@@ -64,15 +60,11 @@ public struct ElementaryStreamReader: AccessUnitReader {
     }
 
     public mutating func endAccessUnit(_ report: (ReaderEvent) -> Void) {
-        var units: [AccessUnit] = []
-        assembler.endAccessUnit { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.endAccessUnit($1) }, report)
     }
 
     public mutating func finish(_ report: (ReaderEvent) -> Void) {
-        var units: [AccessUnit] = []
-        assembler.finish { units.append($0) }
-        for unit in units { handle(unit, report) }
+        assemble({ $0.finish($1) }, report)
         let sets = assembler.parameterSets
         for unit in wait.release() { pass(unit, with: sets, report) }
         randomAccess.restart()
@@ -81,6 +73,16 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     public func typeName(of unit: AnnexBUnit) -> String {
         NALUnitType(headerByte: unit.bytes.first ?? 0).name
+    }
+
+    /// Runs one step of the assembler, then handles the access units that step ended: they are
+    /// collected first, as `handle` cannot run inside the assembler's own mutating call.
+    private mutating func assemble(
+        _ step: (inout AccessUnitAssembler, (AccessUnit) -> Void) -> Void, _ report: (ReaderEvent) -> Void
+    ) {
+        var units: [AccessUnit] = []
+        step(&assembler) { units.append($0) }
+        for unit in units { handle(unit, report) }
     }
 
     // MARK: - Access unit → wait → random access

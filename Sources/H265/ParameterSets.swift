@@ -19,22 +19,13 @@ public struct ParameterSets: Sendable {
         switch nal.type {
         case .vps:
             let parsed = try VideoParameterSet(nal: nal)
-            if vpsUnits[parsed.id]?.bytes == nal.bytes { return false }
-            vps[parsed.id] = parsed
-            vpsUnits[parsed.id] = nal
-            return true
+            return vps.storeParameterSet(parsed, id: parsed.id, from: nal, units: &vpsUnits)
         case .sps:
             let parsed = try SequenceParameterSet(nal: nal)
-            if spsUnits[parsed.id]?.bytes == nal.bytes { return false }
-            sps[parsed.id] = parsed
-            spsUnits[parsed.id] = nal
-            return true
+            return sps.storeParameterSet(parsed, id: parsed.id, from: nal, units: &spsUnits)
         case .pps:
             let parsed = try PictureParameterSet(nal: nal)
-            if ppsUnits[parsed.id]?.bytes == nal.bytes { return false }
-            pps[parsed.id] = parsed
-            ppsUnits[parsed.id] = nal
-            return true
+            return pps.storeParameterSet(parsed, id: parsed.id, from: nal, units: &ppsUnits)
         default:
             return false
         }

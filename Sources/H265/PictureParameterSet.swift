@@ -51,10 +51,7 @@ public struct PictureParameterSet: Sendable, Equatable {
     public var tilesEnabled: Bool { tiles != nil }
 
     public init(nal: NALUnit) throws(BitstreamError) {
-        guard nal.type == .pps else {
-            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not a PPS")
-        }
-        try self.init(rbsp: nal.rbsp())
+        try self.init(rbsp: nal.rbsp(of: .pps, "a PPS"))
     }
 
     /// `rbsp` starts after the two header bytes, emulation prevention removed.

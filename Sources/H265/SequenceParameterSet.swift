@@ -4,27 +4,7 @@ import VideoCoding
 /// FrameTap derives from it. The extensions after the VUI are not read.
 public struct SequenceParameterSet: Sendable, Equatable {
     /// Offsets of a window as coded: in units of SubWidthC and SubHeightC luma samples.
-    public struct Window: Sendable, Equatable {
-        public var left: Int
-        public var right: Int
-        public var top: Int
-        public var bottom: Int
-
-        public init(left: Int, right: Int, top: Int, bottom: Int) {
-            self.left = left
-            self.right = right
-            self.top = top
-            self.bottom = bottom
-        }
-
-        init(reader: inout BitReader) throws(BitstreamError) {
-            // A window wider than any picture is refused before any arithmetic on it.
-            left = try reader.readUE(max: 1 << 16, "window left offset")
-            right = try reader.readUE(max: 1 << 16, "window right offset")
-            top = try reader.readUE(max: 1 << 16, "window top offset")
-            bottom = try reader.readUE(max: 1 << 16, "window bottom offset")
-        }
-    }
+    public typealias Window = EdgeOffsets
 
     /// A rectangle in luma samples.
     public struct Rect: Sendable, Equatable {
@@ -83,10 +63,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     public var vuiMalformed: Bool
 
     public init(nal: NALUnit) throws(BitstreamError) {
-        guard nal.type == .sps else {
-            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not an SPS")
-        }
-        try self.init(rbsp: nal.rbsp())
+        try self.init(rbsp: nal.rbsp(of: .sps, "an SPS"))
     }
 
     /// `rbsp` starts after the two header bytes, emulation prevention removed.
@@ -169,16 +146,8 @@ public struct SequenceParameterSet: Sendable, Equatable {
         temporalMVPEnabled = try reader.readFlag()
         strongIntraSmoothingEnabled = try reader.readFlag()
 
-        vui = nil
-        vuiMalformed = false
-        // A truncated SPS that ends right before its VUI flag is still usable.
-        if reader.bitsLeft > 0, try reader.readFlag() {
-            do {
-                vui = try VUIParameters(
-                    reader: &reader, maxSubLayersMinus1: maxSubLayersMinus1)
-            } catch {
-                vuiMalformed = true
-            }
+        (vui, vuiMalformed) = try reader.readOptionalVUI { reader throws(BitstreamError) in
+            try VUIParameters(reader: &reader, maxSubLayersMinus1: maxSubLayersMinus1)
         }
     }
 
@@ -251,5 +220,17 @@ enum ScalingListData {
                 }
             }
         }
+    }
+}
+
+extension EdgeOffsets {
+    /// A conformance or default display window as H.265 codes it.
+    init(reader: inout BitReader) throws(BitstreamError) {
+        // A window wider than any picture is refused before any arithmetic on it.
+        self.init(
+            left: try reader.readUE(max: 1 << 16, "window left offset"),
+            right: try reader.readUE(max: 1 << 16, "window right offset"),
+            top: try reader.readUE(max: 1 << 16, "window top offset"),
+            bottom: try reader.readUE(max: 1 << 16, "window bottom offset"))
     }
 }

@@ -23,10 +23,7 @@ public struct VideoParameterSet: Sendable, Equatable {
     public var timeScale: UInt32?
 
     public init(nal: NALUnit) throws(BitstreamError) {
-        guard nal.type == .vps else {
-            throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) is not a VPS")
-        }
-        try self.init(rbsp: nal.rbsp())
+        try self.init(rbsp: nal.rbsp(of: .vps, "a VPS"))
     }
 
     /// `rbsp` starts after the two header bytes, emulation prevention removed.

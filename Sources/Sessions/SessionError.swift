@@ -1,6 +1,7 @@
 import Containers
 import Decoding
 import Imaging
+import VideoCoding
 
 /// An error of the session layer: its own failures (no such session, busy, limits) and the
 /// decoding and imaging failures it passes on, each with a stable `code` string.

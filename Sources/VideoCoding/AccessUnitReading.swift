@@ -38,18 +38,10 @@ public struct CodedAccessUnit: Sendable {
     }
 
     /// Payload bytes (NAL units without start codes).
-    public var byteCount: Int { nalUnits.reduce(0) { $0 + $1.bytes.count } }
+    public var byteCount: Int { nalUnits.payloadByteCount }
 
     /// The NAL units joined with four-byte start codes (00 00 00 01).
-    public func annexB() -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(byteCount + 4 * nalUnits.count)
-        for unit in nalUnits {
-            output.append(contentsOf: [0, 0, 0, 1])
-            output.append(contentsOf: unit.bytes)
-        }
-        return output
-    }
+    public func annexB() -> [UInt8] { nalUnits.annexB() }
 }
 
 /// The facts of one sequence parameter set that decide how its pictures are decoded: their
@@ -85,7 +77,7 @@ public struct SequenceFacts: Sendable, Equatable {
 }
 
 /// A parameter set unit (VPS, SPS, PPS) a picture uses, as a decoder is given it.
-public struct ParameterSetUnit: Sendable {
+public struct ParameterSetUnit: Sendable, NALUnitBytes {
     public var key: ParameterSetKey
     /// The NAL unit, without a start code.
     public var bytes: [UInt8]

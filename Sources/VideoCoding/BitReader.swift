@@ -135,3 +135,20 @@ public struct BitReader: Sendable {
         BitstreamError(.invalidData, "bitstream ends inside a syntax element")
     }
 }
+
+extension BitReader {
+    /// The VUI that ends an SPS, behind vui_parameters_present_flag, read by `read`. The VUI is
+    /// optional for decoding and cameras with a broken one must still play, so a VUI that cannot
+    /// be read is nil with `malformed` set rather than an error; and an SPS truncated before the
+    /// flag is still usable (nil, not malformed).
+    public mutating func readOptionalVUI<VUI>(
+        _ read: (inout BitReader) throws(BitstreamError) -> VUI
+    ) throws(BitstreamError) -> (vui: VUI?, malformed: Bool) {
+        guard bitsLeft > 0, try readFlag() else { return (nil, false) }
+        do {
+            return (try read(&self), false)
+        } catch {
+            return (nil, true)
+        }
+    }
+}

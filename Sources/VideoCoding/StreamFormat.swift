@@ -2,19 +2,7 @@
 /// either codec (what the HTTP API reports as the "format"; its JSON is the API's).
 public struct StreamFormat: Sendable, Equatable {
     /// Luma samples removed on each side by the SPS cropping (conformance) window.
-    public struct Crop: Sendable, Equatable {
-        public var left: Int
-        public var right: Int
-        public var top: Int
-        public var bottom: Int
-
-        public init(left: Int, right: Int, top: Int, bottom: Int) {
-            self.left = left
-            self.right = right
-            self.top = top
-            self.bottom = bottom
-        }
-    }
+    public typealias Crop = EdgeOffsets
 
     public var codec: VideoCodec
     /// Displayed size (after cropping).
@@ -85,5 +73,21 @@ extension StreamFormat {
         case "4:4:4": 3
         default: 1
         }
+    }
+}
+
+/// An offset from each edge of a picture: a crop, a cropping or conformance window. Each use
+/// says its unit (luma samples, or the codec's crop units as coded).
+public struct EdgeOffsets: Sendable, Equatable {
+    public var left: Int
+    public var right: Int
+    public var top: Int
+    public var bottom: Int
+
+    public init(left: Int, right: Int, top: Int, bottom: Int) {
+        self.left = left
+        self.right = right
+        self.top = top
+        self.bottom = bottom
     }
 }

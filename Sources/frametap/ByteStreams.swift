@@ -102,18 +102,6 @@ struct CommandFailure: Error, CustomStringConvertible {
     }
 }
 
-/// `value` with `digits` decimals, rounded half away from zero (what `%.Nf` prints for the
-/// magnitudes the CLI shows), without Foundation's formatting.
-func fixed(_ value: Double, _ digits: Int) -> String {
-    guard value.isFinite else { return "\(value)" }
-    let scale = (0..<digits).reduce(1.0) { result, _ in result * 10 }
-    let scaled = (abs(value) * scale).rounded()
-    let whole = Int(scaled / scale)
-    let fraction = Int(scaled - Double(whole) * scale)
-    let sign = value < 0 && scaled > 0 ? "-" : ""
-    return digits == 0 ? "\(sign)\(whole)" : "\(sign)\(whole).\(zeroPadded(fraction, digits))"
-}
-
 /// `value` with leading zeros to `width` digits.
 func zeroPadded(_ value: Int, _ width: Int) -> String {
     let digits = String(value)

@@ -282,30 +282,23 @@ struct ServeCommand: ParsableCommand {
         let env = EnvironmentOptions(environment)
         var http = HTTPServerConfiguration()
         http.host = try host ?? env.string("FRAMETAP_HOST") ?? "0.0.0.0"
-        let port = try port ?? env.int("FRAMETAP_PORT") ?? 8080
-        guard (0...65535).contains(port) else { throw ValidationError("port must be 0...65535") }
-        http.port = UInt16(port)
-        let threads = try threads ?? env.int("FRAMETAP_THREADS") ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
-        guard (1...256).contains(threads) else { throw ValidationError("threads must be 1...256") }
-        http.threadPoolSize = threads
-        let connections = try maxConnections ?? env.int("FRAMETAP_MAX_CONNECTIONS") ?? http.maxConnections
-        guard (1...1_000_000).contains(connections) else { throw ValidationError("max connections must be 1...1000000") }
-        http.maxConnections = connections
-        let perIP = try maxConnectionsPerIP ?? env.int("FRAMETAP_MAX_CONNECTIONS_PER_IP") ?? http.maxConnectionsPerIP
-        guard perIP >= 0 else { throw ValidationError("max connections per IP must be 0 (no limit) or more") }
-        http.maxConnectionsPerIP = perIP
-        let headerSeconds = try headerTimeout ?? env.parse("FRAMETAP_HEADER_TIMEOUT", Double.init)
-            ?? Double(http.headerTimeout.components.seconds)
-        guard headerSeconds.isFinite, headerSeconds > 0, headerSeconds <= 3600 else {
-            throw ValidationError("header timeout must be a positive number of seconds (at most 3600)")
-        }
-        http.headerTimeout = .milliseconds(Int64(headerSeconds * 1000))
-        let bodySeconds = try bodyTimeout ?? env.parse("FRAMETAP_BODY_TIMEOUT", Double.init)
-            ?? Double(http.bodyTimeout.components.seconds)
-        guard bodySeconds.isFinite, bodySeconds > 0, bodySeconds <= 3600 else {
-            throw ValidationError("body timeout must be a positive number of seconds (at most 3600)")
-        }
-        http.bodyTimeout = .milliseconds(Int64(bodySeconds * 1000))
+        http.port = UInt16(
+            try env.integer(port, "FRAMETAP_PORT", default: 8080, in: 0...65535, else: "port must be 0...65535"))
+        http.threadPoolSize = try env.integer(
+            threads, "FRAMETAP_THREADS", default: max(2, ProcessInfo.processInfo.activeProcessorCount), in: 1...256,
+            else: "threads must be 1...256")
+        http.maxConnections = try env.integer(
+            maxConnections, "FRAMETAP_MAX_CONNECTIONS", default: http.maxConnections, in: 1...1_000_000,
+            else: "max connections must be 1...1000000")
+        http.maxConnectionsPerIP = try env.integer(
+            maxConnectionsPerIP, "FRAMETAP_MAX_CONNECTIONS_PER_IP", default: http.maxConnectionsPerIP, in: 0...,
+            else: "max connections per IP must be 0 (no limit) or more")
+        http.headerTimeout = try env.seconds(
+            headerTimeout, "FRAMETAP_HEADER_TIMEOUT", default: Double(http.headerTimeout.components.seconds),
+            in: EnvironmentOptions.aboveZero...3600, else: "header timeout must be a positive number of seconds (at most 3600)")
+        http.bodyTimeout = try env.seconds(
+            bodyTimeout, "FRAMETAP_BODY_TIMEOUT", default: Double(http.bodyTimeout.components.seconds),
+            in: EnvironmentOptions.aboveZero...3600, else: "body timeout must be a positive number of seconds (at most 3600)")
         let access = try accessControl(env)
         let certificate = try tlsCert ?? env.string("FRAMETAP_TLS_CERT") ?? ""
         let key = try tlsKey ?? env.string("FRAMETAP_TLS_KEY") ?? ""
@@ -335,12 +328,14 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("max body bytes must be a positive integer or 'unlimited', got '\(bodyLimit)'")
         }
         sessions.maxSpoolBytes = try maxSpoolBytes ?? env.int("FRAMETAP_MAX_SPOOL_BYTES") ?? 2 << 30
-        let spoolTotal = try maxSpoolTotalBytes ?? env.int("FRAMETAP_MAX_SPOOL_TOTAL_BYTES") ?? 4 << 30
-        guard spoolTotal >= 1 else { throw ValidationError("max spool total bytes must be positive") }
+        let spoolTotal = try env.integer(
+            maxSpoolTotalBytes, "FRAMETAP_MAX_SPOOL_TOTAL_BYTES", default: 4 << 30, in: 1...,
+            else: "max spool total bytes must be positive")
         sessions.spoolBudget = SpoolBudget(limit: spoolTotal)
         sessions.maxNALBytes = try maxNALBytes ?? env.int("FRAMETAP_MAX_NAL_BYTES") ?? AnnexBSplitter.defaultMaxNALBytes
-        let pixels = try maxPicturePixels ?? env.int("FRAMETAP_MAX_PICTURE_PIXELS") ?? PictureSizeLimit.defaultMaxPixels
-        guard pixels >= 1 else { throw ValidationError("max picture pixels must be positive") }
+        let pixels = try env.integer(
+            maxPicturePixels, "FRAMETAP_MAX_PICTURE_PIXELS", default: PictureSizeLimit.defaultMaxPixels, in: 1...,
+            else: "max picture pixels must be positive")
         sessions.pictureSizeLimit = PictureSizeLimit(maxPixels: pixels)
         let decoderMemory = try maxDecoderMemory ?? env.string("FRAMETAP_MAX_DECODER_MEMORY") ?? "auto"
         if decoderMemory == "auto" {
@@ -350,11 +345,9 @@ struct ServeCommand: ParsableCommand {
         } else {
             throw ValidationError("max decoder memory must be 'auto' or a number of bytes of at least 1048576, got '\(decoderMemory)'")
         }
-        let idle = try sessionIdleTimeout ?? env.parse("FRAMETAP_SESSION_IDLE_TIMEOUT", Double.init) ?? 300
-        guard idle.isFinite, idle > 0, idle <= 31_536_000 else {
-            throw ValidationError("session idle timeout must be a positive number of seconds")
-        }
-        sessions.idleTimeout = .milliseconds(Int64(idle * 1000))
+        sessions.idleTimeout = try env.seconds(
+            sessionIdleTimeout, "FRAMETAP_SESSION_IDLE_TIMEOUT", default: 300, in: EnvironmentOptions.aboveZero...31_536_000,
+            else: "session idle timeout must be a positive number of seconds")
         sessions.containerSeekWindow = try containerSeekWindow ?? env.int("FRAMETAP_CONTAINER_SEEK_WINDOW") ?? 32 << 20
         if let allowed = try allowSources ?? env.string("FRAMETAP_ALLOW_SOURCES") {
             do {
@@ -364,35 +357,29 @@ struct ServeCommand: ParsableCommand {
             }
         }
         sessions.maxPullSessions = try maxPullSessions ?? env.int("FRAMETAP_MAX_PULL_SESSIONS") ?? 16
-        func seconds(_ option: Double?, _ variable: String, default value: Double, _ what: String) throws -> Duration {
-            let seconds = try option ?? env.parse(variable, Double.init) ?? value
-            guard seconds.isFinite, seconds >= 0.1, seconds <= 86400 else {
-                throw ValidationError("\(what) must be a number of seconds from 0.1 to 86400")
-            }
-            return .milliseconds(Int64(seconds * 1000))
+        func sourceSeconds(_ option: Double?, _ variable: String, default value: Double, _ what: String) throws -> Duration {
+            try env.seconds(option, variable, default: value, in: 0.1...86400, else: "\(what) must be a number of seconds from 0.1 to 86400")
         }
-        sessions.sourceConnectTimeout = try seconds(
+        sessions.sourceConnectTimeout = try sourceSeconds(
             sourceConnectTimeout, "FRAMETAP_SOURCE_CONNECT_TIMEOUT", default: 10, "the source connect timeout")
-        sessions.sourceReadTimeout = try seconds(sourceReadTimeout, "FRAMETAP_SOURCE_READ_TIMEOUT", default: 10, "the source read timeout")
-        sessions.sourceRetryMax = try seconds(sourceRetryMax, "FRAMETAP_SOURCE_RETRY_MAX", default: 30, "the source retry maximum")
+        sessions.sourceReadTimeout = try sourceSeconds(
+            sourceReadTimeout, "FRAMETAP_SOURCE_READ_TIMEOUT", default: 10, "the source read timeout")
+        sessions.sourceRetryMax = try sourceSeconds(sourceRetryMax, "FRAMETAP_SOURCE_RETRY_MAX", default: 30, "the source retry maximum")
         sessions.defaultDecode =
             try defaultDecode ?? env.parse("FRAMETAP_DEFAULT_DECODE", DecodeMode.init(rawValue:)) ?? .all
-        let historySeconds = try historySeconds ?? env.parse("FRAMETAP_HISTORY_SECONDS", Double.init) ?? 10
-        guard historySeconds.isFinite, historySeconds > 0, historySeconds <= 3600 else {
-            throw ValidationError("history seconds must be a positive number of seconds (at most 3600)")
-        }
-        sessions.historySeconds = .milliseconds(Int64(historySeconds * 1000))
+        sessions.historySeconds = try env.seconds(
+            historySeconds, "FRAMETAP_HISTORY_SECONDS", default: 10, in: EnvironmentOptions.aboveZero...3600,
+            else: "history seconds must be a positive number of seconds (at most 3600)")
         sessions.historyBytes = try historyBytes ?? env.int("FRAMETAP_HISTORY_BYTES") ?? ServerConfiguration.defaultHistoryBytes
-        let linger = try onDemandLinger ?? env.parse("FRAMETAP_ON_DEMAND_LINGER", Double.init) ?? 10
-        guard linger.isFinite, linger >= 0, linger <= 86_400 else {
-            throw ValidationError("on-demand linger must be 0 or more seconds (at most 86400)")
-        }
-        sessions.onDemandLinger = .milliseconds(Int64(linger * 1000))
-        let catchUps = try maxCatchUpDecoders ?? env.int("FRAMETAP_MAX_CATCHUP_DECODERS")
-            ?? ServerConfiguration.defaultCatchUpDecoders
-        guard (1...256).contains(catchUps) else { throw ValidationError("max catch-up decoders must be 1...256") }
-        let catchUpQueue = try maxCatchUpQueue ?? env.int("FRAMETAP_MAX_CATCHUP_QUEUE") ?? 8 * catchUps
-        guard (0...100_000).contains(catchUpQueue) else { throw ValidationError("max catch-up queue must be 0...100000") }
+        sessions.onDemandLinger = try env.seconds(
+            onDemandLinger, "FRAMETAP_ON_DEMAND_LINGER", default: 10, in: 0...86_400,
+            else: "on-demand linger must be 0 or more seconds (at most 86400)")
+        let catchUps = try env.integer(
+            maxCatchUpDecoders, "FRAMETAP_MAX_CATCHUP_DECODERS", default: ServerConfiguration.defaultCatchUpDecoders,
+            in: 1...256, else: "max catch-up decoders must be 1...256")
+        let catchUpQueue = try env.integer(
+            maxCatchUpQueue, "FRAMETAP_MAX_CATCHUP_QUEUE", default: 8 * catchUps, in: 0...100_000,
+            else: "max catch-up queue must be 0...100000")
         sessions.catchUpPool = CatchUpPool(slots: catchUps, queueLimit: catchUpQueue)
         sessions.catchUpDecoderThreads = try catchUpDecoderThreads ?? env.int("FRAMETAP_CATCHUP_DECODER_THREADS")
             ?? ServerConfiguration.defaultCatchUpDecoderThreads
@@ -428,6 +415,29 @@ struct EnvironmentOptions {
         }
         return value
     }
+
+    /// The command line's `option`, else the variable, else `value`; one outside `valid` is
+    /// refused with `complaint`.
+    func integer(
+        _ option: Int?, _ variable: String, default value: Int, in valid: some RangeExpression<Int>, else complaint: String
+    ) throws -> Int {
+        let number = try option ?? int(variable) ?? value
+        guard valid.contains(number) else { throw ValidationError(complaint) }
+        return number
+    }
+
+    /// Seconds as `integer` resolves them (a range never holds NaN or infinity), kept to the
+    /// millisecond.
+    func seconds(
+        _ option: Double?, _ variable: String, default value: Double, in valid: ClosedRange<Double>, else complaint: String
+    ) throws -> Duration {
+        let seconds = try option ?? parse(variable, Double.init) ?? value
+        guard valid.contains(seconds) else { throw ValidationError(complaint) }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The lower end of a range of seconds that must be positive: the smallest Double above 0.
+    static let aboveZero = Double.leastNonzeroMagnitude
 }
 
 /// Every connection is a file descriptor; the soft limit is often 1024, below the server's

@@ -37,25 +37,9 @@ enum Streams {
     /// `ffprobe -show_entries` of a raw stream, as key=value lines.
     static func ffprobe(_ url: URL, format: String, _ entries: String) throws -> String {
         let probe = try #require(ffprobe)
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("bitstreamtests-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw ProbeFailure(output.path) }
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: probe)
-        process.arguments = ["-v", "error", "-f", format, "-show_entries", entries, "-of", "default=nw=1", url.path]
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try handle.close()
-        return String(decoding: try Data(contentsOf: output), as: UTF8.self)
+        let arguments = ["-v", "error", "-f", format, "-show_entries", entries, "-of", "default=nw=1", url.path]
+        return String(decoding: try runProgram(probe, arguments), as: UTF8.self)
     }
-}
-
-struct ProbeFailure: Error {
-    let path: String
-    init(_ path: String) { self.path = path }
 }
 
 /// What `frametap probe` shows (the front's `StreamDescription`) against what ffprobe says of

@@ -5,35 +5,7 @@ import TestSupport
 import Timekeeping
 import VideoCoding
 
-/// The committed container fixtures (scripts/make-container-fixtures.sh) and their manifest.
-enum ContainerFixtures {
-    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures/Containers").standardizedFileURL
-
-    struct Row: Sendable, CustomStringConvertible {
-        var file: String
-        var container: String
-        var codec: String
-        var frames: Int
-        var md5: String
-        var description: String { file }
-    }
-
-    static let rows: [Row] = {
-        guard let text = try? String(contentsOf: directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").dropFirst().map { line in
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            return Row(file: fields[0], container: fields[1], codec: fields[2], frames: Int(fields[5]) ?? 0, md5: fields[6])
-        }
-    }()
-
-    /// The rows whose video FrameTap decodes.
-    static var decodable: [Row] { rows.filter { $0.codec == "h264" || $0.codec == "h265" } }
-
-    static func bytes(_ file: String) throws -> [UInt8] {
-        [UInt8](try Data(contentsOf: directory.appendingPathComponent(file)))
-    }
-
+extension ContainerFixtures {
     static func format(of row: Row) -> ContainerFormat {
         ContainerFormat(rawValue: row.container)!
     }

@@ -57,7 +57,7 @@ struct H264DecoderTests {
     @Test func tinyRandomChunksGiveTheSameFrames() throws {
         let file = try Self.bFrameStream()
         let bytes = try TestSupport.bytes(of: file)
-        var generator = SplitMix64(state: 0x5eed)
+        var generator = SplitMix64(seed: 0x5eed)
         let chunked = try TestSupport.decodeAll(bytes) { Int.random(in: 1...37, using: &generator) }
         let whole = try TestSupport.decodeAll(bytes) { bytes.count }
         #expect(chunked.frames.map(TestSupport.frameMD5) == whole.frames.map(TestSupport.frameMD5))
@@ -119,7 +119,7 @@ struct H264DecoderTests {
     @Test func garbageAndTruncationDoNotWedgeTheDecoder() throws {
         let stream = try TestSupport.bytes(of: Self.bFrameStream())
         let reference = try TestSupport.ffmpegFrameMD5s(Self.bFrameStream())
-        var generator = SplitMix64(state: 42)
+        var generator = SplitMix64(seed: 42)
         func garbage(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) } }
         // Garbage, a stream cut off in the middle of a picture, more garbage with start codes
         // in it, then the whole stream again from its IDR.

@@ -1,6 +1,7 @@
 import Decoding
 import Foundation
 import H264
+import TestSupport
 import Testing
 import VideoCoding
 
@@ -170,7 +171,7 @@ struct StreamDecoderTests {
 
     @Test func garbageIsSurvivedAndDecodingResumesAtTheNextIDR() throws {
         let stream = try TestSupport.bytes(of: TestSupport.stream("bframes", size: "320x240", frames: 20, x264Params: "keyint=10:bframes=3:b-adapt=0"))
-        var generator = SplitMix64(state: 9)
+        var generator = SplitMix64(seed: 9)
         let garbage = (0..<20_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let input = garbage + stream.prefix(stream.count / 3) + garbage + stream
         let file = TestSupport.directory.appendingPathComponent("stream-garbage.h264")

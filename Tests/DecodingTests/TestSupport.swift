@@ -27,31 +27,6 @@ enum TestSupport {
     static let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
         .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
 
-    /// Runs a program, returning its stdout; throws when it exits non-zero. Stdout goes through
-    /// a temporary file: reading a Pipe from concurrently running tests tripped Foundation's
-    /// exclusivity checks here.
-    @discardableResult
-    static func run(_ executable: String, _ arguments: [String]) throws -> Data {
-        let outputURL = directory.appendingPathComponent("stdout-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: outputURL.path, contents: nil) else {
-            throw TestFailure("cannot create \(outputURL.path)")
-        }
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let output = try FileHandle(forWritingTo: outputURL)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try output.close()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
-        }
-        return try Data(contentsOf: outputURL)
-    }
-
     /// Encodes `frames` frames of `testsrc2` at `size` with libx264 into a raw .h264 file,
     /// once per process and name. `x264Params` shapes the GOP (e.g. "keyint=5:bframes=2").
     static func stream(
@@ -66,7 +41,7 @@ enum TestSupport {
         ]
         if !x264Params.isEmpty { arguments += ["-x264-params", x264Params] }
         arguments += extra + ["-f", "h264", partial.path]
-        try run(ffmpegPath, arguments)
+        try runProgram(ffmpegPath, arguments)
         // Concurrent tests may generate the same stream; the rename makes the first one win whole.
         if (try? FileManager.default.moveItem(at: partial, to: url)) == nil {
             try? FileManager.default.removeItem(at: partial)
@@ -80,7 +55,7 @@ enum TestSupport {
     /// `format`: the demuxer, `h264` or `hevc`.
     static func ffmpegFrameMD5s(_ file: URL, threads: Int? = nil, format: String = "h264") throws -> [String] {
         let threadArguments = threads.map { ["-threads", "\($0)"] } ?? []
-        let text = String(decoding: try run(ffmpegPath, threadArguments + [
+        let text = String(decoding: try runProgram(ffmpegPath, threadArguments + [
             "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", format, "-i", file.path,
             "-autoscale", "0", "-fps_mode", "passthrough", "-f", "framemd5", "-",
         ]), as: UTF8.self)
@@ -91,7 +66,7 @@ enum TestSupport {
 
     /// MD5 of ffmpeg's whole rawvideo output (the `| md5sum` of the reference command).
     static func ffmpegRawMD5(_ file: URL) throws -> String {
-        let raw = try run(ffmpegPath, [
+        let raw = try runProgram(ffmpegPath, [
             "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-f", "h264", "-i", file.path,
             "-autoscale", "0", "-fps_mode", "passthrough", "-f", "rawvideo", "-",
         ])
@@ -155,23 +130,6 @@ enum TestSupport {
     static func bytes(of url: URL) throws -> [UInt8] { [UInt8](try Data(contentsOf: url)) }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// A deterministic generator so "random" chunkings are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 extension TestSupport {
     /// MD5 of the frames' packed planes one after another (what `-f rawvideo - | md5sum` hashes).
     static func rawMD5(_ frames: [DecodedFrame]) -> String {
@@ -190,7 +148,7 @@ extension TestSupport {
         maxNALBytes: Int = 8 << 20, seed: UInt64 = 1, pieces: ClosedRange<Int> = 1...3000
     ) throws -> (frames: [DecodedFrame], errors: [DecodeError], decoder: StreamDecoder) {
         let decoder = try StreamDecoder(options: options, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly)
-        var generator = SplitMix64(state: seed)
+        var generator = SplitMix64(seed: seed)
         var frames: [DecodedFrame] = []
         var errors: [DecodeError] = []
         var offset = 0

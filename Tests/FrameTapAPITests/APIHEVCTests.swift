@@ -76,19 +76,13 @@ import TestSupport
             #expect(try request(service.port, "GET", "/sessions/lp/frame/latest.jpg?after=\(seq)&wait=300").status == 304)
 
             // A long poll waiting for the next picture wakes when the next push decodes one.
-            let result = Mutex<TestResponse?>(nil)
-            let done = DispatchSemaphore(value: 0)
-            let port = service.port
-            Thread.detachNewThread {
-                let response = try? request(port, "GET", "/sessions/lp/frame/latest.jpg?wait=10000&after=\(seq)")
-                result.withLock { $0 = response }
-                done.signal()
-            }
+            let poll = BackgroundRequest(service.port, "GET", "/sessions/lp/frame/latest.jpg?wait=10000&after=\(seq)")
             let session = try #require(service.registry.find(try SessionID("lp")))
             #expect(eventually { session.waitingRequests == 1 })
             #expect(try post(service.port, "/sessions/lp/nalus?flush=true", bytes).status == 200)
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            let woken = result.withLock { $0 }
+            let answer = poll.wait()
+            #expect(answer != nil)
+            let woken = answer?.response
             #expect(woken?.status == 200)
             #expect(Int(woken?.headers["X-Frame-Seq"] ?? "") ?? 0 > seq)
             #expect(jpegSize(woken?.body ?? [])! == (176, 144))
@@ -129,17 +123,8 @@ import TestSupport
         "res_change_176x144_320x240.265",
     ])
     func multipartRawPartsEqualTheReferenceDecode(name: String) throws {
-        let entry = try Fixtures.entry(name)
-        let bytes = try Fixtures.bytes(name)
         try withService { service in
-            let response = try chunkedPost(
-                service.port, "/sessions/mp/nalus?flush=true&format=yuv", pieces: [Array(bytes[..<777]), Array(bytes[777...])],
-                headers: [("Accept", "multipart/mixed")])
-            #expect(response.status == 200 && response.chunkedComplete)
-            let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: response.headers["Content-Type"]))
-            #expect(closed)
-            #expect(parts.count == entry.frames)
-            #expect(MD5.hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
+            let parts = try rawPartsOfAPush(service.port, fixture: name)
             #expect(parts.first?.headers["X-Frame-Pix-Fmt"] == Self.pixelFormat(of: name), "\(name)")
             #expect(parts.first?.headers["X-Frame-Keyframe"] == "true")
         }
@@ -351,22 +336,8 @@ enum FFmpeg {
     @discardableResult
     static func run(_ arguments: [String], executable: String? = nil) throws -> [UInt8] {
         guard let program = executable ?? path else { throw TestFailure("no ffmpeg") }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("ffmpeg-out-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: output.path, contents: nil) else { throw TestFailure("no temp file") }
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = executable == nil ? ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"] + arguments : arguments
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try handle.close()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(program) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
-        }
-        return Array(try Data(contentsOf: output))
+        let defaults = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"]
+        return Array(try runProgram(program, executable == nil ? defaults + arguments : arguments))
     }
 
     /// A short testsrc2 stream from libx265 in `pixelFormat`, as raw HEVC.

@@ -142,43 +142,30 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
         let bytes = try Fixtures.bytes("baseline_176x144.264")
         try withService { service in
             let seq = try pushFixture(service.port, session: "wake", "baseline_176x144.264")
-            let result = Mutex<(TestResponse?, Duration)>((nil, .zero))
-            let done = DispatchSemaphore(value: 0)
-            let port = service.port
-            Thread.detachNewThread {
-                let started = ContinuousClock.now
-                let response = try? request(port, "GET", "/sessions/wake/frame/latest.jpg?wait=10000&after=\(seq)")
-                result.withLock { $0 = (response, ContinuousClock.now - started) }
-                done.signal()
-            }
+            let poll = BackgroundRequest(service.port, "GET", "/sessions/wake/frame/latest.jpg?wait=10000&after=\(seq)")
             let session = try #require(service.registry.find(try SessionID("wake")))
             #expect(eventually { session.waitingRequests == 1 })
             _ = try post(service.port, "/sessions/wake/nalus?flush=true", bytes)
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            let (response, elapsed) = result.withLock { $0 }
+            let answer = poll.wait()
+            #expect(answer != nil)
+            let response = answer?.response
             #expect(response?.status == 200)
             #expect(Int(response?.headers["X-Frame-Seq"] ?? "") ?? 0 > seq)
             #expect(jpegSize(response?.body ?? []) != nil)
-            #expect(elapsed < .seconds(8))
+            #expect((answer?.elapsed ?? .zero) < .seconds(8))
         }
     }
 
     @Test func longPollBeforeTheFirstPictureGetsTheFirstPicture() throws {
         try withService { service in
             #expect(try request(service.port, "PUT", "/sessions/first").status == 201)
-            let result = Mutex<TestResponse?>(nil)
-            let done = DispatchSemaphore(value: 0)
-            let port = service.port
-            Thread.detachNewThread {
-                let response = try? request(port, "GET", "/sessions/first/frame/latest.jpg?wait=10000")
-                result.withLock { $0 = response }
-                done.signal()
-            }
+            let poll = BackgroundRequest(service.port, "GET", "/sessions/first/frame/latest.jpg?wait=10000")
             let session = try #require(service.registry.find(try SessionID("first")))
             #expect(eventually { session.waitingRequests == 1 })
             try pushFixture(service.port, session: "first", "baseline_176x144.264")
-            #expect(done.wait(timeout: .now() + 10) == .success)
-            #expect(result.withLock { $0 }?.status == 200)
+            let answer = poll.wait()
+            #expect(answer != nil)
+            #expect(answer?.response?.status == 200)
         }
     }
 

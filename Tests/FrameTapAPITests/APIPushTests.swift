@@ -78,19 +78,8 @@ import Testing
     @Test(arguments: ["high_320x240.264", "main_bframes_176x144.264", "odd_crop_322x242.264", "high10_320x240.264"])
     func multipartRawPartsEqualTheReferenceDecode(name: String) throws {
         let entry = try Fixtures.entry(name)
-        let bytes = try Fixtures.bytes(name)
         try withService { service in
-            let response = try chunkedPost(
-                service.port, "/sessions/mp/nalus?flush=true&format=yuv", pieces: [Array(bytes[..<777]), Array(bytes[777...])],
-                headers: [("Accept", "multipart/mixed")])
-            #expect(response.status == 200)
-            #expect(response.chunkedComplete)
-            let contentType = response.headers["Content-Type"]
-            #expect(contentType?.hasPrefix("multipart/mixed;boundary=") == true)
-            let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: contentType))
-            #expect(closed)
-            #expect(parts.count == entry.frames)
-            #expect(MD5.hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
+            let parts = try rawPartsOfAPush(service.port, fixture: name)
             for (index, part) in parts.enumerated() {
                 #expect(part.headers["Content-Type"] == "application/octet-stream")
                 #expect(part.headers["X-Frame-Seq"] == String(index + 1))

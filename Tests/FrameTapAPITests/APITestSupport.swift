@@ -1,5 +1,8 @@
 import TestSupport
+import Dispatch
 import Foundation
+import Synchronization
+import Testing
 @testable import FrameTapAPI
 import HTTPServer
 import Sessions
@@ -114,6 +117,27 @@ struct MultipartPart {
     var headers: HTTPHeaders
     var body: [UInt8]
 }
+/// Pushes a fixture in two chunked pieces, answered as multipart/mixed raw pictures, and checks
+/// the answer against the manifest's reference decode (ffmpeg ... -f rawvideo at fixture
+/// creation): as many parts as pictures, the MD5 of their bodies one after another the
+/// reference's. Returns the parts for the caller's own checks.
+func rawPartsOfAPush(_ port: UInt16, fixture name: String) throws -> [MultipartPart] {
+    let entry = try Fixtures.entry(name)
+    let bytes = try Fixtures.bytes(name)
+    let response = try chunkedPost(
+        port, "/sessions/mp/nalus?flush=true&format=yuv", pieces: [Array(bytes[..<777]), Array(bytes[777...])],
+        headers: [("Accept", "multipart/mixed")])
+    #expect(response.status == 200)
+    #expect(response.chunkedComplete)
+    let contentType = response.headers["Content-Type"]
+    #expect(contentType?.hasPrefix("multipart/mixed;boundary=") == true)
+    let (parts, closed) = try parseMultipart(response.body, boundary: boundary(of: contentType))
+    #expect(closed)
+    #expect(parts.count == entry.frames)
+    #expect(MD5.hex(parts.flatMap(\.body)) == entry.yuvMD5, "\(name)")
+    return parts
+}
+
 
 /// Parses a multipart body strictly: every part `--boundary CRLF headers CRLF CRLF bytes CRLF`
 /// with a Content-Length; `closed` tells whether the closing delimiter followed.
@@ -185,4 +209,27 @@ func startCodeOffsets(_ bytes: [UInt8]) -> [Int] {
         }
     }
     return offsets
+}
+
+/// A request sent on a thread of its own (a long poll), so that the test can go on to make
+/// happen what it waits for.
+final class BackgroundRequest: Sendable {
+    private let answer = Mutex<(response: TestResponse?, elapsed: Duration)?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ port: UInt16, _ method: String, _ target: String) {
+        Thread.detachNewThread { [self] in
+            let started = ContinuousClock.now
+            let response = try? request(port, method, target)
+            answer.withLock { $0 = (response, ContinuousClock.now - started) }
+            done.signal()
+        }
+    }
+
+    /// The response (nil if the request failed) and how long it took; nil when it did not
+    /// finish within `timeout`.
+    func wait(timeout: Duration = .seconds(10)) -> (response: TestResponse?, elapsed: Duration)? {
+        guard done.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success else { return nil }
+        return answer.withLock { $0 }
+    }
 }

@@ -2,47 +2,15 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The committed container fixtures (scripts/make-container-fixtures.sh): each row's pictures
-/// as the ffmpeg CLI decodes that same file.
-enum ContainerFixtures {
-    struct Row: Sendable, CustomStringConvertible {
-        var file: String
-        var container: String
-        var codec: String
-        var frames: Int
-        var md5: String
-        var description: String { file }
-
-        /// The Content-Type a client would send for it.
-        var contentType: String {
-            switch container {
-            case "mpegts": "video/mp2t"
-            case "mp4": file.contains("fragmented") ? "video/iso.segment" : "video/mp4"
-            case "matroska": "video/x-matroska"
-            default: "video/x-flv"
-            }
+extension ContainerFixtures.Row {
+    /// The Content-Type a client would send for it.
+    var contentType: String {
+        switch container {
+        case "mpegts": "video/mp2t"
+        case "mp4": file.contains("fragmented") ? "video/iso.segment" : "video/mp4"
+        case "matroska": "video/x-matroska"
+        default: "video/x-flv"
         }
-    }
-
-    static let directory = Fixtures.directory.appendingPathComponent("Containers")
-
-    static let rows: [Row] = {
-        guard let text = try? String(contentsOf: directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").dropFirst().map { line in
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            return Row(file: fields[0], container: fields[1], codec: fields[2], frames: Int(fields[5]) ?? 0, md5: fields[6])
-        }
-    }()
-
-    static var decodable: [Row] { rows.filter { $0.codec == "h264" || $0.codec == "h265" } }
-
-    static func row(_ file: String) throws -> Row {
-        guard let row = rows.first(where: { $0.file == file }) else { throw TestFailure("\(file) not in the manifest") }
-        return row
-    }
-
-    static func bytes(_ file: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(file)))
     }
 }
 

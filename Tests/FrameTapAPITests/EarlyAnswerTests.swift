@@ -22,7 +22,7 @@ final class EndlessPush: Sendable {
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         try client.send(head + "\r\n")
         let chunk = Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + [13, 10]
-        let microseconds = UInt32(interval.components.attoseconds / 1_000_000_000_000 + interval.components.seconds * 1_000_000)
+        let microseconds = UInt32(clamping: interval.nanoseconds / 1_000)
         Thread.detachNewThread { [self] in
             while running.load(ordering: .relaxed) {
                 guard (try? client.send(chunk)) != nil else { break }

@@ -265,31 +265,30 @@ import VideoCoding
         #expect(abs(format.frameRate! - 29.97002997) < 1e-6)
     }
 
-    @Test(arguments: [
-        (1, "1:1"), (2, "12:11"), (3, "10:11"), (4, "16:11"), (5, "40:33"), (6, "24:11"), (7, "20:11"), (8, "32:11"),
-        (9, "80:33"), (10, "18:11"), (11, "15:11"), (12, "64:33"), (13, "160:99"), (14, "4:3"), (15, "3:2"), (16, "2:1"),
-    ])
-    func aspectRatioTable(idc: Int, ratio: String) throws {
+    /// An SPS whose VUI holds only aspect_ratio_idc (an idc of 255, extended SAR, would need more).
+    static func sps(aspectRatioIdc idc: Int) throws -> SequenceParameterSet {
         var builder = SPSBuilder()
         builder.vui = { w in
             w.flag(true)
             w.u(8, idc)
             for _ in 0..<8 { w.flag(false) }
         }
-        let sps = try builder.parsed()
+        return try builder.parsed()
+    }
+
+    @Test(arguments: [
+        (1, "1:1"), (2, "12:11"), (3, "10:11"), (4, "16:11"), (5, "40:33"), (6, "24:11"), (7, "20:11"), (8, "32:11"),
+        (9, "80:33"), (10, "18:11"), (11, "15:11"), (12, "64:33"), (13, "160:99"), (14, "4:3"), (15, "3:2"), (16, "2:1"),
+    ])
+    func aspectRatioTable(idc: Int, ratio: String) throws {
+        let sps = try Self.sps(aspectRatioIdc: idc)
         #expect(sps.vui?.sampleAspectRatio?.text == ratio)
         #expect(sps.vui?.aspectRatioIdc == idc)
     }
 
     @Test func unspecifiedAndReservedAspectRatios() throws {
         for idc in [0, 17, 254] {
-            var builder = SPSBuilder()
-            builder.vui = { w in
-                w.flag(true)
-                w.u(8, idc)
-                for _ in 0..<8 { w.flag(false) }
-            }
-            let sps = try builder.parsed()
+            let sps = try Self.sps(aspectRatioIdc: idc)
             #expect(sps.vui != nil)
             #expect(sps.vui?.sampleAspectRatio == nil)
             #expect(StreamFormat(sps: sps).sampleAspectRatio == nil)

@@ -1,5 +1,6 @@
 import Foundation
 import H265
+import TestSupport
 import Testing
 import VideoCoding
 
@@ -109,7 +110,9 @@ import VideoCoding
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("h265tests-\(UUID().uuidString).265")
         try Data(bytes).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let lines = try Streams.run(ffmpeg, ["-nostdin", "-loglevel", "quiet", "-f", "hevc", "-i", file.path, "-f", "framecrc", "-"])
+        let lines = String(
+            decoding: try runProgram(ffmpeg, ["-nostdin", "-loglevel", "quiet", "-f", "hevc", "-i", file.path, "-f", "framecrc", "-"]),
+            as: UTF8.self)
         #expect(lines.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == expected)
     }
 }

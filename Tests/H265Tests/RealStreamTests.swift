@@ -26,6 +26,28 @@ struct ProbedStream: CustomTestStringConvertible, Sendable {
     var sampleAspectRatio: String?
     var packets: Int
 
+    /// Most fixtures are 8-bit 4:2:0 Main at level 2 (60), 25 fps, square pixels and no colour
+    /// description; a row names only what differs (its coded size only where it is cropped).
+    init(
+        name: String, width: Int, height: Int, codedWidth: Int? = nil, codedHeight: Int? = nil, profile: String = "Main",
+        levelIdc: Int = 60, pixFmt: String = "yuv420p", fullRange: Bool = false, colour: String = "unknown",
+        frameRate: Double = 25, sampleAspectRatio: String? = "1:1", packets: Int
+    ) {
+        self.name = name
+        self.width = width
+        self.height = height
+        self.codedWidth = codedWidth ?? width
+        self.codedHeight = codedHeight ?? height
+        self.profile = profile
+        self.levelIdc = levelIdc
+        self.pixFmt = pixFmt
+        self.fullRange = fullRange
+        (primaries, transfer, matrix) = (colour, colour, colour)
+        self.frameRate = frameRate
+        self.sampleAspectRatio = sampleAspectRatio
+        self.packets = packets
+    }
+
     var testDescription: String { name }
     var isShared: Bool { name.hasSuffix(".h265") }
 
@@ -42,70 +64,32 @@ struct ProbedStream: CustomTestStringConvertible, Sendable {
     }
 
     static let fixtures: [ProbedStream] = [
-        .init(name: "main_bframes_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 25),
-        .init(name: "main10_320x240.265", width: 320, height: 240, codedWidth: 320, codedHeight: 240, profile: "Main 10",
-              levelIdc: 60, pixFmt: "yuv420p10le", fullRange: false, primaries: "unknown", transfer: "unknown",
-              matrix: "unknown", frameRate: 25, sampleAspectRatio: "1:1", packets: 12),
-        .init(name: "slices4_320x240.265", width: 320, height: 240, codedWidth: 320, codedHeight: 240, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 15),
-        .init(name: "wpp_320x240.265", width: 320, height: 240, codedWidth: 320, codedHeight: 240, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 15),
-        .init(name: "open_gop_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 30),
-        .init(name: "radl_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 30),
-        .init(name: "yuv422p10_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Rext",
-              levelIdc: 60, pixFmt: "yuv422p10le", fullRange: false, primaries: "unknown", transfer: "unknown",
-              matrix: "unknown", frameRate: 25, sampleAspectRatio: "1:1", packets: 10),
-        .init(name: "yuv444p_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Rext",
-              levelIdc: 60, pixFmt: "yuv444p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 10),
-        .init(name: "gray_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Rext",
-              levelIdc: 60, pixFmt: "gray", fullRange: true, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 10),
-        .init(name: "fullrange_bt709_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144,
-              profile: "Main", levelIdc: 60, pixFmt: "yuvj420p", fullRange: true, primaries: "bt709", transfer: "bt709",
-              matrix: "bt709", frameRate: 25, sampleAspectRatio: "1:1", packets: 10),
-        .init(name: "odd_crop_322x242.265", width: 322, height: 242, codedWidth: 328, codedHeight: 248, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 25, sampleAspectRatio: "1:1", packets: 10),
-        .init(name: "repeat_headers_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144,
-              profile: "Main", levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown",
-              matrix: "unknown", frameRate: 25, sampleAspectRatio: "1:1", packets: 20),
-        .init(name: "headers_once_176x144.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144,
-              profile: "Main", levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown",
-              matrix: "unknown", frameRate: 25, sampleAspectRatio: "1:1", packets: 20),
+        .init(name: "main_bframes_176x144.265", width: 176, height: 144, packets: 25),
+        .init(name: "main10_320x240.265", width: 320, height: 240, profile: "Main 10", pixFmt: "yuv420p10le", packets: 12),
+        .init(name: "slices4_320x240.265", width: 320, height: 240, packets: 15),
+        .init(name: "wpp_320x240.265", width: 320, height: 240, packets: 15),
+        .init(name: "open_gop_176x144.265", width: 176, height: 144, packets: 30),
+        .init(name: "radl_176x144.265", width: 176, height: 144, packets: 30),
+        .init(name: "yuv422p10_176x144.265", width: 176, height: 144, profile: "Rext", pixFmt: "yuv422p10le", packets: 10),
+        .init(name: "yuv444p_176x144.265", width: 176, height: 144, profile: "Rext", pixFmt: "yuv444p", packets: 10),
+        .init(name: "gray_176x144.265", width: 176, height: 144, profile: "Rext", pixFmt: "gray", fullRange: true, packets: 10),
+        .init(name: "fullrange_bt709_176x144.265", width: 176, height: 144, pixFmt: "yuvj420p", fullRange: true, colour: "bt709",
+              packets: 10),
+        .init(name: "odd_crop_322x242.265", width: 322, height: 242, codedWidth: 328, codedHeight: 248, packets: 10),
+        .init(name: "repeat_headers_176x144.265", width: 176, height: 144, packets: 20),
+        .init(name: "headers_once_176x144.265", width: 176, height: 144, packets: 20),
         // ffprobe describes the first SPS only; the second size is checked below.
-        .init(name: "res_change_176x144_320x240.265", width: 176, height: 144, codedWidth: 176, codedHeight: 144,
-              profile: "Main", levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown",
-              matrix: "unknown", frameRate: 25, sampleAspectRatio: "1:1", packets: 20),
+        .init(name: "res_change_176x144_320x240.265", width: 176, height: 144, packets: 20),
     ]
 
     static let shared: [ProbedStream] = [
-        .init(name: "64x64-I.h265", width: 64, height: 64, codedWidth: 64, codedHeight: 64, profile: "Main", levelIdc: 63,
-              pixFmt: "yuv420p", fullRange: false, primaries: "smpte170m", transfer: "smpte170m", matrix: "smpte170m",
-              frameRate: 30, sampleAspectRatio: "1:1", packets: 1),
-        .init(name: "64x64-I-P.h265", width: 64, height: 64, codedWidth: 64, codedHeight: 64, profile: "Main", levelIdc: 63,
-              pixFmt: "yuv420p", fullRange: false, primaries: "smpte170m", transfer: "smpte170m", matrix: "smpte170m",
-              frameRate: 30, sampleAspectRatio: "1:1", packets: 2),
-        .init(name: "64x64-I-P-B-P.h265", width: 64, height: 64, codedWidth: 64, codedHeight: 64, profile: "Main",
-              levelIdc: 63, pixFmt: "yuv420p", fullRange: false, primaries: "smpte170m", transfer: "smpte170m",
-              matrix: "smpte170m", frameRate: 30, sampleAspectRatio: "1:1", packets: 3),
-        .init(name: "bbb.h265", width: 176, height: 144, codedWidth: 176, codedHeight: 144, profile: "Main", levelIdc: 60,
-              pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 60, sampleAspectRatio: "16:11", packets: 60),
-        .init(name: "bear.h265", width: 320, height: 180, codedWidth: 320, codedHeight: 184, profile: "Main", levelIdc: 60,
-              pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown", matrix: "unknown",
-              frameRate: 29.97, sampleAspectRatio: nil, packets: 30),
-        .init(name: "test-25fps.h265", width: 320, height: 240, codedWidth: 320, codedHeight: 240, profile: "Main",
-              levelIdc: 60, pixFmt: "yuv420p", fullRange: false, primaries: "unknown", transfer: "unknown",
-              matrix: "unknown", frameRate: 25, sampleAspectRatio: nil, packets: 250),
+        .init(name: "64x64-I.h265", width: 64, height: 64, levelIdc: 63, colour: "smpte170m", frameRate: 30, packets: 1),
+        .init(name: "64x64-I-P.h265", width: 64, height: 64, levelIdc: 63, colour: "smpte170m", frameRate: 30, packets: 2),
+        .init(name: "64x64-I-P-B-P.h265", width: 64, height: 64, levelIdc: 63, colour: "smpte170m", frameRate: 30, packets: 3),
+        .init(name: "bbb.h265", width: 176, height: 144, frameRate: 60, sampleAspectRatio: "16:11", packets: 60),
+        .init(name: "bear.h265", width: 320, height: 180, codedWidth: 320, codedHeight: 184, frameRate: 29.97,
+              sampleAspectRatio: nil, packets: 30),
+        .init(name: "test-25fps.h265", width: 320, height: 240, sampleAspectRatio: nil, packets: 250),
     ]
 }
 

@@ -85,33 +85,12 @@ enum Streams {
     /// position, size).
     static func ffprobePackets(_ url: URL) throws -> [(position: Int, size: Int)] {
         guard let probe = ffprobe else { throw TestFailure("ffprobe is not installed") }
-        let text = try run(probe, ["-v", "error", "-f", "hevc", "-show_entries", "packet=pos,size", "-of", "csv=p=0", url.path])
+        let text = String(
+            decoding: try runProgram(probe, ["-v", "error", "-f", "hevc", "-show_entries", "packet=pos,size", "-of", "csv=p=0", url.path]),
+            as: UTF8.self)
         return text.split(separator: "\n").map { line in
             let fields = line.split(separator: ",").compactMap { Int($0) }
             return (fields.count == 2 ? fields[1] : -1, fields.first ?? -1)
         }
-    }
-
-    /// Runs a program and returns its standard output; throws when it fails. Standard output
-    /// goes through a file: reading a Pipe from concurrently running tests is not safe here.
-    static func run(_ executable: String, _ arguments: [String]) throws -> String {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("h265tests-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: output.path, contents: nil) else {
-            throw TestFailure("cannot create \(output.path)")
-        }
-        defer { try? FileManager.default.removeItem(at: output) }
-        let handle = try FileHandle(forWritingTo: output)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try handle.close()
-        guard process.terminationStatus == 0 else {
-            throw TestFailure("\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
-        }
-        return String(decoding: try Data(contentsOf: output), as: UTF8.self)
     }
 }

@@ -3,6 +3,7 @@ import CTurboJPEG
 import Decoding
 import Foundation
 import H264
+import TestSupport
 @_spi(Benchmarking) import Imaging
 import Testing
 

@@ -4,6 +4,7 @@ import Decoding
 import Foundation
 import H264
 import Imaging
+import TestSupport
 
 /// Test streams made at test time with the ffmpeg CLI and libx264 (or libx265), decoded with a
 /// minimal libavcodec loop (independent of the Decoding target's decoder), plus ffmpeg's own RGB
@@ -61,11 +62,6 @@ struct TestStream {
     func remove() {
         try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 @discardableResult
@@ -150,12 +146,11 @@ func decodeAnnexB(_ stream: [UInt8], codec codecID: AVCodecID = AV_CODEC_ID_H264
     return frames
 }
 
-/// A frame filled by `sample(plane, x, y)`, for formats and sizes x264 cannot make (NV12,
-/// gray, 1x1, odd 4:2:0 sizes). Plane geometry follows libavutil (chroma rounds up).
-func makeFrame(
-    _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange = AVCOL_RANGE_MPEG,
-    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED, sequence: UInt64 = 1,
-    sample: (_ plane: Int, _ x: Int, _ y: Int) -> UInt8
+/// A frame with its planes allocated (by libavutil, with its own strides and padding) and not
+/// yet filled.
+func allocatedFrame(
+    _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange,
+    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED, sequence: UInt64 = 1
 ) throws -> DecodedFrame {
     guard let frame = av_frame_alloc() else { throw TestFailure("av_frame_alloc failed") }
     frame.pointee.format = format.rawValue
@@ -164,7 +159,17 @@ func makeFrame(
     frame.pointee.color_range = range
     frame.pointee.colorspace = colorspace
     guard av_frame_get_buffer(frame, 0) >= 0 else { throw TestFailure("av_frame_get_buffer failed") }
-    let decoded = DecodedFrame(taking: frame, sequence: sequence, pts: nil)
+    return DecodedFrame(taking: frame, sequence: sequence, pts: nil)
+}
+
+/// A frame filled by `sample(plane, x, y)`, for formats and sizes x264 cannot make (NV12,
+/// gray, 1x1, odd 4:2:0 sizes). Plane geometry follows libavutil (chroma rounds up).
+func makeFrame(
+    _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange = AVCOL_RANGE_MPEG,
+    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED, sequence: UInt64 = 1,
+    sample: (_ plane: Int, _ x: Int, _ y: Int) -> UInt8
+) throws -> DecodedFrame {
+    let decoded = try allocatedFrame(format, width: width, height: height, range: range, colorspace: colorspace, sequence: sequence)
     var index = 0
     while let geometry = decoded.planeGeometry(index), let plane = decoded.plane(index) {
         let bytesPerSample = 1
@@ -238,13 +243,7 @@ func makeHighBitFrame(
     _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange = AVCOL_RANGE_MPEG,
     sample: (_ plane: Int, _ x: Int, _ y: Int) -> UInt16
 ) throws -> DecodedFrame {
-    guard let frame = av_frame_alloc() else { throw TestFailure("av_frame_alloc failed") }
-    frame.pointee.format = format.rawValue
-    frame.pointee.width = Int32(width)
-    frame.pointee.height = Int32(height)
-    frame.pointee.color_range = range
-    guard av_frame_get_buffer(frame, 0) >= 0 else { throw TestFailure("av_frame_get_buffer failed") }
-    let decoded = DecodedFrame(taking: frame, sequence: 1, pts: nil)
+    let decoded = try allocatedFrame(format, width: width, height: height, range: range)
     var index = 0
     while let geometry = decoded.planeGeometry(index), let plane = decoded.plane(index) {
         let base = UnsafeMutableRawPointer(mutating: plane.base)

@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import TestSupport
 import Testing
+import VideoCoding
 
 @testable import Sessions
 

@@ -136,18 +136,7 @@ import VideoCoding
             let spooled = try session.beginSpooledUpload(PictureRequest(), flush: true)
             try await send(stream, to: spooled.queue)
             spooled.queue.finish()
-            readToEnd: while true {
-                switch spooled.poll() {
-                case .part: continue
-                case .wait:
-                    let ready = Signal()
-                    spooled.notifyWhenReady { ready.signal() }
-                    await ready.wait()
-                case .finished(let result):
-                    _ = try result.get()
-                    break readToEnd
-                }
-            }
+            try await readToEnd(spooled)
             spooled.cancel()
         } else {
             _ = try await push(stream, to: session, flush: true)

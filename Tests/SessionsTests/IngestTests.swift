@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
+import TestSupport
 
 @testable import Sessions
 
@@ -22,11 +23,7 @@ import Testing
         let stream = try Fixture.bytes(Fixture.baseline)
         // Cut inside the start code of the third NAL unit: "00 00" ends the first upload,
         // "00 01 ..." begins the second.
-        var starts: [Int] = []
-        for index in 0..<(stream.count - 3) where stream[index] == 0 && stream[index + 1] == 0 && stream[index + 2] == 1 {
-            starts.append(index)
-        }
-        let cut = starts[3] + 2
+        let cut = annexBUnitStarts(stream)[3] - 1
         #expect(stream[cut - 2] == 0 && stream[cut - 1] == 0 && stream[cut] == 1)
         let session = try makeSession()
         let first = try await push(Array(stream[..<cut]), to: session, flush: false, chunk: 1000)
@@ -232,28 +229,19 @@ import Testing
         // Nothing is decoded before the answer pulls.
         #expect(session.status().counters.bytes == 0)
         var sequences: [UInt64] = []
-        var summary: UploadSummary?
-        while summary == nil {
-            switch spooled.poll() {
-            case .part(let served):
-                #expect(served.picture.width == 88 && served.picture.height == 72)
-                sequences.append(served.sequence)
-            case .wait:
-                let ready = Signal()
-                spooled.notifyWhenReady { ready.signal() }
-                await ready.wait()
-                if sequences.count == 1 {
-                    // Pull model: decoding stays a picture or so ahead of what was taken.
-                    #expect(session.status().counters.bytes < stream.count)
-                }
-            case .finished(let result):
-                summary = try result.get()
+        let summary = try await readToEnd(spooled) { served in
+            #expect(served.picture.width == 88 && served.picture.height == 72)
+            sequences.append(served.sequence)
+        } afterWait: {
+            if sequences.count == 1 {
+                // Pull model: decoding stays a picture or so ahead of what was taken.
+                #expect(session.status().counters.bytes < stream.count)
             }
         }
         spooled.cancel()
         #expect(sequences == (1...UInt64(Fixture.baselineFrames)).map { $0 })
-        #expect(summary?.frames == Fixture.baselineFrames)
-        #expect(summary?.bytes == stream.count)
+        #expect(summary.frames == Fixture.baselineFrames)
+        #expect(summary.bytes == stream.count)
         // The upload slot is free again.
         _ = try session.beginUpload(flush: false) { _ in }
     }

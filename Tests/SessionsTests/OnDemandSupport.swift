@@ -97,20 +97,9 @@ enum OnDemand {
         try await send(stream, to: spooled.queue, chunk: 1500)
         spooled.queue.finish()
         var pictures: [UInt64: [UInt8]] = [:]
-        while true {
-            switch spooled.poll() {
-            case .part(let served):
-                pictures[served.sequence] = Array(served.picture.bytes)
-            case .wait:
-                let ready = Signal()
-                spooled.notifyWhenReady { ready.signal() }
-                await ready.wait()
-            case .finished(let result):
-                _ = try result.get()
-                spooled.cancel()
-                return pictures
-            }
-        }
+        try await readToEnd(spooled) { pictures[$0.sequence] = Array($0.picture.bytes) }
+        spooled.cancel()
+        return pictures
     }
 
     /// The answer to `frame/at.*` for `target`.

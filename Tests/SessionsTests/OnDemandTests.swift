@@ -374,16 +374,7 @@ extension OnDemand {
     /// of its H.264 SPS, or of the H.265 VPS before its SPS): the first SPS whose bytes differ
     /// from the stream's first one.
     static func changedParameterSets(in stream: [UInt8]) -> Int? {
-        var starts: [Int] = []
-        var index = 0
-        while index + 3 < stream.count {
-            if stream[index] == 0, stream[index + 1] == 0, stream[index + 2] == 1 {
-                starts.append(index + 3)
-                index += 3
-            } else {
-                index += 1
-            }
-        }
+        let starts = annexBUnitStarts(stream)
         func end(_ position: Int) -> Int {
             position + 1 < starts.count ? starts[position + 1] - 3 : stream.count
         }

@@ -44,6 +44,27 @@ func makeSession(
         clock: clock)
 }
 
+/// Takes a multipart answer's pictures until it ends, waiting whenever none is ready: `onPart`
+/// sees each picture, `afterWait` runs after each wait. Returns the upload's summary.
+@discardableResult
+func readToEnd(
+    _ spooled: SpooledUpload, onPart: (ServedPicture) -> Void = { _ in }, afterWait: () -> Void = {}
+) async throws -> UploadSummary {
+    while true {
+        switch spooled.poll() {
+        case .part(let served):
+            onPart(served)
+        case .wait:
+            let ready = Signal()
+            spooled.notifyWhenReady { ready.signal() }
+            await ready.wait()
+            afterWait()
+        case .finished(let result):
+            return try result.get()
+        }
+    }
+}
+
 /// Wakes one waiting task; a signal that comes before the wait is kept.
 final class Signal: Sendable {
     private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))

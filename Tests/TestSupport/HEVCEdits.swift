@@ -25,16 +25,7 @@ public enum HEVCEdits {
 
     /// The NAL units of an Annex B stream (between start codes, trailing zeros removed).
     public static func units(_ stream: [UInt8]) -> [[UInt8]] {
-        var starts: [Int] = []
-        var index = 0
-        while index + 2 < stream.count {
-            if stream[index] == 0, stream[index + 1] == 0, stream[index + 2] == 1 {
-                starts.append(index + 3)
-                index += 3
-            } else {
-                index += 1
-            }
-        }
+        let starts = annexBUnitStarts(stream)
         return starts.indices.map { number in
             let end = number + 1 < starts.count ? starts[number + 1] - 3 : stream.count
             var unit = Array(stream[starts[number]..<end])

@@ -26,31 +26,29 @@ public final class RawClient: @unchecked Sendable {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
         if let source {
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = inet_addr(source)
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+            let bound = Self.withAddress(source, port: 0) { bind(fd, $0, $1) }
             guard bound == 0 else {
                 Glibc.close(fd)
                 throw TestFailure("bind \(source) failed: errno \(errno)")
             }
         }
+        let result = Self.withAddress(host, port: port) { connect(fd, $0, $1) }
+        guard result == 0 else {
+            Glibc.close(fd)
+            throw TestFailure("connect failed: errno \(errno)")
+        }
+    }
+
+    /// Calls `body` with an IPv4 socket address (port 0: any) as bind and connect take it.
+    private static func withAddress(
+        _ host: String, port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32
+    ) -> Int32 {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr(host)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            Glibc.close(fd)
-            throw TestFailure("connect failed: errno \(errno)")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 

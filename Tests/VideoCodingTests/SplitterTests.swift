@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 import VideoCoding
 
@@ -205,19 +206,6 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) 
     @Test func staticSplitMatchesStreaming() {
         let stream: [UInt8] = [0, 0, 1, 0x67, 1, 0, 0, 0, 1, 0x68, 2]
         #expect(AnnexBSplitter.split(stream).map(\.bytes) == split(stream).units)
-    }
-}
-
-/// Deterministic generator so failures reproduce.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

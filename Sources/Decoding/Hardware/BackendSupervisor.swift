@@ -278,7 +278,7 @@ public final class BackendSupervisor {
         let sets = unit.parameterSets
         var bytes: [UInt8] = []
         if let last = sets.lastIndex(where: { !$0.carriedByAccessUnit && parameterSetsSent[$0.key] != $0.bytes }) {
-            for set in sets[...last] { bytes += [0, 0, 0, 1] + set.bytes }
+            bytes = sets[...last].annexB()
         }
         for set in sets { parameterSetsSent[set.key] = set.bytes }
         return bytes + unit.annexB()

@@ -1,0 +1,39 @@
+/// A NAL unit's bytes without a start code, whichever model holds them (the splitter's
+/// `AnnexBUnit`, each codec's `NALUnit`): what joining units into a byte stream, and telling
+/// a repeated parameter set from a changed one, need of them.
+public protocol NALUnitBytes {
+    /// From the NAL unit header on, emulation prevention kept.
+    var bytes: [UInt8] { get }
+}
+
+extension AnnexBUnit: NALUnitBytes {}
+
+extension Collection where Element: NALUnitBytes {
+    /// Payload bytes (NAL units without start codes).
+    public var payloadByteCount: Int { reduce(0) { $0 + $1.bytes.count } }
+
+    /// The NAL units joined with four-byte start codes (00 00 00 01).
+    public func annexB() -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(payloadByteCount + 4 * count)
+        for unit in self {
+            output.append(contentsOf: [0, 0, 0, 1])
+            output.append(contentsOf: unit.bytes)
+        }
+        return output
+    }
+}
+
+extension Dictionary where Key == Int {
+    /// Stores a parsed parameter set under its id, and in `units` the NAL unit it came from;
+    /// false (and nothing stored) when the same set from the same bytes is there already, so
+    /// that a repeated set is not taken for a change.
+    public mutating func storeParameterSet<Unit: NALUnitBytes>(
+        _ parsed: Value, id: Int, from unit: Unit, units: inout [Int: Unit]
+    ) -> Bool where Value: Equatable {
+        if self[id] == parsed && units[id]?.bytes == unit.bytes { return false }
+        self[id] = parsed
+        units[id] = unit
+        return true
+    }
+}
