@@ -184,6 +184,28 @@ def per_address_unlimited():
     return ["--max-connections-per-ip", "0"] if "--max-connections-per-ip" in help_text else []
 
 
+def watch_served(port, session, served, done):
+    """Long-polls the session's newest picture until `done` is set, noting in `served` when each
+    picture number was first served (perf_counter seconds); returns the started thread."""
+    def observe():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        after = 0
+        while not done.is_set():
+            conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=1000" % (session, after))
+            resp = conn.getresponse()
+            resp.read()
+            t = time.perf_counter()
+            if resp.status == 200:
+                seq = int(resp.getheader("X-Frame-Seq"))
+                served.setdefault(seq, t)
+                after = seq
+        conn.close()
+
+    observer = threading.Thread(target=observe)
+    observer.start()
+    return observer
+
+
 class Server:
     def __init__(self, *extra, name="frametap"):
         self.port = free_port()
@@ -710,22 +732,7 @@ def bench_freshness(runs):
             done = threading.Event()
             server.json("PUT", "/sessions/%s" % session, body=b"{}")
 
-            def observe():
-                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-                after = 0
-                while not done.is_set():
-                    conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=1000" % (session, after))
-                    resp = conn.getresponse()
-                    resp.read()
-                    t = time.perf_counter()
-                    if resp.status == 200:
-                        seq = int(resp.getheader("X-Frame-Seq"))
-                        served.setdefault(seq, t)
-                        after = seq
-                conn.close()
-
-            observer = threading.Thread(target=observe)
-            observer.start()
+            observer = watch_served(server.port, session, served, done)
 
             def sent(i, begin, end):
                 sent_begin[i] = begin
@@ -843,22 +850,7 @@ def bench_freshness_fmp4(runs):
             done = threading.Event()
             server.json("PUT", "/sessions/%s" % session, body=b"{}")
 
-            def observe():
-                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-                after = 0
-                while not done.is_set():
-                    conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=1000" % (session, after))
-                    resp = conn.getresponse()
-                    resp.read()
-                    t = time.perf_counter()
-                    if resp.status == 200:
-                        seq = int(resp.getheader("X-Frame-Seq"))
-                        served.setdefault(seq, t)
-                        after = seq
-                conn.close()
-
-            observer = threading.Thread(target=observe)
-            observer.start()
+            observer = watch_served(server.port, session, served, done)
             push = ChunkedPush(server.port, session, "flush=true", content_type="video/mp4")
             push.sock.sendall(ChunkedPush.chunk(init))
             t0 = time.perf_counter() + 0.05

@@ -26,13 +26,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
@@ -40,6 +37,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
+
+from console import free_port, http  # the console suite's request helpers (this folder is on sys.path)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -58,23 +57,6 @@ class Results:
             self.failed += 1
             print(f"FAIL {name}{': ' + str(detail) if detail else ''}", flush=True)
         return ok
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def http(base, method, path, token=None, data=None, headers=None, timeout=30):
-    request = urllib.request.Request(base + path, data=data, method=method, headers=dict(headers or {}))
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
 
 
 def status(base, session, token=None):

@@ -80,7 +80,7 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def http(base, method, path, token=None, data=None, headers=None, timeout=20):
+def http(base, method, path, token=None, data=None, headers=None, timeout=30):
     """(status, headers, body) of one request; never raises for an HTTP status."""
     request = urllib.request.Request(base + path, data=data, method=method, headers=dict(headers or {}))
     if token:
