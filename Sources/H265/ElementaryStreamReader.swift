@@ -94,7 +94,12 @@ public struct ElementaryStreamReader: AccessUnitReader {
             _ = randomAccess.verdict(for: unit)
             return
         }
-        let batch = wait.pass(unit, bytes: unit.byteCount, haveParameterSets: hasParameterSets)
+        // The sets as of the unit's end (not the reader's, which already took the unit that ended
+        // it): the same whether that unit arrived whole or only its first bytes ended the
+        // access unit early.
+        let sets = unit.parameterSets
+        let haveSets = !sets.vps.isEmpty && !sets.sps.isEmpty && !sets.pps.isEmpty
+        let batch = wait.pass(unit, bytes: unit.byteCount, haveParameterSets: haveSets)
         guard let last = batch.last else { return }
         // Pictures held until the first parameter sets arrived are judged with those sets, as
         // the ffmpeg CLI's decoder gets them from its probe before the first picture.

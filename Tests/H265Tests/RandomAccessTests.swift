@@ -116,3 +116,46 @@ import VideoCoding
         #expect(lines.split(separator: "\n").filter { !$0.hasPrefix("#") }.count == expected)
     }
 }
+
+/// The reader's verdicts do not depend on whether an access unit was ended by the next unit
+/// arriving whole or, early, by its first bytes (`nextUnitEndsAccessUnit`, what a live decoder
+/// does at the end of each received piece). Found by the stream-front fuzz target: a picture
+/// before its PPS, read as the ffmpeg CLI does, was dropped when the PPS arrived whole and held
+/// for the PPS when the PPS's first bytes ended it.
+@Suite struct EarlyEndTests {
+    enum Event: Equatable {
+        case picture(keyframe: Bool, units: Int)
+        case dropped(Int)
+        case other(String)
+    }
+
+    static func events(_ units: [NALUnit], endingEarly: Bool) -> [Event] {
+        var reader = ElementaryStreamReader(emulateFFmpegProbe: true)
+        var events: [Event] = []
+        let record: (ReaderEvent) -> Void = { event in
+            switch event {
+            case .accessUnit(let unit): events.append(.picture(keyframe: unit.isKeyframe, units: unit.nalUnits.count))
+            case .droppedBeforeKeyframe(let count): events.append(.dropped(count))
+            default: events.append(.other("\(event)"))
+            }
+        }
+        for nal in units {
+            if endingEarly, reader.nextUnitEndsAccessUnit(prefix: nal.bytes.prefix(16)) { reader.endAccessUnit(record) }
+            reader.push(AnnexBUnit(bytes: nal.bytes, streamOffset: nal.streamOffset), record)
+        }
+        reader.finish(record)
+        return events
+    }
+
+    @Test func aPictureBeforeItsPPSIsJudgedAlikeWhicheverWayItsAccessUnitEnds() {
+        var stream = StreamBuilder()
+        stream.units += [stream.vps.nal, stream.sps.nal]
+        stream.slice { $0.type = .idrWithRADL }
+        stream.units.append(stream.pps.nal)
+        stream.slice { $0.type = .idrWithRADL }
+        stream.slice { $0.pocLsb = 1 }
+        let whole = Self.events(stream.units, endingEarly: false)
+        #expect(whole == Self.events(stream.units, endingEarly: true))
+        #expect(whole.count == 3, "\(whole)")
+    }
+}
