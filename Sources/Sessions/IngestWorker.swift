@@ -559,9 +559,11 @@ final class IngestWorker: Sendable {
         let metrics = context.metrics
         let newBytes = after.bytes - before.bytes
         if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
-        for (type, count) in after.nalUnits {
-            let delta = count - (before.nalUnits[type] ?? 0)
-            if delta > 0 { metrics.recordNALUnits(type: type, count: delta) }
+        decoder.withValue { slot in
+            for (type, count) in after.nalUnits {
+                let delta = count - (before.nalUnits[type] ?? 0)
+                if delta > 0 { slot.nalUnitCounters.record(type: type, count: delta, in: metrics) }
+            }
         }
         if frames > 0 { metrics.framesDecoded.increment(by: frames) }
         for error in errors { metrics.recordError(code: error.code.rawValue) }
@@ -821,6 +823,8 @@ struct DecoderSlot {
     private var retired = SessionCounters()
     /// The on-demand catch-up under way, if any.
     var catchUp: CatchUpRun?
+    /// The session's NAL-unit counters by type, for `/metrics`.
+    var nalUnitCounters = NALUnitCounters()
 
     init(pipeline: DecoderPipeline) {
         self.pipeline = pipeline
