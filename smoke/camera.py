@@ -38,25 +38,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from console import free_port, http  # the console suite's request helpers (this folder is on sys.path)
+from console import Results, free_port, http  # the console suite's request helpers (this folder is on sys.path)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WAIT = float(os.environ.get("CAMERA_WAIT_SECONDS", "30"))
-
-
-class Results:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS {name}", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL {name}{': ' + str(detail) if detail else ''}", flush=True)
-        return ok
 
 
 def status(base, session, token=None):

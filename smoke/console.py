@@ -64,7 +64,7 @@ class Results:
             print(f"PASS {name}", flush=True)
         else:
             self.failed += 1
-            print(f"FAIL {name}{': ' + detail if detail else ''}", flush=True)
+            print(f"FAIL {name}{': ' + str(detail) if detail else ''}", flush=True)
         return ok
 
     def skip(self, name, why):

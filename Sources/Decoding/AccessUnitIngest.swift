@@ -50,7 +50,7 @@ public final class AccessUnitIngest {
     public var nextIndex: Int64
 
     /// Units held while no codec is known (at most `maxUndetectedBytes`).
-    static let maxUndetectedBytes = StreamDecoder.maxUndetectedBytes
+    static let maxUndetectedBytes = 8 << 20
 
     private var splitter: AnnexBSplitter
     private let emulateFFmpegProbe: Bool
@@ -101,15 +101,18 @@ public final class AccessUnitIngest {
     public func push(
         _ bytes: UnsafeRawBufferPointer, onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
     ) -> [DecodeError] {
-        handingOut(to: onAccessUnit) { errors in
-            counters.bytes += bytes.count
-            // Events are collected first and handled after the call: handling them touches other
-            // state of this object, which must not happen while `splitter` is being mutated.
-            var events: [SplitterEvent] = []
-            splitter.push(bytes) { events.append($0) }
-            for event in events { handle(event, into: &errors) }
-            endAccessUnitEarly(into: &errors)
-        }
+        handingOut(to: onAccessUnit) { errors in split(bytes, into: &errors) }
+    }
+
+    /// Bytes of an Annex B stream through the splitter, in any chunking.
+    private func split(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) {
+        counters.bytes += bytes.count
+        // Events are collected first and handled after the call: handling them touches other
+        // state of this object, which must not happen while `splitter` is being mutated.
+        var events: [SplitterEvent] = []
+        splitter.push(bytes) { events.append($0) }
+        for event in events { handle(event, into: &errors) }
+        endAccessUnitEarly(into: &errors)
     }
 
     /// Reads one sample of a container's video track (`push(sample:)` of a demuxer's output). Its
@@ -127,14 +130,7 @@ public final class AccessUnitIngest {
             if samples?.description != description && unreadableDescription != description {
                 adopt(description, into: &errors)
             }
-            guard description.samplesAreAccessUnits else {
-                counters.bytes += sample.count
-                var events: [SplitterEvent] = []
-                splitter.push(sample) { events.append($0) }
-                for event in events { handle(event, into: &errors) }
-                endAccessUnitEarly(into: &errors)
-                return
-            }
+            guard description.samplesAreAccessUnits else { return split(sample, into: &errors) }
             // A unit an Annex B push left open ends where this sample begins.
             completeSplitterUnit(into: &errors)
             let offset = counters.bytes

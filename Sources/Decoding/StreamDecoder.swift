@@ -95,9 +95,6 @@ public final class StreamDecoder {
     /// The caller said which codec the stream is: a parameter set of another is a mismatch.
     public var codecIsStated: Bool { ingest.codecIsStated }
 
-    /// Units held while no codec is known (at most `maxUndetectedBytes`).
-    static let maxUndetectedBytes = 8 << 20
-
     private let ingest: AccessUnitIngest
     private let decoder: AccessUnitDecoder
 

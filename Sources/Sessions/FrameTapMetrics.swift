@@ -323,7 +323,8 @@ struct NALUnitCounters {
     private var byType: [String: CoreMetrics.Counter] = [:]
 
     mutating func record(type: String, count: Int, in metrics: FrameTapMetrics) {
-        let counter = byType[type] ?? metrics.nalUnitCounter(type: type)
+        if let counter = byType[type] { return counter.increment(by: count) }
+        let counter = metrics.nalUnitCounter(type: type)
         byType[type] = counter
         counter.increment(by: count)
     }
