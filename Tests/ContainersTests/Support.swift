@@ -60,13 +60,5 @@ struct DemuxedDecode {
     }
 
     /// MD5 of the pictures' packed planes one after another (what `-f rawvideo - | md5sum` hashes).
-    var rawMD5: String {
-        var md5 = MD5()
-        for frame in frames {
-            var planes: [UInt8] = []
-            frame.appendPackedPlanes(to: &planes)
-            md5.update(planes)
-        }
-        return md5.finalize()
-    }
+    var rawMD5: String { MD5.hex(frames) { $0.appendPackedPlanes(to: &$1) } }
 }

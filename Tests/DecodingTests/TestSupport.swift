@@ -132,15 +132,7 @@ enum TestSupport {
 
 extension TestSupport {
     /// MD5 of the frames' packed planes one after another (what `-f rawvideo - | md5sum` hashes).
-    static func rawMD5(_ frames: [DecodedFrame]) -> String {
-        var md5 = MD5()
-        for frame in frames {
-            var planes: [UInt8] = []
-            frame.appendPackedPlanes(to: &planes)
-            md5.update(planes)
-        }
-        return md5.finalize()
-    }
+    static func rawMD5(_ frames: [DecodedFrame]) -> String { MD5.hex(frames) { $0.appendPackedPlanes(to: &$1) } }
 
     /// Pushes a whole stream through a `StreamDecoder` in reproducible uneven pieces.
     static func streamDecodeAll(

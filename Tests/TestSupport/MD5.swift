@@ -56,6 +56,20 @@ public struct MD5 {
         return md5.finalize()
     }
 
+    /// The MD5 of `items` one after another, each written out by `write`: decoded pictures'
+    /// packed planes, say, so that the digest matches `-f rawvideo - | md5sum`.
+    public static func hex<Items: Sequence>(
+        _ items: Items, writing write: (Items.Element, inout [UInt8]) -> Void
+    ) -> String {
+        var md5 = MD5()
+        for item in items {
+            var bytes: [UInt8] = []
+            write(item, &bytes)
+            md5.update(bytes)
+        }
+        return md5.finalize()
+    }
+
     private static func compress(
         _ state: (UInt32, UInt32, UInt32, UInt32), _ block: UnsafeBufferPointer<UInt8>
     ) -> (UInt32, UInt32, UInt32, UInt32) {
