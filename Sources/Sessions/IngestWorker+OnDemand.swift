@@ -198,11 +198,7 @@ extension IngestWorker {
         }
         guard let best else { return }
         if let best { publish(best) }
-        let waiters = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
-            defer { state.readyWaiters = [] }
-            return state.readyWaiters
-        }
-        for (_, waiter) in waiters { waiter(nil) }
+        answerReadyWaiters()
     }
 
     /// Decodes up to `unitsAtMost` units of the catch-up. Returns whether it has caught up, nil
@@ -266,20 +262,23 @@ extension IngestWorker {
     /// The decoder decodes each unit as it arrives from now on; waiting requests go on.
     private func goLive(waitsForKeyframe: Bool) {
         decoder.withValue { $0.pipeline?.startLive(waitsForKeyframe: waitsForKeyframe) }
-        let waiters = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
+        answerReadyWaiters { state in
             if state.activity == .catchingUp || state.activity == .queued { state.activity = .live }
-            defer { state.readyWaiters = [] }
-            return state.readyWaiters
         }
-        for (_, waiter) in waiters { waiter(nil) }
         scheduleLingerCheck()
     }
 
     /// No decoder (it failed to open, or the pipeline changed): waiting requests go on with
     /// what there is, or get `error`.
     private func becomeIdle(answering error: SessionError?) {
-        let waiters = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
-            state.activity = .idle
+        answerReadyWaiters(error) { $0.activity = .idle }
+    }
+
+    /// Hands every waiting request `error` (nil: go on), after `update` changed the state in
+    /// the same lock, so that no request can start waiting in between and be missed.
+    private func answerReadyWaiters(_ error: SessionError? = nil, updating update: (inout State) -> Void = { _ in }) {
+        let waiters = state.withLock { state in
+            update(&state)
             defer { state.readyWaiters = [] }
             return state.readyWaiters
         }
@@ -405,12 +404,7 @@ extension IngestWorker {
     func modeChanged(from previous: DecodeMode, to mode: DecodeMode) {
         if previous == .keyframes || mode == .keyframes { history.breakContinuity() }
         if mode == .onDemand {
-            let waiters = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
-                state.activity = .idle
-                defer { state.readyWaiters = [] }
-                return state.readyWaiters
-            }
-            for (_, waiter) in waiters { waiter(nil) }
+            answerReadyWaiters { $0.activity = .idle }
             releaseDecoder(reason: "mode_changed")
             return
         }
@@ -444,12 +438,7 @@ extension IngestWorker {
         case .success(true): announceDecoderStarted(.modeChanged)
         case .success(false): break
         }
-        let waiters = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
-            state.activity = .live
-            defer { state.readyWaiters = [] }
-            return state.readyWaiters
-        }
-        for (_, waiter) in waiters { waiter(nil) }
+        answerReadyWaiters { $0.activity = .live }
     }
 
     /// A new pipeline took over (decode queue). An on-demand one has no decoder yet: a catch-up
