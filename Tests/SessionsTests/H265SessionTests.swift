@@ -12,6 +12,15 @@ import VideoCoding
     static let stream = "main_bframes_176x144.265"
     static let frames = 25
 
+    /// Pushes `bytes`, expecting the push to fail with `code`; throws when it succeeds.
+    private func expectRefusal(of bytes: [UInt8], with code: DecodeError.Code, by session: Session) async throws {
+        let result = try await upload(bytes, to: session, flush: true)
+        guard case .failure(let error) = result else {
+            throw TestFailure("the push of a refused SPS succeeded: \(result)")
+        }
+        #expect(error.code == .decoding(code))
+    }
+
     @Test func anH265StreamIsDetectedAndDecoded() async throws {
         let session = try makeSession()
         let summary = try await push(try Fixture.bytes(Self.stream), to: session, flush: true, chunk: 777)
@@ -33,12 +42,7 @@ import VideoCoding
     func aBadOrUnsupportedSPSFailsThePush(_ change: HEVCEdits.SPSChange, _ code: DecodeError.Code) async throws {
         let session = try makeSession()
         let good = try Fixture.bytes(Self.stream)
-        let result = try await upload(HEVCEdits.changingSPS(good, change), to: session, flush: true)
-        guard case .failure(let error) = result else {
-            Issue.record("the push of a refused SPS succeeded: \(result)")
-            return
-        }
-        #expect(error.code == .decoding(code))
+        try await expectRefusal(of: HEVCEdits.changingSPS(good, change), with: code, by: session)
         #expect(session.latestSequence == nil)
         #expect(session.status().lastError?.code == code.rawValue)
         // The session goes on: a good stream decodes.
@@ -56,12 +60,7 @@ import VideoCoding
         let good = try Fixture.bytes(Self.stream)
         _ = try await push(good, to: session, flush: true)
         let latest = try #require(session.latestSequence)
-        let result = try await upload(HEVCEdits.changingSPS(good, change), to: session, flush: true)
-        guard case .failure(let error) = result else {
-            Issue.record("the push of a refused SPS succeeded: \(result)")
-            return
-        }
-        #expect(error.code == .decoding(code))
+        try await expectRefusal(of: HEVCEdits.changingSPS(good, change), with: code, by: session)
         #expect(session.latestSequence == latest)
         #expect(try await picture(session).get().served?.sequence == latest)
     }

@@ -120,9 +120,7 @@ struct OnDemandLifeCycleTests {
     /// requests come within the linger, and go once it passed without one.
     @Test func lingerAndReleaseFollowTheClock() async throws {
         let clock = ManualClock()
-        let configuration = OnDemand.configuration(linger: .seconds(10), clock: clock)
-        let events = SessionEventLog(clock: clock)
-        let registry = SessionRegistry(configuration: configuration, metrics: FrameTapMetrics(), logger: quietLogger, clock: clock, events: events)
+        let (registry, configuration, events) = OnDemand.registryWithEvents(linger: .seconds(10), clock: clock)
         let start = events.newestID
         let session = try registry.openSession(try SessionID("linger")).session
         _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
@@ -249,9 +247,7 @@ struct OnDemandLifeCycleTests {
     /// Starting and stopping the decoder are events (with why); pictures are not.
     @Test func decoderStartAndStopAreEventsPicturesAreNot() async throws {
         let clock = ManualClock()
-        let configuration = OnDemand.configuration(linger: .seconds(1), clock: clock)
-        let events = SessionEventLog(clock: clock)
-        let registry = SessionRegistry(configuration: configuration, metrics: FrameTapMetrics(), logger: quietLogger, clock: clock, events: events)
+        let (registry, _, events) = OnDemand.registryWithEvents(linger: .seconds(1), clock: clock)
         let start = events.newestID
         let session = try registry.openSession(try SessionID("events")).session
         let stream = try Streams.h264BFrames()
@@ -395,6 +391,17 @@ extension OnDemand {
             return code > 0 && stream[code - 1] == 0 ? code - 1 : code
         }
         return nil
+    }
+
+    /// A registry of on-demand sessions on `clock` whose events go to a log the test reads.
+    static func registryWithEvents(
+        linger: Duration, clock: ManualClock
+    ) -> (registry: SessionRegistry, configuration: ServerConfiguration, events: SessionEventLog) {
+        let configuration = configuration(linger: linger, clock: clock)
+        let events = SessionEventLog(clock: clock)
+        let registry = SessionRegistry(
+            configuration: configuration, metrics: FrameTapMetrics(), logger: quietLogger, clock: clock, events: events)
+        return (registry, configuration, events)
     }
 
     static func eventKinds(_ log: SessionEventLog, after cursor: UInt64, session: SessionID) -> [SessionEvent.Kind] {

@@ -155,6 +155,19 @@ import TestSupport
         #expect(session.viewerCount == 0)
     }
 
+    /// Expects `viewer` to have nothing for now and not to be woken a millisecond before `delay`
+    /// has passed on `clock`, then lets it pass; returns the flag the wake-up sets.
+    private func expectWait(_ viewer: Viewer, for delay: Duration, on clock: ManualClock, _ why: Comment) throws -> Flag {
+        let waits = if case .wait = viewer.poll() { true } else { false }
+        try #require(waits, why)
+        let woken = Flag()
+        viewer.notifyWhenReady { woken.set() }
+        clock.advance(by: delay - .milliseconds(1))
+        #expect(woken.count == 0)
+        clock.advance(by: .milliseconds(1))
+        return woken
+    }
+
     /// Takes the viewer's next part, waiting (for an encode) when needed; nil at the end.
     private func nextPart(_ viewer: Viewer) async -> (ServedPicture, repeated: Bool)? {
         while true {
@@ -176,15 +189,7 @@ import TestSupport
         let viewer = try session.subscribe(PictureRequest(), maxFPS: 30)
         let first = try #require(await nextPart(viewer))
         #expect(!first.repeated)
-        guard case .wait = viewer.poll() else {
-            Issue.record("nothing new: the viewer must wait")
-            return
-        }
-        let woken = Flag()
-        viewer.notifyWhenReady { woken.set() }
-        clock.advance(by: .milliseconds(999))
-        #expect(woken.count == 0)
-        clock.advance(by: .milliseconds(1))
+        let woken = try expectWait(viewer, for: .seconds(1), on: clock, "nothing new: the viewer must wait")
         #expect(woken.count == 1)
         guard case .picture(let again, let repeated) = viewer.poll() else {
             Issue.record("expected the repeat")
@@ -203,15 +208,7 @@ import TestSupport
         #expect(await nextPart(viewer) != nil)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         // A newer picture exists, but the next part is due 500 ms after the first.
-        guard case .wait = viewer.poll() else {
-            Issue.record("the fps cap must hold the next part back")
-            return
-        }
-        let woken = Flag()
-        viewer.notifyWhenReady { woken.set() }
-        clock.advance(by: .milliseconds(499))
-        #expect(woken.count == 0)
-        clock.advance(by: .milliseconds(1))
+        _ = try expectWait(viewer, for: .milliseconds(500), on: clock, "the fps cap must hold the next part back")
         let part = try #require(await nextPart(viewer))
         #expect(!part.repeated)
         #expect(part.0.sequence == UInt64(2 * Fixture.baselineFrames))
