@@ -1,6 +1,5 @@
 import Foundation
 import HTTPServer
-import Synchronization
 import TestSupport
 import Testing
 
@@ -28,16 +27,8 @@ import Testing
                 tricklers.append(client)
             }
             // Keep trickling: a byte per connection every 200 ms, which resets any idle timeout.
-            let trickling = Atomic<Bool>(true)
-            let all = tricklers
-            let trickler = Thread {
-                while trickling.load(ordering: .relaxed) {
-                    for client in all { try? client.send("-") }
-                    usleep(200_000)
-                }
-            }
-            trickler.start()
-            defer { trickling.store(false, ordering: .relaxed) }
+            let trickler = Trickler(tricklers, sending: "-", everyMilliseconds: 200)
+            defer { trickler.stop() }
 
             // Another client is served, request after request, while the tricklers hold their
             // slots (a lock-out would leave these unanswered: nothing else would free a slot).
@@ -94,16 +85,8 @@ import Testing
                     attackers.append(client)
                 }
             }
-            let trickling = Atomic<Bool>(true)
-            let all = attackers
-            let trickler = Thread {
-                while trickling.load(ordering: .relaxed) {
-                    for client in all { try? client.send("x") }
-                    usleep(100_000)
-                }
-            }
-            trickler.start()
-            defer { trickling.store(false, ordering: .relaxed) }
+            let trickler = Trickler(attackers, sending: "x", everyMilliseconds: 100)
+            defer { trickler.stop() }
 
             for attempt in 1...12 {
                 let client = try RawClient(port: server.port, source: "127.0.0.7")

@@ -14,6 +14,13 @@ import Testing
         let raw: [UInt8]
         /// The status line expected, or nil for "closed without an answer".
         let status: String?
+
+        /// A GET of `target` with `Host` and then `headers`, each line ending in CRLF.
+        init(name: String, target: String, headers: String = "", status: String?) {
+            self.name = name
+            raw = Array("GET \(target) HTTP/1.1\r\nHost: x\r\n\(headers)\r\n".utf8)
+            self.status = status
+        }
     }
 
     private let floods: [Flood] = [
@@ -21,30 +28,29 @@ import Testing
         // it then neither answers nor reports completed. The server parses the query itself.
         Flood(
             name: "1900 query parameters",
-            raw: Array(("GET /items?" + String(repeating: "a=1&", count: 1900) + " HTTP/1.1\r\nHost: x\r\n\r\n").utf8),
+            target: "/items?" + String(repeating: "a=1&", count: 1900),
             status: "HTTP/1.1 200 OK"),
         // The same behind a NUL: libmicrohttpd still parses the parameters after it.
         Flood(
             name: "parameters after a NUL",
-            raw: Array("GET /items".utf8) + [0]
-                + Array(("?" + String(repeating: "a=1&", count: 1900) + " HTTP/1.1\r\nHost: x\r\n\r\n").utf8),
+            target: "/items\0?" + String(repeating: "a=1&", count: 1900),
             status: nil),
         Flood(
             name: "a 9000-byte target",
-            raw: Array(("GET /items?" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: x\r\n\r\n").utf8),
+            target: "/items?" + String(repeating: "a", count: 9000),
             status: "HTTP/1.1 414 URI Too Long"),
         // libmicrohttpd's own answers, before the server can see the request.
         Flood(
             name: "a 100 KB target",
-            raw: Array(("GET /items?" + String(repeating: "a", count: 100_000) + " HTTP/1.1\r\nHost: x\r\n\r\n").utf8),
+            target: "/items?" + String(repeating: "a", count: 100_000),
             status: "HTTP/1.1 414 URI Too Long"),
         Flood(
             name: "3000 headers",
-            raw: Array(("GET /items HTTP/1.1\r\nHost: x\r\n" + String(repeating: "X-A: 1\r\n", count: 3000) + "\r\n").utf8),
+            target: "/items", headers: String(repeating: "X-A: 1\r\n", count: 3000),
             status: "HTTP/1.1 431 Request Header Fields Too Large"),
         Flood(
             name: "a 60 KB header",
-            raw: Array(("GET /items HTTP/1.1\r\nHost: x\r\nX-A: " + String(repeating: "a", count: 60_000) + "\r\n\r\n").utf8),
+            target: "/items", headers: "X-A: " + String(repeating: "a", count: 60_000) + "\r\n",
             status: "HTTP/1.1 431 Request Header Fields Too Large"),
     ]
 

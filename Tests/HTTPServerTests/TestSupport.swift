@@ -249,3 +249,20 @@ final class TestSink: RequestBodySink {
     /// Whether any body bytes arrived (the upload is under way).
     var hasReceivedBytes: Bool { highestQueued > 0 }
 }
+
+/// Slow clients that hold their connections open: a thread sends `piece` on every one of
+/// them, then sleeps `pause` ms, until `stop()`. A client the server closed is passed over.
+final class Trickler: Sendable {
+    private let running = Atomic<Bool>(true)
+
+    init(_ clients: [RawClient], sending piece: String, everyMilliseconds pause: UInt32) {
+        Thread { [self] in
+            while running.load(ordering: .relaxed) {
+                for client in clients { try? client.send(piece) }
+                usleep(pause * 1000)
+            }
+        }.start()
+    }
+
+    func stop() { running.store(false, ordering: .relaxed) }
+}
