@@ -9,14 +9,15 @@ struct BackendFallbackJSON: Encodable {
     init(_ fallback: BackendFallback) { self.fallback = fallback }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(fallback.reason.rawValue, forKey: .reason)
-        try container.encode(fallback.codec?.rawValue, forKey: .codec)
-        try container.encode(fallback.from.rawValue, forKey: .from)
-        try container.encode(fallback.to.rawValue, forKey: .to)
-        try container.encode(fallback.device?.description, forKey: .device)
-        try container.encode(fallback.message, forKey: .message)
-        try container.encode(fallback.afterFrames, forKey: .afterFrames)
+        try encoder.encodeObject(Key.self, [
+            .reason: fallback.reason.rawValue,
+            .codec: fallback.codec?.rawValue,
+            .from: fallback.from.rawValue,
+            .to: fallback.to.rawValue,
+            .device: fallback.device?.description,
+            .message: fallback.message,
+            .afterFrames: fallback.afterFrames,
+        ])
     }
 
     private enum Key: String, CodingKey { case reason, codec, from, to, device, message, afterFrames }

@@ -9,12 +9,13 @@ public struct HardwareReportJSON: Encodable {
     public init(_ report: HardwareReport) { self.report = report }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(report.libavcodecVersion, forKey: .libavcodecVersion)
-        try container.encode(report.libavcodecVAAPI, forKey: .libavcodecVAAPI)
-        try container.encode(report.vaapiHeaderVersion, forKey: .vaapiHeaderVersion)
-        try container.encode(report.renderNodes.map(RenderNodeJSON.init), forKey: .renderNodes)
-        try container.encode(CUDAReportJSON(report.cuda), forKey: .cuda)
+        try encoder.encodeObject(Key.self, [
+            .libavcodecVersion: report.libavcodecVersion,
+            .libavcodecVAAPI: report.libavcodecVAAPI,
+            .vaapiHeaderVersion: report.vaapiHeaderVersion,
+            .renderNodes: report.renderNodes.map(RenderNodeJSON.init),
+            .cuda: CUDAReportJSON(report.cuda),
+        ])
     }
 
     private enum Key: String, CodingKey { case libavcodecVersion, libavcodecVAAPI, vaapiHeaderVersion, renderNodes, cuda }
@@ -27,15 +28,16 @@ struct RenderNodeJSON: Encodable {
     init(_ node: RenderNodeReport) { self.node = node }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(node.path, forKey: .path)
-        try container.encode(node.vendor, forKey: .vendor)
-        try container.encode(node.vaapiVersion, forKey: .vaapiVersion)
-        try container.encode(node.h264Profiles, forKey: .h264Profiles)
-        try container.encode(node.hevcProfiles, forKey: .hevcProfiles)
-        try container.encode(node.capabilities.map(HardwareCapabilityJSON.init), forKey: .codecs)
-        try container.encode(node.usable, forKey: .usable)
-        try container.encode(node.error, forKey: .error)
+        try encoder.encodeObject(Key.self, [
+            .path: node.path,
+            .vendor: node.vendor,
+            .vaapiVersion: node.vaapiVersion,
+            .h264Profiles: node.h264Profiles,
+            .hevcProfiles: node.hevcProfiles,
+            .codecs: node.capabilities.map(HardwareCapabilityJSON.init),
+            .usable: node.usable,
+            .error: node.error,
+        ])
     }
 
     private enum Key: String, CodingKey { case path, vendor, vaapiVersion, h264Profiles, hevcProfiles, codecs, usable, error }
@@ -50,13 +52,14 @@ struct HardwareCapabilityJSON: Encodable {
     init(_ capability: HardwareCapability) { self.capability = capability }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(capability.codec.rawValue, forKey: .codec)
-        try container.encode(capability.maxBitDepth, forKey: .maxBitDepth)
         let chroma = capability.chromaFormats.sorted().map { ["4:0:0", "4:2:0", "4:2:2", "4:4:4"][$0] }
-        try container.encode(chroma, forKey: .chromaFormats)
-        try container.encode(capability.maxCodedWidth, forKey: .maxCodedWidth)
-        try container.encode(capability.maxCodedHeight, forKey: .maxCodedHeight)
+        try encoder.encodeObject(Key.self, [
+            .codec: capability.codec.rawValue,
+            .maxBitDepth: capability.maxBitDepth,
+            .chromaFormats: chroma,
+            .maxCodedWidth: capability.maxCodedWidth,
+            .maxCodedHeight: capability.maxCodedHeight,
+        ])
     }
 
     private enum Key: String, CodingKey { case codec, maxBitDepth, chromaFormats, maxCodedWidth, maxCodedHeight }
@@ -69,11 +72,12 @@ public struct CUDAReportJSON: Encodable {
     public init(_ report: CUDAReport) { self.report = report }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(report.libavcodecNVDEC, forKey: .libavcodecNVDEC)
-        try container.encode(report.driverVersion, forKey: .driverVersion)
-        try container.encode(report.error, forKey: .error)
-        try container.encode(report.devices.map(CUDADeviceJSON.init), forKey: .devices)
+        try encoder.encodeObject(Key.self, [
+            .libavcodecNVDEC: report.libavcodecNVDEC,
+            .driverVersion: report.driverVersion,
+            .error: report.error,
+            .devices: report.devices.map(CUDADeviceJSON.init),
+        ])
     }
 
     private enum Key: String, CodingKey { case libavcodecNVDEC, driverVersion, error, devices }
@@ -87,15 +91,16 @@ struct CUDADeviceJSON: Encodable {
     init(_ device: CUDADeviceReport) { self.device = device }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(device.device.description, forKey: .device)
-        try container.encode(device.index, forKey: .index)
-        try container.encode(device.name, forKey: .name)
-        try container.encode(device.totalMemoryBytes, forKey: .totalMemoryBytes)
-        try container.encode(device.opened, forKey: .opened)
-        try container.encode(device.capabilities.map(HardwareCapabilityJSON.init), forKey: .codecs)
-        try container.encode(device.usable, forKey: .usable)
-        try container.encode(device.error, forKey: .error)
+        try encoder.encodeObject(Key.self, [
+            .device: device.device.description,
+            .index: device.index,
+            .name: device.name,
+            .totalMemoryBytes: device.totalMemoryBytes,
+            .opened: device.opened,
+            .codecs: device.capabilities.map(HardwareCapabilityJSON.init),
+            .usable: device.usable,
+            .error: device.error,
+        ])
     }
 
     private enum Key: String, CodingKey { case device, index, name, totalMemoryBytes, opened, codecs, usable, error }
@@ -109,14 +114,15 @@ public struct HardwareDeviceUsageJSON: Encodable {
     public init(_ usage: HardwareDeviceUsage) { self.usage = usage }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(usage.device.description, forKey: .device)
-        try container.encode(usage.kind.rawValue, forKey: .kind)
-        try container.encode(usage.name, forKey: .name)
-        try container.encode(usage.state.rawValue, forKey: .state)
-        try container.encode(usage.sessions, forKey: .sessions)
-        try container.encode(usage.error, forKey: .error)
-        try container.encode(usage.retryInSeconds, forKey: .retryInSeconds)
+        try encoder.encodeObject(Key.self, [
+            .device: usage.device.description,
+            .kind: usage.kind.rawValue,
+            .name: usage.name,
+            .state: usage.state.rawValue,
+            .sessions: usage.sessions,
+            .error: usage.error,
+            .retryInSeconds: usage.retryInSeconds,
+        ])
     }
 
     private enum Key: String, CodingKey { case device, kind, name, state, sessions, error, retryInSeconds }

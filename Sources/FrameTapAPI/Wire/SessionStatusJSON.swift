@@ -8,28 +8,29 @@ struct SessionStatusJSON: Encodable {
     init(_ status: SessionStatus) { self.status = status }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(status.id.rawValue, forKey: .id)
-        try container.encode(status.codec?.rawValue, forKey: .codec)
-        try container.encode(status.codecStated, forKey: .codecStated)
-        try container.encode(status.backend.rawValue, forKey: .backend)
-        try container.encode(status.backendReason, forKey: .backendReason)
-        try container.encode(status.device?.description, forKey: .device)
-        try container.encode(status.fallbacks.map(BackendFallbackJSON.init), forKey: .fallbacks)
-        try container.encode(status.decode.rawValue, forKey: .decode)
-        try container.encode(status.decoding, forKey: .decoding)
-        try container.encode(status.decoder.rawValue, forKey: .decoder)
-        try container.encode(status.quality, forKey: .quality)
-        try container.encode(WireJSON.timestamp(status.createdAt), forKey: .createdAt)
-        try container.encode(WireJSON.timestamp(status.lastActivityAt), forKey: .lastActivityAt)
-        try container.encode(status.format.map(StreamFormatJSON.init), forKey: .format)
-        try container.encode(SessionCountersJSON(status.counters, packetsIgnored: status.ignoredPackets), forKey: .counters)
-        try container.encode(status.latestFrame.map(LatestFrameJSON.init), forKey: .latestFrame)
-        try container.encode(status.lastError.map(ErrorRecordJSON.init), forKey: .lastError)
-        try container.encode(status.subscribers, forKey: .subscribers)
-        try container.encode(status.uploading, forKey: .uploading)
-        try container.encode(SessionRatesJSON(status.rates), forKey: .rates)
-        try container.encode(status.source.map(SourceStatusJSON.init), forKey: .source)
+        try encoder.encodeObject(Key.self, [
+            .id: status.id.rawValue,
+            .codec: status.codec?.rawValue,
+            .codecStated: status.codecStated,
+            .backend: status.backend.rawValue,
+            .backendReason: status.backendReason,
+            .device: status.device?.description,
+            .fallbacks: status.fallbacks.map(BackendFallbackJSON.init),
+            .decode: status.decode.rawValue,
+            .decoding: status.decoding,
+            .decoder: status.decoder.rawValue,
+            .quality: status.quality,
+            .createdAt: WireJSON.timestamp(status.createdAt),
+            .lastActivityAt: WireJSON.timestamp(status.lastActivityAt),
+            .format: status.format.map(StreamFormatJSON.init),
+            .counters: SessionCountersJSON(status.counters, packetsIgnored: status.ignoredPackets),
+            .latestFrame: status.latestFrame.map(LatestFrameJSON.init),
+            .lastError: status.lastError.map(ErrorRecordJSON.init),
+            .subscribers: status.subscribers,
+            .uploading: status.uploading,
+            .rates: SessionRatesJSON(status.rates),
+            .source: status.source.map(SourceStatusJSON.init),
+        ])
     }
 
     private enum Key: String, CodingKey {
@@ -47,8 +48,9 @@ struct SessionListJSON: Encodable {
     init(_ list: SessionList) { sessions = list.sessions }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(sessions.map(SessionStatusJSON.init), forKey: .sessions)
+        try encoder.encodeObject(Key.self, [
+            .sessions: sessions.map(SessionStatusJSON.init),
+        ])
     }
 
     private enum Key: String, CodingKey { case sessions }
@@ -66,19 +68,20 @@ struct SessionCountersJSON: Encodable {
     }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(counters.bytes, forKey: .bytes)
-        try container.encode(counters.nalUnits, forKey: .nalUnits)
-        try container.encode(counters.accessUnits, forKey: .accessUnits)
-        try container.encode(counters.framesDecoded, forKey: .framesDecoded)
-        try container.encode(counters.framesDroppedBeforeKeyframe, forKey: .framesDroppedBeforeKeyframe)
-        try container.encode(counters.framesSkippedLeading, forKey: .framesSkippedLeading)
-        try container.encode(counters.framesRejectedTooLarge, forKey: .framesRejectedTooLarge)
-        try container.encode(counters.framesSkippedNotKeyframe, forKey: .framesSkippedNotKeyframe)
-        try container.encode(counters.unitsOutsideBaseLayer, forKey: .unitsOutsideBaseLayer)
-        try container.encode(counters.decodeErrors, forKey: .decodeErrors)
-        try container.encode(counters.uploadsAborted, forKey: .uploadsAborted)
-        try container.encode(packetsIgnored, forKey: .packetsIgnored)
+        try encoder.encodeObject(Key.self, [
+            .bytes: counters.bytes,
+            .nalUnits: counters.nalUnits,
+            .accessUnits: counters.accessUnits,
+            .framesDecoded: counters.framesDecoded,
+            .framesDroppedBeforeKeyframe: counters.framesDroppedBeforeKeyframe,
+            .framesSkippedLeading: counters.framesSkippedLeading,
+            .framesRejectedTooLarge: counters.framesRejectedTooLarge,
+            .framesSkippedNotKeyframe: counters.framesSkippedNotKeyframe,
+            .unitsOutsideBaseLayer: counters.unitsOutsideBaseLayer,
+            .decodeErrors: counters.decodeErrors,
+            .uploadsAborted: counters.uploadsAborted,
+            .packetsIgnored: packetsIgnored,
+        ])
     }
 
     private enum Key: String, CodingKey {
@@ -95,13 +98,14 @@ struct LatestFrameJSON: Encodable {
     init(_ frame: LatestFrameInfo) { self.frame = frame }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(frame.seq, forKey: .seq)
-        try container.encode(frame.pts, forKey: .pts)
-        try container.encode(frame.keyframe, forKey: .keyframe)
-        try container.encode(frame.width, forKey: .width)
-        try container.encode(frame.height, forKey: .height)
-        try container.encode(frame.ageMs, forKey: .ageMs)
+        try encoder.encodeObject(Key.self, [
+            .seq: frame.seq,
+            .pts: frame.pts,
+            .keyframe: frame.keyframe,
+            .width: frame.width,
+            .height: frame.height,
+            .ageMs: frame.ageMs,
+        ])
     }
 
     private enum Key: String, CodingKey { case seq, pts, keyframe, width, height, ageMs }
@@ -114,10 +118,11 @@ struct ErrorRecordJSON: Encodable {
     init(_ record: ErrorRecord) { self.record = record }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(record.code, forKey: .code)
-        try container.encode(record.message, forKey: .message)
-        try container.encode(WireJSON.timestamp(record.at), forKey: .at)
+        try encoder.encodeObject(Key.self, [
+            .code: record.code,
+            .message: record.message,
+            .at: WireJSON.timestamp(record.at),
+        ])
     }
 
     private enum Key: String, CodingKey { case code, message, at }
@@ -129,10 +134,11 @@ struct SessionRatesJSON: Encodable {
     init(_ rates: SessionRates) { self.rates = rates }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(rates.picturesPerSecond, forKey: .picturesPerSecond)
-        try container.encode(rates.bitsPerSecond, forKey: .bitsPerSecond)
-        try container.encode(rates.windowSeconds, forKey: .windowSeconds)
+        try encoder.encodeObject(Key.self, [
+            .picturesPerSecond: rates.picturesPerSecond,
+            .bitsPerSecond: rates.bitsPerSecond,
+            .windowSeconds: rates.windowSeconds,
+        ])
     }
 
     private enum Key: String, CodingKey { case picturesPerSecond, bitsPerSecond, windowSeconds }
@@ -145,15 +151,16 @@ struct SourceStatusJSON: Encodable {
     init(_ source: SourceStatus) { self.source = source }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(source.url, forKey: .url)
-        try container.encode(source.transport?.rawValue, forKey: .transport)
-        try container.encode(source.state.rawValue, forKey: .state)
-        try container.encode(source.format, forKey: .format)
-        try container.encode(source.lastError.map(ErrorRecordJSON.init), forKey: .lastError)
-        try container.encode(source.reconnects, forKey: .reconnects)
-        try container.encode(source.connectedAt.map(WireJSON.timestamp), forKey: .connectedAt)
-        try container.encode(source.nextAttemptAt.map(WireJSON.timestamp), forKey: .nextAttemptAt)
+        try encoder.encodeObject(Key.self, [
+            .url: source.url,
+            .transport: source.transport?.rawValue,
+            .state: source.state.rawValue,
+            .format: source.format,
+            .lastError: source.lastError.map(ErrorRecordJSON.init),
+            .reconnects: source.reconnects,
+            .connectedAt: source.connectedAt.map(WireJSON.timestamp),
+            .nextAttemptAt: source.nextAttemptAt.map(WireJSON.timestamp),
+        ])
     }
 
     private enum Key: String, CodingKey {

@@ -5,18 +5,19 @@ struct SystemInfoJSON: Encodable {
     init(_ info: SystemInfo) { self.info = info }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(info.version, forKey: .version)
-        try container.encode(info.libavcodec, forKey: .libavcodec)
-        try container.encode(info.backendDefault, forKey: .backendDefault)
-        try container.encode(info.decoderThreads, forKey: .decoderThreads)
-        try container.encode(info.vaapiAvailable, forKey: .vaapiAvailable)
-        try container.encode(info.cudaAvailable, forKey: .cudaAvailable)
-        try container.encode(HardwareReportJSON(info.hardware), forKey: .hardware)
-        try container.encode(info.devices.map(HardwareDeviceUsageJSON.init), forKey: .devices)
-        try container.encode(LimitsJSON(info.limits), forKey: .limits)
-        try container.encode(info.activeSessions, forKey: .activeSessions)
-        try container.encode(DecoderMemoryJSON(info.decoderMemory), forKey: .decoderMemory)
+        try encoder.encodeObject(Key.self, [
+            .version: info.version,
+            .libavcodec: info.libavcodec,
+            .backendDefault: info.backendDefault,
+            .decoderThreads: info.decoderThreads,
+            .vaapiAvailable: info.vaapiAvailable,
+            .cudaAvailable: info.cudaAvailable,
+            .hardware: HardwareReportJSON(info.hardware),
+            .devices: info.devices.map(HardwareDeviceUsageJSON.init),
+            .limits: LimitsJSON(info.limits),
+            .activeSessions: info.activeSessions,
+            .decoderMemory: DecoderMemoryJSON(info.decoderMemory),
+        ])
     }
 
     private enum Key: String, CodingKey {
@@ -30,11 +31,12 @@ struct SystemInfoJSON: Encodable {
         init(_ usage: SystemInfo.DecoderMemoryUsage) { self.usage = usage }
 
         func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: Key.self)
-            try container.encode(usage.limitBytes, forKey: .limitBytes)
-            try container.encode(usage.usedBytes, forKey: .usedBytes)
-            try container.encode(usage.decoders, forKey: .decoders)
-            try container.encode(usage.refusals, forKey: .refusals)
+            try encoder.encodeObject(Key.self, [
+                .limitBytes: usage.limitBytes,
+                .usedBytes: usage.usedBytes,
+                .decoders: usage.decoders,
+                .refusals: usage.refusals,
+            ])
         }
 
         private enum Key: String, CodingKey { case limitBytes, usedBytes, decoders, refusals }
@@ -46,17 +48,18 @@ struct SystemInfoJSON: Encodable {
         init(_ limits: SystemInfo.Limits) { self.limits = limits }
 
         func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: Key.self)
-            try container.encode(limits.maxSessions, forKey: .maxSessions)
-            try container.encode(limits.maxBodyBytes, forKey: .maxBodyBytes)
-            try container.encode(limits.maxSpoolBytes, forKey: .maxSpoolBytes)
-            try container.encode(limits.maxSpoolTotalBytes, forKey: .maxSpoolTotalBytes)
-            try container.encode(limits.maxNALBytes, forKey: .maxNalBytes)
-            try container.encode(limits.maxPictureWidth, forKey: .maxPictureWidth)
-            try container.encode(limits.maxPictureHeight, forKey: .maxPictureHeight)
-            try container.encode(limits.maxPicturePixels, forKey: .maxPicturePixels)
-            try container.encode(limits.sessionIdleTimeoutSeconds, forKey: .sessionIdleTimeoutSeconds)
-            try container.encode(limits.maxWaitMilliseconds, forKey: .maxWaitMilliseconds)
+            try encoder.encodeObject(Key.self, [
+                .maxSessions: limits.maxSessions,
+                .maxBodyBytes: limits.maxBodyBytes,
+                .maxSpoolBytes: limits.maxSpoolBytes,
+                .maxSpoolTotalBytes: limits.maxSpoolTotalBytes,
+                .maxNalBytes: limits.maxNALBytes,
+                .maxPictureWidth: limits.maxPictureWidth,
+                .maxPictureHeight: limits.maxPictureHeight,
+                .maxPicturePixels: limits.maxPicturePixels,
+                .sessionIdleTimeoutSeconds: limits.sessionIdleTimeoutSeconds,
+                .maxWaitMilliseconds: limits.maxWaitMilliseconds,
+            ])
         }
 
         private enum Key: String, CodingKey {

@@ -8,16 +8,17 @@ struct UploadSummaryJSON: Encodable {
     init(_ summary: UploadSummary) { self.summary = summary }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(summary.session.rawValue, forKey: .session)
-        try container.encode(summary.bytes, forKey: .bytes)
-        try container.encode(summary.nalUnits, forKey: .nalUnits)
-        try container.encode(summary.frames, forKey: .frames)
-        try container.encode(summary.latestSeq, forKey: .latestSeq)
-        try container.encode(summary.format.map(StreamFormatJSON.init), forKey: .format)
-        try container.encode(summary.decodeErrors, forKey: .decodeErrors)
-        try container.encode(summary.error.map(ErrorRecordJSON.init), forKey: .error)
-        try container.encode(summary.flushed, forKey: .flushed)
+        try encoder.encodeObject(Key.self, [
+            .session: summary.session.rawValue,
+            .bytes: summary.bytes,
+            .nalUnits: summary.nalUnits,
+            .frames: summary.frames,
+            .latestSeq: summary.latestSeq,
+            .format: summary.format.map(StreamFormatJSON.init),
+            .decodeErrors: summary.decodeErrors,
+            .error: summary.error.map(ErrorRecordJSON.init),
+            .flushed: summary.flushed,
+        ])
     }
 
     private enum Key: String, CodingKey {

@@ -34,3 +34,14 @@ public enum WireJSON {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 }
+
+extension Encoder {
+    /// Writes a published object whose members are always there: each with `encode`, never
+    /// `encodeIfPresent`, so a nil value comes out as an explicit `null` (openapi.yaml lists
+    /// them as required and nullable). A mirror that leaves members out, or nests a container,
+    /// writes its own container instead.
+    func encodeObject<Key: CodingKey>(_: Key.Type, _ members: KeyValuePairs<Key, any Encodable>) throws {
+        var container = container(keyedBy: Key.self)
+        for (key, value) in members { try container.encode(value, forKey: key) }
+    }
+}
