@@ -79,10 +79,6 @@ struct H265Describer: CodecDescriber {
 
     static func describe(_ vps: H265.VideoParameterSet, at offset: Int) -> ParameterSetDescription {
         let ptl = vps.profileTierLevel
-        var frameRate: Double?
-        if let ticks = vps.numUnitsInTick, let scale = vps.timeScale, ticks > 0, scale > 0 {
-            frameRate = Double(scale) / Double(ticks)
-        }
         var summary = [
             ptl.profileName, "\(ptl.tierName) tier", "level \(ptl.levelName)", "\(vps.maxLayers) layer(s)",
             "\(vps.maxSubLayers) sub-layer(s)",
@@ -93,7 +89,7 @@ struct H265Describer: CodecDescriber {
             KeyedFact("levelIdc", .integer(ptl.levelIdc)), KeyedFact("maxLayers", .integer(vps.maxLayers)),
             KeyedFact("maxSubLayers", .integer(vps.maxSubLayers)),
         ]
-        if let frameRate {
+        if let frameRate = vps.frameRate {
             summary.append("\(fixed(frameRate, 3)) fps")
             fields.append(KeyedFact("frameRate", .number(frameRate)))
         }

@@ -89,7 +89,6 @@ public struct VUIParameters: Sendable, Equatable {
     /// Frames per second for frame-coded content: time_scale / (2 * num_units_in_tick), since a
     /// tick is one field period (§E.2.1, equation C-1 with DeltaTfiDivisor 2 for a frame).
     public var frameRate: Double? {
-        guard let ticks = numUnitsInTick, let scale = timeScale, ticks > 0, scale > 0 else { return nil }
-        return Double(scale) / (2 * Double(ticks))
+        TimingInfo.tickRate(numUnitsInTick: numUnitsInTick, timeScale: timeScale).map { $0 / 2 }
     }
 }

@@ -6,10 +6,7 @@ extension StreamFormat {
     public init(sps: SequenceParameterSet, vps: VideoParameterSet? = nil) {
         let rect = sps.cropRect
         let vui = sps.vui ?? VUIParameters()
-        var frameRate = vui.frameRate
-        if let ticks = vps?.numUnitsInTick, let scale = vps?.timeScale, ticks > 0, scale > 0 {
-            frameRate = Double(scale) / Double(ticks)
-        }
+        let frameRate = vps?.frameRate ?? vui.frameRate
         self.init(
             codec: .h265, codedWidth: sps.codedWidth, codedHeight: sps.codedHeight,
             crop: Crop(

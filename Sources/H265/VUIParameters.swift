@@ -64,10 +64,7 @@ public struct VUIParameters: Sendable, Equatable {
     }
 
     /// Pictures per second: time_scale / num_units_in_tick (§E.3.1: one tick per picture).
-    public var frameRate: Double? {
-        guard let ticks = numUnitsInTick, let scale = timeScale, ticks > 0, scale > 0 else { return nil }
-        return Double(scale) / Double(ticks)
-    }
+    public var frameRate: Double? { TimingInfo.tickRate(numUnitsInTick: numUnitsInTick, timeScale: timeScale) }
 }
 
 /// hrd_parameters() (§E.2.2), walked over: FrameTap has no use for its values, only for where

@@ -146,3 +146,13 @@ public enum ColourDescription {
         }
     }
 }
+
+/// The timing info of a VUI, and of an H.265 VPS (§E.2.1 in both codecs).
+public enum TimingInfo {
+    /// Ticks per second: time_scale / num_units_in_tick; nil when the timing is absent or
+    /// either value is 0. A tick is a field period in H.264, a picture in H.265.
+    public static func tickRate(numUnitsInTick: UInt32?, timeScale: UInt32?) -> Double? {
+        guard let ticks = numUnitsInTick, let scale = timeScale, ticks > 0, scale > 0 else { return nil }
+        return Double(scale) / Double(ticks)
+    }
+}
