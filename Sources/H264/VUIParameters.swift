@@ -3,10 +3,8 @@ import VideoCoding
 /// Video usability information (Annex E.1.1). Fields that are absent keep the values the spec
 /// infers for them (unspecified colour description, limited range, video_format 5).
 ///
-/// Its start, shared with H.265, is `display`; its fields read as this type's own
-/// (`vui.videoFullRange`).
-@dynamicMemberLookup
-public struct VUIParameters: Sendable, Equatable {
+/// Its start, shared with H.265, is `display` (see `CodecVUI`).
+public struct VUIParameters: Sendable, Equatable, CodecVUI {
     public struct HRDParameters: Sendable, Equatable {
         public struct CPB: Sendable, Equatable {
             public var bitRateValueMinus1: UInt32
@@ -58,11 +56,6 @@ public struct VUIParameters: Sendable, Equatable {
     public var maxDecFrameBuffering: Int?
 
     public init() {}
-
-    public subscript<Value>(dynamicMember field: WritableKeyPath<VUIDisplayParameters, Value>) -> Value {
-        get { display[keyPath: field] }
-        set { display[keyPath: field] = newValue }
-    }
 
     init(reader: inout BitReader) throws(BitstreamError) {
         display = try VUIDisplayParameters(reader: &reader)

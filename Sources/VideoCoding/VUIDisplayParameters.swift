@@ -48,6 +48,20 @@ public struct VUIDisplayParameters: Sendable, Equatable {
     }
 }
 
+/// A codec's whole VUI, whose start is `display`: the fields of `display` read as the VUI's
+/// own (`vui.videoFullRange`).
+@dynamicMemberLookup
+public protocol CodecVUI {
+    var display: VUIDisplayParameters { get set }
+}
+
+extension CodecVUI {
+    public subscript<Value>(dynamicMember field: WritableKeyPath<VUIDisplayParameters, Value>) -> Value {
+        get { display[keyPath: field] }
+        set { display[keyPath: field] = newValue }
+    }
+}
+
 /// The shape of a sample (Table E-1, the same in H.264 and H.265).
 public struct SampleAspectRatio: Sendable, Equatable, Hashable {
     public var width: Int
