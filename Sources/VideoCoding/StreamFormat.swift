@@ -98,14 +98,9 @@ public struct PictureRect: Sendable, Equatable {
     public var y: Int
     public var width: Int
     public var height: Int
+}
 
-    public init(x: Int, y: Int, width: Int, height: Int) {
-        self.x = x
-        self.y = y
-        self.width = width
-        self.height = height
-    }
-
+extension PictureRect {
     /// The visible part of a decoded picture: what `crop` (an SPS's cropping or conformance
     /// window, nil when it has none) leaves, its offsets counted in units of `unitWidth` by
     /// `unitHeight` luma samples. A window that leaves nothing is ignored, as decoders do.
