@@ -17,7 +17,8 @@ struct H264Describer: CodecDescriber {
             NALUnitDescription(
                 offset: nal.streamOffset, size: nal.bytes.count, type: Int(nal.type.rawValue), name: nal.type.name,
                 header: [Int(nal.refIdc)]))
-        describeParameterSet(nal, into: &description)
+        let described = Result { () throws(BitstreamError) in try Self.describeParameterSet(nal) }
+        description.record(described, bytes: nal.bytes, at: nal.streamOffset, newest: &newest)
         assembler.push(nal) { Self.record($0, into: &description) }
     }
 
@@ -42,20 +43,12 @@ struct H264Describer: CodecDescriber {
         description.recordAccessUnit(hasPicture: unit.hasPicture, keyframe: kind, offset: unit.streamOffset)
     }
 
-    private mutating func describeParameterSet(_ nal: H264.NALUnit, into description: inout StreamDescription) {
-        do {
-            switch nal.type {
-            case .sps:
-                let sps = try H264.SequenceParameterSet(nal: nal)
-                description.record(Self.describe(sps, at: nal.streamOffset), bytes: nal.bytes, newest: &newest)
-            case .pps:
-                let pps = try H264.PictureParameterSet(nal: nal)
-                description.record(Self.describe(pps, at: nal.streamOffset), bytes: nal.bytes, newest: &newest)
-            default:
-                break
-            }
-        } catch {
-            description.record(error, at: nal.streamOffset)
+    /// The description of a parameter set unit; nil for other units.
+    private static func describeParameterSet(_ nal: H264.NALUnit) throws(BitstreamError) -> ParameterSetDescription? {
+        switch nal.type {
+        case .sps: describe(try H264.SequenceParameterSet(nal: nal), at: nal.streamOffset)
+        case .pps: describe(try H264.PictureParameterSet(nal: nal), at: nal.streamOffset)
+        default: nil
         }
     }
 

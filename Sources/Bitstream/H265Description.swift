@@ -27,7 +27,10 @@ struct H265Describer: CodecDescriber {
             return
         }
         // Parameter sets of other layers have syntax of their own (and libavcodec ignores them).
-        if nal.layerId == 0 { describeParameterSet(nal, into: &description) }
+        if nal.layerId == 0 {
+            let described = Result { () throws(BitstreamError) in try describeParameterSet(nal) }
+            description.record(described, bytes: nal.bytes, at: nal.streamOffset, newest: &newest)
+        }
         assembler.push(nal) { Self.record($0, into: &description) }
     }
 
@@ -55,34 +58,25 @@ struct H265Describer: CodecDescriber {
         description.recordAccessUnit(hasPicture: unit.hasPicture, keyframe: kind, offset: unit.streamOffset)
     }
 
-    private mutating func describeParameterSet(_ nal: H265.NALUnit, into description: inout StreamDescription) {
-        do {
-            switch nal.type {
-            case .vps:
-                let vps = try H265.VideoParameterSet(nal: nal)
-                videoParameterSets[vps.id] = vps
-                description.record(Self.describe(vps, at: nal.streamOffset), bytes: nal.bytes, newest: &newest)
-            case .sps:
-                let sps = try H265.SequenceParameterSet(nal: nal)
-                let set = Self.describe(sps, vps: videoParameterSets[sps.vpsId], at: nal.streamOffset)
-                description.record(set, bytes: nal.bytes, newest: &newest)
-            case .pps:
-                let pps = try H265.PictureParameterSet(nal: nal)
-                description.record(Self.describe(pps, at: nal.streamOffset), bytes: nal.bytes, newest: &newest)
-            default:
-                break
-            }
-        } catch {
-            description.record(error, at: nal.streamOffset)
+    /// The description of a parameter set unit; nil for other units.
+    private mutating func describeParameterSet(_ nal: H265.NALUnit) throws(BitstreamError) -> ParameterSetDescription? {
+        switch nal.type {
+        case .vps:
+            let vps = try H265.VideoParameterSet(nal: nal)
+            videoParameterSets[vps.id] = vps
+            return Self.describe(vps, at: nal.streamOffset)
+        case .sps:
+            let sps = try H265.SequenceParameterSet(nal: nal)
+            return Self.describe(sps, vps: videoParameterSets[sps.vpsId], at: nal.streamOffset)
+        case .pps:
+            return Self.describe(try H265.PictureParameterSet(nal: nal), at: nal.streamOffset)
+        default:
+            return nil
         }
     }
 
     static func describe(_ vps: H265.VideoParameterSet, at offset: Int) -> ParameterSetDescription {
         let ptl = vps.profileTierLevel
-        var frameRate: Double?
-        if let ticks = vps.numUnitsInTick, let scale = vps.timeScale, ticks > 0, scale > 0 {
-            frameRate = Double(scale) / Double(ticks)
-        }
         var summary = [
             ptl.profileName, "\(ptl.tierName) tier", "level \(ptl.levelName)", "\(vps.maxLayers) layer(s)",
             "\(vps.maxSubLayers) sub-layer(s)",
@@ -93,7 +87,7 @@ struct H265Describer: CodecDescriber {
             KeyedFact("levelIdc", .integer(ptl.levelIdc)), KeyedFact("maxLayers", .integer(vps.maxLayers)),
             KeyedFact("maxSubLayers", .integer(vps.maxSubLayers)),
         ]
-        if let frameRate {
+        if let frameRate = vps.frameRate {
             summary.append("\(fixed(frameRate, 3)) fps")
             fields.append(KeyedFact("frameRate", .number(frameRate)))
         }

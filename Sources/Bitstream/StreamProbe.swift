@@ -188,6 +188,19 @@ extension StreamDescription {
         parameterSets.append(set)
     }
 
+    /// Records what reading a unit as a parameter set gave: its description (none when the unit
+    /// is no parameter set), or why it could not be read.
+    mutating func record(
+        _ described: Result<ParameterSetDescription?, BitstreamError>, bytes: [UInt8], at offset: Int,
+        newest: inout [ParameterSetKey: (bytes: [UInt8], record: Int)]
+    ) {
+        switch described {
+        case .success(let set?): record(set, bytes: bytes, newest: &newest)
+        case .success(nil): break
+        case .failure(let error): record(error, at: offset)
+        }
+    }
+
     /// Counts an access unit; one with a picture that decoding can start from is a keyframe of `kind`.
     mutating func recordAccessUnit(hasPicture: Bool, keyframe kind: String?, offset: Int) {
         defer { accessUnits += 1 }

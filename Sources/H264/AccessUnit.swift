@@ -7,7 +7,7 @@ import VideoCoding
 /// §7.4.1.2.4 separates them by bottom_field_flag). libavcodec accepts the fields as separate
 /// packets and outputs one frame for the pair, so a consumer counting "frames out per AU in"
 /// sees one frame for two field AUs; `isField` tells them apart.
-public struct AccessUnit: Sendable {
+public struct AccessUnit: Sendable, NALUnitSequence {
     public var nalUnits: [NALUnit]
     /// Contains an IDR slice.
     public var isIDR: Bool
@@ -44,12 +44,6 @@ public struct AccessUnit: Sendable {
         hasPicture = nalUnits.contains { $0.type.isVCL }
         streamOffset = nalUnits.first?.streamOffset ?? 0
     }
-
-    /// Payload bytes (NAL units without start codes).
-    public var byteCount: Int { nalUnits.payloadByteCount }
-
-    /// The NAL units joined with four-byte start codes (00 00 00 01).
-    public func annexB() -> [UInt8] { nalUnits.annexB() }
 }
 
 /// Groups NAL units into access units (§7.4.1.2.3) as they arrive, and tracks the parameter

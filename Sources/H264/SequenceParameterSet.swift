@@ -33,12 +33,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     /// Cropping offsets as coded, in crop units (§7.4.2.1.1), not luma samples.
     public typealias FrameCropping = EdgeOffsets
 
-    public struct Rect: Sendable, Equatable {
-        public var x: Int
-        public var y: Int
-        public var width: Int
-        public var height: Int
-    }
+    public typealias Rect = PictureRect
 
     public var profileIdc: UInt8
     public var constraintFlags: ConstraintFlags
@@ -169,13 +164,8 @@ public struct SequenceParameterSet: Sendable, Equatable {
     /// The visible part of the decoded picture in luma samples. A cropping window that leaves
     /// nothing is ignored, as decoders do.
     public var cropRect: Rect {
-        let full = Rect(x: 0, y: 0, width: codedWidth, height: codedHeight)
-        guard let crop = frameCropping else { return full }
         let unit = cropUnit
-        let width = codedWidth - unit.x * (crop.left + crop.right)
-        let height = codedHeight - unit.y * (crop.top + crop.bottom)
-        guard width > 0, height > 0 else { return full }
-        return Rect(x: unit.x * crop.left, y: unit.y * crop.top, width: width, height: height)
+        return Rect(codedWidth: codedWidth, codedHeight: codedHeight, crop: frameCropping, unitWidth: unit.x, unitHeight: unit.y)
     }
 
     public var displayWidth: Int { cropRect.width }

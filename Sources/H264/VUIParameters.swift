@@ -3,10 +3,8 @@ import VideoCoding
 /// Video usability information (Annex E.1.1). Fields that are absent keep the values the spec
 /// infers for them (unspecified colour description, limited range, video_format 5).
 ///
-/// Its start, shared with H.265, is `display`; its fields read as this type's own
-/// (`vui.videoFullRange`).
-@dynamicMemberLookup
-public struct VUIParameters: Sendable, Equatable {
+/// Its start, shared with H.265, is `display` (see `CodecVUI`).
+public struct VUIParameters: Sendable, Equatable, CodecVUI {
     public struct HRDParameters: Sendable, Equatable {
         public struct CPB: Sendable, Equatable {
             public var bitRateValueMinus1: UInt32
@@ -59,11 +57,6 @@ public struct VUIParameters: Sendable, Equatable {
 
     public init() {}
 
-    public subscript<Value>(dynamicMember field: WritableKeyPath<VUIDisplayParameters, Value>) -> Value {
-        get { display[keyPath: field] }
-        set { display[keyPath: field] = newValue }
-    }
-
     init(reader: inout BitReader) throws(BitstreamError) {
         display = try VUIDisplayParameters(reader: &reader)
         if try reader.readFlag() {
@@ -89,7 +82,6 @@ public struct VUIParameters: Sendable, Equatable {
     /// Frames per second for frame-coded content: time_scale / (2 * num_units_in_tick), since a
     /// tick is one field period (§E.2.1, equation C-1 with DeltaTfiDivisor 2 for a frame).
     public var frameRate: Double? {
-        guard let ticks = numUnitsInTick, let scale = timeScale, ticks > 0, scale > 0 else { return nil }
-        return Double(scale) / (2 * Double(ticks))
+        TimingInfo.tickRate(numUnitsInTick: numUnitsInTick, timeScale: timeScale).map { $0 / 2 }
     }
 }

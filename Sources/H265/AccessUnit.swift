@@ -2,7 +2,7 @@ import VideoCoding
 
 /// One access unit (§7.4.2.4.4) of the base layer: the NAL units of one coded picture plus the
 /// non-VCL units that belong to it. This is what a decoder is fed as one packet.
-public struct AccessUnit: Sendable {
+public struct AccessUnit: Sendable, NALUnitSequence {
     public var nalUnits: [NALUnit]
     /// Holds at least one slice segment.
     public var hasPicture: Bool
@@ -48,12 +48,6 @@ public struct AccessUnit: Sendable {
     /// The PPS and SPS its picture uses, when known.
     public var pps: PictureParameterSet? { ppsId.flatMap { parameterSets.pps[$0] } }
     public var sps: SequenceParameterSet? { spsId.flatMap { parameterSets.sps[$0] } }
-
-    /// Payload bytes (NAL units without start codes).
-    public var byteCount: Int { nalUnits.payloadByteCount }
-
-    /// The NAL units joined with four-byte start codes (00 00 00 01).
-    public func annexB() -> [UInt8] { nalUnits.annexB() }
 }
 
 /// Groups NAL units into access units (§7.4.2.4.4) as they arrive, and tracks the parameter

@@ -6,13 +6,7 @@ public struct SequenceParameterSet: Sendable, Equatable {
     /// Offsets of a window as coded: in units of SubWidthC and SubHeightC luma samples.
     public typealias Window = EdgeOffsets
 
-    /// A rectangle in luma samples.
-    public struct Rect: Sendable, Equatable {
-        public var x: Int
-        public var y: Int
-        public var width: Int
-        public var height: Int
-    }
+    public typealias Rect = PictureRect
 
     /// pcm_sample_bit_depth_*_minus1 + 1 and the PCM coding block sizes, when PCM is enabled.
     public struct PCM: Sendable, Equatable {
@@ -177,13 +171,10 @@ public struct SequenceParameterSet: Sendable, Equatable {
     /// The visible part of the decoded picture in luma samples (the conformance window). A
     /// window that leaves nothing is ignored, as libavcodec does.
     public var cropRect: Rect {
-        let full = Rect(x: 0, y: 0, width: codedWidth, height: codedHeight)
-        guard let window = conformanceWindow else { return full }
         let unit = chromaSubsampling
-        let width = codedWidth - unit.width * (window.left + window.right)
-        let height = codedHeight - unit.height * (window.top + window.bottom)
-        guard width > 0, height > 0 else { return full }
-        return Rect(x: unit.width * window.left, y: unit.height * window.top, width: width, height: height)
+        return Rect(
+            codedWidth: codedWidth, codedHeight: codedHeight, crop: conformanceWindow, unitWidth: unit.width,
+            unitHeight: unit.height)
     }
 
     public var displayWidth: Int { cropRect.width }

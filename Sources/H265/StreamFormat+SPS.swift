@@ -4,17 +4,11 @@ extension StreamFormat {
     /// The format an H.265 SPS describes. `vps` (the SPS's) supplies the frame rate when the
     /// VUI has no timing: libavcodec takes the VPS's timing first, and x265 writes both.
     public init(sps: SequenceParameterSet, vps: VideoParameterSet? = nil) {
-        let rect = sps.cropRect
         let vui = sps.vui ?? VUIParameters()
-        var frameRate = vui.frameRate
-        if let ticks = vps?.numUnitsInTick, let scale = vps?.timeScale, ticks > 0, scale > 0 {
-            frameRate = Double(scale) / Double(ticks)
-        }
+        let frameRate = vps?.frameRate ?? vui.frameRate
         self.init(
             codec: .h265, codedWidth: sps.codedWidth, codedHeight: sps.codedHeight,
-            crop: Crop(
-                left: rect.x, right: sps.codedWidth - rect.x - rect.width,
-                top: rect.y, bottom: sps.codedHeight - rect.y - rect.height),
+            crop: sps.cropRect.edgeOffsets(codedWidth: sps.codedWidth, codedHeight: sps.codedHeight),
             profile: sps.profileName, profileIdc: sps.profileTierLevel.effectiveProfileIdc, tier: sps.tierName,
             level: sps.levelName, chromaFormatIdc: sps.chromaFormatIdc, bitDepth: sps.bitDepthLuma,
             bitDepthChroma: sps.bitDepthChroma, interlaced: vui.fieldSeq, frameRate: frameRate, display: vui.display)

@@ -3,10 +3,8 @@ import VideoCoding
 /// Video usability information (Annex E.2.1). Fields that are absent keep the values the spec
 /// infers for them.
 ///
-/// Its start, shared with H.264, is `display`; its fields read as this type's own
-/// (`vui.videoFullRange`).
-@dynamicMemberLookup
-public struct VUIParameters: Sendable, Equatable {
+/// Its start, shared with H.264, is `display` (see `CodecVUI`).
+public struct VUIParameters: Sendable, Equatable, CodecVUI {
     /// Aspect ratio, overscan, video signal type and chroma location.
     public var display = VUIDisplayParameters()
     public var neutralChromaIndication = false
@@ -28,11 +26,6 @@ public struct VUIParameters: Sendable, Equatable {
     public var minSpatialSegmentationIdc: Int?
 
     public init() {}
-
-    public subscript<Value>(dynamicMember field: WritableKeyPath<VUIDisplayParameters, Value>) -> Value {
-        get { display[keyPath: field] }
-        set { display[keyPath: field] = newValue }
-    }
 
     init(reader: inout BitReader, maxSubLayersMinus1: Int) throws(BitstreamError) {
         display = try VUIDisplayParameters(reader: &reader)
@@ -64,10 +57,7 @@ public struct VUIParameters: Sendable, Equatable {
     }
 
     /// Pictures per second: time_scale / num_units_in_tick (§E.3.1: one tick per picture).
-    public var frameRate: Double? {
-        guard let ticks = numUnitsInTick, let scale = timeScale, ticks > 0, scale > 0 else { return nil }
-        return Double(scale) / Double(ticks)
-    }
+    public var frameRate: Double? { TimingInfo.tickRate(numUnitsInTick: numUnitsInTick, timeScale: timeScale) }
 }
 
 /// hrd_parameters() (§E.2.2), walked over: FrameTap has no use for its values, only for where

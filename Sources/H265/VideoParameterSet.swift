@@ -22,6 +22,9 @@ public struct VideoParameterSet: Sendable, Equatable {
     public var numUnitsInTick: UInt32?
     public var timeScale: UInt32?
 
+    /// Pictures per second from the timing, as in the VUI (one tick per picture).
+    public var frameRate: Double? { TimingInfo.tickRate(numUnitsInTick: numUnitsInTick, timeScale: timeScale) }
+
     public init(nal: NALUnit) throws(BitstreamError) {
         try self.init(rbsp: nal.rbsp(of: .vps, "a VPS"))
     }

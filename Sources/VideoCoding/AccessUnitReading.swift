@@ -4,7 +4,7 @@
 
 /// One access unit the reader judged decodable: its NAL units, the parameter sets its picture
 /// uses, and the facts of its sequence.
-public struct CodedAccessUnit: Sendable {
+public struct CodedAccessUnit: Sendable, NALUnitSequence {
     public var codec: VideoCodec
     /// Its NAL units, in stream order, without start codes.
     public var nalUnits: [AnnexBUnit]
@@ -36,12 +36,6 @@ public struct CodedAccessUnit: Sendable {
         self.isIntra = isIntra
         self.isLeading = isLeading
     }
-
-    /// Payload bytes (NAL units without start codes).
-    public var byteCount: Int { nalUnits.payloadByteCount }
-
-    /// The NAL units joined with four-byte start codes (00 00 00 01).
-    public func annexB() -> [UInt8] { nalUnits.annexB() }
 }
 
 /// The facts of one sequence parameter set that decide how its pictures are decoded: their

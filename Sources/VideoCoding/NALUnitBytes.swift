@@ -24,6 +24,22 @@ extension Collection where Element: NALUnitBytes {
     }
 }
 
+/// An access unit, whichever model holds it (each codec's `AccessUnit`, the codec-neutral
+/// `CodedAccessUnit`): its size and its Annex B bytes come from its NAL units alone.
+public protocol NALUnitSequence {
+    associatedtype Unit: NALUnitBytes
+    /// In stream order, without start codes.
+    var nalUnits: [Unit] { get }
+}
+
+extension NALUnitSequence {
+    /// Payload bytes (NAL units without start codes).
+    public var byteCount: Int { nalUnits.payloadByteCount }
+
+    /// The NAL units joined with four-byte start codes (00 00 00 01).
+    public func annexB() -> [UInt8] { nalUnits.annexB() }
+}
+
 extension Dictionary where Key == Int {
     /// Stores a parsed parameter set under its id, and in `units` the NAL unit it came from;
     /// false (and nothing stored) when the same set from the same bytes is there already, so

@@ -48,6 +48,20 @@ public struct VUIDisplayParameters: Sendable, Equatable {
     }
 }
 
+/// A codec's whole VUI, whose start is `display`: the fields of `display` read as the VUI's
+/// own (`vui.videoFullRange`).
+@dynamicMemberLookup
+public protocol CodecVUI {
+    var display: VUIDisplayParameters { get set }
+}
+
+extension CodecVUI {
+    public subscript<Value>(dynamicMember field: WritableKeyPath<VUIDisplayParameters, Value>) -> Value {
+        get { display[keyPath: field] }
+        set { display[keyPath: field] = newValue }
+    }
+}
+
 /// The shape of a sample (Table E-1, the same in H.264 and H.265).
 public struct SampleAspectRatio: Sendable, Equatable, Hashable {
     public var width: Int
@@ -144,5 +158,15 @@ public enum ColourDescription {
         case 14: "ictcp"
         default: "reserved"
         }
+    }
+}
+
+/// The timing info of a VUI, and of an H.265 VPS (§E.2.1 in both codecs).
+public enum TimingInfo {
+    /// Ticks per second: time_scale / num_units_in_tick; nil when the timing is absent or
+    /// either value is 0. A tick is a field period in H.264, a picture in H.265.
+    public static func tickRate(numUnitsInTick: UInt32?, timeScale: UInt32?) -> Double? {
+        guard let ticks = numUnitsInTick, let scale = timeScale, ticks > 0, scale > 0 else { return nil }
+        return Double(scale) / Double(ticks)
     }
 }

@@ -215,13 +215,11 @@ let recoveryPointSEI: [UInt8] = [6, 1, 0b1000_0000, 0x80]
         stream.sps.profileIdc = 66
         stream.parameterSets()
         for mb in [50, 0, 20] { stream.slice { $0.firstMb = mb } }
-        stream.slice {
-            $0.firstMb = 20
-            $0.frameNum = 1
-        }
-        stream.slice {
-            $0.firstMb = 0
-            $0.frameNum = 1
+        for mb in [20, 0] {
+            stream.slice {
+                $0.firstMb = mb
+                $0.frameNum = 1
+            }
         }
         #expect(stream.shapes() == [[.sps, .pps, .slice, .slice, .slice], [.slice, .slice]])
     }

@@ -26,7 +26,7 @@ import VideoCoding
         #expect(sps.gapsInFrameNumAllowed)
         #expect(sps.codedWidth == 1920 && sps.codedHeight == 1088)
         #expect(sps.displayWidth == 1920 && sps.displayHeight == 1080)
-        #expect(sps.cropRect == .init(x: 0, y: 0, width: 1920, height: 1080))
+        #expect(sps.cropRect.x == 0 && sps.cropRect.y == 0 && sps.cropRect.width == 1920 && sps.cropRect.height == 1080)
         #expect(sps.frameMbsOnly && !sps.mbAdaptiveFrameField && sps.direct8x8Inference)
         #expect(sps.vui == nil && !sps.vuiMalformed)
     }

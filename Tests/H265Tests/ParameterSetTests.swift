@@ -107,15 +107,19 @@ import VideoCoding
         #expect(sps.vui?.sampleAspectRatio == SampleAspectRatio(width: 1, height: 1) && !sps.vuiMalformed)
     }
 
+    /// Set 0 of the short-term set tests, coded explicitly: -1, -3 and +2, all used.
+    private static func writeFirstShortTermSet(_ w: inout BitWriter) {
+        w.ue(2); w.ue(1)
+        w.ue(0); w.flag(true)
+        w.ue(1); w.flag(true)
+        w.ue(1); w.flag(true)
+    }
+
     @Test func explicitShortTermSets() throws {
         var builder = SPSBuilder()
         builder.shortTermSetCount = 2
         builder.shortTermSets = { w in
-            // Set 0: -1 (used), -3 (used), +2 (used).
-            w.ue(2); w.ue(1)
-            w.ue(0); w.flag(true)
-            w.ue(1); w.flag(true)
-            w.ue(1); w.flag(true)
+            Self.writeFirstShortTermSet(&w)
             // Set 1, not predicted: -2 (unused).
             w.flag(false)
             w.ue(1); w.ue(0)
@@ -135,10 +139,7 @@ import VideoCoding
         var builder = SPSBuilder()
         builder.shortTermSetCount = 2
         builder.shortTermSets = { w in
-            w.ue(2); w.ue(1)
-            w.ue(0); w.flag(true)
-            w.ue(1); w.flag(true)
-            w.ue(1); w.flag(true)
+            Self.writeFirstShortTermSet(&w)
             w.flag(true)  // inter_ref_pic_set_prediction_flag
             w.flag(true)  // delta_rps_sign: negative
             w.ue(0)  // abs_delta_rps_minus1: deltaRps = -1

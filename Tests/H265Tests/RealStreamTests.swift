@@ -91,20 +91,23 @@ struct ProbedStream: CustomTestStringConvertible, Sendable {
               sampleAspectRatio: nil, packets: 30),
         .init(name: "test-25fps.h265", width: 320, height: 240, sampleAspectRatio: nil, packets: 250),
     ]
+
+    /// The fixtures, and the shared streams where shared/testdata/h265 is present.
+    static var available: [ProbedStream] { fixtures + (Streams.sharedAvailable ? shared : []) }
 }
 
 @Suite struct FixtureStreamTests {
-    @Test(arguments: ProbedStream.fixtures)
+    @Test(arguments: ProbedStream.available)
     func parameterSetsDescribeWhatFFprobeSays(_ stream: ProbedStream) throws {
         try checkParameterSets(stream)
     }
 
-    @Test(arguments: ProbedStream.fixtures)
+    @Test(arguments: ProbedStream.available)
     func accessUnitsAreFFprobesPackets(_ stream: ProbedStream) throws {
         try checkAccessUnits(stream)
     }
 
-    @Test(arguments: ProbedStream.fixtures)
+    @Test(arguments: ProbedStream.available)
     func anyChunkingGivesTheSameAccessUnits(_ stream: ProbedStream) throws {
         try checkChunkings(stream)
     }
@@ -191,21 +194,6 @@ struct ProbedStream: CustomTestStringConvertible, Sendable {
 
 @Suite(.enabled(if: Streams.sharedAvailable, "shared/testdata/h265 is not present"))
 struct SharedStreamTests {
-    @Test(arguments: ProbedStream.shared)
-    func parameterSetsDescribeWhatFFprobeSays(_ stream: ProbedStream) throws {
-        try checkParameterSets(stream)
-    }
-
-    @Test(arguments: ProbedStream.shared)
-    func accessUnitsAreFFprobesPackets(_ stream: ProbedStream) throws {
-        try checkAccessUnits(stream)
-    }
-
-    @Test(arguments: ProbedStream.shared)
-    func anyChunkingGivesTheSameAccessUnits(_ stream: ProbedStream) throws {
-        try checkChunkings(stream)
-    }
-
     @Test func wavefrontsAndCropping() throws {
         let bear = try Streams.accessUnits("bear.h265").units
         let sps = try #require(bear.first?.sps)
