@@ -15,12 +15,18 @@ extension Collection where Element: NALUnitBytes {
     /// The NAL units joined with four-byte start codes (00 00 00 01).
     public func annexB() -> [UInt8] {
         var output: [UInt8] = []
-        output.reserveCapacity(payloadByteCount + 4 * count)
+        appendAnnexB(to: &output)
+        return output
+    }
+
+    /// Appends the NAL units, each after a four-byte start code, to `output` (a buffer a caller
+    /// reuses for every access unit).
+    public func appendAnnexB(to output: inout [UInt8]) {
+        output.reserveCapacity(output.count + payloadByteCount + 4 * count)
         for unit in self {
             output.append(contentsOf: [0, 0, 0, 1])
             output.append(contentsOf: unit.bytes)
         }
-        return output
     }
 }
 

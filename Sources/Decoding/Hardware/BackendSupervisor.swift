@@ -59,6 +59,10 @@ public final class BackendSupervisor {
     /// The parameter set units the current decoder has been given, so each goes out once per
     /// decoder (and again to a replacement, which has seen none).
     private var parameterSetsSent: [ParameterSetKey: [UInt8]] = [:]
+    /// The bytes of the packet being decoded, rebuilt in place for each access unit: the decoder
+    /// copies them into its own packet, so one warm buffer serves every picture. (Fresh buffers
+    /// each time landed on fresh pages, as the session's history keeps the access units.)
+    private var packetBytes: [UInt8] = []
 
     /// Chooses the back end (with `auto`: CUDA, then VA-API, then software, by the devices that
     /// open); throws when a required one has no device.
@@ -275,13 +279,14 @@ public final class BackendSupervisor {
     /// that carries its SPS would be lost, with every picture after it, on a decoder that took
     /// over mid-stream. A set it already has is taken again unchanged.
     private func packet(_ unit: CodedAccessUnit) -> [UInt8] {
+        packetBytes.removeAll(keepingCapacity: true)
         let sets = unit.parameterSets
-        var bytes: [UInt8] = []
         if let last = sets.lastIndex(where: { !$0.carriedByAccessUnit && parameterSetsSent[$0.key] != $0.bytes }) {
-            bytes = sets[...last].annexB()
+            sets[...last].appendAnnexB(to: &packetBytes)
         }
         for set in sets { parameterSetsSent[set.key] = set.bytes }
-        return bytes + unit.annexB()
+        unit.nalUnits.appendAnnexB(to: &packetBytes)
+        return packetBytes
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
