@@ -25,7 +25,7 @@ final class SourceServer: @unchecked Sendable {
 
     let host: String
     private(set) var port: UInt16 = 0
-    private var listener: Int32 = -1
+    private let listener: Int32
     private let routes: @Sendable (String) -> Behaviour
     private let state = Mutex(State())
 
@@ -49,20 +49,34 @@ final class SourceServer: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, listen(listener, 16) == 0 else { throw TestFailure("cannot listen on \(host): errno \(errno)") }
+        guard bound == 0, listen(listener, 16) == 0 else {
+            let error = errno
+            close(listener)
+            throw TestFailure("cannot listen on \(host): errno \(error)")
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
         }
         port = UInt16(bigEndian: address.sin_port)
         self.listener = listener
+        // The accept thread owns the listening socket and closes it when it ends: were `stop()`
+        // to close it, the number could be reused (by the next test's server, say) before this
+        // thread reached `accept`, which would then take that server's connections.
         Thread.detachNewThread { [self] in
+            defer { close(listener) }
             while true {
                 let connection = accept(listener, nil, nil)
                 if connection < 0 { return }
-                state.withLock {
-                    $0.accepted += 1
-                    $0.sockets.append(connection)
+                let admitted = state.withLock { state -> Bool in
+                    guard !state.stopped else { return false }
+                    state.accepted += 1
+                    state.sockets.append(connection)
+                    return true
+                }
+                guard admitted else {
+                    close(connection)
+                    return
                 }
                 Thread.detachNewThread { [self] in serve(connection) }
             }
@@ -71,18 +85,16 @@ final class SourceServer: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Wakes the accept thread (which then closes the listening socket) and every connection's
+    /// thread. Sockets are shut down under the lock their threads close them under, so a number
+    /// already closed and reused elsewhere is never shut down.
     func stop() {
-        let sockets = state.withLock { state -> [Int32] in
-            guard !state.stopped else { return [] }
+        state.withLock { state in
+            guard !state.stopped else { return }
             state.stopped = true
-            return state.sockets
-        }
-        if listener >= 0 {
             shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
-            listener = -1
+            for socket in state.sockets { shutdown(socket, Int32(SHUT_RDWR)) }
         }
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     var accepted: Int { state.withLock { $0.accepted } }
@@ -92,7 +104,12 @@ final class SourceServer: @unchecked Sendable {
     func url(_ path: String) -> String { "http://\(host):\(port)\(path)" }
 
     private func serve(_ connection: Int32) {
-        defer { close(connection) }
+        defer {
+            state.withLock { state in
+                state.sockets.removeAll { $0 == connection }
+                close(connection)
+            }
+        }
         var head: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while find([13, 10, 13, 10], in: head) == nil {
