@@ -34,6 +34,8 @@ final class SourceServer: @unchecked Sendable {
         var requests: [String] = []
         var closedByPeer = 0
         var stopped = false
+        /// The accept thread ended and closed the listening socket: its number is not ours any more.
+        var listenerClosed = false
         var sockets: [Int32] = []
     }
 
@@ -64,10 +66,18 @@ final class SourceServer: @unchecked Sendable {
         // to close it, the number could be reused (by the next test's server, say) before this
         // thread reached `accept`, which would then take that server's connections.
         Thread.detachNewThread { [self] in
-            defer { close(listener) }
+            defer {
+                state.withLock { state in
+                    state.listenerClosed = true
+                    close(listener)
+                }
+            }
             while true {
                 let connection = accept(listener, nil, nil)
-                if connection < 0 { return }
+                if connection < 0 {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    return
+                }
                 let admitted = state.withLock { state -> Bool in
                     guard !state.stopped else { return false }
                     state.accepted += 1
@@ -92,7 +102,7 @@ final class SourceServer: @unchecked Sendable {
         state.withLock { state in
             guard !state.stopped else { return }
             state.stopped = true
-            shutdown(listener, Int32(SHUT_RDWR))
+            if !state.listenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
             for socket in state.sockets { shutdown(socket, Int32(SHUT_RDWR)) }
         }
     }

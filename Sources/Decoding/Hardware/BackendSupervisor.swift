@@ -63,6 +63,7 @@ public final class BackendSupervisor {
     /// copies them into its own packet, so one warm buffer serves every picture. (Fresh buffers
     /// each time landed on fresh pages, as the session's history keeps the access units.)
     private var packetBytes: [UInt8] = []
+    private static let packetCapacityKept = 4 << 20
 
     /// Chooses the back end (with `auto`: CUDA, then VA-API, then software, by the devices that
     /// open); throws when a required one has no device.
@@ -119,7 +120,9 @@ public final class BackendSupervisor {
             } else {
                 let taken = unconfirmed
                 switchToSoftware(refusal, into: &output)
-                if let software = self.decoder {
+                // Only a decoder that replaced the refusing one takes the units again (a software
+                // decoder that could not be made left the drained hardware one in place).
+                if let software = self.decoder, software !== decoder {
                     for earlier in taken { append(software.decode(accessUnit: packet(earlier.unit), index: earlier.index), to: &output) }
                     decoded = software.decode(accessUnit: packet(unit), index: index)
                 }
@@ -279,6 +282,8 @@ public final class BackendSupervisor {
     /// that carries its SPS would be lost, with every picture after it, on a decoder that took
     /// over mid-stream. A set it already has is taken again unchanged.
     private func packet(_ unit: CodedAccessUnit) -> [UInt8] {
+        // One unusually large access unit (a 4K keyframe) need not be held for the session's life.
+        if packetBytes.capacity > Self.packetCapacityKept { packetBytes = [] }
         packetBytes.removeAll(keepingCapacity: true)
         let sets = unit.parameterSets
         if let last = sets.lastIndex(where: { !$0.carriedByAccessUnit && parameterSetsSent[$0.key] != $0.bytes }) {
