@@ -16,10 +16,7 @@ import VideoCoding
 public struct ElementaryStreamReader: AccessUnitReader {
     public var codec: VideoCodec { .h265 }
     public var keyframesOnly = false
-    public var hasParameterSets: Bool {
-        !assembler.parameterSets.vps.isEmpty && !assembler.parameterSets.sps.isEmpty
-            && !assembler.parameterSets.pps.isEmpty
-    }
+    public var hasParameterSets: Bool { assembler.parameterSets.hasEachKind }
 
     public var accessUnitsAssembled: Int { assembler.accessUnitCount }
 
@@ -97,9 +94,7 @@ public struct ElementaryStreamReader: AccessUnitReader {
         // The sets as of the unit's end (not the reader's, which already took the unit that ended
         // it): the same whether that unit arrived whole or only its first bytes ended the
         // access unit early.
-        let sets = unit.parameterSets
-        let haveSets = !sets.vps.isEmpty && !sets.sps.isEmpty && !sets.pps.isEmpty
-        let batch = wait.pass(unit, bytes: unit.byteCount, haveParameterSets: haveSets)
+        let batch = wait.pass(unit, bytes: unit.byteCount, haveParameterSets: unit.parameterSets.hasEachKind)
         guard let last = batch.last else { return }
         // Pictures held until the first parameter sets arrived are judged with those sets, as
         // the ffmpeg CLI's decoder gets them from its probe before the first picture.

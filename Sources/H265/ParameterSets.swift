@@ -12,6 +12,9 @@ public struct ParameterSets: Sendable {
 
     public init() {}
 
+    /// At least one VPS, SPS and PPS: what any picture needs before it can be decoded.
+    public var hasEachKind: Bool { !vps.isEmpty && !sps.isEmpty && !pps.isEmpty }
+
     /// Parses a VPS, SPS or PPS and stores it; other NAL types are ignored. Returns true when a
     /// set was added or its content changed. A malformed set throws and leaves the stored one alone.
     @discardableResult
