@@ -54,10 +54,20 @@ let package = Package(
         // libavformat as the container and protocol layer: pushed MPEG-TS, MP4, Matroska and FLV
         // read through FrameTap's own I/O, streams pulled over RTSP, RTMP, SRT and HTTP.
         .target(name: "Containers", dependencies: ["VideoCoding", "CFFmpeg", "Timekeeping"], swiftSettings: strictSwift),
+        // Every input of a session behind one source protocol: pushes (live, spooled, through a
+        // container's demuxer) and pulls, and the one bounded queue their producers use.
+        .target(
+            name: "Ingest",
+            dependencies: [
+                "VideoCoding", "Containers", "Timekeeping",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .target(
             name: "Sessions",
             dependencies: [
-                "VideoCoding", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "VideoCoding", "Decoding", "Imaging", "Containers", "Ingest", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -77,7 +87,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "HTTPServer", "Sessions", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -94,7 +104,8 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Sessions", "HTTPServer", "FrameTapAPI", "Timekeeping",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "HTTPServer", "FrameTapAPI",
+                "Timekeeping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -121,8 +132,11 @@ let package = Package(
             swiftSettings: strictSwift),
         .testTarget(
             name: "SessionsTests",
-            dependencies: ["Sessions", "Decoding", "Imaging", "HardwareTestSupport", "TestSupport", "Timekeeping"],
+            dependencies: ["Sessions", "Ingest", "Decoding", "Imaging", "HardwareTestSupport", "TestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
+        // The inputs on their own: the queues and their handshake, without a session.
+        .testTarget(
+            name: "IngestTests", dependencies: ["Ingest", "Containers", "TestSupport", "Timekeeping"], swiftSettings: strictSwift),
         // Test helpers shared by the test targets (a raw HTTP client, MD5, the manual clock, a bit
         // writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
@@ -130,7 +144,7 @@ let package = Package(
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [
-                "FrameTapAPI", "HTTPServer", "Sessions", "TestSupport",
+                "FrameTapAPI", "HTTPServer", "Sessions", "Ingest", "TestSupport",
                 // AccessControlTests mint real tokens with keys they generate.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -19,12 +19,16 @@ extension HTTPError {
         case .invalidSessionID, .invalidParameter: .badRequest
         case .sessionNotFound, .noFrameYet, .notInHistory: .notFound
         case .sessionBusy: .conflict
-        case .bodyTooLarge, .spoolFull: .contentTooLarge
         case .tooManySessions, .shuttingDown, .catchUpQueueFull: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest
-        case .spoolFailed: .internalServerError
         case .tooManyPullSessions: .serviceUnavailable
+        case .ingest(let code):
+            switch code {
+            case .bodyTooLarge, .spoolFull: .contentTooLarge
+            case .spoolFailed: .internalServerError
+            case .uploadEnded: .badRequest
+            }
         case .container(let code):
             switch code {
             case .unsupportedCodec: .unsupportedMediaType

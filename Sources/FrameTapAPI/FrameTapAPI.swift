@@ -2,6 +2,7 @@ import Containers
 import Decoding
 import HTTPServer
 import Imaging
+import Ingest
 import Logging
 import Sessions
 import VideoCoding
@@ -204,7 +205,7 @@ public struct FrameTapAPI: Sendable {
         }
         let handoff = AnswerHandoff()
         guard multipart else {
-            let queue: UploadQueue
+            let queue: UploadQueue<SessionError>
             do {
                 queue = try session.beginUpload(flush: flush, codec: codec, content: content) { result in
                     switch result {

@@ -1,17 +1,18 @@
 import HTTPServer
+import Ingest
 import Sessions
 
 /// An upload's queue as the HTTP server's body sink. It passes bytes and ends through, and
 /// turns the session layer's refusal into the HTTP answer the client gets at once.
 final class UploadSink: RequestBodySink {
-    private let queue: UploadQueue
+    private let queue: UploadQueue<SessionError>
 
-    init(_ queue: UploadQueue) { self.queue = queue }
+    init(_ queue: UploadQueue<SessionError>) { self.queue = queue }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> RequestBodyWrite {
         switch queue.offer(bytes) {
         case .accepted(let taken): .accepted(taken)
-        case .refused(let error) where error.code == .bodyTooLarge && queue.maxBytes != nil:
+        case .refused(let error) where error.code == .ingest(.bodyTooLarge) && queue.maxBytes != nil:
             // The same problem as for a body announced too large up front.
             .refused(.bodyTooLarge(limit: queue.maxBytes!))
         case .refused(let error): .refused(HTTPError(error))
@@ -25,7 +26,7 @@ final class UploadSink: RequestBodySink {
         case .clientGone: queue.abort(.clientGone)
         case .serverShutdown: queue.abort(.serverShutdown)
         case .tooLarge(let limit):
-            queue.abort(.refused(SessionError(.bodyTooLarge, "request body exceeds \(limit) bytes")))
+            queue.abort(.refused(SessionError(IngestError(.bodyTooLarge, "request body exceeds \(limit) bytes"))))
         case .answeredEarly: queue.abort(.answered)
         }
     }

@@ -5,6 +5,7 @@ import FoundationEssentials
 import FrameTapAPI
 import HTTPServer
 import Imaging
+import Ingest
 import Logging
 import Sessions
 import VideoCoding

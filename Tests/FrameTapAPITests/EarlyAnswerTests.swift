@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import Ingest
 import Sessions
 import Synchronization
 import TestSupport

@@ -3,6 +3,7 @@ import Foundation
 @testable import FrameTapAPI
 import H264
 import HTTPServer
+@testable import Ingest
 @testable import Sessions
 import Testing
 import VideoCoding

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Ingest
 import Testing
 import TestSupport
 
@@ -137,12 +138,12 @@ import TestSupport
         let answer = Outcome<Result<UploadSummary, SessionError>>()
         let queue = try session.beginUpload(flush: true) { answer.set($0) }
         let offer = stream.withUnsafeBytes { queue.offer($0) }
-        #expect(offer == .refused(SessionError(.bodyTooLarge, "request body exceeds 4000 bytes")))
+        #expect(offer == .refused(SessionError(IngestError(.bodyTooLarge, "request body exceeds 4000 bytes"))))
         guard case .failure(let error) = await answer.value() else {
             Issue.record("expected body_too_large")
             return
         }
-        #expect(error.code == .bodyTooLarge)
+        #expect(error.code == .ingest(.bodyTooLarge))
         #expect(session.status().lastError?.code == "body_too_large")
         // The slot is free again.
         _ = try session.beginUpload(flush: false) { _ in }
@@ -282,12 +283,12 @@ import TestSupport
         for _ in 0..<10 where refusal == nil {
             if case .refused(let error) = zeros.withUnsafeBytes({ spooled.queue.offer($0) }) { refusal = error }
         }
-        #expect(refusal?.code == .bodyTooLarge)
+        #expect(refusal?.code == .ingest(.bodyTooLarge))
         guard case .failure(let error) = await bodyEnded.value() else {
             Issue.record("the upload failed")
             return
         }
-        #expect(error.code == .bodyTooLarge)
+        #expect(error.code == .ingest(.bodyTooLarge))
         #expect(session.status().lastError?.code == "body_too_large")
         spooled.cancel()
         _ = try session.beginUpload(flush: false) { _ in }

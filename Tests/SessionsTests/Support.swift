@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Ingest
 import Logging
 import Synchronization
 import Testing
@@ -134,7 +135,7 @@ final class Outcome<Value: Sendable>: Sendable {
 /// waiting for the producer wake-up whenever the queue is full. Returns how many pieces were
 /// cut short by a full queue. `watch` runs after every piece.
 @discardableResult
-func send(_ bytes: [UInt8], to queue: UploadQueue, chunk: Int = 16 << 10, watch: (() -> Void)? = nil) async throws
+func send(_ bytes: [UInt8], to queue: UploadQueue<SessionError>, chunk: Int = 16 << 10, watch: (() -> Void)? = nil) async throws
     -> Int
 {
     let room = Signal()
@@ -198,11 +199,4 @@ func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async 
         try? await Task.sleep(for: .milliseconds(5))
     }
     return condition()
-}
-
-/// A one-shot flag set from a callback on any thread.
-final class Flag: Sendable {
-    private let value = Atomic<Int>(0)
-    func set() { value.add(1, ordering: .relaxed) }
-    var count: Int { value.load(ordering: .relaxed) }
 }

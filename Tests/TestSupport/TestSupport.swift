@@ -207,3 +207,11 @@ public func raiseOpenFileLimit() {
     limit.rlim_cur = limit.rlim_max
     _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 }
+
+/// A flag set from a callback on any thread, counting how often it was set.
+public final class Flag: Sendable {
+    private let value = Atomic<Int>(0)
+    public init() {}
+    public func set() { value.add(1, ordering: .relaxed) }
+    public var count: Int { value.load(ordering: .relaxed) }
+}

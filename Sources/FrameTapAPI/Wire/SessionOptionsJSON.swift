@@ -2,6 +2,7 @@ import Containers
 import Decoding
 import FoundationEssentials
 import HTTPServer
+import Ingest
 import Sessions
 import VideoCoding
 

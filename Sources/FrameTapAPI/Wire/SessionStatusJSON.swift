@@ -1,3 +1,4 @@
+import Ingest
 import Sessions
 
 /// `GET /sessions/{id}` and each entry of `GET /sessions` (openapi.yaml `SessionStatus`).

@@ -1,3 +1,4 @@
+import Ingest
 import Sessions
 
 /// The JSON answer of `POST /sessions/{id}/nalus` (openapi.yaml `PushSummary`): what this

@@ -1,6 +1,5 @@
 import Containers
 import Synchronization
-import Timekeeping
 
 /// What a push says it carries: its Content-Type names a container or a codec's elementary
 /// stream, or says nothing (then its first bytes tell, `Sniffer`).
@@ -9,55 +8,33 @@ public enum PushContent: Sendable, Equatable {
     case elementaryStream
 }
 
-/// Where a session keeps its open container stream between pushes (decode queue).
-final class ContainerStreamSlot: Sendable {
-    private let stream = Mutex<ContainerStream?>(nil)
-
-    var current: ContainerStream? {
-        get { stream.withLock { $0 } }
-        set { stream.withLock { $0 = newValue } }
-    }
-
-    /// Clears the slot if it holds `ended`.
-    func clear(_ ended: ContainerStream) {
-        stream.withLock { if $0 === ended { $0 = nil } }
-    }
-
-    /// The session is closing.
-    func stop() {
-        stream.withLock { stream in
-            stream?.stop()
-            stream = nil
-        }
-    }
-}
-
-/// A push as the decode loop reads it: Annex B bytes straight through, or a container's
-/// samples through the session's `ContainerStream`.
+/// A push as the decode loop reads it, once it is known what the push carries: Annex B bytes
+/// straight through, or a container's samples through the session's `ContainerStream`.
 ///
-/// The push's Content-Type says which (`PushContent`); without one, its first bytes do. A
+/// The push's Content-Type says which (`PushContent`); without one, its first bytes do
+/// (`Sniffer`). A
 /// container push continues the session's open container stream when it is the same container
 /// and does not start a new file; a push of anything else first ends the open stream (its
 /// last samples are decoded before this push's bytes). Read on the decode queue only.
-final class PushRouter: ByteSource {
-    private let upload: any ByteSource
+public final class PushSniffer<Failure: IngestFailure>: IngestSource {
+    private let upload: any IngestSource<Failure>
     private let declared: PushContent?
     private let flush: Bool
-    private let slot: ContainerStreamSlot
-    private let startStream: @Sendable (ContainerFormat) -> ContainerStream
+    private let slot: ContainerStreamSlot<Failure>
+    private let startStream: @Sendable (ContainerFormat) -> ContainerStream<Failure>
     /// An open stream that ended with an error between pushes: the session records it.
     private let streamFailed: @Sendable (ContainerError) -> Void
     /// The push's refusal: its client is answered now.
-    private let refuse: @Sendable (SessionError) -> Void
+    private let refuse: @Sendable (Failure) -> Void
     private let state: Mutex<State>
 
     private enum Route {
         /// Reading the first bytes to tell what the push is.
         case undecided(prefix: [UInt8], receivedAt: UInt64)
         /// An open stream drains before this push's own route.
-        case closing(ContainerStream, then: Next)
+        case closing(ContainerStream<Failure>, then: Next)
         case elementary(prefix: [UInt8], receivedAt: UInt64)
-        case container(ContainerStream)
+        case container(ContainerStream<Failure>)
         case finished
     }
 
@@ -65,20 +42,20 @@ final class PushRouter: ByteSource {
         case elementary(prefix: [UInt8], receivedAt: UInt64)
         case container(ContainerFormat, prefix: [UInt8], receivedAt: UInt64)
         /// The push ended (or broke off) before any byte: this event is its end.
-        case event(IngestEvent)
+        case event(IngestEvent<Failure>)
     }
 
     private struct State {
         var route: Route = .undecided(prefix: [], receivedAt: 0)
         var wake: (@Sendable () -> Void)?
         /// The push's own terminal event, read while deciding.
-        var ended: IngestEvent?
+        var ended: IngestEvent<Failure>?
     }
 
-    init(
-        upload: any ByteSource, declared: PushContent?, flush: Bool, slot: ContainerStreamSlot,
-        startStream: @escaping @Sendable (ContainerFormat) -> ContainerStream,
-        streamFailed: @escaping @Sendable (ContainerError) -> Void, refuse: @escaping @Sendable (SessionError) -> Void
+    public init(
+        upload: any IngestSource<Failure>, declared: PushContent?, flush: Bool, slot: ContainerStreamSlot<Failure>,
+        startStream: @escaping @Sendable (ContainerFormat) -> ContainerStream<Failure>,
+        streamFailed: @escaping @Sendable (ContainerError) -> Void, refuse: @escaping @Sendable (Failure) -> Void
     ) {
         self.upload = upload
         self.declared = declared
@@ -90,18 +67,18 @@ final class PushRouter: ByteSource {
         state = Mutex(State())
     }
 
-    var totalBytes: Int { upload.totalBytes }
+    public var totalBytes: Int { upload.totalBytes }
 
-    func setConsumerWake(_ wake: @escaping @Sendable () -> Void) {
+    public func setConsumerWake(_ wake: @escaping @Sendable () -> Void) {
         state.withLock { $0.wake = wake }
         upload.setConsumerWake(wake)
     }
 
-    func close() {
+    public func close() {
         upload.close()
     }
 
-    func next() -> IngestEvent? {
+    public func next() -> IngestEvent<Failure>? {
         while true {
             let route = state.withLock { $0.route }
             switch route {
@@ -165,7 +142,7 @@ final class PushRouter: ByteSource {
                     slot.clear(stream)
                     setRoute(.finished)
                     if let error {
-                        let refusal = SessionError(error)
+                        let refusal = Failure(error)
                         refuse(refusal)
                         return .stopped(.refused(refusal))
                     }
@@ -242,26 +219,26 @@ final class PushRouter: ByteSource {
     }
 
     /// Ends the open stream's input; its last samples come before what `then` says.
-    private func close(_ stream: ContainerStream, then: Next) -> Route {
+    private func close(_ stream: ContainerStream<Failure>, then: Next) -> Route {
         stream.feed.endInput()
-        if let wake = state.withLock({ $0.wake }) { stream.outputs.setWake(wake) }
+        if let wake = state.withLock({ $0.wake }) { stream.outputs.setConsumerWake(wake) }
         return .closing(stream, then: then)
     }
 
     /// This push's bytes go on in the open stream.
-    private func continueStream(_ stream: ContainerStream, prefix: [UInt8], receivedAt: UInt64) -> Route {
-        let ended = state.withLock { state -> IngestEvent? in
+    private func continueStream(_ stream: ContainerStream<Failure>, prefix: [UInt8], receivedAt: UInt64) -> Route {
+        let ended = state.withLock { state -> IngestEvent<Failure>? in
             defer { state.ended = nil }
             return state.ended
         }
-        let source: any ByteSource = ended.map { PrefixedSource(prefix: prefix, receivedAt: receivedAt, end: $0) } ?? upload
+        let source: any IngestSource<Failure> = ended.map { PrefixedSource(prefix: prefix, receivedAt: receivedAt, end: $0) } ?? upload
         stream.feed.attach(source, prefix: ended == nil ? prefix : [], receivedAt: receivedAt, endsStream: flush)
-        if let wake = state.withLock({ $0.wake }) { stream.outputs.setWake(wake) }
+        if let wake = state.withLock({ $0.wake }) { stream.outputs.setConsumerWake(wake) }
         return .container(stream)
     }
 
     /// Starts a container stream with this push's bytes.
-    private func open(_ format: ContainerFormat, prefix: [UInt8], receivedAt: UInt64) -> ContainerStream {
+    private func open(_ format: ContainerFormat, prefix: [UInt8], receivedAt: UInt64) -> ContainerStream<Failure> {
         let stream = startStream(format)
         slot.current = stream
         _ = continueStream(stream, prefix: prefix, receivedAt: receivedAt)
@@ -270,18 +247,18 @@ final class PushRouter: ByteSource {
 }
 
 /// A push already read to its end while its first bytes were examined: those bytes, then its end.
-final class PrefixedSource: ByteSource {
-    private let state: Mutex<(prefix: [UInt8]?, end: IngestEvent?)>
+final class PrefixedSource<Failure: IngestFailure>: IngestSource {
+    private let state: Mutex<(prefix: [UInt8]?, end: IngestEvent<Failure>?)>
     private let receivedAt: UInt64
     let totalBytes: Int
 
-    init(prefix: [UInt8], receivedAt: UInt64, end: IngestEvent) {
+    init(prefix: [UInt8], receivedAt: UInt64, end: IngestEvent<Failure>) {
         state = Mutex((prefix.isEmpty ? nil : prefix, end))
         self.receivedAt = receivedAt
         totalBytes = prefix.count
     }
 
-    func next() -> IngestEvent? {
+    func next() -> IngestEvent<Failure>? {
         state.withLock { state in
             if let prefix = state.prefix {
                 state.prefix = nil

@@ -2,6 +2,7 @@ import Containers
 import Decoding
 import FoundationEssentials
 import Imaging
+import Ingest
 import VideoCoding
 
 /// What a server is configured with, apart from anything it does at run time.
@@ -152,6 +153,13 @@ public struct ServerConfiguration: Sendable {
     /// Two frame threads, capped at the cores.
     public static var defaultCatchUpDecoderThreads: Int { min(2, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
 
+    /// How a session's pull connects, waits and retries.
+    var pullSettings: PullSettings {
+        PullSettings(
+            policy: sourcePolicy, connectTimeout: sourceConnectTimeout, readTimeout: sourceReadTimeout,
+            seekWindow: containerSeekWindow, retryMax: sourceRetryMax, queueBytes: uploadQueueBytes)
+    }
+
     /// The bounds of each session's compressed history.
     var historyLimits: CompressedHistory.Limits {
         CompressedHistory.Limits(seconds: historySeconds, bytes: historyBytes)
@@ -176,7 +184,7 @@ public struct ServerConfiguration: Sendable {
         try require(containerSeekWindow >= 0, "the container seek window must not be negative")
         try require(maxPullSessions >= 0, "max pull sessions must not be negative")
         try require(sourceConnectTimeout > .zero && sourceReadTimeout > .zero, "source timeouts must be positive")
-        try require(sourceRetryMax >= PullSource.firstRetryDelay, "the source retry maximum must be at least 0.5 s")
+        try require(sourceRetryMax >= PullSettings.firstRetryDelay, "the source retry maximum must be at least 0.5 s")
         try require(eventKeepaliveInterval > .zero, "event keepalive interval must be positive")
         try require(historySeconds > .zero, "history seconds must be positive")
         try require(historyBytes >= 1 << 20, "history bytes must be at least 1048576")

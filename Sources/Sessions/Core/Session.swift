@@ -2,6 +2,7 @@ import Decoding
 import Dispatch
 import FoundationEssentials
 import Imaging
+import Ingest
 import Logging
 import Synchronization
 import VideoCoding
@@ -142,7 +143,7 @@ public final class Session: Sendable {
     public func beginUpload(
         flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
-    ) throws(SessionError) -> UploadQueue {
+    ) throws(SessionError) -> UploadQueue<SessionError> {
         try ingest.beginUpload(flush: flush, codec: codec, content: content, completion: completion)
     }
 

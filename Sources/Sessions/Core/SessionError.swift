@@ -1,10 +1,12 @@
 import Containers
 import Decoding
 import Imaging
+import Ingest
 import VideoCoding
 
 /// An error of the session layer: its own failures (no such session, busy, limits) and the
-/// decoding and imaging failures it passes on, each with a stable `code` string.
+/// input, decoding and imaging failures it passes on, each with a stable `code` string.
+/// It is also what a session's inputs are refused with (`IngestFailure`).
 ///
 /// What a failure means over HTTP (status, headers) is the API's business, not this layer's.
 public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -15,24 +17,20 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case noFrameYet
         /// A second upload while one is in progress on the same session.
         case sessionBusy
-        case bodyTooLarge
         /// The client went away before its upload ended.
         case uploadAborted
         /// The server stopped listening to an upload because it is shutting down.
         case shuttingDown
         /// A request option (size, quality, fps, session option) is out of range.
         case invalidParameter
-        /// The spool file of a multipart-answer upload could not be written or read.
-        case spoolFailed
         /// A picture from the past that the session's history no longer (or never) held.
         case notInHistory
         /// Every catch-up decoder is busy and the queue for them is full.
         case catchUpQueueFull
-        /// The uploads answered as multipart/mixed hold all the spool the server allows them
-        /// together (`--max-spool-total-bytes`).
-        case spoolFull
         /// `--max-pull-sessions` sessions pull already.
         case tooManyPullSessions
+        /// An upload's limits and its spool (`IngestError`).
+        case ingest(IngestError.Code)
         case decoding(DecodeError.Code)
         /// A container or a pulled source (`ContainerError`).
         case container(ContainerError.Code)
@@ -46,15 +44,13 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .tooManySessions: "too_many_sessions"
             case .noFrameYet: "no_frame_yet"
             case .sessionBusy: "session_busy"
-            case .bodyTooLarge: "body_too_large"
             case .uploadAborted: "upload_aborted"
             case .shuttingDown: "shutting_down"
             case .invalidParameter: "invalid_parameter"
-            case .spoolFailed: "io_error"
             case .notInHistory: "not_in_history"
             case .catchUpQueueFull: "catchup_queue_full"
-            case .spoolFull: "spool_full"
             case .tooManyPullSessions: "too_many_pull_sessions"
+            case .ingest(let code): code.rawValue
             case .decoding(let code): code.rawValue
             case .container(let code): code.rawValue
             case .imaging(let code): code.rawValue
@@ -86,6 +82,11 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         self.init(.container(error.code), error.message)
     }
 
+    /// Keeps the input's code; bytes offered after an upload's end are an invalid parameter.
+    public init(_ error: IngestError) {
+        self.init(error.code == .uploadEnded ? .invalidParameter : .ingest(error.code), error.message)
+    }
+
     /// Keeps the encoder's code; an out-of-range size or quality is an invalid parameter.
     public init(_ error: ImagingError) {
         self.init(error.code == .invalidOptions ? .invalidParameter : .imaging(error.code), error.message)
@@ -97,3 +98,5 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         SessionError(.sessionNotFound, "no session '\(id)'")
     }
 }
+
+extension SessionError: IngestFailure {}

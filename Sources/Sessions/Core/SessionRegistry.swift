@@ -1,5 +1,6 @@
 import Dispatch
 import FoundationEssentials
+import Ingest
 import Logging
 import Synchronization
 import Timekeeping

@@ -1,5 +1,6 @@
 import Decoding
 import FoundationEssentials
+import Ingest
 import VideoCoding
 
 /// Which pictures a session decodes.
@@ -64,13 +65,6 @@ public struct SessionCounters: Sendable, Equatable {
         get { stream[keyPath: path] }
         set { stream[keyPath: path] = newValue }
     }
-}
-
-/// An error remembered for the status page.
-public struct ErrorRecord: Sendable, Equatable {
-    public var code: String
-    public var message: String
-    public var at: Date
 }
 
 public struct LatestFrameInfo: Sendable, Equatable {

@@ -2,21 +2,23 @@ import Containers
 import Decoding
 import Dispatch
 import FoundationEssentials
+import Ingest
 import Logging
 import Synchronization
 import Timekeeping
 import VideoCoding
 
-/// A session's one decode loop: each push's bytes, from its byte source, through the decoder to
-/// the newest picture, on the session's serial decode queue.
+/// A session's one decode loop: each push's bytes, from its input (an `IngestSource`), through
+/// the decoder to the newest picture, on the session's serial decode queue.
 ///
 /// Pushes are jobs in arrival order. Only the first one takes bytes (the others wait with an
 /// empty, unadmitted queue), so a session holds at most one upload queue's worth of bytes. A
 /// second push while one's body is still arriving is refused (`session_busy`): one stream
 /// has one byte order. Whatever the source (a live push's `UploadQueue`, a spooled push's
-/// `SpoolReplay`), the loop does the same: decode what it reads and publish the pictures; at
-/// the push's end, one end-of-stream path (flush, facts refresh, events, log); then the
-/// push's answer (a JSON summary, or the end of a multipart answer) gets its outcome.
+/// `SpoolReplay`, a pull's `PullSource`), the loop does the same: decode what it reads and
+/// publish the pictures; at the push's end, one end-of-stream path (flush, facts refresh,
+/// events, log); then the push's answer (a JSON summary, or the end of a multipart answer)
+/// gets its outcome.
 ///
 /// Every access unit ingest hands on goes into the session's `CompressedHistory` (its only
 /// writer) before any decoder sees it. In on-demand mode no decoder runs until someone asks
@@ -97,7 +99,7 @@ final class IngestWorker: Sendable {
     /// Where every access unit goes first (this worker is its only writer).
     let history: CompressedHistory
     /// The session's open container stream, between the pushes that carry it.
-    private let containers = ContainerStreamSlot()
+    private let containers = ContainerStreamSlot<SessionError>()
     /// Packets of container tracks other than the video, counted.
     let ignoredPackets = IgnoredPackets()
 
@@ -136,9 +138,9 @@ final class IngestWorker: Sendable {
     var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot && !$0.isPull } } }
 
     /// The pull under way, if the session pulls.
-    var pull: PullSource? {
+    var pull: PullSource<SessionError>? {
         state.withLock { state in
-            state.jobs.lazy.compactMap { job -> PullSource? in
+            state.jobs.lazy.compactMap { job -> PullSource<SessionError>? in
                 if case .pull(let source) = job.answer { return source }
                 return nil
             }.first
@@ -152,7 +154,7 @@ final class IngestWorker: Sendable {
     func beginUpload(
         flush: Bool, codec: VideoCodec?, content: PushContent?,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
-    ) throws(SessionError) -> UploadQueue {
+    ) throws(SessionError) -> UploadQueue<SessionError> {
         let job = try enqueue(flush: flush, codec: codec) { queue in
             (route(queue, upload: queue, content: content, flush: flush), .summary(completion))
         }
@@ -165,7 +167,12 @@ final class IngestWorker: Sendable {
         request: PictureRequest, flush: Bool, codec: VideoCodec?, content: PushContent?
     ) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
-        let file = try SpoolFile(directory: configuration.spoolDirectory, budget: configuration.spoolBudget)
+        let file: SpoolFile
+        do {
+            file = try SpoolFile(directory: configuration.spoolDirectory, budget: configuration.spoolBudget)
+        } catch {
+            throw SessionError(error)
+        }
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let job = try enqueue(flush: flush, codec: codec, maxBytes: spooledLimit) { queue in
             let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
@@ -179,11 +186,13 @@ final class IngestWorker: Sendable {
     }
 
     /// A push's bytes as the decode loop reads them: through the session's container stream
-    /// when they are a container, straight on when they are Annex B (`PushRouter`).
-    private func route(_ source: any ByteSource, upload: UploadQueue, content: PushContent?, flush: Bool) -> any ByteSource {
+    /// when they are a container, straight on when they are Annex B (`PushSniffer`).
+    private func route(
+        _ source: any IngestSource<SessionError>, upload: UploadQueue<SessionError>, content: PushContent?, flush: Bool
+    ) -> any IngestSource<SessionError> {
         let context = context
         let ignored = ignoredPackets
-        return PushRouter(
+        return PushSniffer(
             upload: source, declared: content, flush: flush, slot: containers,
             startStream: { format in
                 context.metrics.recordContainerStream(container: format.rawValue)
@@ -201,8 +210,10 @@ final class IngestWorker: Sendable {
 
     /// Starts pulling `spec`: the session's one job from now on (a push gets `session_busy`),
     /// until `endPull` or the session closes. Throws `session_busy` while a push is under way.
-    func beginPull(_ spec: PullSourceSpec) throws(SessionError) -> PullSource {
-        let source = PullSource(spec: spec, context: context, ignored: ignoredPackets)
+    func beginPull(_ spec: PullSourceSpec) throws(SessionError) -> PullSource<SessionError> {
+        let source = PullSource<SessionError>(
+            spec: spec, settings: context.configuration.pullSettings, clock: context.clock, logger: context.logger,
+            observer: SessionPullObserver(source: spec.url.redacted, context: context), ignored: ignoredPackets)
         let job = try state.withLock { state throws(SessionError) -> UploadJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
             guard !state.jobs.contains(where: \.holdsSlot) else {
@@ -244,7 +255,7 @@ final class IngestWorker: Sendable {
     /// the stream's known one is refused before a byte is read.
     private func enqueue(
         flush: Bool, codec: VideoCodec?, maxBytes: Int? = nil,
-        _ makeSource: (UploadQueue) -> (any ByteSource, UploadJob.Answer)
+        _ makeSource: (UploadQueue<SessionError>) -> (any IngestSource<SessionError>, UploadJob.Answer)
     ) throws(SessionError) -> UploadJob {
         let configuration = context.configuration
         let job = try state.withLock { state throws(SessionError) -> UploadJob in
@@ -437,7 +448,7 @@ final class IngestWorker: Sendable {
     }
 
     /// An upload that ended before its body did: recorded (and logged truthfully) as what it is.
-    private func stopped(_ stop: UploadQueue.Stop) -> SessionError {
+    private func stopped(_ stop: IngestStop<SessionError>) -> SessionError {
         switch stop {
         case .clientGone:
             let error = SessionError(.uploadAborted, "the client disconnected before the upload ended")
@@ -453,8 +464,8 @@ final class IngestWorker: Sendable {
             // answer finds it); a body past its limit was counted when the queue refused it
             // (`bodyPassedLimit`).
             record(error)
-            if error.code == .spoolFailed || error.code == .spoolFull {
-                context.metrics.recordUploadStopped(reason: error.code == .spoolFull ? "spool_full" : "spool_failed")
+            if error.code == .ingest(.spoolFailed) || error.code == .ingest(.spoolFull) {
+                context.metrics.recordUploadStopped(reason: error.code == .ingest(.spoolFull) ? "spool_full" : "spool_failed")
             }
             return error
         case .answered:
@@ -742,13 +753,13 @@ final class UploadJob: Sendable {
         /// One part per picture as the push is decoded.
         case multipart(SpooledUpload)
         /// No answer: a pulled source, read until it is stopped.
-        case pull(PullSource)
+        case pull(PullSource<SessionError>)
     }
 
     /// Where the HTTP server puts the body; nil for a pull.
-    let upload: UploadQueue?
+    let upload: UploadQueue<SessionError>?
     /// What the decode loop reads: `upload` itself, or its spooled replay.
-    let source: any ByteSource
+    let source: any IngestSource<SessionError>
     /// End the stream with this push (`?flush=true`).
     let flush: Bool
     /// The codec the push says it carries, if it says.
@@ -760,7 +771,7 @@ final class UploadJob: Sendable {
     private let completed = Atomic<Bool>(false)
 
     init(
-        upload: UploadQueue?, source: any ByteSource, flush: Bool, codec: VideoCodec?, answer: Answer,
+        upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
         progress: QueueBound<UploadProgress>
     ) {
         self.upload = upload

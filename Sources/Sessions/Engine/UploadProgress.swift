@@ -1,5 +1,6 @@
 import Decoding
 import FoundationEssentials
+import Ingest
 import Logging
 import VideoCoding
 

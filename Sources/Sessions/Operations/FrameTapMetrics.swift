@@ -1,5 +1,6 @@
 import CoreMetrics
 import Decoding
+import Ingest
 import Metrics
 import Prometheus
 import Synchronization

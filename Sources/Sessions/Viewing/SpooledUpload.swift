@@ -1,4 +1,5 @@
 import Decoding
+import Ingest
 import Synchronization
 
 /// What the reader of a multipart answer gets next.
@@ -26,7 +27,7 @@ public enum MultipartPoll: Sendable {
 /// the upload failed); then the content reader calls `poll()` (`.wait` → suspend,
 /// `notifyWhenReady { resume }`), and `cancel()` when the request is freed.
 public final class SpooledUpload: Sendable {
-    public let queue: UploadQueue
+    public let queue: UploadQueue<SessionError>
     public let request: PictureRequest
     private let pictures: PictureCache
     /// Strong: the worker holds this upload's job until the answer ended (or the session
@@ -63,7 +64,7 @@ public final class SpooledUpload: Sendable {
         }
     }
 
-    init(queue: UploadQueue, request: PictureRequest, worker: IngestWorker, pictures: PictureCache) {
+    init(queue: UploadQueue<SessionError>, request: PictureRequest, worker: IngestWorker, pictures: PictureCache) {
         self.queue = queue
         self.request = request
         self.worker = worker

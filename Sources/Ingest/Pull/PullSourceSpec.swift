@@ -1,0 +1,87 @@
+import Containers
+import FoundationEssentials
+
+/// What a pull session pulls (`PUT /sessions/{id}` with a `source`).
+public struct PullSourceSpec: Sendable, Equatable {
+    public var url: SourceURL
+    /// RTSP only: RTP over the RTSP connection (`tcp`, the default) or over UDP.
+    public var transport: SourceTransport?
+
+    public init(url: SourceURL, transport: SourceTransport? = nil) {
+        self.url = url
+        self.transport = transport
+    }
+}
+
+/// Where a pull stands, for the session's status.
+public struct SourceStatus: Sendable, Equatable {
+    public enum State: String, Sendable, CaseIterable {
+        /// Connecting (the first time, or again after a back-off).
+        case connecting
+        /// Connected and reading the stream.
+        case live
+        /// The connection failed or was lost; the next attempt follows its back-off.
+        case retrying
+        /// Stopped for good (the pull was replaced or removed).
+        case stopped
+    }
+
+    /// The URL with its credentials left out (`SourceURL.redacted`).
+    public var url: String
+    public var transport: SourceTransport?
+    public var state: State
+    /// Why the last connection failed or ended.
+    public var lastError: ErrorRecord?
+    /// Connection attempts after the first.
+    public var reconnects: Int
+    /// When the current connection was made (nil unless live).
+    public var connectedAt: Date?
+    /// What the stream is read as (`rtsp`, `flv`, `mpegts`, `mov,mp4,...`, `annexb`), once connected.
+    public var format: String?
+    /// When the next attempt is due, while retrying.
+    public var nextAttemptAt: Date?
+}
+
+/// How pulls connect, wait and retry (the server's `--source-*` options and its allow list).
+public struct PullSettings: Sendable {
+    /// The first wait after a failure; it doubles up to `retryMax`.
+    public static let firstRetryDelay: Duration = .milliseconds(500)
+
+    /// Which sources may be pulled; checked again before every attempt (a host name's
+    /// addresses may have moved out of it).
+    public var policy: SourcePolicy
+    /// A connection and its header must come within this.
+    public var connectTimeout: Duration
+    /// A live pull that sends nothing for this long is lost (and retried).
+    public var readTimeout: Duration
+    /// The most bytes kept for a demuxer to seek back in (`SeekWindow`).
+    public var seekWindow: Int
+    /// The longest wait between attempts.
+    public var retryMax: Duration
+    /// What the pull's samples may hold while they wait for the decode loop.
+    public var queueBytes: Int
+
+    public init(
+        policy: SourcePolicy, connectTimeout: Duration, readTimeout: Duration, seekWindow: Int, retryMax: Duration,
+        queueBytes: Int
+    ) {
+        self.policy = policy
+        self.connectTimeout = connectTimeout
+        self.readTimeout = readTimeout
+        self.seekWindow = seekWindow
+        self.retryMax = retryMax
+        self.queueBytes = queueBytes
+    }
+}
+
+/// What a pull tells whoever runs it (a session turns it into its events and metrics), on the
+/// pull's thread. The pull logs these itself.
+public protocol PullObserver: Sendable {
+    /// Connected (`reconnects`: the attempts after the first so far); `format`: what the stream
+    /// is read as.
+    func pullConnected(format: String, reconnects: Int)
+    /// An attempt after the first begins.
+    func pullReconnecting()
+    /// The connection failed or was lost; the next attempt follows its back-off.
+    func pullLost(_ error: ContainerError, reconnects: Int)
+}
