@@ -268,6 +268,10 @@ public final class Session: Sendable {
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).
     public func historySummary() -> HistorySummary { HistorySummary(history.summary) }
 
+    /// The access units the session's compressed history holds, for outputs that want coded
+    /// video (read-only; see `CompressedHistoryView`).
+    public var accessUnits: CompressedHistoryView { CompressedHistoryView(history: history) }
+
     /// Bytes of compressed history held.
     var historyBytes: Int { history.bytes }
 
