@@ -122,8 +122,10 @@ let package = Package(
         .testTarget(
             name: "ContainersTests", dependencies: ["Containers", "Bitstream", "Decoding", "VideoCoding", "TestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
-        // Pretend decoding hardware (no GPU here or in CI), shared by the decoder and session tests.
-        .target(name: "HardwareTestSupport", dependencies: ["Decoding", "VideoCoding"], path: "Tests/HardwareTestSupport", swiftSettings: strictSwift),
+        // Pretend decoding and encoding hardware (no GPU here or in CI), shared by the decoder and session tests.
+        .target(
+            name: "HardwareTestSupport", dependencies: ["Decoding", "Imaging", "VideoCoding"], path: "Tests/HardwareTestSupport",
+            swiftSettings: strictSwift),
         .testTarget(
             name: "DecodingTests", dependencies: ["Decoding", "VideoCoding", "H264", "HardwareTestSupport", "TestSupport"],
             swiftSettings: strictSwift),

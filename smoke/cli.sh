@@ -60,13 +60,19 @@ check "probe shows the cropped size of the odd fixture" \
     "$("$BIN" probe "$FIXTURES/odd_crop_322x242.264" | grep -c 'display size   322x242')" 1
 check "probe --json parses and counts access units" \
     "$("$BIN" probe --json "$FIXTURE" | jq '.pictures')" "$frames"
+check "probe names the codec on its first line" \
+    "$("$BIN" probe "$FIXTURE" | head -n 1)" "codec: H.264 (AVC), detected from its first parameter set"
+check "probe --json names the codec as the API does" \
+    "$("$BIN" probe --json "$FIXTURE" | jq -r '"\(.codec) \(.codecStated)"')" "h264 false"
 # H.265: detected from its first parameter set, or stated with --codec.
 HEVC=$FIXTURES/odd_crop_322x242.265
 check "H.265: probe shows the size after the conformance window" \
     "$("$BIN" probe "$HEVC" | grep -c 'display size   322x242')" 1
+check "H.265: probe names the codec on its first line" \
+    "$("$BIN" probe "$HEVC" | head -n 1)" "codec: H.265 (HEVC), detected from its first parameter set"
 check "H.265: probe --json names the codec and counts pictures" \
-    "$("$BIN" probe --json - < "$HEVC" | jq -r '"\(.sequenceParameterSets[0].format.codec) \(.pictures) \(.videoParameterSets | length)"')" \
-    "h265 $(manifest odd_crop_322x242.265 frames) 1"
+    "$("$BIN" probe --json - < "$HEVC" | jq -r '"\(.codec) \(.sequenceParameterSets[0].format.codec) \(.pictures) \(.videoParameterSets | length)"')" \
+    "h265 h265 $(manifest odd_crop_322x242.265 frames) 1"
 check "H.265: decode from standard input equals the manifest md5" \
     "$("$BIN" decode - --format yuv --output - < "$HEVC" 2> /dev/null | md5sum | cut -d' ' -f1)" \
     "$(manifest odd_crop_322x242.265 yuv_md5)"
@@ -82,7 +88,10 @@ open('$TMP/slices.bin', 'wb').write(b''.join(b'\x00\x00\x00\x01' + u for u in un
 expect_exit "decode of units with no parameter set" 4 "$BIN" decode "$TMP/slices.bin" --output "$TMP/out"
 expect_exit "probe of units with no parameter set" 4 "$BIN" probe "$TMP/slices.bin"
 check "probe --codec h265 reads units with no parameter set" \
-    "$("$BIN" probe --codec h265 --json "$TMP/slices.bin" | jq '.pictures')" "$(manifest odd_crop_322x242.265 frames)"
+    "$("$BIN" probe --codec h265 --json "$TMP/slices.bin" | jq -r '"\(.codec) \(.codecStated) \(.pictures)"')" \
+    "h265 true $(manifest odd_crop_322x242.265 frames)"
+check "probe --codec h265 says the codec was stated" \
+    "$("$BIN" probe --codec h265 "$TMP/slices.bin" | head -n 1)" "codec: H.265 (HEVC), as --codec states"
 
 if [ -f "$CORPUS/CVFC1_Sony_C.jsv" ]; then
     check "probe shows 300x168 for CVFC1" \

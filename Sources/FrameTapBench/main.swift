@@ -2,7 +2,7 @@
 // in the same process on the same bytes. Prints one JSON object per line; bench/bench.py runs it.
 //
 //   frametap-bench splitter FILE [--rounds N] [--copies C]   M1: AnnexBSplitter vs a memchr scanner
-//   frametap-bench jpeg FILE [--quality Q] [--rounds N]       M2: PictureEncoder JPEG of the first picture
+//   frametap-bench jpeg FILE [--quality Q] [--rounds N]       M2: the standard encoder's JPEG of the first picture
 import Decoding
 import Foundation
 import H264
@@ -127,9 +127,9 @@ func jpegBenchmark(_ path: String) {
     let quality = option("--quality", 85)
     let rounds = option("--rounds", 7)
     let perRound = option("--encodes", 60)
-    let encoder: PictureEncoder
+    let encoder: any PictureEncoding
     do {
-        encoder = try PictureEncoder()
+        encoder = try PictureEncoders.standard().makeEncoder()
     } catch {
         fail("encoder: \(error)")
     }
@@ -148,7 +148,7 @@ func jpegBenchmark(_ path: String) {
         fail("encode: \(error)")
     }
     emit([
-        "id": "M2", "width": frame.width, "height": frame.height, "quality": quality, "jpegBytes": size,
+        "id": "M2", "encoder": encoder.identity.name, "width": frame.width, "height": frame.height, "quality": quality, "jpegBytes": size,
         "msPerPicture": median(times), "picturesPerSecond": 1000 / median(times), "runsMs": times,
         "megapixelsPerSecond": Double(frame.width * frame.height) / median(times) / 1000,
     ])

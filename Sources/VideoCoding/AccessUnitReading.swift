@@ -38,6 +38,22 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
     }
 }
 
+extension CodedAccessUnit {
+    /// Appends the access unit in Annex B to `output` (a buffer a caller reuses), preceded by the
+    /// parameter sets a decoder needs in front of it: every set its picture uses up to the last
+    /// one that it neither carries itself nor `decoderHas`. A set before that one in decoding
+    /// order (VPS, SPS, PPS) goes in front even when the decoder has it or the access unit
+    /// carries it: libavcodec refuses a PPS whose SPS it does not have yet (an SPS whose VPS),
+    /// so a PPS sent alone in front of an access unit that carries its SPS would be lost, with
+    /// every picture after it. A decoder given a set it already has takes it again unchanged.
+    public func appendAnnexB(to output: inout [UInt8], parameterSetsUnless decoderHas: (ParameterSetUnit) -> Bool) {
+        if let last = parameterSets.lastIndex(where: { !$0.carriedByAccessUnit && !decoderHas($0) }) {
+            parameterSets[...last].appendAnnexB(to: &output)
+        }
+        nalUnits.appendAnnexB(to: &output)
+    }
+}
+
 /// The facts of one sequence parameter set that decide how its pictures are decoded: their
 /// format, and what a decoder holds for them.
 public struct SequenceFacts: Sendable, Equatable {

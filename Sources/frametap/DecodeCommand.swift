@@ -114,13 +114,13 @@ struct DecodeCommand: ParsableCommand {
         decoderOptions.threads = threads
         let sink: PictureSink
         let decoder: StreamDecoder
-        let encoder: PictureEncoder
+        let encoder: any PictureEncoding
         do {
             decoderOptions.hardwareDevices = try hardwareDevices
             sink = try PictureSink(destination: output, format: format)
             decoder = try StreamDecoder(
                 options: decoderOptions, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly, codec: codec)
-            encoder = try PictureEncoder()
+            encoder = try PictureEncoders.standard().makeEncoder()
         } catch let failure as CommandFailure {
             printError("frametap: error: \(failure.message)")
             throw failure.exitCode
@@ -229,7 +229,7 @@ extension DecoderBackendChoice: ExpressibleByArgument {}
 
 /// The per-picture half of the decode loop: count, thin out (`--every`), encode, write.
 final class DecodeRun {
-    let encoder: PictureEncoder
+    let encoder: any PictureEncoding
     let sink: PictureSink
     let options: PictureOptions
     let every: Int
@@ -237,7 +237,7 @@ final class DecodeRun {
     private(set) var firstError: DecodeError?
     private var writeFailure: CommandFailure?
 
-    init(encoder: PictureEncoder, sink: PictureSink, options: PictureOptions, every: Int) {
+    init(encoder: any PictureEncoding, sink: PictureSink, options: PictureOptions, every: Int) {
         self.encoder = encoder
         self.sink = sink
         self.options = options

@@ -7,14 +7,14 @@ import FrameTapAPI
 import Timekeeping
 import VideoCoding
 
-/// `frametap probe`: what a stream contains, without decoding it — NAL units, the format
+/// `frametap probe`: what a stream contains, without decoding it — its codec, NAL units, the format
 /// description of every parameter set, access units and keyframes. The codec is stated with
 /// `--codec` or detected from the first parameter set; what is codec-specific comes from the
 /// bitstream layer's front (`StreamProbe`), and this command only lays it out.
 struct ProbeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "probe",
-        abstract: "List NAL units, parameter-set format descriptions, access units and keyframes.",
+        abstract: "Name the codec; list NAL units, parameter-set format descriptions, access units and keyframes.",
         discussion: """
             With --hardware (and no input) it reports the decoding hardware instead, as JSON: \
             libavcodec's VA-API and NVDEC support, every render node (driver, VA-API version, H.264 \
@@ -82,7 +82,9 @@ struct ProbeCommand: ParsableCommand {
             printError("frametap: error: \(input) is not an Annex B stream: no start code in \(description.bytes) bytes")
             throw ExitStatus.notVideo
         }
-        let output = json ? try ProbeJSON(description).text() : ProbeText(description).text()
+        let stated = codec != nil
+        let output =
+            json ? try ProbeJSON(description, codecStated: stated).text() : ProbeText(description, codecStated: stated).text()
         print(output, terminator: output.hasSuffix("\n") ? "" : "\n")
     }
 }

@@ -2,15 +2,25 @@ import Bitstream
 import FrameTapAPI
 import VideoCoding
 
-/// `frametap probe`'s text: the NAL unit table, each parameter set's facts, then access units,
-/// keyframes and problems. The columns and facts are the codec's (`StreamDescription`).
+/// `frametap probe`'s text: the codec, the NAL unit table, each parameter set's facts, then
+/// access units, keyframes and problems. The columns and facts are the codec's (`StreamDescription`).
 struct ProbeText {
     let description: StreamDescription
+    /// The codec was stated with `--codec`, not detected.
+    let codecStated: Bool
 
-    init(_ description: StreamDescription) { self.description = description }
+    init(_ description: StreamDescription, codecStated: Bool) {
+        self.description = description
+        self.codecStated = codecStated
+    }
 
     func text() -> String {
         var lines: [String] = []
+        if let codec = description.codec {
+            lines.append(
+                "codec: \(codec.displayName) (\(Self.otherName(codec)))"
+                    + (codecStated ? ", as --codec states" : ", detected from its first parameter set"))
+        }
         lines.append("NAL units: \(description.nalUnits.count) in \(description.bytes) bytes")
         let widths = description.headerFields.map { $0.column.count + 1 }
         lines.append(
@@ -41,17 +51,30 @@ struct ProbeText {
         return lines.joined(separator: "\n")
     }
 
+    /// The name a codec also goes by, which users search for as often as its number.
+    private static func otherName(_ codec: VideoCodec) -> String {
+        switch codec {
+        case .h264: "AVC"
+        case .h265: "HEVC"
+        }
+    }
+
     private func pad(_ text: String, _ width: Int) -> String {
         text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
     }
 }
 
 /// `frametap probe --json`: one document, keys sorted like every JSON FrameTap writes
-/// (`WireJSON`); a parameter set's format is the API's (`StreamFormatJSON`).
+/// (`WireJSON`); the codec is named as the API names it (`h264`, `h265`, with `codecStated` as in
+/// a session's status), a parameter set's format is the API's (`StreamFormatJSON`).
 struct ProbeJSON: Encodable {
     let description: StreamDescription
+    let codecStated: Bool
 
-    init(_ description: StreamDescription) { self.description = description }
+    init(_ description: StreamDescription, codecStated: Bool) {
+        self.description = description
+        self.codecStated = codecStated
+    }
 
     func text() throws -> String {
         String(decoding: try WireJSON.encoder(indented: true).encode(self), as: UTF8.self)
@@ -59,6 +82,8 @@ struct ProbeJSON: Encodable {
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: Key.self)
+        try container.encode(description.codec?.rawValue, forKey: Key("codec"))
+        try container.encode(codecStated, forKey: Key("codecStated"))
         try container.encode(description.bytes, forKey: Key("bytes"))
         try container.encode(
             description.nalUnits.map { NALUnitJSON(unit: $0, fields: description.headerFields) }, forKey: Key("nalUnits"))

@@ -49,7 +49,7 @@ import Testing
 @Suite struct JPEGTests {
     /// The JPEG at quality 90, decoded back to RGB, against ffmpeg's RGB rendering of the same
     /// picture, twice: repeated chroma on both sides, and interpolated chroma on both sides.
-    private func jpegPSNR(_ stream: TestStream, encoder: PictureEncoder) throws -> (repeated: Double, smooth: Double) {
+    private func jpegPSNR(_ stream: TestStream, encoder: TurboJPEGEncoder) throws -> (repeated: Double, smooth: Double) {
         let frame = try stream.firstFrame()
         let picture = try encoder.encode(frame, PictureOptions(format: .jpeg, quality: 90))
         #expect(picture.contentType == "image/jpeg")
@@ -68,7 +68,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: "yuv420p")
         defer { stream.remove() }
         #expect(try stream.firstFrame().colorRange == .limited)
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         encoder.rangeExpansion = method
         let value = try jpegPSNR(stream, encoder: encoder)
         #expect(value.repeated >= 35 && value.smooth >= 35, "PSNR \(value) dB")
@@ -79,7 +79,7 @@ import Testing
         defer { stream.remove() }
         let frame = try stream.firstFrame()
         #expect(frame.colorRange == .full)
-        let value = try jpegPSNR(stream, encoder: try PictureEncoder())
+        let value = try jpegPSNR(stream, encoder: try TurboJPEGEncoder())
         #expect(value.repeated >= 35 && value.smooth >= 35, "PSNR \(value) dB")
     }
 
@@ -88,7 +88,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: "yuv420p", extra: ["-color_range", "pc"])
         defer { stream.remove() }
         #expect(try stream.firstFrame().colorRange == .full)
-        let value = try jpegPSNR(stream, encoder: try PictureEncoder())
+        let value = try jpegPSNR(stream, encoder: try TurboJPEGEncoder())
         #expect(value.repeated >= 35 && value.smooth >= 35, "PSNR \(value) dB")
     }
 
@@ -103,7 +103,7 @@ import Testing
         let (pixelFormat, subsampling) = Self.subsamplingCases[caseIndex]
         let stream = try TestStream.make(pixelFormat: pixelFormat)
         defer { stream.remove() }
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         let frame = try stream.firstFrame()
         let picture = try encoder.encode(frame, PictureOptions(quality: 90))
         let decoded = try decodeJPEG(picture)
@@ -116,7 +116,7 @@ import Testing
     @Test func monochromeStreamComesOutGrey() throws {
         let stream = try TestStream.make(pixelFormat: "gray", width: 64, height: 48)
         defer { stream.remove() }
-        let picture = try PictureEncoder().encode(try stream.firstFrame(), PictureOptions(quality: 95))
+        let picture = try TurboJPEGEncoder().encode(try stream.firstFrame(), PictureOptions(quality: 95))
         let rgb = try decodeJPEG(picture).rgb
         let maxChannelSpread = stride(from: 0, to: rgb.count, by: 3).map { index in
             Int(max(rgb[index], rgb[index + 1], rgb[index + 2])) - Int(min(rgb[index], rgb[index + 1], rgb[index + 2]))
@@ -129,7 +129,7 @@ import Testing
             let frame = try makeFrame(AV_PIX_FMT_GRAY8, width: 33, height: 17, range: range) { _, x, _ in
                 x < 16 ? 16 : 235
             }
-            let picture = try PictureEncoder().encode(frame, PictureOptions(quality: 100))
+            let picture = try TurboJPEGEncoder().encode(frame, PictureOptions(quality: 100))
             let decoded = try decodeJPEG(picture)
             #expect(decoded.subsampling == Int32(TJSAMP_GRAY.rawValue))
             #expect(decoded.width == 33 && decoded.height == 17)
@@ -154,7 +154,7 @@ import Testing
         }
         var renderings: [[UInt8]] = []
         for method in RangeExpansionMethod.allCases {
-            let encoder = try PictureEncoder()
+            let encoder = try TurboJPEGEncoder()
             encoder.rangeExpansion = method
             let rgb = try decodeJPEG(encoder.encode(frame, PictureOptions(quality: 100))).rgb
             let black = rgb[3 * (16 * 64 + 8)]
@@ -170,7 +170,7 @@ import Testing
         defer { stream.remove() }
         let planar = try stream.firstFrame()
         let nv12 = try nv12Copy(of: planar)
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         let fromPlanar = try decodeJPEG(encoder.encode(planar, PictureOptions(quality: 90)))
         let fromNV12 = try decodeJPEG(encoder.encode(nv12, PictureOptions(quality: 90)))
         #expect(fromNV12.subsampling == Int32(TJSAMP_420.rawValue))
@@ -180,7 +180,7 @@ import Testing
     @Test func jpegOutputBufferIsReusedAcrossSizes() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 160, height: 96, frames: 3)
         defer { stream.remove() }
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         var pictures: [EncodedPicture] = []
         for frame in try stream.decodeFrames() {
             for width in [160, 40, 320] {
@@ -201,7 +201,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 320, height: 240)
         defer { stream.remove() }
         let frame = try stream.firstFrame()
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         let cases: [(Int?, Int?, Int, Int)] = [
             (160, nil, 160, 120), (nil, 60, 80, 60), (100, 100, 100, 100), (101, nil, 101, 76),
             (nil, 77, 103, 77), (33, 17, 33, 17), (1, 1, 1, 1), (1, nil, 1, 1), (641, 479, 641, 479),
@@ -229,7 +229,7 @@ import Testing
     @Test func scaledThumbnailLooksLikeFFmpegScale() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 320, height: 240)
         defer { stream.remove() }
-        let picture = try PictureEncoder().encode(try stream.firstFrame(), PictureOptions(format: .rgb, width: 160))
+        let picture = try TurboJPEGEncoder().encode(try stream.firstFrame(), PictureOptions(format: .rgb, width: 160))
         let reference = try runFFmpeg(
             ["-f", "h264", "-i", stream.path, "-frames:v", "1", "-vf", "scale=160:120", "-f", "rawvideo",
              "-pix_fmt", "rgb24", "-"])
@@ -238,7 +238,7 @@ import Testing
     }
 
     @Test func oddAndTinyFramesNeverFail() throws {
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         for (format, width, height) in [
             (AV_PIX_FMT_YUV420P, 1, 1), (AV_PIX_FMT_YUV420P, 3, 3), (AV_PIX_FMT_YUV420P, 321, 241),
             (AV_PIX_FMT_YUVJ420P, 5, 1), (AV_PIX_FMT_YUV422P, 7, 5), (AV_PIX_FMT_YUV444P, 1, 9),
@@ -265,7 +265,7 @@ import Testing
     }
 
     @Test func extremeRatiosScale() throws {
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         let large = try makeFrame(AV_PIX_FMT_YUV420P, width: 1280, height: 720) { plane, x, y in
             plane == 0 ? UInt8(truncatingIfNeeded: x ^ y) : 128
         }
@@ -286,7 +286,7 @@ import Testing
 
     @Test func outputAboveThePixelLimitIsRejected() throws {
         let frame = try makeFrame(AV_PIX_FMT_YUV420P, width: 16, height: 16) { _, _, _ in 128 }
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         #expect(throws: ImagingError.self) {
             try encoder.encode(frame, PictureOptions(width: 8192, height: 8192))
         }
@@ -312,7 +312,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: pixelFormat, width: 176, height: 144)
         defer { stream.remove() }
         let frame = try stream.firstFrame()
-        let picture = try PictureEncoder().encode(frame, PictureOptions(format: .yuv))
+        let picture = try TurboJPEGEncoder().encode(frame, PictureOptions(format: .yuv))
         var expected: [UInt8] = []
         frame.appendPackedPlanes(to: &expected)
         #expect(picture.byteArray == expected)
@@ -325,7 +325,7 @@ import Testing
     @Test func scaledYUVKeepsPixelFormatAndRange() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p10le", width: 176, height: 144)
         defer { stream.remove() }
-        let picture = try PictureEncoder().encode(try stream.firstFrame(), PictureOptions(format: .yuv, width: 87))
+        let picture = try TurboJPEGEncoder().encode(try stream.firstFrame(), PictureOptions(format: .yuv, width: 87))
         #expect(picture.pixelFormatName == "yuv420p10le")
         #expect(picture.width == 87 && picture.height == 71)
         #expect(picture.count == 2 * (87 * 71 + 2 * 44 * 36))
@@ -335,7 +335,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 98, height: 66)
         defer { stream.remove() }
         let planar = try stream.firstFrame()
-        let picture = try PictureEncoder().encode(try nv12Copy(of: planar), PictureOptions(format: .yuv))
+        let picture = try TurboJPEGEncoder().encode(try nv12Copy(of: planar), PictureOptions(format: .yuv))
         var expected: [UInt8] = []
         planar.appendPackedPlanes(to: &expected)
         #expect(picture.pixelFormatName == "yuv420p")
@@ -348,7 +348,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: pixelFormat, extra: extra)
         defer { stream.remove() }
         let frame = try stream.firstFrame()
-        let picture = try PictureEncoder().encode(frame, PictureOptions(format: .rgb))
+        let picture = try TurboJPEGEncoder().encode(frame, PictureOptions(format: .rgb))
         #expect(picture.count == stream.width * stream.height * 3)
         #expect(picture.pixelFormatName == "rgb24")
         let value = psnr(picture.byteArray, try stream.ffmpegFirstFrame())
@@ -361,7 +361,7 @@ import Testing
             let frame = try makeFrame(AV_PIX_FMT_YUV444P, width: 4, height: height, colorspace: colorspace) { plane, _, _ in
                 [81, 90, 240][plane]  // BT.601 red
             }
-            return Array(try PictureEncoder().encode(frame, PictureOptions(format: .rgb)).byteArray.prefix(3))
+            return Array(try TurboJPEGEncoder().encode(frame, PictureOptions(format: .rgb)).byteArray.prefix(3))
         }
         let bt601 = try render(AVCOL_SPC_SMPTE170M, height: 4)
         let bt709 = try render(AVCOL_SPC_BT709, height: 4)
@@ -394,14 +394,14 @@ import Testing
         #expect(frame.pixelFormatName == pixelFormat)
         // ffmpeg hands libx265 grey pictures as full range (and the stream says so).
         #expect(frame.colorRange == (extra.isEmpty && !pixelFormat.hasPrefix("gray") ? .limited : .full))
-        let picture = try PictureEncoder().encode(frame, PictureOptions(quality: 90))
+        let picture = try TurboJPEGEncoder().encode(frame, PictureOptions(quality: 90))
         let decoded = try decodeJPEG(picture)
         #expect(decoded.width == 320 && decoded.height == 240)
         #expect(decoded.subsampling == Int32(subsampling.rawValue), "\(pixelFormat)")
         let value = psnr(decoded.rgb, try stream.ffmpegFirstFrameSmoothChroma())
         #expect(value >= 35, "\(pixelFormat) \(extra): PSNR \(value) dB")
         // Thumbnails take the same conversion, scaled.
-        #expect(try decodeJPEG(try PictureEncoder().encode(frame, PictureOptions(width: 160))).width == 160)
+        #expect(try decodeJPEG(try TurboJPEGEncoder().encode(frame, PictureOptions(width: 160))).width == 160)
     }
 
     /// Range-aware, exactly: limited-range black, middle grey and white at 10 and 12 bits, and
@@ -428,7 +428,7 @@ import Testing
             // At its own size (swscale's depth conversion: each sample rounded) and as a
             // thumbnail (its scaler, which dithers the last bit like the CLI's: the mean holds).
             for (width, spread) in [(nil, 1), (32, 5)] as [(Int?, Int)] {
-                let rgb = try decodeJPEG(try PictureEncoder().encode(frame, PictureOptions(width: width, quality: 100))).rgb
+                let rgb = try decodeJPEG(try TurboJPEGEncoder().encode(frame, PictureOptions(width: width, quality: 100))).rgb
                 let (low, high) = (Int(rgb.min() ?? 0), Int(rgb.max() ?? 0))
                 let mean = Double(rgb.reduce(0) { $0 + Int($1) }) / Double(rgb.count)
                 #expect(
@@ -448,7 +448,7 @@ import Testing
         let frame = try stream.firstFrame()
         var renderings: [[UInt8]] = []
         for method in RangeExpansionMethod.allCases {
-            let encoder = try PictureEncoder()
+            let encoder = try TurboJPEGEncoder()
             encoder.rangeExpansion = method
             renderings.append(try decodeJPEG(encoder.encode(frame, PictureOptions(quality: 95))).rgb)
         }
@@ -463,7 +463,7 @@ import Testing
         let stream = try TestStream.make(pixelFormat: pixelFormat, width: 176, height: 144, encoder: "libx265")
         defer { stream.remove() }
         let frame = try stream.firstFrame()
-        let picture = try PictureEncoder().encode(frame, PictureOptions(format: .yuv))
+        let picture = try TurboJPEGEncoder().encode(frame, PictureOptions(format: .yuv))
         #expect(picture.pixelFormatName == pixelFormat)
         #expect(picture.byteArray == (try stream.ffmpegFirstFrame(pixelFormat: pixelFormat)))
     }
@@ -493,7 +493,7 @@ func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
         #expect(output.errors.isEmpty)
         let reference = try stream.decodeFrames()
         #expect(output.frames.count == 5 && reference.count == 5)
-        let encoder = try PictureEncoder()
+        let encoder = try TurboJPEGEncoder()
         for (frame, referenceFrame) in zip(output.frames, reference) {
             let jpeg = try encoder.encode(frame, PictureOptions(width: 161, quality: 80))
             #expect(try decodeJPEG(jpeg).width == 161)

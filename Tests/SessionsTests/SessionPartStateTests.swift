@@ -127,7 +127,7 @@ enum DecodedFrameFactory {
 
 enum EncodedPictureFactory {
     static func tiny() throws -> EncodedPicture {
-        try PictureEncoder().encode(try DecodedFrameFactory.tiny(), PictureOptions(width: 16))
+        try TurboJPEGEncoder().encode(try DecodedFrameFactory.tiny(), PictureOptions(width: 16))
     }
 }
 

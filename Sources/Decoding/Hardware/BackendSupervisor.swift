@@ -276,21 +276,14 @@ public final class BackendSupervisor {
     // MARK: - Packets
 
     /// The access unit, preceded by the parameter sets it uses that the decoder has not been
-    /// given in this form, and by every set before those in decoding order (VPS, SPS, PPS),
-    /// even one the access unit carries or the decoder has: libavcodec refuses a PPS whose SPS
-    /// it does not have yet (an SPS whose VPS), so a PPS sent alone in front of an access unit
-    /// that carries its SPS would be lost, with every picture after it, on a decoder that took
-    /// over mid-stream. A set it already has is taken again unchanged.
+    /// given in this form (and those before them, see `CodedAccessUnit.appendAnnexB`), so a
+    /// decoder that took over mid-stream has every set it needs.
     private func packet(_ unit: CodedAccessUnit) -> [UInt8] {
         // One unusually large access unit (a 4K keyframe) need not be held for the session's life.
         if packetBytes.capacity > Self.packetCapacityKept { packetBytes = [] }
         packetBytes.removeAll(keepingCapacity: true)
-        let sets = unit.parameterSets
-        if let last = sets.lastIndex(where: { !$0.carriedByAccessUnit && parameterSetsSent[$0.key] != $0.bytes }) {
-            sets[...last].appendAnnexB(to: &packetBytes)
-        }
-        for set in sets { parameterSetsSent[set.key] = set.bytes }
-        unit.nalUnits.appendAnnexB(to: &packetBytes)
+        unit.appendAnnexB(to: &packetBytes, parameterSetsUnless: { parameterSetsSent[$0.key] == $0.bytes })
+        for set in unit.parameterSets { parameterSetsSent[set.key] = set.bytes }
         return packetBytes
     }
 

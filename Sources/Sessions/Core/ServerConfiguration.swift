@@ -19,6 +19,8 @@ public struct ServerConfiguration: Sendable {
     public var frameDownloads: FrameDownloadCounter
     /// Where session decoders come from: libavcodec's, or a test's pretend hardware.
     public var decoderFactory: any PictureDecoderFactory
+    /// Where each session's picture encoder comes from: `PictureEncoders.standard()`, or a test's.
+    public var encoderFactory: any PictureEncoderFactory
     /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int
@@ -89,6 +91,7 @@ public struct ServerConfiguration: Sendable {
         devicePool: HardwareDevicePool = .shared,
         frameDownloads: FrameDownloadCounter = .shared,
         decoderFactory: any PictureDecoderFactory = LibavDecoderFactory(),
+        encoderFactory: any PictureEncoderFactory = PictureEncoders.standard(),
         decoderThreads: Int = 1,
         maxSessions: Int = 64,
         maxBodyBytes: Int? = nil,
@@ -116,6 +119,7 @@ public struct ServerConfiguration: Sendable {
         self.devicePool = devicePool
         self.frameDownloads = frameDownloads
         self.decoderFactory = decoderFactory
+        self.encoderFactory = encoderFactory
         self.decoderThreads = decoderThreads
         self.maxSessions = maxSessions
         self.maxBodyBytes = maxBodyBytes

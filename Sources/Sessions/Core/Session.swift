@@ -59,7 +59,8 @@ public final class Session: Sendable {
         // the worker is made after the cache (and holds it), so the report goes through a weak box.
         let failureSink = WeakBox<IngestWorker>()
         let pictures = PictureCache(
-            encodeQueue: encodeQueue, defaultQuality: options.quality ?? configuration.defaultQuality,
+            encodeQueue: encodeQueue, encoderFactory: configuration.encoderFactory,
+            defaultQuality: options.quality ?? configuration.defaultQuality,
             sizeLimit: configuration.pictureSizeLimit, metrics: metrics, clock: clock,
             onFailure: { error in failureSink.value?.record(error) })
         let activity = context.activity
@@ -268,11 +269,18 @@ public final class Session: Sendable {
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).
     public func historySummary() -> HistorySummary { HistorySummary(history.summary) }
 
+    /// The access units the session's compressed history holds, for outputs that want coded
+    /// video (read-only; see `CompressedHistoryView`).
+    public var accessUnits: CompressedHistoryView { CompressedHistoryView(history: history) }
+
     /// Bytes of compressed history held.
     var historyBytes: Int { history.bytes }
 
     /// Pictures encoded so far (each (picture, size, quality, format) at most once).
     public var encodeCount: Int { pictures.encodeCount }
+    /// The encoder of the session's pictures and why it serves (made by the configuration's
+    /// `encoderFactory`); nil before the first encode.
+    public var pictureEncoder: PictureEncoderIdentity? { pictures.encoderIdentity }
     public var isClosed: Bool { ingest.isClosed }
     /// The newest picture's sequence, nil before the first one.
     public var latestSequence: UInt64? { viewers.newest?.sequence }

@@ -19,7 +19,8 @@ import VideoCoding
 /// no longer a place decoding can start from. A GOP a catch-up still reads (`pin`) is not
 /// dropped for time or bytes until the catch-up let go of it.
 ///
-/// Owns: the held access units, their receive times and the bounds' bookkeeping. Any thread.
+/// Owns: the held access units, their receive times and the bounds' bookkeeping. Any thread;
+/// readers outside the session get `CompressedHistoryView`.
 final class CompressedHistory: Sendable {
     struct Limits: Sendable, Equatable {
         var seconds: Duration
@@ -220,27 +221,38 @@ final class CompressedHistory: Sendable {
     /// Up to `limit` units from `index` on, in decoding order (none when `index` is past the
     /// newest); `.gap` when units from `index` were dropped.
     func read(from index: Int64, limit: Int) -> Read {
+        state.withLock { Self.read($0, from: index, limit: limit) }
+    }
+
+    /// The units from the first of the last GOP decoding can start at to the newest (or to a
+    /// truncated GOP after it); none when no such GOP is held.
+    func readFromLastKeyframe() -> Read {
         state.withLock { state in
-            guard let newest = state.gops.last, index < newest.endIndex else { return .units([], drainAfter: []) }
-            guard var position = state.gops.firstIndex(where: { $0.endIndex > index }) else {
-                return .units([], drainAfter: [])
-            }
-            if state.gops[position].firstIndex > index && position == 0 { return .gap }
-            var units: [Unit] = []
-            var drainAfter: Set<Int64> = []
-            while position < state.gops.count, units.count < limit {
-                let gop = state.gops[position]
-                if gop.truncated { return units.isEmpty ? .gap : .units(units, drainAfter: drainAfter) }
-                for unit in gop.units where unit.index >= index && units.count < limit {
-                    units.append(unit)
-                }
-                if gop.endsStream, let last = gop.units.last, units.last?.index == last.index {
-                    drainAfter.insert(last.index)
-                }
-                position += 1
-            }
-            return .units(units, drainAfter: drainAfter)
+            guard let position = state.gops.lastIndex(where: \.isDecodable) else { return .units([], drainAfter: []) }
+            return Self.read(state, from: state.gops[position].firstIndex, limit: .max)
         }
+    }
+
+    private static func read(_ state: State, from index: Int64, limit: Int) -> Read {
+        guard let newest = state.gops.last, index < newest.endIndex else { return .units([], drainAfter: []) }
+        guard var position = state.gops.firstIndex(where: { $0.endIndex > index }) else {
+            return .units([], drainAfter: [])
+        }
+        if state.gops[position].firstIndex > index && position == 0 { return .gap }
+        var units: [Unit] = []
+        var drainAfter: Set<Int64> = []
+        while position < state.gops.count, units.count < limit {
+            let gop = state.gops[position]
+            if gop.truncated { return units.isEmpty ? .gap : .units(units, drainAfter: drainAfter) }
+            for unit in gop.units where unit.index >= index && units.count < limit {
+                units.append(unit)
+            }
+            if gop.endsStream, let last = gop.units.last, units.last?.index == last.index {
+                drainAfter.insert(last.index)
+            }
+            position += 1
+        }
+        return .units(units, drainAfter: drainAfter)
     }
 
     // MARK: - Pictures from the past

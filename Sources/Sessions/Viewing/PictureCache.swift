@@ -9,8 +9,9 @@ import Timekeeping
 /// a request for a picture already being encoded joins that encode. Only encodings of the
 /// newest picture and the one before it are kept, at most `State.capacity` of them.
 ///
-/// Owns: the encoder (bound to the encode queue), the cached encodings, the encodes in flight,
-/// and the session's default JPEG quality.
+/// Owns: the encoder (made by the configuration's `PictureEncoderFactory` at the first encode,
+/// bound to the encode queue), the cached encodings, the encodes in flight, and the session's
+/// default JPEG quality.
 final class PictureCache: Sendable {
     typealias Completion = @Sendable (Result<EncodedPicture, SessionError>) -> Void
 
@@ -37,6 +38,8 @@ final class PictureCache: Sendable {
         private var inFlight: [PictureKey: [Completion]] = [:]
         private(set) var encodes = 0
         private(set) var closed = false
+        /// What the encoder said of itself after its last encode; nil before the first.
+        var encoder: PictureEncoderIdentity?
 
         mutating func lookup(_ key: PictureKey, _ completion: @escaping Completion) -> Lookup {
             guard !closed else { return .closed }
@@ -85,7 +88,8 @@ final class PictureCache: Sendable {
     }
 
     private let state = Mutex(State())
-    private let encoder: QueueBound<PictureEncoder?>
+    private let encoder: QueueBound<(any PictureEncoding)?>
+    private let encoderFactory: any PictureEncoderFactory
     private let metrics: FrameTapMetrics
     /// Called with every encode failure (it is counted and shown as the session's last error).
     private let onFailure: @Sendable (SessionError) -> Void
@@ -95,10 +99,12 @@ final class PictureCache: Sendable {
     private let clock: any ServiceClock
 
     init(
-        encodeQueue: DispatchQueue, defaultQuality: Int, sizeLimit: PictureSizeLimit, metrics: FrameTapMetrics,
-        clock: any ServiceClock, onFailure: @escaping @Sendable (SessionError) -> Void
+        encodeQueue: DispatchQueue, encoderFactory: any PictureEncoderFactory, defaultQuality: Int,
+        sizeLimit: PictureSizeLimit, metrics: FrameTapMetrics, clock: any ServiceClock,
+        onFailure: @escaping @Sendable (SessionError) -> Void
     ) {
         encoder = QueueBound(nil, queue: encodeQueue)
+        self.encoderFactory = encoderFactory
         self.clock = clock
         self.sizeLimit = sizeLimit
         quality = Atomic(defaultQuality)
@@ -114,6 +120,9 @@ final class PictureCache: Sendable {
 
     /// Encodes done so far (each key at most once while it is cached).
     var encodeCount: Int { state.withLock { $0.encodes } }
+
+    /// Which encoder serves and why, as it said after its last encode; nil before the first.
+    var encoderIdentity: PictureEncoderIdentity? { state.withLock { $0.encoder } }
 
     /// `published` as `request` asks, if it is already encoded; never encodes (MJPEG viewers
     /// skip to the newest picture when another reader already paid for it).
@@ -168,16 +177,19 @@ final class PictureCache: Sendable {
 
     private func runEncode(_ frame: DecodedFrame, key: PictureKey) {
         let start = clock.uptime
-        let result = encoder.withValue { encoder -> Result<EncodedPicture, SessionError> in
+        let (result, identity) = encoder.withValue { encoder -> (Result<EncodedPicture, SessionError>, PictureEncoderIdentity?) in
             do throws(ImagingError) {
-                if encoder == nil { encoder = try PictureEncoder() }
-                return .success(try encoder!.encode(frame, key.encoderOptions))
+                if encoder == nil { encoder = try encoderFactory.makeEncoder() }
+                return (.success(try encoder!.encode(frame, key.encoderOptions)), encoder!.identity)
             } catch {
-                return .failure(SessionError(error))
+                return (.failure(SessionError(error)), encoder?.identity)
             }
         }
         let duration = Duration.nanoseconds(clock.uptime - start)
-        let waiting = state.withLock { $0.finish(key, result) }
+        let waiting = state.withLock { state in
+            if let identity { state.encoder = identity }
+            return state.finish(key, result)
+        }
         switch result {
         case .success: metrics.recordEncode(format: key.format.rawValue, duration: duration)
         case .failure(let error): onFailure(error)

@@ -2,11 +2,14 @@ import CFFmpeg
 import CTurboJPEG
 import Decoding
 
-/// Turns decoded pictures into JPEG, raw YUV or raw RGB, optionally resized.
+/// Turns decoded pictures into JPEG (TurboJPEG, straight from the YUV planes where it can), raw
+/// YUV or raw RGB, optionally resized (libswscale), on the CPU. Users get it through a
+/// `PictureEncoderFactory` (`TurboJPEGEncoderFactory`).
 ///
 /// Not thread-safe: it owns a TurboJPEG handle (stateful), reusable conversion buffers and a
 /// swscale context cache. Give each worker thread its own encoder.
-public final class PictureEncoder {
+public final class TurboJPEGEncoder: PictureEncoding {
+    public let identity: PictureEncoderIdentity
     private let compressor: tjhandle
     /// TurboJPEG writes into this worst-case-sized buffer (TJFLAG_NOREALLOC); each picture
     /// then gets one exact-size copy of the compressed bytes. Grows, never shrinks.
@@ -28,11 +31,13 @@ public final class PictureEncoder {
     /// stays below it and is reused.
     static let retainedBufferLimit = 64 << 20
 
-    public init() throws(ImagingError) {
+    /// `reason`: why this encoder serves (`identity.reason`).
+    public init(reason: String = TurboJPEGEncoderFactory.defaultReason) throws(ImagingError) {
         guard let compressor = tjInitCompress() else {
             throw ImagingError(.allocationFailed, "cannot create a TurboJPEG compressor: \(Self.turboJPEGError(nil))")
         }
         self.compressor = compressor
+        identity = PictureEncoderIdentity(name: "turbojpeg", reason: reason)
     }
 
     deinit {

@@ -1,0 +1,50 @@
+import HardwareTestSupport
+import Imaging
+import Testing
+
+@testable import Sessions
+
+/// The encoder seam as sessions use it: each session gets its own encoder from the
+/// configuration's factory, at its first encode, and says which encoder serves it.
+@Suite struct PictureEncoderSeamTests {
+    @Test func eachSessionEncodesWithItsOwnEncoderFromTheConfiguredFactory() async throws {
+        let factory = PretendGPUEncoderFactory()
+        var configuration = testConfiguration()
+        configuration.encoderFactory = factory
+        let session = try makeSession("enc1", configuration: configuration)
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        #expect(factory.encodersMade == 0, "no encoder before the first encode")
+        #expect(session.pictureEncoder == nil)
+
+        let full = try #require(try await picture(session).get().served)
+        let thumb = try #require(try await picture(session, PictureRequest(width: 88, quality: 60)).get().served)
+        _ = try await picture(session, PictureRequest(width: 88, quality: 60)).get()  // cached: no call
+        #expect(Array(full.picture.bytes.prefix(2)) == [0xFF, 0xD8], "the pretend's inner encoder really encodes")
+        #expect(thumb.picture.width == 88)
+        // The cache resolves the request against the picture (176x144) before it asks.
+        let newest = full.picture.sequence
+        #expect(
+            factory.calls == [
+                .init(
+                    encoder: 1, sequence: newest, options: PictureOptions(width: 176, height: 144, quality: PictureOptions.defaultQuality),
+                    onDevice: false),
+                .init(encoder: 1, sequence: newest, options: PictureOptions(width: 88, height: 72, quality: 60), onDevice: false),
+            ])
+        #expect(session.pictureEncoder == PictureEncoderIdentity(name: "pretend-nvjpeg", reason: "a test's pretend GPU encoder"))
+
+        let other = try makeSession("enc2", configuration: configuration)
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: other, flush: true)
+        _ = try await picture(other, PictureRequest(format: .yuv)).get()
+        #expect(factory.encodersMade == 2, "one encoder per session")
+        #expect(factory.calls.last?.encoder == 2)
+        #expect(session.encodeCount == 2 && other.encodeCount == 1)
+    }
+
+    @Test func theStandardEncoderIsTurboJPEG() async throws {
+        let session = try makeSession()
+        _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
+        _ = try await picture(session).get()
+        #expect(session.pictureEncoder?.name == "turbojpeg")
+        #expect(session.pictureEncoder?.reason == TurboJPEGEncoderFactory.defaultReason)
+    }
+}
