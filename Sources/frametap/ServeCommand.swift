@@ -18,12 +18,15 @@ import VideoCoding
 /// command line, the environment and the configuration file; ArgumentParser hands them over
 /// unparsed, since its options are declared one property each and the table is data.
 struct ServeCommand: ParsableCommand {
+    static let usage = "frametap serve [--<option> <value> ...]"
+
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Run the HTTP service.",
+        // Given in the discussion, above the options it introduces (ArgumentParser would put it below).
         usage: "",
         discussion: """
-            USAGE: frametap serve [--<option> <value> ...]
+            USAGE: \(usage)
 
             \(OptionDocumentation.precedence)
 
@@ -47,8 +50,19 @@ struct ServeCommand: ParsableCommand {
         do throws(ServeConfigurationError) {
             return try CommandLineOptions(arguments)
         } catch {
-            throw ValidationError(error.description)
+            throw Self.usageError(error)
         }
+    }
+
+    /// Bad usage as ArgumentParser reports its own: the error, the usage, where the help is
+    /// (not for a mistake in the configuration file, whose line says it all); exit 64.
+    private static func usageError(_ error: ServeConfigurationError) -> ExitCode {
+        if case .file = error.origin {
+            printError("Error: \(error)")
+        } else {
+            printError("Error: \(error)\nUsage: \(usage)\n  See 'frametap serve --help' for more information.")
+        }
+        return .validationFailure
     }
 
     func run() throws {
@@ -57,7 +71,7 @@ struct ServeCommand: ParsableCommand {
         do throws(ServeConfigurationError) {
             settings = try ServeConfiguration(commandLine: commandLine, environment: ProcessInfo.processInfo.environment)
         } catch {
-            throw ValidationError(error.description)
+            throw Self.usageError(error)
         }
         if settings.printConfiguration {
             print(settings.printed, terminator: "")
