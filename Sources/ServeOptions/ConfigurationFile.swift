@@ -36,7 +36,7 @@ public struct ConfigurationFile: Sendable {
     /// Checks `text`, the contents of the file at `path` (which errors name).
     public init(path: String, text: String, environment: [String: String]) throws(ServeConfigurationError) {
         self.path = path
-        let reader = Reader(path: path, environment: environment)
+        let reader = ConfigurationReader(path: path, environment: environment)
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)
@@ -67,7 +67,7 @@ public struct ConfigurationFile: Sendable {
 }
 
 /// The file's nodes, read with the file's path and the environment its `${NAME}` reads.
-struct Reader {
+struct ConfigurationReader {
     let path: String
     let environment: [String: String]
 

@@ -21,7 +21,7 @@ enum FileSourceMember: String, CaseIterable {
     case passwordFile = "password-file"
 }
 
-extension Reader {
+extension ConfigurationReader {
     /// `sessions:`: each id with its options, in the file's order.
     func sessions(_ section: Node) throws(ServeConfigurationError) -> [DeclaredSession] {
         guard !isNull(section) else { return [] }

@@ -197,10 +197,10 @@ extension ServeOption {
     /// Text taken as it is (a path, a token); an empty text is the same as none.
     static func text(
         _ name: String, _ path: any WritableKeyPath<ServeSettings, String?> & Sendable, valueName: String,
-        isSecret: Bool = false, help: String, details: String? = nil
+        scope: Scope = .everywhere, isSecret: Bool = false, help: String, details: String? = nil
     ) -> ServeOption {
         ServeOption(
-            name, valueName: valueName, accepts: nil, help: help, details: details, isSecret: isSecret,
+            name, valueName: valueName, accepts: nil, help: help, details: details, scope: scope, isSecret: isSecret,
             defaultValue: { $0[keyPath: path].map(DefaultValue.literal) ?? .described("none") },
             apply: { text, settings in settings[keyPath: path] = text })
     }

@@ -10,10 +10,9 @@ extension ServeOption {
     public static let all: [ServeOption] = [
         // The configuration file and what this run does
         text(
-            "config", \.configurationFile, valueName: "file",
+            "config", \.configurationFile, valueName: "file", scope: .commandLineAndEnvironment,
             help: "Read options (under `serve:`) and declared sessions (under `sessions:`) from this YAML file.",
-            details: "the command line and the environment win over it; see [the configuration file](#the-configuration-file)"
-        ).scoped(.commandLineAndEnvironment),
+            details: "the command line and the environment win over it; see [the configuration file](#the-configuration-file)"),
         ServeOption(
             "print-config", valueName: nil, accepts: nil,
             help: "Print the configuration these options resolve to, as a configuration file (secrets redacted), and exit.",
@@ -227,12 +226,6 @@ extension ServeOption {
 
     /// The option of this long name (without its dashes).
     public static func named(_ name: String) -> ServeOption? { all.first { $0.name == name } }
-
-    func scoped(_ scope: Scope) -> ServeOption {
-        ServeOption(
-            name, valueName: valueName, accepts: accepts, help: help, details: details, scope: scope, isSecret: isSecret,
-            isList: isList, defaultValue: defaultValue, apply: apply)
-    }
 }
 
 extension HTTPServerConfiguration {
