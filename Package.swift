@@ -24,6 +24,9 @@ let package = Package(
         // it is built on, checks the signatures synchronously on the request thread.
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.1.0"),
+        // The configuration file (`frametap serve --config`): YAML with each node's line, so an
+        // error names the line it is on.
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -99,13 +102,24 @@ let package = Package(
             swiftSettings: strictSwift,
             plugins: ["EmbedConsole"]
         ),
+        // `frametap serve`'s options, one row each: its command line, environment variables, the
+        // configuration file (with the sessions it declares), the help and README's table.
+        .target(
+            name: "ServeOptions",
+            dependencies: [
+                "HTTPServer", "Sessions", "Ingest", "FrameTapAPI", "Decoding", "Containers",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(name: "ConsoleEmbedder", swiftSettings: strictSwift),
         .plugin(name: "EmbedConsole", capability: .buildTool(), dependencies: ["ConsoleEmbedder"]),
         .executableTarget(
             name: "frametap",
             dependencies: [
                 "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "HTTPServer", "FrameTapAPI",
-                "Timekeeping",
+                "Timekeeping", "ServeOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -143,6 +157,10 @@ let package = Package(
         // writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(
+            name: "ServeOptionsTests",
+            dependencies: ["ServeOptions", "HTTPServer", "Sessions", "Ingest", "Decoding", "Containers", "TestSupport"],
+            swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [

@@ -41,6 +41,22 @@ expect_exit "probe of bytes without start codes" 4 "$BIN" probe "$TMP/noise.bin"
 "$BIN" decode "$FIXTURE" --max-nal-bytes 0 > /dev/null 2>&1; check "decode --max-nal-bytes 0 is a usage error" "$?" 64
 "$BIN" probe "$FIXTURE" --max-nal-bytes 0 > /dev/null 2>&1; check "probe --max-nal-bytes 0 is a usage error" "$?" 64
 
+# serve's options are read before anything listens: bad usage is 64 and names its place.
+"$BIN" serve --prot 1 > /dev/null 2> "$TMP/stderr"; check "serve --prot is a usage error" "$?" 64
+grep -q "unknown option '--prot' (did you mean '--port'?)" "$TMP/stderr" && pass "serve --prot suggests --port" \
+    || fail "serve --prot: $(head -c 200 "$TMP/stderr")"
+FRAMETAP_PORT=70000 "$BIN" serve > /dev/null 2> "$TMP/stderr"; check "FRAMETAP_PORT=70000 is a usage error" "$?" 64
+grep -q "FRAMETAP_PORT: must be 0...65535" "$TMP/stderr" && pass "FRAMETAP_PORT=70000 names the variable" \
+    || fail "FRAMETAP_PORT=70000: $(head -c 200 "$TMP/stderr")"
+printf 'serve:\n  port: 8080\n  max-sesions: 3\n' > "$TMP/typo.yaml"
+"$BIN" serve --config "$TMP/typo.yaml" > /dev/null 2> "$TMP/stderr"; check "a typo in the configuration file is a usage error" "$?" 64
+grep -q "typo.yaml:3:3: serve.max-sesions: unknown option (did you mean 'max-sessions'?)" "$TMP/stderr" \
+    && pass "the typo is named with its line" || fail "typo: $(head -c 200 "$TMP/stderr")"
+check "serve --help lists an option with its variable" \
+    "$("$BIN" serve --help | grep -o -e '--max-sessions <n>' -e 'FRAMETAP_MAX_SESSIONS' | wc -l)" 2
+check "the example configuration resolves" \
+    "$(FRONT_DOOR_USER=u FRONT_DOOR_PASSWORD=p "$BIN" serve --config "$ROOT/deploy/frametap.yaml" --print-config | grep -c -e '^  max-sessions: 32  #' -e '^  front-door:')" 2
+
 frames=$(manifest high_320x240.264 frames)
 "$BIN" decode "$FIXTURE" --output "$TMP/jpegs" 2> /dev/null
 check "decode writes one JPEG per frame" "$(ls "$TMP/jpegs" | wc -l)" "$frames"

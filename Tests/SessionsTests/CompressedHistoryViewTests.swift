@@ -1,5 +1,6 @@
 import Decoding
 import Foundation
+import TestSupport
 import Testing
 import VideoCoding
 

@@ -8,9 +8,10 @@ import VideoCoding
 
 /// The body of `PUT /sessions/{id}` (openapi.yaml `SessionOptions`): a JSON object whose
 /// members are all optional; an unknown member, a wrong type or a value out of range is a 400
-/// `invalid_parameter` that names it.
-struct SessionOptionsJSON: Decodable {
-    let options: SessionOptions
+/// `invalid_parameter` that names it. The configuration file's `sessions:` entries are the same
+/// object in YAML, read by this decoder too (through Yams' `Decoder`), so both take the same.
+public struct SessionOptionsJSON: Decodable {
+    public let options: SessionOptions
 
     /// The options a body asks for; an empty (or blank) body asks for no change.
     static func parse(_ body: some Collection<UInt8>) throws(HTTPError) -> SessionOptions {
@@ -19,9 +20,8 @@ struct SessionOptionsJSON: Decodable {
         do {
             return try JSONDecoder().decode(SessionOptionsJSON.self, from: data).options
         } catch let refusal as Refusal {
+            if let error = refusal.sourceError { throw HTTPError(SessionError(error)) }
             throw .invalidParameter(refusal.detail)
-        } catch let refusal as SourceRefusal {
-            throw HTTPError(SessionError(refusal.error))
         } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
             let member = context.codingPath.first?.stringValue
             throw .invalidParameter(
@@ -31,14 +31,27 @@ struct SessionOptionsJSON: Decodable {
         }
     }
 
-    /// A member the decoder read but cannot take.
-    private struct Refusal: Error {
-        let detail: String
+    /// A member the decoder read but cannot take, and where it is in the body.
+    public struct Refusal: Error {
+        public let detail: String
+        /// The member's path from the body's top, e.g. `["source", "transport"]`.
+        public let path: [String]
+        /// For an unknown member: the members its object may have.
+        public let knownMembers: [String]
+        /// A source URL FrameTap cannot pull: answered with its own code (`invalid_source`).
+        let sourceError: ContainerError?
+
+        init(_ detail: String, at path: [any CodingKey], knownMembers: [String] = [], sourceError: ContainerError? = nil) {
+            self.detail = detail
+            self.path = path.map(\.stringValue)
+            self.knownMembers = knownMembers
+            self.sourceError = sourceError
+        }
     }
 
-    /// A source URL FrameTap cannot pull (`invalid_source`).
-    private struct SourceRefusal: Error {
-        let error: ContainerError
+    /// The members of the body.
+    private enum Member: String, CaseIterable {
+        case backend, codec, decode, source, quality
     }
 
     /// The members of `source`.
@@ -51,26 +64,32 @@ struct SessionOptionsJSON: Decodable {
         if try container.decodeNil(forKey: key) { return nil }
         let members = try container.nestedContainer(keyedBy: AnyKey.self, forKey: key)
         for member in members.allKeys where SourceKey(rawValue: member.stringValue) == nil {
-            throw Refusal(detail: "unknown source member '\(member.stringValue)' (a source has url and transport)")
+            throw Refusal(
+                "unknown source member '\(member.stringValue)' (a source has url and transport)",
+                at: members.codingPath + [member], knownMembers: SourceKey.allCases.map(\.rawValue))
         }
-        guard members.contains(AnyKey(stringValue: "url")) else { throw Refusal(detail: "a source needs its url") }
+        let urlKey = AnyKey(stringValue: "url")
+        guard members.contains(urlKey) else { throw Refusal("a source needs its url", at: members.codingPath) }
         let url: SourceURL
         do {
-            url = try SourceURL(try members.decode(String.self, forKey: AnyKey(stringValue: "url")))
+            url = try SourceURL(try members.decode(String.self, forKey: urlKey))
         } catch let error as ContainerError {
-            throw SourceRefusal(error: error)
+            throw Refusal(error.message, at: members.codingPath + [urlKey], sourceError: error)
         }
         var transport: SourceTransport?
-        if members.contains(AnyKey(stringValue: "transport")) {
-            guard let value = SourceTransport(rawValue: try members.decode(String.self, forKey: AnyKey(stringValue: "transport")))
-            else { throw Refusal(detail: "source transport must be tcp or udp") }
+        let transportKey = AnyKey(stringValue: "transport")
+        if members.contains(transportKey) {
+            guard let value = SourceTransport(rawValue: try members.decode(String.self, forKey: transportKey))
+            else { throw Refusal("source transport must be tcp or udp", at: members.codingPath + [transportKey]) }
             transport = value
         }
         switch (url.scheme, transport) {
         case (.rtsp, _), (_, nil): break
         case (.srt, .udp), (.rtmp, .tcp), (.http, .tcp), (.https, .tcp): break
         default:
-            throw Refusal(detail: "\(url.scheme.rawValue) runs over \(url.scheme == .srt ? "udp" : "tcp") only; transport chooses for rtsp")
+            throw Refusal(
+                "\(url.scheme.rawValue) runs over \(url.scheme == .srt ? "udp" : "tcp") only; transport chooses for rtsp",
+                at: members.codingPath + [transportKey])
         }
         return PullSourceSpec(url: url, transport: transport)
     }
@@ -82,35 +101,38 @@ struct SessionOptionsJSON: Decodable {
         init?(intValue: Int) { nil }
     }
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: AnyKey.self)
         var options = SessionOptions()
         for key in container.allKeys {
-            switch key.stringValue {
-            case "backend":
+            let at = container.codingPath + [key]
+            guard let member = Member(rawValue: key.stringValue) else {
+                throw Refusal(
+                    "unknown session option '\(key.stringValue)'", at: at, knownMembers: Member.allCases.map(\.rawValue))
+            }
+            switch member {
+            case .backend:
                 guard let choice = DecoderBackendChoice(rawValue: try container.decode(String.self, forKey: key)) else {
                     throw Refusal(
-                        detail: "backend must be \(DecoderBackendChoice.allCases.map(\.rawValue).joined(separator: ", "))")
+                        "backend must be \(DecoderBackendChoice.allCases.map(\.rawValue).joined(separator: ", "))", at: at)
                 }
                 options.backend = choice
-            case "codec":
+            case .codec:
                 guard let codec = VideoCodec(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw Refusal(detail: "codec must be \(VideoCodec.allCases.map(\.rawValue).joined(separator: " or "))")
+                    throw Refusal("codec must be \(VideoCodec.allCases.map(\.rawValue).joined(separator: " or "))", at: at)
                 }
                 options.codec = codec
-            case "decode":
+            case .decode:
                 guard let mode = DecodeMode(rawValue: try container.decode(String.self, forKey: key)) else {
-                    throw Refusal(detail: "decode must be \(DecodeMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw Refusal("decode must be \(DecodeMode.allCases.map(\.rawValue).joined(separator: ", "))", at: at)
                 }
                 options.decode = mode
-            case "source":
+            case .source:
                 options.source = .some(try Self.source(in: container, key: key))
-            case "quality":
+            case .quality:
                 let value = try container.decode(Int.self, forKey: key)
-                guard (1...100).contains(value) else { throw Refusal(detail: "quality must be 1...100") }
+                guard (1...100).contains(value) else { throw Refusal("quality must be 1...100", at: at) }
                 options.quality = value
-            default:
-                throw Refusal(detail: "unknown session option '\(key.stringValue)'")
             }
         }
         self.options = options

@@ -153,7 +153,8 @@ public struct ServerConfiguration: Sendable {
     /// One per core: catch-ups then use the machine when nothing else does, and never more.
     public static var defaultCatchUpDecoders: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
     /// Waiting catch-ups past the running ones: 8 per slot, about 1-2 s of waiting for 1080p GOPs.
-    public static var defaultCatchUpQueue: Int { 8 * defaultCatchUpDecoders }
+    public static func defaultCatchUpQueue(slots: Int) -> Int { 8 * slots }
+    public static var defaultCatchUpQueue: Int { defaultCatchUpQueue(slots: defaultCatchUpDecoders) }
     /// Two frame threads, capped at the cores.
     public static var defaultCatchUpDecoderThreads: Int { min(2, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
 

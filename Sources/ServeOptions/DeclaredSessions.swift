@@ -1,0 +1,187 @@
+import FrameTapAPI
+import Sessions
+import Yams
+
+/// A session the configuration file declares: its id and what `PUT /sessions/{id}` with the
+/// same object would ask for.
+public struct DeclaredSession: Sendable, Equatable {
+    public let id: SessionID
+    public let options: SessionOptions
+    /// The file and the line of its id.
+    public let origin: OptionOrigin
+}
+
+/// The members a session's `source:` may have in the file besides those of the `PUT` body: the
+/// URL from a file, and the credentials apart from the URL (from the environment or a file,
+/// percent-encoded into the URL's user information by FrameTap).
+enum FileSourceMember: String, CaseIterable {
+    case urlFile = "url-file"
+    case username, password
+    case usernameFile = "username-file"
+    case passwordFile = "password-file"
+}
+
+extension ConfigurationReader {
+    /// `sessions:`: each id with its options, in the file's order.
+    func sessions(_ section: Node) throws(ServeConfigurationError) -> [DeclaredSession] {
+        guard !isNull(section) else { return [] }
+        guard case .mapping(let mapping) = section else {
+            throw error("must be a mapping of session ids to their options", at: section, key: "sessions")
+        }
+        var sessions: [DeclaredSession] = []
+        for (keyNode, value) in mapping {
+            let name = try key(keyNode, in: "sessions")
+            let key = "sessions." + name
+            let id: SessionID
+            do {
+                id = try SessionID(name)
+            } catch {
+                throw self.error(error.message, at: keyNode, key: key)
+            }
+            sessions.append(DeclaredSession(id: id, options: try options(value, key: key), origin: origin(keyNode)))
+        }
+        return sessions
+    }
+
+    /// The session's object, read by the `PUT` body's own decoder once its variables, files and
+    /// credentials are in place.
+    private func options(_ node: Node, key: String) throws(ServeConfigurationError) -> SessionOptions {
+        guard !isNull(node) else { return SessionOptions() }
+        guard case .mapping = node else {
+            throw error("must be a mapping of the session's options (source, codec, decode, ...)", at: node, key: key)
+        }
+        let body = try prepared(node, key: key)
+        do {
+            return try YAMLDecoder().decode(SessionOptionsJSON.self, from: body).options
+        } catch let refusal as SessionOptionsJSON.Refusal {
+            let (at, member) = locate(refusal.path, in: body)
+            var known = refusal.knownMembers
+            if refusal.path.count == 2, refusal.path.first == "source" { known += FileSourceMember.allCases.map(\.rawValue) }
+            throw self.error(
+                refusal.knownMembers.isEmpty ? refusal.detail : "unknown option", at: at,
+                key: ([key] + refusal.path.prefix(member)).joined(separator: "."),
+                suggestion: refusal.knownMembers.isEmpty ? nil : refusal.path.last.flatMap { nearestName(to: $0, among: known) })
+        } catch DecodingError.typeMismatch(let type, let context) {
+            let path = context.codingPath.map(\.stringValue)
+            let (at, member) = locate(path, in: body)
+            let wanted = type == Int.self ? "a whole number" : type == String.self ? "a single value" : "a mapping"
+            throw self.error("must be \(wanted)", at: at, key: ([key] + path.prefix(member)).joined(separator: "."))
+        } catch {
+            throw self.error("cannot be read: \(error)", at: node, key: key)
+        }
+    }
+
+    /// The key node at `path` from `node` (the deepest that exists), and how many of the path's
+    /// members it covers.
+    private func locate(_ path: [String], in node: Node) -> (Node, Int) {
+        var current = node
+        var keyNode = node
+        for (depth, member) in path.enumerated() {
+            guard case .mapping(let mapping) = current,
+                let pair = mapping.first(where: { $0.key.string == member })
+            else { return (keyNode, depth) }
+            keyNode = pair.key
+            current = pair.value
+        }
+        return (keyNode, path.count)
+    }
+
+    /// The node with every value's `${NAME}` read, and `source:`'s file-only members turned
+    /// into its `url`.
+    private func prepared(_ node: Node, key: String) throws(ServeConfigurationError) -> Node {
+        switch node {
+        case .scalar(var scalar):
+            scalar.string = try expand(scalar.string, at: node, key: key)
+            return .scalar(scalar)
+        case .sequence(let sequence):
+            var items: [Node] = []
+            for item in sequence { items.append(try prepared(item, key: key)) }
+            return .sequence(Node.Sequence(items, sequence.tag, sequence.style, sequence.mark))
+        case .mapping(let mapping):
+            var pairs: [(Node, Node)] = []
+            for (memberNode, value) in mapping {
+                let member = memberNode.string ?? ""
+                let memberKey = key + "." + member
+                if member == "source", case .mapping(let source) = value {
+                    pairs.append((memberNode, try preparedSource(source, key: memberKey)))
+                } else {
+                    pairs.append((memberNode, try prepared(value, key: memberKey)))
+                }
+            }
+            return .mapping(Node.Mapping(pairs, mapping.tag, mapping.style, mapping.mark))
+        case .alias:
+            return node
+        }
+    }
+
+    /// `url` (or `url-file`), with `username` and `password` (or their `-file`) put into it.
+    private func preparedSource(_ source: Node.Mapping, key: String) throws(ServeConfigurationError) -> Node {
+        var pairs: [(Node, Node)] = []
+        var url: (key: Node, text: String)?
+        var credentials: [FileSourceMember: (key: Node, text: String)] = [:]
+        for (memberNode, value) in source {
+            let member = memberNode.string ?? ""
+            let memberKey = key + "." + member
+            switch FileSourceMember(rawValue: member) {
+            case .urlFile:
+                guard url == nil else { throw error("give url or url-file, not both", at: memberNode, key: memberKey) }
+                url = (memberNode, try secret(fromFile: value, key: memberKey))
+            case let credential?:
+                let plain: FileSourceMember = credential == .usernameFile ? .username : credential == .passwordFile ? .password : credential
+                guard credentials[plain] == nil else {
+                    throw error("give \(plain.rawValue) or \(plain.rawValue)-file, not both", at: memberNode, key: memberKey)
+                }
+                let text = credential == plain ? try scalarText(value, key: memberKey) : try secret(fromFile: value, key: memberKey)
+                credentials[plain] = (memberNode, text)
+            case nil where member == "url":
+                guard url == nil else { throw error("give url or url-file, not both", at: memberNode, key: memberKey) }
+                url = (memberNode, try scalarText(value, key: memberKey))
+            case nil:
+                pairs.append((memberNode, try prepared(value, key: memberKey)))
+            }
+        }
+        if let (urlKey, urlText) = url {
+            var text = urlText
+            if let user = credentials[.username] {
+                text = try withCredentials(text, user: user.text, password: credentials[.password]?.text, at: urlKey, key: key + ".url")
+            } else if let password = credentials[.password] {
+                throw error("a password needs its username", at: password.key, key: key + ".password")
+            }
+            let mark = urlKey.mark
+            pairs.insert((.scalar(Node.Scalar("url", .implicit, .plain, mark)), .scalar(Node.Scalar(text, .implicit, .plain, mark))), at: 0)
+        } else if let credential = credentials.values.first {
+            throw error("credentials need the source's url", at: credential.key, key: key)
+        }
+        return .mapping(Node.Mapping(pairs, source.tag, source.style, source.mark))
+    }
+
+    /// `scheme://user:password@rest`, each part percent-encoded.
+    private func withCredentials(
+        _ url: String, user: String, password: String?, at node: Node, key: String
+    ) throws(ServeConfigurationError) -> String {
+        guard let separator = url.firstRange(of: "://") else { return url }  // the PUT decoder names what is wrong
+        let rest = url[separator.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !authority.contains("@") else {
+            throw error("the url already has credentials; give them in the url or as username and password", at: node, key: key)
+        }
+        let userInfo = Self.percentEncoded(user) + (password.map { ":" + Self.percentEncoded($0) } ?? "")
+        return url[..<separator.upperBound] + userInfo + "@" + rest
+    }
+
+    /// Every byte but RFC 3986's unreserved characters as `%XX`.
+    static func percentEncoded(_ text: String) -> String {
+        var result = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                result.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let digits = Array("0123456789ABCDEF")
+                result += "%" + String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 15)])
+            }
+        }
+        return result
+    }
+}

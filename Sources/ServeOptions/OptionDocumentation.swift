@@ -1,0 +1,160 @@
+import Sessions
+
+/// What the table says to people: `frametap serve --help`, README's table, and `--print-config`.
+public enum OptionDocumentation {
+    /// The paragraph above the options in `--help`.
+    public static let precedence = """
+        Each option may also come from its environment variable, or from the serve: section of \
+        the --config file (which also declares sessions): the command line wins, then the \
+        environment, then the file, then the default. SIGINT or SIGTERM stops the server \
+        gracefully (exit 0).
+        """
+
+    /// `--help`'s option list, in ArgumentParser's layout within `width` columns: each option
+    /// with its value's name and its help, then its environment variable, what it accepts and
+    /// its default. 79, since ArgumentParser wraps the text it is given again at 80 columns, and
+    /// a line of exactly 80 would be broken once more.
+    public static func helpList(_ options: [ServeOption] = ServeOption.all, width: Int = 79) -> String {
+        let defaults = ServeSettings.defaults
+        var rows = options.map { option -> (String, String) in
+            let label = option.commandLineName + (option.valueName.map { " <\($0)>" } ?? "")
+            var facts: [String] = []
+            if let variable = option.environmentVariable { facts.append(variable) }
+            if let accepts = option.accepts { facts.append(accepts) }
+            facts.append("default: " + option.defaultValue(defaults).text)
+            return (label, plain(option.help) + " [" + plain(facts.joined(separator: "; ")) + "]")
+        }
+        rows.append(("-h, --help", "Show help information."))
+        return rows.map { label, text in item(label, text, width: width) }.joined(separator: "\n")
+    }
+
+    /// One option as ArgumentParser lays it out: the label in a 26-column gutter (on a line of
+    /// its own when longer), the text wrapped beside it.
+    static func item(_ label: String, _ text: String, width: Int) -> String {
+        let gutter = 26
+        let lines = wrapped(text, width: width - gutter)
+        let indent = String(repeating: " ", count: gutter)
+        let head = "  " + label
+        var result: [String]
+        if head.count + 2 <= gutter {
+            result = [head + String(repeating: " ", count: gutter - head.count) + (lines.first ?? "")]
+            result += lines.dropFirst().map { indent + $0 }
+        } else {
+            result = [head] + lines.map { indent + $0 }
+        }
+        return result.joined(separator: "\n")
+    }
+
+    /// Words filled into lines of at most `width` characters (a longer word gets a line of its own).
+    static func wrapped(_ text: String, width: Int) -> [String] {
+        var lines: [String] = []
+        var line = ""
+        for word in text.split(separator: " ") {
+            if line.isEmpty {
+                line = String(word)
+            } else if line.count + 1 + word.count <= width {
+                line += " " + word
+            } else {
+                lines.append(line)
+                line = String(word)
+            }
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines
+    }
+
+    /// Markdown's code marks taken out, for the terminal.
+    static func plain(_ text: String) -> String { text.replacing("`", with: "") }
+
+    // MARK: - README
+
+    /// README's Configuration table, in Markdown.
+    public static func markdownTable(_ options: [ServeOption] = ServeOption.all) -> String {
+        let defaults = ServeSettings.defaults
+        var lines = [
+            "| option | environment | default | accepts | meaning |",
+            "|---|---|---|---|---|",
+        ]
+        for option in options {
+            let label = "`\(option.commandLineName)`" + (option.valueName.map { " *\($0)*" } ?? "")
+            let variable = option.environmentVariable.map { "`\($0)`" } ?? "(command line only)"
+            let shownDefault: String
+            switch option.defaultValue(defaults) {
+            case .literal(let text): shownDefault = "`\(text)`"
+            case .described(let text): shownDefault = text
+            }
+            var meaning = option.help
+            if let details = option.details { meaning += " " + details.prefix(1).uppercased() + details.dropFirst() + "." }
+            if option.isSecret { meaning += " In the file, `\(option.name)-file:` reads it from a file." }
+            let cells = [label, variable, shownDefault, option.accepts ?? "", meaning].map { $0.replacing("|", with: "\\|") }
+            lines.append("| " + cells.joined(separator: " | ") + " |")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The lines README holds its generated table between.
+    public static let readmeStart = "<!-- serve options: generated from Sources/ServeOptions/ServeOptionTable.swift; see OptionDocumentation -->"
+    public static let readmeEnd = "<!-- end of serve options -->"
+}
+
+extension ServeConfiguration {
+    /// The configuration as a configuration file: each option given and where it came from,
+    /// each default as a comment, and the declared sessions. Secrets and a source's credentials
+    /// are redacted.
+    public var printed: String {
+        let defaults = ServeSettings.defaults
+        var lines = ["# frametap serve: each option as resolved (command line, environment, file, default)", "serve:"]
+        for entry in resolved where entry.option.isInFile {
+            let name = entry.option.name
+            if let text = entry.text {
+                let value = entry.option.isSecret ? "<redacted>" : yamlScalar(text)
+                lines.append("  \(name): \(value)  # \(entry.origin)")
+            } else {
+                lines.append("  # \(name): \(entry.option.defaultValue(defaults).text)  (default)")
+            }
+        }
+        lines.append(declaredSessions.isEmpty ? "sessions: {}" : "sessions:")
+        for session in declaredSessions {
+            let options = session.options
+            var members: [String] = []
+            if case .some(.some(let source)) = options.source {
+                members.append("source:")
+                members.append("  url: \(yamlScalar(source.url.redacted))")
+                if let transport = source.transport { members.append("  transport: \(transport.rawValue)") }
+            }
+            if let codec = options.codec { members.append("codec: \(codec.rawValue)") }
+            if let decode = options.decode { members.append("decode: \(decode.rawValue)") }
+            if let backend = options.backend { members.append("backend: \(backend.rawValue)") }
+            if let quality = options.quality { members.append("quality: \(quality)") }
+            lines.append("  \(session.id):" + (members.isEmpty ? " {}" : "") + "  # \(session.origin)")
+            lines += members.map { "    " + $0 }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// `text` as a YAML scalar: plain when it reads back as the same text, else double-quoted.
+func yamlScalar(_ text: String) -> String {
+    let plainSafe =
+        !text.isEmpty && text.first.map { $0.isLetter || $0.isNumber || $0 == "/" || $0 == "." } == true
+        && text.allSatisfy { $0.isLetter || $0.isNumber || "._-/:,=+".contains($0) }
+        && !text.contains(": ") && !["null", "~", "true", "false", "yes", "no", "on", "off"].contains(text.lowercased())
+    if plainSafe { return text }
+    var quoted = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": quoted += "\\\""
+        case "\\": quoted += "\\\\"
+        case "\n": quoted += "\\n"
+        case "\t": quoted += "\\t"
+        default:
+            if scalar.value < 0x20 {
+                let hex = String(scalar.value, radix: 16)
+                quoted += "\\x" + (hex.count < 2 ? "0" + hex : hex)
+            } else {
+                quoted.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return quoted + "\""
+}

@@ -1,0 +1,133 @@
+import FoundationEssentials
+import FrameTapAPI
+import HTTPServer
+import Logging
+import Sessions
+
+/// What `frametap serve` runs with: every option resolved (the command line, then the
+/// environment, then the configuration file, then the default) and checked, mapped onto the
+/// configuration types, and the sessions the file declares.
+public struct ServeConfiguration: Sendable {
+    /// One option's value and where it came from.
+    public struct Resolved: Sendable {
+        public let option: ServeOption
+        /// nil: the default.
+        public let text: String?
+        public let origin: OptionOrigin
+    }
+
+    public var http: HTTPServerConfiguration
+    public var server: ServerConfiguration
+    /// Who may do what; its `skippedKeys` (JWKS keys of another algorithm) go to the start-up log.
+    public var access: AccessControl
+    public var logLevel: Logger.Level
+    /// The file's `sessions:`, in its order (none without a file).
+    public var declaredSessions: [DeclaredSession]
+    /// `--print-config`: print `printed` and exit instead of serving.
+    public var printConfiguration: Bool
+    /// Every option of the table, in its order.
+    public let resolved: [Resolved]
+
+    public init(arguments: [String], environment: [String: String]) throws(ServeConfigurationError) {
+        try self.init(commandLine: CommandLineOptions(arguments), environment: environment)
+    }
+
+    /// Every value given anywhere is checked, also one that a source of higher precedence
+    /// overrides: a mistake never waits for the day the override is taken away.
+    public init(commandLine: CommandLineOptions, environment: [String: String]) throws(ServeConfigurationError) {
+        let configOption = ServeOption.named("config")!
+        let file = try Self.configurationFile(
+            path: commandLine.value(of: configOption) ?? configOption.environmentVariable.flatMap { environment[$0] },
+            environment: environment)
+        var settings = ServeSettings.defaults
+        var scratch = ServeSettings.defaults
+        var resolved: [Resolved] = []
+        for option in ServeOption.all {
+            var given: [(text: String, origin: OptionOrigin)] = []
+            if let text = commandLine.value(of: option) { given.append((text, .commandLine(option.commandLineName))) }
+            if let variable = option.environmentVariable, let text = environment[variable] {
+                given.append((text, .environment(variable)))
+            }
+            if let entry = file?.options.first(where: { $0.option.name == option.name }) {
+                given.append((entry.text, entry.origin))
+            }
+            for (text, origin) in given.dropFirst() {
+                try Self.apply(option, text, from: origin, to: &scratch)
+            }
+            if let (text, origin) = given.first {
+                try Self.apply(option, text, from: origin, to: &settings)
+                resolved.append(Resolved(option: option, text: text, origin: origin))
+            } else {
+                resolved.append(Resolved(option: option, text: nil, origin: .defaultValue))
+            }
+        }
+        try self.init(settings, resolved: resolved, declaredSessions: file?.sessions ?? [])
+    }
+
+    private init(_ settings: ServeSettings, resolved: [Resolved], declaredSessions: [DeclaredSession]) throws(ServeConfigurationError) {
+        func origin(_ name: String) -> OptionOrigin? {
+            resolved.first { $0.option.name == name && $0.text != nil }?.origin
+        }
+        var http = settings.http
+        switch (settings.tlsCertificate ?? "", settings.tlsKey ?? "") {
+        case ("", ""): http.tls = nil
+        case (let certificate, let key) where !certificate.isEmpty && !key.isEmpty:
+            http.tls = TLSFiles(certificatePath: certificate, keyPath: key)
+        default:
+            throw ServeConfigurationError("--tls-cert and --tls-key go together")
+        }
+        var jwks: String?
+        if let path = settings.jwksFile, !path.isEmpty {
+            guard let bytes = FileManager.default.contents(atPath: path) else {
+                throw ServeConfigurationError("cannot read the JWKS file \(path)", origin: origin("jwks-file"))
+            }
+            jwks = String(decoding: bytes, as: UTF8.self)
+        }
+        do {
+            access = try AccessControl(adminToken: settings.authToken, jwtSecret: settings.jwtSecret, jwks: jwks)
+        } catch {
+            throw ServeConfigurationError("access control: \(error.message)")
+        }
+        var server = settings.server
+        server.catchUpPool = CatchUpPool(
+            slots: settings.catchUpDecoders,
+            queueLimit: settings.catchUpQueue ?? ServerConfiguration.defaultCatchUpQueue(slots: settings.catchUpDecoders))
+        do {
+            server = try server.validated()
+        } catch {
+            throw ServeConfigurationError(error.message)
+        }
+        self.http = http
+        self.server = server
+        self.logLevel = settings.logLevel
+        self.printConfiguration = settings.printConfiguration
+        self.declaredSessions = declaredSessions
+        self.resolved = resolved
+    }
+
+    private static func apply(
+        _ option: ServeOption, _ text: String, from origin: OptionOrigin, to settings: inout ServeSettings
+    ) throws(ServeConfigurationError) {
+        do {
+            try option.apply(text, &settings)
+        } catch {
+            let shown = option.isSecret ? "" : ", not '\(text)'"
+            throw ServeConfigurationError(
+                error.message + shown, origin: origin, key: origin.isFile ? "serve." + option.name : nil)
+        }
+    }
+
+    private static func configurationFile(
+        path: String?, environment: [String: String]
+    ) throws(ServeConfigurationError) -> ConfigurationFile? {
+        guard let path, !path.isEmpty else { return nil }
+        return try ConfigurationFile(path: path, environment: environment)
+    }
+}
+
+extension OptionOrigin {
+    var isFile: Bool {
+        if case .file = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,246 @@
+import Containers
+import Decoding
+import FoundationEssentials
+import HTTPServer
+import Ingest
+import Logging
+import Sessions
+
+extension ServeOption {
+    /// Every option of `frametap serve`, in the order `--help` and README list them.
+    public static let all: [ServeOption] = [
+        // The configuration file and what this run does
+        text(
+            "config", \.configurationFile, valueName: "file", scope: .commandLineAndEnvironment,
+            help: "Read options (under `serve:`) and declared sessions (under `sessions:`) from this YAML file.",
+            details: "the command line and the environment win over it; see [the configuration file](#the-configuration-file)"),
+        ServeOption(
+            "print-config", valueName: nil, accepts: nil,
+            help: "Print the configuration these options resolve to, as a configuration file (secrets redacted), and exit.",
+            scope: .commandLine,
+            defaultValue: { _ in .described("off") },
+            apply: { _, settings in settings.printConfiguration = true }),
+
+        // The HTTP edge
+        text("host", \.http.hostOrNil, valueName: "address", help: "Numeric address to listen on (IPv4 or IPv6)."),
+        integer("port", \.http.port, .range(0...65535), valueName: "port", help: "TCP port."),
+        integer(
+            "threads", \.http.threadPoolSize, .range(1...256),
+            help: "HTTP worker threads (libmicrohttpd's pool: epoll, suspend/resume).", default: "cores, at least 2"),
+        integer(
+            "max-connections", \.http.maxConnections, .range(1...1_000_000),
+            help: "Open connections at most.",
+            details:
+                "the last eighth is entered only by closing a connection that makes no progress (see [Slow and hostile clients](#slow-and-hostile-clients))"
+        ),
+        integer(
+            "max-connections-per-ip", \.http.maxConnectionsPerIP, .from(0),
+            help: "Open connections per client address at most; `0` = no limit (behind a proxy, where every client is the proxy)."),
+        seconds(
+            "header-timeout", \.http.headerTimeout, .above(0, atMost: 3600),
+            help: "Seconds a connection has to send a request's headers (slow-loris), from opening or from its previous answer."),
+        seconds(
+            "body-timeout", \.http.bodyTimeout, .above(0, atMost: 3600),
+            help:
+                "Seconds a request body may take to deliver each \(HTTPServerConfiguration().bodyProgressBytes) bytes while the server reads it; a slower body is answered 408 `body_timeout` and its connection closed.",
+            details: "a live push sends far more; time the server holds an upload back does not count"),
+
+        // Decoding
+        integer(
+            "decoder-threads", \.server.decoderThreads, .range(0...64),
+            help: "libavcodec threads per session (`0` = automatic); `1` keeps latency lowest and lets sessions share cores."),
+        choice(
+            "backend", \.server.backend, valueName: "backend",
+            help:
+                "`auto` (NVDEC, then VA-API, then software, per session), `cuda` or `vaapi` (required: a stream the hardware cannot take is a problem answer, not a silent fallback), or `software`."
+        ),
+        ServeOption(
+            "hw-devices", valueName: "list", accepts: HardwareDeviceList.syntax,
+            help:
+                "Devices sessions may decode on, e.g. `cuda:0,cuda:1,/dev/dri/renderD128`; a new session goes to the least loaded.",
+            details: "one device context each, shared by the sessions on it",
+            isList: true,
+            defaultValue: { _ in .described("every CUDA device, then every render node") },
+            apply: { text, settings throws(OptionValueError) in
+                guard !text.isEmpty else { return settings.server.hardwareDevices = nil }
+                do throws(DecodeError) {
+                    settings.server.hardwareDevices = try HardwareDeviceList(parsing: text)
+                } catch {
+                    throw OptionValueError(error.message)
+                }
+            }),
+        ServeOption(
+            "max-decoder-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
+            help:
+                "Bytes every session's decoder may hold together; `auto` is half of the container's memory limit (cgroup) or of the machine's memory.",
+            details:
+                "Each stream's need is estimated from its SPS (picture size × the pictures its decoder keeps: references, reordering, the one decoding, frame threads, hardware surfaces, and the two FrameTap holds) before any picture is decoded; one that does not fit is refused with `decoder_memory_exceeded` (503, with the figures) and allocates nothing",
+            defaultValue: { _ in .literal("auto") },
+            apply: { text, settings throws(OptionValueError) in
+                let word = text.trimmingWhitespace()
+                if word == "auto" {
+                    return  // the configuration's default budget is the automatic one
+                } else if let limit = Int(word), limit >= 1 << 20 {
+                    settings.server.decoderMemory = DecoderMemoryBudget(limit: limit)
+                } else {
+                    throw OptionValueError("must be 'auto' or a number of bytes of at least \(1 << 20)")
+                }
+            }),
+        integer(
+            "max-picture-pixels", \.server.pictureSizeLimit.maxPixels, .from(1),
+            help:
+                "Largest picture decoded (also at most \(PictureSizeLimit.defaultMaxSide) per side), checked from the SPS before decoding: `picture_too_large`."
+        ),
+        integer(
+            "max-nal-bytes", \.server.maxNALBytes, .from(1024), valueName: "bytes",
+            help: "Largest NAL unit (larger ones are dropped and counted as `nal_too_large`)."),
+
+        // Sessions and uploads
+        integer(
+            "max-sessions", \.server.maxSessions, .from(1),
+            help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After`."),
+        seconds(
+            "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),
+            help: "Seconds without upload, viewer or request before a session is removed."),
+        ServeOption(
+            "max-body-bytes", valueName: "bytes", accepts: "`unlimited`, or bytes, at least 1",
+            help: "Largest body of one POST (413 `body_too_large`), or `unlimited`.",
+            defaultValue: { .literal($0.server.maxBodyBytes.map(String.init) ?? "unlimited") },
+            apply: { text, settings throws(OptionValueError) in
+                let word = text.trimmingWhitespace()
+                if word == "unlimited" {
+                    settings.server.maxBodyBytes = nil
+                } else if let limit = Int(word), limit >= 1 {
+                    settings.server.maxBodyBytes = limit
+                } else {
+                    throw OptionValueError("must be a positive integer or 'unlimited'")
+                }
+            }),
+        integer(
+            "max-spool-bytes", \.server.maxSpoolBytes, .from(1), valueName: "bytes",
+            help:
+                "Largest body of a POST answered as `multipart/mixed`: its compressed body is spooled to `$TMPDIR` and decoded while the answer streams (413 `body_too_large`)."
+        ),
+        integer(
+            "max-spool-total-bytes", \.spoolTotalBytes, .from(1), valueName: "bytes",
+            help:
+                "What every push answered as `multipart/mixed` may spool together; the one that would pass it is answered 413 `spool_full` at once.",
+            details: "the others go on, and an upload gives back what it spooled when it ends"),
+        integer(
+            "container-seek-window", \.server.containerSeekWindow, .from(0), valueName: "bytes",
+            help:
+                "Bytes of a container push kept for its demuxer to seek back in; an MP4 whose moov follows its media data needs all of that data.",
+            details: "past it the push is `container_needs_seeking` (see [Containers](#containers-and-pulled-sources))"),
+
+        // Decoding on demand and history
+        choice(
+            "default-decode", \.server.defaultDecode, valueName: "mode",
+            help: "How sessions that do not say (`PUT` `decode`) decode: `all`, `keyframes` or `on-demand` (decode only while pictures are asked for).",
+            details: "see [On-demand sessions and history](#on-demand-sessions-and-history)"),
+        seconds(
+            "history-seconds", \.server.historySeconds, .above(0, atMost: 3600),
+            help: "Seconds of compressed history each session keeps, from its oldest access unit to its newest, in whole GOPs.",
+            details: "several camera GOPs, enough to look at what just happened"),
+        integer(
+            "history-bytes", \.server.historyBytes, .from(1 << 20), valueName: "bytes",
+            help: "Bytes of compressed history each session keeps at most, in whole GOPs.",
+            details:
+                "64 MiB is 10 s of a 50 Mbit/s stream, so for real cameras the time binds and this bounds hostile streams; times `--max-sessions` it bounds the server's history"
+        ),
+        seconds(
+            "on-demand-linger", \.server.onDemandLinger, .range(0...86_400),
+            help:
+                "Seconds an on-demand session keeps decoding after the last request for a picture (or its last MJPEG viewer) before it releases its decoder."
+        ),
+        integer(
+            "max-catchup-decoders", \.catchUpDecoders, .range(1...256),
+            help: "Catch-ups (on-demand wake-ups, pictures from the past) decoding at once.",
+            details: "the rest of the machine stays with live sessions", default: "cores"),
+        ServeOption(
+            "max-catchup-queue", valueName: "n", accepts: IntegerBounds.range(0...100_000).description,
+            help: "Catch-ups waiting for a decoder, in order; past it a request gets 503 `catchup_queue_full` with `Retry-After`.",
+            defaultValue: { _ in .described("8 per catch-up decoder") },
+            apply: { text, settings throws(OptionValueError) in
+                settings.catchUpQueue = try wholeNumber(text, .range(0...100_000))
+            }),
+        integer(
+            "catchup-decoder-threads", \.server.catchUpDecoderThreads, .range(0...64),
+            help: "libavcodec frame threads of a catch-up decoder (`0` = automatic): a catch-up decodes a GOP while someone waits.",
+            default: "2 (at most the cores)"),
+
+        // Pulled sources
+        ServeOption(
+            "allow-sources", valueName: "list", accepts: "comma-separated `SCHEME://HOST[:PORT]`",
+            help:
+                "The sources pull sessions may pull from: SCHEME `rtsp`, `rtmp`, `srt`, `http`, `https` or `*`; HOST a name, `*.suffix`, an address, a network (`10.0.0.0/8`, `[fd00::]/8`) or `*`.",
+            isList: true,
+            defaultValue: { _ in .described("none: pulling is off") },
+            apply: { text, settings throws(OptionValueError) in
+                do throws(ContainerError) {
+                    settings.server.sourcePolicy = try SourcePolicy(parsing: text)
+                } catch {
+                    throw OptionValueError(error.message)
+                }
+            }),
+        integer(
+            "max-pull-sessions", \.server.maxPullSessions, .from(0),
+            help: "Sessions that pull at once (503 `too_many_pull_sessions` past it)."),
+        seconds(
+            "source-connect-timeout", \.server.sourceConnectTimeout, .range(0.1...86_400),
+            help: "Seconds a pull has to connect and read its stream's header."),
+        seconds(
+            "source-read-timeout", \.server.sourceReadTimeout, .range(0.1...86_400),
+            help: "Seconds a live pull may send nothing before it is lost and retried."),
+        seconds(
+            "source-retry-max", \.server.sourceRetryMax, .range(0.5...86_400),
+            help: "The longest wait between a pull's attempts (the back-off starts at 0.5 s and doubles)."),
+
+        // Access control and TLS
+        text(
+            "auth-token", \.authToken, valueName: "token", isSecret: true,
+            help:
+                "The admin token: it may do everything. With it, `--jwt-secret` or `--jwks-file`, every route but `/healthz` and the console needs a token.",
+            details: "see [Access control](#access-control)"),
+        text(
+            "jwt-secret", \.jwtSecret, valueName: "secret", isSecret: true,
+            help:
+                "Accept HS256 JWTs signed with this secret (at least 32 bytes), scoped by their `frametap:scope` and `frametap:sessions` claims."
+        ),
+        text(
+            "jwks-file", \.jwksFile, valueName: "file",
+            help: "Accept RS256 and ES256 JWTs signed by a key of this JWKS file (`{\"keys\": [...]}`); read at start.",
+            details: "a broken file stops the start, keys of other algorithms are logged and left out"),
+        text(
+            "tls-cert", \.tlsCertificate, valueName: "file",
+            help: "Serve HTTPS only, with this PEM certificate chain (leaf first); needs `--tls-key`.",
+            details: "`SIGHUP` reloads both for new connections (a broken file keeps the previous pair)"),
+        text("tls-key", \.tlsKey, valueName: "file", help: "The PEM private key of `--tls-cert`."),
+
+        // Logging
+        choice(
+            "log-level", \.logLevel, valueName: "level", ignoringCase: true,
+            help: "swift-log level; `debug` also lets libavcodec's and libavformat's own warnings through.",
+            details:
+                "FrameTap's own log lines never show a source's credentials; libavformat's messages are not filtered and may name a source's URL, so keep debug logs private"
+        ),
+    ]
+
+    /// The option of this long name (without its dashes).
+    public static func named(_ name: String) -> ServeOption? { all.first { $0.name == name } }
+}
+
+extension HTTPServerConfiguration {
+    /// `--host`: the address as given (the HTTP server refuses one it cannot bind).
+    fileprivate var hostOrNil: String? {
+        get { host }
+        set { host = newValue ?? host }
+    }
+}
+
+extension ServeSettings {
+    /// `--max-spool-total-bytes`: the budget every spooled upload shares.
+    fileprivate var spoolTotalBytes: Int {
+        get { server.spoolBudget.limit }
+        set { server.spoolBudget = SpoolBudget(limit: newValue) }
+    }
+}

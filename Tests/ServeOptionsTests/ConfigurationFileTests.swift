@@ -1,0 +1,317 @@
+import Containers
+import Decoding
+import Ingest
+import Sessions
+import Testing
+
+@testable import ServeOptions
+
+/// The line an error names, or nil when it names none.
+private func line(of error: ServeConfigurationError) -> Int? {
+    if case .file(_, let line, _) = error.origin { return line }
+    return nil
+}
+
+/// Why `yaml` is refused (or nil when it is taken).
+private func refusal(_ yaml: String, environment: [String: String] = [:]) -> ServeConfigurationError? {
+    do {
+        _ = try ConfigurationFile(path: "frametap.yaml", text: yaml, environment: environment)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+@Suite("The configuration file", .timeLimit(.minutes(1)))
+struct ConfigurationFileTests {
+    @Test func optionsUnderTheirLongNames() throws {
+        let file = try ConfigurationFile(
+            path: "f.yaml",
+            text: """
+                # a comment
+                serve:
+                  port: 9000
+                  allow-sources:
+                    - rtsp://10.0.0.0/8
+                    - https://*.example
+                  hw-devices: cuda:0,cuda:1
+                sessions:
+                """, environment: [:])
+        #expect(file.options.map(\.option.name) == ["port", "allow-sources", "hw-devices"])
+        #expect(file.options.map(\.text) == ["9000", "rtsp://10.0.0.0/8,https://*.example", "cuda:0,cuda:1"])
+        #expect(file.options.map(\.origin) == [3, 4, 7].map { .file(path: "f.yaml", line: $0, column: 3) })
+        #expect(file.sessions.isEmpty)
+    }
+
+    @Test func anEmptyFileSetsNothing() throws {
+        #expect(try ConfigurationFile(path: "f.yaml", text: "", environment: [:]).options.isEmpty)
+        #expect(try ConfigurationFile(path: "f.yaml", text: "# nothing yet\nserve:\nsessions: {}\n", environment: [:]).options.isEmpty)
+    }
+
+    @Test func sessionsAreThePutBody() throws {
+        let file = try ConfigurationFile(
+            path: "f.yaml",
+            text: """
+                sessions:
+                  cam1:
+                    source:
+                      url: rtsp://cam1.example/stream
+                      transport: udp
+                    codec: h265
+                    decode: on-demand
+                    backend: software
+                    quality: 70
+                  cam2:
+                  cam.3: {decode: keyframes}
+                """, environment: [:])
+        #expect(file.sessions.map(\.id.rawValue) == ["cam1", "cam2", "cam.3"])
+        let first = file.sessions[0].options
+        #expect(first == SessionOptions(
+            backend: .software, codec: .h265, decode: .onDemand, quality: 70,
+            source: .some(PullSourceSpec(url: try SourceURL("rtsp://cam1.example/stream"), transport: .udp))))
+        #expect(file.sessions[1].options == SessionOptions())
+        #expect(file.sessions[2].options == SessionOptions(decode: .keyframes))
+        #expect(file.sessions[0].origin == .file(path: "f.yaml", line: 2, column: 3))
+    }
+
+    // MARK: - Every kind of error, with its line
+
+    @Test func unknownKeysWithTheNearestKnownOne() throws {
+        let section = try #require(refusal("serve:\n  port: 1\nsesions:\n  a: {}\n"))
+        #expect(line(of: section) == 3)
+        #expect(section.key == "sesions")
+        #expect(section.suggestion == "sessions")
+        #expect(section.description == "frametap.yaml:3:1: sesions: unknown section (did you mean 'sessions'?)")
+
+        let option = try #require(refusal("serve:\n  port: 1\n  max-sesions: 4\n"))
+        #expect(line(of: option) == 3)
+        #expect(option.description == "frametap.yaml:3:3: serve.max-sesions: unknown option (did you mean 'max-sessions'?)")
+
+        let far = try #require(refusal("serve:\n  colour: blue\n"))
+        #expect(far.suggestion == nil)
+        #expect(far.message == "unknown option")
+
+        let member = try #require(refusal("sessions:\n  cam:\n    codec: h264\n    decod: all\n"))
+        #expect(member.description == "frametap.yaml:4:5: sessions.cam.decod: unknown option (did you mean 'decode'?)")
+
+        let sourceMember = try #require(refusal("sessions:\n  cam:\n    source:\n      url: rtsp://a.example/\n      trasport: tcp\n"))
+        #expect(line(of: sourceMember) == 5)
+        #expect(sourceMember.key == "sessions.cam.source.trasport")
+        #expect(sourceMember.suggestion == "transport")
+
+        let credentials = try #require(refusal("sessions:\n  cam:\n    source:\n      url: rtsp://a.example/\n      pasword: x\n"))
+        #expect(credentials.suggestion == "password")
+
+        let commandLineOnly = try #require(refusal("serve:\n  print-config: true\n"))
+        #expect(commandLineOnly.message == "--print-config is given on the command line or in the environment")
+    }
+
+    @Test func wrongTypes() throws {
+        let mapping = try #require(refusal("serve:\n  port:\n    number: 8080\n"))
+        #expect(line(of: mapping) == 3)
+        #expect(mapping.key == "serve.port")
+        #expect(mapping.message == "must be a single value, not a mapping")
+
+        let list = try #require(refusal("serve:\n  max-sessions: [1, 2]\n"))
+        #expect(list.message == "must be a single value, not a list")
+
+        let empty = try #require(refusal("serve:\n  port:\n"))
+        #expect(empty.message == "has no value")
+        #expect(line(of: empty) == 2)
+
+        let section = try #require(refusal("serve: 8080\n"))
+        #expect(section.key == "serve")
+        #expect(section.message == "must be a mapping of options (port: 8080)")
+
+        let quality = try #require(refusal("sessions:\n  cam:\n    decode: all\n    quality: high\n"))
+        #expect(line(of: quality) == 4)
+        #expect(quality.key == "sessions.cam.quality")
+        #expect(quality.message == "must be a whole number")
+
+        let source = try #require(refusal("sessions:\n  cam:\n    source: rtsp://a.example/\n"))
+        #expect(line(of: source) == 3)
+        #expect(source.key == "sessions.cam.source")
+        #expect(source.message == "must be a mapping")
+
+        let session = try #require(refusal("sessions:\n  cam: on-demand\n"))
+        #expect(session.key == "sessions.cam")
+        #expect(session.message.hasPrefix("must be a mapping of the session's options"))
+
+        let top = try #require(refusal("- serve\n"))
+        #expect(top.message == "the file must be a mapping with serve: and sessions:")
+    }
+
+    @Test func invalidValues() throws {
+        // A serve: value is checked when the configuration is resolved, with the same words as
+        // on the command line, and the file's line and key.
+        let folder = try TemporaryFolder()
+        let path = try folder.write("f.yaml", "serve:\n  max-sessions: 2\n  history-seconds: 0\n")
+        #expect(throws: ServeConfigurationError(
+            "must be seconds above 0, at most 3600, not '0'", origin: .file(path: path, line: 3, column: 3),
+            key: "serve.history-seconds")) {
+            try ServeConfiguration(arguments: ["--config", path], environment: [:])
+        }
+
+        let codec = try #require(refusal("sessions:\n  cam:\n    codec: h266\n"))
+        #expect(codec.description == "frametap.yaml:3:5: sessions.cam.codec: codec must be h264 or h265")
+
+        let quality = try #require(refusal("sessions:\n  cam:\n    quality: 0\n"))
+        #expect(quality.message == "quality must be 1...100")
+
+        let url = try #require(refusal("sessions:\n  cam:\n    source:\n      transport: tcp\n      url: ftp://a.example/x\n"))
+        #expect(line(of: url) == 5)
+        #expect(url.key == "sessions.cam.source.url")
+        #expect(url.message == "FrameTap pulls rtsp, rtmp, srt, http and https URLs, not ftp")
+
+        let noURL = try #require(refusal("sessions:\n  cam:\n    source:\n      transport: tcp\n"))
+        #expect(noURL.key == "sessions.cam.source")
+        #expect(noURL.message == "a source needs its url")
+
+        let transport = try #require(refusal("sessions:\n  cam:\n    source:\n      url: srt://a.example:9000\n      transport: tcp\n"))
+        #expect(transport.key == "sessions.cam.source.transport")
+
+        let id = try #require(refusal("sessions:\n  cam/1:\n    decode: all\n"))
+        #expect(line(of: id) == 2)
+        #expect(id.message == "session id must be 1...128 characters from A-Z a-z 0-9 . _ ~ -")
+    }
+
+    @Test func notYAMLAtAll() throws {
+        let broken = try #require(refusal("serve:\n  port: 1\n  host: [0.0.0.0\n"))
+        #expect(line(of: broken) != nil)
+        #expect(broken.message.hasPrefix("not valid YAML"))
+
+        let twice = try #require(refusal("serve:\n  port: 1\n  port: 2\n"))
+        #expect(twice.message == "a key appears twice: port")
+        #expect(line(of: twice) != nil)
+    }
+
+    // MARK: - Secrets
+
+    @Test func variablesFromTheEnvironment() throws {
+        let environment = ["CAM_HOST": "door.example", "TOKEN": "s3cret", "EMPTY": ""]
+        let file = try ConfigurationFile(
+            path: "f.yaml",
+            text: """
+                serve:
+                  auth-token: ${TOKEN}
+                  host: ${EMPTY}127.0.0.1
+                sessions:
+                  door:
+                    source:
+                      url: rtsp://${CAM_HOST}/live?x=$${literal}
+                """, environment: environment)
+        #expect(file.options.map(\.text) == ["s3cret", "127.0.0.1"])
+        #expect(file.sessions[0].options.source??.url.text == "rtsp://door.example/live?x=${literal}")
+
+        let unset = try #require(refusal("serve:\n  port: 1\n  auth-token: ${NOT_SET}\n"))
+        #expect(unset.description == "frametap.yaml:3:15: serve.auth-token: the environment variable NOT_SET is not set")
+        let unclosed = try #require(refusal("serve:\n  auth-token: ${TOKEN\n", environment: environment))
+        #expect(unclosed.message.hasPrefix("'${' without its '}'"))
+        let badName = try #require(refusal("serve:\n  auth-token: ${1X}\n", environment: environment))
+        #expect(badName.message == "'${1X}' is not an environment variable's name")
+    }
+
+    @Test func secretsFromFiles() throws {
+        let folder = try TemporaryFolder()
+        let token = try folder.write("token", "from-a-secret\n")
+        let url = try folder.write("url", "rtsp://user:pw@cam.example/stream\r\n")
+        let password = try folder.write("password", "p@ss:w/rd\n")
+        let file = try ConfigurationFile(
+            path: "f.yaml",
+            text: """
+                serve:
+                  auth-token-file: \(token)
+                  jwt-secret-file: ${SECRET_PATH}
+                sessions:
+                  a:
+                    source:
+                      url-file: \(url)
+                  b:
+                    source:
+                      url: rtsp://cam.example:8554/b
+                      username: admin
+                      password-file: \(password)
+                """, environment: ["SECRET_PATH": token])
+        #expect(file.options.map(\.option.name) == ["auth-token", "jwt-secret"])
+        #expect(file.options.map(\.text) == ["from-a-secret", "from-a-secret"])
+        #expect(file.sessions[0].options.source??.url.text == "rtsp://user:pw@cam.example/stream")
+        let b = try #require(file.sessions[1].options.source??.url)
+        #expect(b.text == "rtsp://admin:p%40ss%3Aw%2Frd@cam.example:8554/b")
+        #expect(b.redacted == "rtsp://***@cam.example:8554/b")
+
+        let missing = try #require(refusal("serve:\n  auth-token-file: \(folder.path)/nothing\n"))
+        #expect(missing.key == "serve.auth-token-file")
+        #expect(missing.message == "cannot read the file \(folder.path)/nothing")
+
+        let both = try #require(refusal("serve:\n  auth-token: a\n  auth-token-file: \(token)\n"))
+        #expect(line(of: both) == 3)
+        #expect(both.message.hasPrefix("auth-token is given twice"))
+
+        let notSecret = try #require(refusal("serve:\n  port-file: \(token)\n"))
+        #expect(notSecret.message == "unknown option")
+
+        let twoURLs = try #require(refusal("sessions:\n  a:\n    source:\n      url: rtsp://a.example/\n      url-file: \(url)\n"))
+        #expect(twoURLs.message == "give url or url-file, not both")
+
+        let credentialsTwice = try #require(
+            refusal("sessions:\n  a:\n    source:\n      url: rtsp://u:p@a.example/\n      username: v\n"))
+        #expect(credentialsTwice.key == "sessions.a.source.url")
+        #expect(credentialsTwice.message.hasPrefix("the url already has credentials"))
+
+        let passwordAlone = try #require(
+            refusal("sessions:\n  a:\n    source:\n      url: rtsp://a.example/\n      password: p\n"))
+        #expect(passwordAlone.message == "a password needs its username")
+    }
+
+    @Test func printedConfigurationRedactsSecrets() throws {
+        let folder = try TemporaryFolder()
+        let path = try folder.write(
+            "f.yaml",
+            """
+            serve:
+              auth-token: ${TOKEN}
+              max-sessions: 7
+            sessions:
+              door:
+                source:
+                  url: rtsp://cam.example/live
+                  username: admin
+                  password: ${PASSWORD}
+                decode: on-demand
+            """)
+        let environment = ["TOKEN": "token-value-123", "PASSWORD": "password-value-456", "FRAMETAP_PORT": "9100"]
+        let configuration = try ServeConfiguration(arguments: ["--config", path, "--print-config"], environment: environment)
+        #expect(configuration.printConfiguration)
+        let printed = configuration.printed
+        #expect(!printed.contains("token-value-123"))
+        #expect(!printed.contains("password-value-456"))
+        #expect(printed.contains("  auth-token: <redacted>  # \(path):2:3\n"))
+        #expect(printed.contains("  port: 9100  # FRAMETAP_PORT\n"))
+        #expect(printed.contains("  max-sessions: 7  # \(path):3:3\n"))
+        #expect(printed.contains("  # history-seconds: 10  (default)\n"))
+        #expect(printed.contains("      url: \"rtsp://***@cam.example:554/live\"\n"))
+
+        // What it prints reads back as the same configuration (less the redacted secrets).
+        let reread = try ConfigurationFile(
+            path: "printed.yaml", text: printed.replacing("<redacted>", with: "x"), environment: [:])
+        #expect(reread.options.map(\.option.name) == ["port", "max-sessions", "auth-token"])
+        #expect(reread.sessions.map(\.options.decode) == [.onDemand])
+    }
+
+    @Test func theExampleParses() throws {
+        let path = repositoryRoot + "/deploy/frametap.yaml"
+        let environment = ["FRONT_DOOR_USER": "viewer", "FRONT_DOOR_PASSWORD": "pass word"]
+        let configuration = try ServeConfiguration(arguments: ["--config", path], environment: environment)
+        #expect(configuration.declaredSessions.map(\.id.rawValue) == ["front-door", "yard"])
+        let door = try #require(configuration.declaredSessions[0].options.source??.url)
+        #expect(door.text == "rtsp://viewer:pass%20word@front-door.example:554/Streaming/Channels/101")
+        #expect(configuration.declaredSessions[0].options.decode == .onDemand)
+        #expect(configuration.declaredSessions[1].options == SessionOptions(codec: .h265, decode: .keyframes, quality: 80))
+        #expect(configuration.server.maxSessions == 32)
+        #expect(configuration.server.sourcePolicy.allowsAnything)
+        // Without its variables the example says which one is missing.
+        #expect(throws: ServeConfigurationError.self) {
+            try ServeConfiguration(arguments: ["--config", path], environment: [:])
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import HTTPServer
+import Sessions
+import Testing
+
+@testable import ServeOptions
+
+@Suite("The command line of serve", .timeLimit(.minutes(1)))
+struct CommandLineTests {
+    @Test func bothSpellingsOfAValue() throws {
+        let line = try CommandLineOptions(["--port", "9000", "--max-sessions=12", "--print-config"])
+        #expect(line.given.map(\.option.name) == ["port", "max-sessions", "print-config"])
+        #expect(line.given.map(\.text) == ["9000", "12", ""])
+        #expect(!line.helpRequested)
+    }
+
+    @Test func theLastOfTwoWins() throws {
+        let configuration = try ServeConfiguration(arguments: ["--port", "9000", "--port=9001"], environment: [:])
+        #expect(configuration.http.port == 9001)
+    }
+
+    @Test func negativeNumbersAreValuesAndAreCheckedLikeAnyOther() {
+        #expect(throws: ServeConfigurationError("must be seconds, 0...86400, not '-1'", origin: .commandLine("--on-demand-linger"))) {
+            try ServeConfiguration(arguments: ["--on-demand-linger", "-1"], environment: [:])
+        }
+    }
+
+    @Test func helpIsAskedWithEitherName() throws {
+        #expect(try CommandLineOptions(["-h"]).helpRequested)
+        #expect(try CommandLineOptions(["--port", "1", "--help"]).helpRequested)
+    }
+
+    @Test func badUsageSaysWhat() {
+        #expect(throws: ServeConfigurationError("unknown option '--prot'", suggestion: "--port")) {
+            try CommandLineOptions(["--prot", "1"])
+        }
+        #expect(throws: ServeConfigurationError("unknown option '--max-sesions'", suggestion: "--max-sessions")) {
+            try CommandLineOptions(["--max-sesions=3"])
+        }
+        #expect(throws: ServeConfigurationError("unknown option '--verbose'")) { try CommandLineOptions(["--verbose"]) }
+        #expect(throws: ServeConfigurationError("missing value for '--port <port>'")) { try CommandLineOptions(["--port"]) }
+        #expect(throws: ServeConfigurationError("missing value for '--host <address>'")) {
+            try CommandLineOptions(["--host", "--port", "1"])
+        }
+        #expect(throws: ServeConfigurationError("unexpected argument 'extra' (serve takes options only)")) {
+            try CommandLineOptions(["extra"])
+        }
+        #expect(throws: ServeConfigurationError("--print-config takes no value")) { try CommandLineOptions(["--print-config=yes"]) }
+    }
+
+    @Test func valuesAreCheckedWithTheirName() {
+        #expect(throws: ServeConfigurationError("must be a whole number, 0...65535, not 'abc'", origin: .commandLine("--port"))) {
+            try ServeConfiguration(arguments: ["--port", "abc"], environment: [:])
+        }
+        #expect(throws: ServeConfigurationError("must be 0...65535, not '70000'", origin: .commandLine("--port"))) {
+            try ServeConfiguration(arguments: ["--port=70000"], environment: [:])
+        }
+        #expect(throws: ServeConfigurationError("must be auto, cuda, vaapi or software, not 'gpu'", origin: .commandLine("--backend"))) {
+            try ServeConfiguration(arguments: ["--backend", "gpu"], environment: [:])
+        }
+        // A secret is never repeated in a message.
+        #expect(throws: ServeConfigurationError("access control: the JWT secret must be at least 32 bytes for HS256, it has 5")) {
+            try ServeConfiguration(arguments: ["--jwt-secret", "short"], environment: [:])
+        }
+        #expect(throws: ServeConfigurationError("--tls-cert and --tls-key go together")) {
+            try ServeConfiguration(arguments: ["--tls-cert", "/tmp/c.pem"], environment: [:])
+        }
+    }
+}
+
+@Suite("Where a value comes from", .timeLimit(.minutes(1)))
+struct PrecedenceTests {
+    /// The same option from each place, each place taken away in turn.
+    @Test func commandLineThenEnvironmentThenFileThenDefault() throws {
+        let folder = try TemporaryFolder()
+        let file = try folder.write("frametap.yaml", "serve:\n  max-sessions: 30\n")
+        let environment = ["FRAMETAP_CONFIG": file, "FRAMETAP_MAX_SESSIONS": "20"]
+
+        func resolved(_ arguments: [String], _ environment: [String: String]) throws -> (Int, OptionOrigin) {
+            let configuration = try ServeConfiguration(arguments: arguments, environment: environment)
+            let entry = try #require(configuration.resolved.first { $0.option.name == "max-sessions" })
+            return (configuration.server.maxSessions, entry.origin)
+        }
+        #expect(try resolved(["--max-sessions", "10"], environment) == (10, .commandLine("--max-sessions")))
+        #expect(try resolved([], environment) == (20, .environment("FRAMETAP_MAX_SESSIONS")))
+        #expect(try resolved([], ["FRAMETAP_CONFIG": file]) == (30, .file(path: file, line: 2, column: 3)))
+        #expect(try resolved(["--config", file], [:]) == (30, .file(path: file, line: 2, column: 3)))
+        #expect(try resolved([], [:]) == (ServerConfiguration().maxSessions, .defaultValue))
+    }
+
+    @Test func anOverriddenValueIsStillChecked() throws {
+        let folder = try TemporaryFolder()
+        let file = try folder.write("frametap.yaml", "serve:\n  port: 99999\n")
+        #expect(throws: ServeConfigurationError("must be 0...65535, not '99999'", origin: .file(path: file, line: 2, column: 3), key: "serve.port")) {
+            try ServeConfiguration(arguments: ["--config", file, "--port", "8081"], environment: [:])
+        }
+        #expect(throws: ServeConfigurationError("must be a whole number, 0...65535, not 'x'", origin: .environment("FRAMETAP_PORT"))) {
+            try ServeConfiguration(arguments: ["--port", "8081"], environment: ["FRAMETAP_PORT": "x"])
+        }
+    }
+
+    /// The defaults are the configuration types' own, apart from those serve documents as its own.
+    @Test func theDefaultsAreTheConfigurationTypes() throws {
+        let configuration = try ServeConfiguration(arguments: [], environment: [:])
+        let server = ServerConfiguration()
+        let http = HTTPServerConfiguration()
+        #expect(configuration.server.maxSessions == server.maxSessions)
+        #expect(configuration.server.maxSpoolBytes == server.maxSpoolBytes)
+        #expect(configuration.server.spoolBudget.limit == server.spoolBudget.limit)
+        #expect(configuration.server.historyBytes == server.historyBytes)
+        #expect(configuration.server.sourceRetryMax == server.sourceRetryMax)
+        #expect(configuration.server.maxBodyBytes == nil)
+        #expect(configuration.server.catchUpPool.slots == server.catchUpPool.slots)
+        #expect(configuration.server.catchUpPool.queueLimit == server.catchUpPool.queueLimit)
+        #expect(configuration.http.maxConnections == http.maxConnections)
+        #expect(configuration.http.headerTimeout == http.headerTimeout)
+        #expect(configuration.http.host == "0.0.0.0")
+        #expect(configuration.http.threadPoolSize >= 2)
+        #expect(configuration.logLevel == .info)
+        #expect(!configuration.access.isEnabled)
+        #expect(configuration.declaredSessions.isEmpty)
+    }
+
+    @Test func theCatchUpQueueFollowsTheDecoders() throws {
+        let configuration = try ServeConfiguration(arguments: ["--max-catchup-decoders", "3"], environment: [:])
+        #expect(configuration.server.catchUpPool.slots == 3)
+        #expect(configuration.server.catchUpPool.queueLimit == ServerConfiguration.defaultCatchUpQueue(slots: 3))
+        let explicit = try ServeConfiguration(
+            arguments: ["--max-catchup-decoders", "3"], environment: ["FRAMETAP_MAX_CATCHUP_QUEUE": "5"])
+        #expect(explicit.server.catchUpPool.queueLimit == 5)
+    }
+
+    @Test func wordsForNoLimitAndForAutomatic() throws {
+        let limited = try ServeConfiguration(
+            arguments: ["--max-body-bytes", "4000", "--max-decoder-memory", "\(1 << 30)"], environment: [:])
+        #expect(limited.server.maxBodyBytes == 4000)
+        #expect(limited.server.decoderMemory.limit == 1 << 30)
+        let unlimited = try ServeConfiguration(
+            arguments: ["--max-body-bytes", "unlimited", "--max-decoder-memory", "auto"], environment: [:])
+        #expect(unlimited.server.maxBodyBytes == nil)
+        #expect(unlimited.server.decoderMemory.limit == ServerConfiguration().decoderMemory.limit)
+        #expect(throws: ServeConfigurationError("must be a positive integer or 'unlimited', not '0'", origin: .commandLine("--max-body-bytes"))) {
+            try ServeConfiguration(arguments: ["--max-body-bytes", "0"], environment: [:])
+        }
+    }
+
+    @Test func environmentNumbersMayCarrySpaces() throws {
+        let configuration = try ServeConfiguration(
+            arguments: [], environment: ["FRAMETAP_PORT": " 9000 ", "FRAMETAP_LOG_LEVEL": "DEBUG", "FRAMETAP_BACKEND": "software"])
+        #expect(configuration.http.port == 9000)
+        #expect(configuration.logLevel == .debug)
+        #expect(configuration.server.backend == .software)
+    }
+}
