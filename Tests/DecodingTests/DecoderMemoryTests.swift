@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import H264
 import Testing
+import TestSupport
 import VideoCoding
 
 /// The decoder memory budget: an estimate from the SPS, admitted before any picture is decoded.

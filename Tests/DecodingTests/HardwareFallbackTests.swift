@@ -4,6 +4,7 @@ import Foundation
 import HardwareTestSupport
 import H264
 import Testing
+import TestSupport
 import VideoCoding
 
 /// Per-decoder fallback to software, driven by pretend hardware (a real software decoder that

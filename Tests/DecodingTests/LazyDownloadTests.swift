@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import HardwareTestSupport
 import Testing
+import TestSupport
 
 /// Pictures stay on the device until read; each is downloaded at most once, counted, and
 /// presented in the software decoder's layout. Without a GPU a "device picture" is a software

@@ -309,12 +309,7 @@ import TestSupport
 
     /// The manifest's pix_fmt of a fixture (yuvj420p is the decoder's name for full range).
     static func pixelFormat(of name: String) -> String? {
-        guard let text = try? String(contentsOf: Fixtures.directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8)
-        else { return nil }
-        let rows = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
-        guard let column = rows.first?.firstIndex(of: "pix_fmt"), let row = rows.first(where: { $0.first.map(String.init) == name })
-        else { return nil }
-        return String(row[column])
+        (try? Fixtures.entry(name))?.pixelFormat
     }
 }
 

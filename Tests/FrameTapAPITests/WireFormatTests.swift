@@ -5,6 +5,7 @@ import H264
 import HTTPServer
 @testable import Sessions
 import Testing
+import TestSupport
 import VideoCoding
 import Timekeeping
 

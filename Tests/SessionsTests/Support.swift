@@ -3,18 +3,14 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 import Timekeeping
 
 @testable import Sessions
 
-/// The committed fixtures (made by scripts/make-fixtures.sh with ffmpeg + libx264).
+/// The committed fixtures these tests push most (made by scripts/make-fixtures.sh).
 enum Fixture {
-    static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
-
-    static func bytes(_ name: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(name)))
-    }
+    static func bytes(_ name: String) throws -> [UInt8] { try Fixtures.bytes(name) }
 
     /// Constrained Baseline 176x144, 20 frames, I/P only (output order = decode order).
     static let baseline = "baseline_176x144.264"
