@@ -182,6 +182,7 @@ final class EndlessPush: Sendable {
         http.shutdownGracePeriod = .seconds(10)
         let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
         try service.start()
+        defer { service.stop() }
         let push = try EndlessPush(
             port: service.port, target: "/sessions/term/nalus", piece: try baseline(), interval: .milliseconds(20))
         defer { push.stop() }
@@ -246,6 +247,7 @@ final class EndlessPush: Sendable {
         http.port = 0
         let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
         try service.start()
+        defer { service.stop() }
         let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
         let client = try RawClient(port: service.port)
         try client.send(

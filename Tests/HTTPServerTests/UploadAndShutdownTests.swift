@@ -215,6 +215,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(broadcast.makeSource())) }
         let server = HTTPServer(configuration: configuration, router: router)
         try server.start()
+        defer { server.stop() }
 
         let waiting = try RawClient(port: server.port)
         try waiting.send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -252,6 +253,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, delayMicroseconds: 1000, sinks: sinks)
         let server = HTTPServer(configuration: configuration, router: router)
         try server.start()
+        defer { server.stop() }
         let client = try RawClient(port: server.port)
         try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
         let chunk = Array("4000\r\n".utf8) + [UInt8](repeating: 0, count: 0x4000) + [13, 10]
