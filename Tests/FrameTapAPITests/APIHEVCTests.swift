@@ -80,9 +80,8 @@ import TestSupport
             let session = try #require(service.registry.find(try SessionID("lp")))
             #expect(eventually { session.waitingRequests == 1 })
             #expect(try post(service.port, "/sessions/lp/nalus?flush=true", bytes).status == 200)
-            let answer = poll.wait()
-            #expect(answer != nil)
-            let woken = answer?.response
+            let answer = try poll.wait(for: "the long poll's answer")
+            let woken = answer.response
             #expect(woken?.status == 200)
             #expect(Int(woken?.headers["X-Frame-Seq"] ?? "") ?? 0 > seq)
             #expect(jpegSize(woken?.body ?? [])! == (176, 144))

@@ -189,10 +189,10 @@ final class BackgroundRequest: Sendable {
         }
     }
 
-    /// The response (nil if the request failed) and how long it took; nil when it did not
-    /// finish within `timeout`.
-    func wait(timeout: Duration = .seconds(10)) -> (response: TestResponse?, elapsed: Duration)? {
-        guard done.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success else { return nil }
-        return answer.withLock { $0 }
+    /// The response (nil if the request failed) and how long it took; throws `WaitTimeout`
+    /// naming `what` when it did not finish within `timeout`.
+    func wait(for what: String, timeout: Duration = .seconds(10)) throws -> (response: TestResponse?, elapsed: Duration) {
+        try done.wait(for: what, timeout: timeout)
+        return answer.withLock { $0! }
     }
 }

@@ -79,7 +79,7 @@ import Testing
         ]
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        try process.waitForExit("ffmpeg to make a 720p stream")
         guard process.terminationStatus == 0 else { throw TestFailure("ffmpeg exited \(process.terminationStatus)") }
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         guard bytes.count > 2_000_000 else { throw TestFailure("the stream is only \(bytes.count) bytes") }

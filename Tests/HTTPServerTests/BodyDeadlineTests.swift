@@ -102,12 +102,16 @@ import Testing
             let promise = try #require(held.promises.all.first)
             Thread.detachNewThread {
                 var received = 0
-                while let event = sink.next() {
-                    switch event {
-                    case .bytes(let bytes): received += bytes.count
-                    case .end: _ = promise.succeed(.text("\(received)"))
-                    case .aborted: _ = promise.succeed(.text("aborted"))
+                do {
+                    while let event = try sink.next() {
+                        switch event {
+                        case .bytes(let bytes): received += bytes.count
+                        case .end: _ = promise.succeed(.text("\(received)"))
+                        case .aborted: _ = promise.succeed(.text("aborted"))
+                        }
                     }
+                } catch {
+                    _ = promise.succeed(.text("\(error)", status: .internalServerError))
                 }
             }
             let response = try parseResponse(client.readToEnd(timeout: .seconds(10)))

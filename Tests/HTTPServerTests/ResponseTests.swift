@@ -31,7 +31,7 @@ import Testing
                         }
                     }
                 }
-                group.wait()
+                try group.wait(for: "24 concurrent requests for a shared picture")
                 #expect(failures.load(ordering: .relaxed) == 0)
             }
         }

@@ -6,6 +6,8 @@ import Testing
 @testable import HTTPServer
 
 /// A worker that drains an upload on its own thread, slowly, and answers with what it saw.
+/// A wait for the body that times out is recorded as an event (and answered 500), which the
+/// tests' expectations on `events` then show.
 final class SlowConsumer: Sendable {
     let events = Recorder<String>()
 
@@ -13,7 +15,7 @@ final class SlowConsumer: Sendable {
         Thread.detachNewThread { [self] in
             var total = 0
             var checksum: UInt64 = 0
-            while let event = sink.next() {
+            while let event = Self.next(sink, promise: promise, events: events) {
                 switch event {
                 case .bytes(let bytes):
                     total += bytes.count
@@ -28,6 +30,16 @@ final class SlowConsumer: Sendable {
                     return
                 }
             }
+        }
+    }
+
+    private static func next(_ sink: TestSink, promise: ResponsePromise, events: Recorder<String>) -> TestSink.Event? {
+        do {
+            return try sink.next()
+        } catch {
+            events.record("\(error)")
+            promise.succeed(.text("\(error)", status: .internalServerError))
+            return nil
         }
     }
 }

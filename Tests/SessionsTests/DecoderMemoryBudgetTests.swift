@@ -1,5 +1,6 @@
 import Decoding
 import Testing
+import TestSupport
 
 @testable import Sessions
 

@@ -37,13 +37,13 @@ struct PictureIdentityTests {
         _ = try await push(stream, to: session, flush: true)
         #expect(session.status().counters.framesDecoded == 0, "nothing decoded while nobody looked")
         for (number, bytes) in live.sorted(by: { $0.key < $1.key }) {
-            let answer = await OnDemand.pastPicture(session, .number(number))
+            let answer = try await OnDemand.pastPicture(session, .number(number))
             let served = try answer.get().served
             #expect(served?.sequence == number, "\(name) #\(number)")
             #expect(served.map { Array($0.picture.bytes) } == bytes, "\(name) #\(number)")
         }
         // Numbers no picture had are not in the history.
-        #expect(await OnDemand.isNotInHistory(session, .number((live.keys.max() ?? 0) + 1000)))
+        #expect(try await OnDemand.isNotInHistory(session, .number((live.keys.max() ?? 0) + 1000)))
     }
 
     /// When the GOP before an open GOP is no longer held, its leading pictures cannot be
@@ -63,7 +63,7 @@ struct PictureIdentityTests {
         var leading = 0
         var decoded = 0
         for number in first...(try #require(held.lastSeq)) {
-            switch await OnDemand.pastPicture(session, .number(number)) {
+            switch try await OnDemand.pastPicture(session, .number(number)) {
             case .success(let answer):
                 #expect(answer.served.map { Array($0.picture.bytes) } == live[number], "\(name) #\(number)")
                 decoded += 1
@@ -157,21 +157,15 @@ struct OnDemandLifeCycleTests {
         let configuration = OnDemand.configuration(slots: 1)
         let session = try makeSession(configuration: configuration)
         _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
-        let entered = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
         session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { answer.set($0) }
         // The catch-up starts on the decode queue; its first turn queues behind this.
-        session.ingest.decodeQueue.async {
-            entered.signal()
-            release.wait()
-        }
-        entered.wait()
+        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
         #expect(session.status().decoder == .catchingUp)
         #expect(configuration.catchUpPool.usage.busy == 1)
         session.close()
-        release.signal()
-        guard case .failure(let error) = await answer.value() else {
+        hold.release()
+        guard case .failure(let error) = try await answer.value(waitingFor: "the deleted session's picture answer") else {
             Issue.record("the request of a deleted session fails")
             return
         }
@@ -219,7 +213,7 @@ struct OnDemandLifeCycleTests {
         _ = try await push(Array(stream[..<half]), to: session, flush: false)
         let first = try session.subscribe(PictureRequest())
         let second = try session.subscribe(PictureRequest())
-        let part = try #require(await OnDemand.nextPart(first))
+        let part = try #require(try await OnDemand.nextPart(first))
         #expect(part.sequence == session.latestSequence)
         #expect(session.status().decoder == .live)
         first.cancel()
@@ -229,7 +223,7 @@ struct OnDemandLifeCycleTests {
         // It sees the rest of the stream as it is decoded live.
         _ = try await push(Array(stream[half...]), to: session, flush: true)
         let newest = try #require(session.latestSequence)
-        #expect(await OnDemand.part(of: second, reaching: newest)?.sequence == newest)
+        #expect(try await OnDemand.part(of: second, reaching: newest)?.sequence == newest)
         second.cancel()
         clock.advance(by: .seconds(4))
         OnDemand.settle(session)
@@ -239,7 +233,7 @@ struct OnDemandLifeCycleTests {
         #expect(session.status().decoder == .idle)
         let third = try session.subscribe(PictureRequest())
         #expect(session.status().decoder != .idle)
-        #expect(await OnDemand.nextPart(third) != nil)
+        #expect(try await OnDemand.nextPart(third) != nil)
         third.cancel()
         session.close()
     }
@@ -277,13 +271,7 @@ struct OnDemandLifeCycleTests {
         let sessions = try (0..<3).map { try makeSession("queue\($0)", configuration: configuration) }
         for session in sessions { _ = try await push(stream, to: session, flush: false) }
         // Hold the one slot: the first session's catch-up cannot start its decode queue turn.
-        let release = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        sessions[0].ingest.decodeQueue.async {
-            entered.signal()
-            release.wait()
-        }
-        entered.wait()
+        let hold = try QueueHold(sessions[0].ingest.decodeQueue, "the first session's decode queue")
         let firstAnswer = Outcome<Result<PictureAnswer, SessionError>>()
         sessions[0].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { firstAnswer.set($0) }
         #expect(configuration.catchUpPool.usage.busy == 1)
@@ -291,7 +279,7 @@ struct OnDemandLifeCycleTests {
         sessions[1].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { queuedAnswer.set($0) }
         #expect(configuration.catchUpPool.usage.queued == 1)
         #expect(sessions[1].status().decoder == .queued)
-        guard case .failure(let refusal) = await picture(sessions[2]) else {
+        guard case .failure(let refusal) = try await picture(sessions[2]) else {
             Issue.record("the third request finds the queue full")
             return
         }
@@ -299,14 +287,14 @@ struct OnDemandLifeCycleTests {
         #expect((refusal.retryAfterSeconds ?? 0) >= 1)
         #expect(sessions[2].status().decoder == .idle)
         // A picture from the past is refused the same way.
-        guard case .failure(let pastRefusal) = await OnDemand.pastPicture(sessions[2], .number(1)) else {
+        guard case .failure(let pastRefusal) = try await OnDemand.pastPicture(sessions[2], .number(1)) else {
             Issue.record("a past picture finds the queue full too")
             return
         }
         #expect(pastRefusal.code == .catchUpQueueFull)
-        release.signal()
-        #expect(try await firstAnswer.value().get().served != nil)
-        #expect(try await queuedAnswer.value().get().served != nil)
+        hold.release()
+        #expect(try await firstAnswer.value(waitingFor: "the first catch-up's picture").get().served != nil)
+        #expect(try await queuedAnswer.value(waitingFor: "the queued catch-up's picture").get().served != nil)
         for session in sessions { session.close() }
     }
 
@@ -314,7 +302,7 @@ struct OnDemandLifeCycleTests {
     @Test func outsideTheHistoryIsNotInHistoryWithTheRange() async throws {
         let clock = ManualClock()
         let session = try makeSession(configuration: OnDemand.configuration(clock: clock), clock: clock)
-        guard case .failure(let empty) = await OnDemand.pastPicture(session, .number(1)) else {
+        guard case .failure(let empty) = try await OnDemand.pastPicture(session, .number(1)) else {
             Issue.record("nothing is held yet")
             return
         }
@@ -325,7 +313,7 @@ struct OnDemandLifeCycleTests {
         #expect(held.firstSeq == 1)
         #expect(held.gops == 5)
         for target in [PastPictureTarget.number(10_000), .time(clock.now.addingTimeInterval(-60)), .time(clock.now.addingTimeInterval(60))] {
-            guard case .failure(let error) = await OnDemand.pastPicture(session, target) else {
+            guard case .failure(let error) = try await OnDemand.pastPicture(session, target) else {
                 Issue.record("\(target) is outside")
                 continue
             }
@@ -343,16 +331,16 @@ struct OnDemandLifeCycleTests {
 
 extension OnDemand {
     /// The first MJPEG part of at least `sequence` a viewer gets (older ones skipped).
-    static func part(of viewer: Viewer, reaching sequence: UInt64) async -> ServedPicture? {
+    static func part(of viewer: Viewer, reaching sequence: UInt64) async throws -> ServedPicture? {
         for _ in 0..<200 {
-            guard let part = await nextPart(viewer) else { return nil }
+            guard let part = try await nextPart(viewer) else { return nil }
             if part.sequence >= sequence { return part }
         }
         return nil
     }
 
     /// The next new MJPEG part a viewer gets, repeats skipped (waiting for it without a sleep).
-    static func nextPart(_ viewer: Viewer) async -> ServedPicture? {
+    static func nextPart(_ viewer: Viewer) async throws -> ServedPicture? {
         while true {
             switch viewer.poll() {
             case .picture(let served, let repeated):
@@ -361,7 +349,7 @@ extension OnDemand {
             case .wait:
                 let ready = Signal()
                 viewer.notifyWhenReady { ready.signal() }
-                await ready.wait()
+                try await ready.wait(for: "the viewer's next new part")
             }
         }
     }

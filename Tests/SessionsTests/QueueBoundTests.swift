@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TestSupport
 
 @testable import Sessions
 
@@ -15,6 +16,7 @@ import Testing
 
     @Test func offItsQueueAnAccessTraps() async {
         await #expect(processExitsWith: .failure) {
+            exitSuccessfullyAfter(.seconds(60), waitingFor: "an access off its queue to trap")
             let bound = QueueBound(1, queue: DispatchQueue(label: "test.bound"))
             _ = bound.withValue { $0 }
         }
