@@ -36,7 +36,7 @@ enum Streams {
 
 /// What `frametap probe` shows (the front's `StreamDescription`) against what ffprobe says of
 /// the same stream.
-@Suite(.enabled(if: Streams.ffprobe != nil, "needs ffprobe"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: Streams.ffprobe != nil, "needs ffprobe"), .timeLimit(.minutes(10)))
 struct StreamProbeTests {
     /// ffprobe -show_streams: profile, level, size after the conformance window, coded size,
     /// pix_fmt (bit depth, chroma, range), colour description, frame rate, field order.
@@ -100,7 +100,7 @@ struct StreamProbeTests {
 }
 
 /// The probe's own promises: any chunking, detection with units held, a stated codec.
-@Suite(.timeLimit(.minutes(2))) struct StreamProbeBehaviourTests {
+@Suite(.timeLimit(.minutes(10))) struct StreamProbeBehaviourTests {
     @Test(arguments: ["open_gop_176x144.265", "res_change_176x144_320x240.265", "high_320x240.264"])
     func anyChunkingDescribesTheSame(_ name: String) throws {
         let bytes = try Streams.bytes(name)
@@ -192,7 +192,7 @@ struct StreamProbeTests {
 }
 
 /// The front's two entry points: which codec a parameter set is, and that codec's reader.
-@Suite(.timeLimit(.minutes(2))) struct CodecFrontTests {
+@Suite(.timeLimit(.minutes(10))) struct CodecFrontTests {
     @Test func everyFixturesFirstParameterSetNamesItsCodec() throws {
         for name in TestDataFolder.fixtures.names(endingWith: ".264") + TestDataFolder.fixtures.names(endingWith: ".265") {
             let units = AnnexBSplitter.split(try Streams.bytes(name))
@@ -214,7 +214,7 @@ struct StreamProbeTests {
 /// What a reader hands a decoder: a parameter set counts as carried by an access unit only when
 /// that very set is in it (else `BackendSupervisor` would not send the one the picture uses to
 /// a decoder that has not had it, e.g. after a fallback).
-@Suite(.timeLimit(.minutes(2))) struct CarriedParameterSetTests {
+@Suite(.timeLimit(.minutes(10))) struct CarriedParameterSetTests {
     /// An H.264 PPS with id 1 (of SPS 0, CAVLC), which no slice of the fixture uses.
     static func unusedPPS() -> [UInt8] {
         var writer = BitWriter()

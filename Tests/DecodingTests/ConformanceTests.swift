@@ -39,7 +39,7 @@ struct ConformanceStream: CustomTestStringConvertible, Sendable {
     static var available: Bool { !manifest.isEmpty }
 }
 
-@Suite(.enabled(if: ConformanceStream.available, "shared conformance streams not present"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ConformanceStream.available, "shared conformance streams not present"), .timeLimit(.minutes(10)))
 struct ConformanceTests {
     @Test(arguments: ConformanceStream.manifest)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
@@ -57,7 +57,7 @@ struct ConformanceTests {
     }
 }
 
-@Suite(.enabled(if: !ConformanceStream.fixtures.isEmpty, "Tests/Fixtures not present"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: !ConformanceStream.fixtures.isEmpty, "Tests/Fixtures not present"), .timeLimit(.minutes(10)))
 struct FixtureTests {
     @Test(arguments: ConformanceStream.fixtures)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
@@ -69,7 +69,7 @@ struct FixtureTests {
 
 /// The same streams through the whole StreamDecoder pipeline, in small uneven pieces, the codec
 /// detected (every .265 fixture and H.265 stream as h265, every other as h264).
-@Suite(.timeLimit(.minutes(5))) struct StreamDecoderConformanceTests {
+@Suite(.timeLimit(.minutes(10))) struct StreamDecoderConformanceTests {
     @Test(arguments: ConformanceStream.manifest + ConformanceStream.h265Manifest + ConformanceStream.fixtures)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
         let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: stream.url))

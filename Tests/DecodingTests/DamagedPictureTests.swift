@@ -5,7 +5,7 @@ import Testing
 
 /// Slices that parse (a known PPS) but carry garbage: libavcodec conceals the damage and still
 /// outputs the picture, and `hasDecodeErrors` is how the rest of FrameTap can tell.
-@Suite(.timeLimit(.minutes(5))) struct DamagedPictureTests {
+@Suite(.timeLimit(.minutes(10))) struct DamagedPictureTests {
     static let baseline = Fixtures.url("baseline_176x144.264")
 
     @Test func concealedPicturesAreFlaggedAndCleanOnesAreNot() throws {

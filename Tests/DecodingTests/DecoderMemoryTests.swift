@@ -6,7 +6,7 @@ import TestSupport
 import VideoCoding
 
 /// The decoder memory budget: an estimate from the SPS, admitted before any picture is decoded.
-@Suite(.timeLimit(.minutes(5))) struct DecoderMemoryTests {
+@Suite(.timeLimit(.minutes(10))) struct DecoderMemoryTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 
     static func sps(_ file: String) throws -> SequenceFacts {

@@ -11,7 +11,7 @@ import TestSupport
 /// with H.264 (the fixtures are Tests/Fixtures/*.265 and their MANIFEST.tsv rows), and every way
 /// a client says which codec it sends: `PUT` `codec`, `?codec=`, Content-Type, and what each
 /// contradiction gets.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct APIHEVCTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APIHEVCTests {
     static let main = "main_bframes_176x144.265"
 
     @Test func latestJPEGOfAnHEVCSessionWithItsHeadersAndStatus() throws {

@@ -18,7 +18,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
 }
 
 /// `GET /sessions/{id}/frame/latest.*` and the MJPEG stream.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct APIPictureTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APIPictureTests {
     @Test func latestJPEGIsAValidJPEGOfThePictureSizeWithItsHeaders() throws {
         try withService { service in
             let seq = try pushFixture(service.port, session: "cam")

@@ -59,7 +59,7 @@ final class EndlessPush: Sendable {
 }
 
 /// D1-D3: a server that stops listening to an upload says so at once and closes the connection.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct EarlyAnswerTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct EarlyAnswerTests {
     private func baseline() throws -> [UInt8] { try Fixtures.bytes("baseline_176x144.264") }
 
     @Test func aLivePushToADeletedSessionIsAnswered404AtOnceAndClosed() throws {

@@ -7,7 +7,7 @@ import TestSupport
 /// Pull sessions from HTTP sources served by a `SourceServer` on loopback: the allow list before
 /// any connection and on redirects, timeouts, reconnects with back-off, DELETE interrupting a
 /// blocked connection, credentials never shown.
-@Suite("Pull sessions: PUT /sessions/{id} with a source", .timeLimit(.minutes(5)))
+@Suite("Pull sessions: PUT /sessions/{id} with a source", .timeLimit(.minutes(10)))
 struct PullSourceTests {
     static func configure(_ allowed: String) -> (inout ServerConfiguration) -> Void {
         { configuration in

@@ -14,7 +14,7 @@ import Testing
 /// `uploadsAborted`), and the session takes the next push. libmicrohttpd 0.9.75 in epoll mode
 /// clears its read-ready flag after a short read, so a FIN that came with the last bytes was
 /// noticed only by its 60 s idle timeout, and every push meanwhile was 409 session_busy.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct UploadAbortTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct UploadAbortTests {
     /// Opens a push announcing `announced` bytes, sends `sent` of `body` with its head in one
     /// go, and closes.
     private func pushAndVanish(_ port: UInt16, _ session: String, body: [UInt8], sent: Int, announced: Int) throws {

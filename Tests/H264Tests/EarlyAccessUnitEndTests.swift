@@ -8,7 +8,7 @@ import VideoCoding
 /// `pendingUnitPrefix`: ending an access unit as soon as the next unit's first bytes settle it
 /// must give exactly the access units of the plain assembler, for any chunking, and must end
 /// single-slice pictures one unit sooner.
-@Suite(.timeLimit(.minutes(2))) struct EarlyAccessUnitEndTests {
+@Suite(.timeLimit(.minutes(10))) struct EarlyAccessUnitEndTests {
     static let fixtures: [URL] = TestDataFolder.fixtures.names(endingWith: ".264").map(Fixtures.url)
 
     static func plainUnits(_ bytes: [UInt8], maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) -> [[NALUnit]] {

@@ -26,7 +26,7 @@ enum TestStreams {
     }
 }
 
-@Suite(.enabled(if: TestStreams.available, "shared/testdata/h264 is not present"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: TestStreams.available, "shared/testdata/h264 is not present"), .timeLimit(.minutes(10)))
 struct RealStreamTests {
     @Test func oddCroppingGives300x168() throws {
         let sps = try TestStreams.firstSPS("CVFC1_Sony_C.jsv")

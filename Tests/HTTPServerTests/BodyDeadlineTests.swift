@@ -9,7 +9,7 @@ import Testing
 /// answered 408 `body_timeout` and its connection closed; a body the server itself holds back
 /// is not. All on a manual clock: a body is cut exactly when the test moves time past its
 /// deadline, never before.
-@Suite(.serialized, .timeLimit(.minutes(5))) struct BodyDeadlineTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct BodyDeadlineTests {
     /// Promises of `/held` uploads, whose sinks nobody drains until the test does.
     private final class Held: Sendable {
         let sinks = Recorder<TestSink>()

@@ -5,7 +5,7 @@ import Testing
 
 @testable import HTTPServer
 
-@Suite(.serialized, .timeLimit(.minutes(5))) struct ResponseTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ResponseTests {
     @Test func sharedBufferIsServedToManyRequestsAndReleased() throws {
         let before = CountedBytes.live.load(ordering: .relaxed)
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }

@@ -80,7 +80,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
     return checksum
 }
 
-@Suite(.serialized, .timeLimit(.minutes(5))) struct UploadTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct UploadTests {
     @Test func largeChunkedUploadThroughSlowConsumerStaysWithinTheSinkBound() throws {
         let consumer = SlowConsumer()
         let sinks = Recorder<TestSink>()
@@ -209,7 +209,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
     }
 }
 
-@Suite(.serialized, .timeLimit(.minutes(5))) struct ShutdownTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ShutdownTests {
     @Test func stopEndsSuspendedRequestsAndReturnsPromptly() throws {
         let broadcast = TestBroadcast()
         broadcast.publish(StreamChunk(bytes: Array("first\n".utf8)))

@@ -6,7 +6,7 @@ import TestSupport
 
 /// Sessions share one decoder memory budget: a stream that does not fit is refused before
 /// anything is decoded, and the sessions already admitted are untouched.
-@Suite(.timeLimit(.minutes(5))) struct DecoderMemoryBudgetTests {
+@Suite(.timeLimit(.minutes(10))) struct DecoderMemoryBudgetTests {
     @Test func aStreamOverTheBudgetIsRefusedAndOthersKeepDecoding() async throws {
         var configuration = testConfiguration()
         let stream = try Fixture.bytes(Fixture.baseline)

@@ -7,7 +7,7 @@ import Timekeeping
 
 /// The compressed history stays inside `--history-seconds` and `--history-bytes` whatever the
 /// stream, in whole GOPs, oldest first.
-@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make the stream"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make the stream"), .timeLimit(.minutes(10)))
 struct HistoryBoundsTests {
     /// 4 s of 720p with heavy noise at a fixed quantizer: about 57 Mbit/s, a keyframe
     /// every half second. Made here, not committed (it is 28 MB or so).

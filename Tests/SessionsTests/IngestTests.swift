@@ -5,7 +5,7 @@ import TestSupport
 
 @testable import Sessions
 
-@Suite(.timeLimit(.minutes(5))) struct IngestTests {
+@Suite(.timeLimit(.minutes(10))) struct IngestTests {
     @Test func sessionIDValidation() throws {
         for good in ["cam1", "A-b_c.d~e", String(repeating: "x", count: 128)] {
             #expect(try SessionID(good).rawValue == good)

@@ -9,7 +9,7 @@ import Timekeeping
 
 /// Pictures decoded on demand or from the history are the ones decode=all gives, number for
 /// number and byte for byte.
-@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(10)))
 struct PictureIdentityTests {
     static let streams: [String] = [
         "bframes.264", "opengop.264", "bframes.265", "main_bframes_176x144.264", "main_bframes_176x144.265",
@@ -114,7 +114,7 @@ struct PictureIdentityTests {
 }
 
 /// The decoder's life on demand: woken by requests and viewers, released by the clock.
-@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(10)))
 struct OnDemandLifeCycleTests {
     /// Linger and release follow the injected clock: the decoder and its memory stay while
     /// requests come within the linger, and go once it passed without one.

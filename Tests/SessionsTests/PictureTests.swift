@@ -6,7 +6,7 @@ import TestSupport
 
 @testable import Sessions
 
-@Suite(.timeLimit(.minutes(5))) struct PictureTests {
+@Suite(.timeLimit(.minutes(10))) struct PictureTests {
     private func decodedSession(configuration: ServerConfiguration = testConfiguration()) async throws -> Session {
         let session = try makeSession(configuration: configuration)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)

@@ -6,7 +6,7 @@ import TestSupport
 
 /// `QueueBound` checks its queue on every access, in every build: off its queue it traps
 /// instead of racing.
-@Suite(.timeLimit(.minutes(5))) struct QueueBoundTests {
+@Suite(.timeLimit(.minutes(10))) struct QueueBoundTests {
     @Test func onItsQueueTheValueIsReachable() {
         let queue = DispatchQueue(label: "test.bound")
         let bound = QueueBound(1, queue: queue)

@@ -4,7 +4,7 @@ import TestSupport
 
 @testable import Sessions
 
-@Suite(.timeLimit(.minutes(5))) struct RegistryTests {
+@Suite(.timeLimit(.minutes(10))) struct RegistryTests {
     private func registry(_ configuration: ServerConfiguration = testConfiguration(), metrics: FrameTapMetrics = FrameTapMetrics())
         -> SessionRegistry
     {

@@ -8,7 +8,7 @@ import TestSupport
 
 /// The one queue between the HTTP server and a session's ingest worker, on its own: no
 /// sockets, no decoder, no sleeps.
-@Suite(.timeLimit(.minutes(5))) struct UploadQueueTests {
+@Suite(.timeLimit(.minutes(10))) struct UploadQueueTests {
     private func queue(capacity: Int = 100, maxBytes: Int? = nil, admitted: Bool = true) -> UploadQueue {
         UploadQueue(
             watermark: HighLowWatermark(capacity: capacity), maxBytes: maxBytes, admitted: admitted, clock: ManualClock())
@@ -161,7 +161,7 @@ import TestSupport
 }
 
 /// The picture cache's and the viewer set's bookkeeping, as values.
-@Suite(.timeLimit(.minutes(5))) struct SessionPartStateTests {
+@Suite(.timeLimit(.minutes(10))) struct SessionPartStateTests {
     @Test func theCacheKeepsTheNewestAndThePreviousPictureOnly() throws {
         var state = PictureCache.State()
         func key(_ sequence: UInt64, width: Int = 10) -> PictureKey {

@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 /// One reader for every MANIFEST.tsv, one loader for the fixtures and the shared corpora.
-@Suite(.timeLimit(.minutes(1))) struct TestDataTests {
+@Suite(.timeLimit(.minutes(10))) struct TestDataTests {
     @Test func aManifestIsReadByColumnName() throws {
         let manifest = Manifest(parsing: "file\tframes\tyuv_md5\n\na.264\t20\tabc\nb.264\t\nc.264\t7\tdef\textra\n")
         #expect(manifest.columns == ["file", "frames", "yuv_md5"])
