@@ -116,16 +116,20 @@ report_and_end() {
 }
 
 # Swift Testing's lines: "◇ Test name() started.", "✔ Test name() passed after 1.2 seconds.",
-# "✘ Test name() failed after ...", the same for suites, and "◇ Passing 1 argument x → 3 to
-# name(x:)" for each case of a parameterized test, between its start and its end. Test names
-# are not unique (two suites may have a test of the same name), so they are counted.
+# "✘ Test name() failed after ...", the same for suites; a parameterized test has a "◇ Test case
+# passing 1 argument x → 3 to name(x:) started." for each case (with no end of its own) and ends
+# "with 9 test cases passed after ...". Test names are not unique (two suites may have a test of
+# the same name), so they are counted.
 follow() {
     local text=$1 kind name
     if [ -z "$testing_since" ] && [[ $text == "Test Suite '"* || $text == *"Test run started."* ]]; then
         testing_since=$SECONDS
         last_progress=$SECONDS
     fi
-    if [[ $text =~ ^[^[:space:]]*[[:space:]]?(Test|Suite)\ (.+)\ started\.$ ]]; then
+    if [[ $text =~ ^[^[:space:]]*[[:space:]]?(Test\ case\ passing|Passing)\ (.+)\ to\ (.+)\ started\.$ ]]; then
+        last_case[${BASH_REMATCH[3]}]=${BASH_REMATCH[2]}
+        last_progress=$SECONDS
+    elif [[ $text =~ ^[^[:space:]]*[[:space:]]?(Test|Suite)\ (.+)\ started\.$ ]]; then
         kind=${BASH_REMATCH[1]} name=${BASH_REMATCH[2]}
         [ "$name" = run ] && return
         last_progress=$SECONDS
@@ -138,6 +142,8 @@ follow() {
     elif [[ $text =~ ^[^[:space:]]*[[:space:]]?(Test|Suite)\ (.+)\ (passed|failed)\ after\ [0-9.]+\ seconds ]]; then
         kind=${BASH_REMATCH[1]} name=${BASH_REMATCH[2]}
         [[ $name == "run with "* ]] && return
+        # A parameterized test ends as "Test name(x:) with 9 test cases passed after ...".
+        [[ $name =~ ^(.+)\ with\ [0-9]+\ test\ cases?$ ]] && name=${BASH_REMATCH[1]}
         last_progress=$SECONDS
         if [ "$kind" = Test ]; then
             running[$name]=$((${running[$name]:-1} - 1))
@@ -145,8 +151,6 @@ follow() {
         else
             suites[$name]=$((${suites[$name]:-1} - 1))
         fi
-    elif [[ $text =~ ^[^[:space:]]*[[:space:]]?Passing\ (.+)\ to\ (.+)$ ]]; then
-        last_case[${BASH_REMATCH[2]}]=${BASH_REMATCH[1]}
     elif [[ $text == *"Time limit was exceeded"* && $text =~ (Test|Suite)\ (.+)\ recorded\ an?\ issue ]]; then
         over_limit_test=${BASH_REMATCH[2]}
         over_limit_at=$SECONDS
