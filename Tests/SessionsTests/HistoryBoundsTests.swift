@@ -43,14 +43,14 @@ struct HistoryBoundsTests {
         var longest = 0.0
         for start in stride(from: 0, to: stream.count, by: piece) {
             try await send(Array(stream[start..<min(stream.count, start + piece)]), to: upload, chunk: 64 << 10)
-            OnDemand.settle(session, turns: 1)
+            try OnDemand.settle(session, turns: 1)
             clock.advance(by: .milliseconds(33))
             let held = session.historySummary()
             largest = max(largest, held.bytes)
             if let from = held.from, let to = held.to { longest = max(longest, to.timeIntervalSince(from)) }
         }
         upload.finish()
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         let held = session.historySummary()
         #expect(largest <= bounds.bytes, "held at most \(largest) bytes")
         #expect(longest <= bounds.seconds, "held at most \(longest) s")

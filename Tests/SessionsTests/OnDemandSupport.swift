@@ -113,8 +113,12 @@ enum OnDemand {
 
     /// Waits until everything queued on the session's decode queue so far has run (no sleep:
     /// a barrier), twice, so work the first turn queued has run too.
-    static func settle(_ session: Session, turns: Int = 2) {
-        for _ in 0..<turns { session.ingest.decodeQueue.sync {} }
+    static func settle(_ session: Session, turns: Int = 2) throws {
+        for turn in 1...turns {
+            let reached = DispatchSemaphore(value: 0)
+            session.ingest.decodeQueue.async { reached.signal() }
+            try reached.wait(for: "the decode queue to run what was queued before (turn \(turn) of \(turns))")
+        }
     }
 
     /// Whether asking for `target` fails with `not_in_history`.

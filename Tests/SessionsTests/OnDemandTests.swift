@@ -132,14 +132,14 @@ struct OnDemandLifeCycleTests {
         #expect(session.status().decoder == .live)
         #expect(configuration.decoderMemory.usage.decoders == 1)
         clock.advance(by: .seconds(9))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "within the linger")
         _ = try await picture(session).get()  // at 9 s: the linger runs to 19 s
         clock.advance(by: .seconds(9))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "18 s: still within the linger of the second request")
         clock.advance(by: .seconds(1.5))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .idle, "19.5 s: released")
         #expect(configuration.decoderMemory.usage.decoders == 0, "and its memory with it")
         let kinds = OnDemand.eventKinds(events, after: start, session: session.id)
@@ -170,7 +170,7 @@ struct OnDemandLifeCycleTests {
             return
         }
         #expect(error.code == .sessionNotFound)
-        OnDemand.settle(session, turns: 3)
+        try OnDemand.settle(session, turns: 3)
         #expect(configuration.catchUpPool.usage.busy == 0, "the slot is free again")
         #expect(configuration.decoderMemory.usage.decoders == 0)
     }
@@ -218,7 +218,7 @@ struct OnDemandLifeCycleTests {
         #expect(session.status().decoder == .live)
         first.cancel()
         clock.advance(by: .seconds(30))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "one viewer still watches")
         // It sees the rest of the stream as it is decoded live.
         _ = try await push(Array(stream[half...]), to: session, flush: true)
@@ -226,10 +226,10 @@ struct OnDemandLifeCycleTests {
         #expect(try await OnDemand.part(of: second, reaching: newest)?.sequence == newest)
         second.cancel()
         clock.advance(by: .seconds(4))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "within the linger after the last viewer left")
         clock.advance(by: .seconds(2))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .idle)
         let third = try session.subscribe(PictureRequest())
         #expect(session.status().decoder != .idle)
@@ -250,7 +250,7 @@ struct OnDemandLifeCycleTests {
         // 20 more pictures decoded live: no event for any of them.
         _ = try await push(Array(stream[(stream.count / 2)...]), to: session, flush: true)
         clock.advance(by: .seconds(2))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         let details: [(SessionEvent.Kind, String?)] = {
             guard case .events(let found, _) = events.read(after: start, session: session.id, limit: 1000) else { return [] }
             return found.map { ($0.kind, $0.details.reason) }
