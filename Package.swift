@@ -153,10 +153,12 @@ let package = Package(
         // The inputs on their own: the queues and their handshake, without a session.
         .testTarget(
             name: "IngestTests", dependencies: ["Ingest", "Containers", "TestSupport", "Timekeeping"], swiftSettings: strictSwift),
-        // Test helpers shared by the test targets (a raw HTTP client, MD5, the manual clock, a bit
-        // writer); nothing ships it.
+        // Test helpers shared by the test targets (waits with deadlines, the fixtures and their
+        // manifests, a raw HTTP client, MD5, the manual clock, a bit writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
+        // The test helpers themselves: every wait ends at its deadline, naming what it waited for.
+        .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "ServeOptionsTests",
             dependencies: ["ServeOptions", "HTTPServer", "Sessions", "Ingest", "Decoding", "Containers", "TestSupport"],

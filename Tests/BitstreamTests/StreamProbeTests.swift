@@ -6,20 +6,12 @@ import VideoCoding
 
 /// The project's fixtures and the shared H.265 streams, read in place.
 enum Streams {
-    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures").standardizedFileURL
-    static let sharedH265 = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../../shared/testdata/h265").standardizedFileURL
-
-    static func names(_ directory: URL, _ suffix: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(suffix) }.sorted()
-    }
-
     /// Every H.265 stream: the .265 fixtures and, when present, the shared .h265 ones.
-    static let h265 = names(fixtures, ".265") + names(sharedH265, ".h265")
+    static let h265 = TestDataFolder.fixtures.names(endingWith: ".265") + TestDataFolder.sharedH265.names(endingWith: ".h265")
 
-    static func url(_ name: String) -> URL { (name.hasSuffix(".h265") ? sharedH265 : fixtures).appendingPathComponent(name) }
-    static func bytes(_ name: String) throws -> [UInt8] { Array(try Data(contentsOf: url(name))) }
+    static func folder(_ name: String) -> TestDataFolder { name.hasSuffix(".h265") ? .sharedH265 : .fixtures }
+    static func url(_ name: String) -> URL { folder(name).url(name) }
+    static func bytes(_ name: String) throws -> [UInt8] { try folder(name).bytes(name) }
 
     static func describe(_ bytes: [UInt8], codec: VideoCodec? = nil, pieces: Int? = nil) -> StreamDescription {
         var probe = StreamProbe(codec: codec)
@@ -44,7 +36,7 @@ enum Streams {
 
 /// What `frametap probe` shows (the front's `StreamDescription`) against what ffprobe says of
 /// the same stream.
-@Suite(.enabled(if: Streams.ffprobe != nil, "needs ffprobe"))
+@Suite(.enabled(if: Streams.ffprobe != nil, "needs ffprobe"), .timeLimit(.minutes(10)))
 struct StreamProbeTests {
     /// ffprobe -show_streams: profile, level, size after the conformance window, coded size,
     /// pix_fmt (bit depth, chroma, range), colour description, frame rate, field order.
@@ -108,7 +100,7 @@ struct StreamProbeTests {
 }
 
 /// The probe's own promises: any chunking, detection with units held, a stated codec.
-@Suite struct StreamProbeBehaviourTests {
+@Suite(.timeLimit(.minutes(10))) struct StreamProbeBehaviourTests {
     @Test(arguments: ["open_gop_176x144.265", "res_change_176x144_320x240.265", "high_320x240.264"])
     func anyChunkingDescribesTheSame(_ name: String) throws {
         let bytes = try Streams.bytes(name)
@@ -200,9 +192,9 @@ struct StreamProbeTests {
 }
 
 /// The front's two entry points: which codec a parameter set is, and that codec's reader.
-@Suite struct CodecFrontTests {
+@Suite(.timeLimit(.minutes(10))) struct CodecFrontTests {
     @Test func everyFixturesFirstParameterSetNamesItsCodec() throws {
-        for name in Streams.names(Streams.fixtures, ".264") + Streams.names(Streams.fixtures, ".265") {
+        for name in TestDataFolder.fixtures.names(endingWith: ".264") + TestDataFolder.fixtures.names(endingWith: ".265") {
             let units = AnnexBSplitter.split(try Streams.bytes(name))
             let codecs = Set(units.compactMap(CodecDetector.codec(ofParameterSet:)))
             #expect(codecs == [name.hasSuffix(".265") ? .h265 : .h264], "\(name)")
@@ -222,7 +214,7 @@ struct StreamProbeTests {
 /// What a reader hands a decoder: a parameter set counts as carried by an access unit only when
 /// that very set is in it (else `BackendSupervisor` would not send the one the picture uses to
 /// a decoder that has not had it, e.g. after a fallback).
-@Suite struct CarriedParameterSetTests {
+@Suite(.timeLimit(.minutes(10))) struct CarriedParameterSetTests {
     /// An H.264 PPS with id 1 (of SPS 0, CAVLC), which no slice of the fixture uses.
     static func unusedPPS() -> [UInt8] {
         var writer = BitWriter()

@@ -6,7 +6,7 @@ import TestSupport
 import Timekeeping
 import VideoCoding
 
-@Suite("Demuxer: pushed containers through libavformat")
+@Suite("Demuxer: pushed containers through libavformat", .timeLimit(.minutes(10)))
 struct DemuxerTests {
     @Test("every fixture's pictures equal the ffmpeg CLI's decode of the same file", arguments: ContainerFixtures.decodable)
     func pictureExact(row: ContainerFixtures.Row) throws {
@@ -20,7 +20,7 @@ struct DemuxerTests {
     }
 }
 
-@Suite("Demuxer: what it refuses, and bad containers")
+@Suite("Demuxer: what it refuses, and bad containers", .timeLimit(.minutes(10)))
 struct DemuxerRefusalTests {
     @Test("a VP8 WebM is refused as unsupported_codec naming VP8")
     func unsupportedCodec() throws {
@@ -131,7 +131,7 @@ struct DemuxerRefusalTests {
     }
 }
 
-@Suite("Sniffer: containers told from Annex B by their first bytes")
+@Suite("Sniffer: containers told from Annex B by their first bytes", .timeLimit(.minutes(10)))
 struct SnifferTests {
     @Test("each fixture is recognised; Annex B and garbage are not containers")
     func sniffing() throws {

@@ -1,7 +1,7 @@
 import Containers
 import Testing
 
-@Suite("SourceURL: parsing and what may be shown")
+@Suite("SourceURL: parsing and what may be shown", .timeLimit(.minutes(10)))
 struct SourceURLTests {
     @Test("schemes, hosts, default ports, paths")
     func parsing() throws {
@@ -43,7 +43,7 @@ struct SourceURLTests {
     }
 }
 
-@Suite("SourcePolicy: --allow-sources")
+@Suite("SourcePolicy: --allow-sources", .timeLimit(.minutes(10)))
 struct SourcePolicyTests {
     static func allowed(_ policy: SourcePolicy, _ url: String, resolve: @escaping (String) -> [IPAddress] = { _ in [] }) throws -> Bool {
         policy.check(try SourceURL(url), resolve: resolve) == nil

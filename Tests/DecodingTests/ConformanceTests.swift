@@ -23,33 +23,23 @@ struct ConformanceStream: CustomTestStringConvertible, Sendable {
         return text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
-    static let manifest: [ConformanceStream] = rows(in: TestSupport.conformanceDirectory)
-    static let h265Manifest: [ConformanceStream] = rows(in: TestSupport.conformanceDirectoryH265)
+    static let manifest: [ConformanceStream] = rows(in: .sharedH264)
+    static let h265Manifest: [ConformanceStream] = rows(in: .sharedH265)
     /// The repository's own fixtures (Tests/Fixtures), same manifest format.
-    static let fixtures: [ConformanceStream] = rows(
-        in: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Fixtures")
-            .standardizedFileURL)
+    static let fixtures: [ConformanceStream] = rows(in: .fixtures)
 
-    static func rows(in directory: URL) -> [ConformanceStream] {
-        let url = directory.appendingPathComponent("MANIFEST.tsv")
-        guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [] }
-        let rows = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
-        guard let header = rows.first,
-            let fileColumn = header.firstIndex(of: "file"),
-            let framesColumn = header.firstIndex(of: "frames"),
-            let md5Column = header.firstIndex(of: "yuv_md5") ?? header.firstIndex(of: "md5_whole_yuv420p")
-        else { return [] }
-        return rows.dropFirst().compactMap { row in
-            guard row.count > md5Column, !row[md5Column].isEmpty, let frames = Int(row[framesColumn]) else { return nil }
-            return ConformanceStream(
-                directory: directory, file: row[fileColumn], frames: frames, yuvMD5: row[md5Column])
+    static func rows(in folder: TestDataFolder) -> [ConformanceStream] {
+        folder.manifest.rows.compactMap { row in
+            guard let md5 = row["yuv_md5"] ?? row["md5_whole_yuv420p"], !md5.isEmpty, let frames = try? row.number("frames")
+            else { return nil }
+            return ConformanceStream(directory: folder.url, file: row.file, frames: frames, yuvMD5: md5)
         }
     }
 
     static var available: Bool { !manifest.isEmpty }
 }
 
-@Suite(.enabled(if: ConformanceStream.available, "shared conformance streams not present"))
+@Suite(.enabled(if: ConformanceStream.available, "shared conformance streams not present"), .timeLimit(.minutes(10)))
 struct ConformanceTests {
     @Test(arguments: ConformanceStream.manifest)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
@@ -67,7 +57,7 @@ struct ConformanceTests {
     }
 }
 
-@Suite(.enabled(if: !ConformanceStream.fixtures.isEmpty, "Tests/Fixtures not present"))
+@Suite(.enabled(if: !ConformanceStream.fixtures.isEmpty, "Tests/Fixtures not present"), .timeLimit(.minutes(10)))
 struct FixtureTests {
     @Test(arguments: ConformanceStream.fixtures)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
@@ -79,7 +69,7 @@ struct FixtureTests {
 
 /// The same streams through the whole StreamDecoder pipeline, in small uneven pieces, the codec
 /// detected (every .265 fixture and H.265 stream as h265, every other as h264).
-@Suite struct StreamDecoderConformanceTests {
+@Suite(.timeLimit(.minutes(10))) struct StreamDecoderConformanceTests {
     @Test(arguments: ConformanceStream.manifest + ConformanceStream.h265Manifest + ConformanceStream.fixtures)
     func decodesToTheReferenceBytes(_ stream: ConformanceStream) throws {
         let decoded = try TestSupport.streamDecodeAll(TestSupport.bytes(of: stream.url))

@@ -5,9 +5,8 @@ import Testing
 
 /// Slices that parse (a known PPS) but carry garbage: libavcodec conceals the damage and still
 /// outputs the picture, and `hasDecodeErrors` is how the rest of FrameTap can tell.
-@Suite struct DamagedPictureTests {
-    static let baseline = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures/baseline_176x144.264")
+@Suite(.timeLimit(.minutes(10))) struct DamagedPictureTests {
+    static let baseline = Fixtures.url("baseline_176x144.264")
 
     @Test func concealedPicturesAreFlaggedAndCleanOnesAreNot() throws {
         let stream = try TestSupport.bytes(of: Self.baseline)

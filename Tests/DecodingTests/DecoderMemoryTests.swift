@@ -2,10 +2,11 @@ import Decoding
 import Foundation
 import H264
 import Testing
+import TestSupport
 import VideoCoding
 
 /// The decoder memory budget: an estimate from the SPS, admitted before any picture is decoded.
-@Suite struct DecoderMemoryTests {
+@Suite(.timeLimit(.minutes(10))) struct DecoderMemoryTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 
     static func sps(_ file: String) throws -> SequenceFacts {

@@ -5,7 +5,7 @@ import H264
 import TestSupport
 import Testing
 
-@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"))
+@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"), .timeLimit(.minutes(10)))
 struct H264DecoderTests {
     /// 320x240 with B-frames (reordering delay) and two GOPs.
     static func bFrameStream() throws -> URL {
@@ -157,7 +157,7 @@ struct H264DecoderTests {
     }
 }
 
-@Suite struct BackendSelectionTests {
+@Suite(.timeLimit(.minutes(10))) struct BackendSelectionTests {
     @Test func autoWithoutRenderNodesUsesSoftwareAndSaysWhy() throws {
         let plan = try BackendSelection.plan(
             options: DecoderOptions(backend: .auto, hardwareDevices: HardwareDeviceList([.everyRenderNode]),

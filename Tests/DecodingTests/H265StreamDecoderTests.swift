@@ -9,7 +9,7 @@ import VideoCoding
 /// (RASL pictures, pictures before the first IRAP), other layers, another codec's parameter
 /// sets, and parameter sets the decoder must refuse before anything is decoded. Every fixture
 /// decoding to its manifest MD5 is `StreamDecoderConformanceTests`.
-@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI for references"))
+@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI for references"), .timeLimit(.minutes(10)))
 struct H265StreamDecoderTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 

@@ -2,7 +2,7 @@ import Decoding
 import Testing
 
 /// `--hw-devices`: strict parsing, and what each entry expands to.
-@Suite struct HardwareDeviceListTests {
+@Suite(.timeLimit(.minutes(10))) struct HardwareDeviceListTests {
     @Test func goodLists() throws {
         let list = try HardwareDeviceList(parsing: "cuda:0,cuda:1,/dev/dri/renderD128")
         #expect(list.entries == [.device(.cuda(0)), .device(.cuda(1)), .device(.renderNode("/dev/dri/renderD128"))])

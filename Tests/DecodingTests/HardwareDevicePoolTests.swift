@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 /// The device pool and back-end selection on pretend machines: no GPU needed.
-@Suite struct HardwareDevicePoolTests {
+@Suite(.timeLimit(.minutes(10))) struct HardwareDevicePoolTests {
     @Test func oneContextPerDeviceHoweverManyDecoders() throws {
         let platform = PretendPlatform(cuda: [0])
         let pool = HardwareDevicePool(platform: platform)
@@ -98,7 +98,7 @@ import TestSupport
 }
 
 /// `auto` tries CUDA, then VA-API, then software; a required back end tries only its kind.
-@Suite struct BackendSelectionOrderTests {
+@Suite(.timeLimit(.minutes(10))) struct BackendSelectionOrderTests {
     static let node = "/dev/dri/renderD128"
 
     @Test func autoPrefersCUDA() throws {

@@ -4,11 +4,12 @@ import Foundation
 import HardwareTestSupport
 import H264
 import Testing
+import TestSupport
 import VideoCoding
 
 /// Per-decoder fallback to software, driven by pretend hardware (a real software decoder that
 /// reports itself as CUDA and fails where told): no GPU needed.
-@Suite struct SPSRefusalTests {
+@Suite(.timeLimit(.minutes(10))) struct SPSRefusalTests {
     static let cuda = PretendPlatform(cuda: [0])
 
     /// Streams NVDEC cannot decode go to software before the first picture, with the reason;
@@ -94,7 +95,7 @@ import VideoCoding
     }
 }
 
-@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make a stream with several IDRs"))
+@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make a stream with several IDRs"), .timeLimit(.minutes(10)))
 struct DeviceFailureFallbackTests {
     /// 24 pictures, an IDR every 8, no B-frames: access unit n (1-based) is picture n-1, out at
     /// once. The SPS and PPS only at the start (ffmpeg's libx264 repeats them at each IDR), so a
@@ -241,7 +242,7 @@ struct DeviceFailureFallbackTests {
 
 /// libavcodec turning the hardware down itself (`get_format`), through pretend hardware that
 /// refuses every access unit the way `LibavDecoder` reports it.
-@Suite struct HardwareRefusalTests {
+@Suite(.timeLimit(.minutes(10))) struct HardwareRefusalTests {
     static let refusal = HardwareCapability.Refusal(
         reason: .noHardwareFormat, message: "NVDEC cannot decode High yuv420p 320x240: libavcodec offers no CUDA format for it")
 
@@ -287,7 +288,7 @@ struct DeviceFailureFallbackTests {
 
 /// `get_format` as libavcodec drives it, without a GPU: `FormatNegotiation` is what the
 /// callback asks; it only picks the hardware format or says why not.
-@Suite struct FormatNegotiationTests {
+@Suite(.timeLimit(.minutes(10))) struct FormatNegotiationTests {
     static let shape = FormatNegotiation.StreamShape(
         profile: 100, codedWidth: 1920, codedHeight: 1088, softwareFormat: AV_PIX_FMT_YUV420P)
 
@@ -326,7 +327,7 @@ struct DeviceFailureFallbackTests {
 
 /// H.265 on the hardware engines: what each refuses goes to software before the first picture,
 /// every fallback names the codec, and a device without H.265 passes the stream on.
-@Suite struct HEVCFallbackTests {
+@Suite(.timeLimit(.minutes(10))) struct HEVCFallbackTests {
     static let cuda = PretendPlatform(cuda: [0])
 
     /// NVDEC on Hopper: no 4:2:2 and no monochrome (NVIDIA's application note); Main 10 and

@@ -5,7 +5,7 @@ import Testing
 
 /// HardwareProbe without a GPU: every failure is a clean per-node error, never a crash or a
 /// libva message on stderr.
-@Suite struct HardwareProbeTests {
+@Suite(.timeLimit(.minutes(10))) struct HardwareProbeTests {
     @Test func noRenderNodes() throws {
         let empty = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)

@@ -4,11 +4,12 @@ import Dispatch
 import Foundation
 import HardwareTestSupport
 import Testing
+import TestSupport
 
 /// Pictures stay on the device until read; each is downloaded at most once, counted, and
 /// presented in the software decoder's layout. Without a GPU a "device picture" is a software
 /// picture whose download is a copy (or a failure).
-@Suite struct LazyDownloadTests {
+@Suite(.timeLimit(.minutes(10))) struct LazyDownloadTests {
     static func softwareFrames(_ file: String, counter: FrameDownloadCounter) throws -> [DecodedFrame] {
         var options = DecoderOptions(backend: .software)
         options.frameDownloads = counter

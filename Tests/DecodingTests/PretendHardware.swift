@@ -1,24 +1,14 @@
 import Decoding
 import Foundation
 import HardwareTestSupport
+import TestSupport
 
-enum Fixtures {
-    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures").standardizedFileURL
-
-    static func bytes(_ name: String) throws -> [UInt8] {
-        try TestSupport.bytes(of: directory.appendingPathComponent(name))
-    }
-
+extension Fixtures {
     /// The manifest's MD5 of a fixture's raw pictures.
-    static func md5(_ name: String) -> String? {
-        ConformanceStream.fixtures.first { $0.file == name }?.yuvMD5
-    }
+    static func md5(_ name: String) -> String? { (try? entry(name))?.yuvMD5 }
 
     /// The manifest's picture count of a fixture.
-    static func frameCount(_ name: String) -> Int? {
-        ConformanceStream.fixtures.first { $0.file == name }?.frames
-    }
+    static func frameCount(_ name: String) -> Int? { (try? entry(name))?.frames }
 }
 
 /// Pushes a whole stream through `decoder` in 4 KiB pieces, then finishes it.

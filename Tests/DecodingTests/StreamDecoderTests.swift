@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 import VideoCoding
 
-@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"))
+@Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"), .timeLimit(.minutes(10)))
 struct StreamDecoderTests {
     static let live = DecoderOptions.lowLatency(backend: .software)
 
@@ -187,7 +187,7 @@ struct StreamDecoderTests {
 /// Which codec a stream is: detected from its first parameter set, stated for the stream, or
 /// said by a push; a parameter set that contradicts what was stated or said is refused, and
 /// nothing of the push that carries it reaches a decoder.
-@Suite struct CodecStatementTests {
+@Suite(.timeLimit(.minutes(10))) struct CodecStatementTests {
     @Test func theFirstParameterSetTellsTheCodec() throws {
         for (file, codec) in [("main_bframes_176x144.265", VideoCodec.h265), ("baseline_176x144.264", .h264)] {
             let decoder = try StreamDecoder(options: .lowLatency(backend: .software))

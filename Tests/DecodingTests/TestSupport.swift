@@ -16,12 +16,8 @@ enum TestSupport {
     }()
 
     /// The shared conformance streams, when this checkout sits next to them.
-    static let conformanceDirectory: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent()
-        .appendingPathComponent("../../../shared/testdata/h264")
-        .standardizedFileURL
-    static let conformanceDirectoryH265: URL = conformanceDirectory.deletingLastPathComponent()
-        .appendingPathComponent("h265")
+    static let conformanceDirectory = TestDataFolder.sharedH264.url
+    static let conformanceDirectoryH265 = TestDataFolder.sharedH265.url
 
     static var ffmpegAvailable: Bool { FileManager.default.isExecutableFile(atPath: ffmpegPath) }
     static let ffmpegPath = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]

@@ -7,7 +7,7 @@ import Testing
 @testable import FrameTapAPI
 
 /// D4 and D7 through the real API: the path is routed as sent, and `.`/`..` are no session ids.
-@Suite(.serialized) struct APIEdgeTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APIEdgeTests {
     @Test func anEncodedNULOrSlashNeverReachesAnotherRoute() throws {
         try withService { service in
             _ = try pushFixture(service.port, session: "victim")

@@ -11,7 +11,7 @@ import TestSupport
 /// with H.264 (the fixtures are Tests/Fixtures/*.265 and their MANIFEST.tsv rows), and every way
 /// a client says which codec it sends: `PUT` `codec`, `?codec=`, Content-Type, and what each
 /// contradiction gets.
-@Suite(.serialized) struct APIHEVCTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APIHEVCTests {
     static let main = "main_bframes_176x144.265"
 
     @Test func latestJPEGOfAnHEVCSessionWithItsHeadersAndStatus() throws {
@@ -80,9 +80,8 @@ import TestSupport
             let session = try #require(service.registry.find(try SessionID("lp")))
             #expect(eventually { session.waitingRequests == 1 })
             #expect(try post(service.port, "/sessions/lp/nalus?flush=true", bytes).status == 200)
-            let answer = poll.wait()
-            #expect(answer != nil)
-            let woken = answer?.response
+            let answer = try poll.wait(for: "the long poll's answer")
+            let woken = answer.response
             #expect(woken?.status == 200)
             #expect(Int(woken?.headers["X-Frame-Seq"] ?? "") ?? 0 > seq)
             #expect(jpegSize(woken?.body ?? [])! == (176, 144))
@@ -309,12 +308,7 @@ import TestSupport
 
     /// The manifest's pix_fmt of a fixture (yuvj420p is the decoder's name for full range).
     static func pixelFormat(of name: String) -> String? {
-        guard let text = try? String(contentsOf: Fixtures.directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8)
-        else { return nil }
-        let rows = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
-        guard let column = rows.first?.firstIndex(of: "pix_fmt"), let row = rows.first(where: { $0.first.map(String.init) == name })
-        else { return nil }
-        return String(row[column])
+        (try? Fixtures.entry(name))?.pixelFormat
     }
 }
 

@@ -9,7 +9,7 @@ import TestSupport
 
 /// On-demand sessions and pictures from the past over HTTP: `decode: on-demand`, the status's
 /// `decoding`, `frame/at.*`, `/history`, and their problems.
-@Suite(.serialized) struct APIHistoryTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APIHistoryTests {
     @Test func onDemandSessionsDecodeOnlyWhenAPictureIsAskedFor() throws {
         try withService { service in
             let port = service.port

@@ -7,7 +7,7 @@ import Sessions
 import Testing
 
 /// `POST /sessions/{id}/nalus`: JSON and multipart answers, stream continuity, limits, errors.
-@Suite(.serialized) struct APIPushTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APIPushTests {
     @Test func flushAnswersTheFrameCountOfTheManifest() throws {
         try withService { service in
             for name in ["baseline_176x144.264", "main_bframes_176x144.264", "high_320x240.264"] {

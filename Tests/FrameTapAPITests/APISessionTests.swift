@@ -6,7 +6,7 @@ import Sessions
 import Testing
 
 /// Session CRUD, health, metrics, auth, routing errors.
-@Suite(.serialized) struct APISessionTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct APISessionTests {
     @Test func healthAndMetrics() throws {
         try withService { service in
             let health = try request(service.port, "GET", "/healthz")

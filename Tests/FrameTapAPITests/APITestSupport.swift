@@ -33,43 +33,6 @@ func withService<T>(
     return try body(service)
 }
 
-/// The committed fixtures and their manifest (frame counts, md5 of the raw decoder output).
-enum Fixtures {
-    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Fixtures")
-
-    struct Entry {
-        let file: String
-        let width: Int
-        let height: Int
-        let frames: Int
-        let yuvMD5: String
-    }
-
-    static func bytes(_ name: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(name)))
-    }
-
-    static func entry(_ name: String) throws -> Entry {
-        let text = try String(contentsOf: directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8)
-        let lines = text.split(separator: "\n").map { $0.split(separator: "\t", omittingEmptySubsequences: false) }
-        guard let header = lines.first else { throw TestFailure("empty manifest") }
-        func column(_ name: String) throws -> Int {
-            guard let index = header.firstIndex(where: { $0 == name }) else { throw TestFailure("no column \(name)") }
-            return index
-        }
-        let (file, width, height, frames, md5) = try (
-            column("file"), column("width"), column("height"), column("frames"), column("yuv_md5")
-        )
-        guard let row = lines.first(where: { $0.count > md5 && $0[file] == name }) else {
-            throw TestFailure("\(name) not in the manifest")
-        }
-        return Entry(
-            file: name, width: Int(row[width])!, height: Int(row[height])!, frames: Int(row[frames])!,
-            yuvMD5: String(row[md5]))
-    }
-}
-
 /// A POST with a chunked body cut into the given pieces (each piece one HTTP chunk).
 func chunkedPost(
     _ port: UInt16, _ target: String, pieces: [[UInt8]], headers: [(String, String)] = []
@@ -226,10 +189,10 @@ final class BackgroundRequest: Sendable {
         }
     }
 
-    /// The response (nil if the request failed) and how long it took; nil when it did not
-    /// finish within `timeout`.
-    func wait(timeout: Duration = .seconds(10)) -> (response: TestResponse?, elapsed: Duration)? {
-        guard done.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success else { return nil }
-        return answer.withLock { $0 }
+    /// The response (nil if the request failed) and how long it took; throws `WaitTimeout`
+    /// naming `what` when it did not finish within `timeout`.
+    func wait(for what: String, timeout: Duration = .seconds(10)) throws -> (response: TestResponse?, elapsed: Duration) {
+        try done.wait(for: what, timeout: timeout)
+        return answer.withLock { $0! }
     }
 }

@@ -11,7 +11,7 @@ import TestSupport
 /// jwt-kit has its own `Insecure` namespace on Linux, beside swift-crypto's.
 typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
 
-@Suite struct AccessControlTests {
+@Suite(.timeLimit(.minutes(10))) struct AccessControlTests {
     // MARK: Fixtures
 
     static let now = Date(timeIntervalSince1970: 1_800_000_000)

@@ -5,7 +5,7 @@ import HTTPServer
 import Testing
 
 /// GET / and /console/{file}: the embedded web console.
-@Suite(.serialized) struct ConsoleRouteTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ConsoleRouteTests {
     @Test func thePageIsServedWithItsTypeAndSecurityHeaders() throws {
         try withService { service in
             let page = try request(service.port, "GET", "/")

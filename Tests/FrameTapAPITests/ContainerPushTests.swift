@@ -27,7 +27,7 @@ func multipartPictures(_ response: TestResponse) throws -> (count: Int, md5: Str
     return (pictures, md5.finalize())
 }
 
-@Suite("Containers pushed to POST /sessions/{id}/nalus")
+@Suite("Containers pushed to POST /sessions/{id}/nalus", .timeLimit(.minutes(10)))
 struct ContainerPushTests {
     @Test("every container, named by its Content-Type, decodes picture-exact to the ffmpeg CLI's decode", arguments: ContainerFixtures.decodable)
     func declared(row: ContainerFixtures.Row) throws {
@@ -156,7 +156,7 @@ struct ContainerPushTests {
     }
 }
 
-@Suite("A container's picture is served as soon as its sample's last byte arrived")
+@Suite("A container's picture is served as soon as its sample's last byte arrived", .timeLimit(.minutes(10)))
 struct ContainerFreshnessTests {
     /// Top-level MP4 boxes as byte ranges.
     static func boxes(_ bytes: [UInt8]) -> [(type: String, bytes: ArraySlice<UInt8>)] {

@@ -60,7 +60,7 @@ final class EndlessPush: Sendable {
 }
 
 /// D1-D3: a server that stops listening to an upload says so at once and closes the connection.
-@Suite(.serialized) struct EarlyAnswerTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct EarlyAnswerTests {
     private func baseline() throws -> [UInt8] { try Fixtures.bytes("baseline_176x144.264") }
 
     @Test func aLivePushToADeletedSessionIsAnswered404AtOnceAndClosed() throws {
@@ -183,6 +183,7 @@ final class EndlessPush: Sendable {
         http.shutdownGracePeriod = .seconds(10)
         let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
         try service.start()
+        defer { service.stop() }
         let push = try EndlessPush(
             port: service.port, target: "/sessions/term/nalus", piece: try baseline(), interval: .milliseconds(20))
         defer { push.stop() }
@@ -247,6 +248,7 @@ final class EndlessPush: Sendable {
         http.port = 0
         let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
         try service.start()
+        defer { service.stop() }
         let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
         let client = try RawClient(port: service.port)
         try client.send(

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 
 /// GET /events over HTTP: headers at once, events as they happen, a session filter, resumes.
-@Suite struct EventStreamTests {
+@Suite(.timeLimit(.minutes(10))) struct EventStreamTests {
     private func open(_ port: UInt16, _ target: String = "/events", lastEventID: String? = nil) throws -> RawClient {
         let client = try RawClient(port: port)
         let resume = lastEventID.map { "Last-Event-ID: \($0)\r\n" } ?? ""

@@ -7,7 +7,7 @@ import TestSupport
 /// Pull sessions from HTTP sources served by a `SourceServer` on loopback: the allow list before
 /// any connection and on redirects, timeouts, reconnects with back-off, DELETE interrupting a
 /// blocked connection, credentials never shown.
-@Suite("Pull sessions: PUT /sessions/{id} with a source")
+@Suite("Pull sessions: PUT /sessions/{id} with a source", .timeLimit(.minutes(10)))
 struct PullSourceTests {
     static func configure(_ allowed: String) -> (inout ServerConfiguration) -> Void {
         { configuration in
@@ -36,6 +36,7 @@ struct PullSourceTests {
     func pullsAndReconnects() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
         let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+        defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
             let created = try Self.put(service.port, "cam", #"{"source": {"url": "\#(server.url("/live.ts"))"}}"#)
             #expect(created.status == 201)
@@ -59,6 +60,7 @@ struct PullSourceTests {
     @Test("a host outside --allow-sources is refused with 403 before any connection")
     func notAllowed() throws {
         let outside = try SourceServer(host: "127.0.0.2") { _ in .serve([1, 2, 3], contentType: nil) }
+        defer { outside.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1,rtsp://10.0.0.0/8")) { service in
             let refused = try Self.put(service.port, "cam", #"{"source": {"url": "\#(outside.url("/x.ts"))"}}"#)
             #expect(refused.status == 403)
@@ -80,10 +82,12 @@ struct PullSourceTests {
     @Test("a redirect to a host outside the list is never followed")
     func redirectRefused() throws {
         let outside = try SourceServer(host: "127.0.0.2") { _ in .serve([1, 2, 3], contentType: nil) }
+        defer { outside.stop() }
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
         let server = try SourceServer { path in
             path == "/away" ? .redirect(outside.url("/x.ts")) : path == "/here" ? .redirect("/live.ts") : .serve(ts, contentType: nil)
         }
+        defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
             let away = try Self.put(service.port, "away", #"{"source": {"url": "\#(server.url("/away"))"}}"#)
             #expect(away.status == 201)
@@ -104,7 +108,9 @@ struct PullSourceTests {
     @Test("an RTSP redirect to a host outside the list: nothing is sent there")
     func rtspRedirectRefused() throws {
         let outside = try SourceServer(host: "127.0.0.2") { _ in .silent }
+        defer { outside.stop() }
         let camera = try SourceServer { _ in .rtspRedirect("rtsp://127.0.0.2:\(outside.port)/cam") }
+        defer { camera.stop() }
         try withService(sessions: Self.configure("rtsp://127.0.0.1")) { service in
             let created = try Self.put(service.port, "cam", #"{"source": {"url": "rtsp://127.0.0.1:\#(camera.port)/cam"}}"#)
             #expect(created.status == 201)
@@ -125,6 +131,7 @@ struct PullSourceTests {
         let server = try SourceServer { path in
             path == "/stall" ? .serve(ts, contentType: "video/mp2t", stallAfter: ts.count / 2) : .silent
         }
+        defer { server.stop() }
         let closed = try SourceServer { _ in .silent }
         let closedURL = closed.url("/gone")
         closed.stop()
@@ -151,6 +158,7 @@ struct PullSourceTests {
     @Test("DELETE stops a pull at once, even in the middle of a blocked connection")
     func deleteInterrupts() throws {
         let server = try SourceServer { _ in .silent }
+        defer { server.stop() }
         try withService(sessions: { configuration in
             Self.configure("http://127.0.0.1")(&configuration)
             configuration.sourceConnectTimeout = .seconds(60)
@@ -170,6 +178,7 @@ struct PullSourceTests {
     func redacted() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
         let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t") }
+        defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
             let url = "http://admin:hunter2secret@127.0.0.1:\(server.port)/live.ts?token=tok3nsecret&x=1"
             let created = try Self.put(service.port, "cam", #"{"source": {"url": "\#(url)"}}"#)
@@ -193,6 +202,7 @@ struct PullSourceTests {
     @Test("bad sources are 400s; --max-pull-sessions bounds the pulls; source null stops a pull")
     func limits() throws {
         let server = try SourceServer { _ in .silent }
+        defer { server.stop() }
         try withService(sessions: { configuration in
             Self.configure("http://127.0.0.1")(&configuration)
             configuration.maxPullSessions = 1

@@ -9,7 +9,7 @@ import TestSupport
 
 /// Access control as the server applies it: each route's need, the 401 and 403 answers, and
 /// tokens in the header or, for a browser's `<img>`, in `access_token`.
-@Suite struct RouteAccessTests {
+@Suite(.timeLimit(.minutes(10))) struct RouteAccessTests {
     /// Claims valid from now for an hour (AccessControlTests' fixtures use a fixed clock).
     static func token(scope: String, sessions: [String]? = nil, expiresIn: TimeInterval = 3600) async throws -> String {
         var claims = AccessControlTests.Claims(scope: scope, sessions: sessions)

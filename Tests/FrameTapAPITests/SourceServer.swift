@@ -9,6 +9,8 @@ import TestSupport
 /// A tiny HTTP/1.1 server on a loopback address for the pull tests: each request's path picks
 /// what it does (serve bytes, redirect, stall, never answer), and it records the connections it
 /// accepted and when each was closed by the other side.
+/// Its threads hold it until `stop()`, which every test calls (deferred) when it is done: a server
+/// left running keeps a thread in `accept` and one per connection for the rest of the run.
 final class SourceServer: @unchecked Sendable {
     // @unchecked: `listener` is written once in init; everything else is behind `state`.
     enum Behaviour: Sendable {
@@ -92,8 +94,6 @@ final class SourceServer: @unchecked Sendable {
             }
         }
     }
-
-    deinit { stop() }
 
     /// Wakes the accept thread (which then closes the listening socket) and every connection's
     /// thread. Sockets are shut down under the lock their threads close them under, so a number

@@ -7,7 +7,7 @@ import Sessions
 import Testing
 
 /// GET /system and the hardware gauges in /metrics.
-@Suite(.serialized) struct SystemRouteTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct SystemRouteTests {
     @Test func systemDescribesTheInstance() throws {
         try withService(sessions: {
             $0.maxSessions = 7

@@ -14,7 +14,7 @@ import Testing
 /// `uploadsAborted`), and the session takes the next push. libmicrohttpd 0.9.75 in epoll mode
 /// clears its read-ready flag after a short read, so a FIN that came with the last bytes was
 /// noticed only by its 60 s idle timeout, and every push meanwhile was 409 session_busy.
-@Suite(.serialized) struct UploadAbortTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct UploadAbortTests {
     /// Opens a push announcing `announced` bytes, sends `sent` of `body` with its head in one
     /// go, and closes.
     private func pushAndVanish(_ port: UInt16, _ session: String, body: [UInt8], sent: Int, announced: Int) throws {
@@ -79,7 +79,7 @@ import Testing
         ]
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        try process.waitForExit("ffmpeg to make a 720p stream")
         guard process.terminationStatus == 0 else { throw TestFailure("ffmpeg exited \(process.terminationStatus)") }
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
         guard bytes.count > 2_000_000 else { throw TestFailure("the stream is only \(bytes.count) bytes") }

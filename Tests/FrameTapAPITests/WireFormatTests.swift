@@ -6,12 +6,13 @@ import HTTPServer
 @testable import Ingest
 @testable import Sessions
 import Testing
+import TestSupport
 import VideoCoding
 import Timekeeping
 
 /// The published JSON, byte for byte: every resource's shape with its explicit nulls and
 /// omitted members, as clients have seen it. No sockets: each value is built and encoded here.
-@Suite struct WireFormatTests {
+@Suite(.timeLimit(.minutes(10))) struct WireFormatTests {
     static let createdAt = Date(timeIntervalSince1970: 1_767_225_600.125)
     static let laterAt = Date(timeIntervalSince1970: 1_767_225_661.5)
 
@@ -333,7 +334,7 @@ import Timekeeping
 
 /// The hardware shapes' explicit nulls, whatever the values (moved here with the encoding from
 /// DecodingTests).
-@Suite struct HardwareWireTests {
+@Suite(.timeLimit(.minutes(10))) struct HardwareWireTests {
     private func object(_ value: some Encodable) throws -> Any {
         try JSONSerialization.jsonObject(with: Data(WireJSON.bytes(value)))
     }
@@ -396,7 +397,7 @@ import Timekeeping
 
 /// `PUT /sessions/{id}` bodies: what each asks for, and the problem for each that is refused
 /// (messages as the API has always given them).
-@Suite struct SessionOptionsWireTests {
+@Suite(.timeLimit(.minutes(10))) struct SessionOptionsWireTests {
     @Test func bodiesGiveTheirOptions() throws {
         #expect(try SessionOptionsJSON.parse(Array(#"{"decode":"keyframes","quality":40}"#.utf8)) == SessionOptions(decode: .keyframes, quality: 40))
         #expect(try SessionOptionsJSON.parse(Array(#"{"backend":"vaapi"}"#.utf8)) == SessionOptions(backend: .vaapi))

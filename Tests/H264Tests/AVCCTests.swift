@@ -2,7 +2,7 @@ import Testing
 @testable import H264
 import VideoCoding
 
-@Suite struct AVCCTests {
+@Suite(.timeLimit(.minutes(10))) struct AVCCTests {
     let units = [NALUnit(bytes: [0x67, 1, 2, 3]), NALUnit(bytes: [0x68, 4]), NALUnit(bytes: [0x65] + Array(repeating: 7, count: 300))]
 
     @Test func lengthPrefixedRoundTrip() throws {

@@ -39,7 +39,7 @@ struct StreamBuilder {
 /// recovery_point SEI message bytes (payload type 6) for recovery_frame_cnt 0.
 let recoveryPointSEI: [UInt8] = [6, 1, 0b1000_0000, 0x80]
 
-@Suite struct AccessUnitTests {
+@Suite(.timeLimit(.minutes(10))) struct AccessUnitTests {
     @Test func multiSlicePictures() {
         var stream = StreamBuilder()
         stream.add(.aud, [0xF0])
@@ -314,7 +314,7 @@ let recoveryPointSEI: [UInt8] = [6, 1, 0b1000_0000, 0x80]
     }
 }
 
-@Suite struct SEITests {
+@Suite(.timeLimit(.minutes(10))) struct SEITests {
     @Test func messageHeadersWithExtensionBytes() throws {
         let payload = Array(repeating: UInt8(0x42), count: 300)
         let rbsp: [UInt8] = [0xFF, 0xFF, 10, 0xFF, 45] + payload + [6, 1, 0x80] + [0x80]

@@ -1,18 +1,15 @@
 import Foundation
 import H264
 import Testing
+import TestSupport
 import VideoCoding
 
 /// `AccessUnitAssembler.nextUnitEndsAccessUnit` / `endAccessUnit` with the splitter's
 /// `pendingUnitPrefix`: ending an access unit as soon as the next unit's first bytes settle it
 /// must give exactly the access units of the plain assembler, for any chunking, and must end
 /// single-slice pictures one unit sooner.
-@Suite struct EarlyAccessUnitEndTests {
-    static let fixtures: [URL] = {
-        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Fixtures")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.filter { $0.hasSuffix(".264") }.sorted().map { directory.appendingPathComponent($0) }
-    }()
+@Suite(.timeLimit(.minutes(10))) struct EarlyAccessUnitEndTests {
+    static let fixtures: [URL] = TestDataFolder.fixtures.names(endingWith: ".264").map(Fixtures.url)
 
     static func plainUnits(_ bytes: [UInt8], maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) -> [[NALUnit]] {
         var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)

@@ -1,7 +1,7 @@
 import Testing
 @testable import H264
 
-@Suite struct NALHeaderTests {
+@Suite(.timeLimit(.minutes(10))) struct NALHeaderTests {
     @Test func allThirtyTwoTypesHaveStableNames() {
         #expect(NALUnitType.allCases.count == 32)
         let names = NALUnitType.allCases.map(\.name)

@@ -2,7 +2,7 @@ import Testing
 @testable import H264
 import VideoCoding
 
-@Suite struct PPSTests {
+@Suite(.timeLimit(.minutes(10))) struct PPSTests {
     @Test func basicFields() throws {
         var builder = PPSBuilder()
         builder.id = 7

@@ -1,37 +1,14 @@
 import Testing
+import TestSupport
 @testable import H264
 import VideoCoding
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The conformance streams in the shared test data directory, read in place (never copied into
 /// the repository). Tests that need them are skipped when the directory is absent.
 enum TestStreams {
-    static let directory: String = {
-        var path = #filePath
-        for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
-        return path + "/../shared/testdata/h264"
-    }()
+    static var available: Bool { TestDataFolder.sharedH264.isPresent }
 
-    static var available: Bool { access(directory, R_OK) == 0 }
-
-    static func bytes(_ name: String) throws -> [UInt8] {
-        struct CannotOpen: Error { let name: String }
-        guard let file = fopen(directory + "/" + name, "rb") else { throw CannotOpen(name: name) }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = fread(&buffer, 1, buffer.count, file)
-            if count <= 0 { break }
-            bytes.append(contentsOf: buffer[0..<count])
-        }
-        return bytes
-    }
+    static func bytes(_ name: String) throws -> [UInt8] { try TestDataFolder.sharedH264.bytes(name) }
 
     static func units(_ name: String) throws -> [NALUnit] { AnnexBSplitter.split(try bytes(name)).map(NALUnit.init) }
 
@@ -49,7 +26,7 @@ enum TestStreams {
     }
 }
 
-@Suite(.enabled(if: TestStreams.available, "shared/testdata/h264 is not present"))
+@Suite(.enabled(if: TestStreams.available, "shared/testdata/h264 is not present"), .timeLimit(.minutes(10)))
 struct RealStreamTests {
     @Test func oddCroppingGives300x168() throws {
         let sps = try TestStreams.firstSPS("CVFC1_Sony_C.jsv")

@@ -2,7 +2,7 @@ import Testing
 @testable import H264
 import VideoCoding
 
-@Suite struct SPSTests {
+@Suite(.timeLimit(.minutes(10))) struct SPSTests {
     @Test func plainHigh1080p() throws {
         var builder = SPSBuilder()
         builder.widthInMbs = 120

@@ -2,7 +2,7 @@ import Testing
 @testable import H264
 import VideoCoding
 
-@Suite struct SliceHeaderTests {
+@Suite(.timeLimit(.minutes(10))) struct SliceHeaderTests {
     func sets(_ sps: SPSBuilder, _ pps: PPSBuilder) throws -> ParameterSets {
         var sets = ParameterSets()
         try sets.update(with: sps.nal)

@@ -3,7 +3,7 @@ import Testing
 @testable import H264
 import VideoCoding
 
-@Suite struct StreamFormatTests {
+@Suite(.timeLimit(.minutes(10))) struct StreamFormatTests {
     @Test func describesAnSPS() throws {
         var builder = SPSBuilder()
         builder.profileIdc = 66

@@ -2,7 +2,7 @@ import H265
 import Testing
 import VideoCoding
 
-@Suite struct AccessUnitTests {
+@Suite(.timeLimit(.minutes(10))) struct AccessUnitTests {
     /// Two pictures of three slice segments each, the second and third of the second picture
     /// dependent segments.
     static func twoPictures() -> StreamBuilder {

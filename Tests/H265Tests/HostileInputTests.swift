@@ -5,7 +5,7 @@ import VideoCoding
 
 /// Malformed and hostile parameter sets and slices: every one throws `BitstreamError` (or
 /// parses), none crashes, and no claimed size is allocated before the bits for it are there.
-@Suite struct HostileInputTests {
+@Suite(.timeLimit(.minutes(10))) struct HostileInputTests {
     @Test func everyTruncationOfARealSPSThrowsOrParses() throws {
         for name in ["yuv422p10_176x144.265", "odd_crop_322x242.265", "fullrange_bt709_176x144.265"] {
             let rbsp = try #require(try Streams.units(name).first { $0.type == .sps }).rbsp()

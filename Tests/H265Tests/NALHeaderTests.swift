@@ -2,7 +2,7 @@ import H265
 import Testing
 import VideoCoding
 
-@Suite struct NALHeaderTests {
+@Suite(.timeLimit(.minutes(10))) struct NALHeaderTests {
     /// Table 7-1 in order: the published counter keys.
     static let names = [
         "trail_n", "trail_r", "tsa_n", "tsa_r", "stsa_n", "stsa_r", "radl_n", "radl_r", "rasl_n", "rasl_r",

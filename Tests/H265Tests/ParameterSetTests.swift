@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 import VideoCoding
 
-@Suite struct SPSTests {
+@Suite(.timeLimit(.minutes(10))) struct SPSTests {
     @Test func plainSPS() throws {
         let sps = try SPSBuilder().parsed()
         #expect(sps.vpsId == 0 && sps.id == 0 && sps.maxSubLayers == 1)
@@ -235,7 +235,7 @@ import VideoCoding
     }
 }
 
-@Suite struct ProfileTierLevelTests {
+@Suite(.timeLimit(.minutes(10))) struct ProfileTierLevelTests {
     static func ptl(_ builder: PTLBuilder) throws -> ProfileTierLevel {
         var w = BitWriter()
         builder.write(&w)
@@ -306,7 +306,7 @@ import VideoCoding
     }
 }
 
-@Suite struct VPSAndPPSTests {
+@Suite(.timeLimit(.minutes(10))) struct VPSAndPPSTests {
     @Test func vps() throws {
         var builder = VPSBuilder()
         builder.id = 3
@@ -386,7 +386,7 @@ import VideoCoding
     }
 }
 
-@Suite struct SliceSegmentHeaderTests {
+@Suite(.timeLimit(.minutes(10))) struct SliceSegmentHeaderTests {
     static func sets(_ sps: SPSBuilder, _ pps: PPSBuilder) throws -> ParameterSets {
         var sets = ParameterSets()
         try sets.update(with: sps.nal)

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 import VideoCoding
 
-@Suite struct RandomAccessTests {
+@Suite(.timeLimit(.minutes(10))) struct RandomAccessTests {
     static func verdicts(_ units: [AccessUnit]) -> (verdicts: [RandomAccess.Verdict], access: RandomAccess) {
         var access = RandomAccess()
         return (units.map { access.verdict(for: $0) }, access)
@@ -122,7 +122,7 @@ import VideoCoding
 /// does at the end of each received piece). Found by the stream-front fuzz target: a picture
 /// before its PPS, read as the ffmpeg CLI does, was dropped when the PPS arrived whole and held
 /// for the PPS when the PPS's first bytes ended it.
-@Suite struct EarlyEndTests {
+@Suite(.timeLimit(.minutes(10))) struct EarlyEndTests {
     enum Event: Equatable {
         case picture(keyframe: Bool, units: Int)
         case dropped(Int)

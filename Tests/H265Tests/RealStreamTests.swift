@@ -96,7 +96,7 @@ struct ProbedStream: CustomTestStringConvertible, Sendable {
     static var available: [ProbedStream] { fixtures + (Streams.sharedAvailable ? shared : []) }
 }
 
-@Suite struct FixtureStreamTests {
+@Suite(.timeLimit(.minutes(10))) struct FixtureStreamTests {
     @Test(arguments: ProbedStream.available)
     func parameterSetsDescribeWhatFFprobeSays(_ stream: ProbedStream) throws {
         try checkParameterSets(stream)
@@ -192,7 +192,7 @@ struct ProbedStream: CustomTestStringConvertible, Sendable {
     }
 }
 
-@Suite(.enabled(if: Streams.sharedAvailable, "shared/testdata/h265 is not present"))
+@Suite(.enabled(if: Streams.sharedAvailable, "shared/testdata/h265 is not present"), .timeLimit(.minutes(10)))
 struct SharedStreamTests {
     @Test func wavefrontsAndCropping() throws {
         let bear = try Streams.accessUnits("bear.h265").units

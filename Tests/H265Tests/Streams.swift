@@ -6,21 +6,12 @@ import VideoCoding
 /// The project's H.265 fixtures (Tests/Fixtures/*.265) and the third-party streams of the shared
 /// test data (../shared/testdata/h265/*.h265), read in place: never copied into the repository.
 enum Streams {
-    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures").standardizedFileURL
-    static let shared = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../../shared/testdata/h265").standardizedFileURL
-
-    static var sharedAvailable: Bool { FileManager.default.fileExists(atPath: shared.path) }
+    static var sharedAvailable: Bool { TestDataFolder.sharedH265.isPresent }
 
     /// A fixture by its `.265` name, a shared stream by its `.h265` name.
-    static func url(_ name: String) -> URL {
-        (name.hasSuffix(".h265") ? shared : fixtures).appendingPathComponent(name)
-    }
-
-    static func bytes(_ name: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: url(name)))
-    }
+    static func folder(_ name: String) -> TestDataFolder { name.hasSuffix(".h265") ? .sharedH265 : .fixtures }
+    static func url(_ name: String) -> URL { folder(name).url(name) }
+    static func bytes(_ name: String) throws -> [UInt8] { try folder(name).bytes(name) }
 
     static func units(_ bytes: [UInt8]) -> [NALUnit] {
         AnnexBSplitter.split(bytes).compactMap(NALUnit.init)

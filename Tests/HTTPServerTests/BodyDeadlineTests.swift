@@ -9,7 +9,7 @@ import Testing
 /// answered 408 `body_timeout` and its connection closed; a body the server itself holds back
 /// is not. All on a manual clock: a body is cut exactly when the test moves time past its
 /// deadline, never before.
-@Suite(.serialized) struct BodyDeadlineTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct BodyDeadlineTests {
     /// Promises of `/held` uploads, whose sinks nobody drains until the test does.
     private final class Held: Sendable {
         let sinks = Recorder<TestSink>()
@@ -102,12 +102,16 @@ import Testing
             let promise = try #require(held.promises.all.first)
             Thread.detachNewThread {
                 var received = 0
-                while let event = sink.next() {
-                    switch event {
-                    case .bytes(let bytes): received += bytes.count
-                    case .end: _ = promise.succeed(.text("\(received)"))
-                    case .aborted: _ = promise.succeed(.text("aborted"))
+                do {
+                    while let event = try sink.next() {
+                        switch event {
+                        case .bytes(let bytes): received += bytes.count
+                        case .end: _ = promise.succeed(.text("\(received)"))
+                        case .aborted: _ = promise.succeed(.text("aborted"))
+                        }
                     }
+                } catch {
+                    _ = promise.succeed(.text("\(error)", status: .internalServerError))
                 }
             }
             let response = try parseResponse(client.readToEnd(timeout: .seconds(10)))

@@ -7,7 +7,7 @@ import Testing
 /// server's 1,024-connection limit) must not lock anybody else out, and is cut off at the
 /// header deadline however slowly it keeps trickling. The deadline is on a manual clock, so the
 /// tricklers are cut off exactly when the test moves time past it, never before.
-@Suite(.serialized) struct ConnectionLimitTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ConnectionLimitTests {
     @Test func tricklingConnectionsFromOneAddressLockNobodyOut() throws {
         raiseOpenFileLimit()
         let clock = ManualClock()

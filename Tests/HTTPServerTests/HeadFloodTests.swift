@@ -8,7 +8,7 @@ import Testing
 /// parameters for its memory pool, too many or too long headers, a target longer than its
 /// buffer) each get an answer or a close, and leave nothing behind: no request stays alive, so
 /// nothing grows with their number and a stop does not wait for them.
-@Suite(.serialized) struct HeadFloodTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct HeadFloodTests {
     private struct Flood {
         let name: String
         let raw: [UInt8]

@@ -3,7 +3,7 @@ import Testing
 
 /// If-None-Match as every 304-answering route reads it: a list of tags, weak prefixes dropped,
 /// or `*`.
-@Suite struct IfNoneMatchTests {
+@Suite(.timeLimit(.minutes(10))) struct IfNoneMatchTests {
     @Test func listsTheTagsQuotedWithoutWeakPrefixes() {
         let header = IfNoneMatch(#" "17-w160" ,W/"18",,\#t"abc" "#)
         #expect(header.entityTags == [#""17-w160""#, #""18""#, #""abc""#])

@@ -7,7 +7,7 @@ import Testing
 /// Requests HTTP/1.1 says a server must refuse, sent byte for byte over a raw socket: each gets
 /// exactly one problem answer, its connection is closed, and nothing after it (a second,
 /// smuggled request) is ever answered. No body byte reaches a route's sink before the checks.
-@Suite(.serialized) struct RequestEdgeTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct RequestEdgeTests {
     /// Sends `raw` and reads until the server closes (or 3 s pass).
     private func exchange(_ port: UInt16, _ raw: String) throws -> (text: String, closed: Bool) {
         let client = try RawClient(port: port)

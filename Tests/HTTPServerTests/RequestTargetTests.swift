@@ -24,7 +24,7 @@ struct Rejection: Sendable, CustomTestStringConvertible {
     }
 }
 
-@Suite struct RequestTargetTests {
+@Suite(.timeLimit(.minutes(10))) struct RequestTargetTests {
     static func pairs(_ query: QueryParameters) -> [[String]] { query.pairs.map { [$0.name, $0.value] } }
 
     @Test func segmentsAndQueryOfAPictureRequest() throws {

@@ -5,7 +5,7 @@ import Testing
 
 @testable import HTTPServer
 
-@Suite(.serialized) struct ResponseTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ResponseTests {
     @Test func sharedBufferIsServedToManyRequestsAndReleased() throws {
         let before = CountedBytes.live.load(ordering: .relaxed)
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
@@ -31,7 +31,7 @@ import Testing
                         }
                     }
                 }
-                group.wait()
+                try group.wait(for: "24 concurrent requests for a shared picture")
                 #expect(failures.load(ordering: .relaxed) == 0)
             }
         }

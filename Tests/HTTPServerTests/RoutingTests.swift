@@ -3,7 +3,7 @@ import Foundation
 import HTTPServer
 import Testing
 
-@Suite(.serialized) struct RoutingAndProblemTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct RoutingAndProblemTests {
     @Test func unknownPathIsNotFoundProblem() throws {
         try withServer(
             configure: { $0.problemTypePrefix = "urn:example:problem:" },
@@ -159,7 +159,7 @@ struct RecordingAuthorizer: RequestAuthorizer {
     }
 }
 
-@Suite(.serialized) struct AuthTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct AuthTests {
     static func routes(_ router: inout Router<TestAccess>) {
         router.get("/healthz", access: .open) { _ in .text("ok") }
         router.get("/secret", access: .token) { _ in .text("secret") }

@@ -209,7 +209,8 @@ final class TestSink: RequestBodySink {
         arrived.signal()
     }
 
-    /// Stops listening: the next write is refused with `error` (the server answers it at once).
+    /// Stops listening: the next write is refused with `error` (the server answers it at once),
+    /// and the consumer's `next()` ends.
     func refuse(_ error: HTTPError) {
         let wake = state.withLock { state -> (@Sendable () -> Void)? in
             state.refusal = error
@@ -218,10 +219,12 @@ final class TestSink: RequestBodySink {
             return state.wake
         }
         wake?()
+        arrived.signal()
     }
 
-    /// Blocks until the next event; nil once the terminal event was taken.
-    func next() -> Event? {
+    /// Blocks until the next event, at most `timeout` (`WaitTimeout`); nil once the terminal
+    /// event was taken or the sink stopped listening.
+    func next(timeout: Duration = defaultWaitLimit) throws -> Event? {
         while true {
             let (event, wake) = state.withLock { state -> (Event?, (@Sendable () -> Void)?) in
                 if !state.chunks.isEmpty {
@@ -239,8 +242,8 @@ final class TestSink: RequestBodySink {
             }
             wake?()
             if let event { return event }
-            if state.withLock({ $0.terminalTaken }) { return nil }
-            arrived.wait()
+            if state.withLock({ $0.terminalTaken || $0.refusal != nil }) { return nil }
+            try arrived.wait(for: "the upload's next body bytes or its end", timeout: timeout)
         }
     }
 

@@ -6,6 +6,8 @@ import Testing
 @testable import HTTPServer
 
 /// A worker that drains an upload on its own thread, slowly, and answers with what it saw.
+/// A wait for the body that times out is recorded as an event (and answered 500), which the
+/// tests' expectations on `events` then show.
 final class SlowConsumer: Sendable {
     let events = Recorder<String>()
 
@@ -13,7 +15,7 @@ final class SlowConsumer: Sendable {
         Thread.detachNewThread { [self] in
             var total = 0
             var checksum: UInt64 = 0
-            while let event = sink.next() {
+            while let event = Self.next(sink, promise: promise, events: events) {
                 switch event {
                 case .bytes(let bytes):
                     total += bytes.count
@@ -28,6 +30,16 @@ final class SlowConsumer: Sendable {
                     return
                 }
             }
+        }
+    }
+
+    private static func next(_ sink: TestSink, promise: ResponsePromise, events: Recorder<String>) -> TestSink.Event? {
+        do {
+            return try sink.next()
+        } catch {
+            events.record("\(error)")
+            promise.succeed(.text("\(error)", status: .internalServerError))
+            return nil
         }
     }
 }
@@ -68,7 +80,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
     return checksum
 }
 
-@Suite(.serialized) struct UploadTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct UploadTests {
     @Test func largeChunkedUploadThroughSlowConsumerStaysWithinTheSinkBound() throws {
         let consumer = SlowConsumer()
         let sinks = Recorder<TestSink>()
@@ -197,7 +209,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
     }
 }
 
-@Suite(.serialized) struct ShutdownTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ShutdownTests {
     @Test func stopEndsSuspendedRequestsAndReturnsPromptly() throws {
         let broadcast = TestBroadcast()
         broadcast.publish(StreamChunk(bytes: Array("first\n".utf8)))
@@ -215,6 +227,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(broadcast.makeSource())) }
         let server = HTTPServer(configuration: configuration, router: router)
         try server.start()
+        defer { server.stop() }
 
         let waiting = try RawClient(port: server.port)
         try waiting.send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -252,6 +265,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, delayMicroseconds: 1000, sinks: sinks)
         let server = HTTPServer(configuration: configuration, router: router)
         try server.start()
+        defer { server.stop() }
         let client = try RawClient(port: server.port)
         try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
         let chunk = Array("4000\r\n".utf8) + [UInt8](repeating: 0, count: 0x4000) + [13, 10]

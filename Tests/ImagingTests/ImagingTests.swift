@@ -7,7 +7,7 @@ import TestSupport
 @_spi(Benchmarking) import Imaging
 import Testing
 
-@Suite struct OptionTests {
+@Suite(.timeLimit(.minutes(10))) struct OptionTests {
     @Test func qualityOutsideOneToHundredIsRejected() throws {
         for quality in [0, -5, 101, 1000] {
             #expect(throws: ImagingError.self) { try PictureOptions(quality: quality).validated() }
@@ -46,7 +46,7 @@ import Testing
     }
 }
 
-@Suite struct JPEGTests {
+@Suite(.timeLimit(.minutes(10))) struct JPEGTests {
     /// The JPEG at quality 90, decoded back to RGB, against ffmpeg's RGB rendering of the same
     /// picture, twice: repeated chroma on both sides, and interpolated chroma on both sides.
     private func jpegPSNR(_ stream: TestStream, encoder: TurboJPEGEncoder) throws -> (repeated: Double, smooth: Double) {
@@ -196,7 +196,7 @@ import Testing
     }
 }
 
-@Suite struct ScalingTests {
+@Suite(.timeLimit(.minutes(10))) struct ScalingTests {
     @Test func thumbnailDimensionsAreExact() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 320, height: 240)
         defer { stream.remove() }
@@ -306,7 +306,7 @@ import Testing
     }
 }
 
-@Suite struct RawOutputTests {
+@Suite(.timeLimit(.minutes(10))) struct RawOutputTests {
     @Test(arguments: ["yuv420p", "yuvj420p", "yuv422p", "yuv444p", "yuv420p10le", "gray"])
     func nativeYUVEqualsPackedPlanes(pixelFormat: String) throws {
         let stream = try TestStream.make(pixelFormat: pixelFormat, width: 176, height: 144)
@@ -376,7 +376,7 @@ import Testing
 /// monochrome 10/12; H.264 High 10 goes the same way): JPEG is 8-bit, so swscale converts depth
 /// and range together (limited 64-940 at 10 bits, 256-3760 at 12, or full range, to JPEG's full
 /// 0-255), and `yuv` serves the decoder's own planes, as ffmpeg writes them.
-@Suite struct HighBitDepthTests {
+@Suite(.timeLimit(.minutes(10))) struct HighBitDepthTests {
     static let hevcCases: [(String, TJSAMP, [String])] = [
         ("yuv420p10le", TJSAMP_420, []), ("yuv422p10le", TJSAMP_422, []), ("yuv444p12le", TJSAMP_444, []),
         ("yuv420p12le", TJSAMP_420, []), ("gray10le", TJSAMP_GRAY, []), ("gray12le", TJSAMP_GRAY, []),
@@ -482,7 +482,7 @@ func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
 /// The frames the service really encodes come from the Decoding target's H264Decoder; the
 /// rest of these tests use an independent minimal libavcodec loop so a decoder bug cannot hide
 /// an imaging bug. Here both must agree, and every frame of the stream must encode.
-@Suite struct DecoderIntegrationTests {
+@Suite(.timeLimit(.minutes(10))) struct DecoderIntegrationTests {
     @Test func framesFromH264DecoderEncode() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 322, height: 182, frames: 5)
         defer { stream.remove() }

@@ -66,22 +66,7 @@ struct TestStream {
 
 @discardableResult
 func runFFmpeg(_ arguments: [String]) throws -> [UInt8] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-    process.arguments = ["-hide_banner", "-loglevel", "error", "-nostdin", "-y"] + arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Read before waiting: a full pipe would otherwise block ffmpeg forever.
-    let bytes = output.fileHandleForReading.readDataToEndOfFile()
-    let message = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw TestFailure("ffmpeg \(arguments.joined(separator: " ")) failed: \(String(decoding: message, as: UTF8.self))")
-    }
-    return [UInt8](bytes)
+    [UInt8](try runProgram("/usr/bin/ffmpeg", ["-hide_banner", "-loglevel", "error", "-nostdin", "-y"] + arguments))
 }
 
 /// Parser → decoder → frames, draining at the end (the parser needs one empty call to emit

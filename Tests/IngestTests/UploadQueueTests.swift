@@ -4,7 +4,7 @@ import TestSupport
 
 /// The one queue between the HTTP server and a session's ingest worker, on its own: no
 /// sockets, no decoder, no sleeps.
-@Suite struct UploadQueueTests {
+@Suite(.timeLimit(.minutes(10))) struct UploadQueueTests {
     private func queue(capacity: Int = 100, maxBytes: Int? = nil, admitted: Bool = true) -> UploadQueue<Refusal> {
         UploadQueue(
             watermark: HighLowWatermark(capacity: capacity), maxBytes: maxBytes, admitted: admitted, clock: ManualClock())

@@ -6,7 +6,7 @@ import TestSupport
 
 /// The one bounded queue as a value, and the demuxer's output queue, whose producer is a
 /// thread that blocks on it.
-@Suite struct WatermarkedQueueTests {
+@Suite(.timeLimit(.minutes(10))) struct WatermarkedQueueTests {
     private typealias Queue = WatermarkedQueue<Int>
 
     @Test func anElementGoesInWholeBelowTheHighMarkOrAlone() {

@@ -22,7 +22,7 @@ private func refusal(_ yaml: String, environment: [String: String] = [:]) -> Ser
     }
 }
 
-@Suite("The configuration file", .timeLimit(.minutes(1)))
+@Suite("The configuration file", .timeLimit(.minutes(10)))
 struct ConfigurationFileTests {
     @Test func optionsUnderTheirLongNames() throws {
         let file = try ConfigurationFile(

@@ -4,7 +4,7 @@ import Testing
 
 @testable import ServeOptions
 
-@Suite("The command line of serve", .timeLimit(.minutes(1)))
+@Suite("The command line of serve", .timeLimit(.minutes(10)))
 struct CommandLineTests {
     @Test func bothSpellingsOfAValue() throws {
         let line = try CommandLineOptions(["--port", "9000", "--max-sessions=12", "--print-config"])
@@ -67,7 +67,7 @@ struct CommandLineTests {
     }
 }
 
-@Suite("Where a value comes from", .timeLimit(.minutes(1)))
+@Suite("Where a value comes from", .timeLimit(.minutes(10)))
 struct PrecedenceTests {
     /// The same option from each place, each place taken away in turn.
     @Test func commandLineThenEnvironmentThenFileThenDefault() throws {

@@ -7,7 +7,7 @@ import VideoCoding
 import Sessions  // the public read only, as an output in a target of its own would use it
 
 /// `Session.accessUnits`: the coded access units a session holds, read from outside it.
-@Suite struct CompressedHistoryViewTests {
+@Suite(.timeLimit(.minutes(10))) struct CompressedHistoryViewTests {
     @Test func readsFromTheLastKeyframeAndFromAnIndex() async throws {
         let session = try makeSession()
         #expect(session.accessUnits.fromLastKeyframe().isEmpty)
@@ -122,7 +122,7 @@ import Sessions  // the public read only, as an output in a target of its own wo
         }
         for round in 0..<6 { _ = try await push(stream, to: session, flush: round == 5, chunk: 512) }
         pushed.set()
-        let result = await reader.value()
+        let result = try await reader.value(waitingFor: "the racing reader's result")
         #expect(result.problems.isEmpty, "\(result.problems.prefix(5))")
         #expect(result.following == 120, "a reader following the session got every unit once")
         #expect(result.reads > 1)

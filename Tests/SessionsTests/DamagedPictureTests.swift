@@ -6,7 +6,7 @@ import Testing
 
 /// Garbage that parses as slices of a known PPS makes libavcodec output error-concealed
 /// pictures. They must not replace the session's last good picture, and must show as errors.
-@Suite struct DamagedPictureTests {
+@Suite(.timeLimit(.minutes(10))) struct DamagedPictureTests {
     @Test func concealedPicturesNeverReplaceTheLastGoodPicture() async throws {
         let session = try makeSession()
         // No flush: the garbage continues the same stream, as a broken camera link would.

@@ -1,11 +1,12 @@
 import Decoding
 import Testing
+import TestSupport
 
 @testable import Sessions
 
 /// Sessions share one decoder memory budget: a stream that does not fit is refused before
 /// anything is decoded, and the sessions already admitted are untouched.
-@Suite struct DecoderMemoryBudgetTests {
+@Suite(.timeLimit(.minutes(10))) struct DecoderMemoryBudgetTests {
     @Test func aStreamOverTheBudgetIsRefusedAndOthersKeepDecoding() async throws {
         var configuration = testConfiguration()
         let stream = try Fixture.bytes(Fixture.baseline)

@@ -8,7 +8,7 @@ import VideoCoding
 
 /// An H.265 session: its codec is detected, and a push whose SPS the decoder cannot take fails
 /// with that SPS's stable code (the HTTP layer's 422) while the last good picture stays.
-@Suite struct H265SessionTests {
+@Suite(.timeLimit(.minutes(10))) struct H265SessionTests {
     static let stream = "main_bframes_176x144.265"
     static let frames = 25
 

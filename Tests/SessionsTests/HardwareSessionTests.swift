@@ -8,7 +8,7 @@ import VideoCoding
 /// Hardware decoding as sessions see it, on pretend devices (a real software decoder that
 /// reports itself as NVDEC and fails where told): device sharing, per-session fallback with its
 /// reason in the status and /metrics, and a required back end without a device. No GPU needed.
-@Suite struct HardwareSessionTests {
+@Suite(.timeLimit(.minutes(10))) struct HardwareSessionTests {
     private func configuration(
         _ backend: DecoderBackendChoice, platform: any HardwarePlatform, factory: PretendHardwareFactory,
         devices: HardwareDeviceList? = nil

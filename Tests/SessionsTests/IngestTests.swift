@@ -6,7 +6,7 @@ import TestSupport
 
 @testable import Sessions
 
-@Suite struct IngestTests {
+@Suite(.timeLimit(.minutes(10))) struct IngestTests {
     @Test func sessionIDValidation() throws {
         for good in ["cam1", "A-b_c.d~e", String(repeating: "x", count: 128)] {
             #expect(try SessionID(good).rawValue == good)
@@ -69,7 +69,7 @@ import TestSupport
         let second = try session.beginUpload(flush: true) { next.set($0) }
         try await send(try Fixture.bytes(Fixture.baseline), to: second)
         second.finish()
-        #expect(try await next.value().get().frames == Fixture.baselineFrames)
+        #expect(try await next.value(waitingFor: "the second upload's answer").get().frames == Fixture.baselineFrames)
     }
 
     @Test func uploadQueueNeverExceedsItsBound() async throws {
@@ -80,7 +80,7 @@ import TestSupport
         let queue = try session.beginUpload(flush: true) { answer.set($0) }
         let pauses = try await send(stream, to: queue, chunk: 16 << 10)
         queue.finish()
-        let summary = try await answer.value().get()
+        let summary = try await answer.value(waitingFor: "the upload's answer").get()
         #expect(queue.highestQueuedBytes <= bound)
         #expect(pauses > 0, "a 400 KB upload into a 64 KB queue must have been paused")
         #expect(summary.frames == 40 * Fixture.baselineFrames)
@@ -96,7 +96,7 @@ import TestSupport
         let queue = try session.beginUpload(flush: false) { answer.set($0) }
         try await send(Array(stream[..<(stream.count / 3)]), to: queue)
         queue.abort(.clientGone)
-        guard case .failure(let error) = await answer.value() else {
+        guard case .failure(let error) = try await answer.value(waitingFor: "the aborted upload's answer") else {
             Issue.record("expected upload_aborted")
             return
         }
@@ -139,7 +139,7 @@ import TestSupport
         let queue = try session.beginUpload(flush: true) { answer.set($0) }
         let offer = stream.withUnsafeBytes { queue.offer($0) }
         #expect(offer == .refused(SessionError(IngestError(.bodyTooLarge, "request body exceeds 4000 bytes"))))
-        guard case .failure(let error) = await answer.value() else {
+        guard case .failure(let error) = try await answer.value(waitingFor: "the refused upload's answer") else {
             Issue.record("expected body_too_large")
             return
         }
@@ -169,7 +169,7 @@ import TestSupport
         #expect(woken.count >= 1)
         let refused = [UInt8](repeating: 0, count: 10).withUnsafeBytes { queue.offer($0) }
         #expect(refused == .refused(SessionError(.sessionNotFound, "the session was deleted")))
-        guard case .failure(let error) = await answer.value() else {
+        guard case .failure(let error) = try await answer.value(waitingFor: "the deleted session's upload answer") else {
             Issue.record("expected session_not_found")
             return
         }
@@ -182,14 +182,13 @@ import TestSupport
         let queue = try session.beginUpload(flush: true) { answer.set($0) }
         // The decode queue is held up while the bytes arrive and the server stops listening,
         // so anything decoded afterwards would be decoded after the stop.
-        let release = DispatchSemaphore(value: 0)
-        session.ingest.decodeQueue.async { release.wait() }
+        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
         let stream = Array(try [[UInt8]](repeating: Fixture.bytes(Fixture.baseline), count: 20).joined())
         #expect(stream.withUnsafeBytes { queue.offer($0) } == .accepted(stream.count))
         queue.abort(.serverShutdown)
         #expect(queue.queuedBytes == 0)
-        release.signal()
-        guard case .failure(let error) = await answer.value() else {
+        hold.release()
+        guard case .failure(let error) = try await answer.value(waitingFor: "the stopped upload's answer") else {
             Issue.record("expected shutting_down")
             return
         }
@@ -200,9 +199,8 @@ import TestSupport
 
     @Test func aSecondUploadHoldsNoBytesWhileTheFirstIsDecoded() async throws {
         let session = try makeSession()
-        let release = DispatchSemaphore(value: 0)
         let first = try session.beginUpload(flush: false) { _ in }
-        session.ingest.decodeQueue.async { release.wait() }
+        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
         let bytes = try Fixture.bytes(Fixture.baseline)
         #expect(bytes.withUnsafeBytes { first.offer($0) } == .accepted(bytes.count))
         first.finish()
@@ -211,11 +209,11 @@ import TestSupport
         let woken = Flag()
         second.setProducerWake { woken.set() }
         #expect(bytes.withUnsafeBytes { second.offer($0) } == .accepted(0), "waits: the first is not decoded")
-        release.signal()
+        hold.release()
         #expect(await eventually { woken.count == 1 }, "admitted once the first was decoded")
         try await send(bytes, to: second)
         second.finish()
-        #expect(try await answer.value().get().frames > 0)
+        #expect(try await answer.value(waitingFor: "the second upload's answer").get().frames > 0)
     }
 
     @Test func multipartAnswerPullsOnePartPerPicture() async throws {
@@ -226,7 +224,7 @@ import TestSupport
         spooled.onUploadEnd { bodyEnded.set($0) }
         try await send(stream, to: spooled.queue, chunk: 3000)
         spooled.queue.finish()
-        try await bodyEnded.value().get()
+        try await bodyEnded.value(waitingFor: "the multipart upload's body to end").get()
         // Nothing is decoded before the answer pulls.
         #expect(session.status().counters.bytes == 0)
         var sequences: [UInt64] = []
@@ -259,7 +257,7 @@ import TestSupport
             case .wait:
                 let ready = Signal()
                 spooled.notifyWhenReady { ready.signal() }
-                await ready.wait()
+                try await ready.wait(for: "the multipart answer's next part or its end")
             case .finished(let result): ending = result
             }
         }
@@ -284,7 +282,7 @@ import TestSupport
             if case .refused(let error) = zeros.withUnsafeBytes({ spooled.queue.offer($0) }) { refusal = error }
         }
         #expect(refusal?.code == .ingest(.bodyTooLarge))
-        guard case .failure(let error) = await bodyEnded.value() else {
+        guard case .failure(let error) = try await bodyEnded.value(waitingFor: "the refused multipart upload's body to end") else {
             Issue.record("the upload failed")
             return
         }

@@ -41,7 +41,7 @@ enum Streams {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            process.waitUntilExit()
+            try process.waitForExit("ffmpeg to make \(name)")
             guard process.terminationStatus == 0 else { throw TestFailure("ffmpeg could not make \(name)") }
             // Tests running at once may make the same stream: the first one in stays.
             if (try? FileManager.default.moveItem(at: partial, to: url)) == nil {
@@ -105,21 +105,25 @@ enum OnDemand {
     /// The answer to `frame/at.*` for `target`.
     static func pastPicture(
         _ session: Session, _ target: PastPictureTarget, _ request: PictureRequest = PictureRequest(format: .yuv)
-    ) async -> Result<PictureAnswer, SessionError> {
+    ) async throws -> Result<PictureAnswer, SessionError> {
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
         session.requestPastPicture(request, at: target) { answer.set($0) }
-        return await answer.value()
+        return try await answer.value(waitingFor: "the answer to frame/at \(target)")
     }
 
     /// Waits until everything queued on the session's decode queue so far has run (no sleep:
     /// a barrier), twice, so work the first turn queued has run too.
-    static func settle(_ session: Session, turns: Int = 2) {
-        for _ in 0..<turns { session.ingest.decodeQueue.sync {} }
+    static func settle(_ session: Session, turns: Int = 2) throws {
+        for turn in 1...turns {
+            let reached = DispatchSemaphore(value: 0)
+            session.ingest.decodeQueue.async { reached.signal() }
+            try reached.wait(for: "the decode queue to run what was queued before (turn \(turn) of \(turns))")
+        }
     }
 
     /// Whether asking for `target` fails with `not_in_history`.
-    static func isNotInHistory(_ session: Session, _ target: PastPictureTarget) async -> Bool {
-        guard case .failure(let error) = await pastPicture(session, target) else { return false }
+    static func isNotInHistory(_ session: Session, _ target: PastPictureTarget) async throws -> Bool {
+        guard case .failure(let error) = try await pastPicture(session, target) else { return false }
         return error.code == .notInHistory
     }
 }

@@ -9,7 +9,7 @@ import Timekeeping
 
 /// Pictures decoded on demand or from the history are the ones decode=all gives, number for
 /// number and byte for byte.
-@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(10)))
 struct PictureIdentityTests {
     static let streams: [String] = [
         "bframes.264", "opengop.264", "bframes.265", "main_bframes_176x144.264", "main_bframes_176x144.265",
@@ -37,13 +37,13 @@ struct PictureIdentityTests {
         _ = try await push(stream, to: session, flush: true)
         #expect(session.status().counters.framesDecoded == 0, "nothing decoded while nobody looked")
         for (number, bytes) in live.sorted(by: { $0.key < $1.key }) {
-            let answer = await OnDemand.pastPicture(session, .number(number))
+            let answer = try await OnDemand.pastPicture(session, .number(number))
             let served = try answer.get().served
             #expect(served?.sequence == number, "\(name) #\(number)")
             #expect(served.map { Array($0.picture.bytes) } == bytes, "\(name) #\(number)")
         }
         // Numbers no picture had are not in the history.
-        #expect(await OnDemand.isNotInHistory(session, .number((live.keys.max() ?? 0) + 1000)))
+        #expect(try await OnDemand.isNotInHistory(session, .number((live.keys.max() ?? 0) + 1000)))
     }
 
     /// When the GOP before an open GOP is no longer held, its leading pictures cannot be
@@ -63,7 +63,7 @@ struct PictureIdentityTests {
         var leading = 0
         var decoded = 0
         for number in first...(try #require(held.lastSeq)) {
-            switch await OnDemand.pastPicture(session, .number(number)) {
+            switch try await OnDemand.pastPicture(session, .number(number)) {
             case .success(let answer):
                 #expect(answer.served.map { Array($0.picture.bytes) } == live[number], "\(name) #\(number)")
                 decoded += 1
@@ -114,7 +114,7 @@ struct PictureIdentityTests {
 }
 
 /// The decoder's life on demand: woken by requests and viewers, released by the clock.
-@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: Streams.ffmpegAvailable, "needs the ffmpeg CLI to make streams"), .timeLimit(.minutes(10)))
 struct OnDemandLifeCycleTests {
     /// Linger and release follow the injected clock: the decoder and its memory stay while
     /// requests come within the linger, and go once it passed without one.
@@ -132,14 +132,14 @@ struct OnDemandLifeCycleTests {
         #expect(session.status().decoder == .live)
         #expect(configuration.decoderMemory.usage.decoders == 1)
         clock.advance(by: .seconds(9))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "within the linger")
         _ = try await picture(session).get()  // at 9 s: the linger runs to 19 s
         clock.advance(by: .seconds(9))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "18 s: still within the linger of the second request")
         clock.advance(by: .seconds(1.5))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .idle, "19.5 s: released")
         #expect(configuration.decoderMemory.usage.decoders == 0, "and its memory with it")
         let kinds = OnDemand.eventKinds(events, after: start, session: session.id)
@@ -157,26 +157,20 @@ struct OnDemandLifeCycleTests {
         let configuration = OnDemand.configuration(slots: 1)
         let session = try makeSession(configuration: configuration)
         _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
-        let entered = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
         session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { answer.set($0) }
         // The catch-up starts on the decode queue; its first turn queues behind this.
-        session.ingest.decodeQueue.async {
-            entered.signal()
-            release.wait()
-        }
-        entered.wait()
+        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
         #expect(session.status().decoder == .catchingUp)
         #expect(configuration.catchUpPool.usage.busy == 1)
         session.close()
-        release.signal()
-        guard case .failure(let error) = await answer.value() else {
+        hold.release()
+        guard case .failure(let error) = try await answer.value(waitingFor: "the deleted session's picture answer") else {
             Issue.record("the request of a deleted session fails")
             return
         }
         #expect(error.code == .sessionNotFound)
-        OnDemand.settle(session, turns: 3)
+        try OnDemand.settle(session, turns: 3)
         #expect(configuration.catchUpPool.usage.busy == 0, "the slot is free again")
         #expect(configuration.decoderMemory.usage.decoders == 0)
     }
@@ -219,27 +213,27 @@ struct OnDemandLifeCycleTests {
         _ = try await push(Array(stream[..<half]), to: session, flush: false)
         let first = try session.subscribe(PictureRequest())
         let second = try session.subscribe(PictureRequest())
-        let part = try #require(await OnDemand.nextPart(first))
+        let part = try #require(try await OnDemand.nextPart(first))
         #expect(part.sequence == session.latestSequence)
         #expect(session.status().decoder == .live)
         first.cancel()
         clock.advance(by: .seconds(30))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "one viewer still watches")
         // It sees the rest of the stream as it is decoded live.
         _ = try await push(Array(stream[half...]), to: session, flush: true)
         let newest = try #require(session.latestSequence)
-        #expect(await OnDemand.part(of: second, reaching: newest)?.sequence == newest)
+        #expect(try await OnDemand.part(of: second, reaching: newest)?.sequence == newest)
         second.cancel()
         clock.advance(by: .seconds(4))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "within the linger after the last viewer left")
         clock.advance(by: .seconds(2))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         #expect(session.status().decoder == .idle)
         let third = try session.subscribe(PictureRequest())
         #expect(session.status().decoder != .idle)
-        #expect(await OnDemand.nextPart(third) != nil)
+        #expect(try await OnDemand.nextPart(third) != nil)
         third.cancel()
         session.close()
     }
@@ -256,7 +250,7 @@ struct OnDemandLifeCycleTests {
         // 20 more pictures decoded live: no event for any of them.
         _ = try await push(Array(stream[(stream.count / 2)...]), to: session, flush: true)
         clock.advance(by: .seconds(2))
-        OnDemand.settle(session)
+        try OnDemand.settle(session)
         let details: [(SessionEvent.Kind, String?)] = {
             guard case .events(let found, _) = events.read(after: start, session: session.id, limit: 1000) else { return [] }
             return found.map { ($0.kind, $0.details.reason) }
@@ -277,13 +271,7 @@ struct OnDemandLifeCycleTests {
         let sessions = try (0..<3).map { try makeSession("queue\($0)", configuration: configuration) }
         for session in sessions { _ = try await push(stream, to: session, flush: false) }
         // Hold the one slot: the first session's catch-up cannot start its decode queue turn.
-        let release = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        sessions[0].ingest.decodeQueue.async {
-            entered.signal()
-            release.wait()
-        }
-        entered.wait()
+        let hold = try QueueHold(sessions[0].ingest.decodeQueue, "the first session's decode queue")
         let firstAnswer = Outcome<Result<PictureAnswer, SessionError>>()
         sessions[0].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { firstAnswer.set($0) }
         #expect(configuration.catchUpPool.usage.busy == 1)
@@ -291,7 +279,7 @@ struct OnDemandLifeCycleTests {
         sessions[1].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { queuedAnswer.set($0) }
         #expect(configuration.catchUpPool.usage.queued == 1)
         #expect(sessions[1].status().decoder == .queued)
-        guard case .failure(let refusal) = await picture(sessions[2]) else {
+        guard case .failure(let refusal) = try await picture(sessions[2]) else {
             Issue.record("the third request finds the queue full")
             return
         }
@@ -299,14 +287,14 @@ struct OnDemandLifeCycleTests {
         #expect((refusal.retryAfterSeconds ?? 0) >= 1)
         #expect(sessions[2].status().decoder == .idle)
         // A picture from the past is refused the same way.
-        guard case .failure(let pastRefusal) = await OnDemand.pastPicture(sessions[2], .number(1)) else {
+        guard case .failure(let pastRefusal) = try await OnDemand.pastPicture(sessions[2], .number(1)) else {
             Issue.record("a past picture finds the queue full too")
             return
         }
         #expect(pastRefusal.code == .catchUpQueueFull)
-        release.signal()
-        #expect(try await firstAnswer.value().get().served != nil)
-        #expect(try await queuedAnswer.value().get().served != nil)
+        hold.release()
+        #expect(try await firstAnswer.value(waitingFor: "the first catch-up's picture").get().served != nil)
+        #expect(try await queuedAnswer.value(waitingFor: "the queued catch-up's picture").get().served != nil)
         for session in sessions { session.close() }
     }
 
@@ -314,7 +302,7 @@ struct OnDemandLifeCycleTests {
     @Test func outsideTheHistoryIsNotInHistoryWithTheRange() async throws {
         let clock = ManualClock()
         let session = try makeSession(configuration: OnDemand.configuration(clock: clock), clock: clock)
-        guard case .failure(let empty) = await OnDemand.pastPicture(session, .number(1)) else {
+        guard case .failure(let empty) = try await OnDemand.pastPicture(session, .number(1)) else {
             Issue.record("nothing is held yet")
             return
         }
@@ -325,7 +313,7 @@ struct OnDemandLifeCycleTests {
         #expect(held.firstSeq == 1)
         #expect(held.gops == 5)
         for target in [PastPictureTarget.number(10_000), .time(clock.now.addingTimeInterval(-60)), .time(clock.now.addingTimeInterval(60))] {
-            guard case .failure(let error) = await OnDemand.pastPicture(session, target) else {
+            guard case .failure(let error) = try await OnDemand.pastPicture(session, target) else {
                 Issue.record("\(target) is outside")
                 continue
             }
@@ -343,16 +331,16 @@ struct OnDemandLifeCycleTests {
 
 extension OnDemand {
     /// The first MJPEG part of at least `sequence` a viewer gets (older ones skipped).
-    static func part(of viewer: Viewer, reaching sequence: UInt64) async -> ServedPicture? {
+    static func part(of viewer: Viewer, reaching sequence: UInt64) async throws -> ServedPicture? {
         for _ in 0..<200 {
-            guard let part = await nextPart(viewer) else { return nil }
+            guard let part = try await nextPart(viewer) else { return nil }
             if part.sequence >= sequence { return part }
         }
         return nil
     }
 
     /// The next new MJPEG part a viewer gets, repeats skipped (waiting for it without a sleep).
-    static func nextPart(_ viewer: Viewer) async -> ServedPicture? {
+    static func nextPart(_ viewer: Viewer) async throws -> ServedPicture? {
         while true {
             switch viewer.poll() {
             case .picture(let served, let repeated):
@@ -361,7 +349,7 @@ extension OnDemand {
             case .wait:
                 let ready = Signal()
                 viewer.notifyWhenReady { ready.signal() }
-                await ready.wait()
+                try await ready.wait(for: "the viewer's next new part")
             }
         }
     }

@@ -6,7 +6,7 @@ import Testing
 
 /// The encoder seam as sessions use it: each session gets its own encoder from the
 /// configuration's factory, at its first encode, and says which encoder serves it.
-@Suite struct PictureEncoderSeamTests {
+@Suite(.timeLimit(.minutes(10))) struct PictureEncoderSeamTests {
     @Test func eachSessionEncodesWithItsOwnEncoderFromTheConfiguredFactory() async throws {
         let factory = PretendGPUEncoderFactory()
         var configuration = testConfiguration()

@@ -6,7 +6,7 @@ import TestSupport
 
 @testable import Sessions
 
-@Suite struct PictureTests {
+@Suite(.timeLimit(.minutes(10))) struct PictureTests {
     private func decodedSession(configuration: ServerConfiguration = testConfiguration()) async throws -> Session {
         let session = try makeSession(configuration: configuration)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
@@ -15,7 +15,7 @@ import TestSupport
 
     @Test func noPictureYetIs404() async throws {
         let session = try makeSession()
-        let result = await picture(session)
+        let result = try await picture(session)
         guard case .failure(let error) = result else {
             Issue.record("expected no_frame_yet")
             return
@@ -34,7 +34,7 @@ import TestSupport
                 done.leave()
             }
         }
-        done.wait()
+        try done.wait(for: "the answers to 64 concurrent picture requests")
         let served = results.withLock { $0 }
         #expect(served.count == 64)
         #expect(session.encodeCount == 1)
@@ -83,7 +83,7 @@ import TestSupport
         clock.advance(by: .seconds(5))
         #expect(answer.current == nil, "still waiting half way through")
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
-        let served = try await answer.value().get().served
+        let served = try await answer.value(waitingFor: "the long poll's answer").get().served
         #expect((served?.sequence ?? 0) > latest)
         #expect(session.waitingRequests == 0)
     }
@@ -134,7 +134,7 @@ import TestSupport
         viewer.notifyWhenReady { woken.signal() }
         // The viewer does not pull while 20 pictures are decoded (a slow client).
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
-        await woken.wait()
+        try await woken.wait(for: "the viewer's wake-up for a new picture")
         var last: ServedPicture?
         while last?.sequence != UInt64(Fixture.baselineFrames) {
             switch viewer.poll() {
@@ -143,7 +143,7 @@ import TestSupport
                 // The wake-up came for an earlier picture; the newest one is being encoded.
                 let next = Signal()
                 viewer.notifyWhenReady { next.signal() }
-                await next.wait()
+                try await next.wait(for: "the newest picture's encode for the viewer")
             case .ended:
                 Issue.record("the session did not end")
                 return
@@ -169,7 +169,7 @@ import TestSupport
     }
 
     /// Takes the viewer's next part, waiting (for an encode) when needed; nil at the end.
-    private func nextPart(_ viewer: Viewer) async -> (ServedPicture, repeated: Bool)? {
+    private func nextPart(_ viewer: Viewer) async throws -> (ServedPicture, repeated: Bool)? {
         while true {
             switch viewer.poll() {
             case .picture(let served, let repeated): return (served, repeated)
@@ -177,7 +177,7 @@ import TestSupport
             case .wait:
                 let ready = Signal()
                 viewer.notifyWhenReady { ready.signal() }
-                await ready.wait()
+                try await ready.wait(for: "the viewer's next part")
             }
         }
     }
@@ -187,7 +187,7 @@ import TestSupport
         let session = try makeSession(configuration: testConfiguration(repeatInterval: .seconds(1)), clock: clock)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let viewer = try session.subscribe(PictureRequest(), maxFPS: 30)
-        let first = try #require(await nextPart(viewer))
+        let first = try #require(try await nextPart(viewer))
         #expect(!first.repeated)
         let woken = try expectWait(viewer, for: .seconds(1), on: clock, "nothing new: the viewer must wait")
         #expect(woken.count == 1)
@@ -205,11 +205,11 @@ import TestSupport
         let session = try makeSession(clock: clock)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         let viewer = try session.subscribe(PictureRequest(), maxFPS: 2)
-        #expect(await nextPart(viewer) != nil)
+        #expect(try await nextPart(viewer) != nil)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         // A newer picture exists, but the next part is due 500 ms after the first.
         _ = try expectWait(viewer, for: .milliseconds(500), on: clock, "the fps cap must hold the next part back")
-        let part = try #require(await nextPart(viewer))
+        let part = try #require(try await nextPart(viewer))
         #expect(!part.repeated)
         #expect(part.0.sequence == UInt64(2 * Fixture.baselineFrames))
     }
@@ -217,7 +217,7 @@ import TestSupport
     @Test func closeEndsViewersAndFailsWaiters() async throws {
         let session = try await decodedSession()
         let viewer = try session.subscribe(PictureRequest())
-        _ = await nextPart(viewer)
+        _ = try await nextPart(viewer)
         let woken = Flag()
         viewer.notifyWhenReady { woken.set() }
         let latest = try #require(session.latestSequence)

@@ -4,7 +4,7 @@ import TestSupport
 
 @testable import Sessions
 
-@Suite struct RegistryTests {
+@Suite(.timeLimit(.minutes(10))) struct RegistryTests {
     private func registry(_ configuration: ServerConfiguration = testConfiguration(), metrics: FrameTapMetrics = FrameTapMetrics())
         -> SessionRegistry
     {

@@ -6,7 +6,7 @@ import Timekeeping
 @testable import Sessions
 
 /// The event log as GET /events reads it, and the events a session's life makes.
-@Suite struct SessionEventTests {
+@Suite(.timeLimit(.minutes(10))) struct SessionEventTests {
     private func kinds(_ read: SessionEventLog.Read) -> [String] {
         guard case .events(let events, _) = read else { return ["gap"] }
         return events.map(\.kind.rawValue)

@@ -6,7 +6,7 @@ import TestSupport
 @testable import Sessions
 
 /// The picture cache's and the viewer set's bookkeeping, as values.
-@Suite struct SessionPartStateTests {
+@Suite(.timeLimit(.minutes(10))) struct SessionPartStateTests {
     @Test func theCacheKeepsTheNewestAndThePreviousPictureOnly() throws {
         var state = PictureCache.State()
         func key(_ sequence: UInt64, width: Int = 10) -> PictureKey {

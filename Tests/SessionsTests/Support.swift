@@ -4,18 +4,14 @@ import Ingest
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 import Timekeeping
 
 @testable import Sessions
 
-/// The committed fixtures (made by scripts/make-fixtures.sh with ffmpeg + libx264).
+/// The committed fixtures these tests push most (made by scripts/make-fixtures.sh).
 enum Fixture {
-    static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
-
-    static func bytes(_ name: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(name)))
-    }
+    static func bytes(_ name: String) throws -> [UInt8] { try Fixtures.bytes(name) }
 
     /// Constrained Baseline 176x144, 20 frames, I/P only (output order = decode order).
     static let baseline = "baseline_176x144.264"
@@ -58,76 +54,11 @@ func readToEnd(
         case .wait:
             let ready = Signal()
             spooled.notifyWhenReady { ready.signal() }
-            await ready.wait()
+            try await ready.wait(for: "the multipart answer's next part or its end")
             afterWait()
         case .finished(let result):
             return try result.get()
         }
-    }
-}
-
-/// Wakes one waiting task; a signal that comes before the wait is kept.
-final class Signal: Sendable {
-    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter else {
-                state.pending = true
-                return nil
-            }
-            state.waiter = nil
-            return waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.pending {
-                    state.pending = false
-                    return true
-                }
-                state.waiter = continuation
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-}
-
-/// The value a callback delivers once, for a test to await.
-///
-/// The value is read under the lock after the wait, not taken from the continuation: a
-/// continuation's resumption is a handover ThreadSanitizer cannot see (the concurrency runtime is
-/// not instrumented), so `make sanitize` would report what the callback's thread wrote before it
-/// as racing with the test's reads. The lock is an edge it sees.
-final class Outcome<Value: Sendable>: Sendable {
-    private let state = Mutex<(value: Value?, waiter: CheckedContinuation<Void, Never>?)>((nil, nil))
-
-    func set(_ value: Value) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.value == nil else { return nil }
-            state.value = value
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    var current: Value? { state.withLock { $0.value } }
-
-    func value() async -> Value {
-        await withCheckedContinuation { continuation in
-            let isSet = state.withLock { state -> Bool in
-                if state.value != nil { return true }
-                state.waiter = continuation
-                return false
-            }
-            if isSet { continuation.resume() }
-        }
-        return state.withLock { $0.value! }
     }
 }
 
@@ -152,7 +83,7 @@ func send(_ bytes: [UInt8], to queue: UploadQueue<SessionError>, chunk: Int = 16
             offset += taken
             if offset < end {
                 pauses += 1
-                await room.wait()
+                try await room.wait(for: "room in the upload queue (\(offset) of \(bytes.count) bytes taken)")
             }
         }
     }
@@ -171,17 +102,17 @@ func upload(_ bytes: [UInt8], to session: Session, flush: Bool, chunk: Int = 16 
     let queue = try session.beginUpload(flush: flush) { answer.set($0) }
     try await send(bytes, to: queue, chunk: chunk)
     queue.finish()
-    return await answer.value()
+    return try await answer.value(waitingFor: "the upload's answer")
 }
 
 func picture(
     _ session: Session, _ request: PictureRequest = PictureRequest(), ifNoneMatch: String? = nil, after: UInt64? = nil,
     wait: Duration = .zero
-) async -> Result<PictureAnswer, SessionError> {
+) async throws -> Result<PictureAnswer, SessionError> {
     let answer = Outcome<Result<PictureAnswer, SessionError>>()
     let clientHas = PictureAnswerCondition(entityTags: ifNoneMatch.map { [$0] } ?? [], after: after)
     session.requestPicture(request, clientHas: clientHas, wait: wait) { answer.set($0) }
-    return await answer.value()
+    return try await answer.value(waitingFor: "the picture request's answer", timeout: wait + defaultWaitLimit)
 }
 
 extension PictureAnswer {
@@ -189,14 +120,4 @@ extension PictureAnswer {
         if case .picture(let served) = self { return served }
         return nil
     }
-}
-
-/// Polls until `condition` holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
 }

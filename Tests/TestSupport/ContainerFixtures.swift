@@ -3,8 +3,8 @@ import Foundation
 /// The committed container fixtures (scripts/make-container-fixtures.sh) and their manifest:
 /// each row's pictures as the ffmpeg CLI decodes that same file.
 public enum ContainerFixtures {
-    public static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../Fixtures/Containers").standardizedFileURL
+    public static let folder = TestDataFolder.containerFixtures
+    public static var directory: URL { folder.url }
 
     public struct Row: Sendable, CustomStringConvertible {
         public var file: String
@@ -15,13 +15,11 @@ public enum ContainerFixtures {
         public var description: String { file }
     }
 
-    public static let rows: [Row] = {
-        guard let text = try? String(contentsOf: directory.appendingPathComponent("MANIFEST.tsv"), encoding: .utf8) else { return [] }
-        return text.split(separator: "\n").dropFirst().map { line in
-            let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            return Row(file: fields[0], container: fields[1], codec: fields[2], frames: Int(fields[5]) ?? 0, md5: fields[6])
-        }
-    }()
+    public static let rows: [Row] = folder.manifest.rows.map { row in
+        Row(
+            file: row.file, container: row["container"] ?? "", codec: row["codec"] ?? "",
+            frames: (try? row.number("frames")) ?? 0, md5: row["yuv_md5"] ?? "")
+    }
 
     /// The rows whose video FrameTap decodes.
     public static var decodable: [Row] { rows.filter { $0.codec == "h264" || $0.codec == "h265" } }
@@ -31,7 +29,5 @@ public enum ContainerFixtures {
         return row
     }
 
-    public static func bytes(_ file: String) throws -> [UInt8] {
-        Array(try Data(contentsOf: directory.appendingPathComponent(file)))
-    }
+    public static func bytes(_ file: String) throws -> [UInt8] { try folder.bytes(file) }
 }

@@ -7,7 +7,7 @@ import Timekeeping
 #endif
 
 // What several test targets need: a raw HTTP client that controls exactly what goes on the
-// wire, a response parser, polling, MD5. Only the test targets depend on this target.
+// wire, a response parser, MD5. Only the test targets depend on this target.
 
 public struct TestFailure: Error, CustomStringConvertible {
     public let description: String
@@ -25,6 +25,10 @@ public final class RawClient: @unchecked Sendable {
     public init(port: UInt16, host: String = "127.0.0.1", source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+        // Bounds connect and every send: a server that stops reading fails the send instead of
+        // blocking the test for good.
+        var limit = timeval(tv_sec: Int(Self.sendLimit.components.seconds), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         if let source {
             let bound = Self.withAddress(source, port: 0) { bind(fd, $0, $1) }
             guard bound == 0 else {
@@ -34,8 +38,10 @@ public final class RawClient: @unchecked Sendable {
         }
         let result = Self.withAddress(host, port: port) { connect(fd, $0, $1) }
         guard result == 0 else {
+            let error = errno
             Glibc.close(fd)
-            throw TestFailure("connect failed: errno \(errno)")
+            if error == EINPROGRESS { throw WaitTimeout(waitingFor: "a connection to \(host):\(port)", limit: Self.sendLimit) }
+            throw TestFailure("connect failed: errno \(error)")
         }
     }
 
@@ -61,11 +67,18 @@ public final class RawClient: @unchecked Sendable {
         }
     }
 
-    /// Blocks while the server applies backpressure (the kernel buffers are full).
+    /// How long connecting, or a send the server takes no byte of, may block.
+    public static let sendLimit: Duration = .seconds(30)
+
+    /// Blocks while the server applies backpressure (the kernel buffers are full), at most
+    /// `sendLimit` without progress.
     public func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                throw WaitTimeout(waitingFor: "the server to take more of the request (\(sent) of \(bytes.count) bytes sent)", limit: Self.sendLimit)
+            }
             if n <= 0 { throw TestFailure("send failed: errno \(errno)") }
             sent += n
         }
@@ -188,16 +201,6 @@ public func jsonObject(_ body: [UInt8]) throws -> [String: Any] {
         throw TestFailure("not a JSON object")
     }
     return object
-}
-
-/// Polls `condition` until true or the timeout passes.
-public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
 }
 
 /// Raises this process's open-file limit to its hard limit (tests that open many sockets).

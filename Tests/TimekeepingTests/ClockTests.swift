@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 import Timekeeping
 
-@Suite struct DurationTests {
+@Suite(.timeLimit(.minutes(10))) struct DurationTests {
     @Test func nanosecondsAreWholeAndNeverNegative() {
         #expect(Duration.seconds(2).nanoseconds == 2_000_000_000)
         #expect(Duration.milliseconds(1500).nanoseconds == 1_500_000_000)
@@ -21,7 +21,7 @@ import Timekeeping
     }
 }
 
-@Suite struct ManualClockTests {
+@Suite(.timeLimit(.minutes(10))) struct ManualClockTests {
     @Test func advanceRunsWhatFellDueInDeadlineOrderAtItsDeadline() {
         let clock = ManualClock()
         let start = clock.uptime
@@ -60,7 +60,7 @@ import Timekeeping
     }
 }
 
-@Suite struct SystemClockTests {
+@Suite(.timeLimit(.minutes(10))) struct SystemClockTests {
     @Test func aScheduledActionRunsOnceItsDeadlinePassed() {
         let clock = SystemClock()
         let deadline = clock.deadline(after: .milliseconds(20))

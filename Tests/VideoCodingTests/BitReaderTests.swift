@@ -2,7 +2,7 @@ import TestSupport
 import Testing
 import VideoCoding
 
-@Suite struct BitReaderTests {
+@Suite(.timeLimit(.minutes(10))) struct BitReaderTests {
     @Test func fixedLengthReads() throws {
         var reader = BitReader([0b1010_1100, 0xFF, 0x01, 0x80, 0x12, 0x34, 0x56, 0x78])
         #expect(try reader.readBit() == true)

@@ -36,7 +36,7 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) 
     return result
 }
 
-@Suite struct SplitterTests {
+@Suite(.timeLimit(.minutes(10))) struct SplitterTests {
     @Test func anAbandonedUnitIsDroppedAndTheNextStartCodeResynchronises() {
         var splitter = AnnexBSplitter()
         var result = SplitResult()
