@@ -60,10 +60,11 @@ class Server:
         exited = self.process.poll()
         if exited is None:
             self.kill()
-        raise Failure(f"{os.path.basename(self.command[0])} serve on {self.base}: GET /healthz did not answer 200 "
-                      f"within {self.start_timeout:g} s"
-                      + (f" (it exited with {exited})" if exited is not None else " (killed)")
-                      + f"; the end of its log ({self.log_path}):\n{self.log_tail()}")
+            why = f"GET /healthz did not answer 200 within {self.start_timeout:g} s (killed)"
+        else:
+            why = f"it exited with {exited} before GET /healthz answered 200"
+        raise Failure(f"{os.path.basename(self.command[0])} serve on {self.base}: {why}; "
+                      f"the end of its log ({self.log_path}):\n{self.log_tail()}")
 
     def _healthy(self):
         try:
