@@ -46,7 +46,7 @@ from hostile_pushes import (VICTIM_FIXTURES, check_health, delete_session, do_pu
                             plan_push, stale_uploads)
 
 FIXTURES = ROOT / "Tests" / "Fixtures"
-CHECK_EVERY = 10                                                           # pushes between health checks
+CHECK_EVERY = 10  # pushes between health checks
 
 
 def main():

@@ -31,6 +31,12 @@ def request(base, method, path, body=None, headers=None, token=None, timeout=60)
         connection.close()
 
 
+def session_status(base, session, token=None):
+    """GET /sessions/ID as JSON, or None when it does not answer 200."""
+    status, _, body = request(base, "GET", f"/sessions/{session}", token=token)
+    return json.loads(body) if status == 200 else None
+
+
 def wait_for_picture(base, session, seconds, interval=0.1):
     """The body of the session's first latest.jpg answered 200, asked again every `interval` s."""
     def picture():
