@@ -28,7 +28,7 @@ class Reader:
 
     def __init__(self, sock, deadline):
         self.sock, self.deadline, self.buffer, self.pos = sock, deadline, bytearray(), 0
-        self.allowed = deadline - time.monotonic()
+        self.allowed = max(0.0, deadline - time.monotonic())
 
     def available(self):
         return len(self.buffer) - self.pos
