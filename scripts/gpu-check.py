@@ -45,36 +45,26 @@ from harness.annexb import Stream  # noqa: E402  (tools/ is on the path only now
 from harness.client import post_file  # noqa: E402
 from harness.density import density_trial, search  # noqa: E402
 from harness.metrics import metric_value  # noqa: E402
-from harness.ports import free_port  # noqa: E402
 from harness.proc import cpu_model, load_average, memory_gib  # noqa: E402
-from harness.server import Server  # noqa: E402
+from harness.report import Commands, described, logger  # noqa: E402
+from harness.server import benchmark_server  # noqa: E402
 from harness.stats import fmt, median, percentile  # noqa: E402
 from harness.waiting import Failure  # noqa: E402
 
 WORK = os.path.join(ROOT, ".test-output", "gpu-check", "work")   # the servers' logs (--results/work)
-COMMANDS = []   # the servers' and clients' exact commands, for the results file
+COMMANDS = Commands()   # the servers' and clients' exact commands, for the results file
+command = COMMANDS.add
+log = logger("gpu-check")
 
 TARGETS = {"G1": 5.0, "G2": 3.0, "G3": 0.02, "G4": 20.0}
 
 
-def log(*args):
-    print("[gpu-check %s]" % time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
-
-
-def command(text):
-    if text not in COMMANDS:
-        COMMANDS.append(text)
-
-
 def frametap(binary, *extra, name):
-    """A started `frametap serve` configured as bench.py's are (warnings only, 2048 sessions, no
-    per-address cap: every client is on 127.0.0.1), its log in WORK/out/NAME-PORT.log."""
-    port = free_port()
-    server = Server(binary, ["--log-level", "warning", "--max-sessions", "2048", "--max-connections-per-ip", "0", *extra],
-                    port=port, log_path=os.path.join(WORK, "out", "%s-%d.log" % (name, port)), start_timeout=20,
-                    stop_timeout=15)
-    command(" ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in server.command))
-    return server.start()
+    """A started `frametap serve` configured as bench.py's are (harness.server.benchmark_server),
+    its log in WORK/out/NAME-PORT.log."""
+    server = benchmark_server(binary, *extra, log_dir=os.path.join(WORK, "out"), name=name)
+    command(described(server.command, ROOT))
+    return server
 
 
 class Check:

@@ -1,17 +1,17 @@
 """What the scenarios of bench/bench.py share: the paths, the report being written (rows, details,
 the exact commands), FrameTap started the benchmarks' way, ffmpeg runs and real-time pushes."""
-import functools
+import http.client
 import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 
-from harness.ports import free_port
 from harness.rawhttp import ChunkedPush
-from harness.server import Server
+from harness.report import Commands, logger
+from harness.report import described as described_in
+from harness.server import benchmark_server
 from harness.stats import fmt, median
 from harness.waiting import Failure
 
@@ -29,9 +29,11 @@ H1080M10 = os.path.join(STREAMS, "cam1080m10.265")
 FPS = 30.0
 TMP_BASE = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
-RESULTS = []   # rows for the table
-DETAILS = []   # markdown sections
-COMMANDS = []  # exact commands
+RESULTS = []          # rows for the table
+DETAILS = []          # markdown sections
+COMMANDS = Commands()  # exact commands
+command = COMMANDS.add
+log = logger("bench")
 
 
 class BenchFailure(Failure):
@@ -39,18 +41,9 @@ class BenchFailure(Failure):
     failed): the suite stops and the run fails loudly."""
 
 
-def log(*args):
-    print("[bench %s]" % time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
-
-
-def command(text):
-    if text not in COMMANDS:
-        COMMANDS.append(text)
-
-
 def described(args):
     """A command line as the report shows it: paths inside the repository relative to it."""
-    return " ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in args)
+    return described_in(args, ROOT)
 
 
 def row(rid, measure, frametap, peer_name, peer, ratio, target, met, note=""):
@@ -78,22 +71,12 @@ def count_jpegs(directory):
 # --------------------------------------------------------------------------------------------
 # FrameTap
 
-@functools.lru_cache(maxsize=None)
-def per_address_unlimited():
-    """`--max-connections-per-ip 0` when the binary has it (older builds, compared in the same run, do not)."""
-    help_text = subprocess.run([BIN, "serve", "--help"], capture_output=True, text=True).stdout
-    return ["--max-connections-per-ip", "0"] if "--max-connections-per-ip" in help_text else []
-
-
 def frametap(*extra, name="frametap"):
-    """A started `frametap serve` for one scenario, its log in .bench/out/NAME-PORT.log. Every
-    camera and reader of a benchmark comes from 127.0.0.1, as from a proxy: no per-address cap."""
-    port = free_port()
-    server = Server(BIN, ["--log-level", "warning", "--max-sessions", "2048", *per_address_unlimited(), *extra],
-                    port=port, log_path=os.path.join(WORK, "out", "%s-%d.log" % (name, port)), start_timeout=20,
-                    stop_timeout=15)
+    """A started `frametap serve` for one scenario (harness.server.benchmark_server), its log in
+    .bench/out/NAME-PORT.log."""
+    server = benchmark_server(BIN, *extra, log_dir=os.path.join(WORK, "out"), name=name)
     command(described(server.command))
-    return server.start()
+    return server
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,6 +110,26 @@ def ffmpeg_to_jpegs(what, input_args):
         if n != frames:
             raise BenchFailure("%s: ffmpeg wrote %d files for %d frames" % (what, n, frames))
         return n / t, n, sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d)) / n
+
+
+# --------------------------------------------------------------------------------------------
+# Readers
+
+def long_poll(port, session, wait_ms, stop, on_picture):
+    """Long-polls the session's newest picture (latest.jpg?after=SEQ&wait=WAIT_MS on one kept-alive
+    connection) until `stop` is set; on_picture(seq, t) for each picture answered, t the
+    perf_counter() when its last byte was read."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    after = 0
+    while not stop.is_set():
+        conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=%d" % (session, after, wait_ms))
+        resp = conn.getresponse()
+        resp.read()
+        t = time.perf_counter()
+        if resp.status == 200:
+            after = int(resp.getheader("X-Frame-Seq"))
+            on_picture(after, t)
+    conn.close()
 
 
 # --------------------------------------------------------------------------------------------

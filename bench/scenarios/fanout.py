@@ -1,6 +1,5 @@
 """B7: fan-out, 50 MJPEG viewers and 50 long pollers of one 720p30 session: one JPEG encode per
 picture whoever watches, and the server's CPU against one viewer's."""
-import http.client
 import subprocess
 import threading
 import time
@@ -10,7 +9,7 @@ from harness.client import wait_for_picture
 from harness.metrics import metric_value
 from harness.stats import fmt, median
 
-from .common import DETAILS, F720, command, frametap, realtime_push, row
+from .common import DETAILS, F720, command, frametap, long_poll, realtime_push, row
 
 
 def fanout_trial(server, stream, clients, pollers, seconds=10):
@@ -27,16 +26,9 @@ def fanout_trial(server, stream, clients, pollers, seconds=10):
     poll_counts = [0] * pollers
 
     def poll(k):
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        after = 0
-        while not stop.is_set():
-            conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=2000" % (session, after))
-            resp = conn.getresponse()
-            resp.read()
-            if resp.status == 200:
-                after = int(resp.getheader("X-Frame-Seq"))
-                poll_counts[k] += 1
-        conn.close()
+        def counted(seq, t):
+            poll_counts[k] += 1
+        long_poll(server.port, session, 2000, stop, counted)
     poll_threads = [threading.Thread(target=poll, args=(k,), daemon=True) for k in range(pollers)]
     [t.start() for t in poll_threads]
     time.sleep(1.5)

@@ -1,6 +1,5 @@
 """B4: freshness of a real-time 1080p Annex B push (the last byte of a picture to the picture
 served by a long poll); B4c: the same for a fragmented-MP4 push."""
-import http.client
 import json
 import os
 import subprocess
@@ -12,28 +11,14 @@ from harness.metrics import histogram, histogram_delta, histogram_quantile, metr
 from harness.rawhttp import ChunkedPush
 from harness.stats import fmt, percentile
 
-from .common import (DETAILS, F1080, FPS, ROOT, STREAMS, BenchFailure, check_frames, command, frametap,
+from .common import (DETAILS, F1080, FPS, ROOT, STREAMS, BenchFailure, check_frames, command, frametap, long_poll,
                      realtime_push, row)
 
 
 def watch_served(port, session, served, done):
     """Long-polls the session's newest picture until `done` is set, noting in `served` when each
     picture number was first served (perf_counter seconds); returns the started thread."""
-    def observe():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        after = 0
-        while not done.is_set():
-            conn.request("GET", "/sessions/%s/frame/latest.jpg?after=%d&wait=1000" % (session, after))
-            resp = conn.getresponse()
-            resp.read()
-            t = time.perf_counter()
-            if resp.status == 200:
-                seq = int(resp.getheader("X-Frame-Seq"))
-                served.setdefault(seq, t)
-                after = seq
-        conn.close()
-
-    observer = threading.Thread(target=observe)
+    observer = threading.Thread(target=long_poll, args=(port, session, 1000, done, served.setdefault))
     observer.start()
     return observer
 

@@ -37,47 +37,51 @@ def _unit_starts(data, header_bytes):
         i = j + 3
 
 
-def _pieces(data, bounds):
+def _h264_unit(data, nal):
+    """(a slice of a picture, a unit that opens a new access unit after a picture, a keyframe's
+    slice) for the H.264 unit at `nal`: AUD/SPS/PPS/SEI and types 14-18 open one, and so does a
+    slice with first_mb_in_slice == 0 (its first bit set)."""
+    t, nxt = data[nal] & 0x1F, data[nal + 1] if nal + 1 < len(data) else 0
+    vcl = t in (1, 5)
+    return vcl, t in (6, 7, 8, 9) or 14 <= t <= 18 or (vcl and bool(nxt & 0x80)), t == 5
+
+
+def _hevc_unit(data, nal):
+    """The same for H.265 (base layer): an AUD, VPS/SPS/PPS or prefix SEI (and types 41-44) opens
+    one, and so does a slice segment with first_slice_segment_in_pic_flag; keyframes are IRAP
+    pictures (types 16-23)."""
+    t, first_byte = (data[nal] >> 1) & 0x3F, data[nal + 2] if nal + 2 < len(data) else 0
+    vcl = t < 32
+    return vcl, t in (32, 33, 34, 35, 39) or 41 <= t <= 44 or (vcl and bool(first_byte & 0x80)), 16 <= t <= 23
+
+
+def _access_units(data, header_bytes, classify):
+    """Cuts the stream before the first NAL unit of each access unit: the first unit, and each
+    unit that classify() says opens one after a picture. Each piece starts with its own start
+    code, as a camera sends it. Returns (pieces, whether each holds a keyframe)."""
+    bounds, keys = [], []
+    has_picture = False
+    for begin, nal in _unit_starts(data, header_bytes):
+        vcl, opens, key = classify(data, nal)
+        if not bounds or (has_picture and opens):
+            bounds.append(begin)
+            keys.append(False)
+            has_picture = False
+        if vcl:
+            has_picture = True
+            keys[-1] = keys[-1] or key
     edges = bounds + [len(data)]
-    return [data[edges[k]:edges[k + 1]] for k in range(len(bounds))]
+    return [data[edges[k]:edges[k + 1]] for k in range(len(bounds))], keys
 
 
 def split_access_units(data):
-    """Cuts an H.264 Annex B stream before the first NAL unit of each access unit (AUD/SPS/PPS/SEI
-    after a picture, or a slice with first_mb_in_slice == 0 after a picture). Each piece starts
-    with its own start code, as a camera sends it. Returns (pieces, whether each holds an IDR)."""
-    bounds, idr = [], []
-    has_picture = False
-    for begin, nal in _unit_starts(data, 1):
-        t, nxt = data[nal] & 0x1F, data[nal + 1] if nal + 1 < len(data) else 0
-        vcl = t in (1, 5)
-        if not bounds or (has_picture and (t in (6, 7, 8, 9) or (14 <= t <= 18) or (vcl and nxt & 0x80))):
-            bounds.append(begin)
-            idr.append(False)
-            has_picture = False
-        if vcl:
-            has_picture = True
-            idr[-1] = idr[-1] or t == 5
-    return _pieces(data, bounds), idr
+    """An H.264 Annex B stream's access units in decode order, and whether each holds an IDR."""
+    return _access_units(data, 1, _h264_unit)
 
 
 def split_access_units_hevc(data):
-    """The same for H.265 (base layer): a new access unit at an AUD, VPS/SPS/PPS or prefix SEI
-    after a picture, or at a slice segment with first_slice_segment_in_pic_flag; keyframes are
-    IRAP pictures (types 16-23)."""
-    bounds, irap = [], []
-    has_picture = False
-    for begin, nal in _unit_starts(data, 2):
-        t, first_byte = (data[nal] >> 1) & 0x3F, data[nal + 2] if nal + 2 < len(data) else 0
-        vcl = t < 32
-        if not bounds or (has_picture and (t in (32, 33, 34, 35, 39) or (41 <= t <= 44) or (vcl and first_byte & 0x80))):
-            bounds.append(begin)
-            irap.append(False)
-            has_picture = False
-        if vcl:
-            has_picture = True
-            irap[-1] = irap[-1] or 16 <= t <= 23
-    return _pieces(data, bounds), irap
+    """An H.265 Annex B stream's access units (base layer), and whether each is an IRAP picture."""
+    return _access_units(data, 2, _hevc_unit)
 
 
 class Stream:

@@ -115,13 +115,16 @@ def density_trial(server, stream, n, mode, fps=30.0, seconds_tolerance=0.3):
 def search(trial, start, cap, log_lines, log):
     """Largest n in [1, cap] for which trial(n) holds: doubling, then bisection to within 1/16.
     Each trial's line goes to log_lines and log(); returns (n, whether the cap was reached)."""
-    good, bad = 0, None
-    n = start
-    while n <= cap:
+    def holds(n):
         ok, info = trial(n)
         log_lines.append(("ok   " if ok else "FAIL ") + info)
         log(info, "ok" if ok else "FAIL")
-        if ok:
+        return ok
+
+    good, bad = 0, None
+    n = start
+    while n <= cap:
+        if holds(n):
             good = n
             if n == cap:
                 break
@@ -133,10 +136,7 @@ def search(trial, start, cap, log_lines, log):
         return good, True
     while bad - good > max(1, good // 16):
         mid = (good + bad) // 2
-        ok, info = trial(mid)
-        log_lines.append(("ok   " if ok else "FAIL ") + info)
-        log(info, "ok" if ok else "FAIL")
-        if ok:
+        if holds(mid):
             good = mid
         else:
             bad = mid

@@ -1,5 +1,6 @@
 """`frametap serve` for a script: started on loopback and a free port, healthy before use, stopped
 with SIGTERM (SIGKILL after a deadline), its output kept in a log."""
+import functools
 import http.client
 import json
 import os
@@ -124,3 +125,21 @@ class Server:
 
     def cpu_seconds(self):
         return proc.cpu_seconds(self.pid)
+
+
+@functools.lru_cache(maxsize=None)
+def _per_address_unlimited(binary):
+    """`--max-connections-per-ip 0` when the binary has it (older builds, compared in the same run, do not)."""
+    help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=60).stdout
+    return ("--max-connections-per-ip", "0") if "--max-connections-per-ip" in help_text else ()
+
+
+def benchmark_server(binary, *extra, log_dir, name="frametap"):
+    """A started server configured as the benchmarks run it (bench/bench.py, scripts/gpu-check.py):
+    warnings only, room for 2048 sessions and no per-address cap, since every camera and reader of
+    a benchmark comes from 127.0.0.1, as from a proxy. Its log: LOG_DIR/NAME-PORT.log."""
+    port = free_port()
+    server = Server(binary, ["--log-level", "warning", "--max-sessions", "2048", *_per_address_unlimited(binary), *extra],
+                    port=port, log_path=os.path.join(log_dir, "%s-%d.log" % (name, port)), start_timeout=20,
+                    stop_timeout=15)
+    return server.start()
