@@ -7,7 +7,8 @@ Scripts put the folder above this one on their path, found from their own file:
 
   ports      free_port(); `python3 tools/harness/ports.py` prints one, for shell scripts
   waiting    Failure (what every check raises), poll() and wait_for(): waits with a deadline
-  server     Server: `frametap serve` started, healthy, stopped (SIGTERM, then SIGKILL), its log
+  server     Server: `frametap serve` started, healthy, stopped (SIGTERM, then SIGKILL), its log;
+             benchmark_server(): one started the way the benchmarks run it
   client     requests over http.client: request(), post_file(), wait_for_picture()
   rawhttp    HTTP over raw sockets: a strict answer reader, raw exchanges, ChunkedPush
   multipart  the parts of a multipart/mixed answer, framing checked
@@ -16,6 +17,7 @@ Scripts put the folder above this one on their path, found from their own file:
   metrics    Prometheus text: values, histograms, their quantiles
   proc       a process's memory, CPU, threads and fds (/proc); the machine
   stats      median, percentile and the figures' format
+  report     a measuring script's progress lines and the commands it ran
   density    real-time pushes of N sessions from one loop, and the search for the largest N kept up
   attackers  slow clients from other loopback addresses, their probe, and request floods
   checks     Results: PASS/FAIL/SKIP lines and their counts
