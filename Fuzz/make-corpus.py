@@ -17,6 +17,9 @@ import os
 import shutil
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from harness.annexb import nal_unit_bytes  # noqa: E402  (tools/ is on the path only now)
+
 START_CODE = b"\x00\x00\x00\x01"
 SPS, PPS, SEI, IDR, SLICE = 7, 8, 6, 5, 1
 # H.265 nal_unit_type values: VPS, SPS, PPS, prefix SEI; slice segments are 0...9 and 16...21.
@@ -24,22 +27,6 @@ HEVC_VPS, HEVC_SPS, HEVC_PPS, HEVC_PREFIX_SEI = 32, 33, 34, 39
 # Enough of a slice for its header (the parser unescapes at most 128 bytes of it).
 SLICE_HEADER_BYTES = 64
 PROFILES_WITH_AVCC_EXTENSION = {100, 110, 122, 144}
-
-
-def nal_units(stream):
-    """The NAL units of an Annex B stream: bytes between 00 00 01 start codes, trailing zeros cut."""
-    starts = []
-    index = stream.find(b"\x00\x00\x01")
-    while index >= 0:
-        starts.append(index + 3)
-        index = stream.find(b"\x00\x00\x01", index + 3)
-    units = []
-    for number, start in enumerate(starts):
-        end = starts[number + 1] - 3 if number + 1 < len(starts) else len(stream)
-        unit = stream[start:end].rstrip(b"\x00")
-        if unit:
-            units.append(unit)
-    return units
 
 
 def small_units(units):
@@ -105,7 +92,7 @@ def add_hevc_seeds(corpora, path):
     stem = os.path.basename(path)[:-4]
     with open(path, "rb") as fixture:
         stream = fixture.read()
-    units = nal_units(stream)
+    units = nal_unit_bytes(stream)
     corpora["hevc-annexb-assembly"].add(stem, stream)
     corpora["hevc-annexb-assembly"].add(stem + "-head", stream[:3000])
     kind = lambda unit: unit[0] >> 1 & 0x3F
@@ -137,9 +124,9 @@ def add_front_seeds(corpus, fixtures):
         heads[file_name[-3:]] = heads.get(file_name[-3:]) or stream[:3000]
         corpus.add(stem + "-head", stream[:3000])
         if file_name.endswith(".265"):
-            slices = [unit for unit in nal_units(stream) if unit[0] >> 1 & 0x3F < 32]
+            slices = [unit for unit in nal_unit_bytes(stream) if unit[0] >> 1 & 0x3F < 32]
         else:
-            slices = [unit for unit in nal_units(stream) if unit[0] & 0x1F in (IDR, SLICE)]
+            slices = [unit for unit in nal_unit_bytes(stream) if unit[0] & 0x1F in (IDR, SLICE)]
         corpus.add(stem + "-slices", annex_b([unit[:SLICE_HEADER_BYTES] for unit in slices[:6]]))
     if "264" in heads and "265" in heads:
         corpus.add("h264-then-h265", heads["264"] + heads["265"])
@@ -186,7 +173,7 @@ def main():
         stem = file_name[:-4]
         with open(os.path.join(fixtures, file_name), "rb") as fixture:
             stream = fixture.read()
-        units = nal_units(stream)
+        units = nal_unit_bytes(stream)
 
         # (a) The whole stream, and its start (parameter sets and the first pictures) for speed.
         corpora["annexb-assembly"].add(stem, stream)

@@ -159,7 +159,7 @@ check_libs=$(echo "$libs" | head -1)
 echo "VA drivers in the image: $(echo "$libs" | tail -1)"
 
 # --- run it -----------------------------------------------------------------------------------
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(python3 "$ROOT/tools/harness/ports.py")
 export SMOKE_MAX_BODY_BYTES=4000000 SMOKE_MAX_NAL_BYTES=1000000
 CONTAINER=frametap-ct-$$
 step "podman run on port $PORT"

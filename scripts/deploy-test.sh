@@ -70,7 +70,7 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$ROOT/tools/harness/ports.py"; }
 
 PORTS=()
 for i in 0 1 2; do

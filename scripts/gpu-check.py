@@ -13,8 +13,8 @@ Steps, each bounded so the whole run stays inside --budget (default 450 s; the m
      hardware refusal decoded again by auto's software fallback and then exact), or on software
      when there is no CUDA;
   3. G1 and H1: ingest of the 1080p H.264 / H.265 stream, one session, cuda against software
-     (`--decoder-threads 1`), as bench.py's B1/H1 measure it (the whole request);
-  4. G2 and G4: 1080p30 real-time sessions kept up (bench.py's B5 trial and search), cuda
+     (`--decoder-threads 1`), as bench.py's B1/H1 measure it (the whole request, harness.client.post_file);
+  4. G2 and G4: 1080p30 real-time sessions kept up (bench.py's B5 trial and search, harness.density), cuda
      against software; latest.jpg p99 measured during a trial at the number found;
   5. G3: CPU per idle session holding its latest picture;
   7. G1x: 1, 4, 8 and 16 whole-file 1080p H.264 ingests at once, cuda against software (how
@@ -25,7 +25,7 @@ Steps, each bounded so the whole run stays inside --budget (default 450 s; the m
      how long one takes.
 Without CUDA the cuda half is reported as not run, with the reason, and the software half runs.
 The results file is rewritten after every step, so a run cut short still leaves what it measured.
-Standard library only (and bench/bench.py's helpers).
+Standard library only (and tools/harness/, which bench/bench.py measures with too).
 """
 
 import argparse
@@ -33,7 +33,6 @@ import http.client
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -41,10 +40,31 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import bench  # noqa: E402  (its Server, pushes, density trial and search, pointed at this binary)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from harness.annexb import Stream  # noqa: E402  (tools/ is on the path only now)
+from harness.client import post_file  # noqa: E402
+from harness.density import density_trial, search  # noqa: E402
+from harness.metrics import metric_value  # noqa: E402
+from harness.proc import cpu_model, load_average, memory_gib  # noqa: E402
+from harness.report import Commands, described, logger  # noqa: E402
+from harness.server import benchmark_server  # noqa: E402
+from harness.stats import fmt, median, percentile  # noqa: E402
+from harness.waiting import Failure  # noqa: E402
+
+WORK = os.path.join(ROOT, ".test-output", "gpu-check", "work")   # the servers' logs (--results/work)
+COMMANDS = Commands()   # the servers' and clients' exact commands, for the results file
+command = COMMANDS.add
+log = logger("gpu-check")
 
 TARGETS = {"G1": 5.0, "G2": 3.0, "G3": 0.02, "G4": 20.0}
+
+
+def frametap(binary, *extra, name):
+    """A started `frametap serve` configured as bench.py's are (harness.server.benchmark_server),
+    its log in WORK/out/NAME-PORT.log."""
+    server = benchmark_server(binary, *extra, log_dir=os.path.join(WORK, "out"), name=name)
+    command(described(server.command, ROOT))
+    return server
 
 
 class Check:
@@ -75,7 +95,7 @@ class Check:
 
     def row(self, rid, measure, cuda, software, ratio, target, met):
         self.rows.append((rid, measure, cuda, software, ratio, target, met))
-        bench.log("%s: cuda %s | software %s | ratio %s | %s" % (rid, cuda, software, ratio, met))
+        log("%s: cuda %s | software %s | ratio %s | %s" % (rid, cuda, software, ratio, met))
         self.write()
 
     def write(self):
@@ -95,7 +115,7 @@ class Check:
         if self.notes:
             out += ["", "## Notes", ""] + ["- " + note for note in self.notes]
         out += ["", "## Details", ""] + self.sections
-        out += ["## Commands", "", "```"] + self.commands + bench.COMMANDS + ["```", ""]
+        out += ["## Commands", "", "```"] + self.commands + COMMANDS + ["```", ""]
         os.makedirs(os.path.dirname(self.results_path), exist_ok=True)
         with open(self.results_path + ".tmp", "w") as f:
             f.write("\n".join(out))
@@ -117,20 +137,10 @@ def run(command, timeout, env=None):
 
 def survey(check):
     args = check.args
-    mem = 0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem = int(line.split()[1]) // 1024 // 1024
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    mem, cpu = memory_gib(), cpu_model()
     check.machine.append("- %s, %d cores, %d GiB; %s %s; Python %s" % (cpu, os.cpu_count(), mem, platform.system(),
                                                                     platform.release(), platform.python_version()))
-    check.machine.append("- load average before the run: %s" % bench.load_average())
+    check.machine.append("- load average before the run: %s" % load_average())
     if shutil.which("nvidia-smi"):
         rc, out, err = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], 30)
         check.machine.append("- nvidia-smi: %s" % (out.strip().replace("\n", "; ") if rc == 0 else "exit %d %s" % (rc, err.strip())))
@@ -187,7 +197,7 @@ def conformance(check):
         command = ["bash", os.path.join(ROOT, "scripts", "conformance.sh"), directory, args.binary]
         check.commands.append("BACKEND=%s scripts/conformance.sh %s %s" % (backend, os.path.relpath(directory, ROOT),
                                                                              args.binary))
-        bench.log("conformance %s on %s" % (name, backend))
+        log("conformance %s on %s" % (name, backend))
         rc, out, err = run(command, min(240, max(30, check.remaining() - 60)), env=env)
         lines = [line for line in out.splitlines() if line.strip()]
         summary = lines[-1] if lines else (err.strip()[-200:] or "no output")
@@ -217,18 +227,18 @@ def manifest_frames(device_dir):
 
 
 def ingest(check, backend, path, runs, frames):
-    server = bench.Server("--backend", backend, "--decoder-threads", "1", name="ingest-%s" % backend)
+    server = frametap(check.args.binary, "--backend", backend, "--decoder-threads", "1", name="ingest-%s" % backend)
     fps = []
     try:
         for i in range(runs):
             content = "video/H265" if path.endswith(".265") else "video/H264"
-            t, _, summary, _ = bench.post_file(server, "g1-%d" % i, path, "flush=true", content_type=content)
+            t, _, summary, _ = post_file(server, "g1-%d" % i, path, "flush=true", content_type=content)
             if summary["frames"] != frames:
-                raise bench.BenchFailure("%s on %s: %d pictures, the reference has %d"
+                raise Failure("%s on %s: %d pictures, the reference has %d"
                                          % (os.path.basename(path), backend, summary["frames"], frames))
             status = server.json("GET", "/sessions/g1-%d" % i)
             if status["backend"] != backend:
-                raise bench.BenchFailure("%s asked for %s but decoded on %s (%s)"
+                raise Failure("%s asked for %s but decoded on %s (%s)"
                                          % (os.path.basename(path), backend, status["backend"], status["backendReason"]))
             fps.append(frames / t)
             server.json("DELETE", "/sessions/g1-%d" % i)
@@ -246,34 +256,34 @@ def ingest_rows(check):
         if not check.enough(40, rid):
             continue
         path = os.path.join(streams, name)
-        bench.command("curl -H 'Content-Type: video/%s' --data-binary @.device/streams/%s "
+        command("curl -H 'Content-Type: video/%s' --data-binary @.device/streams/%s "
                       "'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true'   (3 runs per back end)"
                       % ("H265" if name.endswith("265") else "H264", name))
         results = {}
         try:
             for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
-                results[backend] = bench.median(ingest(check, backend, path, 3, frames[name]))
+                results[backend] = median(ingest(check, backend, path, 3, frames[name]))
                 check.sections.append("### %s on %s\n\n%s: %.1f fps (median of 3 whole requests, %d pictures)\n"
                                       % (rid, backend, name, results[backend], frames[name]))
-        except bench.BenchFailure as e:
+        except Failure as e:
             check.notes.append("%s failed: %s" % (rid, e))
         cuda = results.get("cuda")
         software = results.get("software")
         ratio = cuda / software if cuda and software else None
         met = ("yes" if ratio >= TARGETS["G1"] else "**no**") if rid == "G1" and ratio else "—"
-        check.row(rid, measure, bench.fmt(cuda) if cuda else "not run", bench.fmt(software) if software else "not run",
+        check.row(rid, measure, fmt(cuda) if cuda else "not run", fmt(software) if software else "not run",
                   "%.2f" % ratio if ratio else "", target, met)
 
 
-def concurrent_ingest(backend, path, sessions, frames):
+def concurrent_ingest(binary, backend, path, sessions, frames):
     """Aggregate fps of `sessions` whole-file pushes at once, each its own session (one thread each)."""
-    server = bench.Server("--backend", backend, "--decoder-threads", "1", name="ingest-x%d-%s" % (sessions, backend))
+    server = frametap(binary, "--backend", backend, "--decoder-threads", "1", name="ingest-x%d-%s" % (sessions, backend))
     failures = []
     try:
         def push(k):
             try:
                 content = "video/H265" if path.endswith(".265") else "video/H264"
-                _, _, summary, _ = bench.post_file(server, "gx-%d" % k, path, "flush=true", content_type=content)
+                _, _, summary, _ = post_file(server, "gx-%d" % k, path, "flush=true", content_type=content)
                 if summary["frames"] != frames:
                     failures.append("session %d: %d pictures" % (k, summary["frames"]))
             except Exception as e:  # reported with the row
@@ -288,7 +298,7 @@ def concurrent_ingest(backend, path, sessions, frames):
     finally:
         server.stop()
     if failures:
-        raise bench.BenchFailure("; ".join(failures[:3]))
+        raise Failure("; ".join(failures[:3]))
     return sessions * frames / wall
 
 
@@ -296,7 +306,7 @@ def concurrent_rows(check):
     """How decoding scales with sessions decoding at once (G2's question without real time)."""
     frames = manifest_frames(check.args.device_dir)
     path = os.path.join(check.args.device_dir, "streams", "gpu1080.264")
-    bench.command("N sessions at once, each: curl --data-binary @.device/streams/gpu1080.264 "
+    command("N sessions at once, each: curl --data-binary @.device/streams/gpu1080.264 "
                   "'http://127.0.0.1:PORT/sessions/gx-K/nalus?flush=true'   (--decoder-threads 1)")
     lines = []
     for sessions in (1, 4, 8, 16):
@@ -305,13 +315,13 @@ def concurrent_rows(check):
         results = {}
         try:
             for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
-                results[backend] = concurrent_ingest(backend, path, sessions, frames["gpu1080.264"])
-        except bench.BenchFailure as e:
+                results[backend] = concurrent_ingest(check.args.binary, backend, path, sessions, frames["gpu1080.264"])
+        except Failure as e:
             check.notes.append("G1x with %d sessions failed: %s" % (sessions, e))
             break
         lines.append("%2d sessions: cuda %s fps, software %.0f fps (all sessions together)"
                      % (sessions, "%.0f" % results["cuda"] if "cuda" in results else "not run", results["software"]))
-        bench.log(lines[-1])
+        log(lines[-1])
     check.sections.append("### G1x: 1080p H.264 ingest, sessions at once\n\n```\n%s\n```\n" % "\n".join(lines))
     check.write()
 
@@ -345,25 +355,25 @@ def latency_trial(server, stream, n, latencies):
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
-        return bench.frametap_density_trial(server, stream, n, "all")
+        return density_trial(server, stream, n, "all")
     finally:
         stop.set()
         thread.join(timeout=15)
 
 
 def density_rows(check):
-    stream = bench.Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
+    stream = Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
     cores = os.cpu_count() or 2
     caps = {"cuda": 128, "software": max(2, 4 * cores)}
     found, p99 = {}, {}
-    bench.command("N × real-time chunked POST /sessions/ID/nalus?flush=true of .device/streams/gpu1080.264 from "
+    command("N × real-time chunked POST /sessions/ID/nalus?flush=true of .device/streams/gpu1080.264 from "
                   "bench.py's density trial (one selector loop; %d pictures, 4 s), sessions PUT {\"decode\": \"all\"}, "
                   "frametap serve --backend cuda|software; latest.jpg of the first session read in a loop during a "
                   "trial at the number found" % len(stream.aus))
     for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
         if not check.enough(90, "G2/G4 on %s" % backend):
             continue
-        server = bench.Server("--backend", backend, "--decoder-threads", "1", name="density-%s" % backend)
+        server = frametap(check.args.binary, "--backend", backend, "--decoder-threads", "1", name="density-%s" % backend)
         lines = []
         try:
             deadline = time.monotonic() + min(200, check.remaining() - 60)
@@ -371,16 +381,16 @@ def density_rows(check):
             def trial(n):
                 if time.monotonic() > deadline:
                     return False, "n=%d not tried: the step's time ran out" % n
-                return bench.frametap_density_trial(server, stream, n, "all")
-            n, capped = bench.search(trial, 4 if cores >= 8 else 2, caps[backend], lines)
+                return density_trial(server, stream, n, "all")
+            n, capped = search(trial, 4 if cores >= 8 else 2, caps[backend], lines, log)
             found[backend] = (n, capped)
             latencies = []
             if n > 0 and check.remaining() > 30:
                 kept, info = latency_trial(server, stream, n, latencies)
                 lines.append("latency trial: " + ("ok   " if kept else "FAIL ") + info)
                 if latencies:
-                    p99[backend] = (bench.percentile(latencies, 99), bench.percentile(latencies, 50), len(latencies))
-        except bench.BenchFailure as e:
+                    p99[backend] = (percentile(latencies, 99), percentile(latencies, 50), len(latencies))
+        except Failure as e:
             check.notes.append("G2 on %s failed: %s" % (backend, e))
         finally:
             server.stop()
@@ -417,26 +427,26 @@ def on_demand_pictures(check, backend, path, picks):
     each a catch-up from its GOP's keyframe; returns {seq: (pix_fmt, md5 of the planar picture)},
     the times (ms) and how many hardware pictures were downloaded (0 in software)."""
     import hashlib
-    server = bench.Server("--backend", backend, "--default-decode", "on-demand", "--on-demand-linger", "0",
+    server = frametap(check.args.binary, "--backend", backend, "--default-decode", "on-demand", "--on-demand-linger", "0",
                           "--history-seconds", "60", name="on-demand-%s" % backend)
     pictures, times = {}, []
     try:
         content = "video/H265" if path.endswith(".265") else "video/H264"
-        t, _, summary, _ = bench.post_file(server, "g5", path, "flush=true", content_type=content)
+        t, _, summary, _ = post_file(server, "g5", path, "flush=true", content_type=content)
         history = server.json("GET", "/sessions/g5/history")
         first, last = history["firstSeq"], history["lastSeq"]
         if first is None or last is None:
-            raise bench.BenchFailure("G5 on %s: the history holds no pictures: %s" % (backend, history))
+            raise Failure("G5 on %s: the history holds no pictures: %s" % (backend, history))
         for seq in picks(first, last):
             start = time.perf_counter()
-            status, body, resp = server.request("GET", "/sessions/g5/frame/at.yuv?seq=%d" % seq)
+            status, headers, body = server.request("GET", "/sessions/g5/frame/at.yuv?seq=%d" % seq)
             times.append((time.perf_counter() - start) * 1000)
             if status != 200:
-                raise bench.BenchFailure("G5 on %s: at.yuv?seq=%d -> %d %s" % (backend, seq, status, body[:200]))
-            pix_fmt = resp.getheader("X-Frame-Pix-Fmt", "?")
-            width, height = int(resp.getheader("X-Frame-Width", "0")), int(resp.getheader("X-Frame-Height", "0"))
+                raise Failure("G5 on %s: at.yuv?seq=%d -> %d %s" % (backend, seq, status, body[:200]))
+            pix_fmt = headers.get("X-Frame-Pix-Fmt", "?")
+            width, height = int(headers.get("X-Frame-Width", "0")), int(headers.get("X-Frame-Height", "0"))
             pictures[seq] = (pix_fmt, hashlib.md5(planar(body, pix_fmt, width, height)).hexdigest())
-        reported = int(bench.metric_value(server.metrics(), "frametap_frame_downloads_total"))
+        reported = int(metric_value(server.metrics(), "frametap_frame_downloads_total"))
     finally:
         server.stop()
     return pictures, times, reported
@@ -446,7 +456,7 @@ def on_demand_rows(check):
     streams = check.args.device_dir + "/streams"
     # Spread over the GOPs and over places inside them (the catch-up decodes from the keyframe).
     picks = lambda first, last: sorted({first + (k * 37) % (last - first + 1) for k in range(12)})
-    bench.command("frametap serve --backend B --default-decode on-demand --on-demand-linger 0 --history-seconds 60; "
+    command("frametap serve --backend B --default-decode on-demand --on-demand-linger 0 --history-seconds 60; "
                   "POST .device/streams/gpu1080.26x (flush); GET /sessions/g5/frame/at.yuv?seq=N for 12 numbers")
     for name in ("gpu1080.264", "gpu1080.265"):
         if not check.enough(40, "G5 (%s)" % name):
@@ -456,14 +466,14 @@ def on_demand_rows(check):
         try:
             for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
                 results[backend] = on_demand_pictures(check, backend, path, picks)
-        except bench.BenchFailure as e:
+        except Failure as e:
             check.notes.append("G5 (%s) failed: %s" % (name, e))
             continue
         lines = []
         for backend, (pictures, times, reported) in results.items():
             formats = sorted({fmt for fmt, _ in pictures.values()})
             lines.append("%s: %d hardware pictures downloaded, pixel formats %s, at.yuv request to answer ms: median %.1f, max %.1f"
-                         % (backend, reported, "/".join(formats), bench.median(times), max(times)))
+                         % (backend, reported, "/".join(formats), median(times), max(times)))
         same = "—"
         if "cuda" in results:
             cuda_pictures, software_pictures = results["cuda"][0], results["software"][0]
@@ -474,8 +484,8 @@ def on_demand_rows(check):
             if not on_gpu:
                 check.notes.append("G5 (%s): the cuda session's catch-ups did not run on the GPU: %s" % (name, lines[0]))
         check.sections.append("### G5 on demand, %s\n\n%s\n" % (name, "\n".join("- " + l for l in lines)))
-        cuda_ms = bench.median(results["cuda"][1]) if "cuda" in results else None
-        software_ms = bench.median(results["software"][1])
+        cuda_ms = median(results["cuda"][1]) if "cuda" in results else None
+        software_ms = median(results["software"][1])
         check.row("G5", "picture from the history, %s (at.yuv by number, a catch-up from its keyframe; ms median)"
                   % ("H.265" if name.endswith("265") else "H.264"),
                   "%.1f (%s equal)" % (cuda_ms, same) if cuda_ms else "not run", "%.1f" % software_ms,
@@ -486,28 +496,28 @@ def on_demand_rows(check):
 # --- 5. G3 idle sessions ---------------------------------------------------------------------------
 
 def idle_rows(check, sessions=8, seconds=10):
-    stream = bench.Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
+    stream = Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
     first_second = b"".join(stream.aus[:30])
-    bench.command("%d sessions each pushed the first 30 pictures of .device/streams/gpu1080.264 (flush) and read "
+    command("%d sessions each pushed the first 30 pictures of .device/streams/gpu1080.264 (flush) and read "
                   "once (latest.jpg), then %d s idle; CPU from /proc/PID/stat" % (sessions, seconds))
     cpu = {}
     for backend in (["cuda"] if check.cuda_ok else []) + ["software"]:
         if not check.enough(seconds + 20, "G3 on %s" % backend):
             continue
-        server = bench.Server("--backend", backend, name="idle-%s" % backend)
+        server = frametap(check.args.binary, "--backend", backend, name="idle-%s" % backend)
         try:
             for k in range(sessions):
-                status, body, _ = server.request("POST", "/sessions/g3-%d/nalus?flush=true" % k, body=first_second,
+                status, _, body = server.request("POST", "/sessions/g3-%d/nalus?flush=true" % k, body=first_second,
                                                  headers={"Content-Type": "video/H264"})
                 if status != 200:
-                    raise bench.BenchFailure("G3: push -> %d %s" % (status, body[:200]))
+                    raise Failure("G3: push -> %d %s" % (status, body[:200]))
                 if server.get("/sessions/g3-%d/frame/latest.jpg" % k)[0] != 200:
-                    raise bench.BenchFailure("G3: no picture")
+                    raise Failure("G3: no picture")
             time.sleep(1)
             c0 = server.cpu_seconds()
             time.sleep(seconds)
             cpu[backend] = (server.cpu_seconds() - c0) / seconds / sessions
-        except bench.BenchFailure as e:
+        except Failure as e:
             check.notes.append("G3 on %s failed: %s" % (backend, e))
         finally:
             server.stop()
@@ -527,14 +537,14 @@ def main():
     args.binary = os.path.abspath(args.binary)
     args.device_dir = os.path.abspath(args.device_dir)
     os.makedirs(args.results, exist_ok=True)
-    bench.BIN = args.binary
-    bench.WORK = os.path.join(args.results, "work")
-    os.makedirs(os.path.join(bench.WORK, "out"), exist_ok=True)
+    global WORK
+    WORK = os.path.join(args.results, "work")
+    os.makedirs(os.path.join(WORK, "out"), exist_ok=True)
     check = Check(args)
     if not os.path.exists(os.path.join(args.device_dir, "streams", "MANIFEST.tsv")):
         sys.exit("gpu-check: %s/streams is missing: run `make gpu-pack` here and carry .device" % args.device_dir)
     survey(check)
-    bench.log("CUDA: %s (%s)" % ("available" if check.cuda_ok else "not available", check.cuda_reason))
+    log("CUDA: %s (%s)" % ("available" if check.cuda_ok else "not available", check.cuda_reason))
     for step in (conformance, ingest_rows, on_demand_rows, concurrent_rows, density_rows, idle_rows):
         try:
             step(check)

@@ -40,17 +40,17 @@ strip -o "$DEVICE/build/frametap" "$BIN"
 "$SHARED/tools/device-pack.sh" "$DEVICE/pack" "$DEVICE/build/frametap"
 rm -rf "$DEVICE/build"
 
-# The streams: cut at access-unit boundaries (bench.py's splitters), from an IDR, so each is a
+# The streams: cut at access-unit boundaries (tools/harness/annexb.py's splitters), from an IDR, so each is a
 # stream of its own; their reference decodes in the manifest format of scripts/conformance.sh.
 "$ROOT/bench/make-streams.sh" "$ROOT/.bench/streams" > /dev/null
 mkdir -p "$DEVICE/streams"
 python3 - "$ROOT" "$DEVICE/streams" "$PICTURES" <<'PY'
 import os, sys
 root, out, pictures = sys.argv[1], sys.argv[2], int(sys.argv[3])
-sys.path.insert(0, os.path.join(root, "bench"))
-import bench
+sys.path.insert(0, os.path.join(root, "tools"))
+from harness.annexb import Stream
 for source, name in (("cam1080.264", "gpu1080.264"), ("cam1080.265", "gpu1080.265")):
-    stream = bench.Stream(os.path.join(root, ".bench", "streams", source))
+    stream = Stream(os.path.join(root, ".bench", "streams", source))
     if not stream.idr[0]:
         sys.exit("gpu-pack: %s does not start with a keyframe" % source)
     with open(os.path.join(out, name), "wb") as f:

@@ -18,7 +18,7 @@ for size in 1280x720 1920x1080; do
         -t "$SECONDS_PER_RUN" -c:v libx264 -preset veryfast -profile:v high -g 60 -bf 0 \
         -tune zerolatency -b:v "$rate" -f h264 "$T/$size.264"
 done
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(python3 "$(dirname "$0")/../tools/harness/ports.py")
 "$BINARY" serve --host 127.0.0.1 --port "$PORT" --log-level warning &
 SERVER=$!
 sleep 1

@@ -29,8 +29,6 @@ import http.client
 import os
 import random
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -38,9 +36,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "smoke"))
-from hostile import FLOODS, raw_exchange  # noqa: E402 - the smoke folder is on the path only now
-from slow_clients import SlowClients, probe  # noqa: E402
+sys.path.insert(0, str(ROOT / "tools"))
+from harness.attackers import FLOODS, SlowClients, flood_answered, probe  # noqa: E402 - tools/ is on the path only now
+from harness.client import is_jpeg, wait_for_picture  # noqa: E402
+from harness.proc import open_fds, rss_kb, thread_count  # noqa: E402
+from harness.rawhttp import raw_exchange  # noqa: E402
+from harness.server import Server  # noqa: E402
+from harness.waiting import Failure  # noqa: E402
 FIXTURES = ROOT / "Tests" / "Fixtures"
 LIVE_FIXTURES = ["high_320x240.264", "slices4_320x240.264", "main_bframes_176x144.264"]
 CHURN_FIXTURES = ["baseline_176x144.264", "high_320x240.264", "aud_sei_176x144.264"]
@@ -74,10 +76,6 @@ class Load:
     def total(self):
         with self.lock:
             return sum(self.requests.values()), len(self.failures)
-
-
-def is_jpeg(data):
-    return data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9"
 
 
 def client_loop(load, kind, body):
@@ -260,7 +258,7 @@ def hostile_phases(load, port):
         while time.monotonic() < phase_end:
             for what, raw, status in FLOODS:
                 data, closed = raw_exchange(base, raw, wait=5.0)
-                if data.startswith(b"HTTP/1.1 %d" % status) or (status in (414, 431) and not data and closed):
+                if flood_answered(data, closed, status):
                     load.ok("flood")
                 else:
                     load.fail("flood", f"{what}: {data[:80]!r}")
@@ -271,43 +269,7 @@ def hostile_phases(load, port):
 # The server and its resources.
 
 def resources(pid):
-    status = Path(f"/proc/{pid}/status").read_text()
-    rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
-    threads = int(re.search(r"Threads:\s+(\d+)", status).group(1))
-    return rss, len(os.listdir(f"/proc/{pid}/fd")), threads
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(port, process, seconds=20):
-    until = time.monotonic() + seconds
-    while time.monotonic() < until and process.poll() is None:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/healthz")
-            if connection.getresponse().status == 200:
-                return True
-        except OSError:
-            pass
-        time.sleep(0.1)
-    return False
-
-
-def wait_first_picture(port, session, seconds=30):
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        connection.request("GET", f"/sessions/{session}/frame/latest.jpg")
-        response = connection.getresponse()
-        response.read()
-        if response.status == 200:
-            return True
-        time.sleep(0.2)
-    return False
+    return rss_kb(pid), open_fds(pid), thread_count(pid)
 
 
 def make_clip(out):
@@ -336,13 +298,13 @@ def main():
     seed = int(os.environ.get("SOAK_SEED", "1"))
     rng = random.Random(seed)
 
-    port = free_port()
-    log = open(out / "server.log", "wb")
-    server = subprocess.Popen([args.binary, "serve", "--host", "127.0.0.1", "--port", str(port),
-                               "--max-connections", "256", "--max-connections-per-ip", "64"], stderr=log)
-    if not wait_healthy(port, server):
-        server.kill()
-        sys.exit(f"the server did not come up (see {out / 'server.log'})")
+    server = Server(args.binary, ["--max-connections", "256", "--max-connections-per-ip", "64"],
+                    log_path=out / "server.log", start_timeout=20)
+    try:
+        server.start()
+    except Failure as error:
+        sys.exit(f"the server did not come up: {error}")
+    port = server.port
     print(f"soak: {args.binary} (pid {server.pid}) on 127.0.0.1:{port}, {args.minutes:g} min, warm-up {warmup:.0f} s, "
           f"limit +{(GROWTH_LIMIT - 1) * 100:.0f} % over the warm-up peak", flush=True)
 
@@ -356,8 +318,10 @@ def main():
     for thread in threads:
         thread.start()
     for name in live:
-        if not wait_first_picture(port, name):
-            load.fail("push", f"{name}: no picture 30 s after its push started")
+        try:
+            wait_for_picture(server.base, name, 30, interval=0.2)
+        except (Failure, OSError) as error:
+            load.fail("push", f"{name}: {error}")
     client_threads = [threading.Thread(target=reader, args=(load, port, live, random.Random(rng.random())))
                       for _ in range(4)]
     client_threads += [threading.Thread(target=mjpeg_viewer, args=(load, port, live, random.Random(rng.random()), slow))
@@ -377,9 +341,9 @@ def main():
     next_print = started + 60
     while load.running():
         time.sleep(min(SAMPLE_SECONDS, max(0.0, load.deadline - time.monotonic())))
-        if server.poll() is not None:
+        if server.process.poll() is not None:
             crashed = True
-            load.fail("server", f"exited with {server.returncode} during the run")
+            load.fail("server", f"exited with {server.process.returncode} during the run")
             break
         elapsed = time.monotonic() - started
         rss, fds, nthreads = resources(server.pid)
@@ -395,11 +359,7 @@ def main():
         thread.join(timeout=60)
     stopped = None
     if not crashed:
-        server.send_signal(signal.SIGTERM)
-        try:
-            stopped = server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stopped = server.stop(timeout=30)
         if stopped != 0:
             load.fail("server", f"SIGTERM stop: exit {stopped} (want 0)")
 

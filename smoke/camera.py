@@ -25,44 +25,34 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
-from console import Results, free_port, http  # the console suite's request helpers (this folder is on sys.path)
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from harness.browser import chromium  # noqa: E402  (tools/ is on the path only now)
+from harness.checks import Results  # noqa: E402
+from harness.client import request, session_status  # noqa: E402
+from harness.multipart import parts  # noqa: E402
+from harness.server import Server  # noqa: E402
+from harness.waiting import poll  # noqa: E402
+
 WAIT = float(os.environ.get("CAMERA_WAIT_SECONDS", "30"))
 
 
-def status(base, session, token=None):
-    code, _, body = http(base, "GET", f"/sessions/{session}", token)
-    return json.loads(body) if code == 200 else None
-
-
 def multipart_pictures(headers, body):
-    """(count, MD5 of the concatenated parts) of a multipart/mixed answer."""
-    boundary = headers["Content-Type"].split("boundary=")[1].strip('"').encode()
+    """(count, MD5 of the concatenated pictures) of a multipart/mixed answer (a problem part left out)."""
     md5, count = hashlib.md5(), 0
-    for part in body.split(b"--" + boundary)[1:]:
-        if part.startswith(b"--"):
-            break
-        head, _, rest = part.partition(b"\r\n\r\n")
-        if b"problem+json" in head:
-            continue
-        length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
-        md5.update(rest[:length])
-        count += 1
+    for head, payload in parts(headers["Content-Type"], body):
+        if "problem+json" not in head.get("content-type", ""):
+            md5.update(payload)
+            count += 1
     return count, md5.hexdigest()
 
 
@@ -77,55 +67,16 @@ def ffmpeg_pictures(path):
     return frames, hashlib.md5(raw).hexdigest()
 
 
-class Server:
-    def __init__(self, binary, options, log_path):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = open(log_path, "ab")
-        self.process = subprocess.Popen(
-            [binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), *options],
-            stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if http(self.base, "GET", "/healthz", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the server did not come up")
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = -9
-        self.log.close()
-        return code
+def start_server(binary, options, log_path):
+    return Server(binary, options, log_path=log_path).start()
 
 
 def make_driver(profile):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                     "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
-                     "--window-size=1280,900", f"--user-data-dir={profile}"]:
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_script_timeout(60)
-    return driver
+    return chromium(profile, "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream", script_timeout=60)
 
 
 def wait(condition, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    return condition()
+    return poll(condition, timeout, interval=0.2)
 
 
 RECORD_SCRIPT = """
@@ -169,20 +120,20 @@ def recorder_webm(r, driver, server, work):
     frames, md5 = ffmpeg_pictures(path)
     r.check(f"a: the recording ({result['type']}, {len(webm)} bytes in {len(pieces)} pieces) has pictures", frames > 10,
             f"{frames} pictures")
-    code, headers, body = http(server.base, "POST", "/sessions/webm/nalus?flush=true&format=yuv", data=webm,
-                               headers={"Content-Type": "video/webm", "Accept": "multipart/mixed"})
+    code, headers, body = request(server.base, "POST", "/sessions/webm/nalus?flush=true&format=yuv", body=webm,
+                                  headers={"Content-Type": "video/webm", "Accept": "multipart/mixed"})
     got = multipart_pictures(headers, body) if code == 200 else (code, body[:200])
     r.check("a: every picture equals the ffmpeg CLI's decode of the same WebM", got == (frames, md5),
             f"got {got}, want {(frames, md5)}")
     for index, piece in enumerate(pieces):
         last = index == len(pieces) - 1
         headers = {"Content-Type": "video/webm"} if index == 0 else {}
-        code, _, body = http(server.base, "POST", f"/sessions/webm-pieces/nalus{'?flush=true' if last else ''}",
-                             data=piece, headers=headers)
+        code, _, body = request(server.base, "POST", f"/sessions/webm-pieces/nalus{'?flush=true' if last else ''}",
+                                body=piece, headers=headers)
         if code != 200:
             r.check(f"a: piece {index} pushed", False, f"{code} {body[:200]}")
             return
-    decoded = (status(server.base, "webm-pieces") or {}).get("counters", {}).get("framesDecoded")
+    decoded = (session_status(server.base, "webm-pieces") or {}).get("counters", {}).get("framesDecoded")
     r.check(f"a: the recorder's {len(pieces)} pieces pushed one request each decode the same {frames} pictures",
             decoded == frames, f"decoded {decoded}")
 
@@ -210,8 +161,8 @@ def share_camera(r, driver, server, output, session, encoder, token=None, label=
         return
     r.check(f"{label}: the page used {encoder}",
             driver.find_element(By.ID, "camera-panel").get_attribute("data-encoder") == encoder)
-    decoding = wait(lambda: ((status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded") or 0) >= 45)
-    first = status(server.base, session, token) or {}
+    decoding = wait(lambda: ((session_status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded") or 0) >= 45)
+    first = session_status(server.base, session, token) or {}
     r.check(f"{label}: the server decodes the camera's pictures", decoding,
             json.dumps({k: first.get(k) for k in ("counters", "lastError", "codec")})[:300])
     fmt = first.get("format") or {}
@@ -224,13 +175,13 @@ def share_camera(r, driver, server, output, session, encoder, token=None, label=
     r.check(f"{label}: its card in the grid shows pictures", shown)
     rate = first.get("rates", {}).get("picturesPerSecond", 0)
     time.sleep(2)
-    rate = (status(server.base, session, token) or {}).get("rates", {}).get("picturesPerSecond", 0)
+    rate = (session_status(server.base, session, token) or {}).get("rates", {}).get("picturesPerSecond", 0)
     r.check(f"{label}: pictures arrive at {rate:.1f} per second (the fake camera sends about 30)", rate >= 10)
     driver.find_element(By.ID, "camera-stop").click()
     time.sleep(1.5)  # the last push (with ?flush=true) lands
-    before = (status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded")
+    before = (session_status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded")
     time.sleep(1.5)
-    after = (status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded")
+    after = (session_status(server.base, session, token) or {}).get("counters", {}).get("framesDecoded")
     r.check(f"{label}: Stop sharing ends the stream: no picture after it", before == after, f"{before} then {after}")
 
 
@@ -244,7 +195,7 @@ def main():
     r = Results()
     work = tempfile.mkdtemp(prefix="frametap-camera-")
     try:
-        server = Server(arguments.binary, [], os.path.join(arguments.output, "server.log"))
+        server = start_server(arguments.binary, [], os.path.join(arguments.output, "server.log"))
         driver = make_driver(os.path.join(work, "profile"))
         try:
             recorder_webm(r, driver, server, work)
@@ -254,7 +205,7 @@ def main():
             driver.quit()
         r.check("the server stopped with exit 0", server.stop() == 0)
         token = f"camera-{os.getpid()}"
-        server = Server(arguments.binary, ["--auth-token", token], os.path.join(arguments.output, "server-auth.log"))
+        server = start_server(arguments.binary, ["--auth-token", token], os.path.join(arguments.output, "server-auth.log"))
         driver = make_driver(os.path.join(work, "profile-auth"))
         try:
             share_camera(r, driver, server, arguments.output, "phone-3", "webcodecs", token=token, label="d")

@@ -30,111 +30,40 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import zlib
 
-from selenium import webdriver
-from selenium.common.exceptions import TimeoutException, WebDriverException
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from selenium.common.exceptions import TimeoutException, WebDriverException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from harness.browser import chromium  # noqa: E402  (tools/ is on the path only now)
+from harness.checks import Results  # noqa: E402
+from harness.client import request, session_status  # noqa: E402
+from harness.server import Server  # noqa: E402
+from harness.waiting import Failure  # noqa: E402
+
 # Generous: a loaded 2-core machine runs the server, two ffmpeg pushes and Chromium at once.
 WAIT = float(os.environ.get("CONSOLE_WAIT_SECONDS", "30"))
 
 
-class Results:
-    def __init__(self):
-        self.passed = self.failed = self.skipped = 0
+# --- processes ---------------------------------------------------------------------------------
 
-    def check(self, name, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS {name}", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL {name}{': ' + str(detail) if detail else ''}", flush=True)
-        return ok
-
-    def skip(self, name, why):
-        self.skipped += 1
-        print(f"SKIP {name}: {why}", flush=True)
-
-
-# --- HTTP and processes ------------------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def http(base, method, path, token=None, data=None, headers=None, timeout=30):
-    """(status, headers, body) of one request; never raises for an HTTP status."""
-    request = urllib.request.Request(base + path, data=data, method=method, headers=dict(headers or {}))
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+def came_up(server):
+    """Starts the server; False (and why, with the end of its log) when it did not come up."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
-
-
-class Server:
-    """`frametap serve` on 127.0.0.1; restartable on the same port."""
-
-    def __init__(self, binary, options, log_dir, name):
-        self.binary, self.options = binary, options
-        self.log_path = os.path.join(log_dir, f"{name}-server.log")
-        self.port = free_port()
-        self.process = None
-
-    @property
-    def base(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self):
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [self.binary, "serve", "--host", "127.0.0.1", "--port", str(self.port), *self.options],
-            stdout=subprocess.DEVNULL, stderr=log)
-        log.close()
-        deadline = time.monotonic() + float(os.environ.get("SERVER_START_TIMEOUT", "10"))
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                if http(self.base, "GET", "/healthz", timeout=2)[0] == 200:
-                    return True
-            except OSError:
-                pass
-            time.sleep(0.1)
-        print(f"the server did not come up on {self.base}; its log:\n{open(self.log_path).read()}")
-        self.process.kill()
+        server.start()
+        return True
+    except Failure as error:
+        print(error)
         return False
-
-    def stop(self):
-        """SIGTERM, then the exit status (SIGKILL after 30 s)."""
-        if not self.process or self.process.poll() is not None:
-            return self.process.returncode if self.process else None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
 
 
 class Push:
@@ -242,18 +171,8 @@ def dominant_colour(png):
 # --- the browser -------------------------------------------------------------------------------
 
 def make_driver(profile_dir, downloads=None):
-    options = webdriver.ChromeOptions()
-    if downloads:
-        options.add_experimental_option("prefs", {"download.default_directory": downloads,
-                                                  "download.prompt_for_download": False})
-    options.binary_location = CHROMIUM
-    for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                     "--hide-scrollbars", "--window-size=1280,900", f"--user-data-dir={profile_dir}"]:
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(30)
+    prefs = {"download.default_directory": downloads, "download.prompt_for_download": False} if downloads else None
+    driver = chromium(profile_dir, "--hide-scrollbars", prefs=prefs)
     if downloads:
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
     return driver
@@ -318,11 +237,6 @@ def card_state(page, session):
     """, session)
 
 
-def session_status(base, session, token):
-    status, _, body = http(base, "GET", f"/sessions/{session}", token)
-    return json.loads(body) if status == 200 else None
-
-
 # --- the scenario ------------------------------------------------------------------------------
 
 def scenario(results, server, token, fixtures, work, shots, options):
@@ -362,8 +276,8 @@ def scenario(results, server, token, fixtures, work, shots, options):
         # --- three live pushes (two H.264, one H.265): cards, thumbnails, fps --------------------
         cams = [("cam-a", "high_320x240.264"), ("cam-b", "slices4_320x240.264"), ("cam-h", "main10_320x240.265")]
         # cam-b decodes on demand: its thumbnail's long polls are what keep it decoding.
-        created, _, _ = http(base, "PUT", "/sessions/cam-b", token, data=b'{"decode": "on-demand"}',
-                             headers={"Content-Type": "application/json"})
+        created, _, _ = request(base, "PUT", "/sessions/cam-b", body=b'{"decode": "on-demand"}',
+                                headers={"Content-Type": "application/json"}, token=token)
         r("cam-b is created on demand", created == 201, f"status {created}")
         for session, fixture in cams:
             extension = fixture.rsplit(".", 1)[1]
@@ -478,7 +392,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
         page.find("#confirm-accept").click()
         card_gone = page.wait_js("return !document.querySelector('#session-grid .card[data-session=\"upload.1\"]') && !document.getElementById('sessions-page').hidden")
         r("the deleted session's card goes", card_gone is True)
-        r("the server no longer has it", http(base, "GET", "/sessions/upload.1", token)[0] == 404)
+        r("the server no longer has it", request(base, "GET", "/sessions/upload.1", token=token)[0] == 404)
 
         # --- the event stream -----------------------------------------------------------------------
         check_events(r, results, base, token, fixtures, label, events_status)
@@ -680,7 +594,7 @@ def check_restart(r, page, server, pushes, work, fixtures, token):
     banner = page.wait_js("const b = document.getElementById('connection-banner'); return !b.hidden && b.textContent")
     r(f"server down: the page says so ({banner})", bool(banner) and "Reconnecting" in banner)
     page.screenshot("reconnecting")
-    r("the server starts again on the same port", server.start())
+    r("the server starts again on the same port", came_up(server))
     recovered = page.wait_js("return document.getElementById('connection-banner').hidden && document.documentElement.dataset.connection === 'online'", timeout=45)
     r("the page reconnects by itself", recovered is True)
     empty = page.wait_js("return document.querySelectorAll('#session-grid .card').length === 0 && !document.getElementById('empty-state').hidden")
@@ -761,8 +675,8 @@ def check_events(r, results, base, token, fixtures, label, status):
         while time.monotonic() < deadline and not (os.path.exists(headers_path) and "\r\n\r\n" in open(headers_path, errors="replace").read()):
             time.sleep(0.05)
         with open(os.path.join(fixtures, "high_320x240.264"), "rb") as file:
-            push = http(base, "POST", f"/sessions/{session}/nalus?flush=true", token, data=file.read())
-        deleted = http(base, "DELETE", f"/sessions/{session}", token)
+            push = request(base, "POST", f"/sessions/{session}/nalus?flush=true", body=file.read(), token=token)
+        deleted = request(base, "DELETE", f"/sessions/{session}", token=token)
         r("events: push and delete of a session", push[0] == 200 and deleted[0] == 204, f"{push[0]} {deleted[0]}")
         text, deadline = b"", time.monotonic() + 15
         os.set_blocking(stream.stdout.fileno(), False)
@@ -831,8 +745,8 @@ def main():
             label = "auth" if token else "open"
             print(f"== {label}: server {'with --auth-token' if token else 'without a token'}", flush=True)
             server = Server(arguments.binary, ["--max-sessions", "16"] + (["--auth-token", token] if token else []),
-                            arguments.output, label)
-            if not results.check(f"{label}: the server starts", server.start()):
+                            log_path=os.path.join(arguments.output, f"{label}-server.log"))
+            if not results.check(f"{label}: the server starts", came_up(server)):
                 continue
             try:
                 scenario(results, server, token, arguments.fixtures, work, arguments.output, options)

@@ -17,7 +17,7 @@ server_start() {
         echo "no executable at $binary (build it first)"
         return 1
     fi
-    PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    PORT=$(python3 "$(dirname "${BASH_SOURCE[0]}")/../tools/harness/ports.py")
     # SERVER_SCHEME=https with SERVER_CURL_OPTS (e.g. --cacert FILE) for a TLS server.
     BASE="${SERVER_SCHEME:-http}://127.0.0.1:$PORT"
     SERVER_LOG=$(mktemp)

@@ -52,7 +52,7 @@ done
 ffmpeg -hide_banner -protocols 2> /dev/null | grep -qw srt || fail "this ffmpeg has no SRT protocol"
 [ "$FAILED" = 0 ] || finish
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$ROOT/tools/harness/ports.py"; }
 # wait_for SECONDS COMMAND...: runs COMMAND every 0.2 s until it succeeds; returns its last status.
 wait_for() {
     local deadline=$(($(date +%s) + $1))

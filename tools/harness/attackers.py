@@ -1,18 +1,23 @@
-"""Slow attackers from several loopback addresses, for smoke/hostile.py and scripts/soak.py.
+"""Attackers of the HTTP edge, for smoke/hostile.py and scripts/soak.py.
 
 `SlowClients` holds connections from 127.0.0.2 and up (binding a client socket to any 127.x
 address works on Linux without set-up) and keeps them as slow as it can: each sends a request
 head or a PUT's head and then trickles one byte per connection every `interval` seconds,
 forever; a connection the server closes is opened again (at once, or after `reconnect_delay`),
-as a reconnecting attacker does. One thread drives them all with a selector, so a few thousand cost little.
+as a reconnecting attacker does. One thread drives them all with a selector, so a few thousand
+cost little.
 
 `probe()` is the client that behaves, from another address: one GET and its answer, timed.
-Python stdlib only.
+`FLOODS` are requests that pile up what a server parses (query parameters, headers, long
+targets), each with the status it must get; `flood_answered()` says whether it got it.
 """
 import selectors
 import socket
 import threading
 import time
+
+from .rawhttp import request
+from .waiting import Failure
 
 # What each kind of attacker sends first; then one byte after another of `TRICKLE`.
 HEADS = {
@@ -139,23 +144,26 @@ class SlowClients:
 
 
 def probe(port, source, timeout, path="/healthz"):
-    """One GET from `source`: (status or None, seconds taken)."""
+    """One GET from the address `source`: (status or None, seconds taken)."""
     started = time.monotonic()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        sock.bind((source, 0))
-        sock.settimeout(timeout)
-        sock.connect(("127.0.0.1", port))
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: frametap\r\nConnection: close\r\n\r\n".encode())
-        answer = b""
-        while b"\r\n" not in answer:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            answer += chunk
-        status = int(answer.split(b" ")[1]) if answer.startswith(b"HTTP/1.") else None
-    except (OSError, ValueError, IndexError):
+        status = request(f"http://127.0.0.1:{port}", "GET", path, timeout, source=source, connect_timeout=timeout).status
+    except (OSError, Failure):
         status = None
-    finally:
-        sock.close()
     return status, time.monotonic() - started
+
+
+FLOODS = [
+    # (what, raw, the status line it must get)
+    ("1900 query parameters",
+     b"GET /healthz?" + b"a=1&" * 1900 + b" HTTP/1.1\r\nHost: frametap\r\nConnection: close\r\n\r\n", 200),
+    ("3000 headers", b"GET /healthz HTTP/1.1\r\nHost: frametap\r\n" + b"X-A: 1\r\n" * 3000 + b"\r\n", 431),
+    ("a 9000-byte target", b"GET /healthz?" + b"a" * 9000 + b" HTTP/1.1\r\nHost: frametap\r\n\r\n", 414),
+    ("a 100 KB target", b"GET /healthz?" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: frametap\r\n\r\n", 414),
+]
+
+
+def flood_answered(data, closed, status):
+    """Whether a flood got its status line. libmicrohttpd's own 414/431 may reach a client that is
+    still sending as a reset: closed with nothing read counts too."""
+    return data.startswith(b"HTTP/1.1 %d" % status) or (status in (414, 431) and not data and closed)
