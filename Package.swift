@@ -146,9 +146,16 @@ let package = Package(
         .testTarget(
             name: "ImagingTests", dependencies: ["Imaging", "Decoding", "H264", "CTurboJPEG", "TestSupport"],
             swiftSettings: strictSwift),
+        // How tests build what sessions share (`SessionServices`), for the session and API tests.
+        .target(
+            name: "SessionsTestSupport", dependencies: ["Sessions", "Decoding", "Imaging", "Timekeeping"],
+            path: "Tests/SessionsTestSupport", swiftSettings: strictSwift),
         .testTarget(
             name: "SessionsTests",
-            dependencies: ["Sessions", "Ingest", "Decoding", "Imaging", "HardwareTestSupport", "TestSupport", "Timekeeping"],
+            dependencies: [
+                "Sessions", "Ingest", "Decoding", "Imaging", "HardwareTestSupport", "SessionsTestSupport", "TestSupport",
+                "Timekeeping",
+            ],
             swiftSettings: strictSwift),
         // The inputs on their own: the queues and their handshake, without a session.
         .testTarget(
@@ -166,7 +173,7 @@ let package = Package(
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [
-                "FrameTapAPI", "HTTPServer", "Sessions", "Ingest", "TestSupport",
+                "FrameTapAPI", "HTTPServer", "Sessions", "Ingest", "SessionsTestSupport", "TestSupport",
                 // AccessControlTests mint real tokens with keys they generate.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

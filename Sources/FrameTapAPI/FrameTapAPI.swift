@@ -46,7 +46,8 @@ public struct FrameTapAPI: Sendable {
             return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
         router.get("/system", access: .admin) { [registry, hardware] _ in
-            let info = SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware)
+            let info = SystemInfo(
+                configuration: registry.configuration, services: registry.services, activeSessions: registry.count, hardware: hardware)
             return .json(WireJSON.bytes(SystemInfoJSON(info)))
         }
         router.get("/sessions", access: .admin) { [registry] _ in

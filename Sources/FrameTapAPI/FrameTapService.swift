@@ -13,20 +13,22 @@ public final class FrameTapService: Sendable {
 
     /// `http.requestObserver` and `http.connectionObserver` are replaced by the API's metrics
     /// hooks (observers already set there still run after them), and `http.problemTypePrefix` by FrameTap's. `access` checks
-    /// every route's permission (nil: every route is open). `http.clock` is the service's one
-    /// clock: the sessions read it too. `hardware` is what `GET /system` and the hardware gauges
-    /// report (default: probed once per process on first use).
+    /// every route's permission (nil: every route is open). `services.clock` is the service's one
+    /// clock: it replaces `http.clock`, so the HTTP edge reads it too. `hardware` is what
+    /// `GET /system` and the hardware gauges report (default: probed once per process on first use).
     public init(
-        http: HTTPServerConfiguration, sessions: ServerConfiguration, access: AccessControl? = nil,
+        http: HTTPServerConfiguration, sessions: ServerConfiguration, services: SessionServices,
+        access: AccessControl? = nil,
         metrics: FrameTapMetrics = FrameTapMetrics(), hardware: HardwareReport = SystemInfo.hardware,
         logger: Logger = Logger(label: "frametap")
     ) {
         self.metrics = metrics
         SystemInfo.registerHardwareMetrics(metrics, hardware: hardware)
-        registry = SessionRegistry(configuration: sessions, metrics: metrics, logger: logger, clock: http.clock)
+        registry = SessionRegistry(configuration: sessions, services: services, metrics: metrics, logger: logger)
         let api = FrameTapAPI(registry: registry, metrics: metrics, hardware: hardware, logger: logger)
         self.api = api
         var http = http
+        http.clock = services.clock
         http.problemTypePrefix = FrameTapAPI.problemTypePrefix
         let previousObserver = http.requestObserver
         http.requestObserver = { record in

@@ -56,9 +56,12 @@ public struct SystemInfo: Sendable {
         public var maxWaitMilliseconds: Int
     }
 
-    public init(configuration: ServerConfiguration, activeSessions: Int, hardware: HardwareReport = SystemInfo.hardware) {
+    public init(
+        configuration: ServerConfiguration, services: SessionServices, activeSessions: Int,
+        hardware: HardwareReport = SystemInfo.hardware
+    ) {
         cudaAvailable = hardware.cuda.libavcodecNVDEC && hardware.cuda.devices.contains { $0.usable }
-        devices = configuration.devicePool.usage()
+        devices = services.devicePool.usage()
         version = Self.version
         libavcodec = hardware.libavcodecVersion
         backendDefault = configuration.backend.rawValue
@@ -67,16 +70,16 @@ public struct SystemInfo: Sendable {
         self.hardware = hardware
         limits = Limits(
             maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
-            maxSpoolBytes: configuration.maxSpoolBytes, maxSpoolTotalBytes: configuration.spoolBudget.limit,
+            maxSpoolBytes: configuration.maxSpoolBytes, maxSpoolTotalBytes: services.spoolBudget.limit,
             maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
             sessionIdleTimeoutSeconds: Double(configuration.idleTimeout.nanoseconds) / 1e9,
             maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
         self.activeSessions = activeSessions
-        let memory = configuration.decoderMemory.usage
+        let memory = services.decoderMemory.usage
         decoderMemory = DecoderMemoryUsage(
-            limitBytes: configuration.decoderMemory.limit, usedBytes: memory.bytes, decoders: memory.decoders,
+            limitBytes: services.decoderMemory.limit, usedBytes: memory.bytes, decoders: memory.decoders,
             refusals: memory.refusals)
     }
 

@@ -88,12 +88,9 @@ public struct ServeConfiguration: Sendable {
         } catch {
             throw ServeConfigurationError("access control: \(error.message)")
         }
-        var server = settings.server
-        server.catchUpPool = CatchUpPool(
-            slots: settings.catchUpDecoders,
-            queueLimit: settings.catchUpQueue ?? ServerConfiguration.defaultCatchUpQueue(slots: settings.catchUpDecoders))
+        let server: ServerConfiguration
         do {
-            server = try server.validated()
+            server = try settings.server.validated()
         } catch {
             throw ServeConfigurationError(error.message)
         }

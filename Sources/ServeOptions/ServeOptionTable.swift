@@ -81,7 +81,7 @@ extension ServeOption {
                 if word == "auto" {
                     return  // the configuration's default budget is the automatic one
                 } else if let limit = Int(word), limit >= 1 << 20 {
-                    settings.server.decoderMemory = DecoderMemoryBudget(limit: limit)
+                    settings.server.decoderMemoryLimit = limit
                 } else {
                     throw OptionValueError("must be 'auto' or a number of bytes of at least \(1 << 20)")
                 }
@@ -122,7 +122,7 @@ extension ServeOption {
                 "Largest body of a POST answered as `multipart/mixed`: its compressed body is spooled to `$TMPDIR` and decoded while the answer streams (413 `body_too_large`)."
         ),
         integer(
-            "max-spool-total-bytes", \.spoolTotalBytes, .from(1), valueName: "bytes",
+            "max-spool-total-bytes", \.server.maxSpoolTotalBytes, .from(1), valueName: "bytes",
             help:
                 "What every push answered as `multipart/mixed` may spool together; the one that would pass it is answered 413 `spool_full` at once.",
             details: "the others go on, and an upload gives back what it spooled when it ends"),
@@ -153,7 +153,7 @@ extension ServeOption {
                 "Seconds an on-demand session keeps decoding after the last request for a picture (or its last MJPEG viewer) before it releases its decoder."
         ),
         integer(
-            "max-catchup-decoders", \.catchUpDecoders, .range(1...256),
+            "max-catchup-decoders", \.server.catchUpDecoders, .range(1...256),
             help: "Catch-ups (on-demand wake-ups, pictures from the past) decoding at once.",
             details: "the rest of the machine stays with live sessions", default: "cores"),
         ServeOption(
@@ -161,7 +161,7 @@ extension ServeOption {
             help: "Catch-ups waiting for a decoder, in order; past it a request gets 503 `catchup_queue_full` with `Retry-After`.",
             defaultValue: { _ in .described("8 per catch-up decoder") },
             apply: { text, settings throws(OptionValueError) in
-                settings.catchUpQueue = try wholeNumber(text, .range(0...100_000))
+                settings.server.catchUpQueue = try wholeNumber(text, .range(0...100_000))
             }),
         integer(
             "catchup-decoder-threads", \.server.catchUpDecoderThreads, .range(0...64),
@@ -234,13 +234,5 @@ extension HTTPServerConfiguration {
     fileprivate var hostOrNil: String? {
         get { host }
         set { host = newValue ?? host }
-    }
-}
-
-extension ServeSettings {
-    /// `--max-spool-total-bytes`: the budget every spooled upload shares.
-    fileprivate var spoolTotalBytes: Int {
-        get { server.spoolBudget.limit }
-        set { server.spoolBudget = SpoolBudget(limit: newValue) }
     }
 }

@@ -4,15 +4,11 @@ import Logging
 import Sessions
 
 /// What the options write into: today's configuration types, and the few values that become
-/// something else only once every option is read (the TLS pair, access control, the catch-up
-/// pool). The defaults are the configuration types' own, read here; serve differs from them
+/// something else only once every option is read (the TLS pair, access control). The defaults are the configuration types' own, read here; serve differs from them
 /// only where a server differs from the libraries (see `defaults`).
 public struct ServeSettings: Sendable {
     public var http: HTTPServerConfiguration
     public var server: ServerConfiguration
-    public var catchUpDecoders: Int
-    /// nil: `ServerConfiguration.defaultCatchUpQueue(slots:)` for `catchUpDecoders`.
-    public var catchUpQueue: Int?
     public var authToken: String?
     public var jwtSecret: String?
     public var jwksFile: String?
@@ -29,20 +25,14 @@ public struct ServeSettings: Sendable {
         var http = HTTPServerConfiguration()
         http.host = "0.0.0.0"
         http.threadPoolSize = max(2, ProcessInfo.processInfo.activeProcessorCount)
-        let server = ServerConfiguration()
-        return ServeSettings(
-            http: http, server: server, catchUpDecoders: server.catchUpPool.slots, catchUpQueue: nil,
-            logLevel: .info, printConfiguration: false)
+        return ServeSettings(http: http, server: ServerConfiguration(), logLevel: .info, printConfiguration: false)
     }
 
     init(
-        http: HTTPServerConfiguration, server: ServerConfiguration, catchUpDecoders: Int, catchUpQueue: Int?,
-        logLevel: Logger.Level, printConfiguration: Bool
+        http: HTTPServerConfiguration, server: ServerConfiguration, logLevel: Logger.Level, printConfiguration: Bool
     ) {
         self.http = http
         self.server = server
-        self.catchUpDecoders = catchUpDecoders
-        self.catchUpQueue = catchUpQueue
         self.logLevel = logLevel
         self.printConfiguration = printConfiguration
     }

@@ -133,7 +133,7 @@ extension ProbeCommand {
     private func printHardware() throws {
         LibavLogging.set(.quiet)
         let list = try hwDevices.map { text throws(DecodeError) in try HardwareDeviceList(parsing: text) }
-        let pool = HardwareDevicePool()
+        let pool = HardwareDevicePool(clock: SystemClock())
         var opens: [DeviceOpen] = []
         for kind in HardwareDeviceKind.allCases {
             guard case .success(let devices) = pool.devices(kind, in: list) else { continue }

@@ -9,6 +9,7 @@ import Ingest
 import Logging
 import ServeOptions
 import Sessions
+import Timekeeping
 import VideoCoding
 
 #if canImport(Glibc)
@@ -87,7 +88,12 @@ struct ServeCommand: ParsableCommand {
         }
         LibavLogging.set(level <= .debug ? .warnings : .quiet)
         let logger = Logger(label: "frametap")
-        let hardware = probeHardware(settings.server, logger: logger)
+        // What the sessions share at run time, built once: the one real clock of the process
+        // starts here, and every part reads it from here on.
+        let services = SessionServices(
+            configuration: settings.server, clock: SystemClock(), devicePool: .shared, frameDownloads: .shared,
+            decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard())
+        let hardware = probeHardware(settings.server, services: services, logger: logger)
         for key in settings.access.skippedKeys {
             logger.notice("JWKS key left out", metadata: ["key": "\(key)"])
         }
@@ -97,7 +103,8 @@ struct ServeCommand: ParsableCommand {
         var http = settings.http
         http.logger = Logger(label: "frametap.http")
         let service = FrameTapService(
-            http: http, sessions: settings.server, access: settings.access.isEnabled ? settings.access : nil,
+            http: http, sessions: settings.server, services: services,
+            access: settings.access.isEnabled ? settings.access : nil,
             metrics: metrics, hardware: hardware,
             logger: Logger(label: "frametap.sessions"))
         do {
@@ -114,10 +121,12 @@ struct ServeCommand: ParsableCommand {
     /// in software only, each CUDA device is opened now, into the device pool the sessions share:
     /// a CUDA context takes about a quarter of a second, better paid once here than by the first
     /// session.
-    private func probeHardware(_ configuration: ServerConfiguration, logger: Logger) -> HardwareReport {
+    private func probeHardware(
+        _ configuration: ServerConfiguration, services: SessionServices, logger: Logger
+    ) -> HardwareReport {
         let hardware =
             configuration.backend == .software
-            ? HardwareProbe.probe() : HardwareProbe.probe(openingWith: configuration.devicePool)
+            ? HardwareProbe.probe() : HardwareProbe.probe(openingWith: services.devicePool)
         if let error = hardware.cuda.error {
             logger.info("no CUDA device", metadata: ["reason": "\(error)"])
         }
@@ -149,11 +158,11 @@ struct ServeCommand: ParsableCommand {
                     ])
             }
         }
-        var options = configuration.decoderOptions(backend: configuration.backend, mode: .all)
+        var options = services.decoderOptions(configuration, backend: configuration.backend, mode: .all)
         options.emulateFFmpegProbe = false
         let devices = configuration.hardwareDevices.map { "\($0)" } ?? "all"
         do throws(DecodeError) {
-            let probe = try BackendSupervisor(options: options, factory: LibavDecoderFactory())
+            let probe = try BackendSupervisor(options: options, factory: services.decoderFactory)
             logger.info(
                 "hardware decoding",
                 metadata: [

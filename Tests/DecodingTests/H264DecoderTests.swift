@@ -4,6 +4,7 @@ import HardwareTestSupport
 import H264
 import TestSupport
 import Testing
+import Timekeeping
 
 @Suite(.enabled(if: TestSupport.ffmpegAvailable, "needs the ffmpeg CLI to make streams and references"), .timeLimit(.minutes(10)))
 struct H264DecoderTests {
@@ -161,7 +162,7 @@ struct H264DecoderTests {
     @Test func autoWithoutRenderNodesUsesSoftwareAndSaysWhy() throws {
         let plan = try BackendSelection.plan(
             options: DecoderOptions(backend: .auto, hardwareDevices: HardwareDeviceList([.everyRenderNode]),
-                devicePool: HardwareDevicePool(platform: NoHardware())))
+                devicePool: HardwareDevicePool(platform: NoHardware(), clock: SystemClock())))
         #expect(plan.backend == .software)
         #expect(plan.reason.contains("render node"))
     }
@@ -177,7 +178,7 @@ struct H264DecoderTests {
     @Test func forcedVAAPIWithoutADeviceIsUnavailable() {
         #expect {
             _ = try LibavDecoder(
-                options: DecoderOptions(backend: .vaapi, devicePool: HardwareDevicePool(platform: NoHardware())))
+                options: DecoderOptions(backend: .vaapi, devicePool: HardwareDevicePool(platform: NoHardware(), clock: SystemClock())))
         } throws: { error in
             (error as? DecodeError)?.code == .decoderUnavailable
         }
@@ -197,7 +198,7 @@ struct H264DecoderTests {
 
         var thrown: DecodeError?
         do {
-            _ = try LibavDecoder(options: DecoderOptions(backend: .vaapi, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]), devicePool: HardwareDevicePool()))
+            _ = try LibavDecoder(options: DecoderOptions(backend: .vaapi, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]), devicePool: HardwareDevicePool(clock: SystemClock())))
         } catch {
             thrown = error
         }
@@ -207,7 +208,7 @@ struct H264DecoderTests {
         let fallback = try BackendSupervisor(
             options: DecoderOptions(
                 backend: .auto, hardwareDevices: HardwareDeviceList([.device(.renderNode(path))]),
-                devicePool: HardwareDevicePool()),
+                devicePool: HardwareDevicePool(clock: SystemClock())),
             factory: LibavDecoderFactory())
         #expect(fallback.backend == .software)
         #expect(fallback.backendReason.contains(path))

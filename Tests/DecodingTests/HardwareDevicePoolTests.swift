@@ -3,12 +3,13 @@ import Foundation
 import HardwareTestSupport
 import Testing
 import TestSupport
+import Timekeeping
 
 /// The device pool and back-end selection on pretend machines: no GPU needed.
 @Suite(.timeLimit(.minutes(10))) struct HardwareDevicePoolTests {
     @Test func oneContextPerDeviceHoweverManyDecoders() throws {
         let platform = PretendPlatform(cuda: [0])
-        let pool = HardwareDevicePool(platform: platform)
+        let pool = HardwareDevicePool(platform: platform, clock: SystemClock())
         var leases = try (0..<5).map { _ in try pool.lease(among: [.cuda(0)]).get() }
         #expect(platform.opens(of: .cuda(0)) == 1)
         #expect(pool.sessions(on: .cuda(0)) == 5)
@@ -22,7 +23,7 @@ import TestSupport
     }
 
     @Test func newDecodersGoToTheLeastLoadedDevice() throws {
-        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0, 1]))
+        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0, 1]), clock: SystemClock())
         let devices: [HardwareDeviceID] = [.cuda(0), .cuda(1)]
         var leases = try (0..<3).map { _ in try pool.lease(among: devices).get() }
         #expect(leases.map(\.device) == [.cuda(0), .cuda(1), .cuda(0)])
@@ -84,7 +85,7 @@ import TestSupport
 
     /// Every device asked about, in first-seen order: open, failed (and why) or not opened yet.
     @Test func usageListsEveryDeviceAskedAbout() throws {
-        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0], failing: [.cuda(1): "no"]))
+        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0], failing: [.cuda(1): "no"]), clock: SystemClock())
         let lease = try pool.lease(among: [.cuda(0)]).get()
         _ = pool.lease(among: [.cuda(1)])
         _ = pool.devices(.vaapi, in: HardwareDeviceList([.device(.renderNode("/dev/dri/renderD128"))]))
@@ -182,7 +183,7 @@ import TestSupport
 
     /// Through `StreamDecoder`: the decoder holds its device while it lives.
     @Test func aStreamDecoderHoldsItsDeviceWhileItLives() throws {
-        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
+        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]), clock: SystemClock())
         var decoder: StreamDecoder? = try StreamDecoder(
             options: .pretend(.auto, NoHardware(), pool: pool), factory: PretendHardwareFactory())
         #expect(decoder?.backend == .cuda && decoder?.device == .cuda(0))
@@ -194,7 +195,7 @@ import TestSupport
     /// The real `LibavDecoder` on a device without a usable context (a pretend one): with `auto`
     /// the supervisor falls back to software and gives the device back; a required back end throws.
     @Test func aHardwareDecoderThatCannotStartFallsBackOrFails() throws {
-        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
+        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]), clock: SystemClock())
         let backends = try BackendSupervisor(
             codec: .h264, options: .pretend(.auto, NoHardware(), pool: pool), factory: LibavDecoderFactory())
         #expect(backends.backend == .software && backends.device == nil)

@@ -6,6 +6,7 @@ import H264
 import Testing
 import TestSupport
 import VideoCoding
+import Timekeeping
 
 /// Per-decoder fallback to software, driven by pretend hardware (a real software decoder that
 /// reports itself as CUDA and fails where told): no GPU needed.
@@ -218,7 +219,7 @@ struct DeviceFailureFallbackTests {
 
     @Test func aHardwareDecoderThatDoesNotOpenLeavesTheStreamToSoftware() throws {
         let factory = PretendHardwareFactory(failOpen: true)
-        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]))
+        let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0]), clock: SystemClock())
         // The codec is stated, so the decoder opens now.
         let decoder = try StreamDecoder(options: .pretend(.auto, NoHardware(), pool: pool), codec: .h264, factory: factory)
         #expect(decoder.backend == .software)

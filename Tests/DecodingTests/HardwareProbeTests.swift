@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import HardwareTestSupport
 import Testing
+import Timekeeping
 
 /// HardwareProbe without a GPU: every failure is a clean per-node error, never a crash or a
 /// libva message on stderr.
@@ -101,7 +102,7 @@ import Testing
     /// keeps the opened ones for the first sessions.
     @Test func cudaDevicesOpenedThroughAPool() {
         let platform = PretendPlatform(cuda: [0, 1], failing: [.cuda(1): "CUDA_ERROR_DEVICES_UNAVAILABLE (46)"])
-        let pool = HardwareDevicePool(platform: platform)
+        let pool = HardwareDevicePool(platform: platform, clock: SystemClock())
         let cuda = CUDAReport(
             driverVersion: "12.8", error: nil,
             devices: [CUDADeviceReport(device: .cuda(0), index: 0), CUDADeviceReport(device: .cuda(1), index: 1)])

@@ -109,8 +109,11 @@ import TestSupport
     }
 
     @Test func pastTheCatchUpQueueIs503WithRetryAfter() throws {
-        let pool = CatchUpPool(slots: 1, queueLimit: 0)
-        try withService(sessions: { $0.catchUpPool = pool }) { service in
+        try withService(sessions: {
+            $0.catchUpDecoders = 1
+            $0.catchUpQueue = 0
+        }) { service in
+            let pool = service.registry.services.catchUpPool
             let port = service.port
             _ = try request(port, "PUT", "/sessions/busy", body: Array(#"{"decode": "on-demand"}"#.utf8))
             try pushToHistory(port, session: "busy", Fixture.repeatHeaders)

@@ -6,6 +6,7 @@ import Testing
 @testable import FrameTapAPI
 import HTTPServer
 import Sessions
+import SessionsTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -27,7 +28,9 @@ func withService<T>(
     configureHTTP(&http)
     var sessions = ServerConfiguration()
     configureSessions(&sessions)
-    let service = FrameTapService(http: http, sessions: try sessions.validated(), access: access)
+    let configuration = try sessions.validated()
+    let service = FrameTapService(
+        http: http, sessions: configuration, services: SessionServices.forTests(configuration), access: access)
     try service.start()
     defer { service.stop() }
     return try body(service)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import Ingest
 import Sessions
+import SessionsTestSupport
 import Synchronization
 import TestSupport
 import Testing
@@ -114,8 +115,8 @@ final class EndlessPush: Sendable {
     /// the one that would pass it is answered 413 spool_full at once, and what an upload spooled
     /// is given back when it ends.
     @Test func multipartUploadsShareOneSpoolBudget() throws {
-        let budget = SpoolBudget(limit: 1 << 20)
-        try withService(sessions: { $0.spoolBudget = budget }) { service in
+        try withService(sessions: { $0.maxSpoolTotalBytes = 1 << 20 }) { service in
+            let budget = service.registry.services.spoolBudget
             let piece = [UInt8](repeating: 0, count: 50_000)
             // The first holds 600 KB of the 1 MiB and goes quiet (its body has not ended).
             let first = try RawClient(port: service.port)
@@ -181,7 +182,8 @@ final class EndlessPush: Sendable {
         http.host = "127.0.0.1"
         http.port = 0
         http.shutdownGracePeriod = .seconds(10)
-        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        let service = FrameTapService(
+            http: http, sessions: try ServerConfiguration().validated(), services: SessionServices.forTests())
         try service.start()
         defer { service.stop() }
         let push = try EndlessPush(
@@ -246,7 +248,8 @@ final class EndlessPush: Sendable {
         var http = HTTPServerConfiguration()
         http.host = "127.0.0.1"
         http.port = 0
-        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        let service = FrameTapService(
+            http: http, sessions: try ServerConfiguration().validated(), services: SessionServices.forTests())
         try service.start()
         defer { service.stop() }
         let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
@@ -279,7 +282,8 @@ final class EndlessPush: Sendable {
         http.port = 0
         http.clock = clock
         http.shutdownGracePeriod = .seconds(3600)
-        let service = FrameTapService(http: http, sessions: try ServerConfiguration().validated())
+        let service = FrameTapService(
+            http: http, sessions: try ServerConfiguration().validated(), services: SessionServices.forTests())
         try service.start()
         let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
         let client = try RawClient(port: service.port)

@@ -4,6 +4,7 @@ import Foundation
 import JWTKit
 import Logging
 import Sessions
+import SessionsTestSupport
 import Testing
 import TestSupport
 
@@ -79,7 +80,8 @@ import TestSupport
         let metrics = FrameTapMetrics()
         let logger = Logger(label: "route-access-tests")
         return FrameTapAPI(
-            registry: SessionRegistry(configuration: ServerConfiguration(), metrics: metrics, logger: logger),
+            registry: SessionRegistry(
+                configuration: ServerConfiguration(), services: SessionServices.forTests(), metrics: metrics, logger: logger),
             metrics: metrics, hardware: WireFormatTests.hardware, logger: logger)
     }
 

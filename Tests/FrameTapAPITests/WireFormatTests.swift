@@ -5,6 +5,7 @@ import H264
 import HTTPServer
 @testable import Ingest
 @testable import Sessions
+import SessionsTestSupport
 import Testing
 import TestSupport
 import VideoCoding
@@ -309,8 +310,9 @@ import Timekeeping
     @Test func system() throws {
         var configuration = ServerConfiguration()
         configuration.maxBodyBytes = nil
-        configuration.decoderMemory = DecoderMemoryBudget(limit: 1 << 30)
-        var info = SystemInfo(configuration: configuration, activeSessions: 3, hardware: Self.hardware)
+        configuration.decoderMemoryLimit = 1 << 30
+        let services = SessionServices.forTests(configuration)
+        var info = SystemInfo(configuration: configuration, services: services, activeSessions: 3, hardware: Self.hardware)
         info.devices = Self.deviceUsage
         let limits =
             #"{"maxBodyBytes":null,"maxNalBytes":\#(configuration.maxNALBytes),"#
@@ -318,7 +320,7 @@ import Timekeeping
             + #""maxPicturePixels":\#(configuration.pictureSizeLimit.maxPixels),"#
             + #""maxPictureWidth":\#(configuration.pictureSizeLimit.maxWidth),"#
             + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
-            + #""maxSpoolTotalBytes":\#(configuration.spoolBudget.limit),"#
+            + #""maxSpoolTotalBytes":\#(configuration.maxSpoolTotalBytes),"#
             + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
         #expect(
             text(WireJSON.bytes(SystemInfoJSON(info)))

@@ -2,6 +2,7 @@ import Decoding
 import Foundation
 import Synchronization
 import VideoCoding
+import Timekeeping
 
 // Pretend decoding hardware for tests on machines without a GPU (CI has none): a platform that
 // lists and opens devices that do not exist, and decoders that report themselves as NVDEC or
@@ -197,7 +198,7 @@ extension DecoderOptions {
         pool: HardwareDevicePool? = nil
     ) -> DecoderOptions {
         var options = DecoderOptions.lowLatency(backend: backend)
-        options.devicePool = pool ?? HardwareDevicePool(platform: platform)
+        options.devicePool = pool ?? HardwareDevicePool(platform: platform, clock: SystemClock())
         options.hardwareDevices = devices
         options.frameDownloads = FrameDownloadCounter()
         return options

@@ -105,12 +105,12 @@ struct PrecedenceTests {
         let http = HTTPServerConfiguration()
         #expect(configuration.server.maxSessions == server.maxSessions)
         #expect(configuration.server.maxSpoolBytes == server.maxSpoolBytes)
-        #expect(configuration.server.spoolBudget.limit == server.spoolBudget.limit)
+        #expect(configuration.server.maxSpoolTotalBytes == server.maxSpoolTotalBytes)
         #expect(configuration.server.historyBytes == server.historyBytes)
         #expect(configuration.server.sourceRetryMax == server.sourceRetryMax)
         #expect(configuration.server.maxBodyBytes == nil)
-        #expect(configuration.server.catchUpPool.slots == server.catchUpPool.slots)
-        #expect(configuration.server.catchUpPool.queueLimit == server.catchUpPool.queueLimit)
+        #expect(configuration.server.catchUpDecoders == server.catchUpDecoders)
+        #expect(configuration.server.catchUpQueueLimit == server.catchUpQueueLimit)
         #expect(configuration.http.maxConnections == http.maxConnections)
         #expect(configuration.http.headerTimeout == http.headerTimeout)
         #expect(configuration.http.host == "0.0.0.0")
@@ -122,22 +122,22 @@ struct PrecedenceTests {
 
     @Test func theCatchUpQueueFollowsTheDecoders() throws {
         let configuration = try ServeConfiguration(arguments: ["--max-catchup-decoders", "3"], environment: [:])
-        #expect(configuration.server.catchUpPool.slots == 3)
-        #expect(configuration.server.catchUpPool.queueLimit == ServerConfiguration.defaultCatchUpQueue(slots: 3))
+        #expect(configuration.server.catchUpDecoders == 3)
+        #expect(configuration.server.catchUpQueueLimit == ServerConfiguration.defaultCatchUpQueue(slots: 3))
         let explicit = try ServeConfiguration(
             arguments: ["--max-catchup-decoders", "3"], environment: ["FRAMETAP_MAX_CATCHUP_QUEUE": "5"])
-        #expect(explicit.server.catchUpPool.queueLimit == 5)
+        #expect(explicit.server.catchUpQueueLimit == 5)
     }
 
     @Test func wordsForNoLimitAndForAutomatic() throws {
         let limited = try ServeConfiguration(
             arguments: ["--max-body-bytes", "4000", "--max-decoder-memory", "\(1 << 30)"], environment: [:])
         #expect(limited.server.maxBodyBytes == 4000)
-        #expect(limited.server.decoderMemory.limit == 1 << 30)
+        #expect(limited.server.decoderMemoryLimit == 1 << 30)
         let unlimited = try ServeConfiguration(
             arguments: ["--max-body-bytes", "unlimited", "--max-decoder-memory", "auto"], environment: [:])
         #expect(unlimited.server.maxBodyBytes == nil)
-        #expect(unlimited.server.decoderMemory.limit == ServerConfiguration().decoderMemory.limit)
+        #expect(unlimited.server.decoderMemoryLimit == ServerConfiguration().decoderMemoryLimit)
         #expect(throws: ServeConfigurationError("must be a positive integer or 'unlimited', not '0'", origin: .commandLine("--max-body-bytes"))) {
             try ServeConfiguration(arguments: ["--max-body-bytes", "0"], environment: [:])
         }

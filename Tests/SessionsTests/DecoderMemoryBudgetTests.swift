@@ -1,4 +1,5 @@
 import Decoding
+import SessionsTestSupport
 import Testing
 import TestSupport
 
@@ -11,13 +12,14 @@ import TestSupport
         var configuration = testConfiguration()
         let stream = try Fixture.bytes(Fixture.baseline)
         // Room for one 176x144 decoder (6 pictures of 38016 bytes), not two.
-        configuration.decoderMemory = DecoderMemoryBudget(limit: 6 * 38016 + 1000)
-        let first = try makeSession("first", configuration: configuration)
-        let second = try makeSession("second", configuration: configuration)
+        configuration.decoderMemoryLimit = 6 * 38016 + 1000
+        let services = SessionServices.forTests(configuration)
+        let first = try makeSession("first", configuration: configuration, services: services)
+        let second = try makeSession("second", configuration: configuration, services: services)
 
         let admitted = try await push(stream, to: first, flush: true)
         #expect(admitted.frames == Fixture.baselineFrames)
-        #expect(configuration.decoderMemory.usage.decoders == 1)
+        #expect(services.decoderMemory.usage.decoders == 1)
 
         let refused = try await upload(stream, to: second, flush: true)
         guard case .failure(let error) = refused else {
@@ -32,7 +34,7 @@ import TestSupport
         // The admitted session goes on decoding; closing it frees its share for the other.
         #expect(try await push(stream, to: first, flush: true).frames == Fixture.baselineFrames)
         first.close()
-        #expect(await eventually { configuration.decoderMemory.usage.decoders == 0 })
+        #expect(await eventually { services.decoderMemory.usage.decoders == 0 })
         // Its SPS was refused once: a stream that sends it again (here, the same file) is
         // judged again and now fits.
         #expect(try await push(stream, to: second, flush: true).frames == Fixture.baselineFrames)
@@ -41,9 +43,9 @@ import TestSupport
     /// `/metrics` shows the budget, what is held of it and the refusals.
     @Test func theBudgetIsInTheMetrics() async throws {
         var configuration = testConfiguration()
-        configuration.decoderMemory = DecoderMemoryBudget(limit: 6 * 38016 + 1000)
+        configuration.decoderMemoryLimit = 6 * 38016 + 1000
         let metrics = FrameTapMetrics()
-        let registry = SessionRegistry(configuration: configuration, metrics: metrics, logger: quietLogger)
+        let registry = makeRegistry(configuration, metrics: metrics)
         let stream = try Fixture.bytes(Fixture.baseline)
         _ = try await push(stream, to: try registry.openSession(SessionID("a")).session, flush: true)
         _ = try await upload(stream, to: try registry.openSession(SessionID("b")).session, flush: true)

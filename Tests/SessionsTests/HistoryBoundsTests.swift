@@ -34,7 +34,7 @@ struct HistoryBoundsTests {
         #expect(megabitsPerSecond >= 50, "\(megabitsPerSecond) Mbit/s")
         let clock = ManualClock()
         let configuration = OnDemand.configuration(
-            historySeconds: .milliseconds(Int64(bounds.seconds * 1000)), historyBytes: bounds.bytes, clock: clock)
+            historySeconds: .milliseconds(Int64(bounds.seconds * 1000)), historyBytes: bounds.bytes)
         let session = try makeSession(configuration: configuration, clock: clock)
         // Real time on the session's clock: a thirtieth of a second of stream per thirtieth of a second.
         let piece = stream.count / 120

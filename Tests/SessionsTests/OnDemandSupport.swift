@@ -1,6 +1,7 @@
 import Decoding
 import Dispatch
 import Foundation
+import SessionsTestSupport
 import Synchronization
 import Testing
 import TestSupport
@@ -75,17 +76,23 @@ enum Streams {
 enum OnDemand {
     static func configuration(
         linger: Duration = .seconds(10), historySeconds: Duration = .seconds(10), historyBytes: Int = 64 << 20,
-        slots: Int = 2, queue: Int = 16, clock: any ServiceClock = SystemClock(), catchUpThreads: Int = 2
+        slots: Int = 2, queue: Int = 16, catchUpThreads: Int = 2
     ) -> ServerConfiguration {
         var configuration = testConfiguration()
         configuration.defaultDecode = .onDemand
         configuration.onDemandLinger = linger
         configuration.historySeconds = historySeconds
         configuration.historyBytes = historyBytes
-        configuration.catchUpPool = CatchUpPool(slots: slots, queueLimit: queue, clock: clock)
-        configuration.decoderMemory = DecoderMemoryBudgetFixture.generous()
+        configuration.catchUpDecoders = slots
+        configuration.catchUpQueue = queue
+        configuration.decoderMemoryLimit = DecoderMemoryBudgetFixture.generousLimit
         configuration.catchUpDecoderThreads = catchUpThreads
         return configuration
+    }
+
+    /// Services for sessions of `configuration` that share one catch-up pool and memory budget.
+    static func services(_ configuration: ServerConfiguration, clock: any ServiceClock = SystemClock()) -> SessionServices {
+        SessionServices.forTests(configuration, clock: clock)
     }
 
     /// Every picture a decode=all session gives for `stream` (pushed whole, flushed), by number,
@@ -130,5 +137,6 @@ enum OnDemand {
 
 enum DecoderMemoryBudgetFixture {
     /// A budget no test stream comes near, but its own per test, so its counts are the test's.
-    static func generous() -> DecoderMemoryBudget { DecoderMemoryBudget(limit: 1 << 34) }
+    static func generous() -> DecoderMemoryBudget { DecoderMemoryBudget(limit: generousLimit) }
+    static let generousLimit = 1 << 34
 }

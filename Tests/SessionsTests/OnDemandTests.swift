@@ -120,17 +120,17 @@ struct OnDemandLifeCycleTests {
     /// requests come within the linger, and go once it passed without one.
     @Test func lingerAndReleaseFollowTheClock() async throws {
         let clock = ManualClock()
-        let (registry, configuration, events) = OnDemand.registryWithEvents(linger: .seconds(10), clock: clock)
+        let (registry, services, events) = OnDemand.registryWithEvents(linger: .seconds(10), clock: clock)
         let start = events.newestID
         let session = try registry.openSession(try SessionID("linger")).session
         _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
         #expect(session.status().decoder == .idle)
         #expect(!session.status().decoding)
-        #expect(configuration.decoderMemory.usage.decoders == 0, "an idle session holds no decoder memory")
+        #expect(services.decoderMemory.usage.decoders == 0, "an idle session holds no decoder memory")
 
         _ = try await picture(session).get()
         #expect(session.status().decoder == .live)
-        #expect(configuration.decoderMemory.usage.decoders == 1)
+        #expect(services.decoderMemory.usage.decoders == 1)
         clock.advance(by: .seconds(9))
         try OnDemand.settle(session)
         #expect(session.status().decoder == .live, "within the linger")
@@ -141,7 +141,7 @@ struct OnDemandLifeCycleTests {
         clock.advance(by: .seconds(1.5))
         try OnDemand.settle(session)
         #expect(session.status().decoder == .idle, "19.5 s: released")
-        #expect(configuration.decoderMemory.usage.decoders == 0, "and its memory with it")
+        #expect(services.decoderMemory.usage.decoders == 0, "and its memory with it")
         let kinds = OnDemand.eventKinds(events, after: start, session: session.id)
         #expect(kinds.filter { $0 == .decoderStarted }.count == 1)
         #expect(kinds.last == .decoderStopped)
@@ -155,14 +155,15 @@ struct OnDemandLifeCycleTests {
     /// slot and the decoder memory are given back.
     @Test func deleteDuringACatchUp() async throws {
         let configuration = OnDemand.configuration(slots: 1)
-        let session = try makeSession(configuration: configuration)
+        let services = OnDemand.services(configuration)
+        let session = try makeSession(configuration: configuration, services: services)
         _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
         session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { answer.set($0) }
         // The catch-up starts on the decode queue; its first turn queues behind this.
         let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
         #expect(session.status().decoder == .catchingUp)
-        #expect(configuration.catchUpPool.usage.busy == 1)
+        #expect(services.catchUpPool.usage.busy == 1)
         session.close()
         hold.release()
         guard case .failure(let error) = try await answer.value(waitingFor: "the deleted session's picture answer") else {
@@ -171,8 +172,8 @@ struct OnDemandLifeCycleTests {
         }
         #expect(error.code == .sessionNotFound)
         try OnDemand.settle(session, turns: 3)
-        #expect(configuration.catchUpPool.usage.busy == 0, "the slot is free again")
-        #expect(configuration.decoderMemory.usage.decoders == 0)
+        #expect(services.catchUpPool.usage.busy == 0, "the slot is free again")
+        #expect(services.decoderMemory.usage.decoders == 0)
     }
 
     /// Requests while the stream changes resolution: each answer is the newest picture at its
@@ -206,7 +207,7 @@ struct OnDemandLifeCycleTests {
     /// linger runs out on the clock and the decoder goes; a new viewer wakes it again.
     @Test func mjpegViewersJoiningAndLeaving() async throws {
         let clock = ManualClock()
-        let configuration = OnDemand.configuration(linger: .seconds(5), clock: clock)
+        let configuration = OnDemand.configuration(linger: .seconds(5))
         let session = try makeSession(configuration: configuration, clock: clock)
         let stream = try Streams.h264BFrames()
         let half = stream.count / 2
@@ -267,17 +268,18 @@ struct OnDemandLifeCycleTests {
     /// its turn and is answered.
     @Test func pastTheQueueARequestIsRefusedWithRetryAfter() async throws {
         let configuration = OnDemand.configuration(slots: 1, queue: 1)
+        let services = OnDemand.services(configuration)
         let stream = try Streams.h264BFrames()
-        let sessions = try (0..<3).map { try makeSession("queue\($0)", configuration: configuration) }
+        let sessions = try (0..<3).map { try makeSession("queue\($0)", configuration: configuration, services: services) }
         for session in sessions { _ = try await push(stream, to: session, flush: false) }
         // Hold the one slot: the first session's catch-up cannot start its decode queue turn.
         let hold = try QueueHold(sessions[0].ingest.decodeQueue, "the first session's decode queue")
         let firstAnswer = Outcome<Result<PictureAnswer, SessionError>>()
         sessions[0].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { firstAnswer.set($0) }
-        #expect(configuration.catchUpPool.usage.busy == 1)
+        #expect(services.catchUpPool.usage.busy == 1)
         let queuedAnswer = Outcome<Result<PictureAnswer, SessionError>>()
         sessions[1].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { queuedAnswer.set($0) }
-        #expect(configuration.catchUpPool.usage.queued == 1)
+        #expect(services.catchUpPool.usage.queued == 1)
         #expect(sessions[1].status().decoder == .queued)
         guard case .failure(let refusal) = try await picture(sessions[2]) else {
             Issue.record("the third request finds the queue full")
@@ -301,7 +303,7 @@ struct OnDemandLifeCycleTests {
     /// A picture from outside the history is `not_in_history`, with the range held.
     @Test func outsideTheHistoryIsNotInHistoryWithTheRange() async throws {
         let clock = ManualClock()
-        let session = try makeSession(configuration: OnDemand.configuration(clock: clock), clock: clock)
+        let session = try makeSession(configuration: OnDemand.configuration(), clock: clock)
         guard case .failure(let empty) = try await OnDemand.pastPicture(session, .number(1)) else {
             Issue.record("nothing is held yet")
             return
@@ -384,12 +386,12 @@ extension OnDemand {
     /// A registry of on-demand sessions on `clock` whose events go to a log the test reads.
     static func registryWithEvents(
         linger: Duration, clock: ManualClock
-    ) -> (registry: SessionRegistry, configuration: ServerConfiguration, events: SessionEventLog) {
-        let configuration = configuration(linger: linger, clock: clock)
+    ) -> (registry: SessionRegistry, services: SessionServices, events: SessionEventLog) {
+        let configuration = configuration(linger: linger)
+        let services = services(configuration, clock: clock)
         let events = SessionEventLog(clock: clock)
-        let registry = SessionRegistry(
-            configuration: configuration, metrics: FrameTapMetrics(), logger: quietLogger, clock: clock, events: events)
-        return (registry, configuration, events)
+        let registry = makeRegistry(configuration, services: services, events: events)
+        return (registry, services, events)
     }
 
     static func eventKinds(_ log: SessionEventLog, after cursor: UInt64, session: SessionID) -> [SessionEvent.Kind] {

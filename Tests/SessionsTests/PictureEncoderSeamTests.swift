@@ -1,5 +1,6 @@
 import HardwareTestSupport
 import Imaging
+import SessionsTestSupport
 import Testing
 
 @testable import Sessions
@@ -9,9 +10,8 @@ import Testing
 @Suite(.timeLimit(.minutes(10))) struct PictureEncoderSeamTests {
     @Test func eachSessionEncodesWithItsOwnEncoderFromTheConfiguredFactory() async throws {
         let factory = PretendGPUEncoderFactory()
-        var configuration = testConfiguration()
-        configuration.encoderFactory = factory
-        let session = try makeSession("enc1", configuration: configuration)
+        let services = SessionServices.forTests(testConfiguration(), encoderFactory: factory)
+        let session = try makeSession("enc1", services: services)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)
         #expect(factory.encodersMade == 0, "no encoder before the first encode")
         #expect(session.pictureEncoder == nil)
@@ -32,7 +32,7 @@ import Testing
             ])
         #expect(session.pictureEncoder == PictureEncoderIdentity(name: "pretend-nvjpeg", reason: "a test's pretend GPU encoder"))
 
-        let other = try makeSession("enc2", configuration: configuration)
+        let other = try makeSession("enc2", services: services)
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: other, flush: true)
         _ = try await picture(other, PictureRequest(format: .yuv)).get()
         #expect(factory.encodersMade == 2, "one encoder per session")

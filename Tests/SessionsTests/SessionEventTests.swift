@@ -70,7 +70,7 @@ import Timekeeping
 
     @Test func aSessionsLifeMakesItsEventsButPicturesDoNot() async throws {
         let log = SessionEventLog(clock: SystemClock())
-        let registry = SessionRegistry(configuration: testConfiguration(), metrics: FrameTapMetrics(), logger: quietLogger, events: log)
+        let registry = makeRegistry(events: log)
         let start = log.newestID
         let id = try SessionID("life")
         let (session, _) = try registry.openSession(id)

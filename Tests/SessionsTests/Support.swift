@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Ingest
 import Logging
+import SessionsTestSupport
 import Synchronization
 import Testing
 import TestSupport
@@ -31,14 +32,27 @@ func testConfiguration(
         uploadQueueBytes: uploadQueueBytes, mjpegRepeatInterval: repeatInterval)
 }
 
+/// A session of its own: with `services` shared with other sessions of the test, or (nil) with
+/// services of its own on `clock`.
 func makeSession(
-    _ name: String = "cam1", configuration: ServerConfiguration = testConfiguration(),
+    _ name: String = "cam1", configuration: ServerConfiguration = testConfiguration(), services: SessionServices? = nil,
     options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics = FrameTapMetrics(),
     clock: any ServiceClock = SystemClock()
 ) throws -> Session {
     try Session(
-        id: SessionID(name), configuration: configuration, options: options, metrics: metrics, logger: quietLogger,
-        clock: clock)
+        id: SessionID(name), configuration: configuration,
+        services: services ?? SessionServices.forTests(configuration, clock: clock), options: options, metrics: metrics,
+        logger: quietLogger)
+}
+
+/// A registry of sessions of `configuration`, sharing services of their own on `clock`.
+func makeRegistry(
+    _ configuration: ServerConfiguration = testConfiguration(), services: SessionServices? = nil,
+    metrics: FrameTapMetrics = FrameTapMetrics(), clock: any ServiceClock = SystemClock(), events: SessionEventLog? = nil
+) -> SessionRegistry {
+    SessionRegistry(
+        configuration: configuration, services: services ?? SessionServices.forTests(configuration, clock: clock),
+        metrics: metrics, logger: quietLogger, events: events)
 }
 
 /// Takes a multipart answer's pictures until it ends, waiting whenever none is ready: `onPart`

@@ -28,8 +28,9 @@ import VideoCoding
 /// is being opened wait for it (at most one open per device at a time, never two contexts
 /// for one device).
 public final class HardwareDevicePool: Sendable {
-    /// The process's pool on the real machine.
-    public static let shared = HardwareDevicePool()
+    /// The process's pool on the real machine, for callers that decode outside a server (the
+    /// CLI, `DecoderOptions`' default); `frametap serve` builds its own on the service's clock.
+    public static let shared = HardwareDevicePool(clock: SystemClock())
 
     public let platform: any HardwarePlatform
     public let retryDelay: Duration
@@ -40,7 +41,7 @@ public final class HardwareDevicePool: Sendable {
 
     public init(
         platform: any HardwarePlatform = LibavHardwarePlatform(), retryDelay: Duration = .seconds(30),
-        maxRetryDelay: Duration = .seconds(600), clock: any ServiceClock = SystemClock()
+        maxRetryDelay: Duration = .seconds(600), clock: any ServiceClock
     ) {
         self.platform = platform
         self.retryDelay = retryDelay

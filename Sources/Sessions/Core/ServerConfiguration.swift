@@ -5,22 +5,15 @@ import Imaging
 import Ingest
 import VideoCoding
 
-/// What a server is configured with, apart from anything it does at run time.
-/// Built once at start-up (from the command line) and shared read-only by every session.
+/// What a server is configured with: values only (numbers, durations, choices, paths), each
+/// one an option of `frametap serve`. What runs (the device pool, the budgets, the catch-up
+/// pool, the factories, the clock) is `SessionServices`, built from these once at start-up.
 public struct ServerConfiguration: Sendable {
     /// The decoder back end new sessions ask for (a session may override it with `PUT`).
     public var backend: DecoderBackendChoice
     /// The hardware devices sessions may decode on (`--hw-devices`); nil: every CUDA device,
     /// then every render node. New sessions go to the least loaded usable device.
     public var hardwareDevices: HardwareDeviceList?
-    /// One device context per device for the whole process, shared by every session's decoder.
-    public var devicePool: HardwareDevicePool
-    /// Counts downloads of hardware-decoded pictures to system memory.
-    public var frameDownloads: FrameDownloadCounter
-    /// Where session decoders come from: libavcodec's, or a test's pretend hardware.
-    public var decoderFactory: any PictureDecoderFactory
-    /// Where each session's picture encoder comes from: `PictureEncoders.standard()`, or a test's.
-    public var encoderFactory: any PictureEncoderFactory
     /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int
@@ -32,8 +25,9 @@ public struct ServerConfiguration: Sendable {
     public var maxNALBytes: Int
     /// Largest picture decoded (from the SPS) and produced (thumbnail size requests).
     public var pictureSizeLimit: PictureSizeLimit
-    /// What every session's decoder may hold together (`--max-decoder-memory`), shared by all.
-    public var decoderMemory: DecoderMemoryBudget
+    /// Bytes every session's decoder may hold together (`--max-decoder-memory`): the limit of
+    /// `SessionServices.decoderMemory`.
+    public var decoderMemoryLimit: Int
     /// A session with no upload, no viewer and no request for this long is removed.
     public var idleTimeout: Duration
     public var defaultQuality: Int
@@ -52,9 +46,9 @@ public struct ServerConfiguration: Sendable {
     /// Largest body a multipart-answer upload may spool, even when `maxBodyBytes` is unlimited:
     /// the spool is disk (or RAM where the temporary directory is a tmpfs), so it needs a bound.
     public var maxSpoolBytes: Int
-    /// What every spooled upload may hold together (`--max-spool-total-bytes`), shared by all:
-    /// the upload that would pass it is answered 413 `spool_full`.
-    public var spoolBudget: SpoolBudget
+    /// Bytes every spooled upload may hold together (`--max-spool-total-bytes`): the limit of
+    /// `SessionServices.spoolBudget`; the upload that would pass it is answered 413 `spool_full`.
+    public var maxSpoolTotalBytes: Int
     /// The most bytes of a container push kept for its demuxer to seek back in (see
     /// `SeekWindow`): an MP4 whose moov follows its media data needs all of that data.
     public var containerSeekWindow: Int = 32 << 20
@@ -78,8 +72,10 @@ public struct ServerConfiguration: Sendable {
     /// An on-demand session keeps decoding this long after the last request for a picture
     /// (and its last MJPEG viewer), then releases its decoder (`--on-demand-linger`).
     public var onDemandLinger: Duration
-    /// The catch-up decoders every session shares (`--max-catchup-decoders`, `--max-catchup-queue`).
-    public var catchUpPool: CatchUpPool
+    /// Catch-ups decoding at once (`--max-catchup-decoders`): the slots of `SessionServices.catchUpPool`.
+    public var catchUpDecoders: Int
+    /// Catch-ups waiting for a slot, at most (`--max-catchup-queue`); nil: 8 per slot.
+    public var catchUpQueue: Int?
     /// libavcodec threads of a catch-up decoder (0 = automatic). A catch-up decodes a GOP as
     /// fast as it can while someone waits, so it uses frame threads where live decoders use
     /// one; the pool bounds how many run at once.
@@ -88,16 +84,12 @@ public struct ServerConfiguration: Sendable {
     public init(
         backend: DecoderBackendChoice = .auto,
         hardwareDevices: HardwareDeviceList? = nil,
-        devicePool: HardwareDevicePool = .shared,
-        frameDownloads: FrameDownloadCounter = .shared,
-        decoderFactory: any PictureDecoderFactory = LibavDecoderFactory(),
-        encoderFactory: any PictureEncoderFactory = PictureEncoders.standard(),
         decoderThreads: Int = 1,
         maxSessions: Int = 64,
         maxBodyBytes: Int? = nil,
         maxNALBytes: Int = 8 << 20,
         pictureSizeLimit: PictureSizeLimit = PictureSizeLimit(),
-        decoderMemory: DecoderMemoryBudget = DecoderMemoryBudget(limit: DecoderMemoryBudget.defaultLimit()),
+        decoderMemoryLimit: Int = DecoderMemoryBudget.defaultLimit(),
         idleTimeout: Duration = .seconds(300),
         defaultQuality: Int = PictureOptions.defaultQuality,
         uploadQueueBytes: Int = 1 << 20,
@@ -105,27 +97,23 @@ public struct ServerConfiguration: Sendable {
         mjpegRepeatInterval: Duration = .seconds(1),
         spoolDirectory: String = FileManager.default.temporaryDirectory.path,
         maxSpoolBytes: Int = 2 << 30,
-        spoolBudget: SpoolBudget = SpoolBudget(limit: 4 << 30),
+        maxSpoolTotalBytes: Int = 4 << 30,
         defaultDecode: DecodeMode = .all,
         historySeconds: Duration = ServerConfiguration.defaultHistorySeconds,
         historyBytes: Int = ServerConfiguration.defaultHistoryBytes,
         onDemandLinger: Duration = .seconds(10),
-        catchUpPool: CatchUpPool = CatchUpPool(
-            slots: ServerConfiguration.defaultCatchUpDecoders, queueLimit: ServerConfiguration.defaultCatchUpQueue),
+        catchUpDecoders: Int = ServerConfiguration.defaultCatchUpDecoders,
+        catchUpQueue: Int? = nil,
         catchUpDecoderThreads: Int = ServerConfiguration.defaultCatchUpDecoderThreads
     ) {
         self.backend = backend
         self.hardwareDevices = hardwareDevices
-        self.devicePool = devicePool
-        self.frameDownloads = frameDownloads
-        self.decoderFactory = decoderFactory
-        self.encoderFactory = encoderFactory
         self.decoderThreads = decoderThreads
         self.maxSessions = maxSessions
         self.maxBodyBytes = maxBodyBytes
         self.maxNALBytes = maxNALBytes
         self.pictureSizeLimit = pictureSizeLimit
-        self.decoderMemory = decoderMemory
+        self.decoderMemoryLimit = decoderMemoryLimit
         self.idleTimeout = idleTimeout
         self.defaultQuality = defaultQuality
         self.uploadQueueBytes = uploadQueueBytes
@@ -133,12 +121,13 @@ public struct ServerConfiguration: Sendable {
         self.mjpegRepeatInterval = mjpegRepeatInterval
         self.spoolDirectory = spoolDirectory
         self.maxSpoolBytes = maxSpoolBytes
-        self.spoolBudget = spoolBudget
+        self.maxSpoolTotalBytes = maxSpoolTotalBytes
         self.defaultDecode = defaultDecode
         self.historySeconds = historySeconds
         self.historyBytes = historyBytes
         self.onDemandLinger = onDemandLinger
-        self.catchUpPool = catchUpPool
+        self.catchUpDecoders = catchUpDecoders
+        self.catchUpQueue = catchUpQueue
         self.catchUpDecoderThreads = catchUpDecoderThreads
     }
 
@@ -154,7 +143,9 @@ public struct ServerConfiguration: Sendable {
     public static var defaultCatchUpDecoders: Int { max(1, ProcessInfo.processInfo.activeProcessorCount) }
     /// Waiting catch-ups past the running ones: 8 per slot, about 1-2 s of waiting for 1080p GOPs.
     public static func defaultCatchUpQueue(slots: Int) -> Int { 8 * slots }
-    public static var defaultCatchUpQueue: Int { defaultCatchUpQueue(slots: defaultCatchUpDecoders) }
+
+    /// Catch-ups that may wait for a slot: `catchUpQueue`, or 8 per slot.
+    public var catchUpQueueLimit: Int { catchUpQueue ?? Self.defaultCatchUpQueue(slots: catchUpDecoders) }
     /// Two frame threads, capped at the cores.
     public static var defaultCatchUpDecoderThreads: Int { min(2, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
 
@@ -179,7 +170,7 @@ public struct ServerConfiguration: Sendable {
         try require(maxSessions >= 1, "max sessions must be at least 1")
         try require(maxBodyBytes.map { $0 >= 1 } ?? true, "max body bytes must be positive")
         try require(maxSpoolBytes >= 1, "max spool bytes must be positive")
-        try require(spoolBudget.limit >= 1, "max spool total bytes must be positive")
+        try require(maxSpoolTotalBytes >= 1, "max spool total bytes must be positive")
         try require(maxNALBytes >= 1024, "max NAL bytes must be at least 1024")
         try require(idleTimeout > .zero, "idle timeout must be positive")
         try require(PictureOptions.qualityRange.contains(defaultQuality), "quality must be 1...100")
@@ -195,35 +186,11 @@ public struct ServerConfiguration: Sendable {
         try require(historyBytes >= 1 << 20, "history bytes must be at least 1048576")
         try require(onDemandLinger >= .zero, "on-demand linger must not be negative")
         try require((0...64).contains(catchUpDecoderThreads), "catch-up decoder threads must be 0...64")
+        try require(catchUpDecoders >= 1, "catch-up decoders must be at least 1")
+        try require(catchUpQueueLimit >= 0, "the catch-up queue must not be negative")
         try require(
             pictureSizeLimit.maxWidth > 0 && pictureSizeLimit.maxHeight > 0 && pictureSizeLimit.maxPixels > 0,
             "picture size limits must be positive")
         return self
-    }
-
-    /// One thread by default (see `decoderThreads`). Streams that reorder pictures without
-    /// saying so in their SPS lose pictures unless the reorder delay is probed first, as the
-    /// ffmpeg CLI does; the probe holds back a stream's first pictures, so it runs only for
-    /// those streams, and never in keyframes mode (each keyframe is drained at once).
-    public func decoderOptions(backend: DecoderBackendChoice, mode: DecodeMode) -> DecoderOptions {
-        var options = DecoderOptions.lowLatency(backend: backend)
-        options.hardwareDevices = hardwareDevices
-        options.devicePool = devicePool
-        options.frameDownloads = frameDownloads
-        options.threads = decoderThreads
-        options.sizeLimit = pictureSizeLimit
-        options.memoryBudget = decoderMemory
-        options.emulateFFmpegProbe = mode != .keyframes
-        options.probeOnlyUnannouncedReordering = true
-        return options
-    }
-
-    /// A catch-up decoder's options: a live decoder's, with `catchUpDecoderThreads` frame
-    /// threads (slice threads gain nothing on the one-slice pictures cameras send).
-    func catchUpDecoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
-        var options = decoderOptions(backend: backend, mode: .onDemand)
-        options.threads = catchUpDecoderThreads
-        if catchUpDecoderThreads != 1 { options.threadType = .frame }
-        return options
     }
 }

@@ -32,24 +32,25 @@ public final class Session: Sendable {
     /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
     /// back end asked for cannot open.
     public init(
-        id: SessionID, configuration: ServerConfiguration, options: SessionOptions = SessionOptions(),
-        metrics: FrameTapMetrics, logger: Logger, clock: any ServiceClock = SystemClock(),
+        id: SessionID, configuration: ServerConfiguration, services: SessionServices,
+        options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics, logger: Logger,
         events: SessionEventLog? = nil
     ) throws(SessionError) {
         self.id = id
+        let clock = services.clock
         self.clock = clock
         createdAt = clock.now
         var logger = logger
         logger[metadataKey: "session"] = "\(id)"
         let context = SessionContext(
-            configuration: configuration, clock: clock, metrics: metrics, logger: logger,
+            configuration: configuration, services: services, metrics: metrics, logger: logger,
             activity: SessionActivity(clock: clock), events: SessionEventSink(log: events, session: id))
         self.context = context
         let mode = options.decode ?? configuration.defaultDecode
         let pipeline: DecoderPipeline
         do {
             pipeline = try DecoderPipeline(
-                configuration: configuration, backend: options.backend ?? configuration.backend, codec: options.codec,
+                context: context, backend: options.backend ?? configuration.backend, codec: options.codec,
                 mode: mode)
         } catch {
             throw SessionError(error)
@@ -59,7 +60,7 @@ public final class Session: Sendable {
         // the worker is made after the cache (and holds it), so the report goes through a weak box.
         let failureSink = WeakBox<IngestWorker>()
         let pictures = PictureCache(
-            encodeQueue: encodeQueue, encoderFactory: configuration.encoderFactory,
+            encodeQueue: encodeQueue, encoderFactory: services.encoderFactory,
             defaultQuality: options.quality ?? configuration.defaultQuality,
             sizeLimit: configuration.pictureSizeLimit, metrics: metrics, clock: clock,
             onFailure: { error in failureSink.value?.record(error) })
@@ -112,7 +113,7 @@ public final class Session: Sendable {
         if newBackend != nil || newCodec != nil {
             do {
                 pipeline = try DecoderPipeline(
-                    configuration: context.configuration, backend: newBackend ?? facts.backendChoice,
+                    context: context, backend: newBackend ?? facts.backendChoice,
                     codec: newCodec ?? facts.statedCodec, mode: options.decode ?? facts.decodeMode)
             } catch {
                 throw SessionError(error)

@@ -101,7 +101,7 @@ public final class SessionEventLog: Sendable {
         var nextWaiter: UInt64 = 0
     }
 
-    public init(capacity: Int = SessionEventLog.defaultCapacity, clock: any ServiceClock = SystemClock()) {
+    public init(capacity: Int = SessionEventLog.defaultCapacity, clock: any ServiceClock) {
         precondition(capacity > 0)
         self.capacity = capacity
         self.clock = clock

@@ -9,8 +9,10 @@ import Timekeeping
 /// Every method may be called from any thread.
 public final class SessionRegistry: Sendable {
     public let configuration: ServerConfiguration
+    /// What the sessions share at run time (the clock among them), built once at start-up.
+    public let services: SessionServices
     public let metrics: FrameTapMetrics
-    public let clock: any ServiceClock
+    public var clock: any ServiceClock { services.clock }
     /// Held while a pull is admitted and started, so two at once cannot both pass the limit.
     private let pulls = Mutex(())
     /// What happened to the sessions lately, for `GET /events`.
@@ -18,6 +20,7 @@ public final class SessionRegistry: Sendable {
     let logger: Logger
     private let table = Mutex(Table())
     private let evicting = Atomic<Bool>(false)
+    private let memoryReturn: MemoryReturn
 
     private struct Table {
         var sessions: [SessionID: Session] = [:]
@@ -27,14 +30,15 @@ public final class SessionRegistry: Sendable {
     }
 
     public init(
-        configuration: ServerConfiguration, metrics: FrameTapMetrics, logger: Logger,
-        clock: any ServiceClock = SystemClock(), events: SessionEventLog? = nil
+        configuration: ServerConfiguration, services: SessionServices, metrics: FrameTapMetrics, logger: Logger,
+        events: SessionEventLog? = nil
     ) {
         self.configuration = configuration
+        self.services = services
         self.metrics = metrics
         self.logger = logger
-        self.clock = clock
-        self.events = events ?? SessionEventLog(clock: clock)
+        self.events = events ?? SessionEventLog(clock: services.clock)
+        memoryReturn = MemoryReturn(clock: services.clock)
     }
 
     /// The session, or `.sessionNotFound`.
@@ -69,8 +73,8 @@ public final class SessionRegistry: Sendable {
         let created: Session
         do {
             created = try Session(
-                id: id, configuration: configuration, options: options, metrics: metrics, logger: logger, clock: clock,
-                events: events)
+                id: id, configuration: configuration, services: services, options: options, metrics: metrics,
+                logger: logger, events: events)
         } catch {
             table.withLock { $0.reserved -= 1 }
             logger.error(
@@ -160,9 +164,9 @@ public final class SessionRegistry: Sendable {
     public func refreshMetrics() {
         let sessions = list()
         metrics.refresh(
-            sessions: sessions.map { $0.status() }, devices: configuration.devicePool.usage(),
-            downloads: configuration.frameDownloads, decoderMemory: configuration.decoderMemory,
-            catchUps: configuration.catchUpPool.usage, historyBytes: sessions.reduce(0) { $0 + $1.historyBytes })
+            sessions: sessions.map { $0.status() }, devices: services.devicePool.usage(),
+            downloads: services.frameDownloads, decoderMemory: services.decoderMemory,
+            catchUps: services.catchUpPool.usage, historyBytes: sessions.reduce(0) { $0 + $1.historyBytes })
     }
 
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API
@@ -229,7 +233,7 @@ public final class SessionRegistry: Sendable {
         session.close(reason: reason)
         metrics.activeSessions.decrement()
         metrics.recordSessionEnded(reason: reason)
-        MemoryReturn.soon()
+        memoryReturn.soon()
     }
 
     /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are busy.

@@ -16,7 +16,7 @@ final class DecoderPipeline {
     let statedCodec: VideoCodec?
     private let ingest: AccessUnitIngest
     /// Where decoders' options and factory come from.
-    private let configuration: ServerConfiguration
+    private let context: SessionContext
     private(set) var decoder: AccessUnitDecoder?
     /// Access units go to the decoder as ingest hands them on.
     var decodesLive: Bool
@@ -34,15 +34,15 @@ final class DecoderPipeline {
     /// Opens the live decoder now, except in on-demand mode (so a back end that cannot open
     /// fails the caller's request then); there the back end is only checked for availability.
     init(
-        configuration: ServerConfiguration, backend: DecoderBackendChoice, codec: VideoCodec?, mode: DecodeMode,
+        context: SessionContext, backend: DecoderBackendChoice, codec: VideoCodec?, mode: DecodeMode,
         firstIndex: Int64 = 0
     ) throws(DecodeError) {
         backendChoice = backend
         statedCodec = codec
-        self.configuration = configuration
-        let liveOptions = configuration.decoderOptions(backend: backend, mode: mode)
+        self.context = context
+        let liveOptions = context.decoderOptions(backend: backend, mode: mode)
         ingest = try AccessUnitIngest(
-            maxNALBytes: configuration.maxNALBytes, keyframesOnly: mode == .keyframes, codec: codec,
+            maxNALBytes: context.configuration.maxNALBytes, keyframesOnly: mode == .keyframes, codec: codec,
             emulateFFmpegProbe: liveOptions.emulateFFmpegProbe, firstIndex: firstIndex)
         if mode == .onDemand {
             let plan = try BackendSelection.plan(options: try liveOptions.validated())
@@ -51,7 +51,7 @@ final class DecoderPipeline {
         } else {
             let decoder = try AccessUnitDecoder(
                 options: liveOptions, keyframesOnly: mode == .keyframes, codec: codec,
-                factory: configuration.decoderFactory)
+                factory: context.services.decoderFactory)
             lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
             self.decoder = decoder
             decodesLive = true
@@ -153,11 +153,11 @@ final class DecoderPipeline {
     func openDecoder(keyframesOnly: Bool, waitsForKeyframe: Bool) throws(DecodeError) {
         let options =
             keyframesOnly
-            ? configuration.decoderOptions(backend: backendChoice, mode: .keyframes)
-            : configuration.catchUpDecoderOptions(backend: backendChoice)
+            ? context.decoderOptions(backend: backendChoice, mode: .keyframes)
+            : context.catchUpDecoderOptions(backend: backendChoice)
         let decoder = try AccessUnitDecoder(
             options: options, keyframesOnly: keyframesOnly, codec: ingest.codec ?? statedCodec,
-            factory: configuration.decoderFactory)
+            factory: context.services.decoderFactory)
         lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
         self.decoder = decoder
         self.waitsForKeyframe = waitsForKeyframe

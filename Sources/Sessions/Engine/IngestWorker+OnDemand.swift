@@ -87,7 +87,7 @@ extension IngestWorker {
         scheduleLingerCheck()
         if decision.ready { return .ready }
         guard decision.request else { return .waiting }
-        let admission = context.configuration.catchUpPool.request { [weak self] permit in
+        let admission = context.services.catchUpPool.request { [weak self] permit in
             guard let self else { return permit.release() }
             decodeQueue.async { self.startCatchUp(permit, reason: reason) }
         }
@@ -100,7 +100,7 @@ extension IngestWorker {
         case .refused(let retryAfter):
             let error = SessionError(
                 .catchUpQueueFull,
-                "every catch-up decoder is busy and \(context.configuration.catchUpPool.queueLimit) catch-ups wait; "
+                "every catch-up decoder is busy and \(context.services.catchUpPool.queueLimit) catch-ups wait; "
                     + "try again in \(retryAfter) s",
                 retryAfterSeconds: retryAfter)
             let others = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
@@ -377,7 +377,7 @@ extension IngestWorker {
                 defer { state.catchUpTicket = nil }
                 return state.catchUpTicket
             }
-            if let ticket { context.configuration.catchUpPool.cancel(ticket) }
+            if let ticket { context.services.catchUpPool.cancel(ticket) }
             let failure = decoder.withValue { slot -> DecodeError? in
                 do throws(DecodeError) {
                     try slot.pipeline?.openDecoder(keyframesOnly: false, waitsForKeyframe: true)
@@ -413,7 +413,7 @@ extension IngestWorker {
             defer { state.catchUpTicket = nil }
             return state.catchUpTicket
         }
-        if let ticket { context.configuration.catchUpPool.cancel(ticket) }
+        if let ticket { context.services.catchUpPool.cancel(ticket) }
         let opened = decoder.withValue { slot -> Result<Bool, DecodeError> in
             guard let pipeline = slot.pipeline else { return .success(false) }
             if slot.catchUp != nil {
@@ -463,7 +463,7 @@ extension IngestWorker {
             }
             return (state.catchUpTicket, state.readyWaiters)
         }
-        if let ticket { context.configuration.catchUpPool.cancel(ticket) }
+        if let ticket { context.services.catchUpPool.cancel(ticket) }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
         for (_, waiter) in waiters { waiter(gone) }
     }

@@ -169,7 +169,7 @@ final class IngestWorker: Sendable {
         let configuration = context.configuration
         let file: SpoolFile
         do {
-            file = try SpoolFile(directory: configuration.spoolDirectory, budget: configuration.spoolBudget)
+            file = try SpoolFile(directory: configuration.spoolDirectory, budget: context.services.spoolBudget)
         } catch {
             throw SessionError(error)
         }
@@ -715,14 +715,25 @@ final class IngestWorker: Sendable {
     var isClosed: Bool { state.withLock { $0.closed } }
 }
 
-/// What a session's parts share: configuration, clock, metrics, logger, activity, events.
+/// What a session's parts share: configuration, services (the clock among them), metrics,
+/// logger, activity, events.
 struct SessionContext: Sendable {
     let configuration: ServerConfiguration
-    let clock: any ServiceClock
+    let services: SessionServices
     let metrics: FrameTapMetrics
     let logger: Logger
     let activity: SessionActivity
     let events: SessionEventSink
+
+    var clock: any ServiceClock { services.clock }
+
+    func decoderOptions(backend: DecoderBackendChoice, mode: DecodeMode) -> DecoderOptions {
+        services.decoderOptions(configuration, backend: backend, mode: mode)
+    }
+
+    func catchUpDecoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
+        services.catchUpDecoderOptions(configuration, backend: backend)
+    }
 }
 
 /// When a session was last used (an upload byte, a picture, a request, a viewer leaving),

@@ -49,7 +49,7 @@ public final class CatchUpPool: Sendable {
         case refused(retryAfterSeconds: Int)
     }
 
-    public init(slots: Int, queueLimit: Int, clock: any ServiceClock = SystemClock()) {
+    public init(slots: Int, queueLimit: Int, clock: any ServiceClock) {
         self.slots = max(1, slots)
         self.queueLimit = max(0, queueLimit)
         self.clock = clock

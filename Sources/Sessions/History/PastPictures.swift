@@ -103,10 +103,10 @@ extension Session {
         case .plan(let found): plan = found
         }
         let facts = ingest.facts
-        let options = context.configuration.catchUpDecoderOptions(backend: facts.backendChoice)
-        let factory = context.configuration.decoderFactory
+        let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
+        let factory = context.services.decoderFactory
         let metrics = context.metrics
-        let admission = context.configuration.catchUpPool.request { [clock, pictures, history] permit in
+        let admission = context.services.catchUpPool.request { [clock, pictures, history] permit in
             DispatchQueue.global().async {
                 let started = clock.uptime
                 let outcome = PastPictureDecode(plan: plan, options: options, factory: factory).run()
@@ -131,7 +131,7 @@ extension Session {
                 .failure(
                     SessionError(
                         .catchUpQueueFull,
-                        "every catch-up decoder is busy and \(context.configuration.catchUpPool.queueLimit) catch-ups "
+                        "every catch-up decoder is busy and \(context.services.catchUpPool.queueLimit) catch-ups "
                             + "wait; try again in \(retryAfter) s",
                         retryAfterSeconds: retryAfter)))
         }
