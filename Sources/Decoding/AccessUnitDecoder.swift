@@ -58,8 +58,13 @@ public final class AccessUnitDecoder {
     public var backend: DecoderBackend { backends.backend }
     public var backendReason: String { backends.backendReason }
     public var device: HardwareDeviceID? { backends.device }
-    /// Every fallback so far, oldest first: at selection, and the switches to software.
-    public var fallbacks: [BackendFallback] { backends.fallbacks }
+    /// The stream's fallbacks so far, oldest first: at selection, and the switches to software.
+    public var fallbacks: FallbackRecord { backends.fallbacks }
+
+    /// This decoder takes over a stream whose earlier decoders recorded `earlier`.
+    public func carryOver(_ earlier: FallbackRecord) {
+        backends.carryOver(earlier)
+    }
     /// The decoder memory this decoder holds (0 before its first sequence was admitted).
     public var reservedMemory: Int { memory?.bytes ?? 0 }
     /// The number the last picture out got (0 before the first).

@@ -82,8 +82,6 @@ public final class DecodedFrame: Sendable {
     private let pixels: Mutex<Pixels>
     private let downloads: FrameDownloadCounter
 
-    /// Position in output order within its stream, starting at 1.
-    public let sequence: UInt64
     /// Presentation timestamp in the caller's time base, when the input carried one.
     public let pts: Int64?
     /// The index of the access unit this picture was decoded from, as the caller gave it with
@@ -119,11 +117,10 @@ public final class DecodedFrame: Sendable {
 
     /// Takes ownership of `frame`, which must hold system-memory pixels.
     public convenience init(
-        taking frame: sending UnsafeMutablePointer<AVFrame>, sequence: UInt64, pts: Int64?,
-        downloads: FrameDownloadCounter = .shared
+        taking frame: sending UnsafeMutablePointer<AVFrame>, pts: Int64?, downloads: FrameDownloadCounter = .shared
     ) {
         let format = AVPixelFormat(frame.pointee.format)
-        self.init(pixelFormat: format, decodedBy: .software, pixels: .system(frame), sequence: sequence, pts: pts, downloads: downloads)
+        self.init(pixelFormat: format, decodedBy: .software, pixels: .system(frame), pts: pts, downloads: downloads)
     }
 
     /// Takes ownership of `surface`, a hardware frame (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`).
@@ -131,19 +128,18 @@ public final class DecodedFrame: Sendable {
     /// (`AVCodecContext.sw_pix_fmt`): the picture is presented in it when the download allows.
     convenience init(
         takingSurface surface: sending UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
-        sequence: UInt64, pts: Int64?, downloads: FrameDownloadCounter
+        pts: Int64?, downloads: FrameDownloadCounter
     ) {
         let downloaded = Self.transferFormat(of: surface)
         let presented = Self.presentedFormat(downloaded: downloaded, softwareFormat: softwareFormat)
         self.init(
             pixelFormat: presented, decodedBy: decodedBy,
-            pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), sequence: sequence, pts: pts,
-            downloads: downloads)
+            pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), pts: pts, downloads: downloads)
     }
 
     /// The metadata is read from the frame `pixels` holds, before the lock takes it over.
     init(
-        pixelFormat: AVPixelFormat, decodedBy: DecoderBackend, pixels: sending Pixels, sequence: UInt64, pts: Int64?,
+        pixelFormat: AVPixelFormat, decodedBy: DecoderBackend, pixels: sending Pixels, pts: Int64?,
         downloads: FrameDownloadCounter
     ) {
         let frame: UnsafePointer<AVFrame>
@@ -153,7 +149,6 @@ public final class DecodedFrame: Sendable {
         case .unavailable: preconditionFailure("a decoded picture starts with its pixels")
         }
         self.downloads = downloads
-        self.sequence = sequence
         self.pts = pts
         let opaque = frame.pointee.reordered_opaque
         self.accessUnitIndex = opaque == ft_av_nopts_value() ? nil : opaque

@@ -32,8 +32,6 @@ public final class LibavDecoder: PictureDecoder {
     /// The shared device context a hardware decoder decodes on (kept alive by this reference),
     /// and the `get_format` state, shared with the callback through `AVCodecContext.opaque`.
     private let hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?
-    /// Pictures are numbered from `firstSequence + 1` (see `DecoderPlan.firstSequence`).
-    private let firstSequence: UInt64
     private var deviceFrames: DeviceFrameBudget
     /// The parser reads up to `AV_INPUT_BUFFER_PADDING_SIZE` bytes past its input, so input is
     /// copied here with zeroed padding behind it.
@@ -100,7 +98,6 @@ public final class LibavDecoder: PictureDecoder {
         self.packet = packet
         self.frame = frame
         self.hardware = hardware
-        self.firstSequence = plan.firstSequence
         self.deviceFrames = DeviceFrameBudget(limit: options.deviceFramesHeld)
         self.paddedInput = .allocate(byteCount: 64 * 1024 + Int(AV_INPUT_BUFFER_PADDING_SIZE), alignment: 64)
         if options.emulateFFmpegProbe && codec.reorderDelayNeedsProbing { startReorderProbe() }
@@ -403,17 +400,15 @@ public final class LibavDecoder: PictureDecoder {
         nonisolated(unsafe) let handedOver = owned
         framesDecoded += 1
         let pts = owned.pointee.pts == ft_av_nopts_value() ? nil : owned.pointee.pts
-        let sequence = firstSequence + framesDecoded
         let format = AVPixelFormat(owned.pointee.format)
         if format == AV_PIX_FMT_CUDA || format == AV_PIX_FMT_VAAPI {
             let picture = DecodedFrame(
                 takingSurface: handedOver, softwareFormat: codecContext.pointee.sw_pix_fmt,
-                decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, sequence: sequence, pts: pts,
-                downloads: options.frameDownloads)
+                decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, pts: pts, downloads: options.frameDownloads)
             deviceFrames.admit(picture)
             return picture
         }
-        return DecodedFrame(taking: handedOver, sequence: sequence, pts: pts, downloads: options.frameDownloads)
+        return DecodedFrame(taking: handedOver, pts: pts, downloads: options.frameDownloads)
     }
 
     private func record(_ error: DecodeError, in output: inout DecodeOutput) {

@@ -64,20 +64,16 @@ public struct DecoderPlan: Sendable {
     public var required: Bool
     /// Fallbacks that happened while choosing (devices that did not open...).
     public var fallbacks: [BackendFallback]
-    /// The decoder numbers its pictures from `firstSequence + 1`, so a replacement decoder
-    /// continues its predecessor's numbering.
-    public var firstSequence: UInt64
 
     public init(
         backend: DecoderBackend, lease: HardwareDeviceLease? = nil, reason: String, required: Bool = false,
-        fallbacks: [BackendFallback] = [], firstSequence: UInt64 = 0
+        fallbacks: [BackendFallback] = []
     ) {
         self.backend = backend
         self.lease = lease
         self.reason = reason
         self.required = required
         self.fallbacks = fallbacks
-        self.firstSequence = firstSequence
     }
 
     public static func software(reason: String = "software decoding requested") -> DecoderPlan {

@@ -118,7 +118,7 @@ public final class StreamDecoder {
     public var device: HardwareDeviceID? { decoder.device }
     /// Every fallback of this stream, oldest first: at selection, and the switches to software.
     /// The session layer counts them by `reason`.
-    public var fallbacks: [BackendFallback] { decoder.fallbacks }
+    public var fallbacks: FallbackRecord { decoder.fallbacks }
 
     /// Feeds the next bytes of the stream, in any chunking. Each picture goes to `onPicture` as
     /// soon as the decoder outputs it, in output order: a push that holds many pictures never
@@ -126,6 +126,18 @@ public final class StreamDecoder {
     /// alive together, and keeps that memory until the decoder closes). Returns the push's errors.
     public func push(_ bytes: UnsafeRawBufferPointer, onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
         remembering(ingest.push(bytes) { unit in decoder.decode(unit) { frame, _ in onPicture(frame) } })
+    }
+
+    /// `push(_:onPicture:)`, each picture with its number (`PictureNumbering`).
+    public func push(_ bytes: UnsafeRawBufferPointer, onPicture: (DecodedFrame, UInt64) -> Void) -> [DecodeError] {
+        remembering(ingest.push(bytes) { unit in decoder.decode(unit, onPicture: onPicture) })
+    }
+
+    /// `finish(onPicture:)`, each picture with its number (`PictureNumbering`).
+    public func finish(onPicture: (DecodedFrame, UInt64) -> Void) -> [DecodeError] {
+        var errors = ingest.finish { unit in decoder.decode(unit, onPicture: onPicture) }
+        errors += decoder.drain(onPicture: onPicture)
+        return remembering(errors)
     }
 
     /// End of stream: decodes what is still buffered, hands out every remaining picture, and

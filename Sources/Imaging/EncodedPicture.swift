@@ -16,13 +16,11 @@ public final class EncodedPicture: Sendable {
     public let height: Int
     /// libavutil's name of the raw layout (`yuv420p`, `yuv420p10le`, `rgb24`...); nil for JPEG.
     public let pixelFormatName: String?
-    /// The `DecodedFrame.sequence` this picture was made from.
-    public let sequence: UInt64
 
     /// Takes ownership of `storage`, which must come from `UnsafeMutableRawBufferPointer.allocate`.
     init(
         taking storage: UnsafeMutableRawBufferPointer, format: PictureFormat, width: Int, height: Int,
-        pixelFormatName: String?, sequence: UInt64
+        pixelFormatName: String?
     ) {
         // Ownership is taken here: the caller allocated `storage` for this picture, filled it, and
         // keeps no pointer to it. The region checker cannot follow that through the copies that
@@ -34,19 +32,16 @@ public final class EncodedPicture: Sendable {
         self.width = width
         self.height = height
         self.pixelFormatName = pixelFormatName
-        self.sequence = sequence
     }
 
     /// A picture holding a private copy of `source` (for callers that already have encoded bytes).
     public convenience init(
         copying source: UnsafeRawBufferPointer, format: PictureFormat, width: Int, height: Int,
-        pixelFormatName: String?, sequence: UInt64
+        pixelFormatName: String?
     ) {
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: source.count, alignment: 64)
         storage.copyMemory(from: source)
-        self.init(
-            taking: storage, format: format, width: width, height: height, pixelFormatName: pixelFormatName,
-            sequence: sequence)
+        self.init(taking: storage, format: format, width: width, height: height, pixelFormatName: pixelFormatName)
     }
 
     deinit {

@@ -105,8 +105,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
             planes = try convert(source, to: inputFormat, size: size, outputFullRange: true, rgbColorspace: nil)
         }
         return try compress(
-            planes, width: size.width, height: size.height, subsampling: subsampling, quality: quality,
-            sequence: source.sequence)
+            planes, width: size.width, height: size.height, subsampling: subsampling, quality: quality)
     }
 
     private func expandRange(_ source: SourcePicture) -> PlanePointers {
@@ -157,7 +156,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
     }
 
     private func compress(
-        _ planes: PlanePointers, width: Int, height: Int, subsampling: TJSAMP, quality: Int, sequence: UInt64
+        _ planes: PlanePointers, width: Int, height: Int, subsampling: TJSAMP, quality: Int
     ) throws(ImagingError) -> EncodedPicture {
         let samp = Int32(subsampling.rawValue)
         let bound = tjBufSize(Int32(width), Int32(height), samp)
@@ -185,7 +184,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(outputSize), alignment: 64)
         storage.copyMemory(from: UnsafeRawBufferPointer(start: output, count: Int(outputSize)))
         return EncodedPicture(
-            taking: storage, format: .jpeg, width: width, height: height, pixelFormatName: nil, sequence: sequence)
+            taking: storage, format: .jpeg, width: width, height: height, pixelFormatName: nil)
     }
 
     private static func turboJPEGError(_ handle: tjhandle?) -> String {
@@ -211,7 +210,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
         }
         // Report the decoder's own name (e.g. yuvj420p) when the layout is unchanged: it also says the range.
         let name = outputFormat == source.format ? source.formatName : PixelFormats.name(outputFormat)
-        return try packed(planes, format: outputFormat, size: size, name: name, kind: .yuv, sequence: source.sequence)
+        return try packed(planes, format: outputFormat, size: size, name: name, kind: .yuv)
     }
 
     private func encodeRGB(_ source: SourcePicture, size: (width: Int, height: Int)) throws(ImagingError)
@@ -220,7 +219,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
         let planes = try convert(
             source, to: AV_PIX_FMT_RGB24, size: size, outputFullRange: true,
             rgbColorspace: Self.swsColorspace(source.matrix, height: source.height))
-        return try packed(planes, format: AV_PIX_FMT_RGB24, size: size, name: "rgb24", kind: .rgb, sequence: source.sequence)
+        return try packed(planes, format: AV_PIX_FMT_RGB24, size: size, name: "rgb24", kind: .rgb)
     }
 
     /// SWS_CS_* for a stream's matrix. Unspecified follows common practice (and the HD/SD
@@ -241,7 +240,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
     /// Copies planes tightly packed, plane after plane, into memory the picture will own.
     private func packed(
         _ planes: PlanePointers, format: AVPixelFormat, size: (width: Int, height: Int), name: String,
-        kind: PictureFormat, sequence: UInt64
+        kind: PictureFormat
     ) throws(ImagingError) -> EncodedPicture {
         guard let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else {
             throw ImagingError(.encodeFailed, "cannot lay out \(name) at \(size.width)x\(size.height)")
@@ -261,8 +260,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
             }
         }
         return EncodedPicture(
-            taking: storage, format: kind, width: size.width, height: size.height, pixelFormatName: name,
-            sequence: sequence)
+            taking: storage, format: kind, width: size.width, height: size.height, pixelFormatName: name)
     }
 
     // MARK: swscale
@@ -314,7 +312,6 @@ struct SourcePicture {
     let height: Int
     let range: ColorRange
     let matrix: ColorMatrix
-    let sequence: UInt64
     let planes: PlanePointers
 
     init(_ frame: DecodedFrame) throws(ImagingError) {
@@ -351,7 +348,6 @@ struct SourcePicture {
         self.height = frame.height
         self.range = frame.colorRange
         self.matrix = frame.colorMatrix
-        self.sequence = frame.sequence
         self.planes = planes
     }
 }

@@ -31,7 +31,7 @@ import TestSupport
         }
         return DecodedFrame(
             pixelFormat: source.pixelFormat, decodedBy: .cuda, pixels: .device(surface, download),
-            sequence: source.sequence, pts: source.pts, downloads: counter)
+            pts: source.pts, downloads: counter)
     }
 
     static func packed(_ frame: DecodedFrame) -> [UInt8] {
@@ -122,7 +122,7 @@ import TestSupport
         defer { av_frame_free(&owned) }
 
         nonisolated(unsafe) let presented = try DecodedFrame.present(nv12, as: source.pixelFormat)
-        let picture = DecodedFrame(taking: presented, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        let picture = DecodedFrame(taking: presented, pts: nil, downloads: FrameDownloadCounter())
         #expect(picture.width == source.width && picture.height == source.height)
         #expect(Self.packed(picture) == Self.packed(source))
         #expect(
@@ -142,7 +142,7 @@ import TestSupport
         defer { av_frame_free(&owned) }
         #expect(DecodedFrame.presentedFormat(downloaded: AV_PIX_FMT_P010LE, softwareFormat: source.pixelFormat) == source.pixelFormat)
         nonisolated(unsafe) let presented = try DecodedFrame.present(p010, as: source.pixelFormat)
-        let picture = DecodedFrame(taking: presented, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        let picture = DecodedFrame(taking: presented, pts: nil, downloads: FrameDownloadCounter())
         #expect(picture.pixelFormatName == "yuv420p10le")
         #expect(picture.width == source.width && picture.height == source.height)
         #expect(Self.packed(picture) == Self.packed(source))
@@ -164,7 +164,7 @@ import TestSupport
         defer { av_frame_free(&owned) }
         #expect(DecodedFrame.presentedFormat(downloaded: downloaded, softwareFormat: planar) == planar)
         nonisolated(unsafe) let presented = try DecodedFrame.present(surface, as: planar)
-        let picture = DecodedFrame(taking: presented, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        let picture = DecodedFrame(taking: presented, pts: nil, downloads: FrameDownloadCounter())
         #expect(picture.pixelFormat == planar)
         #expect(Self.packed(picture) == Self.packed(source))
     }
@@ -194,7 +194,7 @@ import TestSupport
         frame.pointee.height = Int32(height)
         try #require(av_frame_get_buffer(frame, 0) >= 0)
         nonisolated(unsafe) let owned = frame
-        let picture = DecodedFrame(taking: owned, sequence: 1, pts: nil, downloads: FrameDownloadCounter())
+        let picture = DecodedFrame(taking: owned, pts: nil, downloads: FrameDownloadCounter())
         var counter = 0
         for index in 0..<3 {
             let (rowBytes, rows) = try #require(picture.planeGeometry(index))

@@ -13,17 +13,25 @@ extension Fixtures {
 
 /// Pushes a whole stream through `decoder` in 4 KiB pieces, then finishes it.
 func pushAll(_ bytes: [UInt8], into decoder: StreamDecoder) -> DecodeOutput {
+    pushAllNumbered(bytes, into: decoder).output
+}
+
+/// Every picture of `bytes` and its number (`PictureNumbering`), in output order.
+func pushAllNumbered(_ bytes: [UInt8], into decoder: StreamDecoder) -> (output: DecodeOutput, numbers: [UInt64]) {
     var all = DecodeOutput()
-    var offset = 0
-    while offset < bytes.count {
-        let end = min(bytes.count, offset + 4096)
-        let output = decoder.push(Array(bytes[offset..<end]))
-        all.frames += output.frames
-        all.errors += output.errors
-        offset = end
+    var numbers: [UInt64] = []
+    let keep: (DecodedFrame, UInt64) -> Void = { frame, number in
+        all.frames.append(frame)
+        numbers.append(number)
     }
-    let tail = decoder.finish()
-    all.frames += tail.frames
-    all.errors += tail.errors
-    return all
+    var offset = 0
+    bytes.withUnsafeBytes { buffer in
+        while offset < buffer.count {
+            let end = min(buffer.count, offset + 4096)
+            all.errors += decoder.push(UnsafeRawBufferPointer(rebasing: buffer[offset..<end]), onPicture: keep)
+            offset = end
+        }
+    }
+    all.errors += decoder.finish(onPicture: keep)
+    return (all, numbers)
 }

@@ -12,15 +12,15 @@ public final class PretendGPUEncoderFactory: PictureEncoderFactory {
     public struct Call: Sendable, Equatable {
         /// Which of the factory's encoders (1 for the first made).
         public let encoder: Int
-        /// The picture's `DecodedFrame.sequence`.
-        public let sequence: UInt64
+        /// Which picture: the index of the access unit it was decoded from.
+        public let accessUnit: Int64?
         public let options: PictureOptions
         /// The picture was still in device memory when the encoder got it.
         public let onDevice: Bool
 
-        public init(encoder: Int, sequence: UInt64, options: PictureOptions, onDevice: Bool) {
+        public init(encoder: Int, accessUnit: Int64?, options: PictureOptions, onDevice: Bool) {
             self.encoder = encoder
-            self.sequence = sequence
+            self.accessUnit = accessUnit
             self.options = options
             self.onDevice = onDevice
         }
@@ -66,7 +66,7 @@ private final class PretendGPUEncoder: PictureEncoding {
     func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(ImagingError) -> EncodedPicture {
         factory.record(
             PretendGPUEncoderFactory.Call(
-                encoder: number, sequence: frame.sequence, options: options, onDevice: frame.isOnDevice))
+                encoder: number, accessUnit: frame.accessUnitIndex, options: options, onDevice: frame.isOnDevice))
         return try inner.encode(frame, options)
     }
 }

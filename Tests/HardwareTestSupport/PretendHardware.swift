@@ -112,7 +112,7 @@ public final class PretendHardwareDecoder: PictureDecoder {
         innerOptions.backend = .software
         inner = try LibavDecoder(
             codec: codec, options: innerOptions,
-            plan: DecoderPlan(backend: .software, reason: "inside", firstSequence: plan.firstSequence))
+            plan: DecoderPlan(backend: .software, reason: "inside"))
     }
 
     public var backend: DecoderBackend { plan.backend }

@@ -54,7 +54,6 @@ import Testing
         let picture = try encoder.encode(frame, PictureOptions(format: .jpeg, quality: 90))
         #expect(picture.contentType == "image/jpeg")
         #expect(picture.pixelFormatName == nil)
-        #expect(picture.sequence == frame.sequence)
         #expect(picture.width == stream.width && picture.height == stream.height)
         let repeated = try decodeJPEG(picture, smoothChroma: false)
         let smooth = try decodeJPEG(picture, smoothChroma: true)
@@ -192,7 +191,7 @@ import Testing
             let decoded = try decodeJPEG(picture)
             #expect(decoded.width == picture.width)
         }
-        #expect(Set(pictures.map(\.sequence)) == [1, 2, 3])
+        #expect(pictures.count == 9, "three sizes of each of three pictures")
     }
 }
 
@@ -497,7 +496,6 @@ func nv12Copy(of frame: DecodedFrame) throws -> DecodedFrame {
         for (frame, referenceFrame) in zip(output.frames, reference) {
             let jpeg = try encoder.encode(frame, PictureOptions(width: 161, quality: 80))
             #expect(try decodeJPEG(jpeg).width == 161)
-            #expect(jpeg.sequence == frame.sequence)
             let raw = try encoder.encode(frame, PictureOptions(format: .yuv))
             let referenceRaw = try encoder.encode(referenceFrame, PictureOptions(format: .yuv))
             #expect(raw.byteArray == referenceRaw.byteArray)

@@ -95,7 +95,7 @@ func decodeAnnexB(_ stream: [UInt8], codec codecID: AVCodecID = AV_CODEC_ID_H264
             if avcodec_receive_frame(context, frame) == 0 {
                 // Handed over whole: the decoder keeps no reference to this AVFrame.
                 nonisolated(unsafe) let received = frame
-                frames.append(DecodedFrame(taking: received, sequence: UInt64(frames.count + 1), pts: nil))
+                frames.append(DecodedFrame(taking: received, pts: nil))
             } else {
                 var unused: UnsafeMutablePointer<AVFrame>? = frame
                 av_frame_free(&unused)
@@ -135,7 +135,7 @@ func decodeAnnexB(_ stream: [UInt8], codec codecID: AVCodecID = AV_CODEC_ID_H264
 /// yet filled.
 func allocatedFrame(
     _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange,
-    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED, sequence: UInt64 = 1
+    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED
 ) throws -> DecodedFrame {
     guard let frame = av_frame_alloc() else { throw TestFailure("av_frame_alloc failed") }
     frame.pointee.format = format.rawValue
@@ -144,17 +144,17 @@ func allocatedFrame(
     frame.pointee.color_range = range
     frame.pointee.colorspace = colorspace
     guard av_frame_get_buffer(frame, 0) >= 0 else { throw TestFailure("av_frame_get_buffer failed") }
-    return DecodedFrame(taking: frame, sequence: sequence, pts: nil)
+    return DecodedFrame(taking: frame, pts: nil)
 }
 
 /// A frame filled by `sample(plane, x, y)`, for formats and sizes x264 cannot make (NV12,
 /// gray, 1x1, odd 4:2:0 sizes). Plane geometry follows libavutil (chroma rounds up).
 func makeFrame(
     _ format: AVPixelFormat, width: Int, height: Int, range: AVColorRange = AVCOL_RANGE_MPEG,
-    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED, sequence: UInt64 = 1,
+    colorspace: AVColorSpace = AVCOL_SPC_UNSPECIFIED,
     sample: (_ plane: Int, _ x: Int, _ y: Int) -> UInt8
 ) throws -> DecodedFrame {
-    let decoded = try allocatedFrame(format, width: width, height: height, range: range, colorspace: colorspace, sequence: sequence)
+    let decoded = try allocatedFrame(format, width: width, height: height, range: range, colorspace: colorspace)
     var index = 0
     while let geometry = decoded.planeGeometry(index), let plane = decoded.plane(index) {
         let bytesPerSample = 1

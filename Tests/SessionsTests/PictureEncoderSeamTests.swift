@@ -22,13 +22,14 @@ import Testing
         #expect(Array(full.picture.bytes.prefix(2)) == [0xFF, 0xD8], "the pretend's inner encoder really encodes")
         #expect(thumb.picture.width == 88)
         // The cache resolves the request against the picture (176x144) before it asks.
-        let newest = full.picture.sequence
+        // Baseline (no reordering, every GOP closed): picture n is access unit n - 1.
+        let newest = Int64(full.sequence) - 1
         #expect(
             factory.calls == [
                 .init(
-                    encoder: 1, sequence: newest, options: PictureOptions(width: 176, height: 144, quality: PictureOptions.defaultQuality),
+                    encoder: 1, accessUnit: newest, options: PictureOptions(width: 176, height: 144, quality: PictureOptions.defaultQuality),
                     onDevice: false),
-                .init(encoder: 1, sequence: newest, options: PictureOptions(width: 88, height: 72, quality: 60), onDevice: false),
+                .init(encoder: 1, accessUnit: newest, options: PictureOptions(width: 88, height: 72, quality: 60), onDevice: false),
             ])
         #expect(session.pictureEncoder == PictureEncoderIdentity(name: "pretend-nvjpeg", reason: "a test's pretend GPU encoder"))
 

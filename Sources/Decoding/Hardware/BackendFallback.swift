@@ -52,3 +52,51 @@ public struct BackendFallback: Sendable, Equatable {
         self.afterFrames = afterFrames
     }
 }
+
+/// A stream's fallbacks: the one record of them, from the `BackendSupervisor` that decides
+/// them to the status a session publishes. It holds the latest `kept`, oldest first, and counts
+/// every one. When a stream's decoder is replaced (released on demand, or a new back end takes
+/// over), the record goes on to the next decoder's supervisor (`BackendSupervisor.carryOver`),
+/// so no one keeps a second list; a reader that reports each fallback once remembers how many
+/// it has seen (`total`) and asks for the rest (`since`).
+public struct FallbackRecord: Sendable, Equatable, RandomAccessCollection {
+    /// How many of the latest a record holds.
+    public static let kept = 8
+
+    private var latest: [BackendFallback] = []
+    /// Every fallback recorded, also those no longer held.
+    public private(set) var total = 0
+
+    public init() {}
+
+    public init(_ fallbacks: [BackendFallback]) {
+        append(contentsOf: fallbacks)
+    }
+
+    mutating func append(_ fallback: BackendFallback) {
+        latest.append(fallback)
+        total += 1
+        if latest.count > Self.kept { latest.removeFirst(latest.count - Self.kept) }
+    }
+
+    mutating func append(contentsOf fallbacks: some Sequence<BackendFallback>) {
+        for fallback in fallbacks { append(fallback) }
+    }
+
+    /// `earlier`, then this record's own.
+    public func following(_ earlier: FallbackRecord) -> FallbackRecord {
+        var record = earlier
+        record.append(contentsOf: latest)
+        record.total = earlier.total + total
+        return record
+    }
+
+    /// The fallbacks recorded after the first `seen` of them, as far as they are still held.
+    public func since(_ seen: Int) -> ArraySlice<BackendFallback> {
+        latest.suffix(Swift.max(0, Swift.min(total - seen, latest.count)))
+    }
+
+    public var startIndex: Int { latest.startIndex }
+    public var endIndex: Int { latest.endIndex }
+    public subscript(position: Int) -> BackendFallback { latest[position] }
+}

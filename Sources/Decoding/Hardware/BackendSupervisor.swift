@@ -23,9 +23,8 @@ import VideoCoding
 ///   H.265, below its smallest size);
 /// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the device
 ///   (`device_errors`): from the next keyframe on; until then the hardware decoder keeps going.
-/// Each switch drains the decoder given up first, so no picture it decoded is lost, and the
-/// software decoder numbers its pictures on from the last one. Each is recorded in
-/// `fallbacks`. A required back end (`cuda`/`vaapi`) never switches: pictures it cannot
+/// Each switch drains the decoder given up first, so no picture it decoded is lost. Each is
+/// recorded in `fallbacks`, the stream's one record of them. A required back end (`cuda`/`vaapi`) never switches: pictures it cannot
 /// decode are `.decoderUnavailable` errors.
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
@@ -38,16 +37,17 @@ public final class BackendSupervisor {
     /// Why `backend` is what it is, e.g. "NVDEC on cuda:0 (NVIDIA H100 80GB HBM3)" or
     /// "software: NVDEC cannot decode High 10 (10-bit)".
     public private(set) var backendReason: String
-    /// Every switch so far, oldest first: at selection and mid-stream.
-    public private(set) var fallbacks: [BackendFallback]
+    /// The switches so far, oldest first: at selection and mid-stream (and those of the
+    /// stream's earlier decoders, see `carryOver`).
+    public private(set) var fallbacks: FallbackRecord
     private let options: DecoderOptions
     private let factory: any PictureDecoderFactory
     /// Access units in a row that failed on the hardware decoder.
     private var consecutiveHardwareFailures = 0
     /// Set when the hardware failed too often: the switch waits for the next keyframe.
     private var pendingSwitch: HardwareCapability.Refusal?
-    /// The newest picture's sequence number, so a replacement decoder continues the numbering.
-    private var lastSequence: UInt64 = 0
+    /// Pictures put out so far, by every decoder of the stream: what a fallback comes after.
+    private var picturesOut: UInt64 = 0
     /// The access units a hardware decoder took since it opened, while it has put out no picture
     /// (at most `maxUnconfirmed`): what a refusal that comes late must send to software again.
     private var unconfirmed: [(unit: CodedAccessUnit, index: Int64?)] = []
@@ -77,7 +77,7 @@ public final class BackendSupervisor {
         self.factory = factory
         plan = try BackendSelection.plan(options: options, codec: knownCodec)
         backendReason = plan.reason
-        fallbacks = plan.fallbacks
+        fallbacks = FallbackRecord(plan.fallbacks)
     }
 
     /// Like `init(options:factory:)`, and opens the decoder for `codec` now, so a hardware
@@ -95,6 +95,12 @@ public final class BackendSupervisor {
     public var device: HardwareDeviceID? { plan.lease?.device }
     /// The codec the decoder decodes; nil before the first picture.
     public var codec: VideoCodec? { decoder?.codec }
+
+    /// This supervisor takes over a stream whose earlier decoders recorded `earlier`: the
+    /// stream's record goes on from there (see `FallbackRecord`).
+    public func carryOver(_ earlier: FallbackRecord) {
+        fallbacks = fallbacks.following(earlier)
+    }
 
     /// Decodes one picture's access unit: its sequence is checked against the hardware first,
     /// and the parameter sets it uses go ahead of it to a decoder that has not been given them
@@ -171,7 +177,6 @@ public final class BackendSupervisor {
         unconfirmed = []
         var skipping: [HardwareDeviceKind: String] = [:]
         while true {
-            plan.firstSequence = lastSequence
             if let lease = plan.lease, lease.capability(for: codec) == nil {
                 let message = "\(lease.summary) does not decode \(codec.displayName)"
                 guard !plan.required else {
@@ -214,8 +219,8 @@ public final class BackendSupervisor {
         }
         fallbacks.append(BackendFallback(
             reason: reason, codec: codec, from: given.backend, to: plan.backend, device: given.lease?.device,
-            message: message, afterFrames: lastSequence))
-        fallbacks += plan.fallbacks
+            message: message, afterFrames: picturesOut))
+        fallbacks.append(contentsOf: plan.fallbacks)
         backendReason = plan.reason
     }
 
@@ -246,7 +251,7 @@ public final class BackendSupervisor {
     }
 
     /// Drains the hardware decoder (its pictures come out first) and continues in a software
-    /// decoder that numbers pictures on from the last one and is given the parameter sets again.
+    /// decoder that is given the parameter sets again.
     private func switchToSoftware(_ why: HardwareCapability.Refusal, into output: inout DecodeOutput) {
         pendingSwitch = nil
         unconfirmed = []
@@ -255,8 +260,7 @@ public final class BackendSupervisor {
         append(previous.drain(), to: &output)
         var softwareOptions = options
         softwareOptions.backend = .software
-        var software = DecoderPlan.software(reason: "software: \(why.message)")
-        software.firstSequence = lastSequence
+        let software = DecoderPlan.software(reason: "software: \(why.message)")
         let replacement: any PictureDecoder
         do throws(DecodeError) {
             replacement = try factory.makeDecoder(software, codec: previous.codec, options: softwareOptions)
@@ -266,7 +270,7 @@ public final class BackendSupervisor {
         }
         fallbacks.append(BackendFallback(
             reason: why.reason, codec: previous.codec, from: previous.backend, to: .software, device: plan.lease?.device,
-            message: why.message, afterFrames: lastSequence))
+            message: why.message, afterFrames: picturesOut))
         decoder = replacement
         plan = software
         backendReason = software.reason
@@ -288,7 +292,7 @@ public final class BackendSupervisor {
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
-        if let newest = decoded.frames.last { lastSequence = max(lastSequence, newest.sequence) }
+        picturesOut += UInt64(decoded.frames.count)
         output.frames += decoded.frames
         output.errors += decoded.errors
     }

@@ -259,7 +259,7 @@ public final class Session: Sendable {
         let facts = ingest.facts
         return SessionStatus(
             id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
-            fallbacks: facts.fallbacks, decode: facts.decodeMode, decoder: ingest.activity,
+            fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: ingest.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,

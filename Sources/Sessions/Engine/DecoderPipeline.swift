@@ -25,9 +25,10 @@ final class DecoderPipeline {
     /// Bytes pushed since the last `finish()`: a new back end or codec may only take over
     /// between streams.
     private(set) var midStream = false
-    /// Counts and fallbacks of decoders released so far (on-demand), so neither goes backwards.
+    /// Counts of decoders released so far (on-demand), so they never go backwards.
     private var released = StreamDecoder.Counters()
-    private var releasedFallbacks: [BackendFallback] = []
+    /// The stream's fallback record while no decoder holds it.
+    private var releasedFallbacks = FallbackRecord()
     /// The last decoder's back end, shown while none runs.
     private var lastBackend: (backend: DecoderBackend, reason: String, device: HardwareDeviceID?)
 
@@ -65,8 +66,17 @@ final class DecoderPipeline {
     var backendReason: String { decoder?.backendReason ?? lastBackend.reason }
     /// The hardware device decoding now; nil in software or without a decoder.
     var device: HardwareDeviceID? { decoder?.device }
-    /// Every switch to another back end so far, oldest first.
-    var fallbacks: [BackendFallback] { releasedFallbacks + (decoder?.fallbacks ?? []) }
+    /// The stream's switches to another back end, oldest first.
+    var fallbacks: FallbackRecord { decoder?.fallbacks ?? releasedFallbacks }
+
+    /// This pipeline takes over a stream whose earlier pipeline recorded `earlier`.
+    func carryOver(_ earlier: FallbackRecord) {
+        if let decoder {
+            decoder.carryOver(earlier)
+        } else {
+            releasedFallbacks = releasedFallbacks.following(earlier)
+        }
+    }
     var format: StreamFormat? { ingest.format }
     /// The index the next access unit gets: a replacement pipeline goes on from its predecessor's.
     var nextIndex: Int64 {
@@ -158,6 +168,7 @@ final class DecoderPipeline {
         let decoder = try AccessUnitDecoder(
             options: options, keyframesOnly: keyframesOnly, codec: ingest.codec ?? statedCodec,
             factory: context.services.decoderFactory)
+        decoder.carryOver(releasedFallbacks)
         lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
         self.decoder = decoder
         self.waitsForKeyframe = waitsForKeyframe
@@ -175,7 +186,7 @@ final class DecoderPipeline {
     func releaseDecoder() {
         guard let decoder else { return }
         released.add(decoder.counters)
-        releasedFallbacks += decoder.fallbacks
+        releasedFallbacks = decoder.fallbacks
         lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
         self.decoder = nil
         decodesLive = false

@@ -39,14 +39,12 @@ final class IngestWorker: Sendable {
         var backendReason: String
         /// The hardware device decoding now; nil in software.
         var device: HardwareDeviceID?
-        /// The latest switches to another back end (at most `Facts.fallbackHistory`), oldest first.
-        var fallbacks: [BackendFallback] = []
+        /// The stream's latest switches to another back end, oldest first.
+        var fallbacks = FallbackRecord()
         var decodeMode: DecodeMode
         var format: StreamFormat?
         var counters = SessionCounters()
         var lastError: ErrorRecord?
-
-        static let fallbackHistory = 8
 
         /// Takes what the decoder says now.
         mutating func update(_ snapshot: DecoderSnapshot) {
@@ -56,7 +54,7 @@ final class IngestWorker: Sendable {
             backendReason = snapshot.backendReason
             device = snapshot.device
             if let format = snapshot.format { self.format = format }
-            fallbacks = Array((fallbacks + snapshot.newFallbacks).suffix(Self.fallbackHistory))
+            fallbacks = snapshot.fallbacks
         }
     }
 
@@ -852,7 +850,7 @@ struct DecoderSlot {
         self.pipeline = pipeline
     }
 
-    /// Fallbacks of the current pipeline already reported.
+    /// How many of the stream's fallbacks were reported (`FallbackRecord.total`).
     private var reportedFallbacks = 0
 
     func counters(adding pipeline: DecoderPipeline) -> SessionCounters {
@@ -865,11 +863,11 @@ struct DecoderSlot {
     mutating func snapshot() -> DecoderSnapshot? {
         guard let pipeline else { return nil }
         let fallbacks = pipeline.fallbacks
-        let fresh = Array(fallbacks.dropFirst(min(reportedFallbacks, fallbacks.count)))
-        reportedFallbacks = fallbacks.count
+        let fresh = Array(fallbacks.since(reportedFallbacks))
+        reportedFallbacks = fallbacks.total
         return DecoderSnapshot(
             counters: counters(adding: pipeline), codec: pipeline.codec, backend: pipeline.backend, backendReason: pipeline.backendReason,
-            device: pipeline.device, format: pipeline.format, newFallbacks: fresh)
+            device: pipeline.device, format: pipeline.format, fallbacks: fallbacks, newFallbacks: fresh)
     }
 
     mutating func setMode(_ mode: DecodeMode) {
@@ -901,8 +899,8 @@ struct DecoderSlot {
     private mutating func take(_ replacement: DecoderPipeline, from current: DecoderPipeline) {
         retired.add(current.counters)
         replacement.nextIndex = current.nextIndex
+        replacement.carryOver(current.fallbacks)
         pipeline = replacement
-        reportedFallbacks = 0
     }
 
     mutating func release() {
@@ -920,6 +918,7 @@ struct DecoderSnapshot: Sendable {
     let backendReason: String
     let device: HardwareDeviceID?
     let format: StreamFormat?
+    let fallbacks: FallbackRecord
     let newFallbacks: [BackendFallback]
 }
 
