@@ -14,9 +14,12 @@ import VideoCoding
 /// 5. decode: `BackendSupervisor`, which owns the decoder, its back end and every fallback.
 ///
 /// Steps 1-3 are `AccessUnitIngest`, steps 4-5 `AccessUnitDecoder` (which also numbers the
-/// pictures, see `PictureNumbering`); this type joins the two for callers that decode every
-/// access unit as it arrives (the CLI, tests). A session uses the two halves itself, with its
-/// compressed history between them.
+/// pictures, see `PictureNumbering`); this type joins the two, the one place they are joined:
+/// for the CLI and tests, which decode every access unit as it arrives, and for a session,
+/// which keeps each access unit in its history on the way (`onAccessUnit`) and may run without
+/// a decoder (on demand) or feed one from its history (`decode(_:onPicture:)`). A picture that
+/// libavcodec output with concealed damage (`DecodedFrame.hasDecodeErrors`) is handed on like
+/// any other and counted as an error of its step, whoever decodes.
 ///
 /// Each complete access unit is sent to libavcodec as one packet, so a picture comes out as
 /// soon as the first NAL unit after it arrives. The access units are cut as libavcodec's parser
@@ -30,6 +33,9 @@ import VideoCoding
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class StreamDecoder {
+    /// A picture as it comes out, with its number (`PictureNumbering`).
+    public typealias PictureHandler = (DecodedFrame, UInt64) -> Void
+
     public struct Counters: Sendable, Equatable {
         /// Bytes pushed.
         public var bytes = 0
@@ -71,10 +77,14 @@ public final class StreamDecoder {
         }
     }
 
-    /// Counts of both halves: what was read (ingest) and what was decoded.
+    /// Counts of both halves: what was read (ingest) and what was decoded, by this stream's
+    /// decoders (also those released) and the streams it took over from; the damaged pictures
+    /// among the errors.
     public var counters: Counters {
         var total = ingest.counters
-        total.add(decoder.counters)
+        total.add(earlier)
+        if let decoder { total.add(decoder.counters) }
+        total.decodeErrors += damagedPictures
         return total
     }
     public private(set) var lastError: DecodeError?
@@ -84,9 +94,10 @@ public final class StreamDecoder {
     /// immediately (thumbnails, previews). Can be switched between pushes. Pair it with
     /// `DecoderOptions.lowLatency`: each drain would restart the CLI-probe emulation.
     public var keyframesOnly: Bool {
-        didSet {
-            ingest.keyframesOnly = keyframesOnly
-            decoder.keyframesOnly = keyframesOnly
+        get { ingest.keyframesOnly }
+        set {
+            ingest.keyframesOnly = newValue
+            decoder?.keyframesOnly = newValue
         }
     }
     /// The codec being read: stated by the caller, or detected from the stream's first
@@ -96,87 +107,107 @@ public final class StreamDecoder {
     public var codecIsStated: Bool { ingest.codecIsStated }
 
     private let ingest: AccessUnitIngest
-    private let decoder: AccessUnitDecoder
+    /// The decoder; nil while none runs (a session on demand).
+    public private(set) var decoder: AccessUnitDecoder?
+    /// Access units go to the decoder as ingest hands them on (otherwise the caller feeds it).
+    public private(set) var decodesLive: Bool
+    /// The decoder joined the stream where it was: it gets nothing before a keyframe.
+    private var waitsForKeyframe = false
+    /// Bytes were pushed since the last `finish()`: a stream is under way.
+    public private(set) var midStream = false
+    /// Counts of decoders released, and of the streams this one took over from.
+    private var earlier = Counters()
+    /// The stream's fallback record while no decoder holds it.
+    private var fallbacksWithoutDecoder = FallbackRecord()
+    /// The last decoder's back end, shown while none runs.
+    private var lastBackend: (backend: DecoderBackend, reason: String, device: HardwareDeviceID?)
+    private var damagedPictures = 0
 
     /// `codec`: the stream's codec when the caller knows it (the decoder then opens now);
     /// nil to detect it from the stream. `factory` makes the decoders; tests inject failing ones.
-    public init(
+    public convenience init(
         options: DecoderOptions = DecoderOptions(), maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, keyframesOnly: Bool = false,
         codec: VideoCodec? = nil, factory: any PictureDecoderFactory = LibavDecoderFactory()
     ) throws(DecodeError) {
         let options = try options.validated()
-        ingest = try AccessUnitIngest(
+        let ingest = try AccessUnitIngest(
             maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly, codec: codec,
             emulateFFmpegProbe: options.emulateFFmpegProbe)
-        decoder = try AccessUnitDecoder(options: options, keyframesOnly: keyframesOnly, codec: codec, factory: factory)
-        self.keyframesOnly = keyframesOnly
+        self.init(
+            ingest: ingest,
+            decoder: try AccessUnitDecoder(options: options, keyframesOnly: keyframesOnly, codec: codec, factory: factory))
     }
 
-    /// The back end decoding now, why, and on which device (nil in software).
-    public var backend: DecoderBackend { decoder.backend }
-    public var backendReason: String { decoder.backendReason }
-    public var device: HardwareDeviceID? { decoder.device }
-    /// Every fallback of this stream, oldest first: at selection, and the switches to software.
+    /// The two halves, decoding every access unit as it arrives.
+    public init(ingest: AccessUnitIngest, decoder: AccessUnitDecoder) {
+        self.ingest = ingest
+        self.decoder = decoder
+        decodesLive = true
+        lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
+    }
+
+    /// Ingest alone: access units are read (and handed to `onAccessUnit`), nothing is decoded
+    /// until a decoder is attached. `backendReason` says why, meanwhile.
+    public init(ingest: AccessUnitIngest, backendReason: String) {
+        self.ingest = ingest
+        decodesLive = false
+        lastBackend = (.software, backendReason, nil)
+    }
+
+    /// The back end decoding now, why, and on which device (nil in software or without a decoder).
+    public var backend: DecoderBackend { decoder?.backend ?? lastBackend.backend }
+    public var backendReason: String { decoder?.backendReason ?? lastBackend.reason }
+    public var device: HardwareDeviceID? { decoder?.device }
+    /// The stream's fallbacks, oldest first: at selection, and the switches to software.
     /// The session layer counts them by `reason`.
-    public var fallbacks: FallbackRecord { decoder.fallbacks }
+    public var fallbacks: FallbackRecord { decoder?.fallbacks ?? fallbacksWithoutDecoder }
 
-    /// Feeds the next bytes of the stream, in any chunking. Each picture goes to `onPicture` as
-    /// soon as the decoder outputs it, in output order: a push that holds many pictures never
-    /// keeps them all alive at once (libavcodec's frame pool grows to as many pictures as are
-    /// alive together, and keeps that memory until the decoder closes). Returns the push's errors.
-    public func push(_ bytes: UnsafeRawBufferPointer, onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
-        remembering(ingest.push(bytes) { unit in decoder.decode(unit) { frame, _ in onPicture(frame) } })
-    }
+    // MARK: - Reading
 
-    /// `push(_:onPicture:)`, each picture with its number (`PictureNumbering`).
-    public func push(_ bytes: UnsafeRawBufferPointer, onPicture: (DecodedFrame, UInt64) -> Void) -> [DecodeError] {
-        remembering(ingest.push(bytes) { unit in decoder.decode(unit, onPicture: onPicture) })
-    }
-
-    /// `finish(onPicture:)`, each picture with its number (`PictureNumbering`).
-    public func finish(onPicture: (DecodedFrame, UInt64) -> Void) -> [DecodeError] {
-        var errors = ingest.finish { unit in decoder.decode(unit, onPicture: onPicture) }
-        errors += decoder.drain(onPicture: onPicture)
-        return remembering(errors)
-    }
-
-    /// End of stream: decodes what is still buffered, hands out every remaining picture, and
-    /// gets ready for a new stream (which must start at a random access point again; with a
-    /// detected codec, it may be another codec). Parameter sets stay known, as a following
-    /// stream on the same session usually repeats them.
-    public func finish(onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
-        var errors = ingest.finish { unit in decoder.decode(unit) { frame, _ in onPicture(frame) } }
-        errors += decoder.drain { frame, _ in onPicture(frame) }
-        return remembering(errors)
-    }
-
-    /// The pictures of a push, collected (tests, tools, small inputs).
-    public func push(_ bytes: [UInt8]) -> DecodeOutput {
-        var output = DecodeOutput()
-        output.errors = bytes.withUnsafeBytes { push($0) { output.frames.append($0) } }
-        return output
-    }
-
-    public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
-        var output = DecodeOutput()
-        output.errors = push(bytes) { output.frames.append($0) }
-        return output
-    }
-
-    public func finish() -> DecodeOutput {
-        var output = DecodeOutput()
-        output.errors = finish { output.frames.append($0) }
-        return output
-    }
-
-    /// Feeds one sample of a container's video track; see `AccessUnitIngest.push(sample:)`.
+    /// Feeds the next bytes of the stream, in any chunking. Each access unit goes to
+    /// `onAccessUnit`, then (while `decodesLive`) to the decoder, whose pictures go to
+    /// `onPicture` as soon as they come out, in output order: a push that holds many pictures
+    /// never keeps them all alive at once (libavcodec's frame pool grows to as many pictures as
+    /// are alive together, and keeps that memory until the decoder closes). Returns the push's
+    /// errors, a damaged picture being one.
     public func push(
-        sample: UnsafeRawBufferPointer, described description: SampleDescription, onPicture: (DecodedFrame) -> Void
+        _ bytes: UnsafeRawBufferPointer, onAccessUnit: (IndexedAccessUnit) -> Void = { _ in },
+        onPicture: PictureHandler
     ) -> [DecodeError] {
-        remembering(
-            ingest.push(sample: sample, described: description) { unit in
-                decoder.decode(unit) { frame, _ in onPicture(frame) }
+        midStream = true
+        return remembering(
+            ingest.push(bytes) { unit in
+                onAccessUnit(unit)
+                return decodeLive(unit, onPicture: onPicture)
             })
+    }
+
+    /// Feeds one sample of a container's or a source's video track (a whole access unit: it
+    /// goes on now, see `AccessUnitIngest.push(sample:)`), like `push(_:)`.
+    public func push(
+        sample: UnsafeRawBufferPointer, described description: SampleDescription,
+        onAccessUnit: (IndexedAccessUnit) -> Void = { _ in }, onPicture: PictureHandler
+    ) -> [DecodeError] {
+        midStream = true
+        return remembering(
+            ingest.push(sample: sample, described: description) { unit in
+                onAccessUnit(unit)
+                return decodeLive(unit, onPicture: onPicture)
+            })
+    }
+
+    /// End of stream: what ingest still held, then every picture still inside a live decoder;
+    /// afterwards a new stream is expected (which must start at a random access point again;
+    /// with a detected codec, it may be another codec). Parameter sets stay known, as a
+    /// following stream on the same session usually repeats them.
+    public func finish(onAccessUnit: (IndexedAccessUnit) -> Void = { _ in }, onPicture: PictureHandler) -> [DecodeError] {
+        midStream = false
+        var errors = ingest.finish { unit in
+            onAccessUnit(unit)
+            return decodeLive(unit, onPicture: onPicture)
+        }
+        if decodesLive { errors += drainDecoder(onPicture: onPicture) }
+        return remembering(errors)
     }
 
     /// A push begins; `codec` is what it says it carries; see `AccessUnitIngest.beginPush`.
@@ -191,8 +222,149 @@ public final class StreamDecoder {
         ingest.abandonIncompleteUnit()
     }
 
+    // MARK: - Decoding
+
+    /// Decodes one access unit the caller read back (a session's history); its pictures go to
+    /// `onPicture`. Nothing without a decoder.
+    public func decode(_ unit: IndexedAccessUnit, onPicture: PictureHandler) -> [DecodeError] {
+        guard let decoder else { return [] }
+        var damaged: [DecodeError] = []
+        let errors = decoder.decode(unit) { frame, number in picture(frame, number, to: onPicture, damaged: &damaged) }
+        return remembering(errors + damaged)
+    }
+
+    /// Every picture still inside the decoder; it then starts afresh at the next keyframe.
+    public func drainDecoder(onPicture: PictureHandler) -> [DecodeError] {
+        guard let decoder else { return [] }
+        var damaged: [DecodeError] = []
+        let errors = decoder.drain { frame, number in picture(frame, number, to: onPicture, damaged: &damaged) }
+        return remembering(errors + damaged)
+    }
+
+    private func decodeLive(_ unit: IndexedAccessUnit, onPicture: PictureHandler) -> [DecodeError] {
+        guard decodesLive, let decoder else { return [] }
+        if waitsForKeyframe {
+            guard unit.unit.isKeyframe else { return [] }
+            waitsForKeyframe = false
+        }
+        var damaged: [DecodeError] = []
+        let errors = decoder.decode(unit) { frame, number in picture(frame, number, to: onPicture, damaged: &damaged) }
+        return errors + damaged
+    }
+
+    /// A damaged picture is still a picture of the step (a multipart answer sends every
+    /// picture, as the ffmpeg CLI writes them), but it is an error of the step, counted in
+    /// `decodeErrors`.
+    private func picture(
+        _ frame: DecodedFrame, _ number: UInt64, to onPicture: PictureHandler, damaged: inout [DecodeError]
+    ) {
+        if frame.hasDecodeErrors {
+            damagedPictures += 1
+            damaged.append(.concealedPicture(frame.pictureType))
+        }
+        onPicture(frame, number)
+    }
+
     private func remembering(_ errors: [DecodeError]) -> [DecodeError] {
         if let last = errors.last { lastError = last }
         return errors
+    }
+
+    // MARK: - Attaching and releasing a decoder
+
+    /// `decoder` decodes this stream from now on: what the caller feeds it (`decode`), and what
+    /// ingest hands on once `startLive` says so. It goes on with the stream's fallback record.
+    public func attach(_ decoder: AccessUnitDecoder) {
+        decoder.carryOver(fallbacksWithoutDecoder)
+        decoder.keyframesOnly = ingest.keyframesOnly
+        lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
+        self.decoder = decoder
+        decodesLive = false
+    }
+
+    /// From now on access units go to the decoder as they arrive; `waitsForKeyframe`: from the
+    /// next keyframe on (it joins the stream where it is).
+    public func startLive(waitsForKeyframe: Bool) {
+        guard decoder != nil else { return }
+        self.waitsForKeyframe = waitsForKeyframe
+        decodesLive = true
+    }
+
+    /// Frees the decoder, its codec context and its share of the decoder memory budget; its
+    /// counts and the stream's fallback record stay.
+    public func releaseDecoder() {
+        guard let decoder else { return }
+        earlier.add(decoder.counters)
+        fallbacksWithoutDecoder = decoder.fallbacks
+        lastBackend = (decoder.backend, decoder.backendReason, decoder.device)
+        self.decoder = nil
+        decodesLive = false
+    }
+
+    /// This stream takes over from `previous` (a new back end or codec, between streams):
+    /// access units are numbered on from its, its counts stay in this one's, and its fallback
+    /// record goes on here.
+    public func takeOver(from previous: StreamDecoder) {
+        ingest.nextIndex = previous.ingest.nextIndex
+        earlier.add(previous.counters)
+        if let decoder {
+            decoder.carryOver(previous.fallbacks)
+        } else {
+            fallbacksWithoutDecoder = fallbacksWithoutDecoder.following(previous.fallbacks)
+        }
+    }
+}
+
+extension StreamDecoder {
+    /// `push(_:onPicture:)` for callers that do not need the numbers.
+    public func push(_ bytes: UnsafeRawBufferPointer, onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
+        push(bytes) { frame, _ in onPicture(frame) }
+    }
+
+    /// `finish(onPicture:)` for callers that do not need the numbers.
+    public func finish(onPicture: (DecodedFrame) -> Void) -> [DecodeError] {
+        finish { frame, _ in onPicture(frame) }
+    }
+
+    /// `push(sample:described:onPicture:)` for callers that do not need the numbers.
+    public func push(
+        sample: UnsafeRawBufferPointer, described description: SampleDescription, onPicture: (DecodedFrame) -> Void
+    ) -> [DecodeError] {
+        push(sample: sample, described: description) { frame, _ in onPicture(frame) }
+    }
+
+    /// The pictures of a push, collected (tests, tools, small inputs).
+    public func push(_ bytes: [UInt8]) -> DecodeOutput {
+        bytes.withUnsafeBytes { push($0) }
+    }
+
+    public func push(_ bytes: UnsafeRawBufferPointer) -> DecodeOutput {
+        var output = DecodeOutput()
+        output.errors = push(bytes) { frame, _ in output.frames.append(frame) }
+        return output
+    }
+
+    public func finish() -> DecodeOutput {
+        var output = DecodeOutput()
+        output.errors = finish { frame, _ in output.frames.append(frame) }
+        return output
+    }
+}
+
+extension DecodeError {
+    /// The error of a step that decoded a picture with concealed damage.
+    static func concealedPicture(_ type: PictureType) -> DecodeError {
+        DecodeError(
+            .invalidData,
+            "\(concealedPicturePrefix)\(type.rawValue) picture was decoded with concealed errors; "
+                + "the last good picture stays the latest")
+    }
+
+    private static let concealedPicturePrefix = "a damaged "
+
+    /// Whether this error reports a picture decoded with concealed damage (which was handed on
+    /// like any other), rather than something that was not decoded.
+    public var reportsConcealedPicture: Bool {
+        code == .invalidData && message.hasPrefix(Self.concealedPicturePrefix)
     }
 }

@@ -1,3 +1,4 @@
+import Decoding
 import Foundation
 import TestSupport
 import Testing
@@ -29,6 +30,32 @@ import Testing
         #expect(status.counters.decodeErrors >= 1)
         #expect(status.lastError?.code == "invalid_data")
         #expect(status.lastError?.message.contains("concealed") == true)
+    }
+
+    /// `frametap decode` and a session read a stream through the same joiner (`StreamDecoder`),
+    /// so they count its damage alike: each concealed picture is an error of both, on top of
+    /// what libavcodec refused outright.
+    @Test func theCommandLineAndTheServerCountADamagedStreamAlike() async throws {
+        let stream = try Fixture.bytes(Fixture.baseline) + DamagedSlices.make(count: 3)
+        let session = try makeSession()
+        _ = try await upload(stream, to: session, flush: true)
+        let server = session.status().counters
+
+        // As `frametap decode --threads 1 --backend software` builds its decoder.
+        var options = DecoderOptions.throughput(backend: .software)
+        options.threads = 1
+        let commandLine = try StreamDecoder(options: options)
+        var concealed = 0
+        let count: (DecodedFrame) -> Void = { if $0.hasDecodeErrors { concealed += 1 } }
+        var errors = stream.withUnsafeBytes { commandLine.push($0, onPicture: count) }
+        errors += commandLine.finish(onPicture: count)
+
+        #expect(concealed >= 1, "the damaged slices make concealed pictures")
+        #expect(errors.filter { $0.message.contains("concealed") }.count == concealed)
+        #expect(commandLine.counters.decodeErrors == errors.count)
+        #expect(commandLine.counters.framesDecoded == server.framesDecoded)
+        #expect(commandLine.counters.decodeErrors == server.decodeErrors)
+        session.close()
     }
 
     @Test func aLongPollIsNotAnsweredWithAConcealedPicture() async throws {

@@ -47,11 +47,10 @@ public final class Session: Sendable {
             activity: SessionActivity(clock: clock), events: SessionEventSink(log: events, session: id))
         self.context = context
         let mode = options.decode ?? configuration.defaultDecode
-        let pipeline: DecoderPipeline
+        let stream: SessionDecoder.Stream
         do {
-            pipeline = try DecoderPipeline(
-                context: context, backend: options.backend ?? configuration.backend, codec: options.codec,
-                mode: mode)
+            stream = try SessionDecoder.stream(
+                context: context, backend: options.backend ?? configuration.backend, codec: options.codec, mode: mode)
         } catch {
             throw SessionError(error)
         }
@@ -90,7 +89,7 @@ public final class Session: Sendable {
         viewerSet.value = viewers
         let history = CompressedHistory(limits: configuration.historyLimits)
         let ingest = IngestWorker(
-            id: id, pipeline: pipeline, mode: mode, context: context, viewers: viewers, pictures: pictures,
+            id: id, stream: stream, mode: mode, context: context, viewers: viewers, pictures: pictures,
             history: history)
         failureSink.value = ingest
         self.pictures = pictures
@@ -107,12 +106,12 @@ public final class Session: Sendable {
     public func configure(_ options: SessionOptions) throws(SessionError) {
         guard !ingest.isClosed else { throw .notFound(id) }
         let facts = ingest.facts
-        var pipeline: DecoderPipeline?
+        var stream: SessionDecoder.Stream?
         let newBackend = options.backend.flatMap { $0 == facts.backendChoice ? nil : $0 }
         let newCodec = options.codec.flatMap { $0 == facts.statedCodec ? nil : $0 }
         if newBackend != nil || newCodec != nil {
             do {
-                pipeline = try DecoderPipeline(
+                stream = try SessionDecoder.stream(
                     context: context, backend: newBackend ?? facts.backendChoice,
                     codec: newCodec ?? facts.statedCodec, mode: options.decode ?? facts.decodeMode)
             } catch {
@@ -120,7 +119,7 @@ public final class Session: Sendable {
             }
         }
         if let quality = options.quality { pictures.defaultQuality = quality }
-        ingest.configure(mode: options.decode, backend: newBackend, codec: newCodec, pipeline: pipeline)
+        ingest.configure(mode: options.decode, backend: newBackend, codec: newCodec, stream: stream)
         context.logger.info(
             "session configured",
             metadata: [

@@ -139,17 +139,13 @@ extension IngestWorker {
         guard proceed else { return permit.release() }
         let started = context.clock.uptime
         let opened = decoder.withValue { slot -> Result<Int64?, DecodeError> in
-            guard let pipeline = slot.pipeline else {
-                return .failure(DecodeError(.decoderUnavailable, "the session's decoder was released"))
-            }
             do throws(DecodeError) {
-                try pipeline.openDecoder(keyframesOnly: false, waitsForKeyframe: true)
+                try slot.openDecoder(keyframesOnly: false)
             } catch {
                 return .failure(error)
             }
             guard let start = history.catchUpStart(delay: catchUpDelay) else { return .success(nil) }
-            history.pin(start)
-            slot.catchUp = CatchUpRun(cursor: start, permit: permit, startedAt: started, answerAt: history.endIndex)
+            slot.beginCatchUp(CatchUpRun(cursor: start, permit: permit, startedAt: started, answerAt: history.endIndex))
             return .success(start)
         }
         switch opened {
@@ -206,9 +202,9 @@ extension IngestWorker {
     private func catchUp(unitsAtMost: Int) -> Bool? {
         var errors: [DecodeError] = []
         let caughtUp = decoder.withValue { slot -> Bool? in
-            guard var run = slot.catchUp, let pipeline = slot.pipeline, pipeline.decoder != nil else { return nil }
+            guard var run = slot.catchUp, let stream = slot.stream, stream.decoder != nil else { return nil }
             defer { slot.catchUp = run }
-            let keep: DecoderPipeline.PictureHandler = { [context, history] frame, number in
+            let keep: StreamDecoder.PictureHandler = { [context, history] frame, number in
                 guard !frame.hasDecodeErrors, number > run.best?.sequence ?? 0 else { return }
                 run.best = PublishedFrame(
                     frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
@@ -218,7 +214,7 @@ extension IngestWorker {
             case .gap:
                 // The bounds dropped what it was reading (a stream faster than the catch-up):
                 // start again at the newest GOP, or go live from the next keyframe.
-                errors += pipeline.drainDecoder { _, _ in }
+                errors += stream.drainDecoder { _, _ in }
                 guard let start = history.catchUpStart(delay: catchUpDelay), start > run.cursor else {
                     run.lostItsPlace = true
                     return true
@@ -229,8 +225,8 @@ extension IngestWorker {
             case .units(let units, let drainAfter):
                 guard !units.isEmpty else { return true }
                 for unit in units {
-                    errors += pipeline.decodeCatchUp(unit.indexed, onPicture: keep)
-                    if drainAfter.contains(unit.index) { errors += pipeline.drainDecoder(onPicture: keep) }
+                    errors += stream.decode(unit.indexed, onPicture: keep)
+                    if drainAfter.contains(unit.index) { errors += stream.drainDecoder(onPicture: keep) }
                     run.cursor = unit.index + 1
                     run.units += 1
                 }
@@ -244,24 +240,19 @@ extension IngestWorker {
     /// Caught up: the newest picture is published, the slot freed, the waiting requests go on,
     /// and from now on each access unit is decoded as it arrives.
     private func finishCatchUp() {
-        guard let run = decoder.withValue({ slot -> CatchUpRun? in
-            defer { slot.catchUp = nil }
-            return slot.catchUp
-        }) else { return }
-        history.unpin()
+        guard let run = decoder.withValue({ $0.endCatchUp() }) else { return }
         if let best = run.best { publish(best) }
         let duration = Duration.nanoseconds(Int64(clamping: context.clock.uptime &- run.startedAt))
         context.metrics.recordCatchUp(kind: .wake, result: "ok", duration: duration, units: run.units)
         context.logger.debug(
             "caught up", metadata: ["units": "\(run.units)", "ms": "\(duration.nanoseconds / 1_000_000)"])
-        run.permit.release()
         goLive(waitsForKeyframe: run.lostItsPlace)
         refreshFacts()
     }
 
     /// The decoder decodes each unit as it arrives from now on; waiting requests go on.
     private func goLive(waitsForKeyframe: Bool) {
-        decoder.withValue { $0.pipeline?.startLive(waitsForKeyframe: waitsForKeyframe) }
+        decoder.withValue { $0.startLive(waitsForKeyframe: waitsForKeyframe) }
         answerReadyWaiters { state in
             if state.activity == .catchingUp || state.activity == .queued { state.activity = .live }
         }
@@ -336,14 +327,7 @@ extension IngestWorker {
     /// Frees the decoder and its memory (the catch-up that a new demand queued meanwhile
     /// opens its own after this, on this queue).
     private func releaseDecoder(reason: String) {
-        let released = decoder.withValue { slot -> Bool in
-            guard let pipeline = slot.pipeline, pipeline.decoder != nil else { return false }
-            slot.catchUp = nil
-            pipeline.releaseDecoder()
-            return true
-        }
-        guard released else { return }
-        history.unpin()
+        guard decoder.withValue({ $0.releaseDecoder() }) else { return }
         context.events.emit(.decoderStopped) { $0.reason = reason }
         context.logger.debug("decoder released", metadata: ["reason": "\(reason)"])
         refreshFacts()
@@ -380,7 +364,7 @@ extension IngestWorker {
             if let ticket { context.services.catchUpPool.cancel(ticket) }
             let failure = decoder.withValue { slot -> DecodeError? in
                 do throws(DecodeError) {
-                    try slot.pipeline?.openDecoder(keyframesOnly: false, waitsForKeyframe: true)
+                    try slot.openDecoder(keyframesOnly: false)
                     return nil
                 } catch {
                     return error
@@ -415,22 +399,19 @@ extension IngestWorker {
         }
         if let ticket { context.services.catchUpPool.cancel(ticket) }
         let opened = decoder.withValue { slot -> Result<Bool, DecodeError> in
-            guard let pipeline = slot.pipeline else { return .success(false) }
-            if slot.catchUp != nil {
-                slot.catchUp = nil
-                history.unpin()
-            }
-            if pipeline.decoder == nil {
+            guard slot.stream != nil else { return .success(false) }
+            slot.endCatchUp()
+            if !slot.hasDecoder {
                 do throws(DecodeError) {
-                    try pipeline.openDecoder(keyframesOnly: mode == .keyframes, waitsForKeyframe: true)
+                    try slot.openDecoder(keyframesOnly: mode == .keyframes)
                 } catch {
                     return .failure(error)
                 }
-                pipeline.startLive(waitsForKeyframe: true)
+                slot.startLive(waitsForKeyframe: true)
                 return .success(true)
             }
-            pipeline.keyframesOnly = mode == .keyframes
-            pipeline.startLive(waitsForKeyframe: true)
+            slot.setMode(mode)
+            slot.startLive(waitsForKeyframe: true)
             return .success(false)
         }
         switch opened {
@@ -445,11 +426,7 @@ extension IngestWorker {
     /// under way ends, and the next request wakes the new one.
     func pipelineReplaced() {
         guard state.withLock({ $0.facts.decodeMode == .onDemand }) else { return }
-        let abandoned = decoder.withValue { slot -> Bool in
-            defer { slot.catchUp = nil }
-            return slot.catchUp != nil
-        }
-        if abandoned { history.unpin() }
+        decoder.withValue { $0.endCatchUp() }
         becomeIdle(answering: nil)
     }
 

@@ -46,8 +46,11 @@ final class IngestWorker: Sendable {
         var counters = SessionCounters()
         var lastError: ErrorRecord?
 
-        /// Takes what the decoder says now.
-        mutating func update(_ snapshot: DecoderSnapshot) {
+        /// How many of the stream's fallbacks were reported (`FallbackRecord.total`).
+        var fallbacksReported = 0
+
+        /// Takes what the decoder says now; returns the fallbacks not reported before.
+        mutating func update(_ snapshot: DecoderSnapshot) -> [BackendFallback] {
             counters.merge(decoder: snapshot.counters)
             if let codec = snapshot.codec { self.codec = codec }
             backend = snapshot.backend
@@ -55,6 +58,8 @@ final class IngestWorker: Sendable {
             device = snapshot.device
             if let format = snapshot.format { self.format = format }
             fallbacks = snapshot.fallbacks
+            defer { fallbacksReported = fallbacks.total }
+            return Array(fallbacks.since(fallbacksReported))
         }
     }
 
@@ -88,7 +93,9 @@ final class IngestWorker: Sendable {
 
     let id: SessionID
     let decodeQueue: DispatchQueue
-    let decoder: QueueBound<DecoderSlot>
+    let decoder: QueueBound<SessionDecoder>
+    /// The session's NAL-unit counters by type, for `/metrics`.
+    private let nalUnitCounters: QueueBound<NALUnitCounters>
     let state: Mutex<State>
     let context: SessionContext
     /// Where the newest picture goes.
@@ -102,19 +109,21 @@ final class IngestWorker: Sendable {
     let ignoredPackets = IgnoredPackets()
 
     init(
-        id: SessionID, pipeline: DecoderPipeline, mode: DecodeMode, context: SessionContext, viewers: ViewerSet,
+        id: SessionID, stream: SessionDecoder.Stream, mode: DecodeMode, context: SessionContext, viewers: ViewerSet,
         pictures: PictureCache, history: CompressedHistory
     ) {
         self.id = id
         decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
-        decoder = QueueBound(DecoderSlot(pipeline: pipeline), queue: decodeQueue)
+        let joined = stream.decoder
+        let facts = Facts(
+            backendChoice: stream.backendChoice, statedCodec: stream.statedCodec, codec: joined.codec,
+            backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
+            fallbacks: joined.fallbacks, decodeMode: mode, fallbacksReported: joined.fallbacks.total)
+        decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
+        nalUnitCounters = QueueBound(NALUnitCounters(), queue: decodeQueue)
         state = Mutex(
             State(
-                facts: Facts(
-                    backendChoice: pipeline.backendChoice, statedCodec: pipeline.statedCodec, codec: pipeline.codec,
-                    backend: pipeline.backend,
-                    backendReason: pipeline.backendReason, device: pipeline.device, fallbacks: pipeline.fallbacks,
-                    decodeMode: mode),
+                facts: facts,
                 rates: InputRateMeter(startedAt: context.clock.uptime), activity: mode == .onDemand ? .idle : .live))
         self.context = context
         self.viewers = viewers
@@ -304,14 +313,14 @@ final class IngestWorker: Sendable {
                 defer { progress.begin(counters: facts.counters) }
                 return !progress.hasBegun
             }
-            if beginning { decoder.withValue { $0.pipeline?.beginPush(saying: job.codec) } }
+            if beginning { decoder.withValue { $0.stream?.beginPush(saying: job.codec) } }
             // A multipart answer sends the pictures of its push: an on-demand session decodes
             // while one runs.
             if beginning, job.isMultipart { decodeForMultipartAnswer() }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                let errors = step(receivedAt: receivedAt, job: job) {
-                    $0.push(bytes, onAccessUnit: $1, onPicture: $2)
+                let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
+                    bytes.withUnsafeBytes { stream.push($0, onAccessUnit: onAccessUnit, onPicture: onPicture) }
                 }.errors
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
@@ -319,7 +328,12 @@ final class IngestWorker: Sendable {
                     job.upload?.refuse(SessionError(refusal))
                 }
             case .sample(let sample, let receivedAt):
-                let errors = step(receivedAt: receivedAt, job: job) { $0.push(sample: sample, onAccessUnit: $1, onPicture: $2) }.errors
+                let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
+                    sample.payload.withUnsafeBytes {
+                        stream.push(
+                            sample: $0, described: sample.description, onAccessUnit: onAccessUnit, onPicture: onPicture)
+                    }
+                }.errors
                 if let refusal = errors.first(where: { $0.code == .codecMismatch }) {
                     job.upload?.refuse(SessionError(refusal))
                 }
@@ -331,7 +345,7 @@ final class IngestWorker: Sendable {
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
-                decoder.withValue { $0.pipeline?.abandonIncompleteUnit() }
+                decoder.withValue { $0.stream?.abandonIncompleteUnit() }
                 let error = stopped(stop)
                 if case .multipart(let answer) = job.answer { answer.uploadEnded(.failure(error)) }
                 conclude(job, .failure(error))
@@ -490,16 +504,16 @@ final class IngestWorker: Sendable {
     @discardableResult
     private func step(
         receivedAt: UInt64?, job: UploadJob,
-        _ body: (DecoderPipeline, (IndexedAccessUnit) -> Void, DecoderPipeline.PictureHandler) -> [DecodeError]
+        _ body: (StreamDecoder, (IndexedAccessUnit) -> Void, StreamDecoder.PictureHandler) -> [DecodeError]
     ) -> (pictures: Int, errors: [DecodeError]) {
         var pictures = 0
         var newest: PublishedFrame?
         let stamp = ReceiveStamp(clock: context.clock, receivedAt: receivedAt)
         let newestBefore = viewers.newest?.sequence ?? 0
         let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
-            guard let pipeline = slot.pipeline else { return nil }
+            guard let stream = slot.stream else { return nil }
             let errors = body(
-                pipeline,
+                stream,
                 { unit in history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime) },
                 { frame, number in
                     let published = PublishedFrame(
@@ -518,10 +532,11 @@ final class IngestWorker: Sendable {
         let counters = snapshot.counters
         let now = context.clock.now
         let uptime = context.clock.uptime
-        let changes = state.withLock { state -> (before: Facts, after: Facts, newError: ErrorRecord?)? in
+        let changes = state.withLock {
+            state -> (before: Facts, after: Facts, newError: ErrorRecord?, fallbacks: [BackendFallback])? in
             guard !state.closed else { return nil }
             let before = state.facts
-            state.facts.update(snapshot)
+            let fallbacks = state.facts.update(snapshot)
             for error in errors {
                 state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
             }
@@ -530,12 +545,12 @@ final class IngestWorker: Sendable {
             let newError = state.facts.lastError.flatMap { error in
                 errors.isEmpty || !state.admitErrorEvent(code: error.code, at: uptime) ? nil : error
             }
-            return (before, state.facts, newError)
+            return (before, state.facts, newError, fallbacks)
         }
         guard let changes else { return (0, errors) }
         let before = changes.before.counters
-        report(snapshot.newFallbacks)
-        announce(from: changes.before, to: changes.after, fallbacks: snapshot.newFallbacks)
+        report(changes.fallbacks)
+        announce(from: changes.before, to: changes.after, fallbacks: changes.fallbacks)
         if let error = changes.newError { announce(error) }
         if let newest { publish(newest) }
         if pictures > 0 { context.activity.touch() }
@@ -568,10 +583,10 @@ final class IngestWorker: Sendable {
         let metrics = context.metrics
         let newBytes = after.bytes - before.bytes
         if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
-        decoder.withValue { slot in
+        nalUnitCounters.withValue { counters in
             for (type, count) in after.nalUnits {
                 let delta = count - (before.nalUnits[type] ?? 0)
-                if delta > 0 { slot.nalUnitCounters.record(type: type, count: delta, in: metrics) }
+                if delta > 0 { counters.record(type: type, count: delta, in: metrics) }
             }
         }
         if frames > 0 { metrics.framesDecoded.increment(by: frames) }
@@ -597,13 +612,13 @@ final class IngestWorker: Sendable {
     /// decoder opened or released on demand).
     func refreshFacts() {
         guard let snapshot = decoder.withValue({ $0.snapshot() }) else { return }
-        let (before, after) = state.withLock { state in
+        let (before, after, fallbacks) = state.withLock { state in
             let before = state.facts
-            state.facts.update(snapshot)
-            return (before, state.facts)
+            let fallbacks = state.facts.update(snapshot)
+            return (before, state.facts, fallbacks)
         }
-        report(snapshot.newFallbacks)
-        announce(from: before, to: after, fallbacks: snapshot.newFallbacks)
+        report(fallbacks)
+        announce(from: before, to: after, fallbacks: fallbacks)
     }
 
     /// `format.changed` and `backend.selected` when a decoder step changed them.
@@ -649,7 +664,7 @@ final class IngestWorker: Sendable {
     /// the caller, so an unavailable one failed the request) takes over at the next stream
     /// start, or at once when no stream is under way.
     func configure(
-        mode: DecodeMode?, backend choice: DecoderBackendChoice?, codec: VideoCodec?, pipeline: sending DecoderPipeline?
+        mode: DecodeMode?, backend choice: DecoderBackendChoice?, codec: VideoCodec?, stream: sending SessionDecoder.Stream?
     ) {
         let previousMode = state.withLock { state -> DecodeMode in
             let previous = state.facts.decodeMode
@@ -658,9 +673,9 @@ final class IngestWorker: Sendable {
             if let codec { state.facts.statedCodec = codec }
             return previous
         }
-        // The pipeline was built on the caller's thread (so a back end that cannot open fails
+        // The stream was built on the caller's thread (so a back end that cannot open fails
         // the caller's request) and is handed over to the decode queue, which owns it from then on.
-        let handover = Mutex(pipeline)
+        let handover = Mutex(stream)
         decodeQueue.async { [self] in
             let replacement = handover.withLock { $0.take() }
             let replaced = decoder.withValue { slot -> Bool in
@@ -706,7 +721,7 @@ final class IngestWorker: Sendable {
         }
         decodeQueue.async { [decoder] in
             for job in jobs { job.source.close() }
-            decoder.withValue { $0.release() }
+            decoder.withValue { $0.close() }
         }
     }
 
@@ -834,94 +849,6 @@ final class UploadJob: Sendable {
     }
 }
 
-/// The decoder and what it accumulated; lives on the decode queue (`QueueBound`).
-struct DecoderSlot {
-    private(set) var pipeline: DecoderPipeline?
-    /// A back end chosen while a stream was under way; it takes over at the next stream start.
-    private var pending: DecoderPipeline?
-    /// Counters of pipelines replaced earlier, so session counters never go backwards.
-    private var retired = SessionCounters()
-    /// The on-demand catch-up under way, if any.
-    var catchUp: CatchUpRun?
-    /// The session's NAL-unit counters by type, for `/metrics`.
-    var nalUnitCounters = NALUnitCounters()
-
-    init(pipeline: DecoderPipeline) {
-        self.pipeline = pipeline
-    }
-
-    /// How many of the stream's fallbacks were reported (`FallbackRecord.total`).
-    private var reportedFallbacks = 0
-
-    func counters(adding pipeline: DecoderPipeline) -> SessionCounters {
-        var total = retired
-        total.add(pipeline.counters)
-        return total
-    }
-
-    /// What the decoder says now, and the fallbacks not reported before.
-    mutating func snapshot() -> DecoderSnapshot? {
-        guard let pipeline else { return nil }
-        let fallbacks = pipeline.fallbacks
-        let fresh = Array(fallbacks.since(reportedFallbacks))
-        reportedFallbacks = fallbacks.total
-        return DecoderSnapshot(
-            counters: counters(adding: pipeline), codec: pipeline.codec, backend: pipeline.backend, backendReason: pipeline.backendReason,
-            device: pipeline.device, format: pipeline.format, fallbacks: fallbacks, newFallbacks: fresh)
-    }
-
-    mutating func setMode(_ mode: DecodeMode) {
-        pipeline?.keyframesOnly = mode == .keyframes
-        pending?.keyframesOnly = mode == .keyframes
-    }
-
-    /// Returns whether `replacement` took over now (no stream under way); otherwise it waits
-    /// for the stream's end. It numbers on from the current pipeline's access units.
-    mutating func replace(with replacement: DecoderPipeline) -> Bool {
-        guard let current = pipeline else { return false }
-        if current.midStream {
-            pending = replacement
-            return false
-        }
-        take(replacement, from: current)
-        return true
-    }
-
-    /// After a flush: a pending back end takes over now that no stream is under way. Returns
-    /// whether one did.
-    mutating func streamEnded() -> Bool {
-        guard let replacement = pending, let current = pipeline else { return false }
-        take(replacement, from: current)
-        pending = nil
-        return true
-    }
-
-    private mutating func take(_ replacement: DecoderPipeline, from current: DecoderPipeline) {
-        retired.add(current.counters)
-        replacement.nextIndex = current.nextIndex
-        replacement.carryOver(current.fallbacks)
-        pipeline = replacement
-    }
-
-    mutating func release() {
-        pipeline = nil
-        pending = nil
-        catchUp = nil
-    }
-}
-
-/// What the decode queue tells the rest of the session after a step.
-struct DecoderSnapshot: Sendable {
-    let counters: SessionCounters
-    let codec: VideoCodec?
-    let backend: DecoderBackend
-    let backendReason: String
-    let device: HardwareDeviceID?
-    let format: StreamFormat?
-    let fallbacks: FallbackRecord
-    let newFallbacks: [BackendFallback]
-}
-
 /// When the bytes of a decoder step arrived, as the history stamps its access units: the
 /// source's receive time (uptime), and the wall clock at that moment.
 struct ReceiveStamp {
@@ -937,10 +864,6 @@ struct ReceiveStamp {
 }
 
 extension SessionCounters {
-    mutating func add(_ other: SessionCounters) {
-        stream.add(other.stream)
-    }
-
     /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`).
     mutating func merge(decoder: SessionCounters) {
         let aborted = uploadsAborted

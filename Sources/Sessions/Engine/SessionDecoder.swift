@@ -1,0 +1,180 @@
+import Decoding
+import VideoCoding
+
+/// A session's decoding, on its decode queue (`QueueBound`): the stream every push is read into
+/// (`StreamDecoder`: ingest and decoder joined, each access unit kept in the session's history on
+/// the way), the decoder it opens on demand and releases, a new back end waiting for the
+/// stream's end, and the on-demand catch-up under way.
+///
+/// One stream at a time: a replacement (`PUT` with another back end or codec) takes over
+/// between streams and goes on from its predecessor (access unit indices, counters that never
+/// go backwards, the fallback record: `StreamDecoder.takeOver`).
+///
+/// Not thread-safe, like the decoders it owns: only the session's decode queue touches it.
+struct SessionDecoder {
+    /// A stream and the choices it was made with.
+    struct Stream {
+        let decoder: StreamDecoder
+        let backendChoice: DecoderBackendChoice
+        /// The codec the session was told its stream is; nil: detected from the stream.
+        let statedCodec: VideoCodec?
+    }
+
+    /// The stream being read; nil once the session closed.
+    private(set) var current: Stream?
+    /// A back end chosen while a stream was under way; it takes over at the next stream start.
+    private var pending: Stream?
+    /// The on-demand catch-up under way, if any: where it reads the history next.
+    var catchUp: CatchUpRun?
+    private let context: SessionContext
+    /// Where every access unit goes; a catch-up reads it (and pins what it reads).
+    let history: CompressedHistory
+
+    init(_ stream: Stream, context: SessionContext, history: CompressedHistory) {
+        current = stream
+        self.context = context
+        self.history = history
+    }
+
+    /// Makes a session's stream: ingest, and a live decoder opened now, except in on-demand
+    /// mode (so a back end that cannot open fails the caller's request then); there the back
+    /// end is only checked for availability. Runs on the caller's thread.
+    static func stream(
+        context: SessionContext, backend: DecoderBackendChoice, codec: VideoCodec?, mode: DecodeMode
+    ) throws(DecodeError) -> Stream {
+        let options = context.decoderOptions(backend: backend, mode: mode)
+        let ingest = try AccessUnitIngest(
+            maxNALBytes: context.configuration.maxNALBytes, keyframesOnly: mode == .keyframes, codec: codec,
+            emulateFFmpegProbe: options.emulateFFmpegProbe)
+        let decoder: StreamDecoder
+        if mode == .onDemand {
+            let plan = try BackendSelection.plan(options: try options.validated())
+            decoder = StreamDecoder(
+                ingest: ingest, backendReason: "on-demand: no decoder runs until a picture is asked for (\(plan.reason))")
+        } else {
+            decoder = StreamDecoder(
+                ingest: ingest,
+                decoder: try AccessUnitDecoder(
+                    options: options, keyframesOnly: mode == .keyframes, codec: codec,
+                    factory: context.services.decoderFactory))
+        }
+        return Stream(decoder: decoder, backendChoice: backend, statedCodec: codec)
+    }
+
+    var stream: StreamDecoder? { current?.decoder }
+
+    /// Whether a decoder is open (on demand: woken).
+    var hasDecoder: Bool { current?.decoder.decoder != nil }
+
+    // MARK: - Opening and releasing (on demand)
+
+    /// Opens a decoder for the stream: for keyframes, a live one; otherwise with a catch-up
+    /// decoder's threads, for it may catch up first. Nothing decodes live until `startLive`.
+    func openDecoder(keyframesOnly: Bool) throws(DecodeError) {
+        guard let current else {
+            throw DecodeError(.decoderUnavailable, "the session's decoder was released")
+        }
+        let options =
+            keyframesOnly
+            ? context.decoderOptions(backend: current.backendChoice, mode: .keyframes)
+            : context.catchUpDecoderOptions(backend: current.backendChoice)
+        current.decoder.attach(
+            try AccessUnitDecoder(
+                options: options, keyframesOnly: keyframesOnly, codec: current.decoder.codec ?? current.statedCodec,
+                factory: context.services.decoderFactory))
+    }
+
+    /// From now on each access unit is decoded as it arrives (from the next keyframe when
+    /// `waitsForKeyframe`).
+    func startLive(waitsForKeyframe: Bool) {
+        current?.decoder.startLive(waitsForKeyframe: waitsForKeyframe)
+    }
+
+    /// Frees the decoder and its memory; returns whether one was open. A catch-up under way
+    /// ends with it (its slot is given back).
+    mutating func releaseDecoder() -> Bool {
+        endCatchUp()
+        guard let stream, stream.decoder != nil else { return false }
+        stream.releaseDecoder()
+        return true
+    }
+
+    /// A catch-up starts reading the history at `index`: what it reads is kept from the bounds.
+    mutating func beginCatchUp(_ run: CatchUpRun) {
+        history.pin(run.cursor)
+        catchUp = run
+    }
+
+    /// Ends the catch-up under way, if any: its slot and what it pinned are given back. Returns it.
+    @discardableResult
+    mutating func endCatchUp() -> CatchUpRun? {
+        guard let run = catchUp else { return nil }
+        catchUp = nil
+        history.unpin()
+        run.permit.release()
+        return run
+    }
+
+    // MARK: - Modes and replacement
+
+    mutating func setMode(_ mode: DecodeMode) {
+        current?.decoder.keyframesOnly = mode == .keyframes
+        pending?.decoder.keyframesOnly = mode == .keyframes
+    }
+
+    /// Returns whether `replacement` took over now (no stream under way); otherwise it waits
+    /// for the stream's end.
+    mutating func replace(with replacement: Stream) -> Bool {
+        guard let current else { return false }
+        if current.decoder.midStream {
+            pending = replacement
+            return false
+        }
+        take(replacement, from: current)
+        return true
+    }
+
+    /// After a flush: a pending back end takes over now that no stream is under way. Returns
+    /// whether one did.
+    mutating func streamEnded() -> Bool {
+        guard let replacement = pending, let current else { return false }
+        take(replacement, from: current)
+        pending = nil
+        return true
+    }
+
+    private mutating func take(_ replacement: Stream, from previous: Stream) {
+        replacement.decoder.takeOver(from: previous.decoder)
+        current = replacement
+    }
+
+    /// The session closed: everything goes, the decoder's memory and any catch-up slot with it.
+    mutating func close() {
+        endCatchUp()
+        current = nil
+        pending = nil
+    }
+
+    // MARK: - What it reports
+
+    /// What the decoder says now.
+    func snapshot() -> DecoderSnapshot? {
+        guard let stream else { return nil }
+        var counters = SessionCounters()
+        counters.stream = stream.counters
+        return DecoderSnapshot(
+            counters: counters, codec: stream.codec, backend: stream.backend, backendReason: stream.backendReason,
+            device: stream.device, format: stream.format, fallbacks: stream.fallbacks)
+    }
+}
+
+/// What the decode queue tells the rest of the session after a step.
+struct DecoderSnapshot: Sendable {
+    let counters: SessionCounters
+    let codec: VideoCodec?
+    let backend: DecoderBackend
+    let backendReason: String
+    let device: HardwareDeviceID?
+    let format: StreamFormat?
+    let fallbacks: FallbackRecord
+}
