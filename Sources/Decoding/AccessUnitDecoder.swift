@@ -16,6 +16,9 @@ import VideoCoding
 ///
 /// Not thread-safe: owned by one worker, like the decoder inside it.
 public final class AccessUnitDecoder {
+    /// A picture as it comes out, with its number (`PictureNumbering`).
+    public typealias PictureHandler = (DecodedFrame, UInt64) -> Void
+
     /// The decoding counts: pictures decoded, rejected as too large, leading pictures not
     /// decoded, and the errors of decoding.
     public private(set) var counters = StreamDecoder.Counters()

@@ -22,23 +22,6 @@ enum DemandOutcome: Sendable {
     case refused(SessionError)
 }
 
-/// An on-demand catch-up under way on the decode queue: where it reads next in the history, the
-/// pool slot it holds, and the newest good picture so far (published when it ends).
-struct CatchUpRun {
-    var cursor: Int64
-    let permit: CatchUpPermit
-    let startedAt: UInt64
-    /// The index after the newest access unit when the catch-up started: once decoded through
-    /// it, the requests that woke the session are answered (with the picture that was newest
-    /// when they asked), while the units that arrived meanwhile are still caught up on.
-    let answerAt: Int64
-    var answered = false
-    var best: PublishedFrame?
-    var units = 0
-    /// The history lost what the catch-up read: live decoding starts at the next keyframe.
-    var lostItsPlace = false
-}
-
 /// On-demand decoding: the decoder's life cycle, driven by requests for pictures and the clock.
 ///
 ///     idle ──demand──▶ queued ──slot──▶ catching_up ──newest unit──▶ live ──linger, nobody──▶ idle
@@ -97,12 +80,7 @@ extension IngestWorker {
         case .queued(let ticket):
             state.withLock { state in if state.activity == .queued { state.catchUpTicket = ticket } }
             return .waiting
-        case .refused(let retryAfter):
-            let error = SessionError(
-                .catchUpQueueFull,
-                "every catch-up decoder is busy and \(context.services.catchUpPool.queueLimit) catch-ups wait; "
-                    + "try again in \(retryAfter) s",
-                retryAfterSeconds: retryAfter)
+        case .refused(let error):
             let others = state.withLock { state -> [(UInt64, @Sendable (SessionError?) -> Void)] in
                 state.activity = .idle
                 defer { state.readyWaiters = [] }
@@ -145,7 +123,8 @@ extension IngestWorker {
                 return .failure(error)
             }
             guard let start = history.catchUpStart(delay: catchUpDelay) else { return .success(nil) }
-            slot.beginCatchUp(CatchUpRun(cursor: start, permit: permit, startedAt: started, answerAt: history.endIndex))
+            slot.beginCatchUp(
+                CatchUpRun(replay: HistoryReplay(from: start), permit: permit, startedAt: started, answerAt: history.endIndex))
             return .success(start)
         }
         switch opened {
@@ -200,41 +179,10 @@ extension IngestWorker {
     /// Decodes up to `unitsAtMost` units of the catch-up. Returns whether it has caught up, nil
     /// when no catch-up runs.
     private func catchUp(unitsAtMost: Int) -> Bool? {
-        var errors: [DecodeError] = []
-        let caughtUp = decoder.withValue { slot -> Bool? in
-            guard var run = slot.catchUp, let stream = slot.stream, stream.decoder != nil else { return nil }
-            defer { slot.catchUp = run }
-            let keep: StreamDecoder.PictureHandler = { [context, history] frame, number in
-                guard !frame.hasDecodeErrors, number > run.best?.sequence ?? 0 else { return }
-                run.best = PublishedFrame(
-                    frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
-                    receivedAt: frame.accessUnitIndex.flatMap(history.receivedAt))
-            }
-            switch history.read(from: run.cursor, limit: unitsAtMost) {
-            case .gap:
-                // The bounds dropped what it was reading (a stream faster than the catch-up):
-                // start again at the newest GOP, or go live from the next keyframe.
-                errors += stream.drainDecoder { _, _ in }
-                guard let start = history.catchUpStart(delay: catchUpDelay), start > run.cursor else {
-                    run.lostItsPlace = true
-                    return true
-                }
-                run.cursor = start
-                history.pin(start)
-                return false
-            case .units(let units, let drainAfter):
-                guard !units.isEmpty else { return true }
-                for unit in units {
-                    errors += stream.decode(unit.indexed, onPicture: keep)
-                    if drainAfter.contains(unit.index) { errors += stream.drainDecoder(onPicture: keep) }
-                    run.cursor = unit.index + 1
-                    run.units += 1
-                }
-                return false
-            }
-        }
-        if let error = errors.last { record(SessionError(error)) }
-        return caughtUp
+        let turn = decoder.withValue { $0.catchUp(unitsAtMost: unitsAtMost, delay: catchUpDelay) }
+        guard let turn else { return nil }
+        if let error = turn.errors.last { record(SessionError(error)) }
+        return turn.caughtUp
     }
 
     /// Caught up: the newest picture is published, the slot freed, the waiting requests go on,
@@ -243,9 +191,9 @@ extension IngestWorker {
         guard let run = decoder.withValue({ $0.endCatchUp() }) else { return }
         if let best = run.best { publish(best) }
         let duration = Duration.nanoseconds(Int64(clamping: context.clock.uptime &- run.startedAt))
-        context.metrics.recordCatchUp(kind: .wake, result: "ok", duration: duration, units: run.units)
+        context.metrics.recordCatchUp(kind: .wake, result: "ok", duration: duration, units: run.replay.unitsFed)
         context.logger.debug(
-            "caught up", metadata: ["units": "\(run.units)", "ms": "\(duration.nanoseconds / 1_000_000)"])
+            "caught up", metadata: ["units": "\(run.replay.unitsFed)", "ms": "\(duration.nanoseconds / 1_000_000)"])
         goLive(waitsForKeyframe: run.lostItsPlace)
         refreshFacts()
     }

@@ -105,6 +105,42 @@ struct SessionDecoder {
         catchUp = run
     }
 
+    /// Decodes up to `unitsAtMost` units of the catch-up from the history. `caughtUp`: it has
+    /// decoded the newest unit (or lost its place: then live decoding starts at the next
+    /// keyframe). Nil when no catch-up runs. `delay`: the units a catch-up decoder holds back.
+    mutating func catchUp(unitsAtMost: Int, delay: Int) -> (caughtUp: Bool, errors: [DecodeError])? {
+        guard var run = catchUp, let stream, stream.decoder != nil else { return nil }
+        defer { catchUp = run }
+        var errors: [DecodeError] = []
+        var best = run.best
+        let keep: StreamDecoder.PictureHandler = { [context, history] frame, number in
+            guard !frame.hasDecodeErrors, number > best?.sequence ?? 0 else { return }
+            best = PublishedFrame(
+                frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
+                receivedAt: frame.accessUnitIndex.flatMap(history.receivedAt))
+        }
+        defer { run.best = best }
+        switch history.read(from: run.cursor, limit: unitsAtMost) {
+        case .gap:
+            // The bounds dropped what it was reading (a stream faster than the catch-up): start
+            // again at the newest GOP, or go live from the next keyframe.
+            errors += stream.drainDecoder { _, _ in }
+            guard let start = history.catchUpStart(delay: delay), start > run.cursor else {
+                run.lostItsPlace = true
+                return (true, errors)
+            }
+            run.replay.restart(at: start)
+            history.pin(start)
+            return (false, errors)
+        case .units(let units, let drainAfter):
+            guard !units.isEmpty else { return (true, errors) }
+            run.replay.feed(
+                units, drainAfter: drainAfter, decode: { stream.decode($0, onPicture: keep) },
+                drain: { stream.drainDecoder(onPicture: keep) }, onErrors: { errors += $0 })
+            return (false, errors)
+        }
+    }
+
     /// Ends the catch-up under way, if any: its slot and what it pinned are given back. Returns it.
     @discardableResult
     mutating func endCatchUp() -> CatchUpRun? {
@@ -177,4 +213,23 @@ struct DecoderSnapshot: Sendable {
     let device: HardwareDeviceID?
     let format: StreamFormat?
     let fallbacks: FallbackRecord
+}
+
+/// An on-demand catch-up under way on the decode queue: where it reads next in the history, the
+/// pool slot it holds, and the newest good picture so far (published when it ends).
+struct CatchUpRun {
+    var replay: HistoryReplay
+    let permit: CatchUpPermit
+    let startedAt: UInt64
+    /// The index after the newest access unit when the catch-up started: once decoded through
+    /// it, the requests that woke the session are answered (with the picture that was newest
+    /// when they asked), while the units that arrived meanwhile are still caught up on.
+    let answerAt: Int64
+    var answered = false
+    var best: PublishedFrame?
+    /// The history lost what the catch-up read: live decoding starts at the next keyframe.
+    var lostItsPlace = false
+
+    /// Where it reads the history next.
+    var cursor: Int64 { replay.cursor }
 }

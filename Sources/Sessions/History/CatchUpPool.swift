@@ -45,8 +45,8 @@ public final class CatchUpPool: Sendable {
         case started
         /// The job waits for a slot; `ticket` cancels it.
         case queued(ticket: UInt64)
-        /// The queue is full: try again after this many seconds.
-        case refused(retryAfterSeconds: Int)
+        /// The queue is full: `catchup_queue_full`, saying when to try again.
+        case refused(SessionError)
     }
 
     public init(slots: Int, queueLimit: Int, clock: any ServiceClock) {
@@ -71,7 +71,7 @@ public final class CatchUpPool: Sendable {
                 state.refused += 1
                 // The queue ahead of it, and itself, over the slots that work through it.
                 let waitNanoseconds = Double(state.queue.count + 1) * state.meanDuration / Double(slots)
-                return .refused(retryAfterSeconds: max(1, Int((waitNanoseconds / 1e9).rounded(.up))))
+                return .refused(refusal(retryAfter: max(1, Int((waitNanoseconds / 1e9).rounded(.up)))))
             }
             let ticket = state.nextTicket
             state.nextTicket += 1
@@ -80,6 +80,13 @@ public final class CatchUpPool: Sendable {
         }
         if admission == .started { job(CatchUpPermit(pool: self, startedAt: clock.uptime)) }
         return admission
+    }
+
+    private func refusal(retryAfter: Int) -> SessionError {
+        SessionError(
+            .catchUpQueueFull,
+            "every catch-up decoder is busy and \(queueLimit) catch-ups wait; try again in \(retryAfter) s",
+            retryAfterSeconds: retryAfter)
     }
 
     /// A queued job is no longer wanted (its session ended). Returns false when it already started.

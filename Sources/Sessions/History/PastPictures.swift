@@ -125,15 +125,9 @@ extension Session {
                 }
             }
         }
-        if case .refused(let retryAfter) = admission {
+        if case .refused(let error) = admission {
             metrics.recordCatchUp(kind: .history, result: "refused")
-            completion(
-                .failure(
-                    SessionError(
-                        .catchUpQueueFull,
-                        "every catch-up decoder is busy and \(context.services.catchUpPool.queueLimit) catch-ups "
-                            + "wait; try again in \(retryAfter) s",
-                        retryAfterSeconds: retryAfter)))
+            completion(.failure(error))
         }
     }
 }
@@ -165,7 +159,7 @@ struct PastPictureDecode {
         var found: (frame: DecodedFrame, number: UInt64)?
         var finished = false
         var lastError: DecodeError?
-        let look: (DecodedFrame, UInt64) -> Void = { frame, number in
+        let look: AccessUnitDecoder.PictureHandler = { frame, number in
             guard !finished else { return }
             switch plan.target {
             case .number(let wanted):
@@ -179,11 +173,13 @@ struct PastPictureDecode {
                 if decoded == index { finished = true }
             }
         }
-        for unit in plan.units where !finished {
-            let errors = decoder.decode(unit.indexed, onPicture: look)
-            if let error = errors.last, found == nil { lastError = error }
-            if plan.drainAfter.contains(unit.index) { _ = decoder.drain(onPicture: look) }
-        }
+        var replay = HistoryReplay(from: first.index)
+        replay.feed(
+            plan.units, drainAfter: plan.drainAfter, until: { finished },
+            decode: { decoder.decode($0, onPicture: look) }, drain: { decoder.drain(onPicture: look) },
+            onErrors: { errors in
+                if let error = errors.last, found == nil { lastError = error }
+            })
         if !finished { _ = decoder.drain(onPicture: look) }
         guard let found, let index = found.frame.accessUnitIndex,
             let unit = plan.units.first(where: { $0.index == index })
