@@ -4,14 +4,6 @@ import FoundationEssentials
 import Synchronization
 import Timekeeping
 
-/// Why a decoder was asked for (`decoder.started` events say it).
-enum DecodeDemand: String, Sendable {
-    case pictureRequest = "picture_request"
-    case mjpegViewer = "mjpeg_viewer"
-    case multipartAnswer = "multipart_answer"
-    case modeChanged = "mode_changed"
-}
-
 /// What a request that asked for decoding does next.
 enum DemandOutcome: Sendable {
     /// Go on now: the decoder runs (or none is needed in this mode).
