@@ -90,7 +90,11 @@ import Sessions  // the public read only, as an output in a target of its own wo
     /// follows the session from index to index gets every unit once. The reader runs on a
     /// thread of its own, so the pushes' tasks cannot starve it or be starved by it.
     @Test func aReaderRacingTheDecodeQueueSeesWholeRuns() async throws {
-        let session = try makeSession()
+        // Room for every unit however long the pushes take (on a loaded machine, the six
+        // pushes have taken over 10 s, the default time bound, which then dropped the oldest).
+        var configuration = testConfiguration()
+        configuration.historySeconds = .seconds(3600)
+        let session = try makeSession(configuration: configuration)
         let stream = try Fixture.bytes(Fixture.repeatHeaders)
         let history = session.accessUnits
         let pushed = Flag()

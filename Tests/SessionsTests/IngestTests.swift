@@ -182,7 +182,7 @@ import TestSupport
         let queue = try session.beginUpload(flush: true) { answer.set($0) }
         // The decode queue is held up while the bytes arrive and the server stops listening,
         // so anything decoded afterwards would be decoded after the stop.
-        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
+        let hold = try QueueHold(session.loop.decodeQueue, "the decode queue")
         let stream = Array(try [[UInt8]](repeating: Fixture.bytes(Fixture.baseline), count: 20).joined())
         #expect(stream.withUnsafeBytes { queue.offer($0) } == .accepted(stream.count))
         queue.abort(.serverShutdown)
@@ -200,7 +200,7 @@ import TestSupport
     @Test func aSecondUploadHoldsNoBytesWhileTheFirstIsDecoded() async throws {
         let session = try makeSession()
         let first = try session.beginUpload(flush: false) { _ in }
-        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
+        let hold = try QueueHold(session.loop.decodeQueue, "the decode queue")
         let bytes = try Fixture.bytes(Fixture.baseline)
         #expect(bytes.withUnsafeBytes { first.offer($0) } == .accepted(bytes.count))
         first.finish()

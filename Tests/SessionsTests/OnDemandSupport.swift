@@ -123,7 +123,7 @@ enum OnDemand {
     static func settle(_ session: Session, turns: Int = 2) throws {
         for turn in 1...turns {
             let reached = DispatchSemaphore(value: 0)
-            session.ingest.decodeQueue.async { reached.signal() }
+            session.loop.decodeQueue.async { reached.signal() }
             try reached.wait(for: "the decode queue to run what was queued before (turn \(turn) of \(turns))")
         }
     }

@@ -159,9 +159,11 @@ struct OnDemandLifeCycleTests {
         let session = try makeSession(configuration: configuration, services: services)
         _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
+        // The catch-up starts on the decode queue, behind the first hold; its first turn queues
+        // behind the second.
+        let granted = try QueueHold(session.loop.decodeQueue, "the decode queue")
         session.requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { answer.set($0) }
-        // The catch-up starts on the decode queue; its first turn queues behind this.
-        let hold = try QueueHold(session.ingest.decodeQueue, "the decode queue")
+        let hold = try QueueHold(session.loop.decodeQueue, "the decode queue, after the grant", after: granted)
         #expect(session.status().decoder == .catchingUp)
         #expect(services.catchUpPool.usage.busy == 1)
         session.close()
@@ -273,7 +275,7 @@ struct OnDemandLifeCycleTests {
         let sessions = try (0..<3).map { try makeSession("queue\($0)", configuration: configuration, services: services) }
         for session in sessions { _ = try await push(stream, to: session, flush: false) }
         // Hold the one slot: the first session's catch-up cannot start its decode queue turn.
-        let hold = try QueueHold(sessions[0].ingest.decodeQueue, "the first session's decode queue")
+        let hold = try QueueHold(sessions[0].loop.decodeQueue, "the first session's decode queue")
         let firstAnswer = Outcome<Result<PictureAnswer, SessionError>>()
         sessions[0].requestPicture(PictureRequest(), clientHas: PictureAnswerCondition()) { firstAnswer.set($0) }
         #expect(services.catchUpPool.usage.busy == 1)

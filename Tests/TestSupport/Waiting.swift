@@ -232,6 +232,19 @@ public final class QueueHold: Sendable {
         try entered.wait(for: "\(what) to reach the hold")
     }
 
+    /// Lines a hold up behind `earlier` (and whatever was queued behind that), then releases
+    /// `earlier`, and returns once the queue is held again: what the released work queues in
+    /// its turn waits behind this one.
+    public init(_ queue: DispatchQueue, _ what: String, after earlier: QueueHold, limit: Duration = defaultWaitLimit) throws {
+        let entered = DispatchSemaphore(value: 0)
+        queue.async { [released] in
+            entered.signal()
+            _ = released.wait(timeout: limit.dispatchDeadline)
+        }
+        earlier.release()
+        try entered.wait(for: "\(what) to reach the hold")
+    }
+
     public func release() {
         guard !isReleased.exchange(true, ordering: .relaxed) else { return }
         released.signal()

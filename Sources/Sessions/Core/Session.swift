@@ -8,10 +8,11 @@ import Synchronization
 import VideoCoding
 import Timekeeping
 
-/// One live stream, made of three parts that each own their state:
+/// One live stream, made of parts that each own their state:
 ///
-/// - `IngestWorker`: the uploads, the decoder and what it reports (counters, format, back end,
-///   last error), on the session's decode queue;
+/// - `DecodeLoop`: the pushes and pulls, read into the session's decoder on its decode queue;
+///   what the decoder reports (counters, format, back end, last error) is its `DecodeReporter`'s,
+///   and whether a decoder runs on demand its `OnDemandDecoding`'s;
 /// - `PictureCache`: the encoded pictures and the encodes in flight, on its encode queue;
 /// - `ViewerSet`: the newest picture and everyone waiting for it (long polls, MJPEG viewers).
 ///
@@ -24,7 +25,7 @@ public final class Session: Sendable {
     public let createdAt: Date
     public let clock: any ServiceClock
     let context: SessionContext
-    let ingest: IngestWorker
+    let loop: DecodeLoop
     let pictures: PictureCache
     let viewers: ViewerSet
     let history: CompressedHistory
@@ -55,14 +56,14 @@ public final class Session: Sendable {
             throw SessionError(error)
         }
         let encodeQueue = DispatchQueue(label: "frametap.session.\(id).encode")
-        // The cache reports encode failures to the ingest worker, which keeps the last error;
-        // the worker is made after the cache (and holds it), so the report goes through a weak box.
-        let failureSink = WeakBox<IngestWorker>()
+        // The cache reports encode failures to the decode loop's reporter, which keeps the last
+        // error; the loop is made after the cache (and holds it), so the report goes through a weak box.
+        let failureSink = WeakBox<DecodeLoop>()
         let pictures = PictureCache(
             encodeQueue: encodeQueue, encoderFactory: services.encoderFactory,
             defaultQuality: options.quality ?? configuration.defaultQuality,
             sizeLimit: configuration.pictureSizeLimit, metrics: metrics, clock: clock,
-            onFailure: { error in failureSink.value?.record(error) })
+            onFailure: { error in failureSink.value?.reporter.record(error) })
         let activity = context.activity
         let eventSink = context.events
         // `viewers.changed` when MJPEG viewers come or go; long polls alone make none (a
@@ -88,13 +89,13 @@ public final class Session: Sendable {
             })
         viewerSet.value = viewers
         let history = CompressedHistory(limits: configuration.historyLimits)
-        let ingest = IngestWorker(
+        let loop = DecodeLoop(
             id: id, stream: stream, mode: mode, context: context, viewers: viewers, pictures: pictures,
             history: history)
-        failureSink.value = ingest
+        failureSink.value = loop
         self.pictures = pictures
         self.viewers = viewers
-        self.ingest = ingest
+        self.loop = loop
         self.history = history
     }
 
@@ -104,8 +105,8 @@ public final class Session: Sendable {
     /// is opened right here (so an unavailable one fails this call and changes nothing) and
     /// takes over at the next stream start (after a flush), or at once when no stream is under way.
     public func configure(_ options: SessionOptions) throws(SessionError) {
-        guard !ingest.isClosed else { throw .notFound(id) }
-        let facts = ingest.facts
+        guard !loop.isClosed else { throw .notFound(id) }
+        let facts = loop.reporter.facts
         var stream: SessionDecoder.Stream?
         let newBackend = options.backend.flatMap { $0 == facts.backendChoice ? nil : $0 }
         let newCodec = options.codec.flatMap { $0 == facts.statedCodec ? nil : $0 }
@@ -119,7 +120,7 @@ public final class Session: Sendable {
             }
         }
         if let quality = options.quality { pictures.defaultQuality = quality }
-        ingest.configure(mode: options.decode, backend: newBackend, codec: newCodec, stream: stream)
+        loop.configure(mode: options.decode, backend: newBackend, codec: newCodec, stream: stream)
         context.logger.info(
             "session configured",
             metadata: [
@@ -145,14 +146,14 @@ public final class Session: Sendable {
         flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue<SessionError> {
-        try ingest.beginUpload(flush: flush, codec: codec, content: content, completion: completion)
+        try loop.beginUpload(flush: flush, codec: codec, content: content, completion: completion)
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture (see `SpooledUpload`).
     public func beginSpooledUpload(
         _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil
     ) throws(SessionError) -> SpooledUpload {
-        try ingest.beginSpooledUpload(request: try request.validated(), flush: flush, codec: codec, content: content)
+        try loop.beginSpooledUpload(request: try request.validated(), flush: flush, codec: codec, content: content)
     }
 
     // MARK: - Pulls
@@ -160,21 +161,21 @@ public final class Session: Sendable {
     /// Starts pulling `spec` (the registry checked the policy and the pull limit), replacing a
     /// pull of another source. Throws `session_busy` while a push is under way.
     func startPull(_ spec: PullSourceSpec) throws(SessionError) {
-        guard !ingest.isClosed else { throw .notFound(id) }
-        if let current = ingest.pull {
+        guard !loop.isClosed else { throw .notFound(id) }
+        if let current = loop.pull {
             if current.spec == spec { return }
-            ingest.endPull()
+            loop.endPull()
         }
-        _ = try ingest.beginPull(spec)
+        _ = try loop.beginPull(spec)
     }
 
     /// Stops the pull, if any (`PUT` with `"source": null`).
     func stopPull() {
-        ingest.endPull()
+        loop.endPull()
     }
 
     /// Whether the session pulls (its source is not stopped).
-    public var isPulling: Bool { ingest.pull != nil }
+    public var isPulling: Bool { loop.pull != nil }
 
     // MARK: - Pictures
 
@@ -202,7 +203,7 @@ public final class Session: Sendable {
             completion(.failure(error))
             return
         }
-        guard !ingest.isClosed else {
+        guard !loop.isClosed else {
             completion(.failure(.notFound(id)))
             return
         }
@@ -213,7 +214,7 @@ public final class Session: Sendable {
                 completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
             }
         }
-        let outcome = ingest.demand(.pictureRequest) { [id] error in
+        let outcome = loop.onDemand.demand(.pictureRequest) { [id] error in
             guard let error else { return answer() }
             completion(.failure(error.code == .sessionNotFound ? .notFound(id) : error))
         }
@@ -233,7 +234,7 @@ public final class Session: Sendable {
         }
         let minInterval = maxFPS.map { UInt64(1e9 / $0) } ?? 0
         // An idle on-demand session starts decoding for its viewer (who waits for the first part).
-        if case .refused(let error) = ingest.demand(.mjpegViewer) { throw error }
+        if case .refused(let error) = loop.onDemand.demand(.mjpegViewer) { throw error }
         let viewerID: UInt64
         do {
             viewerID = try viewers.addViewer(request: request, minInterval: minInterval)
@@ -247,7 +248,7 @@ public final class Session: Sendable {
 
     func viewerLeft(_ viewerID: UInt64) {
         guard viewers.removeViewer(viewerID) else { return }
-        ingest.viewerLeft()
+        loop.onDemand.viewerLeft()
         context.metrics.mjpegClients.decrement()
         context.logger.debug("MJPEG viewer left", metadata: ["viewer": "\(viewerID)"])
     }
@@ -255,15 +256,15 @@ public final class Session: Sendable {
     // MARK: - Status
 
     public func status() -> SessionStatus {
-        let facts = ingest.facts
+        let facts = loop.reporter.facts
         return SessionStatus(
             id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
-            fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: ingest.activity,
+            fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: loop.onDemand.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
-            subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
-            source: ingest.pull?.snapshot, ignoredPackets: ingest.ignoredPackets.snapshot)
+            subscribers: viewers.viewerCount, uploading: loop.isUploading, rates: loop.reporter.rates,
+            source: loop.pull?.snapshot, ignoredPackets: loop.ignoredPackets.snapshot)
     }
 
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).
@@ -281,7 +282,7 @@ public final class Session: Sendable {
     /// The encoder of the session's pictures and why it serves (made by the configuration's
     /// `encoderFactory`); nil before the first encode.
     public var pictureEncoder: PictureEncoderIdentity? { pictures.encoderIdentity }
-    public var isClosed: Bool { ingest.isClosed }
+    public var isClosed: Bool { loop.isClosed }
     /// The newest picture's sequence, nil before the first one.
     public var latestSequence: UInt64? { viewers.newest?.sequence }
     /// Long polls waiting for a newer picture.
@@ -296,7 +297,7 @@ public final class Session: Sendable {
 
     /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use.
     func nanosecondsUntilIdle(now: UInt64) -> UInt64? {
-        guard !ingest.isBusy, viewers.isEmpty else { return nil }
+        guard !loop.isBusy, viewers.isEmpty else { return nil }
         let idleFor = now &- context.activity.lastUptime
         let timeout = context.configuration.idleTimeout.nanoseconds
         return idleFor >= timeout ? 0 : timeout - idleFor
@@ -308,10 +309,10 @@ public final class Session: Sendable {
     /// bytes; refuses uploads in progress (their clients are answered `session_not_found` at
     /// once), ends MJPEG viewers and fails waiting requests.
     public func close(reason: String = "deleted") {
-        guard !ingest.isClosed else { return }
+        guard !loop.isClosed else { return }
         let gone = SessionError.notFound(id)
         let endedViewers = viewers.viewerCount
-        ingest.close()
+        loop.close()
         viewers.close(failing: gone)
         pictures.close(failing: gone)
         if endedViewers > 0 { context.metrics.mjpegClients.decrement(by: Double(endedViewers)) }

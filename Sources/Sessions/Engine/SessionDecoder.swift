@@ -25,7 +25,9 @@ struct SessionDecoder {
     /// A back end chosen while a stream was under way; it takes over at the next stream start.
     private var pending: Stream?
     /// The on-demand catch-up under way, if any: where it reads the history next.
-    var catchUp: CatchUpRun?
+    private(set) var catchUp: CatchUpRun?
+    /// The catch-up slot held, from its grant until the on-demand decoder gives it back.
+    private var catchUpSlot: CatchUpPermit?
     private let context: SessionContext
     /// Where every access unit goes; a catch-up reads it (and pins what it reads).
     let history: CompressedHistory
@@ -91,7 +93,7 @@ struct SessionDecoder {
     }
 
     /// Frees the decoder and its memory; returns whether one was open. A catch-up under way
-    /// ends with it (its slot is given back).
+    /// ends with it.
     mutating func releaseDecoder() -> Bool {
         endCatchUp()
         guard let stream, stream.decoder != nil else { return false }
@@ -99,10 +101,39 @@ struct SessionDecoder {
         return true
     }
 
-    /// A catch-up starts reading the history at `index`: what it reads is kept from the bounds.
-    mutating func beginCatchUp(_ run: CatchUpRun) {
-        history.pin(run.cursor)
-        catchUp = run
+    /// A catch-up slot was granted: held until `releaseCatchUpSlot` (or the session closes).
+    mutating func holdCatchUpSlot(_ permit: CatchUpPermit) {
+        catchUpSlot?.release()
+        catchUpSlot = permit
+    }
+
+    mutating func releaseCatchUpSlot() {
+        catchUpSlot?.release()
+        catchUpSlot = nil
+    }
+
+    /// A catch-up starts reading the history at its last keyframe (one GOP earlier for an open
+    /// GOP): what it reads is kept from the bounds. Returns false when the history holds no
+    /// keyframe to start from. `delay`: the units a catch-up decoder holds back.
+    mutating func beginCatchUp(delay: Int) -> Bool {
+        guard let start = history.catchUpStart(delay: delay) else { return false }
+        history.pin(start)
+        catchUp = CatchUpRun(replay: HistoryReplay(from: start), answerAt: history.endIndex)
+        return true
+    }
+
+    /// How the catch-up stands after a turn that said whether it `caughtUp`; `answering` is
+    /// reported once, when it has decoded what was newest as it started.
+    mutating func catchUpProgress(caughtUp: Bool) -> CatchUpRun.Progress? {
+        guard var run = catchUp else { return nil }
+        defer { catchUp = run }
+        // Nothing arrived while the turn decoded: caught up now, without another turn.
+        if caughtUp || run.cursor >= history.endIndex {
+            return .done(lostItsPlace: run.lostItsPlace, units: run.replay.unitsFed)
+        }
+        guard !run.answered, run.cursor >= run.answerAt else { return .reading }
+        run.answered = true
+        return .answering
     }
 
     /// Decodes up to `unitsAtMost` units of the catch-up from the history. `caughtUp`: it has
@@ -141,13 +172,12 @@ struct SessionDecoder {
         }
     }
 
-    /// Ends the catch-up under way, if any: its slot and what it pinned are given back. Returns it.
+    /// Ends the catch-up under way, if any: what it pinned is given back. Returns it.
     @discardableResult
     mutating func endCatchUp() -> CatchUpRun? {
         guard let run = catchUp else { return nil }
         catchUp = nil
         history.unpin()
-        run.permit.release()
         return run
     }
 
@@ -187,6 +217,7 @@ struct SessionDecoder {
     /// The session closed: everything goes, the decoder's memory and any catch-up slot with it.
     mutating func close() {
         endCatchUp()
+        releaseCatchUpSlot()
         current = nil
         pending = nil
     }
@@ -215,12 +246,20 @@ struct DecoderSnapshot: Sendable {
     let fallbacks: FallbackRecord
 }
 
-/// An on-demand catch-up under way on the decode queue: where it reads next in the history, the
-/// pool slot it holds, and the newest good picture so far (published when it ends).
+/// An on-demand catch-up under way on the decode queue: where it reads next in the history, and
+/// the newest good picture so far (published when it ends).
 struct CatchUpRun {
+    /// How it stands after a turn.
+    enum Progress: Equatable {
+        /// More to decode.
+        case reading
+        /// It decoded what was newest as it started: the requests that woke it may go on.
+        case answering
+        /// It decoded the newest unit (or lost its place in the history).
+        case done(lostItsPlace: Bool, units: Int)
+    }
+
     var replay: HistoryReplay
-    let permit: CatchUpPermit
-    let startedAt: UInt64
     /// The index after the newest access unit when the catch-up started: once decoded through
     /// it, the requests that woke the session are answered (with the picture that was newest
     /// when they asked), while the units that arrived meanwhile are still caught up on.

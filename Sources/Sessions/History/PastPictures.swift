@@ -76,7 +76,7 @@ extension Session {
         } catch {
             return completion(.failure(error))
         }
-        guard !ingest.isClosed else { return completion(.failure(.notFound(id))) }
+        guard !loop.isClosed else { return completion(.failure(.notFound(id))) }
         context.activity.touch()
         let quality = request.effectiveQuality(sessionDefault: pictures.defaultQuality)
         if case .number(let number) = target {
@@ -102,7 +102,7 @@ extension Session {
         case .notHeld(let summary): return completion(.failure(HistorySummary(summary).notHeld))
         case .plan(let found): plan = found
         }
-        let facts = ingest.facts
+        let facts = loop.reporter.facts
         let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
         let factory = context.services.decoderFactory
         let metrics = context.metrics

@@ -30,9 +30,9 @@ public final class SpooledUpload: Sendable {
     public let queue: UploadQueue<SessionError>
     public let request: PictureRequest
     private let pictures: PictureCache
-    /// Strong: the worker holds this upload's job until the answer ended (or the session
+    /// Strong: the loop holds this upload's job until the answer ended (or the session
     /// closed), which is when this reference stops mattering.
-    private let worker: IngestWorker
+    private let loop: DecodeLoop
     private let state = Mutex(AnswerState())
 
     private struct AnswerState {
@@ -64,10 +64,10 @@ public final class SpooledUpload: Sendable {
         }
     }
 
-    init(queue: UploadQueue<SessionError>, request: PictureRequest, worker: IngestWorker, pictures: PictureCache) {
+    init(queue: UploadQueue<SessionError>, request: PictureRequest, loop: DecodeLoop, pictures: PictureCache) {
         self.queue = queue
         self.request = request
-        self.worker = worker
+        self.loop = loop
         self.pictures = pictures
     }
 
@@ -167,15 +167,15 @@ public final class SpooledUpload: Sendable {
         case .answer(let answer):
             return answer
         case .startPulling:
-            worker.answerWantsPictures()
+            loop.answerWantsPictures()
             return .wait
         case .encode(let picture, let wantsMore):
             // The next picture is decoded while this one is encoded (two cores), not after it.
-            if wantsMore { worker.answerWantsPictures() }
+            if wantsMore { loop.answerWantsPictures() }
             encode(picture)
             return .wait
         case .end(let outcome):
-            worker.multipartAnswerEnded(self, outcome)
+            loop.multipartAnswerEnded(self, outcome)
             return .finished(outcome)
         }
     }
@@ -230,7 +230,7 @@ public final class SpooledUpload: Sendable {
             queue.abort(serverShutdown ? .serverShutdown : .clientGone)
             return
         }
-        worker.multipartAnswerCancelled(self, beforeItsEnd: early, serverShutdown: serverShutdown)
+        loop.multipartAnswerCancelled(self, beforeItsEnd: early, serverShutdown: serverShutdown)
     }
 
     /// The session closed. Returns true when the answer had not ended yet (it ends now, with

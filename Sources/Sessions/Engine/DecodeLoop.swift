@@ -11,98 +11,39 @@ import VideoCoding
 /// A session's one decode loop: each push's bytes, from its input (an `IngestSource`), through
 /// the decoder to the newest picture, on the session's serial decode queue.
 ///
-/// Pushes are jobs in arrival order. Only the first one takes bytes (the others wait with an
-/// empty, unadmitted queue), so a session holds at most one upload queue's worth of bytes. A
-/// second push while one's body is still arriving is refused (`session_busy`): one stream
-/// has one byte order. Whatever the source (a live push's `UploadQueue`, a spooled push's
-/// `SpoolReplay`, a pull's `PullSource`), the loop does the same: decode what it reads and
-/// publish the pictures; at the push's end, one end-of-stream path (flush, facts refresh,
-/// events, log); then the push's answer (a JSON summary, or the end of a multipart answer)
-/// gets its outcome.
+/// Pushes and pulls are jobs (`IngestJob`) in arrival order. Only the first one takes bytes (the
+/// others wait with an empty, unadmitted queue), so a session holds at most one upload queue's
+/// worth of bytes. A second push while one's body is still arriving is refused
+/// (`session_busy`): one stream has one byte order. Whatever the source (a live push's
+/// `UploadQueue`, a spooled push's `SpoolReplay`, a pull's `PullSource`), the loop does the same:
+/// read it into the session's decoder (`SessionDecoder`), each access unit into the session's
+/// `CompressedHistory` (its only writer) before any decoder sees it, and publish the pictures;
+/// at a stream's end, one end-of-stream path (flush, facts, events, log); then the push's answer
+/// (a JSON summary, or the end of a multipart answer) gets its outcome.
 ///
-/// Every access unit ingest hands on goes into the session's `CompressedHistory` (its only
-/// writer) before any decoder sees it. In on-demand mode no decoder runs until someone asks
-/// for a picture (`demand`); then one catches up from the history and decodes live until the
-/// interest lingered out (`IngestWorker+OnDemand.swift`).
+/// What the decoder reports goes to the `DecodeReporter`; whether a decoder runs at all on
+/// demand is `OnDemandDecoding`'s to say.
 ///
-/// Owns: the jobs, the decoder (bound to the decode queue), its activity on demand and what the
-/// decoder reports: counters, format, back end and why, the last error.
-final class IngestWorker: Sendable {
-    /// What the status page shows of the decoder; replaced after every decoder step.
-    struct Facts: Sendable {
-        var backendChoice: DecoderBackendChoice
-        /// The codec stated for the stream (`PUT`); nil: detected.
-        var statedCodec: VideoCodec?
-        /// The stream's codec, stated or detected; nil until known.
-        var codec: VideoCodec?
-        var backend: DecoderBackend
-        var backendReason: String
-        /// The hardware device decoding now; nil in software.
-        var device: HardwareDeviceID?
-        /// The stream's latest switches to another back end, oldest first.
-        var fallbacks = FallbackRecord()
-        var decodeMode: DecodeMode
-        var format: StreamFormat?
-        var counters = SessionCounters()
-        var lastError: ErrorRecord?
-
-        /// How many of the stream's fallbacks were reported (`FallbackRecord.total`).
-        var fallbacksReported = 0
-
-        /// Takes what the decoder says now; returns the fallbacks not reported before.
-        mutating func update(_ snapshot: DecoderSnapshot) -> [BackendFallback] {
-            counters.merge(decoder: snapshot.counters)
-            if let codec = snapshot.codec { self.codec = codec }
-            backend = snapshot.backend
-            backendReason = snapshot.backendReason
-            device = snapshot.device
-            if let format = snapshot.format { self.format = format }
-            fallbacks = snapshot.fallbacks
-            defer { fallbacksReported = fallbacks.total }
-            return Array(fallbacks.since(fallbacksReported))
-        }
-    }
-
-    struct State {
+/// Owns: the jobs, and the session's decoder (bound to the decode queue).
+final class DecodeLoop: Sendable {
+    private struct State {
         var closed = false
-        var jobs: [UploadJob] = []
-        var facts: Facts
-        var rates: InputRateMeter
-        /// What the decoder does: always `live` outside on-demand mode.
-        var activity: DecoderActivity
-        /// Requests waiting for a catch-up to end, each called once (with nil, or why not).
-        var readyWaiters: [(UInt64, @Sendable (SessionError?) -> Void)] = []
-        var nextWaiterToken: UInt64 = 1
-        /// Uptime of the last request for a picture (or the last MJPEG viewer leaving).
-        var lastDemand: UInt64 = 0
-        /// Uptime the pending linger check runs at.
-        var lingerDue: UInt64?
-        /// The catch-up's place in the pool's queue while it waits for a slot.
-        var catchUpTicket: UInt64?
-        /// When each code last made an `error` event (the codes are a fixed set): a stream that
-        /// fails on every picture makes one event per code and second, not one per picture.
-        var errorEventAt: [String: UInt64] = [:]
-
-        /// Whether an error with `code` is news worth an event now (and remembers it if so).
-        mutating func admitErrorEvent(code: String, at uptime: UInt64) -> Bool {
-            if let last = errorEventAt[code], uptime &- last < 1_000_000_000 { return false }
-            errorEventAt[code] = uptime
-            return true
-        }
+        var jobs: [IngestJob] = []
     }
 
     let id: SessionID
     let decodeQueue: DispatchQueue
     let decoder: QueueBound<SessionDecoder>
-    /// The session's NAL-unit counters by type, for `/metrics`.
-    private let nalUnitCounters: QueueBound<NALUnitCounters>
-    let state: Mutex<State>
-    let context: SessionContext
-    /// Where the newest picture goes.
-    let viewers: ViewerSet
-    let pictures: PictureCache
-    /// Where every access unit goes first (this worker is its only writer).
-    let history: CompressedHistory
+    private let state = Mutex(State())
+    private let context: SessionContext
+    let reporter: DecodeReporter
+    /// Starts and stops the decoder on demand; told when a multipart answer begins, the mode
+    /// changes or a new back end takes over.
+    let onDemand: OnDemandDecoding
+    private let newest: NewestPicture
+    private let pictures: PictureCache
+    /// Where every access unit goes first (this loop is its only writer).
+    private let history: CompressedHistory
     /// The session's open container stream, between the pushes that carry it.
     private let containers = ContainerStreamSlot<SessionError>()
     /// Packets of container tracks other than the video, counted.
@@ -113,33 +54,35 @@ final class IngestWorker: Sendable {
         pictures: PictureCache, history: CompressedHistory
     ) {
         self.id = id
-        decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
+        let decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
+        self.decodeQueue = decodeQueue
         let joined = stream.decoder
-        let facts = Facts(
+        let facts = DecodeReporter.Facts(
             backendChoice: stream.backendChoice, statedCodec: stream.statedCodec, codec: joined.codec,
             backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
-            fallbacks: joined.fallbacks, decodeMode: mode, fallbacksReported: joined.fallbacks.total)
-        decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
-        nalUnitCounters = QueueBound(NALUnitCounters(), queue: decodeQueue)
-        state = Mutex(
-            State(
-                facts: facts,
-                rates: InputRateMeter(startedAt: context.clock.uptime), activity: mode == .onDemand ? .idle : .live))
+            fallbacks: joined.fallbacks, decodeMode: mode)
+        let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
+        let decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
+        let newest = NewestPicture(viewers: viewers, pictures: pictures, context: context)
+        // The executor asks whether a multipart answer runs; the loop is made after it.
+        let loop = WeakBox<DecodeLoop>()
+        onDemand = OnDemandDecoding(
+            mode: mode, decodeQueue: decodeQueue, decoder: decoder, context: context, reporter: reporter, newest: newest,
+            answersMultipart: { loop.value?.answersMultipart ?? false })
+        self.decoder = decoder
+        self.reporter = reporter
+        self.newest = newest
         self.context = context
-        self.viewers = viewers
         self.pictures = pictures
         self.history = history
-    }
-
-    var facts: Facts { state.withLock { $0.facts } }
-
-    var rates: SessionRates {
-        let now = context.clock.uptime
-        return state.withLock { $0.rates.rates(at: now) }
+        loop.value = self
     }
 
     /// True while an upload is queued, arriving or answering.
     var isBusy: Bool { state.withLock { !$0.jobs.isEmpty } }
+
+    /// True while a multipart answer runs: it wants every picture of its push.
+    var answersMultipart: Bool { state.withLock { $0.jobs.contains(where: \.isMultipart) } }
 
     /// True while an upload's body is arriving (status `uploading`).
     var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot && !$0.isPull } } }
@@ -182,7 +125,7 @@ final class IngestWorker: Sendable {
         }
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
         let job = try enqueue(flush: flush, codec: codec, maxBytes: spooledLimit) { queue in
-            let answer = SpooledUpload(queue: queue, request: request, worker: self, pictures: pictures)
+            let answer = SpooledUpload(queue: queue, request: request, loop: self, pictures: pictures)
             let replay = SpoolReplay(
                 upload: queue, file: file, clock: context.clock, wantsBytes: { answer.wantsPictures },
                 spooled: { answer.uploadEnded(.success(())) })
@@ -209,7 +152,7 @@ final class IngestWorker: Sendable {
                     queueBytes: context.configuration.uploadQueueBytes, clock: context.clock, ignored: ignored,
                     logger: context.logger)
             },
-            streamFailed: { [weak self] error in self?.record(SessionError(error)) },
+            streamFailed: { [reporter] error in reporter.record(SessionError(error)) },
             refuse: { [weak upload] error in upload?.refuse(error) })
     }
 
@@ -221,12 +164,12 @@ final class IngestWorker: Sendable {
         let source = PullSource<SessionError>(
             spec: spec, settings: context.configuration.pullSettings, clock: context.clock, logger: context.logger,
             observer: SessionPullObserver(source: spec.url.redacted, context: context), ignored: ignoredPackets)
-        let job = try state.withLock { state throws(SessionError) -> UploadJob in
+        let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
             guard !state.jobs.contains(where: \.holdsSlot) else {
                 throw SessionError(.sessionBusy, "a push or a pull is under way on this session")
             }
-            let job = UploadJob(
+            let job = IngestJob(
                 upload: nil, source: source, flush: false, codec: nil, answer: .pull(source),
                 progress: QueueBound(UploadProgress(), queue: decodeQueue))
             state.jobs.append(job)
@@ -246,7 +189,7 @@ final class IngestWorker: Sendable {
     func endPull() {
         // Out of the jobs now, so a new pull or a push may follow at once; the stream's end is
         // decoded on the decode queue before anything of theirs.
-        let job = state.withLock { state -> UploadJob? in
+        let job = state.withLock { state -> IngestJob? in
             guard let index = state.jobs.firstIndex(where: \.isPull) else { return nil }
             return state.jobs.remove(at: index)
         }
@@ -262,10 +205,10 @@ final class IngestWorker: Sendable {
     /// the stream's known one is refused before a byte is read.
     private func enqueue(
         flush: Bool, codec: VideoCodec?, maxBytes: Int? = nil,
-        _ makeSource: (UploadQueue<SessionError>) -> (any IngestSource<SessionError>, UploadJob.Answer)
-    ) throws(SessionError) -> UploadJob {
+        _ makeSource: (UploadQueue<SessionError>) -> (any IngestSource<SessionError>, IngestJob.Answer)
+    ) throws(SessionError) -> IngestJob {
         let configuration = context.configuration
-        let job = try state.withLock { state throws(SessionError) -> UploadJob in
+        let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
             guard !state.jobs.contains(where: \.holdsSlot) else {
                 if state.jobs.contains(where: \.isPull) {
@@ -273,7 +216,7 @@ final class IngestWorker: Sendable {
                 }
                 throw SessionError(.sessionBusy, "another upload to this session is in progress")
             }
-            if let codec, let known = state.facts.codec, codec != known {
+            if let codec, let known = reporter.facts.codec, codec != known {
                 throw SessionError(
                     DecodeError(
                         .codecMismatch,
@@ -285,7 +228,7 @@ final class IngestWorker: Sendable {
                 maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock,
                 onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
             let (source, answer) = makeSource(queue)
-            let job = UploadJob(
+            let job = IngestJob(
                 upload: queue, source: source, flush: flush, codec: codec, answer: answer,
                 progress: QueueBound(UploadProgress(), queue: decodeQueue))
             state.jobs.append(job)
@@ -310,13 +253,13 @@ final class IngestWorker: Sendable {
             // it carries holds for its bytes (the stream's codec when none is known yet; a
             // parameter set of another codec is refused).
             let beginning = job.progress.withValue { progress in
-                defer { progress.begin(counters: facts.counters) }
+                defer { progress.begin(counters: reporter.facts.counters) }
                 return !progress.hasBegun
             }
             if beginning { decoder.withValue { $0.stream?.beginPush(saying: job.codec) } }
             // A multipart answer sends the pictures of its push: an on-demand session decodes
             // while one runs.
-            if beginning, job.isMultipart { decodeForMultipartAnswer() }
+            if beginning, job.isMultipart { onDemand.multipartAnswerBegan() }
             switch event {
             case .bytes(let bytes, let receivedAt):
                 let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
@@ -356,7 +299,7 @@ final class IngestWorker: Sendable {
 
     /// A push's outcome is known: a JSON answer is sent and its job ends now; a multipart
     /// answer ends once its last part is out (`multipartAnswerEnded`).
-    private func conclude(_ job: UploadJob, _ outcome: Result<UploadSummary, SessionError>) {
+    private func conclude(_ job: IngestJob, _ outcome: Result<UploadSummary, SessionError>) {
         switch job.answer {
         case .summary:
             job.complete(outcome) { uploadEnded($0, bytes: job.source.totalBytes) }
@@ -370,24 +313,23 @@ final class IngestWorker: Sendable {
 
     /// The end of a stream, whichever push ends it: every delayed picture, then a pending back
     /// end may take over; facts, events and the log follow.
-    private func endOfStream(_ job: UploadJob) {
+    private func endOfStream(_ job: IngestJob) {
         let pictures = step(receivedAt: nil, job: job) { $0.finish(onAccessUnit: $1, onPicture: $2) }.pictures
         history.endStream()
-        if decoder.withValue({ $0.streamEnded() }) { pipelineReplaced() }
+        if decoder.withValue({ $0.streamEnded() }) { onDemand.backEndReplaced() }
         refreshFacts()
         context.logger.info("stream flushed", metadata: ["frames": "\(pictures)"])
     }
 
     /// Removes a finished job, frees its source and lets the next one take bytes.
-    private func endJob(_ job: UploadJob) {
-        let next = state.withLock { state -> UploadJob? in
+    private func endJob(_ job: IngestJob) {
+        let next = state.withLock { state -> IngestJob? in
             guard let index = state.jobs.firstIndex(where: { $0 === job }) else { return nil }
             state.jobs.remove(at: index)
-            // A multipart answer's interest in pictures lingers like a request's.
-            if job.isMultipart { state.lastDemand = context.clock.uptime }
             return index == 0 ? state.jobs.first : nil
         }
-        if job.isMultipart { scheduleLingerCheck() }
+        // A multipart answer's interest in pictures lingers like a request's.
+        if job.isMultipart { onDemand.multipartAnswerEnded() }
         decodeQueue.async { job.source.close() }
         guard let next else { return }
         next.upload?.admit()
@@ -417,13 +359,13 @@ final class IngestWorker: Sendable {
             let error = serverShutdown
                 ? SessionError(.shuttingDown, "the server is shutting down")
                 : SessionError(.uploadAborted, "the client disconnected before the answer ended")
-            if !serverShutdown { record(error) }
+            if !serverShutdown { reporter.record(error) }
             uploadEnded(.failure(error), bytes: job.source.totalBytes)
         }
         endJob(job)
     }
 
-    private func job(answeredBy answer: SpooledUpload) -> UploadJob? {
+    private func job(answeredBy answer: SpooledUpload) -> IngestJob? {
         state.withLock { state in state.jobs.first { $0.answers(with: answer) } }
     }
 
@@ -432,8 +374,8 @@ final class IngestWorker: Sendable {
     private func summary(
         of progress: QueueBound<UploadProgress>, bytes: Int, flushed: Bool
     ) -> Result<UploadSummary, SessionError> {
-        let facts = facts
-        let latest = viewers.newest?.sequence
+        let facts = reporter.facts
+        let latest = newest.viewers.newest?.sequence
         return progress.withValue { progress in
             progress.outcome(
                 summary: progress.summary(
@@ -464,7 +406,7 @@ final class IngestWorker: Sendable {
         switch stop {
         case .clientGone:
             let error = SessionError(.uploadAborted, "the client disconnected before the upload ended")
-            record(error)
+            reporter.record(error)
             context.metrics.recordUploadStopped(reason: "client_gone")
             return error
         case .serverShutdown:
@@ -475,7 +417,7 @@ final class IngestWorker: Sendable {
             // Recorded here, in order with the push's end (a reader of the status after the
             // answer finds it); a body past its limit was counted when the queue refused it
             // (`bodyPassedLimit`).
-            record(error)
+            reporter.record(error)
             if error.code == .ingest(.spoolFailed) || error.code == .ingest(.spoolFull) {
                 context.metrics.recordUploadStopped(reason: error.code == .ingest(.spoolFull) ? "spool_full" : "spool_failed")
             }
@@ -503,13 +445,13 @@ final class IngestWorker: Sendable {
     /// pictures it decoded.
     @discardableResult
     private func step(
-        receivedAt: UInt64?, job: UploadJob,
+        receivedAt: UInt64?, job: IngestJob,
         _ body: (StreamDecoder, (IndexedAccessUnit) -> Void, StreamDecoder.PictureHandler) -> [DecodeError]
     ) -> (pictures: Int, errors: [DecodeError]) {
         var pictures = 0
-        var newest: PublishedFrame?
+        var newestOfStep: PublishedFrame?
         let stamp = ReceiveStamp(clock: context.clock, receivedAt: receivedAt)
-        let newestBefore = viewers.newest?.sequence ?? 0
+        let newestBefore = newest.viewers.newest?.sequence ?? 0
         let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
             guard let stream = slot.stream else { return nil }
             let errors = body(
@@ -522,140 +464,21 @@ final class IngestWorker: Sendable {
                     pictures += 1
                     // A picture libavcodec concealed errors in (an error of this step) never
                     // replaces a good one as the newest, and the newest only ever moves on.
-                    if !frame.hasDecodeErrors, number > max(newestBefore, newest?.sequence ?? 0) { newest = published }
+                    if !frame.hasDecodeErrors, number > max(newestBefore, newestOfStep?.sequence ?? 0) {
+                        newestOfStep = published
+                    }
                     job.deliver(published)
                 })
             guard let snapshot = slot.snapshot() else { return nil }
             return (errors, snapshot)
         }
         guard let (errors, snapshot) = outcome else { return (0, []) }
-        let counters = snapshot.counters
+        guard !isClosed else { return (0, errors) }
+        reporter.stepped(snapshot, errors: errors, pictures: pictures, receivedAt: receivedAt)
+        if let newestOfStep { newest.publish(newestOfStep) }
         let now = context.clock.now
-        let uptime = context.clock.uptime
-        let changes = state.withLock {
-            state -> (before: Facts, after: Facts, newError: ErrorRecord?, fallbacks: [BackendFallback])? in
-            guard !state.closed else { return nil }
-            let before = state.facts
-            let fallbacks = state.facts.update(snapshot)
-            for error in errors {
-                state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-            }
-            state.rates.record(
-                bytes: state.facts.counters.bytes - before.counters.bytes, pictures: pictures, at: uptime)
-            let newError = state.facts.lastError.flatMap { error in
-                errors.isEmpty || !state.admitErrorEvent(code: error.code, at: uptime) ? nil : error
-            }
-            return (before, state.facts, newError, fallbacks)
-        }
-        guard let changes else { return (0, errors) }
-        let before = changes.before.counters
-        report(changes.fallbacks)
-        announce(from: changes.before, to: changes.after, fallbacks: changes.fallbacks)
-        if let error = changes.newError { announce(error) }
-        if let newest { publish(newest) }
-        if pictures > 0 { context.activity.touch() }
-        recordMetrics(before: before, after: counters, errors: errors, frames: pictures)
-        if let receivedAt, pictures > 0 {
-            context.metrics.decodeLatency.recordNanoseconds(Int64(clamping: context.clock.uptime &- receivedAt))
-        }
         job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now, logger: context.logger) }
         return (pictures, errors)
-    }
-
-    /// Makes `newest` the session's newest picture (on the decode queue: only this queue
-    /// publishes, so the newest cannot change between these calls).
-    func publish(_ newest: PublishedFrame) {
-        let previous = viewers.newest?.sequence
-        guard newest.sequence > previous ?? 0 else { return }
-        pictures.newestChanged(previous: previous, newest: newest.sequence)
-        viewers.publish(newest)
-        if previous == nil {
-            let info = newest.info(now: context.clock.uptime)
-            context.events.emit(.pictureFirst) { details in
-                details.seq = info.seq
-                details.width = info.width
-                details.height = info.height
-            }
-        }
-    }
-
-    func recordMetrics(before: SessionCounters, after: SessionCounters, errors: [DecodeError], frames: Int) {
-        let metrics = context.metrics
-        let newBytes = after.bytes - before.bytes
-        if newBytes > 0 { metrics.bytesIn.increment(by: newBytes) }
-        nalUnitCounters.withValue { counters in
-            for (type, count) in after.nalUnits {
-                let delta = count - (before.nalUnits[type] ?? 0)
-                if delta > 0 { counters.record(type: type, count: delta, in: metrics) }
-            }
-        }
-        if frames > 0 { metrics.framesDecoded.increment(by: frames) }
-        for error in errors { metrics.recordError(code: error.code.rawValue) }
-    }
-
-    /// An error outside the decoder (encode failure, aborted upload, limit): remembered and counted.
-    func record(_ error: SessionError) {
-        let now = context.clock.now
-        let uptime = context.clock.uptime
-        let record = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-        let isNews = state.withLock { state in
-            state.facts.lastError = record
-            if error.code == .uploadAborted { state.facts.counters.uploadsAborted += 1 }
-            return state.admitErrorEvent(code: record.code, at: uptime)
-        }
-        if isNews { announce(record) }
-        context.metrics.recordError(code: error.code.rawValue)
-        context.logger.warning("session error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
-    }
-
-    /// Back end facts can change on the decode queue without a step (a pipeline swap, a
-    /// decoder opened or released on demand).
-    func refreshFacts() {
-        guard let snapshot = decoder.withValue({ $0.snapshot() }) else { return }
-        let (before, after, fallbacks) = state.withLock { state in
-            let before = state.facts
-            let fallbacks = state.facts.update(snapshot)
-            return (before, state.facts, fallbacks)
-        }
-        report(fallbacks)
-        announce(from: before, to: after, fallbacks: fallbacks)
-    }
-
-    /// `format.changed` and `backend.selected` when a decoder step changed them.
-    private func announce(from before: Facts, to after: Facts, fallbacks: [BackendFallback]) {
-        if let format = after.format, format != before.format {
-            context.events.emit(.formatChanged) { $0.format = format }
-        }
-        if after.backend != before.backend || after.device != before.device || !fallbacks.isEmpty {
-            context.events.emit(.backendSelected) { details in
-                details.backend = after.backend.rawValue
-                details.device = after.device?.description
-                details.reason = after.backendReason
-                details.fallback = !fallbacks.isEmpty
-            }
-        }
-    }
-
-    private func announce(_ error: ErrorRecord) {
-        context.events.emit(.error) { details in
-            details.code = error.code
-            details.message = error.message
-        }
-    }
-
-    /// A decoder gave up its back end (hardware refused the stream, or failed mid-stream):
-    /// counted by why, and logged with what it said.
-    private func report(_ fallbacks: [BackendFallback]) {
-        for fallback in fallbacks {
-            context.metrics.recordFallback(fallback)
-            context.logger.info(
-                "decoder fell back",
-                metadata: [
-                    "from": "\(fallback.from.rawValue)", "to": "\(fallback.to.rawValue)",
-                    "reason": "\(fallback.reason.rawValue)", "codec": "\(fallback.codec?.rawValue ?? "unknown")",
-                    "message": "\(fallback.message)",
-                ])
-        }
     }
 
     // MARK: - Configuration
@@ -666,13 +489,7 @@ final class IngestWorker: Sendable {
     func configure(
         mode: DecodeMode?, backend choice: DecoderBackendChoice?, codec: VideoCodec?, stream: sending SessionDecoder.Stream?
     ) {
-        let previousMode = state.withLock { state -> DecodeMode in
-            let previous = state.facts.decodeMode
-            if let mode { state.facts.decodeMode = mode }
-            if let choice { state.facts.backendChoice = choice }
-            if let codec { state.facts.statedCodec = codec }
-            return previous
-        }
+        let previousMode = reporter.configure(mode: mode, backend: choice, codec: codec)
         // The stream was built on the caller's thread (so a back end that cannot open fails
         // the caller's request) and is handed over to the decode queue, which owns it from then on.
         let handover = Mutex(stream)
@@ -683,8 +500,13 @@ final class IngestWorker: Sendable {
                 guard let replacement else { return false }
                 return slot.replace(with: replacement)
             }
-            if let mode, mode != previousMode { modeChanged(from: previousMode, to: mode) }
-            if replaced { pipelineReplaced() }
+            if let mode, mode != previousMode {
+                // Between keyframes and the others, what ingest hands on changes, so the next
+                // GOP of the history does not follow the last.
+                if previousMode == .keyframes || mode == .keyframes { history.breakContinuity() }
+                onDemand.modeChanged(to: mode)
+            }
+            if replaced { onDemand.backEndReplaced() }
             refreshFacts()
         }
     }
@@ -694,14 +516,14 @@ final class IngestWorker: Sendable {
     /// Refuses every push (their clients are answered `session_not_found` at once), ends
     /// multipart answers, and frees the decoder on its queue.
     func close() {
-        let jobs = state.withLock { state -> [UploadJob] in
+        let jobs = state.withLock { state -> [IngestJob] in
             guard !state.closed else { return [] }
             state.closed = true
             defer { state.jobs = [] }
             return state.jobs
         }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
-        endOnDemandDecoding()
+        onDemand.close()
         containers.stop()
         for job in jobs {
             if let upload = job.upload, !upload.isProducerDone {
@@ -726,126 +548,10 @@ final class IngestWorker: Sendable {
     }
 
     var isClosed: Bool { state.withLock { $0.closed } }
-}
 
-/// What a session's parts share: configuration, services (the clock among them), metrics,
-/// logger, activity, events.
-struct SessionContext: Sendable {
-    let configuration: ServerConfiguration
-    let services: SessionServices
-    let metrics: FrameTapMetrics
-    let logger: Logger
-    let activity: SessionActivity
-    let events: SessionEventSink
-
-    var clock: any ServiceClock { services.clock }
-
-    func decoderOptions(backend: DecoderBackendChoice, mode: DecodeMode) -> DecoderOptions {
-        services.decoderOptions(configuration, backend: backend, mode: mode)
-    }
-
-    func catchUpDecoderOptions(backend: DecoderBackendChoice) -> DecoderOptions {
-        services.catchUpDecoderOptions(configuration, backend: backend)
-    }
-}
-
-/// When a session was last used (an upload byte, a picture, a request, a viewer leaving),
-/// for idle eviction and the status page.
-final class SessionActivity: Sendable {
-    private let clock: any ServiceClock
-    private let last: Mutex<(uptime: UInt64, date: Date)>
-
-    init(clock: any ServiceClock) {
-        self.clock = clock
-        last = Mutex((clock.uptime, clock.now))
-    }
-
-    func touch() {
-        let now = (clock.uptime, clock.now)
-        last.withLock { $0 = now }
-    }
-
-    var lastUptime: UInt64 { last.withLock { $0.uptime } }
-    var lastDate: Date { last.withLock { $0.date } }
-}
-
-/// One push as the decode loop handles it: where its bytes come from, and how it is answered.
-final class UploadJob: Sendable {
-    enum Answer: Sendable {
-        /// JSON, once the push ended.
-        case summary(@Sendable (Result<UploadSummary, SessionError>) -> Void)
-        /// One part per picture as the push is decoded.
-        case multipart(SpooledUpload)
-        /// No answer: a pulled source, read until it is stopped.
-        case pull(PullSource<SessionError>)
-    }
-
-    /// Where the HTTP server puts the body; nil for a pull.
-    let upload: UploadQueue<SessionError>?
-    /// What the decode loop reads: `upload` itself, or its spooled replay.
-    let source: any IngestSource<SessionError>
-    /// End the stream with this push (`?flush=true`).
-    let flush: Bool
-    /// The codec the push says it carries, if it says.
-    let codec: VideoCodec?
-    let answer: Answer
-    /// What this push produced so far; touched on the decode queue only.
-    let progress: QueueBound<UploadProgress>
-    /// A summary answer is sent once, whoever ends the push first (its last event, or close).
-    private let completed = Atomic<Bool>(false)
-
-    init(
-        upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
-        progress: QueueBound<UploadProgress>
-    ) {
-        self.upload = upload
-        self.source = source
-        self.flush = flush
-        self.codec = codec
-        self.answer = answer
-        self.progress = progress
-    }
-
-    /// Sends a summary answer, once, after `announce` (so a client reacting to its answer
-    /// finds the push's end already announced).
-    func complete(_ result: Result<UploadSummary, SessionError>, announce: (Result<UploadSummary, SessionError>) -> Void) {
-        guard case .summary(let completion) = answer,
-            completed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return }
-        announce(result)
-        completion(result)
-    }
-
-    /// A picture decoded from this push: a multipart answer sends them all (damaged ones too, as
-    /// the ffmpeg CLI does); a JSON answer only counts them.
-    func deliver(_ published: PublishedFrame) {
-        if case .multipart(let answer) = answer { answer.add(published) }
-    }
-
-    var isMultipart: Bool {
-        if case .multipart = answer { return true }
-        return false
-    }
-
-    var isPull: Bool {
-        if case .pull = answer { return true }
-        return false
-    }
-
-    func answers(with spooled: SpooledUpload) -> Bool {
-        if case .multipart(let answer) = answer { return answer === spooled }
-        return false
-    }
-
-    /// A push holds the session's upload slot while its body arrives, and a multipart one until
-    /// its answer ended too (or it was refused: then no answer follows). The client may push
-    /// again as soon as it was answered.
-    var holdsSlot: Bool {
-        switch answer {
-        case .summary: !(upload?.isProducerDone ?? true)
-        case .multipart(let answer): !answer.isOver && !(upload?.isRefused ?? true)
-        case .pull: true
-        }
+    /// Back end facts can change on the decode queue without a step (a new back end took over).
+    private func refreshFacts() {
+        if let snapshot = decoder.withValue({ $0.snapshot() }) { reporter.refresh(snapshot) }
     }
 }
 
@@ -860,14 +566,5 @@ struct ReceiveStamp {
         let wall = clock.now
         uptime = receivedAt ?? now
         date = wall.addingTimeInterval(-Double(now > uptime ? now - uptime : 0) / 1e9)
-    }
-}
-
-extension SessionCounters {
-    /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`).
-    mutating func merge(decoder: SessionCounters) {
-        let aborted = uploadsAborted
-        self = decoder
-        uploadsAborted = aborted
     }
 }

@@ -1,0 +1,85 @@
+import Decoding
+import Ingest
+import Synchronization
+import VideoCoding
+
+/// One job of the decode loop, a push or a pull: where its bytes come from, and how it is
+/// answered (a push's JSON summary, a multipart answer, or nothing for a pull).
+final class IngestJob: Sendable {
+    enum Answer: Sendable {
+        /// JSON, once the push ended.
+        case summary(@Sendable (Result<UploadSummary, SessionError>) -> Void)
+        /// One part per picture as the push is decoded.
+        case multipart(SpooledUpload)
+        /// No answer: a pulled source, read until it is stopped.
+        case pull(PullSource<SessionError>)
+    }
+
+    /// Where the HTTP server puts the body; nil for a pull.
+    let upload: UploadQueue<SessionError>?
+    /// What the decode loop reads: `upload` itself, or its spooled replay.
+    let source: any IngestSource<SessionError>
+    /// End the stream with this push (`?flush=true`).
+    let flush: Bool
+    /// The codec the push says it carries, if it says.
+    let codec: VideoCodec?
+    let answer: Answer
+    /// What this push produced so far; touched on the decode queue only.
+    let progress: QueueBound<UploadProgress>
+    /// A summary answer is sent once, whoever ends the push first (its last event, or close).
+    private let completed = Atomic<Bool>(false)
+
+    init(
+        upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
+        progress: QueueBound<UploadProgress>
+    ) {
+        self.upload = upload
+        self.source = source
+        self.flush = flush
+        self.codec = codec
+        self.answer = answer
+        self.progress = progress
+    }
+
+    /// Sends a summary answer, once, after `announce` (so a client reacting to its answer
+    /// finds the push's end already announced).
+    func complete(_ result: Result<UploadSummary, SessionError>, announce: (Result<UploadSummary, SessionError>) -> Void) {
+        guard case .summary(let completion) = answer,
+            completed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        announce(result)
+        completion(result)
+    }
+
+    /// A picture decoded from this push: a multipart answer sends them all (damaged ones too, as
+    /// the ffmpeg CLI does); a JSON answer only counts them.
+    func deliver(_ published: PublishedFrame) {
+        if case .multipart(let answer) = answer { answer.add(published) }
+    }
+
+    var isMultipart: Bool {
+        if case .multipart = answer { return true }
+        return false
+    }
+
+    var isPull: Bool {
+        if case .pull = answer { return true }
+        return false
+    }
+
+    func answers(with spooled: SpooledUpload) -> Bool {
+        if case .multipart(let answer) = answer { return answer === spooled }
+        return false
+    }
+
+    /// A push holds the session's upload slot while its body arrives, and a multipart one until
+    /// its answer ended too (or it was refused: then no answer follows). The client may push
+    /// again as soon as it was answered.
+    var holdsSlot: Bool {
+        switch answer {
+        case .summary: !(upload?.isProducerDone ?? true)
+        case .multipart(let answer): !answer.isOver && !(upload?.isRefused ?? true)
+        case .pull: true
+        }
+    }
+}
