@@ -183,7 +183,7 @@ public struct FrameTapAPI: Sendable {
     // MARK: - Upload
 
     /// `POST /sessions/{id}/nalus`. Runs when the headers are in and returns where the body
-    /// goes: the session's upload queue, drained by its ingest worker, which decodes it as it
+    /// goes: the session's upload queue, drained by its decode loop, which decodes it as it
     /// arrives (JSON answer) or spools it (multipart answer, decoded as the answer is read).
     func pushNALUnits(_ request: HTTPRequest) throws(HTTPError) -> (sink: any RequestBodySink, answer: HTTPResponse) {
         let id = try SessionID.fromPath(request)

@@ -54,7 +54,7 @@ public final class SessionRegistry: Sendable {
     /// Create-or-get (`POST .../nalus` and `PUT` both create). A new session gets `options`;
     /// an existing one is returned unchanged (`PUT` then calls `Session.configure`).
     /// Throws `.tooManySessions` (503, with `retryAfterSeconds`) at the limit, and
-    /// `.pipeline(.decoderUnavailable)` when a forced back end cannot open.
+    /// `.decoding(.decoderUnavailable)` when a forced back end cannot open.
     public func openSession(_ id: SessionID, options: SessionOptions = SessionOptions()) throws(SessionError)
         -> (session: Session, created: Bool)
     {

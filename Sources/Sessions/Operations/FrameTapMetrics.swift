@@ -316,7 +316,7 @@ public final class FrameTapMetrics: Sendable {
     }
 }
 
-/// One session's NAL-unit counters by type, held by its decode worker: the shared cache behind
+/// One session's NAL-unit counters by type, held by its `DecodeReporter`: the shared cache behind
 /// `FrameTapMetrics` is looked up once per type and session instead of on every decode step,
 /// where its lock was contended by hundreds of sessions (measured: 2.75 % of the server's CPU in
 /// the lock's slow path, and its futex wake-ups, at 320 on-demand sessions).

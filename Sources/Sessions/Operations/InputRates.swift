@@ -7,7 +7,7 @@ public struct SessionRates: Sendable, Equatable {
 }
 
 /// Pictures decoded and bytes received in one-second buckets over a short sliding window, so
-/// reading a rate never walks per-picture history. Owned by the ingest worker's state.
+/// reading a rate never walks per-picture history. Owned by the session's `DecodeReporter`.
 struct InputRateMeter: Sendable {
     static let windowSeconds: UInt64 = 5
     private static let second: UInt64 = 1_000_000_000
