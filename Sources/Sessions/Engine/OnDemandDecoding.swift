@@ -248,7 +248,8 @@ final class OnDemandDecoding: Sendable {
                     try slot.openDecoder(keyframesOnly: false)
                     return .success(slot.beginCatchUp(delay: catchUpDelay))
                 case .live(let mode):
-                    try slot.openDecoder(keyframesOnly: mode == .keyframes)
+                    // A new back end that took over in the same change may have opened one already.
+                    if !slot.hasDecoder { try slot.openDecoder(keyframesOnly: mode == .keyframes) }
                     return .success(false)
                 }
             } catch {
