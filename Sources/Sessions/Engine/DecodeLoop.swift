@@ -56,7 +56,7 @@ final class DecodeLoop: Sendable {
         self.id = id
         let decodeQueue = DispatchQueue(label: "frametap.session.\(id).decode")
         self.decodeQueue = decodeQueue
-        let joined = stream.decoder
+        let joined = stream.streamDecoder
         let facts = DecodeReporter.Facts(
             backendChoice: stream.backendChoice, statedCodec: stream.statedCodec, codec: joined.codec,
             backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
@@ -252,11 +252,12 @@ final class DecodeLoop: Sendable {
             // The push's counts start where the previous push's decoding ended, and what it says
             // it carries holds for its bytes (the stream's codec when none is known yet; a
             // parameter set of another codec is refused).
-            let beginning = job.progress.withValue { progress in
-                defer { progress.begin(counters: reporter.facts.counters) }
-                return !progress.hasBegun
+            let beginning = job.progress.withValue { !$0.hasBegun }
+            if beginning {
+                let counters = reporter.facts.counters
+                job.progress.withValue { $0.begin(counters: counters) }
+                decoder.withValue { $0.stream?.beginPush(saying: job.codec) }
             }
-            if beginning { decoder.withValue { $0.stream?.beginPush(saying: job.codec) } }
             // A multipart answer sends the pictures of its push: an on-demand session decodes
             // while one runs.
             if beginning, job.isMultipart { onDemand.multipartAnswerBegan() }

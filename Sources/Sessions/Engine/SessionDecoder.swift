@@ -14,7 +14,8 @@ import VideoCoding
 struct SessionDecoder {
     /// A stream and the choices it was made with.
     struct Stream {
-        let decoder: StreamDecoder
+        /// Ingest and (while one runs) the decoder, joined.
+        let streamDecoder: StreamDecoder
         let backendChoice: DecoderBackendChoice
         /// The codec the session was told its stream is; nil: detected from the stream.
         let statedCodec: VideoCodec?
@@ -48,25 +49,25 @@ struct SessionDecoder {
         let ingest = try AccessUnitIngest(
             maxNALBytes: context.configuration.maxNALBytes, keyframesOnly: mode == .keyframes, codec: codec,
             emulateFFmpegProbe: options.emulateFFmpegProbe)
-        let decoder: StreamDecoder
+        let streamDecoder: StreamDecoder
         if mode == .onDemand {
             let plan = try BackendSelection.plan(options: try options.validated())
-            decoder = StreamDecoder(
+            streamDecoder = StreamDecoder(
                 ingest: ingest, backendReason: "on-demand: no decoder runs until a picture is asked for (\(plan.reason))")
         } else {
-            decoder = StreamDecoder(
+            streamDecoder = StreamDecoder(
                 ingest: ingest,
                 decoder: try AccessUnitDecoder(
                     options: options, keyframesOnly: mode == .keyframes, codec: codec,
                     factory: context.services.decoderFactory))
         }
-        return Stream(decoder: decoder, backendChoice: backend, statedCodec: codec)
+        return Stream(streamDecoder: streamDecoder, backendChoice: backend, statedCodec: codec)
     }
 
-    var stream: StreamDecoder? { current?.decoder }
+    var stream: StreamDecoder? { current?.streamDecoder }
 
     /// Whether a decoder is open (on demand: woken).
-    var hasDecoder: Bool { current?.decoder.decoder != nil }
+    var hasDecoder: Bool { current?.streamDecoder.decoder != nil }
 
     // MARK: - Opening and releasing (on demand)
 
@@ -80,16 +81,16 @@ struct SessionDecoder {
             keyframesOnly
             ? context.decoderOptions(backend: current.backendChoice, mode: .keyframes)
             : context.catchUpDecoderOptions(backend: current.backendChoice)
-        current.decoder.attach(
+        current.streamDecoder.attach(
             try AccessUnitDecoder(
-                options: options, keyframesOnly: keyframesOnly, codec: current.decoder.codec ?? current.statedCodec,
+                options: options, keyframesOnly: keyframesOnly, codec: current.streamDecoder.codec ?? current.statedCodec,
                 factory: context.services.decoderFactory))
     }
 
     /// From now on each access unit is decoded as it arrives (from the next keyframe when
     /// `waitsForKeyframe`).
     func startLive(waitsForKeyframe: Bool) {
-        current?.decoder.startLive(waitsForKeyframe: waitsForKeyframe)
+        current?.streamDecoder.startLive(waitsForKeyframe: waitsForKeyframe)
     }
 
     /// Frees the decoder and its memory; returns whether one was open. A catch-up under way
@@ -184,15 +185,15 @@ struct SessionDecoder {
     // MARK: - Modes and replacement
 
     mutating func setMode(_ mode: DecodeMode) {
-        current?.decoder.keyframesOnly = mode == .keyframes
-        pending?.decoder.keyframesOnly = mode == .keyframes
+        current?.streamDecoder.keyframesOnly = mode == .keyframes
+        pending?.streamDecoder.keyframesOnly = mode == .keyframes
     }
 
     /// Returns whether `replacement` took over now (no stream under way); otherwise it waits
     /// for the stream's end.
     mutating func replace(with replacement: Stream) -> Bool {
         guard let current else { return false }
-        if current.decoder.midStream {
+        if current.streamDecoder.midStream {
             pending = replacement
             return false
         }
@@ -210,7 +211,7 @@ struct SessionDecoder {
     }
 
     private mutating func take(_ replacement: Stream, from previous: Stream) {
-        replacement.decoder.takeOver(from: previous.decoder)
+        replacement.streamDecoder.takeOver(from: previous.streamDecoder)
         current = replacement
     }
 
