@@ -114,6 +114,12 @@ struct YAMLTests {
         let deep = try #require(refusal("serve:\n  port: " + String(repeating: "[", count: 100) + String(repeating: "]", count: 100)))
         #expect(deep.message == "nested more than 64 levels deep")
         #expect(line(of: deep) == 2)
+        // Each line 32 levels deep, but the alias on the last copies 60 more levels.
+        let nest = { (inner: String) in String(repeating: "[", count: 30) + inner + String(repeating: "]", count: 30) }
+        let copies = try #require(refusal("serve:\n  a0: &a0 \(nest("x"))\n  a1: &a1 \(nest("*a0"))\n  a2: \(nest("*a1"))\n"))
+        #expect(copies.message == "nested more than 64 levels deep")
+        #expect(line(of: copies) == 4)
+        #expect(refusal("serve:\n  a0: &a0 \(nest("x"))\n  a1: &a1 \(nest("*a0"))\n")?.message == "unknown option")
     }
 
     @Test func tagsOutsideTheCoreSchemaAreRefused() throws {

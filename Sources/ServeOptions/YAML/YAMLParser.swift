@@ -26,7 +26,8 @@ extension YAMLNode {
 
 /// Turns libyaml's events into nodes, resolving aliases as copies of their anchor's node.
 private struct YAMLComposer {
-    /// Deeper nesting is refused: composing (and every reader after it) recurses per level.
+    /// Deeper nesting is refused, also where aliases put a copy inside a copy: composing, and
+    /// every reader of the tree after it, recurses per level.
     static let depthLimit = 64
     /// Nodes in the document, each alias counted as the nodes it copies: a few aliases of
     /// aliases of lists would otherwise stand for billions.
@@ -34,16 +35,22 @@ private struct YAMLComposer {
 
     let parser: UnsafeMutablePointer<yaml_parser_t>
     let bytes: UnsafeBufferPointer<UInt8>
-    /// Each anchor's node and the nodes it counts.
-    var anchors: [String: (node: YAMLNode, count: Int)] = [:]
+    var anchors: [String: Composed] = [:]
     var nodes = 0
+
+    /// A node, the nodes it counts (itself included) and the levels below it.
+    struct Composed {
+        let node: YAMLNode
+        let count: Int
+        let height: Int
+    }
 
     mutating func document() throws(YAMLError) -> YAMLNode? {
         guard case .streamStart = try next().event else { throw unexpected() }
         let (event, _) = try next()
         guard case .documentStart = event else { return nil }  // the stream's end: no document
         let (first, mark) = try next()
-        let root = try node(first, at: mark, depth: 0)
+        let root = try node(first, at: mark, depth: 0).node
         guard case .documentEnd = try next().event else { throw unexpected() }
         let (after, afterMark) = try next()
         if case .documentStart = after {
@@ -52,13 +59,11 @@ private struct YAMLComposer {
         return root
     }
 
-    private mutating func node(_ event: Event, at mark: YAMLMark, depth: Int) throws(YAMLError) -> YAMLNode {
-        guard depth < Self.depthLimit else {
-            throw YAMLError("nested more than \(Self.depthLimit) levels deep", at: mark)
-        }
+    private mutating func node(_ event: Event, at mark: YAMLMark, depth: Int) throws(YAMLError) -> Composed {
         let before = nodes
         try count(1, at: mark)
         let node: YAMLNode
+        var height = 0
         let anchor: String?
         switch event {
         case .scalar(let scalar, let name):
@@ -69,37 +74,52 @@ private struct YAMLComposer {
                 throw YAMLError("the alias *\(name) has no anchor &\(name) before it", at: mark)
             }
             try count(anchored.count - 1, at: mark)
+            try checkDepth(depth + anchored.height, at: mark)
             // Its own place, for what is said about the whole value; the nodes inside keep theirs.
-            return YAMLNode(anchored.node.content, at: mark)
+            return Composed(node: YAMLNode(anchored.node.content, at: mark), count: anchored.count, height: anchored.height)
         case .sequenceStart(let name):
+            try checkDepth(depth + 1, at: mark)
             var items: [YAMLNode] = []
             while true {
-                let (item, itemMark) = try next()
-                if case .sequenceEnd = item { break }
-                items.append(try self.node(item, at: itemMark, depth: depth + 1))
+                let (itemEvent, itemMark) = try next()
+                if case .sequenceEnd = itemEvent { break }
+                let item = try self.node(itemEvent, at: itemMark, depth: depth + 1)
+                items.append(item.node)
+                height = max(height, item.height + 1)
             }
             node = YAMLNode(.sequence(items), at: mark)
             anchor = name
         case .mappingStart(let name):
+            try checkDepth(depth + 1, at: mark)
             var pairs: [(key: YAMLNode, value: YAMLNode)] = []
             var keys: Set<String> = []
             while true {
                 let (keyEvent, keyMark) = try next()
                 if case .mappingEnd = keyEvent { break }
                 let key = try self.node(keyEvent, at: keyMark, depth: depth + 1)
-                if let text = key.text, !keys.insert(text).inserted {
+                if let text = key.node.text, !keys.insert(text).inserted {
                     throw YAMLError("a key appears twice: \(text)", at: keyMark)
                 }
                 let (valueEvent, valueMark) = try next()
-                pairs.append((key, try self.node(valueEvent, at: valueMark, depth: depth + 1)))
+                let value = try self.node(valueEvent, at: valueMark, depth: depth + 1)
+                pairs.append((key.node, value.node))
+                height = max(height, key.height + 1, value.height + 1)
             }
             node = YAMLNode(.mapping(pairs), at: mark)
             anchor = name
         default:
             throw unexpected()
         }
-        if let anchor { anchors[anchor] = (node, nodes - before) }
-        return node
+        let composed = Composed(node: node, count: nodes - before, height: height)
+        if let anchor { anchors[anchor] = composed }
+        return composed
+    }
+
+    /// `depth`: the level of a node's deepest member (the root's members are at 1).
+    private func checkDepth(_ depth: Int, at mark: YAMLMark) throws(YAMLError) {
+        guard depth <= Self.depthLimit else {
+            throw YAMLError("nested more than \(Self.depthLimit) levels deep", at: mark)
+        }
     }
 
     private mutating func count(_ added: Int, at mark: YAMLMark) throws(YAMLError) {
