@@ -61,17 +61,20 @@ extension ConfigurationReader {
                 key: ([key] + refusal.path.prefix(member)).joined(separator: "."),
                 suggestion: refusal.knownMembers.isEmpty ? nil : refusal.path.last.flatMap { nearestName(to: $0, among: known) })
         } catch DecodingError.typeMismatch(let type, let context) {
-            let path = context.codingPath.map(\.stringValue)
-            let (at, member) = locate(path, in: body)
             let wanted = type == Int.self ? "a whole number" : type == String.self ? "a single value" : "a mapping"
-            throw self.error("must be \(wanted)", at: at, key: ([key] + path.prefix(member)).joined(separator: "."))
+            throw self.error("must be \(wanted)", at: context.codingPath, in: body, key: key)
         } catch DecodingError.valueNotFound(_, let context) {
-            let path = context.codingPath.map(\.stringValue)
-            let (at, member) = locate(path, in: body)
-            throw self.error("has no value", at: at, key: ([key] + path.prefix(member)).joined(separator: "."))
+            throw self.error("has no value", at: context.codingPath, in: body, key: key)
         } catch {
             throw self.error("cannot be read: \(error)", at: node, key: key)
         }
+    }
+
+    /// An error at the member the decoder was reading, `path` from the session's `body`.
+    private func error(_ message: String, at path: [any CodingKey], in body: YAMLNode, key: String) -> ServeConfigurationError {
+        let members = path.map(\.stringValue)
+        let (at, found) = locate(members, in: body)
+        return error(message, at: at, key: ([key] + members.prefix(found)).joined(separator: "."))
     }
 
     /// The key node at `path` from `node` (the deepest that exists), and how many of the path's
