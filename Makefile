@@ -11,7 +11,7 @@ VENV        := .venv
 
 # Build and runtime libraries.
 BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
-                  libmicrohttpd-dev libgnutls28-dev libva-dev
+                  libmicrohttpd-dev libgnutls28-dev libva-dev libyaml-dev
 # What the tests drive: ffmpeg/x264/x265 (fixtures, reference decodes, real-time push, mpjpeg),
 # curl/jq/python3 (smoke suite), GStreamer (real MJPEG clients; x265enc and h265parse from
 # plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver

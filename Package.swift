@@ -24,9 +24,6 @@ let package = Package(
         // it is built on, checks the signatures synchronously on the request thread.
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.1.0"),
-        // The configuration file (`frametap serve --config`): YAML with each node's line, so an
-        // error names the line it is on.
-        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -38,6 +35,13 @@ let package = Package(
             name: "CTurboJPEG",
             pkgConfig: "libturbojpeg",
             providers: [.apt(["libturbojpeg0-dev"])]
+        ),
+        // libyaml's parser, for the configuration file (`frametap serve --config`): its events
+        // carry each node's line, so an error names the line it is on.
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
         ),
         // libmicrohttpd, plus GnuTLS for its TLS certificates (see tls.c).
         .target(
@@ -107,9 +111,8 @@ let package = Package(
         .target(
             name: "ServeOptions",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "FrameTapAPI", "Decoding", "Containers",
+                "HTTPServer", "Sessions", "Ingest", "FrameTapAPI", "Decoding", "Containers", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strictSwift
         ),

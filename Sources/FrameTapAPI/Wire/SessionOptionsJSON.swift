@@ -9,7 +9,8 @@ import VideoCoding
 /// The body of `PUT /sessions/{id}` (openapi.yaml `SessionOptions`): a JSON object whose
 /// members are all optional; an unknown member, a wrong type or a value out of range is a 400
 /// `invalid_parameter` that names it. The configuration file's `sessions:` entries are the same
-/// object in YAML, read by this decoder too (through Yams' `Decoder`), so both take the same.
+/// object in YAML, read by this decoder too (through ServeOptions' `YAMLNodeDecoder`), so both
+/// take the same.
 public struct SessionOptionsJSON: Decodable {
     public let options: SessionOptions
 
