@@ -226,7 +226,7 @@ FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialA
 FUZZ_SUPPORT := Fuzz/Support/FuzzSupport.swift
 # The reference splitter and the checked splitter run, for the Annex B targets of both codecs.
 FUZZ_SPLIT_SUPPORT := Fuzz/Support/CheckedSplit.swift
-FUZZ_HTTPSERVER_SOURCES := Sources/HTTPServer/RequestTarget.swift Sources/HTTPServer/HTTPTypes.swift
+FUZZ_HTTPSERVER_SOURCES := Sources/HTTPServer/Requests/RequestTarget.swift Sources/HTTPServer/Requests/HTTPTypes.swift
 
 .PHONY: fuzz fuzz-quick fuzz-build fuzz-seeds fuzz-clean
 
