@@ -85,9 +85,9 @@ public struct SyncPlan: Equatable, Sendable {
         self.deletions = deletions
     }
 
-    /// Whether the copy the gateway answered with was seen on some instance asked directly: only
-    /// then is another copy surely a stray (the routed one might sit on an instance that did not
-    /// answer this pass's listing, but then it was not seen, and nothing is deleted).
+    /// Whether the copy the gateway answered with was seen on an instance asked directly: only
+    /// then is another copy surely a stray. When the instance holding it did not answer this
+    /// pass's listing, nothing is deleted on its account.
     private static func isListed(
         _ id: SessionID, createdAt: String, in listings: [(instance: SyncInstance, sessions: [ListedSession])]
     ) -> Bool {
