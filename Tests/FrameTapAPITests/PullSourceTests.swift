@@ -57,6 +57,36 @@ struct PullSourceTests {
         }
     }
 
+    @Test("a PUT of the same definition is a 200 that leaves a live pull as it is: no reconnect, no reset")
+    func unchangedDefinitionTouchesNothing() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        // About 6 s of stream on one connection.
+        let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 200, pause: .milliseconds(50)) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let definition = #"{"source": {"url": "\#(server.url("/live.ts"))"}, "decode": "all", "quality": 70, "owner": "sync"}"#
+            #expect(try Self.put(service.port, "cam", definition).status == 201)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 2 })
+            let before = try jsonObject(try request(service.port, "GET", "/sessions/cam").body)
+            let again = try Self.put(service.port, "cam", definition)
+            #expect(again.status == 200)
+            let after = try jsonObject(again.body)
+            for member in ["createdAt", "owner", "quality", "decode"] {
+                #expect("\(after[member] ?? "none")" == "\(before[member] ?? "none")", "\(member)")
+            }
+            let source = after["source"] as? [String: Any] ?? [:]
+            let sourceBefore = before["source"] as? [String: Any] ?? [:]
+            #expect(source["state"] as? String == "live")
+            #expect(source["reconnects"] as? Int == 0)
+            #expect(source["connectedAt"] as? String == sourceBefore["connectedAt"] as? String)
+            // The decoder goes on from where it was: its counters grow, never start again.
+            let decoded = (before["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0
+            #expect(((after["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0) >= decoded)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 > decoded })
+            #expect(server.accepted == 1)
+        }
+    }
+
     @Test("a host outside --allow-sources is refused with 403 before any connection")
     func notAllowed() throws {
         let outside = try SourceServer(host: "127.0.0.2") { _ in .serve([1, 2, 3], contentType: nil) }

@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Foundation
 @testable import FrameTapAPI
@@ -72,7 +73,7 @@ import Timekeeping
                 url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
                 lastError: ErrorRecord(code: "source_timeout", message: "the source sent nothing in time", at: laterAt),
                 reconnects: 3, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
-            ignoredPackets: ["audio": 7])
+            owner: try SessionOwner("frametap-sync"), ignoredPackets: ["audio": 7])
     }
 
     static func freshStatus() throws -> SessionStatus {
@@ -107,7 +108,7 @@ import Timekeeping
         + #""reason":"device_errors","to":"software"}],"format":"# + highFormatJSON + #","id":"cam-1","#
         + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
-        + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"quality":70,"#
+        + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"owner":"frametap-sync","quality":70,"#
         + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
         + #""source":{"connectedAt":null,"format":"rtsp","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
@@ -122,7 +123,7 @@ import Timekeeping
         + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
         + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
-        + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
+        + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"owner":null,"quality":85,"#
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
@@ -403,6 +404,23 @@ import Timekeeping
         #expect(try SessionOptionsJSON.parse(Array(#"{"backend":"vaapi"}"#.utf8)) == SessionOptions(backend: .vaapi))
         #expect(try SessionOptionsJSON.parse([UInt8]()) == SessionOptions())
         #expect(try SessionOptionsJSON.parse(Array(" \r\n\t".utf8)) == SessionOptions())
+        #expect(try SessionOptionsJSON.parse(Array(#"{"owner":"frametap-sync"}"#.utf8)) == SessionOptions(owner: try SessionOwner("frametap-sync")))
+        #expect(try SessionOptionsJSON.parse(Array(#"{"owner":null}"#.utf8)) == SessionOptions(owner: .some(nil)))
+    }
+
+    /// What `frametap sync` writes is what the server reads: every member given, and only those.
+    @Test func writtenBodiesReadBack() throws {
+        let pull = PullSourceSpec(url: try SourceURL("rtsp://user:p%40ss@10.0.0.7/stream1"), transport: .udp)
+        let all = SessionOptions(
+            backend: .software, codec: .h265, decode: .onDemand, quality: 55, source: pull, owner: try SessionOwner("sync-a"))
+        for options in [all, SessionOptions(), SessionOptions(source: .some(nil), owner: .some(nil)), SessionOptions(quality: 9)] {
+            let body = WireJSON.bytes(SessionOptionsJSON(options))
+            #expect(try SessionOptionsJSON.parse(body) == options, "\(String(decoding: body, as: UTF8.self))")
+        }
+        #expect(
+            String(decoding: WireJSON.bytes(SessionOptionsJSON(all)), as: UTF8.self)
+                == #"{"backend":"software","codec":"h265","decode":"on-demand","owner":"sync-a","quality":55,"#
+                + #""source":{"transport":"udp","url":"rtsp://user:p%40ss@10.0.0.7/stream1"}}"#)
     }
 
     @Test func refusedBodiesSayWhy() {
@@ -413,6 +431,8 @@ import Timekeeping
             #"{"decode":7}"#: "session option 'decode' is invalid",
             #"{"decode":"some"}"#: "decode must be all, keyframes, on-demand",
             #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",
+            #"{"owner":"a b"}"#: "owner must be 1...64 characters from A-Z a-z 0-9 . _ ~ -",
+            #"{"owner":""}"#: "owner must be 1...64 characters from A-Z a-z 0-9 . _ ~ -",
             "[1]": "session options must be a JSON object",
             "{": "session options must be a JSON object",
         ]

@@ -31,6 +31,7 @@ struct SessionStatusJSON: Encodable {
             .uploading: status.uploading,
             .rates: SessionRatesJSON(status.rates),
             .source: status.source.map(SourceStatusJSON.init),
+            .owner: status.owner?.rawValue,
         ])
     }
 
@@ -38,7 +39,7 @@ struct SessionStatusJSON: Encodable {
         case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, decoding, decoder, quality
         case createdAt
         case lastActivityAt, format, counters
-        case latestFrame, lastError, subscribers, uploading, rates, source
+        case latestFrame, lastError, subscribers, uploading, rates, source, owner
     }
 }
 

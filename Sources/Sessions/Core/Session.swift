@@ -28,6 +28,8 @@ public final class Session: Sendable {
     let pictures: PictureCache
     let viewers: ViewerSet
     let history: CompressedHistory
+    /// Who keeps the session (`PUT`'s `owner`), shown in its status.
+    private let keeper: Mutex<SessionOwner?>
 
     /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
     /// back end asked for cannot open.
@@ -96,6 +98,7 @@ public final class Session: Sendable {
         self.viewers = viewers
         self.ingest = ingest
         self.history = history
+        keeper = Mutex(options.owner ?? nil)
     }
 
     // MARK: - Configuration
@@ -103,30 +106,45 @@ public final class Session: Sendable {
     /// Applies `PUT /sessions/{id}`. Quality and decode mode apply at once; a different back end
     /// is opened right here (so an unavailable one fails this call and changes nothing) and
     /// takes over at the next stream start (after a flush), or at once when no stream is under way.
+    /// Options equal to the session's own change nothing: a `PUT` of the same definition (as
+    /// `frametap sync` sends every pass) leaves the decoder, its counters and viewers as they are.
     public func configure(_ options: SessionOptions) throws(SessionError) {
         guard !ingest.isClosed else { throw .notFound(id) }
         let facts = ingest.facts
         var pipeline: DecoderPipeline?
         let newBackend = options.backend.flatMap { $0 == facts.backendChoice ? nil : $0 }
         let newCodec = options.codec.flatMap { $0 == facts.statedCodec ? nil : $0 }
+        let newMode = options.decode.flatMap { $0 == facts.decodeMode ? nil : $0 }
+        let newQuality = options.quality.flatMap { $0 == pictures.defaultQuality ? nil : $0 }
         if newBackend != nil || newCodec != nil {
             do {
                 pipeline = try DecoderPipeline(
                     configuration: context.configuration, backend: newBackend ?? facts.backendChoice,
-                    codec: newCodec ?? facts.statedCodec, mode: options.decode ?? facts.decodeMode)
+                    codec: newCodec ?? facts.statedCodec, mode: newMode ?? facts.decodeMode)
             } catch {
                 throw SessionError(error)
             }
         }
-        if let quality = options.quality { pictures.defaultQuality = quality }
-        ingest.configure(mode: options.decode, backend: newBackend, codec: newCodec, pipeline: pipeline)
+        let newOwner: SessionOwner?? = options.owner.flatMap { owner in
+            keeper.withLock { current in
+                guard current != owner else { return nil }
+                current = owner
+                return .some(owner)
+            }
+        }
+        if let newQuality { pictures.defaultQuality = newQuality }
+        if newMode != nil || newBackend != nil || newCodec != nil {
+            ingest.configure(mode: newMode, backend: newBackend, codec: newCodec, pipeline: pipeline)
+        }
+        guard newMode != nil || newBackend != nil || newCodec != nil || newQuality != nil || newOwner != nil else { return }
         context.logger.info(
             "session configured",
             metadata: [
-                "backend": "\(options.backend?.rawValue ?? "unchanged")",
-                "codec": "\(options.codec?.rawValue ?? "unchanged")",
-                "decode": "\(options.decode?.rawValue ?? "unchanged")",
-                "quality": "\(options.quality.map(String.init) ?? "unchanged")",
+                "backend": "\(newBackend?.rawValue ?? "unchanged")",
+                "codec": "\(newCodec?.rawValue ?? "unchanged")",
+                "decode": "\(newMode?.rawValue ?? "unchanged")",
+                "quality": "\(newQuality.map(String.init) ?? "unchanged")",
+                "owner": "\(newOwner.map { $0?.rawValue ?? "none" } ?? "unchanged")",
             ])
     }
 
@@ -158,14 +176,16 @@ public final class Session: Sendable {
     // MARK: - Pulls
 
     /// Starts pulling `spec` (the registry checked the policy and the pull limit), replacing a
-    /// pull of another source. Throws `session_busy` while a push is under way.
-    func startPull(_ spec: PullSourceSpec) throws(SessionError) {
+    /// pull of another source; returns false when it pulls `spec` already, which goes on
+    /// untouched. Throws `session_busy` while a push is under way.
+    func startPull(_ spec: PullSourceSpec) throws(SessionError) -> Bool {
         guard !ingest.isClosed else { throw .notFound(id) }
         if let current = ingest.pull {
-            if current.spec == spec { return }
+            if current.spec == spec { return false }
             ingest.endPull()
         }
         _ = try ingest.beginPull(spec)
+        return true
     }
 
     /// Stops the pull, if any (`PUT` with `"source": null`).
@@ -263,7 +283,7 @@ public final class Session: Sendable {
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
             subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
-            source: ingest.pull?.snapshot, ignoredPackets: ingest.ignoredPackets.snapshot)
+            source: ingest.pull?.snapshot, owner: keeper.withLock { $0 }, ignoredPackets: ingest.ignoredPackets.snapshot)
     }
 
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).

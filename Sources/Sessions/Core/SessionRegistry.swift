@@ -122,12 +122,14 @@ public final class SessionRegistry: Sendable {
         try pulls.withLock { _ throws(SessionError) in try checkPullLimit(excluding: id) }
     }
 
-    /// Starts (or replaces) `session`'s pull, within `--max-pull-sessions`.
+    /// Starts (or replaces) `session`'s pull, within `--max-pull-sessions`; a session that pulls
+    /// `spec` already goes on as it is.
     public func startPull(_ spec: PullSourceSpec, on session: Session) throws(SessionError) {
-        try pulls.withLock { _ throws(SessionError) in
+        let started = try pulls.withLock { _ throws(SessionError) in
             try checkPullLimit(excluding: session.id)
-            try session.startPull(spec)
+            return try session.startPull(spec)
         }
+        guard started else { return }
         logger.info("pull session", metadata: ["session": "\(session.id)", "source": "\(spec.url.redacted)"])
     }
 
