@@ -103,21 +103,24 @@ class Block:
 
 
 def blocks(path):
-    """The fenced blocks of a Markdown file, each with the line its text starts on."""
+    """The fenced blocks of a Markdown file (also indented ones, in lists), each with the line
+    its text starts on and its text without the fence's indentation."""
     found, heading, fence = [], "top", None
     with open(path) as readme:
         for number, row in enumerate(readme, 1):
+            line = row.rstrip("\n")
             if fence is None:
-                opening = re.match(r"^```(.*)$", row.rstrip("\n"))
+                opening = re.match(r"^(\s*)```(.*)$", line)
                 if opening:
-                    fence = (number + 1, opening.group(1).strip(), [])
+                    fence = (number + 1, opening.group(2).strip(), [], opening.group(1))
                 elif row.startswith("#"):
                     heading = row.lstrip("#").strip()
-            elif row.rstrip("\n") == "```":
+            elif line.strip() == "```":
                 found.append(Block(fence[0], fence[1], heading, "".join(fence[2])))
                 fence = None
             else:
-                fence[2].append(row)
+                indent = fence[3]
+                fence[2].append(row[len(indent):] if row.startswith(indent) else row.lstrip())
     return found
 
 
