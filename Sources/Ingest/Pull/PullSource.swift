@@ -191,7 +191,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             case .probe:
                 let startedAt = clock.uptime
                 // The allow list again: the probe connects too, if only for a moment.
-                let reachable = settings.policy.check(spec.url) == nil && ReachabilityProbe.accepts(spec.url, timeout: probeTimeout)
+                let reachable =
+                    settings.policy.check(spec.url) == nil && ReachabilityProbe.accepts(spec.url, timeout: probeTimeout)
                 plan.probed(reachable: reachable, at: startedAt)
             }
         }

@@ -38,8 +38,11 @@ public enum ReachabilityProbe {
     }
 
     /// A non-blocking connect, waited for with poll until `end` (CLOCK_MONOTONIC nanoseconds).
-    private static func connects(family: Int32, address: UnsafePointer<sockaddr>, length: socklen_t, until end: Int64) -> Bool {
-        let socket = Glibc.socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    private static func connects(
+        family: Int32, address: UnsafePointer<sockaddr>, length: socklen_t, until end: Int64
+    ) -> Bool {
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        let socket = Glibc.socket(family, type, 0)
         guard socket >= 0 else { return false }
         defer { close(socket) }
         if connect(socket, address, length) == 0 { return true }
