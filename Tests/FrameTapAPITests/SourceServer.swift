@@ -41,7 +41,8 @@ final class SourceServer: @unchecked Sendable {
         var sockets: [Int32] = []
     }
 
-    init(host: String = "127.0.0.1", routes: @escaping @Sendable (String) -> Behaviour) throws {
+    /// `port` 0: any free port (a test that brings a source back on the port it had names it).
+    init(host: String = "127.0.0.1", port requestedPort: UInt16 = 0, routes: @escaping @Sendable (String) -> Behaviour) throws {
         self.host = host
         self.routes = routes
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -50,6 +51,7 @@ final class SourceServer: @unchecked Sendable {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr(host)
+        address.sin_port = requestedPort.bigEndian
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -108,6 +110,8 @@ final class SourceServer: @unchecked Sendable {
     }
 
     var accepted: Int { state.withLock { $0.accepted } }
+    /// The listening socket is closed: its port refuses connections and may be bound again.
+    var listenerIsClosed: Bool { state.withLock { $0.listenerClosed } }
     var requests: [String] { state.withLock { $0.requests } }
     var closedByPeer: Int { state.withLock { $0.closedByPeer } }
 

@@ -72,7 +72,7 @@ import Timekeeping
             source: SourceStatus(
                 url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
                 lastError: ErrorRecord(code: "source_timeout", message: "the source sent nothing in time", at: laterAt),
-                reconnects: 3, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
+                reconnects: 3, failures: 4, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
             owner: try SessionOwner("frametap-sync"), ignoredPackets: ["audio": 7])
     }
 
@@ -110,7 +110,7 @@ import Timekeeping
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
         + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"owner":"frametap-sync","quality":70,"#
         + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
-        + #""source":{"connectedAt":null,"format":"rtsp","#
+        + #""source":{"connectedAt":null,"failures":4,"format":"rtsp","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
         + #""nextAttemptAt":"2026-01-01T00:01:01.500Z","reconnects":3,"state":"retrying","transport":"tcp","#
         + #""url":"rtsp://***@10.0.0.7:554/stream1"},"subscribers":2,"uploading":true}"#

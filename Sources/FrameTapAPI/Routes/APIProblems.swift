@@ -18,7 +18,7 @@ extension HTTPError {
         switch code {
         case .invalidSessionID, .invalidParameter: .badRequest
         case .sessionNotFound, .noFrameYet, .notInHistory: .notFound
-        case .sessionBusy: .conflict
+        case .sessionBusy, .notPulling: .conflict
         case .tooManySessions, .shuttingDown, .catchUpQueueFull: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest

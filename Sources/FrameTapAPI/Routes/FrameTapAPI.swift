@@ -59,6 +59,10 @@ public struct FrameTapAPI: Sendable {
             [self] request throws(HTTPError) in try configureSession(request)
         }
         router.delete("/sessions/{id}", access: .admin) { [self] request throws(HTTPError) in try deleteSession(request) }
+        // Admin, like the PUT that made the pull: it makes the server connect somewhere now.
+        router.post("/sessions/{id}/source/retry", access: .admin, maxBodyBytes: 0) { [self] request throws(HTTPError) in
+            try retrySource(request)
+        }
         // The body limits are the upload queue's (one place for the announced and the streamed size).
         router.addUpload(.post, "/sessions/{id}/nalus", access: .push(.path("id"))) { [self] request throws(HTTPError) in
             try pushNALUnits(request)
@@ -171,6 +175,18 @@ public struct FrameTapAPI: Sendable {
             throw HTTPError(error)
         }
         return HTTPResponse(status: .noContent)
+    }
+
+    /// Ends a pull's back-off: it connects now. The answer is the session's status (its source
+    /// `connecting` once the attempt began; a source already connecting or live is left as it is).
+    func retrySource(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let session = try session(for: request)
+        do {
+            _ = try session.retrySource()
+        } catch {
+            throw HTTPError(error)
+        }
+        return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status()))))
     }
 
     private func noStore(_ response: HTTPResponse) -> HTTPResponse {

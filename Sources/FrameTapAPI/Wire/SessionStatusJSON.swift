@@ -160,12 +160,13 @@ struct SourceStatusJSON: Encodable {
             .format: source.format,
             .lastError: source.lastError.map(ErrorRecordJSON.init),
             .reconnects: source.reconnects,
+            .failures: source.failures,
             .connectedAt: source.connectedAt.map(WireJSON.timestamp),
             .nextAttemptAt: source.nextAttemptAt.map(WireJSON.timestamp),
         ])
     }
 
     private enum Key: String, CodingKey {
-        case url, transport, state, format, lastError, reconnects, connectedAt, nextAttemptAt
+        case url, transport, state, format, lastError, reconnects, failures, connectedAt, nextAttemptAt
     }
 }

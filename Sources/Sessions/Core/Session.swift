@@ -196,6 +196,18 @@ public final class Session: Sendable {
     /// Whether the session pulls (its source is not stopped).
     public var isPulling: Bool { ingest.pull != nil }
 
+    /// `POST /sessions/{id}/source/retry`: ends the pull's back-off, so it connects now. False
+    /// when there was none to end (the source is connecting or live). Throws `not_pulling` when
+    /// the session pulls no source.
+    public func retrySource() throws(SessionError) -> Bool {
+        guard !ingest.isClosed else { throw .notFound(id) }
+        guard let pull = ingest.pull else {
+            throw SessionError(.notPulling, "session '\(id)' pulls no source: PUT one with {\"source\": {\"url\": ...}}")
+        }
+        context.activity.touch()
+        return pull.retryNow()
+    }
+
     // MARK: - Pictures
 
     /// `GET /sessions/{id}/frame/latest.{jpg,yuv,rgb}`.
@@ -276,14 +288,24 @@ public final class Session: Sendable {
 
     public func status() -> SessionStatus {
         let facts = ingest.facts
+        let source = ingest.pull?.snapshot
         return SessionStatus(
             id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
             fallbacks: facts.fallbacks, decode: facts.decodeMode, decoder: ingest.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
-            latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
+            latestFrame: viewers.newest.map { $0.info(now: clock.uptime) },
+            lastError: Self.newer(facts.lastError, source?.lastError),
             subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
-            source: ingest.pull?.snapshot, owner: keeper.withLock { $0 }, ignoredPackets: ingest.ignoredPackets.snapshot)
+            source: source, owner: keeper.withLock { $0 }, ignoredPackets: ingest.ignoredPackets.snapshot)
+    }
+
+    /// The session's last error is the newer of the decoder's and the source's: a camera that
+    /// cannot be reached says so where every client looks, not only under `source`.
+    private static func newer(_ decoding: ErrorRecord?, _ source: ErrorRecord?) -> ErrorRecord? {
+        guard let decoding else { return source }
+        guard let source else { return decoding }
+        return source.at > decoding.at ? source : decoding
     }
 
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).
