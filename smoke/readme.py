@@ -70,6 +70,9 @@ EXCLUDED = {
     "docker run --rm -p 8080:8080 --gpus all": "needs an NVIDIA GPU and its container toolkit "
                                                "(`make gpu-check` runs the GPU checks on a GPU machine)",
     "docker run --rm -p 8080:8080 --device /dev/dri/renderD128": "needs a VA-API render node and a Docker engine",
+    "frametap sync --config cameras.yaml": "a synopsis with placeholders ([--token …]) naming a gateway and "
+                                           "instances; `make deploy-test` runs sync against three instances "
+                                           "behind HAProxy",
     "frametap probe  INPUT": "a synopsis with placeholders (INPUT, [--options]); smoke/cli.sh runs each subcommand",
 }
 
