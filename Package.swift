@@ -77,6 +77,17 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // Which sessions exist by whose word: those the configuration file declares (and each
+        // reading's plan of the difference) and those made by PUT, kept in --state-dir.
+        .target(
+            name: "SessionCatalog",
+            dependencies: [
+                "Sessions", "Ingest", "Containers", "Decoding", "VideoCoding", "Timekeeping",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSwift
+        ),
         // HTTP only: the libmicrohttpd daemon, routing, requests and responses, streaming.
         .target(
             name: "HTTPServer",
@@ -90,7 +101,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -107,7 +118,7 @@ let package = Package(
         .target(
             name: "ServeOptions",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "FrameTapAPI", "Decoding", "Containers",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Yams", package: "Yams"),
             ],
@@ -118,8 +129,8 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "HTTPServer", "FrameTapAPI",
-                "Timekeeping", "ServeOptions",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "SessionCatalog", "HTTPServer",
+                "FrameTapAPI", "Timekeeping", "ServeOptions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -161,12 +172,20 @@ let package = Package(
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "ServeOptionsTests",
-            dependencies: ["ServeOptions", "HTTPServer", "Sessions", "Ingest", "Decoding", "Containers", "TestSupport"],
+            dependencies: [
+                "ServeOptions", "HTTPServer", "Sessions", "SessionCatalog", "FrameTapAPI", "Ingest", "Decoding", "Containers",
+                "TestSupport", "Timekeeping",
+            ],
+            swiftSettings: strictSwift),
+        // Declared and kept sessions: the plan of a reading's difference, its application, the state file.
+        .testTarget(
+            name: "SessionCatalogTests",
+            dependencies: ["SessionCatalog", "Sessions", "Ingest", "Containers", "Decoding", "TestSupport", "Timekeeping"],
             swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [
-                "FrameTapAPI", "HTTPServer", "Sessions", "Ingest", "TestSupport",
+                "FrameTapAPI", "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "TestSupport",
                 // AccessControlTests mint real tokens with keys they generate.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -31,6 +31,8 @@ struct SessionStatusJSON: Encodable {
             .uploading: status.uploading,
             .rates: SessionRatesJSON(status.rates),
             .source: status.source.map(SourceStatusJSON.init),
+            .origin: status.standing.origin.rawValue,
+            .persisted: status.standing.persisted,
         ])
     }
 
@@ -38,7 +40,7 @@ struct SessionStatusJSON: Encodable {
         case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, decoding, decoder, quality
         case createdAt
         case lastActivityAt, format, counters
-        case latestFrame, lastError, subscribers, uploading, rates, source
+        case latestFrame, lastError, subscribers, uploading, rates, source, origin, persisted
     }
 }
 

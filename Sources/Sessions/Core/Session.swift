@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Dispatch
 import FoundationEssentials
@@ -28,16 +29,18 @@ public final class Session: Sendable {
     let pictures: PictureCache
     let viewers: ViewerSet
     let history: CompressedHistory
+    private let standingState: Mutex<SessionStanding>
 
     /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
     /// back end asked for cannot open.
     public init(
         id: SessionID, configuration: ServerConfiguration, options: SessionOptions = SessionOptions(),
         metrics: FrameTapMetrics, logger: Logger, clock: any ServiceClock = SystemClock(),
-        events: SessionEventLog? = nil
+        events: SessionEventLog? = nil, standing: SessionStanding = SessionStanding()
     ) throws(SessionError) {
         self.id = id
         self.clock = clock
+        standingState = Mutex(standing)
         createdAt = clock.now
         var logger = logger
         logger[metadataKey: "session"] = "\(id)"
@@ -158,14 +161,15 @@ public final class Session: Sendable {
     // MARK: - Pulls
 
     /// Starts pulling `spec` (the registry checked the policy and the pull limit), replacing a
-    /// pull of another source. Throws `session_busy` while a push is under way.
-    func startPull(_ spec: PullSourceSpec) throws(SessionError) {
+    /// pull of another source; `policy` is what its redirects and later attempts are checked
+    /// against. Throws `session_busy` while a push is under way.
+    func startPull(_ spec: PullSourceSpec, policy: SourcePolicy) throws(SessionError) {
         guard !ingest.isClosed else { throw .notFound(id) }
         if let current = ingest.pull {
             if current.spec == spec { return }
             ingest.endPull()
         }
-        _ = try ingest.beginPull(spec)
+        _ = try ingest.beginPull(spec, policy: policy)
     }
 
     /// Stops the pull, if any (`PUT` with `"source": null`).
@@ -175,6 +179,15 @@ public final class Session: Sendable {
 
     /// Whether the session pulls (its source is not stopped).
     public var isPulling: Bool { ingest.pull != nil }
+
+    // MARK: - Standing
+
+    /// Who asked for the session and whether `--state-dir` keeps it; set by whoever defines
+    /// sessions (the catalog of declared and kept sessions).
+    public var standing: SessionStanding {
+        get { standingState.withLock { $0 } }
+        set { standingState.withLock { $0 = newValue } }
+    }
 
     // MARK: - Pictures
 
@@ -263,7 +276,7 @@ public final class Session: Sendable {
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
             subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
-            source: ingest.pull?.snapshot, ignoredPackets: ingest.ignoredPackets.snapshot)
+            source: ingest.pull?.snapshot, ignoredPackets: ingest.ignoredPackets.snapshot, standing: standing)
     }
 
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).
@@ -289,16 +302,18 @@ public final class Session: Sendable {
     /// MJPEG viewers connected.
     public var viewerCount: Int { viewers.viewerCount }
 
-    /// True when nothing uses the session and nothing happened for `idleTimeout`.
-    func isIdle(now: UInt64) -> Bool {
-        nanosecondsUntilIdle(now: now) == 0
+    /// True when the idle timeout may remove the session (see `SessionStanding`), nothing uses
+    /// it and nothing happened for `timeout`.
+    func isIdle(now: UInt64, timeout: Duration) -> Bool {
+        nanosecondsUntilIdle(now: now, timeout: timeout) == 0
     }
 
-    /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use.
-    func nanosecondsUntilIdle(now: UInt64) -> UInt64? {
-        guard !ingest.isBusy, viewers.isEmpty else { return nil }
+    /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use or
+    /// when it never expires.
+    func nanosecondsUntilIdle(now: UInt64, timeout: Duration) -> UInt64? {
+        guard standing.expiresWhenIdle, !ingest.isBusy, viewers.isEmpty else { return nil }
         let idleFor = now &- context.activity.lastUptime
-        let timeout = context.configuration.idleTimeout.nanoseconds
+        let timeout = timeout.nanoseconds
         return idleFor >= timeout ? 0 : timeout - idleFor
     }
 
