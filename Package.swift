@@ -180,7 +180,9 @@ let package = Package(
         // Declared and kept sessions: the plan of a reading's difference, its application, the state file.
         .testTarget(
             name: "SessionCatalogTests",
-            dependencies: ["SessionCatalog", "Sessions", "Ingest", "Containers", "Decoding", "TestSupport", "Timekeeping"],
+            dependencies: [
+                "SessionCatalog", "Sessions", "Ingest", "Containers", "Decoding", "VideoCoding", "TestSupport", "Timekeeping",
+            ],
             swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",

@@ -42,6 +42,17 @@ public struct FrameTapAPI: Sendable {
         self.logger = logger
     }
 
+    /// The API over `registry` alone: no configuration file, no `--state-dir`.
+    public init(
+        registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware, logger: Logger
+    ) {
+        self.init(
+            catalog: SessionCatalog(registry: registry, logger: logger),
+            configuration: ConfigurationStatus(
+                file: nil, events: registry.events, metrics: metrics, clock: registry.clock, logger: logger),
+            metrics: metrics, hardware: hardware, logger: logger)
+    }
+
     /// Every route of the API, each with what it needs from a token (see `RoutePermission`).
     public func router() -> Router<RoutePermission> {
         var router = Router<RoutePermission>()

@@ -21,8 +21,8 @@ public enum OptionDocumentation {
             var facts: [String] = []
             if let variable = option.environmentVariable { facts.append(variable) }
             if let accepts = option.accepts { facts.append(accepts) }
-            facts.append("default: " + option.defaultValue(defaults).text)
             if option.changesWithoutRestart { facts.append("a reload applies it") }
+            facts.append("default: " + option.defaultValue(defaults).text)
             return (label, plain(option.help) + " [" + plain(facts.joined(separator: "; ")) + "]")
         }
         rows.append(("-h, --help", "Show help information."))

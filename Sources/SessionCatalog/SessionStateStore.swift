@@ -83,6 +83,15 @@ public final class SessionStateStore: Sendable {
         }
     }
 
+    /// The definitions a state file's bytes hold (what `open` reads), or why they cannot be read.
+    public static func definitions(in bytes: [UInt8]) throws(Failure) -> [SessionID: SessionOptions] {
+        do {
+            return try StoredSessions.decode(bytes)
+        } catch {
+            throw Failure(description: error.reason)
+        }
+    }
+
     /// A copy of a file that cannot be read, next to it, named by the time (Unix seconds).
     private func keepCopy(_ bytes: [UInt8]) -> String {
         let copy = "\(path).unreadable-\(Int(Date().timeIntervalSince1970))"
