@@ -4,6 +4,7 @@ python3-gi) serving a moving test pattern encoded live with x264enc or x265enc.
 
     smoke/rtsp-server.py --port 8554 [--codec h264|h265] [--size 320x240] [--fps 25] [--path /cam]
     smoke/rtsp-server.py --port 8554 --file stream.mkv      # an H.264 Matroska file, played in real time
+    smoke/rtsp-server.py --port 8554 --credentials 'viewer:s3cret'   # only with these (Basic; else 401)
 
 Serves rtsp://127.0.0.1:PORT/PATH until SIGTERM or SIGINT; prints "ready" on stdout once it
 listens. With --file every client gets the file from its start (one pipeline each), paced by
@@ -30,6 +31,7 @@ def main():
     parser.add_argument("--path", default="/cam")
     parser.add_argument("--bitrate", type=int, default=600, help="kbit/s")
     parser.add_argument("--file", help="play this H.264 Matroska file instead of encoding a test pattern")
+    parser.add_argument("--credentials", help="USER:PASSWORD a client must send (Basic); others get 401")
     args = parser.parse_args()
     width, height = args.size.split("x")
     Gst.init(None)
@@ -57,6 +59,17 @@ def main():
         factory.set_launch(f"( {source} ! {encode} )")
         factory.set_shared(True)
     server = GstRtspServer.RTSPServer()
+    if args.credentials:
+        user, password = args.credentials.split(":", 1)
+        token = GstRtspServer.RTSPToken()
+        token.set_string(GstRtspServer.RTSP_TOKEN_MEDIA_FACTORY_ROLE, "viewer")
+        auth = GstRtspServer.RTSPAuth()
+        auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+        server.set_auth(auth)
+        permissions = GstRtspServer.RTSPPermissions()
+        permissions.add_role_from_structure(
+            Gst.Structure.new_from_string("viewer, media.factory.access=(boolean)true, media.factory.construct=(boolean)true"))
+        factory.set_permissions(permissions)
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))
     server.get_mount_points().add_factory(args.path, factory)

@@ -10,7 +10,9 @@ import Synchronization
 /// Calls `changed` when the configuration file's contents changed on disk. It watches the
 /// file's directory (inotify), not the file: editors write a new file and rename it over the
 /// old one, and a Kubernetes ConfigMap volume swaps its `..data` link to a new directory at
-/// once, neither of which a watch on the old file would see. After an event it waits until the
+/// once, neither of which a watch on the old file would see. When the path is a link, the
+/// directory of the file it leads to is watched too (found again after each change, as a swap
+/// moves it). After an event it waits until the
 /// directory has been quiet for `quiet` (a save or a swap is several events), then reads the
 /// file, following links, and calls `changed` only when its bytes differ from the last seen.
 /// It runs on a thread of its own, blocked in `poll` on the inotify descriptor and a stop event.
@@ -41,8 +43,13 @@ public final class ConfigurationWatcher: Sendable {
         let stopReader = stopPipe[0]
         logger.info("watching the configuration file", metadata: ["file": "\(path)", "directory": "\(directory)"])
         let quietMilliseconds = Int32(quiet.components.seconds * 1000 + quiet.components.attoseconds / 1_000_000_000_000_000)
+        Self.watchResolvedDirectory(of: path, inotify: watch, events: events)
+        // Read now, with the watches in place: a change from here on is seen, whenever the thread starts.
+        let initial = Self.contents(of: path)
         BlockingThread.start(name: "config-watch") {
-            Self.watch(path: path, inotify: watch, stop: stopReader, quietMilliseconds: quietMilliseconds, changed: changed)
+            Self.watch(
+                path: path, initial: initial, inotify: watch, events: events, stop: stopReader,
+                quietMilliseconds: quietMilliseconds, changed: changed)
         }
     }
 
@@ -56,13 +63,14 @@ public final class ConfigurationWatcher: Sendable {
 
     /// The loop: wait for an event (or the end of a quiet period, once one began), then compare.
     private static func watch(
-        path: String, inotify: Int32, stop: Int32, quietMilliseconds: Int32, changed: @Sendable () -> Void
+        path: String, initial: [UInt8]?, inotify: Int32, events: UInt32, stop: Int32, quietMilliseconds: Int32,
+        changed: @Sendable () -> Void
     ) {
         defer {
             close(inotify)
             close(stop)
         }
-        var lastContents = contents(of: path)
+        var lastContents = initial
         var settling = false
         var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stop, events: Int16(POLLIN), revents: 0)]
         while true {
@@ -79,11 +87,22 @@ public final class ConfigurationWatcher: Sendable {
             }
             // Quiet for the whole period.
             settling = false
+            watchResolvedDirectory(of: path, inotify: inotify, events: events)
             let now = contents(of: path)
             guard now != lastContents else { continue }
             lastContents = now
             changed()
         }
+    }
+
+    /// Watches the directory of the file `path` leads to, when it is a link (a directory already
+    /// watched keeps its one watch).
+    private static func watchResolvedDirectory(of path: String, inotify: Int32, events: UInt32) {
+        guard let resolved = realpath(path, nil) else { return }
+        defer { free(resolved) }
+        let target = String(cString: resolved)
+        guard target != path else { return }
+        _ = inotify_add_watch(inotify, directory(of: target), events)
     }
 
     private static func drain(_ descriptor: Int32) {
