@@ -33,7 +33,7 @@ DEPLOY_PACKAGES    := nginx
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test cameras-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -81,6 +81,7 @@ test: test-deps build
 	smoke/console.sh $(DEBUG_BIN)
 	smoke/sources.sh $(DEBUG_BIN)
 	smoke/camera.sh $(DEBUG_BIN)
+	smoke/cameras.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
@@ -127,6 +128,11 @@ sources-test: test-deps build
 # Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).
 camera-test: test-deps build
 	smoke/camera.sh $(DEBUG_BIN)
+
+# Declared sessions, reloads and --state-dir (restart, kill -9) against GStreamer's RTSP server,
+# then kill -9 at random moments under streams of PUTs and DELETEs (about 45 s).
+cameras-test: test-deps build
+	smoke/cameras.sh $(DEBUG_BIN)
 
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
