@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -383,6 +384,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
 
         check_drop_onto_busy_session(r, page, fixtures)
         check_system_view(r, page)
+        check_declared_session(r, page, server, base, token)
 
         # --- delete from the page -----------------------------------------------------------------
         page.find('#session-grid .card[data-session="upload.1"] .card-link').click()
@@ -543,6 +545,36 @@ def check_system_view(r, page):
     page.screenshot("system")
     page.js("location.hash = '#/'")
     page.wait_js("return !document.getElementById('sessions-page').hidden")
+
+
+def check_declared_session(r, page, server, base, token):
+    """A session the configuration file declares (added by a SIGHUP): its card and view say so,
+    and the view offers no delete (the server would answer 409); taken out of the file, it goes."""
+    with open(server.config_path, "w") as file:
+        file.write("sessions:\n  yard:\n    codec: h264\n")
+    os.kill(server.pid, signal.SIGHUP)
+    badge = page.wait_js("""
+        const card = document.querySelector('#session-grid .card[data-session="yard"]');
+        const badge = card?.querySelector('.badge-standing');
+        return card?.dataset.origin === 'declared' && badge && !badge.hidden && badge.textContent""")
+    r("a declared session's card shows the 'declared' badge", badge == "declared", f"badge {badge!r}")
+    page.keep("declared-card", page.element_png('#session-grid .card[data-session="yard"]'))
+    page.find('#session-grid .card[data-session="yard"] .card-link').click()
+    view = page.wait_js("""
+        const button = document.getElementById('delete-session');
+        const badge = document.querySelector('.view-head .badge-standing');
+        return button && button.disabled && badge && !badge.hidden && /configuration file/.test(document.body.textContent)
+            && badge.textContent""")
+    r("its view shows the badge and offers no delete, naming the file", view == "declared", f"view {view!r}")
+    status, _, body = request(base, "DELETE", "/sessions/yard", token=token)
+    r("the server answers its DELETE 409 declared_session",
+      status == 409 and json.loads(body).get("code") == "declared_session", f"{status} {body[:120]!r}")
+    page.js("location.hash = '#/'")
+    with open(server.config_path, "w") as file:
+        file.write("sessions: {}\n")
+    os.kill(server.pid, signal.SIGHUP)
+    gone = page.wait_js("return !document.querySelector('#session-grid .card[data-session=\"yard\"]')")
+    r("taken out of the file, its card goes", gone is True)
 
 
 def check_module_functions(r, page):
@@ -744,8 +776,13 @@ def main():
         for token, options in runs:
             label = "auth" if token else "open"
             print(f"== {label}: server {'with --auth-token' if token else 'without a token'}", flush=True)
-            server = Server(arguments.binary, ["--max-sessions", "16"] + (["--auth-token", token] if token else []),
+            config_path = os.path.join(work, f"{label}-frametap.yaml")
+            with open(config_path, "w") as file:
+                file.write("sessions: {}\n")
+            server = Server(arguments.binary, ["--max-sessions", "16", "--config", config_path]
+                            + (["--auth-token", token] if token else []),
                             log_path=os.path.join(arguments.output, f"{label}-server.log"))
+            server.config_path = config_path
             if not results.check(f"{label}: the server starts", came_up(server)):
                 continue
             try:

@@ -4,6 +4,7 @@
 
 import { byId, h, setText } from './dom.js';
 import { formatAge, formatBitRate, formatFps, formatSummary } from './format.js';
+import { showStanding } from './standing.js';
 import { ThumbnailFeed } from './thumbnails.js';
 
 const THUMBNAIL_WIDTH = 320;
@@ -21,6 +22,7 @@ class SessionCard {
     this.age = h('dd', { dataset: { field: 'age' } });
     this.viewers = h('dd', { dataset: { field: 'viewers' } });
     this.backend = h('span', { class: 'badge badge-backend' });
+    this.standing = h('span', { class: 'badge badge-standing', hidden: true });
     this.uploading = h('span', { class: 'badge badge-live', hidden: true }, 'receiving');
     this.error = h('span', { class: 'badge badge-error', hidden: true });
     const titleId = `card-title-${cssSafe(id)}`;
@@ -31,7 +33,7 @@ class SessionCard {
       h('div', { class: 'thumb' }, this.img, this.placeholder),
       h('div', { class: 'card-body' },
         h('h2', { class: 'card-title', id: titleId }, id),
-        h('div', { class: 'badges' }, this.backend, this.uploading, this.error),
+        h('div', { class: 'badges' }, this.backend, this.standing, this.uploading, this.error),
         h('dl', { class: 'stats', id: statsId },
           h('div', { class: 'stat-wide' }, h('dt', {}, 'Format'), this.format),
           h('div', {}, h('dt', {}, 'Rate'), this.fps),
@@ -71,6 +73,8 @@ class SessionCard {
     this.element.dataset.bitDepth = status.format?.bitDepth ?? '';
     setText(this.backend, status.backend ?? 'starting');
     this.backend.title = status.backendReason ?? '';
+    showStanding(this.standing, status);
+    this.element.dataset.origin = status.origin ?? '';
     this.uploading.hidden = !status.uploading;
     const error = status.lastError;
     this.error.hidden = !error;
