@@ -110,9 +110,9 @@ extension ServeOption {
         seconds(
             "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),
             help:
-                "Seconds without upload, viewer or request before a session made by a push is removed.",
+                "Seconds without upload, viewer or request before a session nobody keeps is removed: one a push made, or one made by `PUT` without `--state-dir`.",
             details:
-                "declared sessions, and sessions made by `PUT` on a server with `--state-dir`, stay until they are deleted (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
+                "declared sessions, and sessions made by `PUT` on a server with `--state-dir`, stay until they are deleted or undeclared (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
             changesWithoutRestart: true),
         ServeOption(
             "max-body-bytes", valueName: "bytes", accepts: "`unlimited`, or bytes, at least 1",
