@@ -45,12 +45,14 @@ public final class ConfigurationReloader: Sendable {
         self.setLogLevel = setLogLevel
     }
 
-    /// Makes the sessions the file declared at start.
+    /// Makes the sessions the file declared at start (a server without a file has none, and no reading to tell).
     @discardableResult
     public func applyAtStart() -> DeclarationOutcome {
         queue.sync {
             let outcome = catalog.declare(started.declarations)
-            status.recordApplied(.start, changes: outcome.changes, restartNeeded: [])
+            if started.configurationFile != nil {
+                status.recordApplied(.start, changes: outcome.changes, restartNeeded: [])
+            }
             return outcome
         }
     }

@@ -127,7 +127,12 @@ struct ServeCommand: ParsableCommand {
         }
         defer { watcher?.stop() }
         do {
-            try service.run(onHangup: { reloader.reload(.signal) })
+            // Without a file there is nothing to read again (SIGHUP still reloads the TLS files).
+            var onHangup: (@Sendable () -> Void)?
+            if settings.configurationFile != nil {
+                onHangup = { reloader.reload(.signal) }
+            }
+            try service.run(onHangup: onHangup)
         } catch {
             logger.critical("cannot start", metadata: ["reason": "\(error)"])
             throw ExitCode.failure
