@@ -17,7 +17,9 @@ smoke/rtsp-server.py, asking for a user and password):
      `..data` link: refused whole (config.rejected with its line, /system, the metric, the log);
      nothing changes;
   g. a good file swapped in with no signal: the watcher reads it; the camera's quality changes
-     in place, a session goes; an option that needs a restart is named as such.
+     in place, a session goes; an option that needs a restart is named as such;
+  h. a torn state file stops the start, naming it and keeping a copy; moved away, the server
+     starts without the sessions it held.
 
     smoke/cameras.py --binary .build/debug/frametap [--output DIR]
 
@@ -297,6 +299,31 @@ def run(r, binary, output):
                 and metric(server, "frametap_config_last_reload_successful") == 1)
         events.close()
         r.check("server stops with SIGTERM (exit 0)", server.stop() == 0)
+
+        print("== h. a torn state file", flush=True)
+        state_file = os.path.join(state, "sessions.state")
+        with open(state_file, "rb") as file:
+            whole = file.read()
+        with open(state_file, "wb") as file:
+            file.write(whole[:-9])
+        try:
+            server.start()
+            refused = False
+        except Failure:
+            refused = server.process.returncode == 1
+        with open(server.log_path, errors="replace") as log:
+            told = [line for line in log if "cannot start" in line and state_file in line]
+        r.check("h: the start is refused (exit 1), naming the file and the copy it kept",
+                refused and bool(told) and "A copy is kept as" in told[-1], told[-1:])
+        copies = [name for name in os.listdir(state) if name.startswith("sessions.state.unreadable-")]
+        r.check("h: the copy holds the torn bytes", len(copies) == 1
+                and open(os.path.join(state, copies[0]), "rb").read() == whole[:-9], copies)
+        os.rename(state_file, state_file + ".moved")
+        server.start()
+        now = sessions(server)
+        r.check("h: moved away, the server starts without the kept sessions (the declared ones are there)",
+                {k: v["origin"] for k, v in now.items()} == {"door": "declared"}, now.keys())
+        r.check("server stops with SIGTERM (exit 0) again", server.stop() == 0)
     except Failure as failure:
         r.check("no wait ran out", False, failure)
     finally:
