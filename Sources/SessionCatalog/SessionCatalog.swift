@@ -59,17 +59,19 @@ public final class SessionCatalog: Sendable {
             let (session, created) = try apply(options, to: id, standing: SessionStanding(origin: .api))
             guard let store else { return (session, created) }
             let previous = definitions.persisted[id]
-            let definition = (previous ?? SessionOptions()).merging(options)
-            definitions.persisted[id] = definition
+            let standing = session.standing
+            definitions.persisted[id] = (previous ?? SessionOptions()).merging(options)
+            // Kept from now on, so the idle timeout cannot take it between here and the answer.
+            session.standing = SessionStanding(origin: .api, persisted: true)
             do {
                 try store.save(definitions.persisted)
             } catch {
                 definitions.persisted[id] = previous
+                session.standing = standing
                 logger.error("session definition not saved", metadata: ["session": "\(id)", "reason": "\(error)"])
                 throw SessionError(
                     .stateNotSaved, "the change holds now but was not saved, so a restart would lose it: \(error)")
             }
-            session.standing = SessionStanding(origin: .api, persisted: true)
             return (session, created)
         }
     }
