@@ -558,6 +558,7 @@ def check_declared_session(r, page, server, base, token):
         const badge = card?.querySelector('.badge-standing');
         return card?.dataset.origin === 'declared' && badge && !badge.hidden && badge.textContent""")
     r("a declared session's card shows the 'declared' badge", badge == "declared", f"badge {badge!r}")
+    page.js("document.querySelector('#session-grid .card[data-session=\"yard\"]').scrollIntoView({block: 'center'})")
     page.keep("declared-card", page.element_png('#session-grid .card[data-session="yard"]'))
     page.find('#session-grid .card[data-session="yard"] .card-link').click()
     view = page.wait_js("""
