@@ -35,7 +35,7 @@ BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
 .PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test outage-test readme-test \
-        camera-test conformance \
+        camera-test cameras-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -85,6 +85,7 @@ test: test-deps build
 	smoke/outage.sh $(DEBUG_BIN)
 	smoke/readme.sh $(DEBUG_BIN)
 	smoke/camera.sh $(DEBUG_BIN)
+	smoke/cameras.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
@@ -141,6 +142,11 @@ readme-test: test-deps build
 # Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).
 camera-test: test-deps build
 	smoke/camera.sh $(DEBUG_BIN)
+
+# Declared sessions, reloads and --state-dir (restart, kill -9) against GStreamer's RTSP server,
+# then kill -9 at random moments under streams of PUTs and DELETEs (about 45 s).
+cameras-test: test-deps build
+	smoke/cameras.sh $(DEBUG_BIN)
 
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"

@@ -81,6 +81,17 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // Which sessions exist by whose word: those the configuration file declares (and each
+        // reading's plan of the difference) and those made by PUT, kept in --state-dir.
+        .target(
+            name: "SessionCatalog",
+            dependencies: [
+                "Sessions", "Ingest", "Containers", "Decoding", "VideoCoding", "Timekeeping",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSwift
+        ),
         // HTTP only: the libmicrohttpd daemon, routing, requests and responses, streaming.
         .target(
             name: "HTTPServer",
@@ -94,7 +105,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -111,7 +122,7 @@ let package = Package(
         .target(
             name: "ServeOptions",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "FrameTapAPI", "Decoding", "Containers", "CYAML",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Containers", "Timekeeping", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -131,8 +142,8 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "HTTPServer", "FrameTapAPI",
-                "Timekeeping", "ServeOptions", "SessionSync",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "SessionCatalog", "HTTPServer",
+                "FrameTapAPI", "Timekeeping", "ServeOptions", "SessionSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -174,7 +185,17 @@ let package = Package(
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "ServeOptionsTests",
-            dependencies: ["ServeOptions", "HTTPServer", "Sessions", "Ingest", "Decoding", "Containers", "TestSupport"],
+            dependencies: [
+                "ServeOptions", "HTTPServer", "Sessions", "SessionCatalog", "FrameTapAPI", "Ingest", "Decoding", "Containers",
+                "TestSupport", "Timekeeping",
+            ],
+            swiftSettings: strictSwift),
+        // Declared and kept sessions: the plan of a reading's difference, its application, the state file.
+        .testTarget(
+            name: "SessionCatalogTests",
+            dependencies: [
+                "SessionCatalog", "Sessions", "Ingest", "Containers", "Decoding", "VideoCoding", "TestSupport", "Timekeeping",
+            ],
             swiftSettings: strictSwift),
         .testTarget(
             name: "SessionSyncTests",
@@ -183,7 +204,7 @@ let package = Package(
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [
-                "FrameTapAPI", "HTTPServer", "Sessions", "Ingest", "TestSupport",
+                "FrameTapAPI", "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "TestSupport",
                 // AccessControlTests mint real tokens with keys they generate.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

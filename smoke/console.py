@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -398,6 +399,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
         check_drop_onto_busy_session(r, page, fixtures)
         check_system_view(r, page, base)
         check_pulls(r, page, base, token, work)
+        check_declared_session(r, page, server, base, token)
 
         # --- delete from the page -----------------------------------------------------------------
         page.find('#session-grid .card[data-session="upload.1"] .card-link').click()
@@ -678,6 +680,37 @@ def parse_time(text):
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def check_declared_session(r, page, server, base, token):
+    """A session the configuration file declares (added by a SIGHUP): its card and view say so,
+    and the view offers no delete (the server would answer 409); taken out of the file, it goes."""
+    with open(server.config_path, "w") as file:
+        file.write("sessions:\n  yard:\n    codec: h264\n")
+    os.kill(server.pid, signal.SIGHUP)
+    badge = page.wait_js("""
+        const card = document.querySelector('#session-grid .card[data-session="yard"]');
+        const badge = card?.querySelector('.badge-standing');
+        return card?.dataset.origin === 'declared' && badge && !badge.hidden && badge.textContent""")
+    r("a declared session's card shows the 'declared' badge", badge == "declared", f"badge {badge!r}")
+    page.js("document.querySelector('#session-grid .card[data-session=\"yard\"]').scrollIntoView({block: 'center'})")
+    page.keep("declared-card", page.element_png('#session-grid .card[data-session="yard"]'))
+    page.find('#session-grid .card[data-session="yard"] .card-link').click()
+    view = page.wait_js("""
+        const button = document.getElementById('delete-session');
+        const badge = document.querySelector('.view-head .badge-standing');
+        return button && button.disabled && badge && !badge.hidden && /configuration file/.test(document.body.textContent)
+            && badge.textContent""")
+    r("its view shows the badge and offers no delete, naming the file", view == "declared", f"view {view!r}")
+    status, _, body = request(base, "DELETE", "/sessions/yard", token=token)
+    r("the server answers its DELETE 409 declared_session",
+      status == 409 and json.loads(body).get("code") == "declared_session", f"{status} {body[:120]!r}")
+    page.js("location.hash = '#/'")
+    with open(server.config_path, "w") as file:
+        file.write("sessions: {}\n")
+    os.kill(server.pid, signal.SIGHUP)
+    gone = page.wait_js("return !document.querySelector('#session-grid .card[data-session=\"yard\"]')")
+    r("taken out of the file, its card goes", gone is True)
+
+
 def check_module_functions(r, page):
     """The console's pure functions, imported from the page's own modules (the instances the
     page runs: a module is evaluated once, so importing app.js again starts nothing)."""
@@ -886,9 +919,14 @@ def main():
         for token, options in runs:
             label = "auth" if token else "open"
             print(f"== {label}: server {'with --auth-token' if token else 'without a token'}", flush=True)
-            server = Server(arguments.binary, ["--max-sessions", "16", "--allow-sources", "rtsp://127.0.0.1"]
+            config_path = os.path.join(work, f"{label}-frametap.yaml")
+            with open(config_path, "w") as file:
+                file.write("sessions: {}\n")
+            server = Server(arguments.binary, ["--max-sessions", "16", "--config", config_path,
+                                                "--allow-sources", "rtsp://127.0.0.1"]
                             + (["--auth-token", token] if token else []),
                             log_path=os.path.join(arguments.output, f"{label}-server.log"))
+            server.config_path = config_path
             if not results.check(f"{label}: the server starts", came_up(server)):
                 continue
             try:

@@ -5,6 +5,7 @@ python3-gi) serving a moving test pattern encoded live with x264enc or x265enc.
     smoke/rtsp-server.py --port 8554 [--codec h264|h265] [--size 320x240] [--fps 25] [--path /cam]
     smoke/rtsp-server.py --port 8554 --file stream.mkv      # an H.264 Matroska file, played in real time
     smoke/rtsp-server.py --port 8554 --cameras 12           # /cam1 ... /cam12, each its own encoder
+    smoke/rtsp-server.py --port 8554 --credentials 'viewer:s3cret'   # only with these (Basic; else 401)
 
 Serves rtsp://127.0.0.1:PORT/PATH until SIGTERM or SIGINT; prints "ready" on stdout once it
 listens. With --cameras N it serves N cameras, /PATH1 to /PATHN, each a pipeline of its own
@@ -33,6 +34,7 @@ def main():
     parser.add_argument("--bitrate", type=int, default=600, help="kbit/s")
     parser.add_argument("--file", help="play this H.264 Matroska file instead of encoding a test pattern")
     parser.add_argument("--cameras", type=int, default=0, help="serve this many cameras, PATH1 ... PATHN")
+    parser.add_argument("--credentials", help="USER:PASSWORD a client must send (Basic); others get 401")
     args = parser.parse_args()
     width, height = args.size.split("x")
     Gst.init(None)
@@ -56,24 +58,36 @@ def main():
             "! rtph265pay name=pay0 pt=96 config-interval=1"
         )
     server = GstRtspServer.RTSPServer()
+    permissions = None
+    if args.credentials:
+        user, password = args.credentials.split(":", 1)
+        token = GstRtspServer.RTSPToken()
+        token.set_string(GstRtspServer.RTSP_TOKEN_MEDIA_FACTORY_ROLE, "viewer")
+        auth = GstRtspServer.RTSPAuth()
+        auth.add_basic(GstRtspServer.RTSPAuth.make_basic(user, password), token)
+        server.set_auth(auth)
+        permissions = GstRtspServer.RTSPPermissions()
+        permissions.add_role_from_structure(
+            Gst.Structure.new_from_string("viewer, media.factory.access=(boolean)true, media.factory.construct=(boolean)true"))
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))
+
+    def mount(path, launch, shared):
+        factory = GstRtspServer.RTSPMediaFactory()
+        factory.set_launch(launch)
+        factory.set_shared(shared)
+        if permissions:
+            factory.set_permissions(permissions)
+        server.get_mount_points().add_factory(path, factory)
+
     for number in range(1, args.cameras + 1):
-        factory = GstRtspServer.RTSPMediaFactory()
-        factory.set_launch(f"( {source(number)} ! {encode} )")
-        factory.set_shared(True)
-        server.get_mount_points().add_factory(f"{args.path}{number}", factory)
+        mount(f"{args.path}{number}", f"( {source(number)} ! {encode} )", True)
     if not args.cameras:
-        factory = GstRtspServer.RTSPMediaFactory()
         if args.file:
-            factory.set_launch(
-                f"( filesrc location={args.file} ! matroskademux ! h264parse config-interval=-1 "
-                "! rtph264pay name=pay0 pt=96 )")
-            factory.set_shared(False)
+            mount(args.path, f"( filesrc location={args.file} ! matroskademux ! h264parse config-interval=-1 "
+                             "! rtph264pay name=pay0 pt=96 )", False)
         else:
-            factory.set_launch(f"( {source()} ! {encode} )")
-            factory.set_shared(True)
-        server.get_mount_points().add_factory(args.path, factory)
+            mount(args.path, f"( {source()} ! {encode} )", True)
     if server.attach(None) == 0:
         print(f"cannot listen on port {args.port}", file=sys.stderr)
         sys.exit(1)

@@ -5,6 +5,7 @@
 import { byId, h, setText } from './dom.js';
 import { formatAge, formatBitRate, formatFps, formatSummary } from './format.js';
 import { pullBadge, recoveredFrom, sourceProblem } from './source.js';
+import { showStanding } from './standing.js';
 import { ThumbnailFeed } from './thumbnails.js';
 
 const THUMBNAIL_WIDTH = 320;
@@ -22,6 +23,7 @@ class SessionCard {
     this.age = h('dd', { dataset: { field: 'age' } });
     this.viewers = h('dd', { dataset: { field: 'viewers' } });
     this.backend = h('span', { class: 'badge badge-backend' });
+    this.standing = h('span', { class: 'badge badge-standing', hidden: true });
     this.uploading = h('span', { class: 'badge badge-live', hidden: true }, 'receiving');
     // A pull session's state (live, connecting, retrying, failed) and, while it is not live, why.
     this.pull = h('span', { class: 'badge badge-pull', hidden: true, dataset: { field: 'pull' } });
@@ -35,7 +37,7 @@ class SessionCard {
       h('div', { class: 'thumb' }, this.img, this.placeholder),
       h('div', { class: 'card-body' },
         h('h2', { class: 'card-title', id: titleId }, id),
-        h('div', { class: 'badges' }, this.backend, this.pull, this.uploading, this.error),
+        h('div', { class: 'badges' }, this.backend, this.standing, this.pull, this.uploading, this.error),
         this.problem,
         h('dl', { class: 'stats', id: statsId },
           h('div', { class: 'stat-wide' }, h('dt', {}, 'Format'), this.format),
@@ -76,6 +78,8 @@ class SessionCard {
     this.element.dataset.bitDepth = status.format?.bitDepth ?? '';
     setText(this.backend, status.backend ?? 'starting');
     this.backend.title = status.backendReason ?? '';
+    showStanding(this.standing, status);
+    this.element.dataset.origin = status.origin ?? '';
     this.uploading.hidden = !status.uploading;
     this.updateSource(status.source ?? null);
     // A pull live again on a connection made after its last error shows no error badge.

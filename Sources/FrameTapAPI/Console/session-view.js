@@ -17,6 +17,7 @@ import { HistoryScrubber } from './history.js';
 import { notify } from './notices.js';
 import { snapshotForm } from './snapshot.js';
 import { describeError, pullBadge, sourceProblem } from './source.js';
+import { describeKeeper, showStanding } from './standing.js';
 import { HISTORY_MS } from './store.js';
 import { renderValue } from './values.js';
 
@@ -40,7 +41,8 @@ const counterLabels = {
 const knownStatusKeys = new Set([
   'id', 'codec', 'codecStated', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt',
   'lastActivityAt', 'format',
-  'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates', 'source',
+  'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates', 'source', 'owner', 'origin',
+  'persisted',
 ]);
 
 /** What an on-demand session's decoder does, as the status row says it. */
@@ -57,6 +59,9 @@ const removalReasons = {
   limit: 'the server reached its session limit',
   shutdown: 'the server shut down',
   gone: 'the server no longer has it',
+  undeclared: 'the configuration file no longer declares it',
+  restarted: 'the configuration file declares it anew (another source, codec or back end)',
+  declared: 'the configuration file took its name',
 };
 
 export class SessionView {
@@ -108,6 +113,7 @@ export class SessionView {
     this.sourceProblem = h('p', { class: 'card-problem', role: 'status', hidden: true });
     this.retryButton = h('button', { type: 'button', id: 'retry-source' }, 'Retry now');
     this.retryButton.addEventListener('click', () => this.retrySource());
+    this.standingBadge = h('span', { class: 'badge badge-standing', hidden: true });
     this.goneMessage = h('p', { class: 'gone-message', role: 'status', hidden: true });
     this.mjpegHolder = h('div', { class: 'mjpeg-holder' });
     this.mjpegState = h('p', { class: 'mjpeg-state', 'aria-live': 'polite' }, 'Connecting to the live stream…');
@@ -131,7 +137,7 @@ export class SessionView {
       h('div', { class: 'view-head' },
         h('a', { class: 'back-link', href: '#/' }, '← Sessions'),
         this.heading,
-        h('div', { class: 'badges' }, this.backendBadge, this.pullBadge, this.uploadingBadge)),
+        h('div', { class: 'badges' }, this.backendBadge, this.standingBadge, this.pullBadge, this.uploadingBadge)),
       this.goneMessage,
       h('div', { class: 'session-layout' },
         h('section', { class: 'panel player', 'aria-labelledby': 'section-live' },
@@ -152,6 +158,8 @@ export class SessionView {
 
   buildDelete(id) {
     const button = h('button', { type: 'button', class: 'danger-button', id: 'delete-session' }, 'Delete session…');
+    this.deleteButton = button;
+    this.deleteHelp = h('p', { class: 'help' }, 'Removes the session from the server now.');
     button.addEventListener('click', async () => {
       const confirmed = await confirmDialog({
         title: `Delete ${id}?`,
@@ -176,7 +184,7 @@ export class SessionView {
         button.disabled = false;
       }
     });
-    return h('div', {}, h('p', { class: 'help' }, 'Removes the session from the server now.'), button);
+    return h('div', {}, this.deleteHelp, button);
   }
 
   // --- live data ---------------------------------------------------------------------------
@@ -237,6 +245,13 @@ export class SessionView {
     this.backendBadge.title = status.backendReason ?? '';
     this.uploadingBadge.hidden = !status.uploading;
     this.renderSource(status.source ?? null);
+    showStanding(this.standingBadge, status);
+    // The server answers a declared session's DELETE with 409: the file is where it goes.
+    const declared = status.origin === 'declared';
+    this.deleteButton.disabled = declared;
+    setText(this.deleteHelp, declared
+      ? 'Declared in the configuration file: remove it there, and the server removes it when it reads the file again.'
+      : 'Removes the session from the server now.');
 
     const formatRows = describeFormat(status.format);
     if (formatRows.length) renderFacts(this.formatFacts, formatRows);
@@ -263,6 +278,7 @@ export class SessionView {
         : 'none yet'],
       ['Viewers', `${status.subscribers ?? 0} MJPEG${Number.isFinite(status.waiting) ? `, ${status.waiting} waiting` : ''}`],
       ['Receiving', describeReceiving(status)],
+      ['Kept by', describeKeeper(status)],
       ['Created', status.createdAt ? formatTime(status.createdAt) : '—'],
       ['Last activity', status.lastActivityAt ? formatTime(status.lastActivityAt) : '—'],
       ...Object.entries(status).filter(([key]) => !knownStatusKeys.has(key))

@@ -79,6 +79,16 @@ export class SessionSync extends EventTarget {
       this.refreshNow();
       return;
     }
+    // The configuration file: a reading refused stays on screen until one is applied.
+    if (type === 'config.rejected') {
+      notify(`The configuration file was not reloaded (the running one stays): ${data?.message ?? 'see the server log'}`,
+        { kind: 'error', key: 'configuration', timeout: 0 });
+      return;
+    }
+    if (type === 'config.applied') {
+      if (data?.reason !== 'start') notify('The configuration file was reloaded.', { key: 'configuration' });
+      return;
+    }
     const id = data?.session;
     if (typeof id !== 'string') return;
     const store = this.store;

@@ -4,6 +4,7 @@ import HTTPServer
 import Imaging
 import Ingest
 import Logging
+import SessionCatalog
 import Sessions
 import VideoCoding
 
@@ -12,6 +13,9 @@ import VideoCoding
 /// else is a deferred answer completed by a session worker while the connection is suspended.
 public struct FrameTapAPI: Sendable {
     public let registry: SessionRegistry
+    /// `PUT` and `DELETE` go through it: declared sessions, and those `--state-dir` keeps.
+    public let catalog: SessionCatalog
+    public let configuration: ConfigurationStatus
     public let metrics: FrameTapMetrics
     /// The decoding hardware found at start-up (`GET /system`).
     public let hardware: HardwareReport
@@ -27,13 +31,26 @@ public struct FrameTapAPI: Sendable {
     static let boundaryPrefix = "frametap"
 
     public init(
-        registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware,
-        logger: Logger
+        catalog: SessionCatalog, configuration: ConfigurationStatus, metrics: FrameTapMetrics,
+        hardware: HardwareReport = SystemInfo.hardware, logger: Logger
     ) {
-        self.registry = registry
+        registry = catalog.registry
+        self.catalog = catalog
+        self.configuration = configuration
         self.metrics = metrics
         self.hardware = hardware
         self.logger = logger
+    }
+
+    /// The API over `registry` alone: no configuration file, no `--state-dir`.
+    public init(
+        registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware, logger: Logger
+    ) {
+        self.init(
+            catalog: SessionCatalog(registry: registry, logger: logger),
+            configuration: ConfigurationStatus(
+                file: nil, events: registry.events, metrics: metrics, clock: registry.clock, logger: logger),
+            metrics: metrics, hardware: hardware, logger: logger)
     }
 
     /// Every route of the API, each with what it needs from a token (see `RoutePermission`).
@@ -45,8 +62,13 @@ public struct FrameTapAPI: Sendable {
             registry.refreshMetrics()
             return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
-        router.get("/system", access: .admin) { [registry, hardware] _ in
-            let info = SystemInfo(configuration: registry.configuration, activeSessions: registry.count, hardware: hardware)
+        router.get("/system", access: .admin) { [registry, catalog, configuration, hardware] _ in
+            var info = SystemInfo(
+                configuration: registry.configuration, limits: registry.limits.current, activeSessions: registry.count,
+                hardware: hardware)
+            info.configurationFile = SystemInfo.ConfigurationFile(
+                configuration.snapshot, stateDirectory: catalog.store?.directory, declaredSessions: catalog.declaredCount,
+                persistedSessions: catalog.persistedCount)
             return .json(WireJSON.bytes(SystemInfoJSON(info)))
         }
         router.get("/sessions", access: .admin) { [registry] _ in
@@ -147,30 +169,25 @@ public struct FrameTapAPI: Sendable {
     /// Creates the session when missing (201), otherwise reconfigures it (200). With a
     /// `source`, the session pulls it: a URL the policy does not allow is refused before any
     /// connection is made (403 `source_not_allowed`), and past `--max-pull-sessions` with 503.
+    /// With `--state-dir` the definition is on disk before the answer; a declared session takes
+    /// only its own definition (409 `declared_session` otherwise).
     func configureSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
         let options = try SessionOptionsJSON.parse(request.body)
         do {
-            if case .some(.some(let spec)) = options.source {
-                try registry.admitPull(spec, for: id)
-            }
-            let (session, created) = try registry.openSession(id, options: options)
-            if !created { try session.configure(options) }
-            switch options.source {
-            case .some(.some(let spec)): try registry.startPull(spec, on: session)
-            case .some(.none): registry.stopPull(on: session)
-            case .none: break
-            }
+            let (session, created) = try catalog.put(id, options)
             return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status())), status: created ? .created : .ok))
         } catch {
             throw HTTPError(error)
         }
     }
 
+    /// 204; 409 `declared_session` for a session the configuration file declares. With
+    /// `--state-dir` the deletion is on disk before the answer.
     func deleteSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
         do {
-            try registry.delete(id)
+            try catalog.delete(id)
         } catch {
             throw HTTPError(error)
         }

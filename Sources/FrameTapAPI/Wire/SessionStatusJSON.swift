@@ -32,6 +32,8 @@ struct SessionStatusJSON: Encodable {
             .rates: SessionRatesJSON(status.rates),
             .source: status.source.map(SourceStatusJSON.init),
             .owner: status.owner?.rawValue,
+            .origin: status.standing.origin.rawValue,
+            .persisted: status.standing.persisted,
         ])
     }
 
@@ -39,7 +41,7 @@ struct SessionStatusJSON: Encodable {
         case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, decoding, decoder, quality
         case createdAt
         case lastActivityAt, format, counters
-        case latestFrame, lastError, subscribers, uploading, rates, source, owner
+        case latestFrame, lastError, subscribers, uploading, rates, source, owner, origin, persisted
     }
 }
 

@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Dispatch
 import FoundationEssentials
@@ -30,16 +31,18 @@ public final class Session: Sendable {
     let history: CompressedHistory
     /// Who keeps the session (`PUT`'s `owner`), shown in its status.
     private let keeper: Mutex<SessionOwner?>
+    private let standingState: Mutex<SessionStanding>
 
     /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
     /// back end asked for cannot open.
     public init(
         id: SessionID, configuration: ServerConfiguration, options: SessionOptions = SessionOptions(),
         metrics: FrameTapMetrics, logger: Logger, clock: any ServiceClock = SystemClock(),
-        events: SessionEventLog? = nil
+        events: SessionEventLog? = nil, standing: SessionStanding = SessionStanding()
     ) throws(SessionError) {
         self.id = id
         self.clock = clock
+        standingState = Mutex(standing)
         createdAt = clock.now
         var logger = logger
         logger[metadataKey: "session"] = "\(id)"
@@ -177,14 +180,15 @@ public final class Session: Sendable {
 
     /// Starts pulling `spec` (the registry checked the policy and the pull limit), replacing a
     /// pull of another source; returns false when it pulls `spec` already, which goes on
-    /// untouched. Throws `session_busy` while a push is under way.
-    func startPull(_ spec: PullSourceSpec) throws(SessionError) -> Bool {
+    /// untouched. `policy` is what its redirects and later attempts are checked against.
+    /// Throws `session_busy` while a push is under way.
+    func startPull(_ spec: PullSourceSpec, policy: SourcePolicy) throws(SessionError) -> Bool {
         guard !ingest.isClosed else { throw .notFound(id) }
         if let current = ingest.pull {
             if current.spec == spec { return false }
             ingest.endPull()
         }
-        _ = try ingest.beginPull(spec)
+        _ = try ingest.beginPull(spec, policy: policy)
         return true
     }
 
@@ -206,6 +210,15 @@ public final class Session: Sendable {
         }
         context.activity.touch()
         return pull.retryNow()
+    }
+
+    // MARK: - Standing
+
+    /// Who asked for the session and whether `--state-dir` keeps it; set by whoever defines
+    /// sessions (the catalog of declared and kept sessions).
+    public var standing: SessionStanding {
+        get { standingState.withLock { $0 } }
+        set { standingState.withLock { $0 = newValue } }
     }
 
     // MARK: - Pictures
@@ -297,7 +310,8 @@ public final class Session: Sendable {
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) },
             lastError: Self.newer(facts.lastError, source?.lastError),
             subscribers: viewers.viewerCount, uploading: ingest.isUploading, rates: ingest.rates,
-            source: source, owner: keeper.withLock { $0 }, ignoredPackets: ingest.ignoredPackets.snapshot)
+            source: source, owner: keeper.withLock { $0 }, ignoredPackets: ingest.ignoredPackets.snapshot,
+            standing: standing)
     }
 
     /// The session's last error is the newer of the decoder's and the source's: a camera that
@@ -331,16 +345,18 @@ public final class Session: Sendable {
     /// MJPEG viewers connected.
     public var viewerCount: Int { viewers.viewerCount }
 
-    /// True when nothing uses the session and nothing happened for `idleTimeout`.
-    func isIdle(now: UInt64) -> Bool {
-        nanosecondsUntilIdle(now: now) == 0
+    /// True when the idle timeout may remove the session (see `SessionStanding`), nothing uses
+    /// it and nothing happened for `timeout`.
+    func isIdle(now: UInt64, timeout: Duration) -> Bool {
+        nanosecondsUntilIdle(now: now, timeout: timeout) == 0
     }
 
-    /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use.
-    func nanosecondsUntilIdle(now: UInt64) -> UInt64? {
-        guard !ingest.isBusy, viewers.isEmpty else { return nil }
+    /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use or
+    /// when it never expires.
+    func nanosecondsUntilIdle(now: UInt64, timeout: Duration) -> UInt64? {
+        guard standing.expiresWhenIdle, !ingest.isBusy, viewers.isEmpty else { return nil }
         let idleFor = now &- context.activity.lastUptime
-        let timeout = context.configuration.idleTimeout.nanoseconds
+        let timeout = timeout.nanoseconds
         return idleFor >= timeout ? 0 : timeout - idleFor
     }
 

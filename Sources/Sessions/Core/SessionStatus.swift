@@ -113,6 +113,8 @@ public struct SessionStatus: Sendable {
     public var owner: SessionOwner?
     /// Packets of container tracks other than the video (audio, data, ...), by kind, left out.
     public var ignoredPackets: [String: Int] = [:]
+    /// Declared by the configuration file or made by a client, and kept in `--state-dir` or not.
+    public var standing = SessionStanding()
 }
 
 /// What one upload request carried and produced (the answer to `POST .../nalus`).

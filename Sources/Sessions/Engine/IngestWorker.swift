@@ -210,9 +210,12 @@ final class IngestWorker: Sendable {
 
     /// Starts pulling `spec`: the session's one job from now on (a push gets `session_busy`),
     /// until `endPull` or the session closes. Throws `session_busy` while a push is under way.
-    func beginPull(_ spec: PullSourceSpec) throws(SessionError) -> PullSource<SessionError> {
+    /// `policy` (the allow list when the pull starts) checks its redirects and later attempts.
+    func beginPull(_ spec: PullSourceSpec, policy: SourcePolicy) throws(SessionError) -> PullSource<SessionError> {
+        var settings = context.configuration.pullSettings
+        settings.policy = policy
         let source = PullSource<SessionError>(
-            spec: spec, settings: context.configuration.pullSettings, clock: context.clock, logger: context.logger,
+            spec: spec, settings: settings, clock: context.clock, logger: context.logger,
             observer: SessionPullObserver(source: spec.url.redacted, context: context), ignored: ignoredPackets)
         let job = try state.withLock { state throws(SessionError) -> UploadJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
