@@ -164,6 +164,9 @@ final class PushRouter: ByteSource {
                 case .ended(let error):
                     slot.clear(stream)
                     setRoute(.finished)
+                    // A push that broke off or was refused (its codec) cut the container there:
+                    // its answer is why it stopped, not what the demuxer made of the cut.
+                    if case .stopped = stream.feed.finalOutcome { return stream.feed.finalOutcome }
                     if let error {
                         let refusal = SessionError(error)
                         refuse(refusal)
