@@ -78,7 +78,7 @@ final class PullSource: ByteSource {
 
     /// Starts pulling on a thread of its own.
     func start() {
-        BlockingThread.start(name: "pull-\(spec.url.scheme.rawValue)") { [self] in run() }
+        BlockingThread.start(name: "pull-\(spec.url.scheme.name)") { [self] in run() }
     }
 
     var snapshot: SourceStatus { status.withLock { $0 } }
