@@ -42,7 +42,7 @@ public final class HTTPSourceInput: DemuxByteInput {
         self.url = url
         self.interrupt = interrupt
         self.readTimeout = readTimeout
-        callback = InterruptCallback(interrupt: interrupt, policyURL: nil)
+        callback = InterruptCallback(interrupt: interrupt)
         var current = url
         for _ in 0...Self.maxRedirects {
             interrupt.setTimeout(connectTimeout)
@@ -51,7 +51,7 @@ public final class HTTPSourceInput: DemuxByteInput {
             if [301, 302, 303, 307, 308].contains(head.status), let location = head.headers["location"] {
                 close()
                 let next = try current.resolving(location)
-                guard next.scheme == .http || next.scheme == .https else {
+                guard current.scheme.redirectSchemes.contains(next.scheme.name) else {
                     throw ContainerError(.sourceNotAllowed, "a redirect to \(next.redacted) leaves HTTP")
                 }
                 if let refusal = check(next) {
@@ -148,10 +148,13 @@ public final class HTTPSourceInput: DemuxByteInput {
     // MARK: - Connection and headers
 
     private func connect(to url: SourceURL) throws(ContainerError) {
-        let host = url.host.contains(":") ? "[\(url.host)]" : url.host
-        let address = "\(url.scheme == .https ? "tls" : "tcp")://\(host):\(url.port)"
+        let host = url.hostInURL
+        let tls = url.scheme.opening == .httpGet(tls: true)
+        let address = "\(tls ? "tls" : "tcp")://\(host):\(url.port)"
         var options: OpaquePointer?
-        if url.scheme == .https {
+        // Nothing but the connection itself: libavformat's http:// would follow redirects.
+        av_dict_set(&options, "protocol_whitelist", tls ? "tls,tcp" : "tcp", 0)
+        if tls {
             av_dict_set(&options, "tls_verify", "1", 0)
             av_dict_set(&options, "verifyhost", url.host, 0)
         }
@@ -164,7 +167,7 @@ public final class HTTPSourceInput: DemuxByteInput {
         let status = avio_open2(&connection, address, AVIO_FLAG_READ_WRITE, &interruptCB, &options)
         av_dict_free(&options)
         guard status >= 0, let connection else { throw failure(status, "connecting to \(url.redacted)") }
-        var request = "GET \(url.pathAndQuery) HTTP/1.1\r\nHost: \(host)\(url.port == (url.scheme == .https ? 443 : 80) ? "" : ":\(url.port)")\r\n"
+        var request = "GET \(url.pathAndQuery) HTTP/1.1\r\nHost: \(host)\(url.port == url.scheme.defaultPort ? "" : ":\(url.port)")\r\n"
         request += "User-Agent: FrameTap\r\nAccept: */*\r\nConnection: close\r\n"
         if let userInfo = url.userInfo {
             request += "Authorization: Basic \(Base64.encode(Self.percentDecoded(userInfo)))\r\n"

@@ -65,11 +65,11 @@ struct SessionOptionsJSON: Decodable {
             else { throw Refusal(detail: "source transport must be tcp or udp") }
             transport = value
         }
-        switch (url.scheme, transport) {
-        case (.rtsp, _), (_, nil): break
-        case (.srt, .udp), (.rtmp, .tcp), (.http, .tcp), (.https, .tcp): break
-        default:
-            throw Refusal(detail: "\(url.scheme.rawValue) runs over \(url.scheme == .srt ? "udp" : "tcp") only; transport chooses for rtsp")
+        if let transport, !url.scheme.transports.contains(transport) {
+            let choosing = PullScheme.all.filter { $0.transports.count > 1 }.map(\.name).joined(separator: ", ")
+            throw Refusal(
+                detail: "\(url.scheme.name) runs over \(url.scheme.transports.map(\.rawValue).joined(separator: " or ")) only; "
+                    + "transport chooses for \(choosing)")
         }
         return PullSourceSpec(url: url, transport: transport)
     }
