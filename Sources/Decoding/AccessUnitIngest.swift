@@ -227,6 +227,22 @@ public final class AccessUnitIngest {
         pushCodec = codec
     }
 
+    /// A push ended without ending the stream. Bytes it sent that belong to no NAL unit (none
+    /// of its bytes had a start code before them) were skipped: that is an error of this push
+    /// now, not only at the stream's end, so a push of nothing but garbage is not answered as
+    /// if all were well.
+    public func endPush() -> [DecodeError] {
+        var errors: [DecodeError] = []
+        let discarded = splitter.skippedBytes - discardedBytesReported
+        if discarded > 0 {
+            discardedBytesReported = splitter.skippedBytes
+            record(
+                DecodeError(.invalidData, "\(discarded) bytes that belong to no NAL unit (no start code before them) were skipped"),
+                in: &errors)
+        }
+        return errors
+    }
+
     /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
     /// keeps the next push's first start code from closing it as if it were whole. Parameter
     /// sets and the access unit assembled so far stay.
