@@ -15,6 +15,8 @@ public struct FrameTapAPI: Sendable {
     /// The decoding hardware found at start-up (`GET /system`).
     public let hardware: HardwareReport
     let logger: Logger
+    /// Refusals a client can cause by the hundred (503 at a limit), rate-limited.
+    private let refusals: RateLimitedLog
 
     /// The longest `?wait=` accepted, in milliseconds.
     static let maxWaitMilliseconds = 30_000
@@ -33,6 +35,7 @@ public struct FrameTapAPI: Sendable {
         self.metrics = metrics
         self.hardware = hardware
         self.logger = logger
+        refusals = RateLimitedLog(logger: logger, clock: registry.clock)
     }
 
     /// Every route of the API, each with what it needs from a token (see `RoutePermission`).
@@ -107,6 +110,11 @@ public struct FrameTapAPI: Sendable {
         if record.outcome == .answeredEarly {
             // The server stopped listening to a body on purpose (deleted session, limit, shutdown).
             logger.info("upload answered before its body ended", metadata: metadata)
+        } else if status == 503 {
+            // A limit reached (sessions, pulls, catch-ups, decoder memory): the server works as
+            // it should, and a client retrying at once must not write a line each time.
+            refusals.write(
+                "\(record.route ?? "unmatched") 503", "request refused at a limit", level: .warning, metadata: metadata)
         } else if status >= 500 {
             logger.error("request failed", metadata: metadata)
         }
@@ -197,11 +205,15 @@ public struct FrameTapAPI: Sendable {
         let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
         if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
         let session: Session
+        let created: Bool
         do {
-            session = try registry.openSession(id).session
+            (session, created) = try registry.openSession(id)
         } catch {
             throw HTTPError(error)
         }
+        // A session this push made goes again when the push fails before anything was read.
+        let registry = registry
+        let failed: @Sendable () -> Void = { if created { registry.discardIfUnused(session) } }
         let handoff = AnswerHandoff()
         guard multipart else {
             let queue: UploadQueue
@@ -209,10 +221,13 @@ public struct FrameTapAPI: Sendable {
                 queue = try session.beginUpload(flush: flush, codec: codec, content: content) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
-                    case .failure(let error): handoff.complete(.problem(HTTPError(error)))
+                    case .failure(let error):
+                        handoff.complete(.problem(HTTPError(error)))
+                        failed()
                     }
                 }
             } catch {
+                failed()
                 throw HTTPError(error)
             }
             return (UploadSink(queue), .deferred { promise in handoff.attach(promise) })
@@ -221,6 +236,7 @@ public struct FrameTapAPI: Sendable {
         do {
             spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content)
         } catch {
+            failed()
             throw HTTPError(error)
         }
         let boundary = Multipart.makeBoundary(prefix: Self.boundaryPrefix)
@@ -237,6 +253,7 @@ public struct FrameTapAPI: Sendable {
                             MultipartAnswerSource(spool: spool, session: session, boundary: boundary, logger: logger))))
             case .failure(let error):
                 handoff.complete(.problem(HTTPError(error)))
+                failed()
             }
         }
         return (
