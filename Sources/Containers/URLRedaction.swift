@@ -7,8 +7,8 @@
 ///
 /// A name names a secret when, in lower case, it contains one of `secretWords` (so `pwd`,
 /// `loginpas`, `api_key`, `X-Auth-Token` and `jsessionid` all do), or is one of the scheme's
-/// own secret parameters. A value ends at the next `&`, `;`, `/`, `?` or `#`, or, where
-/// another `_name=` follows before any of those, at its `_`.
+/// own secret parameters. A value ends at the next `&`, `;` or `#` (in the path also at `/`
+/// and `?`), or, where another `_name=` follows before any of those, at its `_`.
 public enum URLRedaction {
     /// Parts of parameter names whose values are credentials.
     public static let secretWords = [
@@ -33,14 +33,16 @@ public enum URLRedaction {
         }
         var output = Array(bytes[..<start])
         var index = start
+        var inQuery = false
         while index < bytes.count {
             let byte = bytes[index]
             output.append(byte)
             index += 1
+            if byte == question { inQuery = true }
             guard byte == equals else { continue }
             let name = parameterName(endingBefore: output.count - 1, in: output)
             guard isSecret(name, secretParameters) else { continue }
-            let end = valueEnd(from: index, in: bytes)
+            let end = valueEnd(from: index, in: bytes, inQuery: inQuery)
             if end > index { output += Array(mask.utf8) }
             index = end
         }
@@ -59,6 +61,7 @@ public enum URLRedaction {
     private static let hash = UInt8(ascii: "#")
     private static let equals = UInt8(ascii: "=")
     private static let separators: Set<UInt8> = [UInt8(ascii: "&"), UInt8(ascii: ";"), slash, question, hash]
+    private static let querySeparators: Set<UInt8> = [UInt8(ascii: "&"), UInt8(ascii: ";"), hash]
 
     /// The name before the `=` at `equals`: back to the previous separator or `=` (with a
     /// `_`-joined value before it: `admin_password`, which holds the name).
@@ -69,7 +72,8 @@ public enum URLRedaction {
     }
 
     /// Where the value starting at `start` ends.
-    private static func valueEnd(from start: Int, in bytes: [UInt8]) -> Int {
+    private static func valueEnd(from start: Int, in bytes: [UInt8], inQuery: Bool) -> Int {
+        let separators = inQuery ? querySeparators : separators
         var end = start
         while end < bytes.count, !separators.contains(bytes[end]) {
             // Another `name=value` within the same piece (`_channel=1`) ends the value at its
