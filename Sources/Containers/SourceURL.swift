@@ -47,7 +47,8 @@ public struct SourceURL: Sendable, Equatable, CustomStringConvertible {
         var authority = rest[..<authorityEnd]
         var userInfo: String?
         if let at = authority.lastIndex(of: "@") {
-            userInfo = String(authority[..<at])
+            // An empty one is none (libavformat sends nothing for it).
+            if at > authority.startIndex { userInfo = String(authority[..<at]) }
             authority = authority[authority.index(after: at)...]
         }
         let hostText: Substring
@@ -117,9 +118,10 @@ public struct SourceURL: Sendable, Equatable, CustomStringConvertible {
     var hostInURL: String { host.contains(":") ? "[\(host)]" : host }
 
     /// The URL libavformat opens, built from the checked parts (with the credentials, which it
-    /// sends to authenticate); `host` and `port` replace the URL's own when FrameTap connects
-    /// libavformat somewhere else first (the RTSP relay).
-    func openedText(host: String? = nil, port: Int? = nil) -> String {
+    /// sends to authenticate: for libavformat only, never for display); `host` and `port`
+    /// replace the URL's own when FrameTap connects libavformat somewhere else first (the RTSP
+    /// relay).
+    public func openedText(host: String? = nil, port: Int? = nil) -> String {
         let hostPart = host.map { $0.contains(":") ? "[\($0)]" : $0 } ?? hostInURL
         return "\(scheme.name)://\(userInfo.map { "\($0)@" } ?? "")\(hostPart):\(port ?? self.port)\(pathAndQuery)"
     }
@@ -149,12 +151,5 @@ public struct SourceURL: Sendable, Equatable, CustomStringConvertible {
         if reference.hasPrefix("/") { return try SourceURL(origin + reference) }
         let directory = path.lastIndex(of: "/").map { path[...$0] } ?? "/"
         return try SourceURL(origin + directory + reference)
-    }
-
-    /// This URL with another host and port (the address a name resolved to, the relay).
-    func replacing(host: String, port: Int) -> SourceURL {
-        // The parts were checked when this URL was made; only the address changes.
-        (try? SourceURL(
-            scheme: scheme, host: host.lowercased(), port: port, path: path, query: query, userInfo: userInfo)) ?? self
     }
 }
