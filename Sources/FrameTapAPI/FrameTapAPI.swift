@@ -211,9 +211,13 @@ public struct FrameTapAPI: Sendable {
         } catch {
             throw HTTPError(error)
         }
-        // A session this push made goes again when the push fails before anything was read.
+        // A session this push made goes again when the push is refused before anything was
+        // read. One whose client left, or that the shutdown ended, keeps what it counted.
         let registry = registry
-        let failed: @Sendable () -> Void = { if created { registry.discardIfUnused(session) } }
+        let failed: @Sendable (SessionError) -> Void = { error in
+            guard created, error.code != .uploadAborted, error.code != .shuttingDown else { return }
+            registry.discardIfUnused(session)
+        }
         let handoff = AnswerHandoff()
         guard multipart else {
             let queue: UploadQueue
@@ -223,11 +227,11 @@ public struct FrameTapAPI: Sendable {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error):
                         handoff.complete(.problem(HTTPError(error)))
-                        failed()
+                        failed(error)
                     }
                 }
             } catch {
-                failed()
+                failed(error)
                 throw HTTPError(error)
             }
             return (UploadSink(queue), .deferred { promise in handoff.attach(promise) })
@@ -236,7 +240,7 @@ public struct FrameTapAPI: Sendable {
         do {
             spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content)
         } catch {
-            failed()
+            failed(error)
             throw HTTPError(error)
         }
         let boundary = Multipart.makeBoundary(prefix: Self.boundaryPrefix)
@@ -253,7 +257,7 @@ public struct FrameTapAPI: Sendable {
                             MultipartAnswerSource(spool: spool, session: session, boundary: boundary, logger: logger))))
             case .failure(let error):
                 handoff.complete(.problem(HTTPError(error)))
-                failed()
+                failed(error)
             }
         }
         return (
