@@ -49,6 +49,23 @@ public enum URLRedaction {
         return String(decoding: output, as: UTF8.self)
     }
 
+    /// `text` with every URL in it (`scheme://` up to a space or a quote) redacted: for lines
+    /// other code wrote (libavformat's log).
+    public static func redactURLs(in text: String) -> String {
+        guard text.contains("://") else { return text }
+        let boundaries: Set<Character> = [" ", "\t", "\n", "\r", "'", "\"", "<", ">"]
+        var output = ""
+        var rest = Substring(text)
+        while let mark = rest.firstRange(of: "://") {
+            let start = rest[..<mark.lowerBound].lastIndex { boundaries.contains($0) }.map { rest.index(after: $0) } ?? rest.startIndex
+            let end = rest[mark.upperBound...].firstIndex { boundaries.contains($0) } ?? rest.endIndex
+            output += rest[..<start]
+            output += redact(String(rest[start..<end]))
+            rest = rest[end...]
+        }
+        return output + rest
+    }
+
     /// Whether a parameter of this name carries a credential.
     public static func isSecret(_ name: some StringProtocol, _ secretParameters: Set<String> = []) -> Bool {
         let lowered = name.lowercased()

@@ -164,6 +164,7 @@ struct ServeCommand: ParsableCommand {
             return handler
         }
         LibavLogging.set(level <= .debug ? .warnings : .quiet)
+        LibavLogFilter.install()
         let logger = Logger(label: "frametap")
         let hardware = probeHardware(settings.sessions, logger: logger)
         for key in settings.access.skippedKeys {

@@ -81,6 +81,14 @@ struct SourceURLTests {
         }
     }
 
+    @Test("URLs inside other text (libavformat's log lines) are redacted the same way")
+    func inText() {
+        let line = "[rtsp @ 0x1] Status 302: Redirecting to rtsp://admin:pw1@127.0.0.1:40000/user=a&password=pw2/x 'http://u:pw3@h/a?token=pw4'\n"
+        let shown = URLRedaction.redactURLs(in: line)
+        #expect(shown == "[rtsp @ 0x1] Status 302: Redirecting to rtsp://***@127.0.0.1:40000/user=a&password=***/x 'http://***@h/a?token=***'\n")
+        #expect(URLRedaction.redactURLs(in: "no URL here: a=b") == "no URL here: a=b")
+    }
+
     @Test("credentials and secret parameters are left out of what is shown")
     func redaction() throws {
         #expect(try SourceURL("rtsp://admin:pa55@cam:554/s").redacted == "rtsp://***@cam:554/s")
