@@ -35,12 +35,22 @@ public struct LibavFence: Sendable, Equatable {
 /// redirect's target (only to `redirectSchemes`), and for RTSP the media addresses a camera
 /// names (see `RTSPControlRelay`).
 public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
+    /// How libavformat opens a source of this scheme.
+    public struct LibavOpening: Sendable, Equatable {
+        public let fence: LibavFence
+        /// Its protocol and demuxer options.
+        public let options: [String: String]
+        /// The option the chosen transport sets (`rtsp_transport`), if the scheme has a choice.
+        public let transportOption: String?
+        /// FrameTap carries the control connection itself (`RTSPControlRelay`): libavformat
+        /// connects only to the relay.
+        public let relaysControl: Bool
+    }
+
     /// How a source of this scheme is opened.
     public enum Opening: Sendable, Equatable {
-        /// libavformat's own protocol and demuxer, fenced in; `options` are its protocol and
-        /// demuxer options. `relaysControl`: FrameTap carries the control connection itself
-        /// (`RTSPControlRelay`), libavformat connects only to it.
-        case libavformat(fence: LibavFence, options: [String: String], relaysControl: Bool)
+        /// libavformat's own protocol and demuxer, fenced in.
+        case libavformat(LibavOpening)
         /// FrameTap's own HTTP/1.1 GET over libavformat's `tcp` (or `tls`) protocol
         /// (`HTTPSourceInput`); the body is read like a push.
         case httpGet(tls: Bool)
@@ -95,20 +105,27 @@ public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
     public static let rtsp = PullScheme(
         name: "rtsp", defaultPort: 554, transports: [.tcp, .udp],
         opening: .libavformat(
-            fence: LibavFence(protocols: ["rtsp", "rtp", "udp", "tcp"], demuxer: "rtsp"),
-            // Only the video is set up: audio would be received only to be dropped.
-            options: ["allowed_media_types": "video"], relaysControl: true),
+            LibavOpening(
+                fence: LibavFence(protocols: ["rtsp", "rtp", "udp", "tcp"], demuxer: "rtsp"),
+                // Only the video is set up: audio would be received only to be dropped.
+                options: ["allowed_media_types": "video"], transportOption: "rtsp_transport", relaysControl: true)),
         redirectSchemes: ["rtsp"])
 
     /// RTMP (a play request to a server): libavformat's RTMP protocol, which hands out FLV.
     public static let rtmp = PullScheme(
         name: "rtmp", defaultPort: 1935, transports: [.tcp],
-        opening: .libavformat(fence: LibavFence(protocols: ["rtmp", "tcp"], demuxer: "flv"), options: [:], relaysControl: false))
+        opening: .libavformat(
+            LibavOpening(
+                fence: LibavFence(protocols: ["rtmp", "tcp"], demuxer: "flv"), options: [:], transportOption: nil,
+                relaysControl: false)))
 
     /// SRT as a caller: MPEG-TS, as SRT carries it.
     public static let srt = PullScheme(
         name: "srt", defaultPort: nil, transports: [.udp],
-        opening: .libavformat(fence: LibavFence(protocols: ["srt"], demuxer: "mpegts"), options: [:], relaysControl: false),
+        opening: .libavformat(
+            LibavOpening(
+                fence: LibavFence(protocols: ["srt"], demuxer: "mpegts"), options: [:], transportOption: nil,
+                relaysControl: false)),
         secretParameters: ["streamid"],
         check: { url throws(ContainerError) in
             // A listener or rendezvous would wait for whoever calls, on an address of this machine.

@@ -96,10 +96,13 @@ public final class PulledStream {
                 reader = .elementary(body)
                 formatName = "annexb"
             }
-        case .libavformat(let fence, var options, let relaysControl):
+        case .libavformat(let opening):
+            var options = opening.options
+            if let option = opening.transportOption {
+                options[option] = (transport ?? source.scheme.transports[0]).rawValue
+            }
             var url = source.openedText()
-            if relaysControl {
-                options["rtsp_transport"] = (transport ?? source.scheme.transports[0]).rawValue
+            if opening.relaysControl {
                 let relay = try RTSPControlRelay(source: source, policy: policy, interrupt: interrupt)
                 url = relay.localURL
                 self.relay = relay
@@ -108,7 +111,7 @@ public final class PulledStream {
             }
             let demuxer: Demuxer
             do {
-                demuxer = try Demuxer(url: url, fence: fence, options: options, interrupt: interrupt)
+                demuxer = try Demuxer(url: url, fence: opening.fence, options: options, interrupt: interrupt)
             } catch {
                 relay?.stop()
                 throw error

@@ -35,7 +35,8 @@ struct LibavFenceTests {
     @Test("each scheme's row: its protocols, its demuxer, and no scheme reaches a playlist, a file or a concatenation")
     func rows() {
         for scheme in PullScheme.all {
-            guard case .libavformat(let fence, _, _) = scheme.opening else { continue }
+            guard case .libavformat(let opening) = scheme.opening else { continue }
+            let fence = opening.fence
             for forbidden in ["file", "hls", "http", "https", "concat", "subfile", "data", "crypto", "pipe"] {
                 #expect(!fence.protocols.contains(forbidden), "\(scheme.name): \(forbidden)")
             }
