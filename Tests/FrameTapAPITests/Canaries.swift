@@ -9,58 +9,34 @@ import TestSupport
 
 /// UDP sockets on two neighbouring ports of a loopback address (an RTP port and its RTCP port),
 /// counting the datagrams anything sends there: on an address a pull must not reach, a canary
-/// that must stay silent; on a camera's own, proof the media went where it should.
+/// that must stay silent; on a camera's own, proof the media went where it should. It stops
+/// when the test lets go of it.
 final class UDPCanary: Sendable {
     let host: String
     /// The even port (RTP); RTCP is the next one.
     let port: UInt16
-    private let sockets: [Int32]
-    private let state = Mutex((received: 0, stopped: false))
+    private let counter: DatagramCounter
 
     init(host: String) throws {
         self.host = host
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<50 {
             let base = UInt16(20000 + 2 * Int.random(in: 0..<10000, using: &generator))
-            if let pair = Self.bind(host, base), let second = Self.bind(host, base + 1) {
-                sockets = [pair, second]
-                port = base
-                for socket in sockets { Thread.detachNewThread { [self] in count(socket) } }
-                return
-            } else {
+            guard let first = Self.bind(host, base) else { continue }
+            guard let second = Self.bind(host, base + 1) else {
+                close(first)
                 continue
             }
+            port = base
+            counter = DatagramCounter(sockets: [first, second])
+            return
         }
         throw TestFailure("no free UDP port pair on \(host)")
     }
 
-    deinit { stop() }
+    deinit { counter.stop() }
 
-    var received: Int { state.withLock { $0.received } }
-
-    func stop() {
-        let first = state.withLock { state -> Bool in
-            defer { state.stopped = true }
-            return !state.stopped
-        }
-        guard first else { return }
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
-    }
-
-    private func count(_ socket: Int32) {
-        defer { close(socket) }
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        while true {
-            var readable = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            if poll(&readable, 1, 100) <= 0 {
-                if state.withLock({ $0.stopped }) { return }
-                continue
-            }
-            let got = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-            if got < 0 || state.withLock({ $0.stopped }) { return }
-            state.withLock { $0.received += 1 }
-        }
-    }
+    var received: Int { counter.received }
 
     private static func bind(_ host: String, _ port: UInt16) -> Int32? {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
@@ -76,6 +52,33 @@ final class UDPCanary: Sendable {
             return nil
         }
         return socket
+    }
+}
+
+/// The sockets' threads and their count (what the threads hold, so the canary can go).
+private final class DatagramCounter: Sendable {
+    private let state = Mutex((received: 0, stopped: false))
+
+    init(sockets: [Int32]) {
+        for socket in sockets { Thread.detachNewThread { [self] in count(socket) } }
+    }
+
+    var received: Int { state.withLock { $0.received } }
+
+    func stop() {
+        state.withLock { $0.stopped = true }
+    }
+
+    private func count(_ socket: Int32) {
+        defer { close(socket) }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        while !state.withLock({ $0.stopped }) {
+            var readable = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&readable, 1, 100) > 0 else { continue }
+            let got = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+            if got < 0 { return }
+            state.withLock { $0.received += 1 }
+        }
     }
 }
 

@@ -6,10 +6,31 @@ import TestSupport
     import Glibc
 #endif
 
-/// A tiny HTTP/1.1 server on a loopback address for the pull tests: each request's path picks
-/// what it does (serve bytes, redirect, stall, never answer), and it records the connections it
-/// accepted and when each was closed by the other side.
-final class SourceServer: @unchecked Sendable {
+/// A tiny HTTP/1.1 (or RTSP) server on a loopback address for the pull tests: each request's
+/// path picks what it does (serve bytes, redirect, stall, never answer, speak RTSP), and it
+/// records the connections it accepted and when each was closed by the other side. It stops
+/// when the test lets go of it: its threads hold only the `SourceServerCore`.
+final class SourceServer: Sendable {
+    typealias Behaviour = SourceServerCore.Behaviour
+
+    private let core: SourceServerCore
+
+    init(host: String = "127.0.0.1", routes: @escaping @Sendable (String) -> Behaviour) throws {
+        core = try SourceServerCore(host: host, routes: routes)
+    }
+
+    deinit { core.stop() }
+
+    var host: String { core.host }
+    var port: UInt16 { core.port }
+    var accepted: Int { core.accepted }
+    var requests: [String] { core.requests }
+    var closedByPeer: Int { core.closedByPeer }
+    func url(_ path: String) -> String { core.url(path) }
+    func stop() { core.stop() }
+}
+
+final class SourceServerCore: @unchecked Sendable {
     // @unchecked: `listener` is written once in init; everything else is behind `state`.
     enum Behaviour: Sendable {
         /// 200 with these bytes and Content-Type (nil: none), in pieces of `pieceSize` with
@@ -96,8 +117,6 @@ final class SourceServer: @unchecked Sendable {
             }
         }
     }
-
-    deinit { stop() }
 
     /// Wakes the accept thread (which then closes the listening socket) and every connection's
     /// thread. Sockets are shut down under the lock their threads close them under, so a number
