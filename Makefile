@@ -241,7 +241,7 @@ sanitize: test-deps
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target \
-                container-samples
+                container-samples source-url
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
@@ -319,6 +319,8 @@ $(FUZZ_BUILD)/stream-front: Fuzz/Targets/StreamFront.swift $(FUZZ_BUILD)/libBits
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
 $(FUZZ_BUILD)/container-samples: Fuzz/Targets/ContainerSamples.swift $(FUZZ_BUILD)/libContainers.a \
   $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
+$(FUZZ_BUILD)/source-url: Fuzz/Targets/SourceURLs.swift $(FUZZ_BUILD)/libContainers.a $(FUZZ_BUILD)/libVideoCoding.a \
   $(FUZZ_BUILD)/libTimekeeping.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \

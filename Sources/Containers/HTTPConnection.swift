@@ -44,10 +44,12 @@ public final class HTTPConnection {
     public init(host: String, port: Int, secure: Bool, interrupt: DemuxInterrupt, name: String) throws(ContainerError) {
         self.interrupt = interrupt
         self.name = name
-        callback = InterruptCallback(interrupt: interrupt, policyURL: nil)
+        callback = InterruptCallback(interrupt: interrupt)
         let bracketed = host.contains(":") ? "[\(host)]" : host
         let address = "\(secure ? "tls" : "tcp")://\(bracketed):\(port)"
         var options: OpaquePointer?
+        // Nothing but the connection itself: libavformat's http:// would follow redirects.
+        av_dict_set(&options, "protocol_whitelist", secure ? "tls,tcp" : "tcp", 0)
         if secure {
             av_dict_set(&options, "tls_verify", "1", 0)
             av_dict_set(&options, "verifyhost", host, 0)

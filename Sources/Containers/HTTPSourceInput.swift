@@ -36,7 +36,7 @@ public final class HTTPSourceInput: DemuxByteInput {
             if [301, 302, 303, 307, 308].contains(head.status), let location = head.headers["location"] {
                 connection.close()
                 let next = try current.resolving(location)
-                guard next.scheme == .http || next.scheme == .https else {
+                guard current.scheme.redirectSchemes.contains(next.scheme.name) else {
                     throw ContainerError(.sourceNotAllowed, "a redirect to \(next.redacted) leaves HTTP")
                 }
                 if let refusal = check(next) {
@@ -69,8 +69,7 @@ public final class HTTPSourceInput: DemuxByteInput {
 
     /// The GET of `url`, with its credentials as HTTP Basic authentication.
     private static func request(for url: SourceURL) -> [UInt8] {
-        let host = url.host.contains(":") ? "[\(url.host)]" : url.host
-        var request = "GET \(url.pathAndQuery) HTTP/1.1\r\nHost: \(host)\(url.port == (url.scheme == .https ? 443 : 80) ? "" : ":\(url.port)")\r\n"
+        var request = "GET \(url.pathAndQuery) HTTP/1.1\r\nHost: \(url.hostInURL)\(url.port == url.scheme.defaultPort ? "" : ":\(url.port)")\r\n"
         request += "User-Agent: FrameTap\r\nAccept: */*\r\nConnection: close\r\n"
         if let userInfo = url.userInfo {
             request += "Authorization: Basic \(Base64.encode(Self.percentDecoded(userInfo)))\r\n"

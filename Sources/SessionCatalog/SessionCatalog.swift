@@ -321,7 +321,7 @@ extension SourcePolicy {
     /// This policy, and the scheme, host and port of `url` itself.
     func admitting(_ url: SourceURL) -> SourcePolicy {
         let host = url.host.contains(":") ? "[\(url.host)]" : url.host
-        guard let own = try? SourcePolicy(parsing: "\(url.scheme.rawValue)://\(host):\(url.port)") else { return self }
+        guard let own = try? SourcePolicy(parsing: "\(url.scheme.name)://\(host):\(url.port)") else { return self }
         return SourcePolicy(entries: entries + own.entries)
     }
 }

@@ -105,7 +105,7 @@ struct StoredDefinition: Codable, Equatable {
         codec = options.codec?.rawValue
         decode = options.decode?.rawValue
         quality = options.quality
-        source = options.pulled.map { Source(url: $0.url.text, transport: $0.transport?.rawValue) }
+        source = options.pulled.map { Source(url: $0.url.openedText(), transport: $0.transport?.rawValue) }
         owner = (options.owner ?? nil)?.rawValue
     }
 

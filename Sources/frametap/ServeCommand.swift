@@ -83,6 +83,7 @@ struct ServeCommand: ParsableCommand {
         FileDescriptorLimit.raiseToMaximum()
         let level = LogLevelSwitch(settings.logLevel)
         LoggingSystem.bootstrap { label in SwitchedLogHandler(label: label, level: level) }
+        LibavLogFilter.install()
         let logger = Logger(label: "frametap")
         let hardware = probeHardware(settings.server, logger: logger)
         for key in settings.access.skippedKeys {

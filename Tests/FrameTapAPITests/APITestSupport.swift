@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 @testable import FrameTapAPI
 import HTTPServer
+import Logging
 import Sessions
 
 #if canImport(Glibc)
@@ -17,6 +18,7 @@ func withService<T>(
     sessions configureSessions: (inout ServerConfiguration) -> Void = { _ in },
     http configureHTTP: (inout HTTPServerConfiguration) -> Void = { _ in },
     access: AccessControl? = nil,
+    logger: Logger = Logger(label: "frametap"),
     _ body: (FrameTapService) throws -> T
 ) throws -> T {
     var http = HTTPServerConfiguration()
@@ -27,7 +29,7 @@ func withService<T>(
     configureHTTP(&http)
     var sessions = ServerConfiguration()
     configureSessions(&sessions)
-    let service = FrameTapService(http: http, sessions: try sessions.validated(), access: access)
+    let service = FrameTapService(http: http, sessions: try sessions.validated(), access: access, logger: logger)
     try service.start()
     defer { service.stop() }
     return try body(service)

@@ -448,7 +448,7 @@ import Timekeeping
         #expect(
             String(decoding: WireJSON.bytes(SessionOptionsJSON(all)), as: UTF8.self)
                 == #"{"backend":"software","codec":"h265","decode":"on-demand","owner":"sync-a","quality":55,"#
-                + #""source":{"transport":"udp","url":"rtsp://user:p%40ss@10.0.0.7/stream1"}}"#)
+                + #""source":{"transport":"udp","url":"rtsp://user:p%40ss@10.0.0.7:554/stream1"}}"#)
     }
 
     @Test func refusedBodiesSayWhy() {

@@ -20,6 +20,8 @@ public struct FrameTapAPI: Sendable {
     /// The decoding hardware found at start-up (`GET /system`).
     public let hardware: HardwareReport
     let logger: Logger
+    /// Refusals a client can cause by the hundred (503 at a limit), rate-limited.
+    private let refusals: RateLimitedLog
 
     /// The longest `?wait=` accepted, in milliseconds.
     static let maxWaitMilliseconds = 30_000
@@ -40,6 +42,7 @@ public struct FrameTapAPI: Sendable {
         self.metrics = metrics
         self.hardware = hardware
         self.logger = logger
+        refusals = RateLimitedLog(logger: logger, clock: registry.clock)
     }
 
     /// The API over `registry` alone: no configuration file, no `--state-dir`.
@@ -134,6 +137,11 @@ public struct FrameTapAPI: Sendable {
         if record.outcome == .answeredEarly {
             // The server stopped listening to a body on purpose (deleted session, limit, shutdown).
             logger.info("upload answered before its body ended", metadata: metadata)
+        } else if status == 503 {
+            // A limit reached (sessions, pulls, catch-ups, decoder memory): the server works as
+            // it should, and a client retrying at once must not write a line each time.
+            refusals.write(
+                "\(record.route ?? "unmatched") 503", "request refused at a limit", level: .warning, metadata: metadata)
         } else if status >= 500 {
             logger.error("request failed", metadata: metadata)
         }
@@ -231,10 +239,18 @@ public struct FrameTapAPI: Sendable {
         let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
         if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
         let session: Session
+        let created: Bool
         do {
-            session = try registry.openSession(id).session
+            (session, created) = try registry.openSession(id)
         } catch {
             throw HTTPError(error)
+        }
+        // A session this push made goes again when the push is refused before anything was
+        // read. One whose client left, or that the shutdown ended, keeps what it counted.
+        let registry = registry
+        let failed: @Sendable (SessionError) -> Void = { error in
+            guard created, error.code != .uploadAborted, error.code != .shuttingDown else { return }
+            registry.discardIfUnused(session)
         }
         let handoff = AnswerHandoff()
         guard multipart else {
@@ -243,10 +259,13 @@ public struct FrameTapAPI: Sendable {
                 queue = try session.beginUpload(flush: flush, codec: codec, content: content) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
-                    case .failure(let error): handoff.complete(.problem(HTTPError(error)))
+                    case .failure(let error):
+                        handoff.complete(.problem(HTTPError(error)))
+                        failed(error)
                     }
                 }
             } catch {
+                failed(error)
                 throw HTTPError(error)
             }
             return (UploadSink(queue), .deferred { promise in handoff.attach(promise) })
@@ -255,6 +274,7 @@ public struct FrameTapAPI: Sendable {
         do {
             spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content)
         } catch {
+            failed(error)
             throw HTTPError(error)
         }
         let boundary = Multipart.makeBoundary(prefix: Self.boundaryPrefix)
@@ -271,6 +291,7 @@ public struct FrameTapAPI: Sendable {
                             MultipartAnswerSource(spool: spool, session: session, boundary: boundary, logger: logger))))
             case .failure(let error):
                 handoff.complete(.problem(HTTPError(error)))
+                failed(error)
             }
         }
         return (

@@ -88,12 +88,11 @@ public struct SessionOptionsJSON: Codable {
             else { throw Refusal("source transport must be tcp or udp", at: members.codingPath + [transportKey]) }
             transport = value
         }
-        switch (url.scheme, transport) {
-        case (.rtsp, _), (_, nil): break
-        case (.srt, .udp), (.rtmp, .tcp), (.http, .tcp), (.https, .tcp): break
-        default:
+        if let transport, !url.scheme.transports.contains(transport) {
+            let choosing = PullScheme.all.filter { $0.transports.count > 1 }.map(\.name).joined(separator: ", ")
             throw Refusal(
-                "\(url.scheme.rawValue) runs over \(url.scheme == .srt ? "udp" : "tcp") only; transport chooses for rtsp",
+                "\(url.scheme.name) runs over \(url.scheme.transports.map(\.rawValue).joined(separator: " or ")) only; "
+                    + "transport chooses for \(choosing)",
                 at: members.codingPath + [transportKey])
         }
         return PullSourceSpec(url: url, transport: transport)
@@ -163,7 +162,7 @@ public struct SessionOptionsJSON: Codable {
         switch options.source {
         case .some(.some(let spec)):
             var source = container.nestedContainer(keyedBy: SourceKey.self, forKey: key(.source))
-            try source.encode(spec.url.text, forKey: .url)
+            try source.encode(spec.url.openedText(), forKey: .url)
             try source.encodeIfPresent(spec.transport?.rawValue, forKey: .transport)
         case .some(.none): try container.encodeNil(forKey: key(.source))
         case .none: break

@@ -48,7 +48,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     /// Starts pulling on a thread of its own.
     public func start() {
-        BlockingThread.start(name: "pull-\(spec.url.scheme.rawValue)") { [self] in run() }
+        BlockingThread.start(name: "pull-\(spec.url.scheme.name)") { [self] in run() }
     }
 
     public var snapshot: SourceStatus { status.withLock { $0 } }

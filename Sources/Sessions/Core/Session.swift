@@ -345,6 +345,19 @@ public final class Session: Sendable {
     /// MJPEG viewers connected.
     public var viewerCount: Int { viewers.viewerCount }
 
+    /// Answers on the decode queue, once the step under way ended (a concluded push's job is
+    /// gone by then), whether nothing of a stream was ever read into the session (no access
+    /// unit, no picture) and nothing uses it (upload, viewer, waiting request, pull).
+    func checkUnused(_ answer: @escaping @Sendable (Bool) -> Void) {
+        ingest.decodeQueue.async { [self] in
+            let status = status()
+            answer(isUnused && status.counters.accessUnits == 0 && status.latestFrame == nil)
+        }
+    }
+
+    /// Nothing uses the session right now.
+    var isUnused: Bool { !ingest.isBusy && viewers.isEmpty }
+
     /// True when the idle timeout may remove the session (see `SessionStanding`), nothing uses
     /// it and nothing happened for `timeout`.
     func isIdle(now: UInt64, timeout: Duration) -> Bool {

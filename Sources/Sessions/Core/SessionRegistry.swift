@@ -194,6 +194,18 @@ public final class SessionRegistry: Sendable {
         return true
     }
 
+    /// A push created `session` and failed: unless something of a stream was read into it or
+    /// something uses it meanwhile, it goes (a refused first push leaves no session behind).
+    public func discardIfUnused(_ session: Session) {
+        session.checkUnused { [self] unused in
+            guard unused else { return }
+            let removed = remove(reason: "refused") { table in
+                table.sessions[session.id] === session && session.isUnused ? [session] : []
+            }
+            for session in removed { end(session, reason: "refused") }
+        }
+    }
+
     /// Takes the matching sessions out and announces their removal in the same critical section,
     /// so a session created again under the same id is announced after the old one's end.
     private func remove(reason: String, _ pick: (Table) -> [Session]) -> [Session] {

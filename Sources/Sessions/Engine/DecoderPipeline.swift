@@ -204,6 +204,11 @@ final class DecoderPipeline {
         ingest.beginPush(saying: codec)
     }
 
+    /// A push ended, the stream goes on: what it sent that was skipped is its error.
+    func endPush() -> [DecodeError] {
+        ingest.endPush()
+    }
+
     /// The upload broke off: its last NAL unit is incomplete and must not be decoded.
     func abandonIncompleteUnit() {
         ingest.abandonIncompleteUnit()

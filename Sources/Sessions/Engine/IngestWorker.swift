@@ -332,7 +332,11 @@ final class IngestWorker: Sendable {
                 // A pulled source's connection ended: its stream ends with it.
                 endOfStream(job)
             case .end:
-                if job.flush { endOfStream(job) }
+                if job.flush {
+                    endOfStream(job)
+                } else {
+                    step(receivedAt: nil, job: job) { pipeline, _, _ in pipeline.endPush() }
+                }
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
