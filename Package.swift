@@ -24,9 +24,6 @@ let package = Package(
         // it is built on, checks the signatures synchronously on the request thread.
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.1.0"),
-        // The configuration file (`frametap serve --config`): YAML with each node's line, so an
-        // error names the line it is on.
-        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -38,6 +35,13 @@ let package = Package(
             name: "CTurboJPEG",
             pkgConfig: "libturbojpeg",
             providers: [.apt(["libturbojpeg0-dev"])]
+        ),
+        // libyaml's parser, for the configuration file (`frametap serve --config`): its events
+        // carry each node's line, so an error names the line it is on.
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
         ),
         // libmicrohttpd, plus GnuTLS for its TLS certificates (see tls.c).
         .target(
@@ -77,6 +81,17 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // Which sessions exist by whose word: those the configuration file declares (and each
+        // reading's plan of the difference) and those made by PUT, kept in --state-dir.
+        .target(
+            name: "SessionCatalog",
+            dependencies: [
+                "Sessions", "Ingest", "Containers", "Decoding", "VideoCoding", "Timekeeping",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSwift
+        ),
         // HTTP only: the libmicrohttpd daemon, routing, requests and responses, streaming.
         .target(
             name: "HTTPServer",
@@ -90,7 +105,7 @@ let package = Package(
         .target(
             name: "FrameTapAPI",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "Decoding", "Imaging", "Containers", "Timekeeping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -107,9 +122,18 @@ let package = Package(
         .target(
             name: "ServeOptions",
             dependencies: [
-                "HTTPServer", "Sessions", "Ingest", "FrameTapAPI", "Decoding", "Containers",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Containers", "Timekeeping", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strictSwift
+        ),
+        // `frametap sync`: the configuration file's sessions kept in place across a cluster,
+        // through the gateway that routes by session id.
+        .target(
+            name: "SessionSync",
+            dependencies: [
+                "Containers", "Sessions", "FrameTapAPI", "ServeOptions", "Timekeeping",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
         ),
@@ -118,8 +142,8 @@ let package = Package(
         .executableTarget(
             name: "frametap",
             dependencies: [
-                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "HTTPServer", "FrameTapAPI",
-                "Timekeeping", "ServeOptions",
+                "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "SessionCatalog", "HTTPServer",
+                "FrameTapAPI", "Timekeeping", "ServeOptions", "SessionSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -168,12 +192,30 @@ let package = Package(
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"], swiftSettings: strictSwift),
         .testTarget(
             name: "ServeOptionsTests",
-            dependencies: ["ServeOptions", "HTTPServer", "Sessions", "Ingest", "Decoding", "Containers", "TestSupport"],
+            dependencies: [
+                "ServeOptions", "HTTPServer", "Sessions", "SessionCatalog", "FrameTapAPI", "Ingest", "Decoding", "Containers",
+                "SessionsTestSupport", "TestSupport", "Timekeeping",
+            ],
+            swiftSettings: strictSwift),
+        // Declared and kept sessions: the plan of a reading's difference, its application, the state file.
+        .testTarget(
+            name: "SessionCatalogTests",
+            dependencies: [
+                "SessionCatalog", "Sessions", "Ingest", "Containers", "Decoding", "VideoCoding", "SessionsTestSupport",
+                "TestSupport", "Timekeeping",
+            ],
+            swiftSettings: strictSwift),
+        .testTarget(
+            name: "SessionSyncTests",
+            dependencies: [
+                "SessionSync", "ServeOptions", "FrameTapAPI", "HTTPServer", "Sessions", "Containers", "SessionsTestSupport",
+                "TestSupport",
+            ],
             swiftSettings: strictSwift),
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [
-                "FrameTapAPI", "HTTPServer", "Sessions", "Ingest", "SessionsTestSupport", "TestSupport",
+                "FrameTapAPI", "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "SessionsTestSupport", "TestSupport",
                 // AccessControlTests mint real tokens with keys they generate.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -4,7 +4,7 @@
     Fuzz/make-corpus.py Tests/Fixtures .fuzz/seeds
 
 One folder per target (annexb-assembly, parameter-sets, avcc, hevc-annexb-assembly,
-hevc-parameter-sets, stream-front, request-target, container-samples): the H.264 ones from the .264
+hevc-parameter-sets, stream-front, request-target, container-samples, source-url): the H.264 ones from the .264
 fixtures, the H.265 ones from the .265 fixtures, stream-front from both (and both codecs in one
 stream), container-samples from the container fixtures (Containers/) and the .264 fixtures' avcC
 records. The seeds are
@@ -153,6 +153,30 @@ def add_container_seeds(corpus, fixtures):
             corpus.add(f"{name}-{piece}", bytes([CONTAINER_MODES[container] | piece << 3]) + data)
 
 
+# source-url: URLs of every scheme and the forms parsers read differently (extra colons, '@'
+# and '#' tricks, brackets, ports with signs or leading zeros, secrets in paths).
+SOURCE_URLS = [
+    "rtsp://admin:pass@192.168.1.64:554/Streaming/Channels/101",
+    "rtsp://127.0.0.3:19403:cam.example.com:554/x",
+    "rtsp://cam.example.com:554:19403/x",
+    "rtsp://a@b@127.0.0.2:8554/x?y=1#frag:1@evil",
+    "rtsp://127.0.0.2#@127.0.0.3:554/",
+    "rtsp://[fd00::1]:8554/cam",
+    "rtsp://[::ffff:127.0.0.3]/x",
+    "rtsp://[127.0.0.1]:1/x",
+    "rtsp://h:0554/x",
+    "rtsp://h:+554/x",
+    "rtsp://10.0.0.67:554/user=admin_password=tlJwpbo6_channel=1_stream=0.sdp?real_stream",
+    "rtmp://h.example/live/cam?token=abc",
+    "rtmp://user:pw@h:1936/app/stream",
+    "srt://127.0.0.2:9000?mode=caller&passphrase=0123456789&streamid=%23!::r=live",
+    "srt://[::1]:9000",
+    "http://u:p@h:8080/a/b.ts?x=1&sig=2",
+    "https://cdn.example/live.m3u8?X-Amz-Signature=abc",
+    "HTTPS://Host.Example.COM?q",
+]
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: make-corpus.py FIXTURES_DIR OUT_DIR")
@@ -160,7 +184,7 @@ def main():
     corpora = {
         name: Corpus(out, name)
         for name in ["annexb-assembly", "parameter-sets", "avcc", "hevc-annexb-assembly", "hevc-parameter-sets",
-                     "stream-front", "request-target", "container-samples"]
+                     "stream-front", "request-target", "container-samples", "source-url"]
     }
     add_front_seeds(corpora["stream-front"], fixtures)
     add_container_seeds(corpora["container-samples"], fixtures)
@@ -207,6 +231,9 @@ def main():
 
     for number, target in enumerate(REQUEST_TARGETS):
         corpora["request-target"].add(f"target{number:02d}", target.encode())
+
+    for number, url in enumerate(SOURCE_URLS):
+        corpora["source-url"].add(f"url{number:02d}", url.encode())
 
     for name, corpus in corpora.items():
         print(f"seeds: {len(corpus):4d} in {corpus.folder}")

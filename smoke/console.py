@@ -15,6 +15,11 @@ Runs the same scenario against two servers, one without a token and one with --a
   - a .264 and a .265 file pushed through the upload form: their sessions appear with the right
     size and codec;
   - a session deleted from the page: its card goes;
+  - pull sessions: a camera that cannot be reached shows a failed badge and its error in words on
+    its card (checked on the pixels of a screenshot too) and in its view's Source and Last error
+    sections, and Retry now tries again; a live RTSP pull (GStreamer's RTSP server) shows a live
+    badge, its picture, and Receiving: yes;
+  - the System view counts the sessions by back end, also when the page is opened at #/system;
   - GET /events with curl, and a Last-Event-ID resume (skipped while the server answers 404);
 and, without a token, a server restart (the page shows it is reconnecting and recovers without
 a reload), the page at 360 px wide and in the dark theme.
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -47,6 +53,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from harness.browser import chromium  # noqa: E402  (tools/ is on the path only now)
 from harness.checks import Results  # noqa: E402
 from harness.client import request, session_status  # noqa: E402
+from harness.ports import free_port  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.waiting import Failure  # noqa: E402
 
@@ -233,7 +240,15 @@ def card_state(page, session):
         return {seq: Number(card.dataset.seq || 0), fps: card.dataset.fps === '' ? null : Number(card.dataset.fps),
                 resolution: card.dataset.resolution, loaded: !img.hidden && img.complete && img.naturalWidth > 0,
                 fpsText: card.querySelector('[data-field="fps"]').textContent, codec: card.dataset.codec,
-                formatText: card.querySelector('[data-field="format"]').textContent};
+                formatText: card.querySelector('[data-field="format"]').textContent,
+                pull: card.dataset.pull, pullText: card.querySelector('[data-field="pull"]').hidden ? null
+                    : card.querySelector('[data-field="pull"]').textContent,
+                errorText: card.querySelector('[data-field="error"]').hidden ? null
+                    : card.querySelector('[data-field="error"]').textContent,
+                problem: card.querySelector('[data-field="problem"]').hidden ? null
+                    : card.querySelector('[data-field="problem"]').textContent,
+                placeholder: card.querySelector('.thumb-placeholder').hidden ? null
+                    : card.querySelector('.thumb-placeholder').textContent};
     """, session)
 
 
@@ -382,7 +397,9 @@ def scenario(results, server, token, fixtures, work, shots, options):
         page.find("#upload-close").click()
 
         check_drop_onto_busy_session(r, page, fixtures)
-        check_system_view(r, page)
+        check_system_view(r, page, base)
+        check_pulls(r, page, base, token, work)
+        check_declared_session(r, page, server, base, token)
 
         # --- delete from the page -----------------------------------------------------------------
         page.find('#session-grid .card[data-session="upload.1"] .card-link').click()
@@ -535,14 +552,163 @@ def check_drop_onto_busy_session(r, page, fixtures):
     page.find("#upload-close").click()
 
 
-def check_system_view(r, page):
+def check_system_view(r, page, base):
     page.js("location.hash = '#/system'")
     shown = page.wait_js("""const t = document.getElementById('system-page').textContent;
         return /Limits/.test(t) && /Max sessions\\s*16/.test(t) && /Render nodes/.test(t)""")
     r("the system view shows limits and hardware", shown is True)
+    by_backend = "return document.getElementById('sessions-by-backend')?.textContent ?? ''"
+    listed = "const t = document.getElementById('sessions-by-backend')?.textContent ?? ''; " \
+             "return /software/.test(t) && /cam-a/.test(t) && /cam-h/.test(t) && t"
+    counted = page.wait_js(listed)
+    r(f"the system view lists the sessions by back end ({counted})", bool(counted), page.js(by_backend))
     page.screenshot("system")
+    # Opened at #/system, the page may have /system before its session list: the section follows.
+    page.driver.get(base + "/#/system")
+    counted = page.wait_js(listed)
+    r("opened at #/system, the page still lists the sessions by back end", bool(counted), page.js(by_backend))
     page.js("location.hash = '#/'")
     page.wait_js("return !document.getElementById('sessions-page').hidden")
+
+
+def pixels_near(png, colour, distance=48):
+    """How many pixels of a PNG are within `distance` (per channel, summed) of an RGB colour."""
+    width, _, rows = png_pixels(png)
+    return sum(1 for row in rows for x in range(0, width * 3, 3)
+               if sum(abs(row[x + channel] - colour[channel]) for channel in range(3)) <= distance)
+
+
+# The light theme's --danger (style.css): error badges and a failing camera's problem.
+DANGER = (0xC0, 0x21, 0x2F)
+
+
+def source_of(base, session, token):
+    return (session_status(base, session, token) or {}).get("source") or {}
+
+
+def check_pulls(r, page, base, token, work):
+    """Pull sessions: a camera that cannot be reached, on its card (DOM and pixels) and in its
+    view (Source, Last error, Retry now); then a live one from GStreamer's RTSP server."""
+    json_headers = {"Content-Type": "application/json"}
+    closed = free_port()
+    body = json.dumps({"source": {"url": f"rtsp://viewer:secret@127.0.0.1:{closed}/stream1", "transport": "tcp"}})
+    created = request(base, "PUT", "/sessions/door", body=body.encode(), headers=json_headers, token=token)
+    r("a pull of a camera that cannot be reached is created", created[0] == 201, f"status {created[0]}")
+    failing = page.wait(lambda: (lambda state: state if state and state["pullText"] == "failed" and state["problem"]
+                                 else None)(card_state(page, "door")))
+    r(f"the failing camera's card shows a failed badge and its error in words ({failing and failing['problem']})",
+      bool(failing) and failing["errorText"] == "error: source_unreachable"
+      and failing["problem"].startswith("The source cannot be reached: Connection refused."),
+      f"card {card_state(page, 'door')}")
+    r("... instead of only 'Waiting for the first picture…'",
+      bool(failing) and failing["placeholder"] == "No picture: the source is not live.", f"card {card_state(page, 'door')}")
+    page.js("document.querySelector('#session-grid .card[data-session=\"door\"]').scrollIntoView({block: 'center'})")
+    png = page.element_png('#session-grid .card[data-session="door"]')
+    page.keep("failing-camera", png)
+    red = pixels_near(png, DANGER)
+    r(f"the screenshot of the failing camera's card shows its error in red ({red} pixels)", red >= 150)
+
+    page.js("location.hash = '#/sessions/door'")
+    last_error = page.wait_js("const t = document.querySelector('.error-facts')?.textContent ?? ''; "
+                              "return /source_unreachable/.test(t) && t")
+    r("its view's Last error is the source's error (not 'No error so far')", bool(last_error),
+      page.js("return document.querySelector('.error-facts')?.textContent"))
+    source = page.wait_js("const t = document.querySelector('.source-facts')?.textContent ?? ''; "
+                          "return /retrying/.test(t) && /cannot be reached/.test(t) && /rtsp:\\/\\/\\*\\*\\*@/.test(t) && t")
+    r("its view's Source section says where the pull stands, why, and the URL without credentials", bool(source),
+      page.js("return document.querySelector('.source-facts')?.textContent"))
+    r("the status list holds no nested source table",
+      page.js("return !document.querySelector('.status-facts').textContent.includes('rtsp://')") is True)
+    page.screenshot("failing-camera-view")
+    # Retry now cuts a back-off short: wait for one with seconds left, then click.
+    waiting = page.wait(lambda: (lambda source: source if source.get("state") == "retrying" and source.get("nextAttemptAt")
+                                 and parse_time(source["nextAttemptAt"]) - time.time() > 2.5 else None)(
+                                     source_of(base, "door", token)))
+    if r("the pull waits a back-off of some seconds", bool(waiting), f"source {source_of(base, 'door', token)}"):
+        clickable = page.wait_js("return !document.getElementById('retry-source').disabled")
+        page.find("#retry-source").click()
+        retried = page.wait(lambda: source_of(base, "door", token).get("reconnects", 0) > waiting["reconnects"], timeout=5)
+        early = parse_time(waiting["nextAttemptAt"]) - time.time()
+        r(f"Retry now tries again at once ({early:.1f} s before the back-off would have)",
+          clickable is True and bool(retried) and early > 0.5)
+
+    rtsp_port = free_port()
+    camera = subprocess.Popen(["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "rtsp-server.py"),
+                               "--port", str(rtsp_port), "--path", "/stream1"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        r("GStreamer's RTSP server starts", "ready" in camera.stdout.readline())
+        body = json.dumps({"source": {"url": f"rtsp://127.0.0.1:{rtsp_port}/stream1"}})
+        created = request(base, "PUT", "/sessions/gate", body=body.encode(), headers=json_headers, token=token)
+        r("a pull of a live RTSP camera is created", created[0] == 201, f"status {created[0]}")
+        page.js("location.hash = '#/'")
+        live = page.wait(lambda: (lambda state: state if state and state["pullText"] == "live" and state["loaded"]
+                                  else None)(card_state(page, "gate")))
+        r("the live camera's card shows a live badge and its picture", bool(live), f"card {card_state(page, 'gate')}")
+        page.js("document.querySelector('#session-grid .card[data-session=\"gate\"]')?.scrollIntoView({block: 'center'})")
+        if live:
+            thumbnail = page.element_png('#session-grid .card[data-session="gate"] .thumb-img')
+            page.keep("thumbnail-gate", thumbnail)
+            # The RTSP server's pattern is a white ball moving on black: both show, and it moves.
+            ball, black = pixels_near(thumbnail, (255, 255, 255)), pixels_near(thumbnail, (0, 0, 0))
+            moved = page.wait(lambda: page.element_png('#session-grid .card[data-session="gate"] .thumb-img') != thumbnail)
+            r(f"gate: the thumbnail shows the camera's moving ball ({ball} white, {black} black pixels)",
+              ball >= 200 and black >= 10_000 and bool(moved))
+            r("the live camera's card has no error", live["errorText"] is None and live["problem"] is None, f"card {live}")
+        page.screenshot("pulls")
+        page.js("location.hash = '#/sessions/gate'")
+        receiving = page.wait_js("const t = document.querySelector('.status-facts')?.textContent ?? ''; "
+                                 "return /pulled live from its source/.test(t) && t")
+        r("a live pull's view says Receiving: yes", bool(receiving),
+          page.js("return document.querySelector('.status-facts')?.textContent"))
+        page.js("location.hash = '#/'")
+        page.wait_js("return !document.getElementById('sessions-page').hidden")
+    finally:
+        camera.terminate()
+        try:
+            camera.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            camera.kill()
+            camera.wait()
+        for session in ("door", "gate"):
+            request(base, "DELETE", f"/sessions/{session}", token=token)
+
+
+def parse_time(text):
+    """Seconds since the epoch of an RFC 3339 time such as 2026-01-01T12:00:00.250Z."""
+    from datetime import datetime
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def check_declared_session(r, page, server, base, token):
+    """A session the configuration file declares (added by a SIGHUP): its card and view say so,
+    and the view offers no delete (the server would answer 409); taken out of the file, it goes."""
+    with open(server.config_path, "w") as file:
+        file.write("sessions:\n  yard:\n    codec: h264\n")
+    os.kill(server.pid, signal.SIGHUP)
+    badge = page.wait_js("""
+        const card = document.querySelector('#session-grid .card[data-session="yard"]');
+        const badge = card?.querySelector('.badge-standing');
+        return card?.dataset.origin === 'declared' && badge && !badge.hidden && badge.textContent""")
+    r("a declared session's card shows the 'declared' badge", badge == "declared", f"badge {badge!r}")
+    page.js("document.querySelector('#session-grid .card[data-session=\"yard\"]').scrollIntoView({block: 'center'})")
+    page.keep("declared-card", page.element_png('#session-grid .card[data-session="yard"]'))
+    page.find('#session-grid .card[data-session="yard"] .card-link').click()
+    view = page.wait_js("""
+        const button = document.getElementById('delete-session');
+        const badge = document.querySelector('.view-head .badge-standing');
+        return button && button.disabled && badge && !badge.hidden && /configuration file/.test(document.body.textContent)
+            && badge.textContent""")
+    r("its view shows the badge and offers no delete, naming the file", view == "declared", f"view {view!r}")
+    status, _, body = request(base, "DELETE", "/sessions/yard", token=token)
+    r("the server answers its DELETE 409 declared_session",
+      status == 409 and json.loads(body).get("code") == "declared_session", f"{status} {body[:120]!r}")
+    page.js("location.hash = '#/'")
+    with open(server.config_path, "w") as file:
+        file.write("sessions: {}\n")
+    os.kill(server.pid, signal.SIGHUP)
+    gone = page.wait_js("return !document.querySelector('#session-grid .card[data-session=\"yard\"]')")
+    r("taken out of the file, its card goes", gone is True)
 
 
 def check_module_functions(r, page):
@@ -550,8 +716,8 @@ def check_module_functions(r, page):
     page runs: a module is evaluated once, so importing app.js again starts nothing)."""
     cases = page.driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
-        Promise.all(['api', 'format', 'upload', 'charts', 'commands', 'app'].map((name) => import(`/console/${name}.js`)))
-          .then(([api, format, upload, charts, commands, app]) => done([
+        Promise.all(['api', 'format', 'upload', 'charts', 'commands', 'app', 'source'].map((name) => import(`/console/${name}.js`)))
+          .then(([api, format, upload, charts, commands, app, source]) => done([
             ['valid ids', ['cam1', 'a.b~c_d-e', 'x'.repeat(128)].every(api.isValidSessionId), true],
             ['invalid ids', ['', '.', '..', 'a b', 'a/b', 'x'.repeat(129), 'é'].some(api.isValidSessionId), false],
             ['name from a file', upload.sessionNameFromFile('Front door (2).264'), 'Front-door-2'],
@@ -576,6 +742,15 @@ def check_module_functions(r, page):
             ['summary', format.formatSummary({codec: 'h265', width: 320, height: 240, profile: 'Main 10', level: '2.1', bitDepth: 10}),
              'H.265 · 320×240 · Main 10 @ L2.1 · 10-bit'],
             ['summary before the format', format.formatSummary(null, 'h265'), 'H.265 · no picture format yet'],
+            ['pull badges', ['live', 'connecting', 'retrying'].map((state) => source.pullBadge({ state, failures: 1 }).text).join(' ')
+              + ' ' + source.pullBadge({ state: 'retrying', failures: 2 }).text, 'live connecting retrying failed'],
+            ['no pull badge for a push session', source.pullBadge(null), null],
+            ['a pull problem in words', source.sourceProblem({ state: 'retrying', nextAttemptAt: '2030-01-01T00:00:10Z',
+              lastError: { code: 'source_unreachable', message: 'Connection refused' } }, Date.parse('2030-01-01T00:00:02Z')),
+             'The source cannot be reached: Connection refused. Next try in 8 s.'],
+            ['no problem while live', source.sourceProblem({ state: 'live', lastError: { code: 'source_ended' } }), null],
+            ['recovered from an error', source.recoveredFrom({ at: '2030-01-01T00:00:01Z' },
+              { state: 'live', connectedAt: '2030-01-01T00:00:05Z' }), true],
           ]), (error) => done([['import', String(error), 'modules']]));
     """)
     for name, got, want in cases:
@@ -744,8 +919,14 @@ def main():
         for token, options in runs:
             label = "auth" if token else "open"
             print(f"== {label}: server {'with --auth-token' if token else 'without a token'}", flush=True)
-            server = Server(arguments.binary, ["--max-sessions", "16"] + (["--auth-token", token] if token else []),
+            config_path = os.path.join(work, f"{label}-frametap.yaml")
+            with open(config_path, "w") as file:
+                file.write("sessions: {}\n")
+            server = Server(arguments.binary, ["--max-sessions", "16", "--config", config_path,
+                                                "--allow-sources", "rtsp://127.0.0.1"]
+                            + (["--auth-token", token] if token else []),
                             log_path=os.path.join(arguments.output, f"{label}-server.log"))
+            server.config_path = config_path
             if not results.check(f"{label}: the server starts", came_up(server)):
                 continue
             try:

@@ -61,6 +61,9 @@ final class AVIOBridge {
         avio_context_free(&optional)
     }
 
+    /// The most bytes kept for seeking back (`--container-seek-window`).
+    var windowCapacity: Int { window.capacity }
+
     /// Bytes taken from the input so far.
     var bytesRead: Int { window.end }
 

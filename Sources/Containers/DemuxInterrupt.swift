@@ -3,9 +3,10 @@ import Timekeeping
 
 /// When libavformat's blocking I/O must give up, checked by its `AVIOInterruptCB` (every 100 ms
 /// or so while it waits on a socket, and between reads): the demuxer is to stop (its session was
-/// deleted), the current step passed its deadline (connect or read timeout), or the source
-/// moved somewhere the policy does not allow (an RTSP redirect). Any thread may stop it; the
-/// rest is set and read on the demuxer's thread.
+/// deleted), the current step passed its deadline (connect or read timeout), or the RTSP relay
+/// refused what the camera said (a redirect or media address the policy does not allow) or
+/// could not reach it. Any thread may stop or refuse it; the deadline is set on the demuxer's
+/// thread.
 public final class DemuxInterrupt: Sendable {
     public enum Reason: Sendable, Equatable {
         case stopped
@@ -42,7 +43,7 @@ public final class DemuxInterrupt: Sendable {
         state.withLock { $0.deadline = deadline }
     }
 
-    /// Gives up with `error` at the next check.
+    /// Gives up with `error` at the next check (the first refusal stays).
     func refuse(_ error: ContainerError) {
         state.withLock { state in
             if state.reason == nil { state.reason = .refused(error) }

@@ -24,7 +24,8 @@ public enum DemuxerOutput: Sendable {
 
 /// A container read with libavformat, one packet at a time, on the caller's thread (reads
 /// block until their bytes arrive): a pushed container through `AVIOBridge`, or a URL through
-/// libavformat's own protocols (RTSP, RTMP, SRT).
+/// libavformat's own protocols (RTSP, RTMP, SRT). Either way inside a `LibavFence`: the
+/// demuxer is named, never probed, and only the protocols the input needs may be opened.
 ///
 /// The video track is the first H.264 or H.265 one; its samples come out with their
 /// `SampleDescription`. Audio, data and other tracks are counted (`ignoredPackets`) and left.
@@ -40,6 +41,8 @@ public final class Demuxer {
     public private(set) var samples = 0
     /// The demuxer libavformat used (`mpegts`, `mov,mp4,m4a,3gp,3g2,mj2`, `rtsp`, ...).
     public let formatName: String
+    /// What is read, for messages: `MP4`, `the source`.
+    private let what: String
 
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private let packet: UnsafeMutablePointer<AVPacket>
@@ -74,27 +77,25 @@ public final class Demuxer {
         // than adding new ones the chosen track would not follow.
         if container == .mpegTS { options["merge_pmt_versions"] = "1" }
         try self.init(
-            url: nil, demuxer: container.demuxerName, bridge: bridge, options: options, interrupt: interrupt,
+            url: nil, fence: .ownInput(container), bridge: bridge, options: options, interrupt: interrupt,
             samplesAreAccessUnits: true, describe: container.displayName)
     }
 
-    /// Opens `url` with libavformat's protocols (`options`: protocol and demuxer options such as
-    /// `rtsp_transport`). Blocks until the stream's header is read, the interrupt's deadline
-    /// passes, or it is stopped. `checkRedirect` judges every URL the demuxer moves on to (an
-    /// RTSP redirect) before anything is sent there; nil allows it.
-    public convenience init(
-        url: String, options: [String: String], interrupt: DemuxInterrupt,
-        checkRedirect: @escaping (String) -> ContainerError?
+    /// Opens `url` with libavformat's protocols inside `fence` (`options`: protocol and demuxer
+    /// options such as `rtsp_transport`). Blocks until the stream's header is read, the
+    /// interrupt's deadline passes, or it is stopped.
+    convenience init(
+        url: String, fence: LibavFence, options: [String: String], interrupt: DemuxInterrupt
     ) throws(ContainerError) {
         try self.init(
-            url: url, demuxer: nil, bridge: nil, options: options, interrupt: interrupt, samplesAreAccessUnits: nil,
-            describe: "the source", checkRedirect: checkRedirect)
+            url: url, fence: fence, bridge: nil, options: options, interrupt: interrupt, samplesAreAccessUnits: nil,
+            describe: "the source")
     }
 
     /// `samplesAreAccessUnits` nil: decided by the demuxer (RTP pieces are not).
     private init(
-        url: String?, demuxer: String?, bridge: AVIOBridge?, options: [String: String], interrupt: DemuxInterrupt,
-        samplesAreAccessUnits: Bool?, describe what: String, checkRedirect: ((String) -> ContainerError?)? = nil
+        url: String?, fence: LibavFence, bridge: AVIOBridge?, options: [String: String], interrupt: DemuxInterrupt,
+        samplesAreAccessUnits: Bool?, describe what: String
     ) throws(ContainerError) {
         guard let packet = av_packet_alloc() else { throw ContainerError(.invalidContainer, "could not allocate a packet") }
         guard var context = avformat_alloc_context() else {
@@ -102,8 +103,7 @@ public final class Demuxer {
             av_packet_free(&packet)
             throw ContainerError(.invalidContainer, "could not allocate a demuxer")
         }
-        let callback = InterruptCallback(interrupt: interrupt, policyURL: url)
-        callback.checkRedirect = checkRedirect
+        let callback = InterruptCallback(interrupt: interrupt)
         context.pointee.interrupt_callback = AVIOInterruptCB(
             callback: { opaque in
                 guard let opaque else { return 0 }
@@ -115,14 +115,13 @@ public final class Demuxer {
             context.pointee.pb = bridge.context
             context.pointee.flags |= Int32(AVFMT_FLAG_CUSTOM_IO)
         }
-        callback.format = context
         var dictionary: OpaquePointer?
-        for (key, value) in options { av_dict_set(&dictionary, key, value, 0) }
-        let inputFormat = demuxer.flatMap { av_find_input_format($0) }
+        for (key, value) in options.merging(fence.options, uniquingKeysWith: { _, fenced in fenced }) {
+            av_dict_set(&dictionary, key, value, 0)
+        }
         var optional: UnsafeMutablePointer<AVFormatContext>? = context
-        let status = avformat_open_input(&optional, url, inputFormat, &dictionary)
+        let status = avformat_open_input(&optional, url, av_find_input_format(fence.demuxer), &dictionary)
         av_dict_free(&dictionary)
-        callback.format = optional
         guard status >= 0, let opened = optional else {
             // avformat_open_input freed the context.
             var packet: UnsafeMutablePointer<AVPacket>? = packet
@@ -134,6 +133,7 @@ public final class Demuxer {
         self.packet = packet
         self.bridge = bridge
         self.callback = callback
+        self.what = what
         let name = context.pointee.iformat.map { String(cString: $0.pointee.name) } ?? "unknown"
         formatName = name
         packetsAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
@@ -154,7 +154,6 @@ public final class Demuxer {
             var packet: UnsafeMutablePointer<AVPacket>? = self.packet
             av_packet_free(&packet)
         }
-        callback.format = nil
     }
 
     /// Bytes of a pushed container held for seeking back now (0 for a URL).
@@ -176,7 +175,7 @@ public final class Demuxer {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
                     return .end
                 }
-                return .failed(Self.error(status, opening: false, what: "the container", bridge: bridge, interrupt: callback.interrupt))
+                return .failed(Self.error(status, opening: false, what: what, bridge: bridge, interrupt: callback.interrupt))
             }
             defer { av_packet_unref(packet) }
             if packet.pointee.pos >= 0 { bridge?.retain(from: Int(packet.pointee.pos)) }
@@ -293,11 +292,12 @@ public final class Demuxer {
         case .stopped: return ContainerError(.sourceEnded, "stopped")
         case nil: break
         }
-        if let offset = bridge?.failedSeek {
+        if let bridge, let offset = bridge.failedSeek {
             return ContainerError(
                 .containerNeedsSeeking,
-                "the demuxer had to go back to byte \(offset), which is no longer kept; an MP4 must have its moov "
-                    + "box before its media data (ffmpeg -movflags +faststart), be fragmented, or be shorter than the seek window")
+                "reading \(what) needed its byte \(offset) again, which is no longer kept (the seek window holds "
+                    + "\(bridge.windowCapacity) bytes): push a container that reads front to back (for MP4: its moov box "
+                    + "first, ffmpeg -movflags +faststart, or fragmented), or one shorter than the seek window")
         }
         let why = libavErrorString(status)
         guard bridge == nil else {
@@ -326,36 +326,16 @@ func libavErrorString(_ code: Int32) -> String {
     return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
-/// What libavformat's interrupt callback reaches: the interrupt, and the context whose URL an
-/// RTSP redirect replaces (each new URL is checked before anything is sent to it).
+/// What libavformat's interrupt callback reaches (between reads, and every 100 ms or so while
+/// a socket waits).
 final class InterruptCallback {
     let interrupt: DemuxInterrupt
-    var format: UnsafeMutablePointer<AVFormatContext>?
-    /// Checks a URL the demuxer moved to; nil allows it.
-    var checkRedirect: ((String) -> ContainerError?)?
-    /// The URL last checked, NUL-terminated.
-    private var lastURLBytes: [CChar]
 
-    init(interrupt: DemuxInterrupt, policyURL: String?) {
+    init(interrupt: DemuxInterrupt) {
         self.interrupt = interrupt
-        lastURLBytes = Array((policyURL ?? "").utf8CString)
     }
 
-    /// Called often (between reads, and every 100 ms or so while a socket waits): the URL is
-    /// compared as C bytes, and a Swift string made only when it changed.
     func check() -> Bool {
-        if let checkRedirect, let current = format?.pointee.url, !lastURLBytes.matches(current) {
-            let url = String(cString: current)
-            lastURLBytes = Array(url.utf8CString)
-            if let refusal = checkRedirect(url) { interrupt.refuse(refusal) }
-        }
-        return interrupt.shouldInterrupt()
-    }
-}
-
-extension Array where Element == CChar {
-    /// Whether this NUL-terminated string equals the C string `other`.
-    fileprivate func matches(_ other: UnsafePointer<CChar>) -> Bool {
-        withUnsafeBufferPointer { strcmp($0.baseAddress!, other) == 0 }
+        interrupt.shouldInterrupt()
     }
 }

@@ -16,10 +16,13 @@ public enum PulledOutput: Sendable {
     case failed(ContainerError)
 }
 
-/// One connection to a source, read on the pulling thread: RTSP, RTMP and SRT through
-/// libavformat's protocols and demuxers; HTTP(S) through FrameTap's own GET
-/// (`HTTPSourceInput`) and then, like a push, a container's demuxer or the Annex B bytes as
-/// they are. Reconnecting is the caller's business: a failed or ended stream is not reused.
+/// One connection to a source, read on the pulling thread, opened as its scheme's row in
+/// `PullScheme.all` says: RTSP, RTMP and SRT through libavformat's protocols and demuxers,
+/// fenced in (`LibavFence`), RTSP behind FrameTap's relay of its control connection
+/// (`RTSPControlRelay`); HTTP(S) through FrameTap's own GET (`HTTPSourceInput`) and then, like a
+/// push, a container's demuxer or the Annex B bytes as they are. libavformat is only ever
+/// given a URL rebuilt from the checked parts. Reconnecting is the caller's business: a failed
+/// or ended stream is not reused.
 public final class PulledStream {
     public struct Timeouts: Sendable, Equatable {
         /// Connecting and reading the stream's header.
@@ -39,13 +42,16 @@ public final class PulledStream {
     }
 
     private let reader: Reader
+    /// RTSP: the relay the demuxer talks to the camera through.
+    private let relay: RTSPControlRelay?
     private let interrupt: DemuxInterrupt
     private let timeouts: Timeouts
     /// What the source is read as: `rtsp`, `flv`, `mpegts`, `annexb`, ...
     public let formatName: String
 
     /// Connects to `source` and reads its header (blocking, up to the connect timeout).
-    /// `policy` judges redirects (HTTP Location, RTSP redirects) before anything is sent there.
+    /// `policy` judges every other address the source leads to (HTTP and RTSP redirects, RTSP
+    /// media addresses) before anything is sent there.
     public init(
         source: SourceURL, transport: SourceTransport?, policy: SourcePolicy, interrupt: DemuxInterrupt,
         timeouts: Timeouts, seekWindow: Int
@@ -53,8 +59,9 @@ public final class PulledStream {
         self.interrupt = interrupt
         self.timeouts = timeouts
         interrupt.setTimeout(timeouts.connect)
-        switch source.scheme {
-        case .http, .https:
+        switch source.scheme.opening {
+        case .httpGet:
+            relay = nil
             let input = try HTTPSourceInput(
                 url: source, check: { policy.check($0) }, interrupt: interrupt, connectTimeout: timeouts.connect,
                 readTimeout: timeouts.read)
@@ -89,24 +96,35 @@ public final class PulledStream {
                 reader = .elementary(body)
                 formatName = "annexb"
             }
-        case .rtsp, .rtmp, .srt:
-            var options: [String: String] = [:]
-            if source.scheme == .rtsp {
-                options["rtsp_transport"] = (transport ?? .tcp).rawValue
-                // Only the video is set up: audio would be received only to be dropped.
-                options["allowed_media_types"] = "video"
+        case .libavformat(let opening):
+            var options = opening.options
+            if let option = opening.transportOption {
+                options[option] = (transport ?? source.scheme.transports[0]).rawValue
             }
-            let demuxer = try Demuxer(url: source.text, options: options, interrupt: interrupt) { url in
-                guard let moved = try? SourceURL(url) else {
-                    return ContainerError(.sourceNotAllowed, "the source moved to a URL FrameTap does not pull")
-                }
-                return policy.check(moved).map {
-                    ContainerError(.sourceNotAllowed, "redirected to \(moved.redacted), which is not allowed: \($0.message)")
-                }
+            var url = source.openedText()
+            if opening.relaysControl {
+                let relay = try RTSPControlRelay(source: source, policy: policy, interrupt: interrupt)
+                url = relay.localURL
+                self.relay = relay
+            } else {
+                relay = nil
+            }
+            let demuxer: Demuxer
+            do {
+                demuxer = try Demuxer(url: url, fence: opening.fence, options: options, interrupt: interrupt)
+            } catch {
+                relay?.stop()
+                throw error
             }
             reader = .demuxer(demuxer)
             formatName = demuxer.formatName
         }
+    }
+
+    deinit {
+        // The demuxer ends its session (an RTSP TEARDOWN goes through the relay) before the relay.
+        if case .demuxer(let demuxer) = reader { demuxer.close() }
+        relay?.stop()
     }
 
     /// Packets of other tracks left out so far, by kind.

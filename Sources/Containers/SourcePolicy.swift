@@ -7,7 +7,8 @@
 /// pulling is off unless this names schemes and hosts.
 ///
 /// Entries, comma-separated, each `SCHEME://HOST[:PORT]`:
-/// - SCHEME: `rtsp`, `rtmp`, `srt`, `http`, `https`, or `*` for any of them;
+/// - SCHEME: a pull scheme's name (`PullScheme.all`: `rtsp`, `rtmp`, `srt`, `http`, `https`),
+///   or `*` for any of them;
 /// - HOST: a name (`camera1.example.com`), a name suffix (`*.cams.example.com`), an address
 ///   (`192.168.1.20`, `[fd00::20]`), a network (`10.0.0.0/8`, `[fd00::]/8`), or `*` for any host;
 /// - PORT: only that port (default: any).
@@ -17,7 +18,7 @@
 /// see README "Pull sources" for what DNS can still do in between).
 public struct SourcePolicy: Sendable, Equatable {
     public struct Entry: Sendable, Equatable, CustomStringConvertible {
-        public var scheme: SourceURL.Scheme?
+        public var scheme: PullScheme?
         public var host: HostPattern
         public var port: Int?
         public let description: String
@@ -59,10 +60,10 @@ public struct SourcePolicy: Sendable, Equatable {
         }
         guard let separator = text.firstRange(of: "://") else { throw invalid("write it SCHEME://HOST[:PORT]") }
         let schemeText = text[..<separator.lowerBound].lowercased()
-        var scheme: SourceURL.Scheme?
+        var scheme: PullScheme?
         if schemeText != "*" {
-            guard let known = SourceURL.Scheme(rawValue: schemeText) else {
-                throw invalid("the scheme must be rtsp, rtmp, srt, http, https or *")
+            guard let known = PullScheme(named: schemeText) else {
+                throw invalid("the scheme must be \(PullScheme.all.map(\.name).joined(separator: ", ")) or *")
             }
             scheme = known
         }
@@ -148,7 +149,20 @@ public struct SourcePolicy: Sendable, Equatable {
         }
         return ContainerError(
             .sourceNotAllowed,
-            "\(url.scheme.rawValue)://\(url.host):\(url.port) is not among the sources this server may pull from (--allow-sources)")
+            "\(url.scheme.name)://\(url.hostInURL):\(url.port) is not among the sources this server may pull from (--allow-sources)")
+    }
+
+    /// Whether an entry of `scheme` allows `address` as a host, on any port: for the addresses
+    /// a source names for its media (an RTSP camera's `source=`), whose ports are the media's own.
+    public func allows(address: IPAddress, for scheme: PullScheme) -> Bool {
+        entries.contains { entry in
+            guard entry.scheme == nil || entry.scheme == scheme else { return false }
+            switch entry.host {
+            case .any: return true
+            case .name, .suffix: return false
+            case .network(let network): return network.contains(address)
+            }
+        }
     }
 
     /// The host's addresses from the system resolver (empty when it has none).
@@ -201,8 +215,17 @@ public struct IPAddress: Sendable, Equatable, Hashable {
         return nil
     }
 
+    /// The address in its usual numeric form (`inet_ntop`): `10.0.0.1`, `fd00::1`.
+    public var text: String {
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let family = bytes.count == 4 ? AF_INET : AF_INET6
+        let written = bytes.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &buffer, socklen_t(buffer.count)) }
+        guard written != nil else { return "?" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) as the IPv4 address it maps.
-    var unmapped: IPAddress {
+    public var unmapped: IPAddress {
         guard bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF else { return self }
         return IPAddress(bytes: Array(bytes[12...]))
     }

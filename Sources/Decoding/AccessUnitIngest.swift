@@ -65,6 +65,9 @@ public final class AccessUnitIngest {
     private var undetectedBytes = 0
     private var unknownCodecReported = false
     /// What the current push says it carries (`beginPush(saying:)`); nil when it says nothing.
+    private var pushSays: VideoCodec?
+    /// The codec the units being read are taken to be while the stream's is unknown: what the
+    /// push says, or the codec of the sample description in use.
     private var pushCodec: VideoCodec?
     /// The current stream handed on a picture: a detected codec no longer changes in it.
     private var streamHasPictures = false
@@ -74,7 +77,9 @@ public final class AccessUnitIngest {
     /// Where access units go during a `push` or `finish` (set only for the call's duration); what
     /// it returns are errors of the decoding, kept in order with the input's own.
     private var unitHandler: ((IndexedAccessUnit) -> [DecodeError])?
-    /// The sample description of a container's samples being pushed, and its converter.
+    /// The sample description of a container's samples being pushed, and its converter. Nil
+    /// after a stream's end or an Annex B push: the next sample gives its description's
+    /// parameter sets to the reader again, whatever came in between.
     private var samples: SampleConverter?
     /// A description whose configuration could not be read (reported once; its samples are left out).
     private var unreadableDescription: SampleDescription?
@@ -101,7 +106,9 @@ public final class AccessUnitIngest {
     public func push(
         _ bytes: UnsafeRawBufferPointer, onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
     ) -> [DecodeError] {
-        handingOut(to: onAccessUnit) { errors in split(bytes, into: &errors) }
+        // Its parameter sets may replace the description's (the same ids, other contents).
+        forgetSampleDescription()
+        return handingOut(to: onAccessUnit) { errors in split(bytes, into: &errors) }
     }
 
     /// Bytes of an Annex B stream through the splitter, in any chunking.
@@ -127,6 +134,12 @@ public final class AccessUnitIngest {
         onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
     ) -> [DecodeError] {
         handingOut(to: onAccessUnit) { errors in
+            if let said = pushSays, said != description.codec {
+                refuse(
+                    "this push says it is \(said.displayName) (its codec parameter) but its container's video track is "
+                        + "\(description.codec.displayName); nothing of it was decoded", into: &errors)
+            }
+            guard !refusingPush else { return }
             if samples?.description != description && unreadableDescription != description {
                 adopt(description, into: &errors)
             }
@@ -196,7 +209,13 @@ public final class AccessUnitIngest {
             countAccessUnits()
             streamHasPictures = false
             refusingPush = false
+            forgetSampleDescription()
         }
+    }
+
+    private func forgetSampleDescription() {
+        samples = nil
+        unreadableDescription = nil
     }
 
     /// A push begins; `codec` is what it says it carries (its `?codec=` or Content-Type), nil
@@ -204,7 +223,24 @@ public final class AccessUnitIngest {
     /// a parameter set of another codec in it contradicts the push itself and is
     /// `codec_mismatch`, like one that contradicts the stream's codec.
     public func beginPush(saying codec: VideoCodec?) {
+        pushSays = codec
         pushCodec = codec
+    }
+
+    /// A push ended without ending the stream. Bytes it sent that belong to no NAL unit (none
+    /// of its bytes had a start code before them) were skipped: that is an error of this push
+    /// now, not only at the stream's end, so a push of nothing but garbage is not answered as
+    /// if all were well.
+    public func endPush() -> [DecodeError] {
+        var errors: [DecodeError] = []
+        let discarded = splitter.skippedBytes - discardedBytesReported
+        if discarded > 0 {
+            discardedBytesReported = splitter.skippedBytes
+            record(
+                DecodeError(.invalidData, "\(discarded) bytes that belong to no NAL unit (no start code before them) were skipped"),
+                in: &errors)
+        }
+        return errors
     }
 
     /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
@@ -247,13 +283,9 @@ public final class AccessUnitIngest {
         guard !refusingPush else { return }
         let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
         if let said = pushCodec, let other = parameterSetCodec, other != said {
-            refusingPush = true
-            record(
-                DecodeError(
-                    .codecMismatch,
-                    "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
-                        + "\(other.displayName) parameter sets; nothing of it was decoded"),
-                in: &errors)
+            refuse(
+                "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
+                    + "\(other.displayName) parameter sets; nothing of it was decoded", into: &errors)
             return
         }
         guard let codec else {
@@ -397,6 +429,12 @@ public final class AccessUnitIngest {
             record(DecodeError(.invalidData, "\(discarded) bytes that belong to no NAL unit were skipped"), in: &errors)
         }
         bytesAtStreamStart = counters.bytes
+    }
+
+    /// The rest of the push is refused: none of it reaches a decoder.
+    private func refuse(_ why: String, into errors: inout [DecodeError]) {
+        refusingPush = true
+        record(DecodeError(.codecMismatch, why), in: &errors)
     }
 
     private func record(_ error: DecodeError, in errors: inout [DecodeError]) {

@@ -204,7 +204,8 @@ public final class LibavDecoder: PictureDecoder {
 
     /// End of stream: returns every frame still inside the parser or the decoder (the last
     /// access unit, reordering and frame-threading delay), then resets both so the next
-    /// `decode` starts a fresh stream. Parameter sets already seen stay known to libavcodec.
+    /// `decode` starts a fresh stream. Parameter sets are not kept: with the reorder-delay probe
+    /// the next stream is decoded by a context opened for it, so they must come again.
     public func drain() -> DecodeOutput {
         var output = DecodeOutput()
         let (input, count) = stage(UnsafeRawBufferPointer(start: nil, count: 0), holdingBackUnsafeTail: false)

@@ -215,6 +215,12 @@ public final class StreamDecoder {
         ingest.beginPush(saying: codec)
     }
 
+    /// A push ended, the stream goes on: what it sent that was skipped is its error (see
+    /// `AccessUnitIngest.endPush`).
+    public func endPush() -> [DecodeError] {
+        remembering(ingest.endPush())
+    }
+
     /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
     /// keeps the next push's first start code from closing it as if it were whole. Decoded
     /// pictures, parameter sets and the access unit assembled so far stay.

@@ -65,7 +65,7 @@ public struct TurboJPEGEncoderFactory: PictureEncoderFactory {
 
 /// The one place FrameTap chooses how it encodes pictures.
 public enum PictureEncoders {
-    /// The factory the server (`ServerConfiguration.encoderFactory`), `frametap decode` and
+    /// The factory the server (`SessionServices.encoderFactory`), `frametap decode` and
     /// `frametap-bench` use; only tests pass in others.
     public static func standard() -> any PictureEncoderFactory {
         TurboJPEGEncoderFactory()

@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Sessions
-import Yams
 
 /// The configuration file of `frametap serve --config FILE`, read and checked: YAML with two
 /// sections, `serve:` (the options of the table under their long names) and `sessions:` (each
@@ -37,16 +36,16 @@ public struct ConfigurationFile: Sendable {
     public init(path: String, text: String, environment: [String: String]) throws(ServeConfigurationError) {
         self.path = path
         let reader = ConfigurationReader(path: path, environment: environment)
-        let root: Node?
+        let root: YAMLNode?
         do {
-            root = try Yams.compose(yaml: text)
+            root = try YAMLNode.document(text)
         } catch {
-            throw reader.refusal(of: error)
+            throw ServeConfigurationError(error.message, origin: reader.origin(error.mark))
         }
         var options: [Entry] = []
         var sessions: [DeclaredSession] = []
-        if let root, !reader.isNull(root) {
-            guard case .mapping(let top) = root else {
+        if let root, !root.isNull {
+            guard case .mapping(let top) = root.content else {
                 throw reader.error("the file must be a mapping with serve: and sessions:", at: root, key: nil)
             }
             for (keyNode, value) in top {
@@ -71,57 +70,36 @@ struct ConfigurationReader {
     let path: String
     let environment: [String: String]
 
-    func origin(_ node: Node) -> OptionOrigin {
-        .file(path: path, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+    func origin(_ mark: YAMLMark) -> OptionOrigin {
+        .file(path: path, line: mark.line, column: mark.column)
     }
 
-    func error(_ message: String, at node: Node, key: String?, suggestion: String? = nil) -> ServeConfigurationError {
+    func origin(_ node: YAMLNode) -> OptionOrigin { origin(node.mark) }
+
+    func error(_ message: String, at node: YAMLNode, key: String?, suggestion: String? = nil) -> ServeConfigurationError {
         ServeConfigurationError(message, origin: origin(node), key: key, suggestion: suggestion)
     }
 
-    func isNull(_ node: Node) -> Bool {
-        guard case .scalar(let scalar) = node else { return false }
-        return scalar.tag.rawValue == Tag.Name.null.rawValue
-            || (scalar.style == .plain && ["", "~", "null", "Null", "NULL"].contains(scalar.string))
-    }
-
-    /// A mapping's key: a plain string (a number is read as its text).
-    func key(_ node: Node, in parent: String?) throws(ServeConfigurationError) -> String {
-        guard case .scalar(let scalar) = node else {
+    /// A mapping's key: a name (a number is read as its text).
+    func key(_ node: YAMLNode, in parent: String?) throws(ServeConfigurationError) -> String {
+        guard let text = node.text else {
             throw error("a key must be a name, not a \(kind(of: node))", at: node, key: parent)
         }
-        return scalar.string
+        return text
     }
 
-    func kind(of node: Node) -> String {
-        switch node {
+    func kind(of node: YAMLNode) -> String {
+        switch node.content {
         case .scalar: "value"
         case .mapping: "mapping"
         case .sequence: "list"
-        case .alias: "alias"
-        }
-    }
-
-    /// Yams' parse errors, with their line.
-    func refusal(of error: any Error) -> ServeConfigurationError {
-        func at(_ mark: Mark) -> OptionOrigin { .file(path: path, line: mark.line, column: mark.column) }
-        switch error {
-        case YamlError.scanner(let context, let problem, let mark, _), YamlError.parser(let context, let problem, let mark, _),
-            YamlError.composer(let context, let problem, let mark, _):
-            let while_ = context.map { " (\($0.text) at line \($0.mark.line))" } ?? ""
-            return ServeConfigurationError("not valid YAML: \(problem)\(while_)", origin: at(mark))
-        case YamlError.duplicatedKeysInMapping(let duplicates, let context):
-            return ServeConfigurationError(
-                "a key appears twice: \(duplicates.joined(separator: ", "))", origin: at(context.mark))
-        default:
-            return ServeConfigurationError("not valid YAML: \(error)", origin: .file(path: path, line: 1, column: 1))
         }
     }
 
     // MARK: - Values
 
     /// `${NAME}` replaced by the environment variable NAME; `$${` is a literal `${`.
-    func expand(_ text: String, at node: Node, key: String) throws(ServeConfigurationError) -> String {
+    func expand(_ text: String, at node: YAMLNode, key: String) throws(ServeConfigurationError) -> String {
         guard text.contains("${") else { return text }
         var result = ""
         var rest = Substring(text)
@@ -158,17 +136,17 @@ struct ConfigurationReader {
     }
 
     /// A single value's text, its variables read.
-    func scalarText(_ node: Node, key: String) throws(ServeConfigurationError) -> String {
-        guard !isNull(node) else { throw error("has no value", at: node, key: key) }
-        guard case .scalar(let scalar) = node else {
+    func scalarText(_ node: YAMLNode, key: String) throws(ServeConfigurationError) -> String {
+        guard !node.isNull else { throw error("has no value", at: node, key: key) }
+        guard let text = node.text else {
             throw error("must be a single value, not a \(kind(of: node))", at: node, key: key)
         }
-        return try expand(scalar.string, at: node, key: key)
+        return try expand(text, at: node, key: key)
     }
 
     /// The contents of the file at `path`, without its trailing line breaks (the one `echo` or
     /// an editor leaves).
-    func secret(fromFile node: Node, key: String) throws(ServeConfigurationError) -> String {
+    func secret(fromFile node: YAMLNode, key: String) throws(ServeConfigurationError) -> String {
         let path = try scalarText(node, key: key)
         guard let bytes = FileManager.default.contents(atPath: path) else {
             throw error("cannot read the file \(path)", at: node, key: key)
@@ -180,9 +158,9 @@ struct ConfigurationReader {
 
     // MARK: - serve:
 
-    func serveOptions(_ section: Node) throws(ServeConfigurationError) -> [ConfigurationFile.Entry] {
-        guard !isNull(section) else { return [] }
-        guard case .mapping(let mapping) = section else {
+    func serveOptions(_ section: YAMLNode) throws(ServeConfigurationError) -> [ConfigurationFile.Entry] {
+        guard !section.isNull else { return [] }
+        guard case .mapping(let mapping) = section.content else {
             throw error("must be a mapping of options (port: 8080)", at: section, key: "serve")
         }
         let secrets = ServeOption.all.filter { $0.isInFile && $0.isSecret }
@@ -215,8 +193,8 @@ struct ConfigurationReader {
     }
 
     /// A value, or for a list option a YAML list of values (joined with commas as on the command line).
-    func optionText(_ node: Node, option: ServeOption, key: String) throws(ServeConfigurationError) -> String {
-        if option.isList, case .sequence(let items) = node {
+    func optionText(_ node: YAMLNode, option: ServeOption, key: String) throws(ServeConfigurationError) -> String {
+        if option.isList, case .sequence(let items) = node.content {
             var texts: [String] = []
             for item in items { texts.append(try scalarText(item, key: key)) }
             return texts.joined(separator: ",")

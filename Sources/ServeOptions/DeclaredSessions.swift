@@ -1,6 +1,5 @@
 import FrameTapAPI
 import Sessions
-import Yams
 
 /// A session the configuration file declares: its id and what `PUT /sessions/{id}` with the
 /// same object would ask for.
@@ -23,9 +22,9 @@ enum FileSourceMember: String, CaseIterable {
 
 extension ConfigurationReader {
     /// `sessions:`: each id with its options, in the file's order.
-    func sessions(_ section: Node) throws(ServeConfigurationError) -> [DeclaredSession] {
-        guard !isNull(section) else { return [] }
-        guard case .mapping(let mapping) = section else {
+    func sessions(_ section: YAMLNode) throws(ServeConfigurationError) -> [DeclaredSession] {
+        guard !section.isNull else { return [] }
+        guard case .mapping(let mapping) = section.content else {
             throw error("must be a mapping of session ids to their options", at: section, key: "sessions")
         }
         var sessions: [DeclaredSession] = []
@@ -45,14 +44,14 @@ extension ConfigurationReader {
 
     /// The session's object, read by the `PUT` body's own decoder once its variables, files and
     /// credentials are in place.
-    private func options(_ node: Node, key: String) throws(ServeConfigurationError) -> SessionOptions {
-        guard !isNull(node) else { return SessionOptions() }
-        guard case .mapping = node else {
+    private func options(_ node: YAMLNode, key: String) throws(ServeConfigurationError) -> SessionOptions {
+        guard !node.isNull else { return SessionOptions() }
+        guard case .mapping = node.content else {
             throw error("must be a mapping of the session's options (source, codec, decode, ...)", at: node, key: key)
         }
         let body = try prepared(node, key: key)
         do {
-            return try YAMLDecoder().decode(SessionOptionsJSON.self, from: body).options
+            return try SessionOptionsJSON(from: YAMLNodeDecoder(body)).options
         } catch let refusal as SessionOptionsJSON.Refusal {
             let (at, member) = locate(refusal.path, in: body)
             var known = refusal.knownMembers
@@ -62,23 +61,30 @@ extension ConfigurationReader {
                 key: ([key] + refusal.path.prefix(member)).joined(separator: "."),
                 suggestion: refusal.knownMembers.isEmpty ? nil : refusal.path.last.flatMap { nearestName(to: $0, among: known) })
         } catch DecodingError.typeMismatch(let type, let context) {
-            let path = context.codingPath.map(\.stringValue)
-            let (at, member) = locate(path, in: body)
             let wanted = type == Int.self ? "a whole number" : type == String.self ? "a single value" : "a mapping"
-            throw self.error("must be \(wanted)", at: at, key: ([key] + path.prefix(member)).joined(separator: "."))
+            throw self.error("must be \(wanted)", at: context.codingPath, in: body, key: key)
+        } catch DecodingError.valueNotFound(_, let context) {
+            throw self.error("has no value", at: context.codingPath, in: body, key: key)
         } catch {
             throw self.error("cannot be read: \(error)", at: node, key: key)
         }
     }
 
+    /// An error at the member the decoder was reading, `path` from the session's `body`.
+    private func error(_ message: String, at path: [any CodingKey], in body: YAMLNode, key: String) -> ServeConfigurationError {
+        let members = path.map(\.stringValue)
+        let (at, found) = locate(members, in: body)
+        return error(message, at: at, key: ([key] + members.prefix(found)).joined(separator: "."))
+    }
+
     /// The key node at `path` from `node` (the deepest that exists), and how many of the path's
     /// members it covers.
-    private func locate(_ path: [String], in node: Node) -> (Node, Int) {
+    private func locate(_ path: [String], in node: YAMLNode) -> (YAMLNode, Int) {
         var current = node
         var keyNode = node
         for (depth, member) in path.enumerated() {
-            guard case .mapping(let mapping) = current,
-                let pair = mapping.first(where: { $0.key.string == member })
+            guard case .mapping(let mapping) = current.content,
+                let pair = mapping.first(where: { $0.key.text == member })
             else { return (keyNode, depth) }
             keyNode = pair.key
             current = pair.value
@@ -88,39 +94,39 @@ extension ConfigurationReader {
 
     /// The node with every value's `${NAME}` read, and `source:`'s file-only members turned
     /// into its `url`.
-    private func prepared(_ node: Node, key: String) throws(ServeConfigurationError) -> Node {
-        switch node {
+    private func prepared(_ node: YAMLNode, key: String) throws(ServeConfigurationError) -> YAMLNode {
+        switch node.content {
         case .scalar(var scalar):
-            scalar.string = try expand(scalar.string, at: node, key: key)
-            return .scalar(scalar)
+            scalar.text = try expand(scalar.text, at: node, key: key)
+            return YAMLNode(.scalar(scalar), at: node.mark)
         case .sequence(let sequence):
-            var items: [Node] = []
+            var items: [YAMLNode] = []
             for item in sequence { items.append(try prepared(item, key: key)) }
-            return .sequence(Node.Sequence(items, sequence.tag, sequence.style, sequence.mark))
+            return YAMLNode(.sequence(items), at: node.mark)
         case .mapping(let mapping):
-            var pairs: [(Node, Node)] = []
+            var pairs: [(key: YAMLNode, value: YAMLNode)] = []
             for (memberNode, value) in mapping {
-                let member = memberNode.string ?? ""
+                let member = memberNode.text ?? ""
                 let memberKey = key + "." + member
-                if member == "source", case .mapping(let source) = value {
-                    pairs.append((memberNode, try preparedSource(source, key: memberKey)))
+                if member == "source", case .mapping(let source) = value.content {
+                    pairs.append((memberNode, try preparedSource(source, at: value.mark, key: memberKey)))
                 } else {
                     pairs.append((memberNode, try prepared(value, key: memberKey)))
                 }
             }
-            return .mapping(Node.Mapping(pairs, mapping.tag, mapping.style, mapping.mark))
-        case .alias:
-            return node
+            return YAMLNode(.mapping(pairs), at: node.mark)
         }
     }
 
     /// `url` (or `url-file`), with `username` and `password` (or their `-file`) put into it.
-    private func preparedSource(_ source: Node.Mapping, key: String) throws(ServeConfigurationError) -> Node {
-        var pairs: [(Node, Node)] = []
-        var url: (key: Node, text: String)?
-        var credentials: [FileSourceMember: (key: Node, text: String)] = [:]
+    private func preparedSource(
+        _ source: [(key: YAMLNode, value: YAMLNode)], at mark: YAMLMark, key: String
+    ) throws(ServeConfigurationError) -> YAMLNode {
+        var pairs: [(key: YAMLNode, value: YAMLNode)] = []
+        var url: (key: YAMLNode, text: String)?
+        var credentials: [FileSourceMember: (key: YAMLNode, text: String)] = [:]
         for (memberNode, value) in source {
-            let member = memberNode.string ?? ""
+            let member = memberNode.text ?? ""
             let memberKey = key + "." + member
             switch FileSourceMember(rawValue: member) {
             case .urlFile:
@@ -147,17 +153,18 @@ extension ConfigurationReader {
             } else if let password = credentials[.password] {
                 throw error("a password needs its username", at: password.key, key: key + ".password")
             }
-            let mark = urlKey.mark
-            pairs.insert((.scalar(Node.Scalar("url", .implicit, .plain, mark)), .scalar(Node.Scalar(text, .implicit, .plain, mark))), at: 0)
+            // Quoted, so that the URL is read as the string it is, whatever its text.
+            let quoted = { (text: String) in YAMLNode(.scalar(YAMLScalar(text, style: .doubleQuoted)), at: urlKey.mark) }
+            pairs.insert((quoted("url"), quoted(text)), at: 0)
         } else if let credential = credentials.values.first {
             throw error("credentials need the source's url", at: credential.key, key: key)
         }
-        return .mapping(Node.Mapping(pairs, source.tag, source.style, source.mark))
+        return YAMLNode(.mapping(pairs), at: mark)
     }
 
     /// `scheme://user:password@rest`, each part percent-encoded.
     private func withCredentials(
-        _ url: String, user: String, password: String?, at node: Node, key: String
+        _ url: String, user: String, password: String?, at node: YAMLNode, key: String
     ) throws(ServeConfigurationError) -> String {
         guard let separator = url.firstRange(of: "://") else { return url }  // the PUT decoder names what is wrong
         let rest = url[separator.upperBound...]

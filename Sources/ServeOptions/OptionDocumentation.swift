@@ -21,6 +21,7 @@ public enum OptionDocumentation {
             var facts: [String] = []
             if let variable = option.environmentVariable { facts.append(variable) }
             if let accepts = option.accepts { facts.append(accepts) }
+            if option.changesWithoutRestart { facts.append("a reload applies it") }
             facts.append("default: " + option.defaultValue(defaults).text)
             return (label, plain(option.help) + " [" + plain(facts.joined(separator: "; ")) + "]")
         }
@@ -85,6 +86,7 @@ public enum OptionDocumentation {
             }
             var meaning = option.help
             if let details = option.details { meaning += " " + details.prefix(1).uppercased() + details.dropFirst() + "." }
+            if option.changesWithoutRestart { meaning += " A reload of the file applies it without a restart." }
             if option.isSecret { meaning += " In the file, `\(option.name)-file:` reads it from a file." }
             let cells = [label, variable, shownDefault, option.accepts ?? "", meaning].map { $0.replacing("|", with: "\\|") }
             lines.append("| " + cells.joined(separator: " | ") + " |")

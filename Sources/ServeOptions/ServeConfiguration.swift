@@ -23,6 +23,10 @@ public struct ServeConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// The file's `sessions:`, in its order (none without a file).
     public var declaredSessions: [DeclaredSession]
+    /// `--config`: the file, or nil.
+    public var configurationFile: String?
+    /// `--state-dir`: where the sessions made by `PUT` are kept, or nil.
+    public var stateDirectory: String?
     /// `--print-config`: print `printed` and exit instead of serving.
     public var printConfiguration: Bool
     /// Every option of the table, in its order.
@@ -64,6 +68,11 @@ public struct ServeConfiguration: Sendable {
         try self.init(settings, resolved: resolved, declaredSessions: file?.sessions ?? [])
     }
 
+    /// The text `option` resolved to, wherever it came from; nil for its default.
+    public func resolvedText(of option: ServeOption) -> String? {
+        resolved.first { $0.option.name == option.name }?.text
+    }
+
     private init(_ settings: ServeSettings, resolved: [Resolved], declaredSessions: [DeclaredSession]) throws(ServeConfigurationError) {
         func origin(_ name: String) -> OptionOrigin? {
             resolved.first { $0.option.name == name && $0.text != nil }?.origin
@@ -94,11 +103,23 @@ public struct ServeConfiguration: Sendable {
         } catch {
             throw ServeConfigurationError(error.message)
         }
+        // The file's sessions must fit the limits, or some would be refused at every start.
+        for (limit, name, counted) in [
+            (server.maxSessions, "max-sessions", declaredSessions),
+            (server.maxPullSessions, "max-pull-sessions", declaredSessions.filter { $0.options.source.map { $0 != nil } ?? false }),
+        ] where counted.count > limit {
+            let first = counted[limit]
+            throw ServeConfigurationError(
+                "the file declares \(counted.count) sessions\(name == "max-pull-sessions" ? " that pull" : ""), more than \(name) (\(limit))",
+                origin: first.origin, key: "sessions.\(first.id)")
+        }
         self.http = http
         self.server = server
         self.logLevel = settings.logLevel
         self.printConfiguration = settings.printConfiguration
         self.declaredSessions = declaredSessions
+        configurationFile = settings.configurationFile.flatMap { $0.isEmpty ? nil : $0 }
+        stateDirectory = settings.stateDirectory.flatMap { $0.isEmpty ? nil : $0 }
         self.resolved = resolved
     }
 

@@ -32,8 +32,10 @@ public struct ServeOption: Sendable {
     public let isSecret: Bool
     /// Comma-separated on the command line and in the environment; the file may give a YAML list.
     public let isList: Bool
-    /// Whether a running server takes a new value without a restart. None does yet: every option
-    /// is read once at start (`SIGHUP` reloads the TLS files' contents, not the option).
+    /// Whether a running server takes a new value from a reading of the configuration file
+    /// (`SIGHUP`, or the file changed on disk) without a restart. The others are read once, at
+    /// start: a reading that changes one logs that it needs a restart (`SIGHUP` also reads the
+    /// TLS files' contents again, whatever `--tls-cert` says).
     public let changesWithoutRestart: Bool
     /// The default: the value the defaults hold, or the rule behind one that depends on the
     /// machine ("cores, at least 2").
@@ -43,7 +45,7 @@ public struct ServeOption: Sendable {
 
     init(
         _ name: String, valueName: String?, accepts: String?, help: String, details: String? = nil,
-        scope: Scope = .everywhere, isSecret: Bool = false, isList: Bool = false,
+        scope: Scope = .everywhere, isSecret: Bool = false, isList: Bool = false, changesWithoutRestart: Bool = false,
         defaultValue: @escaping @Sendable (ServeSettings) -> DefaultValue,
         apply: @escaping @Sendable (String, inout ServeSettings) throws(OptionValueError) -> Void
     ) {
@@ -55,7 +57,7 @@ public struct ServeOption: Sendable {
         self.scope = scope
         self.isSecret = isSecret
         self.isList = isList
-        self.changesWithoutRestart = false
+        self.changesWithoutRestart = changesWithoutRestart
         self.defaultValue = defaultValue
         self.apply = apply
     }
@@ -148,10 +150,12 @@ extension ServeOption {
     /// A whole number within `bounds`.
     static func integer<Value: FixedWidthInteger & Sendable>(
         _ name: String, _ path: any WritableKeyPath<ServeSettings, Value> & Sendable, _ bounds: IntegerBounds,
-        valueName: String = "n", help: String, details: String? = nil, default described: String? = nil
+        valueName: String = "n", help: String, details: String? = nil, default described: String? = nil,
+        changesWithoutRestart: Bool = false
     ) -> ServeOption {
         ServeOption(
             name, valueName: valueName, accepts: bounds.description, help: help, details: details,
+            changesWithoutRestart: changesWithoutRestart,
             defaultValue: { described.map(DefaultValue.described) ?? .literal(String($0[keyPath: path])) },
             apply: { text, settings throws(OptionValueError) in
                 let number = try wholeNumber(text, bounds)
@@ -163,10 +167,11 @@ extension ServeOption {
     /// Seconds within `bounds`, kept to the millisecond.
     static func seconds(
         _ name: String, _ path: any WritableKeyPath<ServeSettings, Duration> & Sendable, _ bounds: SecondsBounds,
-        help: String, details: String? = nil
+        help: String, details: String? = nil, changesWithoutRestart: Bool = false
     ) -> ServeOption {
         ServeOption(
             name, valueName: "seconds", accepts: bounds.description, help: help, details: details,
+            changesWithoutRestart: changesWithoutRestart,
             defaultValue: { .literal(secondsText($0[keyPath: path])) },
             apply: { text, settings throws(OptionValueError) in
                 guard let seconds = Double(text.trimmingWhitespace()), bounds.contains(seconds) else {
@@ -179,11 +184,12 @@ extension ServeOption {
     /// One of an enumeration's raw values.
     static func choice<Value: RawRepresentable<String> & CaseIterable & Sendable>(
         _ name: String, _ path: any WritableKeyPath<ServeSettings, Value> & Sendable, valueName: String,
-        ignoringCase: Bool = false, help: String, details: String? = nil
+        ignoringCase: Bool = false, help: String, details: String? = nil, changesWithoutRestart: Bool = false
     ) -> ServeOption {
         let accepts = listed(Value.allCases.map(\.rawValue), "or")
         return ServeOption(
             name, valueName: valueName, accepts: accepts, help: help, details: details,
+            changesWithoutRestart: changesWithoutRestart,
             defaultValue: { .literal($0[keyPath: path].rawValue) },
             apply: { text, settings throws(OptionValueError) in
                 let word = text.trimmingWhitespace()

@@ -21,6 +21,13 @@ extension ServeOption {
             defaultValue: { _ in .described("off") },
             apply: { _, settings in settings.printConfiguration = true }),
 
+        text(
+            "state-dir", \.stateDirectory, valueName: "directory",
+            help:
+                "Keep the definitions of the sessions made by `PUT` in this directory (not their pictures), and make them again at the next start.",
+            details:
+                "each change is on disk before its answer; without it, those sessions last as long as the process. See [Cameras](#cameras-declared-sessions-and-sessions-that-stay)"),
+
         // The HTTP edge
         text("host", \.http.hostOrNil, valueName: "address", help: "Numeric address to listen on (IPv4 or IPv6)."),
         integer("port", \.http.port, .range(0...65535), valueName: "port", help: "TCP port."),
@@ -98,10 +105,15 @@ extension ServeOption {
         // Sessions and uploads
         integer(
             "max-sessions", \.server.maxSessions, .from(1),
-            help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After`."),
+            help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After`.",
+            details: "a lower value removes no session; it refuses new ones", changesWithoutRestart: true),
         seconds(
             "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),
-            help: "Seconds without upload, viewer or request before a session is removed."),
+            help:
+                "Seconds without upload, viewer or request before a session nobody keeps is removed: one a push made, or one made by `PUT` without `--state-dir`.",
+            details:
+                "declared sessions, and sessions made by `PUT` on a server with `--state-dir`, stay until they are deleted or undeclared (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
+            changesWithoutRestart: true),
         ServeOption(
             "max-body-bytes", valueName: "bytes", accepts: "`unlimited`, or bytes, at least 1",
             help: "Largest body of one POST (413 `body_too_large`), or `unlimited`.",
@@ -173,7 +185,9 @@ extension ServeOption {
             "allow-sources", valueName: "list", accepts: "comma-separated `SCHEME://HOST[:PORT]`",
             help:
                 "The sources pull sessions may pull from: SCHEME `rtsp`, `rtmp`, `srt`, `http`, `https` or `*`; HOST a name, `*.suffix`, an address, a network (`10.0.0.0/8`, `[fd00::]/8`) or `*`.",
-            isList: true,
+            details:
+                "a pull is checked when it starts; the pulls of declared sessions need no entry (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
+            isList: true, changesWithoutRestart: true,
             defaultValue: { _ in .described("none: pulling is off") },
             apply: { text, settings throws(OptionValueError) in
                 do throws(ContainerError) {
@@ -184,7 +198,7 @@ extension ServeOption {
             }),
         integer(
             "max-pull-sessions", \.server.maxPullSessions, .from(0),
-            help: "Sessions that pull at once (503 `too_many_pull_sessions` past it)."),
+            help: "Sessions that pull at once (503 `too_many_pull_sessions` past it).", changesWithoutRestart: true),
         seconds(
             "source-connect-timeout", \.server.sourceConnectTimeout, .range(0.1...86_400),
             help: "Seconds a pull has to connect and read its stream's header."),
@@ -221,7 +235,8 @@ extension ServeOption {
             "log-level", \.logLevel, valueName: "level", ignoringCase: true,
             help: "swift-log level; `debug` also lets libavcodec's and libavformat's own warnings through.",
             details:
-                "FrameTap's own log lines never show a source's credentials; libavformat's messages are not filtered and may name a source's URL, so keep debug logs private"
+                "FrameTap's own log lines never show a source's credentials; libavformat's messages are not filtered and may name a source's URL, so keep debug logs private",
+            changesWithoutRestart: true
         ),
     ]
 

@@ -16,6 +16,8 @@ public struct ServeSettings: Sendable {
     public var tlsKey: String?
     public var logLevel: Logger.Level
     public var configurationFile: String?
+    /// `--state-dir`: where the sessions made by `PUT` are kept.
+    public var stateDirectory: String?
     public var printConfiguration: Bool
 
     /// The configuration types' defaults, except that a server listens on every address (it

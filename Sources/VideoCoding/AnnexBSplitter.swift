@@ -116,6 +116,13 @@ public struct AnnexBSplitter: Sendable {
         position = pieceStart + count
     }
 
+    /// Bytes skipped so far as belonging to no NAL unit, those waiting for a start code
+    /// included (`discardedBytes` counts them once the start code, or the end, comes; zeros that
+    /// may begin a start code are not counted yet).
+    public var skippedBytes: Int {
+        discardedBytes + (mode == .seekingFirstStartCode ? max(0, skippedBeforeFirstStartCode - zeroRun) : 0)
+    }
+
     /// The first bytes (at most `prefixLength`) of the unit whose end has not arrived yet, nil
     /// when none is being collected. They never change as more bytes come, so a consumer may act
     /// on them early (see the assemblers' `nextUnitEndsAccessUnit(prefix:)`).

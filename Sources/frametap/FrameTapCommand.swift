@@ -11,7 +11,7 @@ struct FrameTapCommand: ParsableCommand {
             error; 4 the input is neither H.264 nor H.265 (no start code, or no parameter set of either); 64 bad usage.
             """,
         version: SystemInfo.version,
-        subcommands: [ServeCommand.self, DecodeCommand.self, ProbeCommand.self, HealthcheckCommand.self]
+        subcommands: [ServeCommand.self, SyncCommand.self, DecodeCommand.self, ProbeCommand.self, HealthcheckCommand.self]
     )
 }
 

@@ -8,7 +8,9 @@ import Imaging
 import Ingest
 import Logging
 import ServeOptions
+import SessionCatalog
 import Sessions
+import Synchronization
 import Timekeeping
 import VideoCoding
 
@@ -80,13 +82,9 @@ struct ServeCommand: ParsableCommand {
             return
         }
         FileDescriptorLimit.raiseToMaximum()
-        let level = settings.logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        LibavLogging.set(level <= .debug ? .warnings : .quiet)
+        let level = LogLevelSwitch(settings.logLevel)
+        LoggingSystem.bootstrap { label in SwitchedLogHandler(label: label, level: level) }
+        LibavLogFilter.install()
         let logger = Logger(label: "frametap")
         // What the sessions share at run time, built once: the one real clock of the process
         // starts here, and every part reads it from here on.
@@ -98,6 +96,17 @@ struct ServeCommand: ParsableCommand {
             logger.notice("JWKS key left out", metadata: ["key": "\(key)"])
         }
 
+        var state: (store: SessionStateStore, saved: [SessionID: SessionOptions])?
+        if let directory = settings.stateDirectory {
+            do throws(SessionStateStore.Failure) {
+                state = try SessionStateStore.open(directory: directory)
+            } catch {
+                logger.critical("cannot start", metadata: ["reason": "\(error)"])
+                throw ExitCode.failure
+            }
+            logger.info("state directory", metadata: ["directory": "\(directory)", "sessions": "\(state?.saved.count ?? 0)"])
+        }
+
         let metrics = FrameTapMetrics()
         metrics.bootstrapGlobalMetricsSystem()
         var http = settings.http
@@ -105,10 +114,33 @@ struct ServeCommand: ParsableCommand {
         let service = FrameTapService(
             http: http, sessions: settings.server, services: services,
             access: settings.access.isEnabled ? settings.access : nil,
-            metrics: metrics, hardware: hardware,
+            metrics: metrics, hardware: hardware, state: state, configurationFile: settings.configurationFile,
             logger: Logger(label: "frametap.sessions"))
+        let reloader = ConfigurationReloader(
+            commandLine: commandLine, environment: ProcessInfo.processInfo.environment, started: settings,
+            catalog: service.catalog, status: service.configuration, logger: Logger(label: "frametap.configuration"),
+            setLogLevel: { level.set($0) })
+        reloader.applyAtStart()
+        if state != nil {
+            let restored = service.catalog.restore()
+            logger.info(
+                "kept sessions made again",
+                metadata: [
+                    "restored": "\(restored.restored.count)", "failed": "\(restored.failed.count)",
+                    "declaredNow": "\(restored.declaredNow.count)",
+                ])
+        }
+        let watcher = settings.configurationFile.flatMap { file in
+            ConfigurationWatcher(path: file, logger: Logger(label: "frametap.configuration")) { reloader.reload(.file) }
+        }
+        defer { watcher?.stop() }
         do {
-            try service.run()
+            // Without a file there is nothing to read again (SIGHUP still reloads the TLS files).
+            var onHangup: (@Sendable () -> Void)?
+            if settings.configurationFile != nil {
+                onHangup = { reloader.reload(.signal) }
+            }
+            try service.run(onHangup: onHangup)
         } catch {
             logger.critical("cannot start", metadata: ["reason": "\(error)"])
             throw ExitCode.failure
@@ -190,5 +222,60 @@ enum FileDescriptorLimit {
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
         limit.rlim_cur = limit.rlim_max
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
+/// `--log-level`, which a reading of the configuration file may change while the server runs:
+/// every log handler reads it at each line (and libavcodec's own logging follows it).
+final class LogLevelSwitch: Sendable {
+    private let level: Mutex<Logger.Level>
+
+    init(_ level: Logger.Level) {
+        self.level = Mutex(level)
+        LibavLogging.set(level <= .debug ? .warnings : .quiet)
+    }
+
+    var current: Logger.Level { level.withLock { $0 } }
+
+    func set(_ new: Logger.Level) {
+        let old = level.withLock { level in
+            defer { level = new }
+            return level
+        }
+        guard old != new else { return }
+        LibavLogging.set(new <= .debug ? .warnings : .quiet)
+        Logger(label: "frametap").notice("log level changed", metadata: ["from": "\(old)", "to": "\(new)"])
+    }
+}
+
+/// swift-log's standard-error handler at the level of a `LogLevelSwitch`.
+struct SwitchedLogHandler: LogHandler {
+    private var stream: StreamLogHandler
+    private let level: LogLevelSwitch
+
+    init(label: String, level: LogLevelSwitch) {
+        stream = StreamLogHandler.standardError(label: label)
+        stream.logLevel = .trace
+        self.level = level
+    }
+
+    var logLevel: Logger.Level {
+        get { level.current }
+        // One level for the whole process: a logger's own setting would not survive a reload.
+        set {}
+    }
+
+    var metadata: Logger.Metadata {
+        get { stream.metadata }
+        set { stream.metadata = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { stream[metadataKey: key] }
+        set { stream[metadataKey: key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        stream.log(event: event)
     }
 }

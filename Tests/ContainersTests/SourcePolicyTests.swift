@@ -1,4 +1,4 @@
-import Containers
+@testable import Containers
 import Testing
 
 @Suite("SourceURL: parsing and what may be shown", .timeLimit(.minutes(10)))
@@ -21,6 +21,72 @@ struct SourceURLTests {
         for bad in ["ftp://h/x", "rtsp://", "rtsp://h:0/x", "rtsp://h:99999/x", "srt://h", "no scheme", "rtsp://h/a b", "rtsp://[::1/x"] {
             #expect(throws: ContainerError.self, "\(bad)") { try SourceURL(bad) }
         }
+    }
+
+    @Test("a host holds a colon only as a bracketed IPv6 address; what is opened is rebuilt from the checked parts")
+    func oneReading() throws {
+        for bad in [
+            "rtsp://127.0.0.3:19403:cam.example.com:554/x", "rtmp://a:1:b/live", "srt://h:1:2", "rtsp://cam.example.com:554:80/x",
+            "rtsp://[127.0.0.1]/x", "rtsp://[::1]x/y", "rtsp://h:+554/x", "rtsp://h:554 /x", "rtsp://h:5x4/x", "rtsp://h:/x",
+            "rtsp://%31%32%37.0.0.1/x", "rtsp://" + String(repeating: "a", count: 254) + "/x",
+            "srt://h:9000?mode=listener", "srt://h:9000?latency=20&MODE=rendezvous",
+        ] {
+            #expect(throws: ContainerError.self, "\(bad)") { try SourceURL(bad) }
+        }
+        let tricky = try SourceURL("rtsp://a@b@127.0.0.2:8554/x?y=1#frag:1@evil")
+        #expect(tricky.host == "127.0.0.2")
+        #expect(tricky.port == 8554)
+        #expect(tricky.openedText() == "rtsp://a@b@127.0.0.2:8554/x?y=1")
+        #expect(try SourceURL("RTSP://Cam.Example.COM/x").openedText() == "rtsp://cam.example.com:554/x")
+        #expect(try SourceURL("rtsp://[FD00::1]/x").openedText() == "rtsp://[fd00::1]:554/x")
+        #expect(try SourceURL("srt://h:0900?mode=caller").openedText() == "srt://h:900/?mode=caller")
+        #expect(try SourceURL("rtsp://h:554/x").openedText(host: "127.0.0.1", port: 40000) == "rtsp://127.0.0.1:40000/x")
+    }
+
+    /// Camera URL forms as their makers document them, and what may be shown of each.
+    static let cameraURLs: [(maker: String, url: String, shown: String)] = [
+        ("Hikvision", "rtsp://admin:Hik12345@10.0.0.64:554/Streaming/Channels/101", "rtsp://***@10.0.0.64:554/Streaming/Channels/101"),
+        ("Hikvision ISAPI", "http://admin:Hik12345@10.0.0.64/ISAPI/Streaming/channels/101/picture?auth=YWRtaW46SGlr",
+         "http://***@10.0.0.64:80/ISAPI/Streaming/channels/101/picture?auth=***"),
+        ("Dahua", "rtsp://admin:Dah12345@10.0.0.65:554/cam/realmonitor?channel=1&subtype=0",
+         "rtsp://***@10.0.0.65:554/cam/realmonitor?channel=1&subtype=0"),
+        ("Axis", "rtsp://root:Axis1234@10.0.0.66/axis-media/media.amp?videocodec=h264&resolution=640x480",
+         "rtsp://***@10.0.0.66:554/axis-media/media.amp?videocodec=h264&resolution=640x480"),
+        ("Xiongmai/XMEye", "rtsp://10.0.0.67:554/user=admin&password=Xm1234&channel=1&stream=0.sdp?",
+         "rtsp://10.0.0.67:554/user=admin&password=***&channel=1&stream=0.sdp?"),
+        ("Xiongmai/XMEye (joined)", "rtsp://10.0.0.67:554/user=admin_password=tlJw_pbo6_channel=1_stream=0.sdp?real_stream",
+         "rtsp://10.0.0.67:554/user=admin_password=***_channel=1_stream=0.sdp?real_stream"),
+        ("Reolink", "rtsp://admin:Reo1234@10.0.0.68:554/h264Preview_01_main", "rtsp://***@10.0.0.68:554/h264Preview_01_main"),
+        ("Reolink RTMP", "rtmp://10.0.0.68/bcs/channel0_main.bcs?channel=0&stream=0&user=admin&password=Reo1234",
+         "rtmp://10.0.0.68:1935/bcs/channel0_main.bcs?channel=0&stream=0&user=admin&password=***"),
+        ("Reolink HTTP", "http://10.0.0.68/cgi-bin/api.cgi?cmd=Snap&channel=0&rs=wuuPhkmU&token=b5b2cbd1",
+         "http://10.0.0.68:80/cgi-bin/api.cgi?cmd=Snap&channel=0&rs=wuuPhkmU&token=***"),
+        ("Amcrest", "rtsp://admin:Amc12345@10.0.0.69:554/cam/realmonitor?channel=1&subtype=1",
+         "rtsp://***@10.0.0.69:554/cam/realmonitor?channel=1&subtype=1"),
+        ("Amcrest HTTP", "http://10.0.0.69/cgi-bin/snapshot.cgi?loginuse=admin&loginpas=Amc12345",
+         "http://10.0.0.69:80/cgi-bin/snapshot.cgi?loginuse=admin&loginpas=***"),
+        ("; parameters", "rtsp://10.0.0.70/live;password=Semi1234;jsessionid=ABCDEF01", "rtsp://10.0.0.70:554/live;password=***;jsessionid=***"),
+        ("signed URL", "https://cdn.example/live.ts?X-Amz-Signature=abc123&Expires=1&sig=def456&api_key=ghi789&access_token=a_b==",
+         "https://cdn.example:443/live.ts?X-Amz-Signature=***&Expires=1&sig=***&api_key=***&access_token=***"),
+        ("SRT", "srt://10.0.0.71:9000?mode=caller&passphrase=Srt1234567&streamid=%23!::r=live/cam,u=bob",
+         "srt://10.0.0.71:9000/?mode=caller&passphrase=***&streamid=***"),
+    ]
+
+    @Test("one redaction, checked against camera URL forms (Hikvision, Dahua, Axis, XMEye, Reolink, Amcrest)")
+    func cameraForms() throws {
+        for camera in Self.cameraURLs {
+            let url = try SourceURL(camera.url)
+            #expect(url.redacted == camera.shown, "\(camera.maker)")
+            #expect(URLRedaction.redact(camera.url) .contains("1234") == false, "\(camera.maker)")
+        }
+    }
+
+    @Test("URLs inside other text (libavformat's log lines) are redacted the same way")
+    func inText() {
+        let line = "[rtsp @ 0x1] Status 302: Redirecting to rtsp://admin:pw1@127.0.0.1:40000/user=a&password=pw2/x 'http://u:pw3@h/a?token=pw4'\n"
+        let shown = URLRedaction.redactURLs(in: line)
+        #expect(shown == "[rtsp @ 0x1] Status 302: Redirecting to rtsp://***@127.0.0.1:40000/user=a&password=***/x 'http://***@h/a?token=***'\n")
+        #expect(URLRedaction.redactURLs(in: "no URL here: a=b") == "no URL here: a=b")
     }
 
     @Test("credentials and secret parameters are left out of what is shown")

@@ -221,7 +221,8 @@ import TestSupport
                 try Fixtures.bytes("baseline_176x144.264"), headers: headers)
             #expect(wrong.status == 415)
             #expect(try jsonObject(wrong.body)["code"] as? String == "codec_mismatch")
-            #expect(try Self.counter(service.port, "a", "framesDecoded") == 0)
+            // Nothing of it was decoded, and the session it would have made is not left behind.
+            #expect(eventually { (try? request(service.port, "GET", "/sessions/a").status) == 404 })
 
             let right = try post(
                 service.port, "/sessions/b/nalus\(query)\(query.isEmpty ? "?" : "&")flush=true",
@@ -283,6 +284,10 @@ import TestSupport
             let problem = try jsonObject(response.body)
             #expect(problem["code"] as? String == "unknown_codec")
             #expect((problem["detail"] as? String)?.contains("neither H.264 nor H.265") == true)
+            // The session the push made is not left behind; one made by PUT shows no codec.
+            #expect(eventually { (try? request(service.port, "GET", "/sessions/u").status) == 404 })
+            #expect(try request(service.port, "PUT", "/sessions/u").status == 201)
+            #expect(try post(service.port, "/sessions/u/nalus?flush=true", units).status == 422)
             let status = try jsonObject(request(service.port, "GET", "/sessions/u").body)
             #expect(status["codec"] is NSNull)
         }

@@ -218,9 +218,15 @@ import Testing
             let response = try post(service.port, "/sessions/n/nalus?flush=true", hugeNAL)
             #expect(response.status == 413)
             #expect(try jsonObject(response.body)["code"] as? String == "nal_too_large")
-            // Without a flush the request itself succeeds; the skipped unit shows as an error.
-            let unflushed = try jsonObject(post(service.port, "/sessions/n/nalus", hugeNAL + [0, 0, 1, 9, 0xf0]).body)
-            #expect((unflushed["error"] as? [String: Any])?["code"] as? String == "nal_too_large")
+            // Without a flush the stream goes on, but a push that carried no NAL unit FrameTap
+            // kept is told so all the same.
+            let unflushed = try post(service.port, "/sessions/n/nalus", hugeNAL + [0, 0, 1, 9, 0xf0])
+            #expect(unflushed.status == 413)
+            #expect(try jsonObject(unflushed.body)["code"] as? String == "nal_too_large")
+            // With a unit it kept, the request succeeds and the skipped unit shows as an error.
+            let good = try Fixtures.bytes("baseline_176x144.264")
+            let mixed = try jsonObject(post(service.port, "/sessions/n/nalus", Array(good.prefix(3000)) + hugeNAL + [0, 0, 1, 9, 0xf0]).body)
+            #expect((mixed["error"] as? [String: Any])?["code"] as? String == "nal_too_large")
         }
     }
 

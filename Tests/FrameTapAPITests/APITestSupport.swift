@@ -5,19 +5,24 @@ import Synchronization
 import Testing
 @testable import FrameTapAPI
 import HTTPServer
+import Logging
 import Sessions
 import SessionsTestSupport
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// Starts the same composition `frametap serve` runs (FrameTapService) on an ephemeral
-/// loopback port, runs `body`, always stops it.
+/// loopback port, runs `body`, always stops it. `clock` is the service's one clock (the
+/// sessions', and the HTTP edge's).
 func withService<T>(
     sessions configureSessions: (inout ServerConfiguration) -> Void = { _ in },
     http configureHTTP: (inout HTTPServerConfiguration) -> Void = { _ in },
+    clock: any ServiceClock = SystemClock(),
     access: AccessControl? = nil,
+    logger: Logger = Logger(label: "frametap"),
     _ body: (FrameTapService) throws -> T
 ) throws -> T {
     var http = HTTPServerConfiguration()
@@ -30,7 +35,8 @@ func withService<T>(
     configureSessions(&sessions)
     let configuration = try sessions.validated()
     let service = FrameTapService(
-        http: http, sessions: configuration, services: SessionServices.forTests(configuration), access: access)
+        http: http, sessions: configuration, services: SessionServices.forTests(configuration, clock: clock), access: access,
+        logger: logger)
     try service.start()
     defer { service.stop() }
     return try body(service)

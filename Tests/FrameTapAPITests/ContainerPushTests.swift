@@ -143,6 +143,53 @@ struct ContainerPushTests {
         }
     }
 
+    @Test(
+        "a container pushed whole again, and again after an Annex B push of other parameter sets, decodes picture-exact each time",
+        arguments: ContainerFixtures.decodable)
+    func pushedAgain(row: ContainerFixtures.Row) throws {
+        let file = try ContainerFixtures.bytes(row.file)
+        // Another stream of the same codec whose parameter sets have the same ids.
+        let other = row.codec == "h264" ? "baseline_176x144.264" : "gray_176x144.265"
+        try withService { service in
+            func pushFile(_ round: String) throws {
+                let response = try post(
+                    service.port, "/sessions/again/nalus?flush=true&format=yuv", file,
+                    headers: [("Content-Type", row.contentType), ("Accept", "multipart/mixed")])
+                #expect(response.status == 200, "\(round): \(response.text.prefix(300))")
+                let pictures = try multipartPictures(response)
+                #expect(pictures.count == row.frames, "\(round)")
+                #expect(pictures.md5 == row.md5, "\(round)")
+            }
+            try pushFile("first")
+            try pushFile("second")
+            let annexB = try post(service.port, "/sessions/again/nalus?flush=true", try Fixtures.bytes(other))
+            #expect(annexB.status == 200, "\(annexB.text.prefix(300))")
+            #expect(try jsonObject(annexB.body)["frames"] as? Int == (try Fixtures.entry(other).frames))
+            try pushFile("after Annex B")
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/again").body)
+            #expect((status["counters"] as? [String: Any])?["decodeErrors"] as? Int == 0)
+        }
+    }
+
+    @Test("?codec= is enforced for containers: a track of the other codec is 415 codec_mismatch", arguments: ContainerFixtures.decodable)
+    func statedCodec(row: ContainerFixtures.Row) throws {
+        let file = try ContainerFixtures.bytes(row.file)
+        let wrong = row.codec == "h264" ? "h265" : "h264"
+        try withService { service in
+            let refused = try post(
+                service.port, "/sessions/said/nalus?flush=true&codec=\(wrong)", file, headers: [("Content-Type", row.contentType)])
+            #expect(refused.status == 415, "\(refused.text.prefix(300))")
+            #expect(try jsonObject(refused.body)["code"] as? String == "codec_mismatch")
+            // Without a Content-Type (sniffed) too, and the right codec is taken.
+            let sniffed = try post(service.port, "/sessions/said2/nalus?flush=true&codec=\(wrong)", file)
+            #expect(sniffed.status == 415, "\(sniffed.text.prefix(300))")
+            let right = try post(
+                service.port, "/sessions/said3/nalus?flush=true&codec=\(row.codec)", file, headers: [("Content-Type", row.contentType)])
+            #expect(right.status == 200, "\(right.text.prefix(300))")
+            #expect(try jsonObject(right.body)["frames"] as? Int == row.frames)
+        }
+    }
+
     @Test("a container sent slowly in small chunks decodes every picture as it arrives")
     func chunked() throws {
         let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")

@@ -280,10 +280,9 @@ final class EndlessPush: Sendable {
         var http = HTTPServerConfiguration()
         http.host = "127.0.0.1"
         http.port = 0
-        http.clock = clock
         http.shutdownGracePeriod = .seconds(3600)
         let service = FrameTapService(
-            http: http, sessions: try ServerConfiguration().validated(), services: SessionServices.forTests())
+            http: http, sessions: try ServerConfiguration().validated(), services: SessionServices.forTests(clock: clock))
         try service.start()
         let body = Array([[UInt8]](repeating: try Fixtures.bytes("high_320x240.264"), count: 20).joined())
         let client = try RawClient(port: service.port)

@@ -1,5 +1,6 @@
 import Containers
 import Foundation
+import FrameTapAPI
 import Sessions
 import Testing
 import TestSupport
@@ -54,6 +55,36 @@ struct PullSourceTests {
             // A pull session takes no pushes.
             let push = try post(service.port, "/sessions/cam/nalus", try Fixtures.bytes("high_320x240.264"))
             #expect(push.status == 409)
+        }
+    }
+
+    @Test("a PUT of the same definition is a 200 that leaves a live pull as it is: no reconnect, no reset")
+    func unchangedDefinitionTouchesNothing() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        // About 6 s of stream on one connection.
+        let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 200, pause: .milliseconds(50)) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let definition = #"{"source": {"url": "\#(server.url("/live.ts"))"}, "decode": "all", "quality": 70, "owner": "sync"}"#
+            #expect(try Self.put(service.port, "cam", definition).status == 201)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 2 })
+            let before = try jsonObject(try request(service.port, "GET", "/sessions/cam").body)
+            let again = try Self.put(service.port, "cam", definition)
+            #expect(again.status == 200)
+            let after = try jsonObject(again.body)
+            for member in ["createdAt", "owner", "quality", "decode"] {
+                #expect("\(after[member] ?? "none")" == "\(before[member] ?? "none")", "\(member)")
+            }
+            let source = after["source"] as? [String: Any] ?? [:]
+            let sourceBefore = before["source"] as? [String: Any] ?? [:]
+            #expect(source["state"] as? String == "live")
+            #expect(source["reconnects"] as? Int == 0)
+            #expect(source["connectedAt"] as? String == sourceBefore["connectedAt"] as? String)
+            // The decoder goes on from where it was: its counters grow, never start again.
+            let decoded = (before["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0
+            #expect(((after["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0) >= decoded)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 > decoded })
+            #expect(server.accepted == 1)
         }
     }
 
@@ -149,9 +180,99 @@ struct PullSourceTests {
             #expect(eventually(timeout: .seconds(8)) { lastError("silent") == "source_timeout" })
             #expect(eventually(timeout: .seconds(8)) { lastError("closed") == "source_unreachable" })
             #expect(eventually(timeout: .seconds(8)) { (try? Self.source(service.port, "closed")["state"] as? String) == "retrying" })
+            // The session's own lastError says it too, where every client looks.
+            let closedStatus = try jsonObject(try request(service.port, "GET", "/sessions/closed").body)
+            #expect((closedStatus["lastError"] as? [String: Any])?["code"] as? String == "source_unreachable")
+            #expect((closedStatus["source"] as? [String: Any])?["failures"] as? Int ?? 0 >= 1)
             // Other sessions are untouched.
             let push = try post(service.port, "/sessions/other/nalus?flush=true", try Fixtures.bytes("high_320x240.264"))
             #expect(push.status == 200)
+        }
+    }
+
+    /// A pull on the service's manual clock (nothing waits out a back-off unless the test moves
+    /// time), its source an HTTP server on a port that refuses connections until `back` starts one.
+    static func withManualPull(
+        _ body: (_ service: FrameTapService, _ clock: ManualClock, _ port: UInt16) throws -> Void
+    ) throws {
+        let reserved = try SourceServer { _ in .silent }
+        let port = reserved.port
+        reserved.stop()
+        #expect(eventually { reserved.listenerIsClosed })
+        let clock = ManualClock()
+        try withService(
+            sessions: { configuration in
+                Self.configure("http://127.0.0.1")(&configuration)
+                configuration.sourceRetryMax = .seconds(30)
+                configuration.sourceReadTimeout = .seconds(60)
+            }, clock: clock
+        ) { service in
+            let created = try Self.put(service.port, "cam", #"{"source": {"url": "http://127.0.0.1:\#(port)/live.ts"}}"#)
+            #expect(created.status == 201)
+            try body(service, clock, port)
+        }
+    }
+
+    static func sourceNumber(_ port: UInt16, _ key: String) -> Int {
+        ((try? Self.source(port, "cam"))?[key] as? Int) ?? -1
+    }
+
+    @Test("POST /sessions/{id}/source/retry ends the back-off at once; a push session is 409 not_pulling")
+    func retryNow() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        try Self.withManualPull { service, clock, port in
+            // Refused at once; the back-off (0.5 s) never ends on its own: the clock stands still.
+            #expect(eventually(timeout: .seconds(10)) { Self.sourceNumber(service.port, "failures") == 1 })
+            let retried = try request(service.port, "POST", "/sessions/cam/source/retry")
+            #expect(retried.status == 200)
+            #expect(eventually(timeout: .seconds(10)) { Self.sourceNumber(service.port, "failures") == 2 })
+            #expect(Self.sourceNumber(service.port, "reconnects") == 1)
+            // The camera is back: a retry connects it without the clock moving.
+            let camera = try SourceServer(port: port) { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+            defer { camera.stop() }
+            #expect(try request(service.port, "POST", "/sessions/cam/source/retry").status == 200)
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "live" })
+            #expect(Self.sourceNumber(service.port, "failures") == 0)
+            // Live: a retry changes nothing.
+            let live = try request(service.port, "POST", "/sessions/cam/source/retry")
+            #expect(live.status == 200)
+            #expect((try jsonObject(live.body)["source"] as? [String: Any])?["state"] as? String == "live")
+        }
+        try withService { service in
+            #expect(try post(service.port, "/sessions/pushed/nalus?flush=true", try Fixtures.bytes("baseline_176x144.264")).status == 200)
+            let pushed = try request(service.port, "POST", "/sessions/pushed/source/retry")
+            #expect(pushed.status == 409)
+            #expect(try jsonObject(pushed.body)["code"] as? String == "not_pulling")
+            let missing = try request(service.port, "POST", "/sessions/nobody/source/retry")
+            #expect(missing.status == 404)
+            #expect(try jsonObject(missing.body)["code"] as? String == "session_not_found")
+        }
+    }
+
+    @Test("a source back after an outage is connected within about a probe interval, though its back-off had grown")
+    func probedWhileAway() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        try Self.withManualPull { service, clock, port in
+            // Time moves in steps of 100 ms until the back-off has grown to 8 s (five failures:
+            // 0.5, 1, 2, 4, 8 s); the waits of 2 s and more probe the closed port meanwhile.
+            #expect(eventually(timeout: .seconds(60)) {
+                clock.advance(by: .milliseconds(100))
+                return Self.sourceNumber(service.port, "failures") >= 5
+            })
+            let source = try Self.source(service.port, "cam")
+            let nextAttempt = try #require((source["nextAttemptAt"] as? String).flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) })
+            let backOffLeft = nextAttempt.timeIntervalSince(clock.now)
+            #expect(backOffLeft > 5, "the back-off had \(backOffLeft) s left")
+            let camera = try SourceServer(port: port) { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+            defer { camera.stop() }
+            let returnedAt = clock.uptime
+            #expect(eventually(timeout: .seconds(30)) {
+                clock.advance(by: .milliseconds(100))
+                return (try? Self.source(service.port, "cam")["state"] as? String) == "live"
+            })
+            let waited = Double(clock.uptime - returnedAt) / 1e9
+            #expect(waited < 3, "live \(waited) s after the source came back; its back-off had \(backOffLeft) s left")
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 10 })
         }
     }
 

@@ -98,6 +98,7 @@ import TestSupport
             "GET /sessions": .admin,
             "PUT /sessions/{id}": .admin,
             "DELETE /sessions/{id}": .admin,
+            "POST /sessions/{id}/source/retry": .admin,
             "GET /sessions/{id}": .view(.path("id")),
             "GET /sessions/{id}/frame/latest.jpg": .view(.path("id")),
             "GET /sessions/{id}/frame/latest.yuv": .view(.path("id")),

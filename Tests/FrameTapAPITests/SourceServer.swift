@@ -6,12 +6,32 @@ import TestSupport
     import Glibc
 #endif
 
-/// A tiny HTTP/1.1 server on a loopback address for the pull tests: each request's path picks
-/// what it does (serve bytes, redirect, stall, never answer), and it records the connections it
-/// accepted and when each was closed by the other side.
-/// Its threads hold it until `stop()`, which every test calls (deferred) when it is done: a server
-/// left running keeps a thread in `accept` and one per connection for the rest of the run.
-final class SourceServer: @unchecked Sendable {
+/// A tiny HTTP/1.1 (or RTSP) server on a loopback address for the pull tests: each request's
+/// path picks what it does (serve bytes, redirect, stall, never answer, speak RTSP), and it
+/// records the connections it accepted and when each was closed by the other side. It stops
+/// when the test lets go of it: its threads hold only the `SourceServerCore`.
+final class SourceServer: Sendable {
+    typealias Behaviour = SourceServerCore.Behaviour
+
+    private let core: SourceServerCore
+
+    init(host: String = "127.0.0.1", port: UInt16 = 0, routes: @escaping @Sendable (String) -> Behaviour) throws {
+        core = try SourceServerCore(host: host, port: port, routes: routes)
+    }
+
+    deinit { core.stop() }
+
+    var host: String { core.host }
+    var port: UInt16 { core.port }
+    var accepted: Int { core.accepted }
+    var requests: [String] { core.requests }
+    var closedByPeer: Int { core.closedByPeer }
+    var listenerIsClosed: Bool { core.listenerIsClosed }
+    func url(_ path: String) -> String { core.url(path) }
+    func stop() { core.stop() }
+}
+
+final class SourceServerCore: @unchecked Sendable {
     // @unchecked: `listener` is written once in init; everything else is behind `state`.
     enum Behaviour: Sendable {
         /// 200 with these bytes and Content-Type (nil: none), in pieces of `pieceSize` with
@@ -23,6 +43,10 @@ final class SourceServer: @unchecked Sendable {
         case silent
         /// Speaks RTSP: every request on the connection is answered 302 to this location.
         case rtspRedirect(String)
+        /// Speaks RTSP: each request on the connection (its method and whole head) is answered
+        /// with what this returns (a status line, headers and a body, without the CSeq, which is
+        /// added); nil closes the connection.
+        case rtsp(@Sendable (_ method: String, _ head: String) -> String?)
     }
 
     let host: String
@@ -41,7 +65,8 @@ final class SourceServer: @unchecked Sendable {
         var sockets: [Int32] = []
     }
 
-    init(host: String = "127.0.0.1", routes: @escaping @Sendable (String) -> Behaviour) throws {
+    /// `port` 0: any free port (a test that brings a source back on the port it had names it).
+    init(host: String = "127.0.0.1", port requestedPort: UInt16 = 0, routes: @escaping @Sendable (String) -> Behaviour) throws {
         self.host = host
         self.routes = routes
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -50,6 +75,7 @@ final class SourceServer: @unchecked Sendable {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr(host)
+        address.sin_port = requestedPort.bigEndian
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -108,6 +134,8 @@ final class SourceServer: @unchecked Sendable {
     }
 
     var accepted: Int { state.withLock { $0.accepted } }
+    /// The listening socket is closed: its port refuses connections and may be bound again.
+    var listenerIsClosed: Bool { state.withLock { $0.listenerClosed } }
     var requests: [String] { state.withLock { $0.requests } }
     var closedByPeer: Int { state.withLock { $0.closedByPeer } }
 
@@ -130,23 +158,42 @@ final class SourceServer: @unchecked Sendable {
         let line = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
         let path = line.split(separator: " ").dropFirst().first.map(String.init) ?? "/"
         state.withLock { $0.requests.append(path) }
-        switch routes(path) {
-        case .rtspRedirect(let location):
-            // OPTIONS, then DESCRIBE (which libavformat follows), on one connection.
+        var behaviour = routes(path)
+        if case .rtspRedirect(let location) = behaviour {
+            behaviour = .rtsp { _, _ in "RTSP/1.0 302 Moved Temporarily\r\nLocation: \(location)\r\n\r\n" }
+        }
+        switch behaviour {
+        case .rtspRedirect:
+            return
+        case .rtsp(let answer):
+            // Every request on one connection (OPTIONS, DESCRIBE, SETUP, PLAY, ...); interleaved
+            // RTCP ($ frames) the client sends in between is skipped.
             var request = head
+            var first = true
             while true {
-                let text = String(decoding: request, as: UTF8.self)
-                let cseq = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("cseq:") }?
-                    .split(separator: ":").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "1"
-                guard send(connection, "RTSP/1.0 302 Moved Temporarily\r\nCSeq: \(cseq)\r\nLocation: \(location)\r\n\r\n")
-                else { return }
-                request = []
-                while find([13, 10, 13, 10], in: request) == nil {
+                while request.first == UInt8(ascii: "$") {
+                    guard request.count >= 4 else { break }
+                    let length = Int(request[2]) << 8 | Int(request[3])
+                    guard request.count >= 4 + length else { break }
+                    request.removeFirst(4 + length)
+                }
+                guard let end = find([13, 10, 13, 10], in: request) else {
                     let got = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress!, $0.count, 0) }
                     if got <= 0 { return }
                     request += buffer.prefix(got)
+                    continue
                 }
-                state.withLock { $0.requests.append(String(decoding: request.prefix { $0 != 13 }, as: UTF8.self)) }
+                let text = String(decoding: request.prefix(end), as: UTF8.self)
+                request.removeFirst(end + 4)
+                let method = String(text.prefix { $0 != " " })
+                // The first request's target is recorded already.
+                if !first { state.withLock { $0.requests.append(String(text.prefix { $0 != "\r" })) } }
+                first = false
+                let cseq = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("cseq:") }?
+                    .split(separator: ":").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "1"
+                guard let reply = answer(method, text), let statusEnd = reply.range(of: "\r\n") else { return }
+                let withSequence = reply[..<statusEnd.upperBound] + "CSeq: \(cseq)\r\n" + reply[statusEnd.upperBound...]
+                guard send(connection, String(withSequence)) else { return }
             }
         case .redirect(let location):
             send(connection, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")

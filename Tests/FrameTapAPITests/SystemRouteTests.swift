@@ -23,7 +23,7 @@ import Testing
             #expect(
                 Set(json.keys) == [
                     "version", "libavcodec", "backendDefault", "decoderThreads", "vaapiAvailable", "cudaAvailable",
-                    "hardware", "devices", "limits", "activeSessions", "decoderMemory",
+                    "hardware", "devices", "limits", "activeSessions", "decoderMemory", "configuration",
                 ])
             #expect(json["version"] as? String == SystemInfo.version)
             #expect(json["backendDefault"] as? String == "software")

@@ -1,10 +1,13 @@
+import Containers
 import Decoding
 import Foundation
 @testable import FrameTapAPI
 import H264
 import HTTPServer
+import Logging
 @testable import Ingest
 @testable import Sessions
+import SessionCatalog
 import SessionsTestSupport
 import Testing
 import TestSupport
@@ -72,8 +75,9 @@ import Timekeeping
             source: SourceStatus(
                 url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
                 lastError: ErrorRecord(code: "source_timeout", message: "the source sent nothing in time", at: laterAt),
-                reconnects: 3, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
-            ignoredPackets: ["audio": 7])
+                reconnects: 3, failures: 4, connectedAt: nil, format: "rtsp", nextAttemptAt: laterAt),
+            owner: try SessionOwner("frametap-sync"), ignoredPackets: ["audio": 7],
+            standing: .declared)
     }
 
     static func freshStatus() throws -> SessionStatus {
@@ -84,7 +88,8 @@ import Timekeeping
             counters: SessionCounters(),
             latestFrame: LatestFrameInfo(seq: 1, pts: nil, keyframe: false, width: 176, height: 144, ageMs: 0),
             lastError: nil, subscribers: 0, uploading: false,
-            rates: SessionRates(picturesPerSecond: 0, bitsPerSecond: 0, windowSeconds: 1))
+            rates: SessionRates(picturesPerSecond: 0, bitsPerSecond: 0, windowSeconds: 1),
+            standing: SessionStanding(origin: .api, persisted: true))
     }
 
     static let highFormatJSON =
@@ -108,9 +113,10 @@ import Timekeeping
         + #""reason":"device_errors","to":"software"}],"format":"# + highFormatJSON + #","id":"cam-1","#
         + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
-        + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"quality":70,"#
+        + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"#
+        + #""origin":"declared","owner":"frametap-sync","persisted":false,"quality":70,"#
         + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
-        + #""source":{"connectedAt":null,"format":"rtsp","#
+        + #""source":{"connectedAt":null,"failures":4,"format":"rtsp","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
         + #""nextAttemptAt":"2026-01-01T00:01:01.500Z","reconnects":3,"state":"retrying","transport":"tcp","#
         + #""url":"rtsp://***@10.0.0.7:554/stream1"},"subscribers":2,"uploading":true}"#
@@ -123,7 +129,8 @@ import Timekeeping
         + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
         + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
-        + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"quality":85,"#
+        + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"#
+        + #""origin":"api","owner":null,"persisted":true,"quality":85,"#
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
@@ -314,6 +321,20 @@ import Timekeeping
         let services = SessionServices.forTests(configuration)
         var info = SystemInfo(configuration: configuration, services: services, activeSessions: 3, hardware: Self.hardware)
         info.devices = Self.deviceUsage
+        // A file applied at start, then a reading refused: the running configuration is the start's.
+        let clock = ManualClock(now: Date(timeIntervalSince1970: 1_767_225_600.5))
+        let status = ConfigurationStatus(
+            file: "/etc/frametap/frametap.yaml", events: SessionEventLog(clock: clock), metrics: FrameTapMetrics(),
+            clock: clock, logger: Logger(label: "wire") { _ in SwiftLogNoOpLogHandler() })
+        status.recordApplied(.start, changes: ["created": ["yard"]], restartNeeded: [])
+        status.recordRejected(
+            .signal,
+            ConfigurationStatus.Rejection(
+                message: "frametap.yaml:3:3: serve.max-sesions: unknown option (did you mean 'max-sessions'?)",
+                file: "/etc/frametap/frametap.yaml", line: 3, column: 3))
+        info.configurationFile = SystemInfo.ConfigurationFile(
+            status.snapshot,
+            stateDirectory: "/var/lib/frametap", declaredSessions: 2, persistedSessions: 5)
         let limits =
             #"{"maxBodyBytes":null,"maxNalBytes":\#(configuration.maxNALBytes),"#
             + #""maxPictureHeight":\#(configuration.pictureSizeLimit.maxHeight),"#
@@ -322,9 +343,17 @@ import Timekeeping
             + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
             + #""maxSpoolTotalBytes":\#(configuration.maxSpoolTotalBytes),"#
             + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
+        let configurationJSON =
+            #"{"appliedAt":"2026-01-01T00:00:00.500Z","declaredSessions":2,"file":"/etc/frametap/frametap.yaml","#
+            + #""lastReading":{"at":"2026-01-01T00:00:00.500Z","changes":{},"error":{"column":3,"#
+            + #""file":"/etc/frametap/frametap.yaml","line":3,"#
+            + #""message":"frametap.yaml:3:3: serve.max-sesions: unknown option (did you mean 'max-sessions'?)"},"#
+            + #""restartNeeded":[],"result":"rejected","trigger":"signal"},"persistedSessions":5,"#
+            + #""readings":{"applied":1,"rejected":1},"stateDirectory":"/var/lib/frametap"}"#
         #expect(
             text(WireJSON.bytes(SystemInfoJSON(info)))
-                == #"{"activeSessions":3,"backendDefault":"\#(configuration.backend.rawValue)","cudaAvailable":true,"#
+                == #"{"activeSessions":3,"backendDefault":"\#(configuration.backend.rawValue)","#
+                + #""configuration":"# + configurationJSON + #","cudaAvailable":true,"#
                 + #""decoderMemory":{"decoders":0,"limitBytes":1073741824,"refusals":0,"usedBytes":0},"#
                 + #""decoderThreads":\#(configuration.decoderThreads),"devices":"# + Self.deviceUsageJSON + ","
                 + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
@@ -405,6 +434,23 @@ import Timekeeping
         #expect(try SessionOptionsJSON.parse(Array(#"{"backend":"vaapi"}"#.utf8)) == SessionOptions(backend: .vaapi))
         #expect(try SessionOptionsJSON.parse([UInt8]()) == SessionOptions())
         #expect(try SessionOptionsJSON.parse(Array(" \r\n\t".utf8)) == SessionOptions())
+        #expect(try SessionOptionsJSON.parse(Array(#"{"owner":"frametap-sync"}"#.utf8)) == SessionOptions(owner: try SessionOwner("frametap-sync")))
+        #expect(try SessionOptionsJSON.parse(Array(#"{"owner":null}"#.utf8)) == SessionOptions(owner: .some(nil)))
+    }
+
+    /// What `frametap sync` writes is what the server reads: every member given, and only those.
+    @Test func writtenBodiesReadBack() throws {
+        let pull = PullSourceSpec(url: try SourceURL("rtsp://user:p%40ss@10.0.0.7/stream1"), transport: .udp)
+        let all = SessionOptions(
+            backend: .software, codec: .h265, decode: .onDemand, quality: 55, source: pull, owner: try SessionOwner("sync-a"))
+        for options in [all, SessionOptions(), SessionOptions(source: .some(nil), owner: .some(nil)), SessionOptions(quality: 9)] {
+            let body = WireJSON.bytes(SessionOptionsJSON(options))
+            #expect(try SessionOptionsJSON.parse(body) == options, "\(String(decoding: body, as: UTF8.self))")
+        }
+        #expect(
+            String(decoding: WireJSON.bytes(SessionOptionsJSON(all)), as: UTF8.self)
+                == #"{"backend":"software","codec":"h265","decode":"on-demand","owner":"sync-a","quality":55,"#
+                + #""source":{"transport":"udp","url":"rtsp://user:p%40ss@10.0.0.7:554/stream1"}}"#)
     }
 
     @Test func refusedBodiesSayWhy() {
@@ -415,6 +461,8 @@ import Timekeeping
             #"{"decode":7}"#: "session option 'decode' is invalid",
             #"{"decode":"some"}"#: "decode must be all, keyframes, on-demand",
             #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",
+            #"{"owner":"a b"}"#: "owner must be 1...64 characters from A-Z a-z 0-9 . _ ~ -",
+            #"{"owner":""}"#: "owner must be 1...64 characters from A-Z a-z 0-9 . _ ~ -",
             "[1]": "session options must be a JSON object",
             "{": "session options must be a JSON object",
         ]

@@ -201,7 +201,7 @@ struct ConfigurationFileTests {
                       url: rtsp://${CAM_HOST}/live?x=$${literal}
                 """, environment: environment)
         #expect(file.options.map(\.text) == ["s3cret", "127.0.0.1"])
-        #expect(file.sessions[0].options.source??.url.text == "rtsp://door.example/live?x=${literal}")
+        #expect(file.sessions[0].options.source??.url.openedText() == "rtsp://door.example:554/live?x=${literal}")
 
         let unset = try #require(refusal("serve:\n  port: 1\n  auth-token: ${NOT_SET}\n"))
         #expect(unset.description == "frametap.yaml:3:15: serve.auth-token: the environment variable NOT_SET is not set")
@@ -234,9 +234,9 @@ struct ConfigurationFileTests {
                 """, environment: ["SECRET_PATH": token])
         #expect(file.options.map(\.option.name) == ["auth-token", "jwt-secret"])
         #expect(file.options.map(\.text) == ["from-a-secret", "from-a-secret"])
-        #expect(file.sessions[0].options.source??.url.text == "rtsp://user:pw@cam.example/stream")
+        #expect(file.sessions[0].options.source??.url.openedText() == "rtsp://user:pw@cam.example:554/stream")
         let b = try #require(file.sessions[1].options.source??.url)
-        #expect(b.text == "rtsp://admin:p%40ss%3Aw%2Frd@cam.example:8554/b")
+        #expect(b.openedText() == "rtsp://admin:p%40ss%3Aw%2Frd@cam.example:8554/b")
         #expect(b.redacted == "rtsp://***@cam.example:8554/b")
 
         let missing = try #require(refusal("serve:\n  auth-token-file: \(folder.path)/nothing\n"))
@@ -304,7 +304,7 @@ struct ConfigurationFileTests {
         let configuration = try ServeConfiguration(arguments: ["--config", path], environment: environment)
         #expect(configuration.declaredSessions.map(\.id.rawValue) == ["front-door", "yard"])
         let door = try #require(configuration.declaredSessions[0].options.source??.url)
-        #expect(door.text == "rtsp://viewer:pass%20word@front-door.example:554/Streaming/Channels/101")
+        #expect(door.openedText() == "rtsp://viewer:pass%20word@front-door.example:554/Streaming/Channels/101")
         #expect(configuration.declaredSessions[0].options.decode == .onDemand)
         #expect(configuration.declaredSessions[1].options == SessionOptions(codec: .h265, decode: .keyframes, quality: 80))
         #expect(configuration.server.maxSessions == 32)

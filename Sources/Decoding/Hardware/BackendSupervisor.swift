@@ -146,10 +146,15 @@ public final class BackendSupervisor {
         return output
     }
 
-    /// End of stream: every picture still inside the decoder.
+    /// End of stream: every picture still inside the decoder. The next stream's parameter sets
+    /// go to the decoder again with its first access unit: a drained decoder may start the next
+    /// stream in a fresh context (the reorder-delay probe of `DecoderOptions.emulateFFmpegProbe`
+    /// opens one), which knows none of them, and a container's sets arrive only in its sample
+    /// description, never in the stream.
     public func drain() -> DecodeOutput {
         var output = DecodeOutput()
         if let decoder { append(decoder.drain(), to: &output) }
+        parameterSetsSent = [:]
         return output
     }
 

@@ -60,6 +60,8 @@ export const api = {
   session: (id, options) => getJSON(sessionPath(id), options),
   system: (options) => getJSON('/system', options),
   deleteSession: (id) => apiFetch(sessionPath(id), { method: 'DELETE' }),
+  /** Ends a pull session's back-off: it connects now. Resolves with the session's status. */
+  retrySource: (id) => apiFetch(sessionPath(id, '/source/retry'), { method: 'POST' }).then((response) => response.json()),
 };
 
 /** An ApiError from an error answer: the problem's detail, else its title, else the status line. */

@@ -4,6 +4,8 @@
 
 import { byId, h, setText } from './dom.js';
 import { formatAge, formatBitRate, formatFps, formatSummary } from './format.js';
+import { pullBadge, recoveredFrom, sourceProblem } from './source.js';
+import { showStanding } from './standing.js';
 import { ThumbnailFeed } from './thumbnails.js';
 
 const THUMBNAIL_WIDTH = 320;
@@ -21,8 +23,12 @@ class SessionCard {
     this.age = h('dd', { dataset: { field: 'age' } });
     this.viewers = h('dd', { dataset: { field: 'viewers' } });
     this.backend = h('span', { class: 'badge badge-backend' });
+    this.standing = h('span', { class: 'badge badge-standing', hidden: true });
     this.uploading = h('span', { class: 'badge badge-live', hidden: true }, 'receiving');
-    this.error = h('span', { class: 'badge badge-error', hidden: true });
+    // A pull session's state (live, connecting, retrying, failed) and, while it is not live, why.
+    this.pull = h('span', { class: 'badge badge-pull', hidden: true, dataset: { field: 'pull' } });
+    this.error = h('span', { class: 'badge badge-error', hidden: true, dataset: { field: 'error' } });
+    this.problem = h('p', { class: 'card-problem', hidden: true, dataset: { field: 'problem' } });
     const titleId = `card-title-${cssSafe(id)}`;
     const statsId = `card-stats-${cssSafe(id)}`;
     this.link = h('a', {
@@ -31,7 +37,8 @@ class SessionCard {
       h('div', { class: 'thumb' }, this.img, this.placeholder),
       h('div', { class: 'card-body' },
         h('h2', { class: 'card-title', id: titleId }, id),
-        h('div', { class: 'badges' }, this.backend, this.uploading, this.error),
+        h('div', { class: 'badges' }, this.backend, this.standing, this.pull, this.uploading, this.error),
+        this.problem,
         h('dl', { class: 'stats', id: statsId },
           h('div', { class: 'stat-wide' }, h('dt', {}, 'Format'), this.format),
           h('div', {}, h('dt', {}, 'Rate'), this.fps),
@@ -71,8 +78,12 @@ class SessionCard {
     this.element.dataset.bitDepth = status.format?.bitDepth ?? '';
     setText(this.backend, status.backend ?? 'starting');
     this.backend.title = status.backendReason ?? '';
+    showStanding(this.standing, status);
+    this.element.dataset.origin = status.origin ?? '';
     this.uploading.hidden = !status.uploading;
-    const error = status.lastError;
+    this.updateSource(status.source ?? null);
+    // A pull live again on a connection made after its last error shows no error badge.
+    const error = recoveredFrom(status.lastError, status.source) ? null : status.lastError;
     this.error.hidden = !error;
     if (error) {
       setText(this.error, `error: ${error.code}`);
@@ -81,9 +92,32 @@ class SessionCard {
     this.updateAge(entry);
   }
 
+  updateSource(source, now = Date.now()) {
+    const badge = pullBadge(source);
+    this.element.dataset.pull = source?.state ?? '';
+    this.pull.hidden = !badge;
+    if (badge) {
+      setText(this.pull, badge.text);
+      this.pull.className = `badge badge-pull badge-${badge.kind}`;
+      this.pull.title = source.url ?? '';
+    }
+    const problem = sourceProblem(source, now);
+    this.problem.hidden = !problem;
+    if (problem) setText(this.problem, problem);
+    setText(this.placeholder, source && source.state !== 'live'
+      ? (source.lastError ? 'No picture: the source is not live.' : 'Connecting to the source…')
+      : 'Waiting for the first picture…');
+  }
+
   updateAge(entry, now = performance.now()) {
     const age = entry.pictureAge(now);
     setText(this.age, age === null ? 'none yet' : `${formatAge(age)} ago`);
+  }
+
+  /** Once a second: the picture's age, and a waiting pull's count-down to its next try. */
+  tick(entry, now) {
+    this.updateAge(entry, now);
+    if (entry.status.source?.state === 'retrying') this.updateSource(entry.status.source);
   }
 
   dispose() {
@@ -135,7 +169,7 @@ export class SessionGrid {
     const now = performance.now();
     for (const card of this.cards.values()) {
       const entry = this.store.get(card.id);
-      if (entry) card.updateAge(entry, now);
+      if (entry) card.tick(entry, now);
     }
   }
 

@@ -1,6 +1,7 @@
-// One session up close: live MJPEG, the stream's format, counters with fps and bit-rate
-// charts, the last error, a scrubber over its recent past (history.js), a snapshot download
-// (snapshot.js), copy-ready commands (commands.js) and delete.
+// One session up close: live MJPEG, the stream's format, a pull session's source (its state,
+// why it is not live, a retry), counters with fps and bit-rate charts, the last error, a
+// scrubber over its recent past (history.js), a snapshot download (snapshot.js), copy-ready
+// commands (commands.js) and delete.
 
 import { api, ApiError, sessionPath } from './api.js';
 import { authEvents, signInRequired, withAccessToken } from './auth.js';
@@ -15,6 +16,8 @@ import {
 import { HistoryScrubber } from './history.js';
 import { notify } from './notices.js';
 import { snapshotForm } from './snapshot.js';
+import { describeError, pullBadge, sourceProblem } from './source.js';
+import { describeKeeper, showStanding } from './standing.js';
 import { HISTORY_MS } from './store.js';
 import { renderValue } from './values.js';
 
@@ -38,7 +41,8 @@ const counterLabels = {
 const knownStatusKeys = new Set([
   'id', 'codec', 'codecStated', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt',
   'lastActivityAt', 'format',
-  'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates',
+  'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates', 'source', 'owner', 'origin',
+  'persisted',
 ]);
 
 /** What an on-demand session's decoder does, as the status row says it. */
@@ -55,6 +59,9 @@ const removalReasons = {
   limit: 'the server reached its session limit',
   shutdown: 'the server shut down',
   gone: 'the server no longer has it',
+  undeclared: 'the configuration file no longer declares it',
+  restarted: 'the configuration file declares it anew (another source, codec or back end)',
+  declared: 'the configuration file took its name',
 };
 
 export class SessionView {
@@ -101,6 +108,12 @@ export class SessionView {
     this.heading = h('h1', { tabindex: '-1', class: 'view-title' }, id);
     this.backendBadge = h('span', { class: 'badge badge-backend' });
     this.uploadingBadge = h('span', { class: 'badge badge-live', hidden: true }, 'receiving');
+    this.pullBadge = h('span', { class: 'badge badge-pull', hidden: true });
+    this.sourceFacts = h('div', { class: 'source-facts' });
+    this.sourceProblem = h('p', { class: 'card-problem', role: 'status', hidden: true });
+    this.retryButton = h('button', { type: 'button', id: 'retry-source' }, 'Retry now');
+    this.retryButton.addEventListener('click', () => this.retrySource());
+    this.standingBadge = h('span', { class: 'badge badge-standing', hidden: true });
     this.goneMessage = h('p', { class: 'gone-message', role: 'status', hidden: true });
     this.mjpegHolder = h('div', { class: 'mjpeg-holder' });
     this.mjpegState = h('p', { class: 'mjpeg-state', 'aria-live': 'polite' }, 'Connecting to the live stream…');
@@ -124,12 +137,14 @@ export class SessionView {
       h('div', { class: 'view-head' },
         h('a', { class: 'back-link', href: '#/' }, '← Sessions'),
         this.heading,
-        h('div', { class: 'badges' }, this.backendBadge, this.uploadingBadge)),
+        h('div', { class: 'badges' }, this.backendBadge, this.standingBadge, this.pullBadge, this.uploadingBadge)),
       this.goneMessage,
       h('div', { class: 'session-layout' },
         h('section', { class: 'panel player', 'aria-labelledby': 'section-live' },
           h('h2', { id: 'section-live' }, 'Live'),
           this.mjpegHolder, this.mjpegState),
+        this.sourceSection = section('Source', this.sourceFacts, this.sourceProblem,
+          h('div', { class: 'source-actions' }, this.retryButton)),
         section('Format', this.formatFacts),
         section('Rates', h('div', { class: 'charts' }, this.fpsChart.element, this.bitRateChart.element), this.rateNote),
         section('Status', this.statusFacts),
@@ -143,6 +158,8 @@ export class SessionView {
 
   buildDelete(id) {
     const button = h('button', { type: 'button', class: 'danger-button', id: 'delete-session' }, 'Delete session…');
+    this.deleteButton = button;
+    this.deleteHelp = h('p', { class: 'help' }, 'Removes the session from the server now.');
     button.addEventListener('click', async () => {
       const confirmed = await confirmDialog({
         title: `Delete ${id}?`,
@@ -167,7 +184,7 @@ export class SessionView {
         button.disabled = false;
       }
     });
-    return h('div', {}, h('p', { class: 'help' }, 'Removes the session from the server now.'), button);
+    return h('div', {}, this.deleteHelp, button);
   }
 
   // --- live data ---------------------------------------------------------------------------
@@ -227,6 +244,14 @@ export class SessionView {
     setText(this.backendBadge, status.backend ?? 'starting');
     this.backendBadge.title = status.backendReason ?? '';
     this.uploadingBadge.hidden = !status.uploading;
+    this.renderSource(status.source ?? null);
+    showStanding(this.standingBadge, status);
+    // The server answers a declared session's DELETE with 409: the file is where it goes.
+    const declared = status.origin === 'declared';
+    this.deleteButton.disabled = declared;
+    setText(this.deleteHelp, declared
+      ? 'Declared in the configuration file: remove it there, and the server removes it when it reads the file again.'
+      : 'Removes the session from the server now.');
 
     const formatRows = describeFormat(status.format);
     if (formatRows.length) renderFacts(this.formatFacts, formatRows);
@@ -252,7 +277,8 @@ export class SessionView {
         ? `#${frame.seq}, ${frame.width}×${frame.height}${frame.keyframe ? ', keyframe' : ''}, ${formatAge(age)} old`
         : 'none yet'],
       ['Viewers', `${status.subscribers ?? 0} MJPEG${Number.isFinite(status.waiting) ? `, ${status.waiting} waiting` : ''}`],
-      ['Receiving', status.uploading ? 'yes, an upload is running' : 'no'],
+      ['Receiving', describeReceiving(status)],
+      ['Kept by', describeKeeper(status)],
       ['Created', status.createdAt ? formatTime(status.createdAt) : '—'],
       ['Last activity', status.lastActivityAt ? formatTime(status.lastActivityAt) : '—'],
       ...Object.entries(status).filter(([key]) => !knownStatusKeys.has(key))
@@ -287,6 +313,42 @@ export class SessionView {
     setText(this.rateNote, entry.rateSource === 'server'
       ? `Measured by the server over ${status.rates?.windowSeconds ?? '?'} s.`
       : 'Computed here from the decoded-picture and byte counters, sampled every second.');
+  }
+
+  /** A pull session's source: where it stands, why it is not live, when it tries again. */
+  renderSource(source) {
+    this.sourceSection.hidden = !source;
+    const badge = pullBadge(source);
+    this.pullBadge.hidden = !badge;
+    if (!source || !badge) return;
+    setText(this.pullBadge, badge.text);
+    this.pullBadge.className = `badge badge-pull badge-${badge.kind}`;
+    renderFacts(this.sourceFacts, [
+      ['URL', source.url ?? '—'],
+      ...(source.transport ? [['Transport', source.transport]] : []),
+      ['State', source.state ?? '—'],
+      ['Read as', source.format ?? 'not connected yet'],
+      ['Connected', source.connectedAt ? formatTime(source.connectedAt) : 'no'],
+      ['Failed attempts in a row', formatCount(source.failures ?? 0)],
+      ['Reconnects', formatCount(source.reconnects ?? 0)],
+      ['Next attempt', source.nextAttemptAt ? formatTime(source.nextAttemptAt) : '—'],
+      ['Last problem', source.lastError ? describeError(source.lastError) : 'none so far'],
+    ]);
+    const problem = sourceProblem(source);
+    this.sourceProblem.hidden = !problem;
+    if (problem) setText(this.sourceProblem, problem);
+    this.retryButton.disabled = source.state !== 'retrying';
+  }
+
+  async retrySource() {
+    const id = this.id;
+    this.retryButton.disabled = true;
+    try {
+      this.store.applyStatus(await api.retrySource(id));
+      notify(`${id}: connecting to its source now.`, { key: `retry-${id}` });
+    } catch (error) {
+      notify(`Could not retry ${id}'s source: ${error.message}`, { kind: 'error' });
+    }
   }
 
   // --- MJPEG ---------------------------------------------------------------------------------
@@ -331,6 +393,13 @@ export class SessionView {
       if (this.img === img) this.startStream();
     }, delay);
   }
+}
+
+/** Whether bytes come in now: a push's body arriving, or a pull reading its source. */
+function describeReceiving(status) {
+  if (status.uploading) return 'yes, an upload is running';
+  if (status.source?.state === 'live') return 'yes, pulled live from its source';
+  return 'no';
 }
 
 /** "all pictures", "keyframes only", "on demand: decoding live"... */

@@ -79,6 +79,16 @@ export class SessionSync extends EventTarget {
       this.refreshNow();
       return;
     }
+    // The configuration file: a reading refused stays on screen until one is applied.
+    if (type === 'config.rejected') {
+      notify(`The configuration file was not reloaded (the running one stays): ${data?.message ?? 'see the server log'}`,
+        { kind: 'error', key: 'configuration', timeout: 0 });
+      return;
+    }
+    if (type === 'config.applied') {
+      if (data?.reason !== 'start') notify('The configuration file was reloaded.', { key: 'configuration' });
+      return;
+    }
     const id = data?.session;
     if (typeof id !== 'string') return;
     const store = this.store;
@@ -121,6 +131,22 @@ export class SessionSync extends EventTarget {
       case 'viewers.changed':
         store.patch(id, { subscribers: data.viewers, waiting: data.waiting });
         break;
+      case 'source.connected': {
+        const source = store.get(id).status.source;
+        if (source) store.patch(id, { source: { ...source, state: 'live', connectedAt: data.at, failures: 0, nextAttemptAt: null } });
+        break;
+      }
+      case 'source.lost': {
+        // The next status brings when it tries again; the error is the session's last one too.
+        const error = { code: data.code, message: data.message, at: data.at };
+        const source = store.get(id).status.source;
+        store.patch(id, {
+          lastError: error,
+          ...(source ? { source: { ...source, state: 'retrying', lastError: error, connectedAt: null } } : {}),
+        });
+        this.refreshSession(id);
+        break;
+      }
       default:
         break;
     }

@@ -17,6 +17,10 @@ export class SystemView {
     this.store = store;
     this.root = byId('system-page');
     this.controller = null;
+    this.backends = null;
+    // The page's session list may arrive after /system (a page opened at #/system) and changes
+    // while the view is open: the section follows the store.
+    store.addEventListener('change', () => this.renderBackends());
   }
 
   async open() {
@@ -52,6 +56,7 @@ export class SystemView {
   close() {
     this.controller?.abort();
     this.controller = null;
+    this.backends = null;
     this.root.replaceChildren();
   }
 
@@ -67,8 +72,20 @@ export class SystemView {
     for (const key of Object.keys(system).filter((name) => name !== 'limits' && grouped(name))) {
       result.push(section(humanizeKey(key), ...this.blocks(system[key], 3)));
     }
-    result.push(section('Sessions by back end', this.sessionsByBackend()));
+    this.backends = h('div', { class: 'sessions-by-backend', id: 'sessions-by-backend' });
+    this.backendsKey = null;
+    this.renderBackends();
+    result.push(section('Sessions by back end', this.backends));
     return result;
+  }
+
+  /** Redraws the section when the sessions or their back ends changed (the store changes often). */
+  renderBackends() {
+    if (!this.backends) return;
+    const key = JSON.stringify([this.store.loaded, this.store.list().map((entry) => [entry.id, entry.status.backend])]);
+    if (key === this.backendsKey) return;
+    this.backendsKey = key;
+    this.backends.replaceChildren(this.sessionsByBackend());
   }
 
   /**
@@ -101,7 +118,7 @@ export class SystemView {
       if (!groups.has(backend)) groups.set(backend, []);
       groups.get(backend).push(entry.id);
     }
-    if (groups.size === 0) return h('p', { class: 'help' }, 'No sessions.');
+    if (groups.size === 0) return h('p', { class: 'help' }, this.store.loaded ? 'No sessions.' : 'Loading the sessions…');
     return definitionList([...groups.entries()].map(([backend, ids]) => [
       backend,
       h('span', { class: 'session-links' }, ids.flatMap((id, index) => [

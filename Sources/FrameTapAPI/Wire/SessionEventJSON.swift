@@ -32,11 +32,18 @@ struct SessionEventJSON: Encodable {
         try container.encodeIfPresent(details.url, forKey: .url)
         try container.encodeIfPresent(details.reconnects, forKey: .reconnects)
         try container.encodeIfPresent(details.container, forKey: .container)
+        try container.encodeIfPresent(details.origin, forKey: .origin)
+        try container.encodeIfPresent(details.file, forKey: .file)
+        try container.encodeIfPresent(details.line, forKey: .line)
+        try container.encodeIfPresent(details.column, forKey: .column)
+        try container.encodeIfPresent(details.changes, forKey: .changes)
+        try container.encodeIfPresent(details.restartNeeded, forKey: .restartNeeded)
     }
 
     private enum Key: String, CodingKey {
         case session, at, reason, backend, device, fallback, decode, seq, width, height, format, code, message
-        case multipart, result, bytes, frames, viewers, waiting, url, reconnects, container
+        case multipart, result, bytes, frames, viewers, waiting, url, reconnects, container, origin, file, line, column
+        case changes, restartNeeded
     }
 
 }

@@ -9,9 +9,14 @@ import VideoCoding
 /// The body of `PUT /sessions/{id}` (openapi.yaml `SessionOptions`): a JSON object whose
 /// members are all optional; an unknown member, a wrong type or a value out of range is a 400
 /// `invalid_parameter` that names it. The configuration file's `sessions:` entries are the same
-/// object in YAML, read by this decoder too (through Yams' `Decoder`), so both take the same.
-public struct SessionOptionsJSON: Decodable {
+/// object in YAML, read by this decoder too (through ServeOptions' `YAMLNodeDecoder`), so both
+/// take the same.
+/// It is written by `frametap sync` too (`encode(to:)`): the members the options give, and only
+/// those, so the server changes nothing else.
+public struct SessionOptionsJSON: Codable {
     public let options: SessionOptions
+
+    public init(_ options: SessionOptions) { self.options = options }
 
     /// The options a body asks for; an empty (or blank) body asks for no change.
     static func parse(_ body: some Collection<UInt8>) throws(HTTPError) -> SessionOptions {
@@ -51,7 +56,7 @@ public struct SessionOptionsJSON: Decodable {
 
     /// The members of the body.
     private enum Member: String, CaseIterable {
-        case backend, codec, decode, source, quality
+        case backend, codec, decode, source, quality, owner
     }
 
     /// The members of `source`.
@@ -83,12 +88,11 @@ public struct SessionOptionsJSON: Decodable {
             else { throw Refusal("source transport must be tcp or udp", at: members.codingPath + [transportKey]) }
             transport = value
         }
-        switch (url.scheme, transport) {
-        case (.rtsp, _), (_, nil): break
-        case (.srt, .udp), (.rtmp, .tcp), (.http, .tcp), (.https, .tcp): break
-        default:
+        if let transport, !url.scheme.transports.contains(transport) {
+            let choosing = PullScheme.all.filter { $0.transports.count > 1 }.map(\.name).joined(separator: ", ")
             throw Refusal(
-                "\(url.scheme.rawValue) runs over \(url.scheme == .srt ? "udp" : "tcp") only; transport chooses for rtsp",
+                "\(url.scheme.name) runs over \(url.scheme.transports.map(\.rawValue).joined(separator: " or ")) only; "
+                    + "transport chooses for \(choosing)",
                 at: members.codingPath + [transportKey])
         }
         return PullSourceSpec(url: url, transport: transport)
@@ -133,8 +137,40 @@ public struct SessionOptionsJSON: Decodable {
                 let value = try container.decode(Int.self, forKey: key)
                 guard (1...100).contains(value) else { throw Refusal("quality must be 1...100", at: at) }
                 options.quality = value
+            case .owner:
+                if try container.decodeNil(forKey: key) {
+                    options.owner = .some(nil)
+                } else {
+                    do {
+                        options.owner = try SessionOwner(try container.decode(String.self, forKey: key))
+                    } catch let error as SessionError {
+                        throw Refusal(error.message, at: at)
+                    }
+                }
             }
         }
         self.options = options
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: AnyKey.self)
+        func key(_ member: Member) -> AnyKey { AnyKey(stringValue: member.rawValue) }
+        if let backend = options.backend { try container.encode(backend.rawValue, forKey: key(.backend)) }
+        if let codec = options.codec { try container.encode(codec.rawValue, forKey: key(.codec)) }
+        if let decode = options.decode { try container.encode(decode.rawValue, forKey: key(.decode)) }
+        if let quality = options.quality { try container.encode(quality, forKey: key(.quality)) }
+        switch options.source {
+        case .some(.some(let spec)):
+            var source = container.nestedContainer(keyedBy: SourceKey.self, forKey: key(.source))
+            try source.encode(spec.url.openedText(), forKey: .url)
+            try source.encodeIfPresent(spec.transport?.rawValue, forKey: .transport)
+        case .some(.none): try container.encodeNil(forKey: key(.source))
+        case .none: break
+        }
+        switch options.owner {
+        case .some(.some(let owner)): try container.encode(owner.rawValue, forKey: key(.owner))
+        case .some(.none): try container.encodeNil(forKey: key(.owner))
+        case .none: break
+        }
     }
 }

@@ -31,6 +31,9 @@ struct SessionStatusJSON: Encodable {
             .uploading: status.uploading,
             .rates: SessionRatesJSON(status.rates),
             .source: status.source.map(SourceStatusJSON.init),
+            .owner: status.owner?.rawValue,
+            .origin: status.standing.origin.rawValue,
+            .persisted: status.standing.persisted,
         ])
     }
 
@@ -38,7 +41,7 @@ struct SessionStatusJSON: Encodable {
         case id, codec, codecStated, backend, backendReason, device, fallbacks, decode, decoding, decoder, quality
         case createdAt
         case lastActivityAt, format, counters
-        case latestFrame, lastError, subscribers, uploading, rates, source
+        case latestFrame, lastError, subscribers, uploading, rates, source, owner, origin, persisted
     }
 }
 
@@ -159,12 +162,13 @@ struct SourceStatusJSON: Encodable {
             .format: source.format,
             .lastError: source.lastError.map(ErrorRecordJSON.init),
             .reconnects: source.reconnects,
+            .failures: source.failures,
             .connectedAt: source.connectedAt.map(WireJSON.timestamp),
             .nextAttemptAt: source.nextAttemptAt.map(WireJSON.timestamp),
         ])
     }
 
     private enum Key: String, CodingKey {
-        case url, transport, state, format, lastError, reconnects, connectedAt, nextAttemptAt
+        case url, transport, state, format, lastError, reconnects, failures, connectedAt, nextAttemptAt
     }
 }

@@ -1,3 +1,5 @@
+import SessionCatalog
+
 /// `GET /system` (openapi.yaml `SystemInfo`); `limits.maxBodyBytes` is `null` when unlimited.
 struct SystemInfoJSON: Encodable {
     let info: SystemInfo
@@ -17,12 +19,79 @@ struct SystemInfoJSON: Encodable {
             .limits: LimitsJSON(info.limits),
             .activeSessions: info.activeSessions,
             .decoderMemory: DecoderMemoryJSON(info.decoderMemory),
+            .configuration: ConfigurationJSON(info.configurationFile),
         ])
     }
 
     private enum Key: String, CodingKey {
         case version, libavcodec, backendDefault, decoderThreads, vaapiAvailable, cudaAvailable, hardware, devices
-        case limits, activeSessions, decoderMemory
+        case limits, activeSessions, decoderMemory, configuration
+    }
+
+    /// The configuration file and its last reading, `--state-dir` and what it keeps.
+    struct ConfigurationJSON: Encodable {
+        let file: SystemInfo.ConfigurationFile
+
+        init(_ file: SystemInfo.ConfigurationFile) { self.file = file }
+
+        func encode(to encoder: any Encoder) throws {
+            let status = file.status
+            try encoder.encodeObject(Key.self, [
+                .file: status?.file,
+                .appliedAt: status?.appliedAt.map(WireJSON.timestamp),
+                .lastReading: status?.lastReading.map(ReadingJSON.init),
+                .readings: ReadingCountsJSON(applied: status?.applied ?? 0, rejected: status?.rejected ?? 0),
+                .declaredSessions: file.declaredSessions,
+                .stateDirectory: file.stateDirectory,
+                .persistedSessions: file.persistedSessions,
+            ])
+        }
+
+        private enum Key: String, CodingKey {
+            case file, appliedAt, lastReading, readings, declaredSessions, stateDirectory, persistedSessions
+        }
+    }
+
+    struct ReadingCountsJSON: Encodable {
+        let applied: Int
+        let rejected: Int
+    }
+
+    /// One reading of the configuration file: applied (`error` null) or refused.
+    struct ReadingJSON: Encodable {
+        let reading: ConfigurationStatus.Reading
+
+        init(_ reading: ConfigurationStatus.Reading) { self.reading = reading }
+
+        func encode(to encoder: any Encoder) throws {
+            try encoder.encodeObject(Key.self, [
+                .at: WireJSON.timestamp(reading.at),
+                .trigger: reading.trigger.rawValue,
+                .result: reading.rejection == nil ? "applied" : "rejected",
+                .error: reading.rejection.map(RejectionJSON.init),
+                .changes: reading.changes,
+                .restartNeeded: reading.restartNeeded,
+            ])
+        }
+
+        private enum Key: String, CodingKey { case at, trigger, result, error, changes, restartNeeded }
+    }
+
+    struct RejectionJSON: Encodable {
+        let rejection: ConfigurationStatus.Rejection
+
+        init(_ rejection: ConfigurationStatus.Rejection) { self.rejection = rejection }
+
+        func encode(to encoder: any Encoder) throws {
+            try encoder.encodeObject(Key.self, [
+                .message: rejection.message,
+                .file: rejection.file,
+                .line: rejection.line,
+                .column: rejection.column,
+            ])
+        }
+
+        private enum Key: String, CodingKey { case message, file, line, column }
     }
 
     struct DecoderMemoryJSON: Encodable {

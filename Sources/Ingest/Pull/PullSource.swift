@@ -7,17 +7,21 @@ import Timekeeping
 
 /// A pull session's input: a thread that connects to the source, reads its video samples into
 /// a bounded queue for the session's decode loop, and when the connection fails or ends, waits
-/// a capped exponential back-off and connects again, until it is stopped. Each lost connection
-/// ends the decoder's stream (`streamBreak`): the next one starts again at a random access point.
+/// a capped exponential back-off and connects again, until it is stopped. While it waits, a
+/// source that refuses connections is probed, and connected as soon as it accepts again
+/// (`ReconnectPlan`). Each lost connection ends the decoder's stream (`streamBreak`): the next
+/// one starts again at a random access point.
 ///
 /// `stop()` (the session's DELETE) interrupts libavformat's blocking I/O at once through its
-/// interrupt callback.
+/// interrupt callback; `retryNow()` ends a back-off.
 public final class PullSource<Failure: IngestFailure>: IngestSource {
     public let spec: PullSourceSpec
     private let outputs: DemuxOutputQueue
     private let interrupt: DemuxInterrupt
     private let status: Mutex<SourceStatus>
     private let sleeper = DispatchSemaphore(value: 0)
+    /// Set by `retryNow()`, taken by the waiting thread.
+    private let retryRequested = Mutex(false)
     private let settings: PullSettings
     private let clock: any ServiceClock
     private let logger: Logger
@@ -44,7 +48,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     /// Starts pulling on a thread of its own.
     public func start() {
-        BlockingThread.start(name: "pull-\(spec.url.scheme.rawValue)") { [self] in run() }
+        BlockingThread.start(name: "pull-\(spec.url.scheme.name)") { [self] in run() }
     }
 
     public var snapshot: SourceStatus { status.withLock { $0 } }
@@ -82,6 +86,18 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         sleeper.signal()
     }
 
+    /// Ends the back-off now: the next attempt starts at once. False (and nothing changes)
+    /// unless the pull is waiting to retry.
+    @discardableResult
+    public func retryNow() -> Bool {
+        let waiting = status.withLock { $0.state == .retrying }
+        guard waiting else { return false }
+        retryRequested.withLock { $0 = true }
+        sleeper.signal()
+        logger.info("retry asked for", metadata: ["source": "\(spec.url.redacted)"])
+        return true
+    }
+
     private var isStopped: Bool { interrupt.isStopped }
 
     // MARK: - The pulling thread
@@ -95,6 +111,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 observer.pullReconnecting()
             }
             attempts += 1
+            retryRequested.withLock { $0 = false }
             update(.connecting)
             let outcome: ContainerError
             if let refusal = settings.policy.check(spec.url) {
@@ -117,8 +134,14 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             if isStopped { break }
             failures += 1
             let delay = retryDelay(after: failures)
-            lost(outcome, retryIn: delay)
-            wait(delay)
+            var plan = ReconnectPlan(
+                failedAt: clock.uptime, backOff: delay,
+                probeInterval: ReachabilityProbe.canProbe(spec.url) ? settings.probeInterval : nil)
+            lost(outcome, failures: failures, retryIn: delay)
+            waitOut(&plan)
+            // A camera that was away and is back starts a fresh back-off: should its stream
+            // not be ready yet, the next attempts come 0.5 s, 1 s, ... after, not a grown wait.
+            if plan.sourceReturned { failures = 0 }
         }
         logger.info("pull stopped", metadata: ["source": "\(spec.url.redacted)"])
     }
@@ -152,10 +175,34 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         return min(delay, cap)
     }
 
-    /// Sleeps for `delay` on the service clock, or until stopped.
-    private func wait(_ delay: Duration) {
+    /// Follows `plan` until it says connect (or the pull is stopped): sleeps on the service
+    /// clock, probes the source when due, and ends early on `retryNow()`.
+    private func waitOut(_ plan: inout ReconnectPlan) {
+        let probeTimeout = min(settings.probeInterval, settings.connectTimeout)
+        while !isStopped {
+            if retryRequested.withLock({ requested in defer { requested = false }; return requested }) {
+                plan.retryNow()
+            }
+            switch plan.next(at: clock.uptime) {
+            case .connect:
+                return
+            case .wait(let deadline):
+                sleep(until: deadline)
+            case .probe:
+                let startedAt = clock.uptime
+                // The allow list again: the probe connects too, if only for a moment.
+                let reachable =
+                    settings.policy.check(spec.url) == nil && ReachabilityProbe.accepts(spec.url, timeout: probeTimeout)
+                plan.probed(reachable: reachable, at: startedAt)
+            }
+        }
+    }
+
+    /// Sleeps until `deadline` on the service clock, or until stopped or asked to retry. May
+    /// wake early (a timer of an earlier sleep); the caller asks its plan again.
+    private func sleep(until deadline: UInt64) {
         let woken = sleeper
-        clock.schedule(at: clock.uptime + delay.nanoseconds) { woken.signal() }
+        clock.schedule(at: deadline) { woken.signal() }
         sleeper.wait()
     }
 
@@ -173,6 +220,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             status.state = .live
             status.connectedAt = now
             status.format = format
+            status.failures = 0
             return status.reconnects
         }
         guard !isStopped else { return }
@@ -180,7 +228,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         observer.pullConnected(format: format, reconnects: reconnects)
     }
 
-    private func lost(_ error: ContainerError, retryIn delay: Duration) {
+    private func lost(_ error: ContainerError, failures: Int, retryIn delay: Duration) {
         let now = clock.now
         let record = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
         // The stream of that connection ends here: its delayed pictures come out (queued before
@@ -191,6 +239,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             guard status.state != .stopped else { return status.reconnects }
             status.state = .retrying
             status.lastError = record
+            status.failures = failures
             status.connectedAt = nil
             status.nextAttemptAt = now.addingTimeInterval(Double(delay.nanoseconds) / 1e9)
             return status.reconnects

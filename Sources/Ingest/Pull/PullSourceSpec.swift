@@ -34,6 +34,9 @@ public struct SourceStatus: Sendable, Equatable {
     public var lastError: ErrorRecord?
     /// Connection attempts after the first.
     public var reconnects: Int
+    /// Attempts that failed in a row since the source was last live (a lost connection counts
+    /// as one); 0 while live.
+    public var failures: Int = 0
     /// When the current connection was made (nil unless live).
     public var connectedAt: Date?
     /// What the stream is read as (`rtsp`, `flv`, `mpegts`, `mov,mp4,...`, `annexb`), once connected.
@@ -46,6 +49,9 @@ public struct SourceStatus: Sendable, Equatable {
 public struct PullSettings: Sendable {
     /// The first wait after a failure; it doubles up to `retryMax`.
     public static let firstRetryDelay: Duration = .milliseconds(500)
+    /// A TCP connection that is refused at once costs a camera nothing; once a second finds it
+    /// within about a second of its return.
+    public static let defaultProbeInterval: Duration = .seconds(1)
 
     /// Which sources may be pulled; checked again before every attempt (a host name's
     /// addresses may have moved out of it).
@@ -58,12 +64,15 @@ public struct PullSettings: Sendable {
     public var seekWindow: Int
     /// The longest wait between attempts.
     public var retryMax: Duration
+    /// How often a source that refuses connections is probed while its back-off runs
+    /// (`ReconnectPlan`): once it accepts again, it is connected at once.
+    public var probeInterval: Duration
     /// What the pull's samples may hold while they wait for the decode loop.
     public var queueBytes: Int
 
     public init(
         policy: SourcePolicy, connectTimeout: Duration, readTimeout: Duration, seekWindow: Int, retryMax: Duration,
-        queueBytes: Int
+        queueBytes: Int, probeInterval: Duration = PullSettings.defaultProbeInterval
     ) {
         self.policy = policy
         self.connectTimeout = connectTimeout
@@ -71,6 +80,7 @@ public struct PullSettings: Sendable {
         self.seekWindow = seekWindow
         self.retryMax = retryMax
         self.queueBytes = queueBytes
+        self.probeInterval = probeInterval
     }
 }
 

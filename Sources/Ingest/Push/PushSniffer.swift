@@ -141,6 +141,9 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
                 case .ended(let error):
                     slot.clear(stream)
                     setRoute(.finished)
+                    // A push that broke off or was refused (its codec) cut the container there:
+                    // its answer is why it stopped, not what the demuxer made of the cut.
+                    if case .stopped = stream.feed.finalOutcome { return stream.feed.finalOutcome }
                     if let error {
                         let refusal = Failure(error)
                         refuse(refusal)

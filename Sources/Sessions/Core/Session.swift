@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import Dispatch
 import FoundationEssentials
@@ -29,17 +30,21 @@ public final class Session: Sendable {
     let pictures: PictureCache
     let viewers: ViewerSet
     let history: CompressedHistory
+    /// Who keeps the session (`PUT`'s `owner`), shown in its status.
+    private let keeper: Mutex<SessionOwner?>
+    private let standingState: Mutex<SessionStanding>
 
     /// Creates the session and its decoder. Throws `.decoding(.decoderUnavailable)` when the
     /// back end asked for cannot open.
     public init(
         id: SessionID, configuration: ServerConfiguration, services: SessionServices,
         options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics, logger: Logger,
-        events: SessionEventLog? = nil
+        events: SessionEventLog? = nil, standing: SessionStanding = SessionStanding()
     ) throws(SessionError) {
         self.id = id
         let clock = services.clock
         self.clock = clock
+        standingState = Mutex(standing)
         createdAt = clock.now
         var logger = logger
         logger[metadataKey: "session"] = "\(id)"
@@ -97,6 +102,7 @@ public final class Session: Sendable {
         self.viewers = viewers
         self.loop = loop
         self.history = history
+        keeper = Mutex(options.owner ?? nil)
     }
 
     // MARK: - Configuration
@@ -104,30 +110,45 @@ public final class Session: Sendable {
     /// Applies `PUT /sessions/{id}`. Quality and decode mode apply at once; a different back end
     /// is opened right here (so an unavailable one fails this call and changes nothing) and
     /// takes over at the next stream start (after a flush), or at once when no stream is under way.
+    /// Options equal to the session's own change nothing: a `PUT` of the same definition (as
+    /// `frametap sync` sends every pass) leaves the decoder, its counters and viewers as they are.
     public func configure(_ options: SessionOptions) throws(SessionError) {
         guard !loop.isClosed else { throw .notFound(id) }
         let facts = loop.reporter.facts
         var stream: SessionDecoder.Stream?
         let newBackend = options.backend.flatMap { $0 == facts.backendChoice ? nil : $0 }
         let newCodec = options.codec.flatMap { $0 == facts.statedCodec ? nil : $0 }
+        let newMode = options.decode.flatMap { $0 == facts.decodeMode ? nil : $0 }
+        let newQuality = options.quality.flatMap { $0 == pictures.defaultQuality ? nil : $0 }
         if newBackend != nil || newCodec != nil {
             do {
                 stream = try SessionDecoder.stream(
                     context: context, backend: newBackend ?? facts.backendChoice,
-                    codec: newCodec ?? facts.statedCodec, mode: options.decode ?? facts.decodeMode)
+                    codec: newCodec ?? facts.statedCodec, mode: newMode ?? facts.decodeMode)
             } catch {
                 throw SessionError(error)
             }
         }
-        if let quality = options.quality { pictures.defaultQuality = quality }
-        loop.configure(mode: options.decode, backend: newBackend, codec: newCodec, stream: stream)
+        let newOwner: SessionOwner?? = options.owner.flatMap { owner in
+            keeper.withLock { current in
+                guard current != owner else { return nil }
+                current = owner
+                return .some(owner)
+            }
+        }
+        if let newQuality { pictures.defaultQuality = newQuality }
+        if newMode != nil || newBackend != nil || newCodec != nil {
+            loop.configure(mode: newMode, backend: newBackend, codec: newCodec, stream: stream)
+        }
+        guard newMode != nil || newBackend != nil || newCodec != nil || newQuality != nil || newOwner != nil else { return }
         context.logger.info(
             "session configured",
             metadata: [
-                "backend": "\(options.backend?.rawValue ?? "unchanged")",
-                "codec": "\(options.codec?.rawValue ?? "unchanged")",
-                "decode": "\(options.decode?.rawValue ?? "unchanged")",
-                "quality": "\(options.quality.map(String.init) ?? "unchanged")",
+                "backend": "\(newBackend?.rawValue ?? "unchanged")",
+                "codec": "\(newCodec?.rawValue ?? "unchanged")",
+                "decode": "\(newMode?.rawValue ?? "unchanged")",
+                "quality": "\(newQuality.map(String.init) ?? "unchanged")",
+                "owner": "\(newOwner.map { $0?.rawValue ?? "none" } ?? "unchanged")",
             ])
     }
 
@@ -159,14 +180,17 @@ public final class Session: Sendable {
     // MARK: - Pulls
 
     /// Starts pulling `spec` (the registry checked the policy and the pull limit), replacing a
-    /// pull of another source. Throws `session_busy` while a push is under way.
-    func startPull(_ spec: PullSourceSpec) throws(SessionError) {
+    /// pull of another source; returns false when it pulls `spec` already, which goes on
+    /// untouched. `policy` is what its redirects and later attempts are checked against.
+    /// Throws `session_busy` while a push is under way.
+    func startPull(_ spec: PullSourceSpec, policy: SourcePolicy) throws(SessionError) -> Bool {
         guard !loop.isClosed else { throw .notFound(id) }
         if let current = loop.pull {
-            if current.spec == spec { return }
+            if current.spec == spec { return false }
             loop.endPull()
         }
-        _ = try loop.beginPull(spec)
+        _ = try loop.beginPull(spec, policy: policy)
+        return true
     }
 
     /// Stops the pull, if any (`PUT` with `"source": null`).
@@ -176,6 +200,27 @@ public final class Session: Sendable {
 
     /// Whether the session pulls (its source is not stopped).
     public var isPulling: Bool { loop.pull != nil }
+
+    /// `POST /sessions/{id}/source/retry`: ends the pull's back-off, so it connects now. False
+    /// when there was none to end (the source is connecting or live). Throws `not_pulling` when
+    /// the session pulls no source.
+    public func retrySource() throws(SessionError) -> Bool {
+        guard !loop.isClosed else { throw .notFound(id) }
+        guard let pull = loop.pull else {
+            throw SessionError(.notPulling, "session '\(id)' pulls no source: PUT one with {\"source\": {\"url\": ...}}")
+        }
+        context.activity.touch()
+        return pull.retryNow()
+    }
+
+    // MARK: - Standing
+
+    /// Who asked for the session and whether `--state-dir` keeps it; set by whoever defines
+    /// sessions (the catalog of declared and kept sessions).
+    public var standing: SessionStanding {
+        get { standingState.withLock { $0 } }
+        set { standingState.withLock { $0 = newValue } }
+    }
 
     // MARK: - Pictures
 
@@ -257,14 +302,25 @@ public final class Session: Sendable {
 
     public func status() -> SessionStatus {
         let facts = loop.reporter.facts
+        let source = loop.pull?.snapshot
         return SessionStatus(
             id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
             fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: loop.onDemand.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,
-            latestFrame: viewers.newest.map { $0.info(now: clock.uptime) }, lastError: facts.lastError,
+            latestFrame: viewers.newest.map { $0.info(now: clock.uptime) },
+            lastError: Self.newer(facts.lastError, source?.lastError),
             subscribers: viewers.viewerCount, uploading: loop.isUploading, rates: loop.reporter.rates,
-            source: loop.pull?.snapshot, ignoredPackets: loop.ignoredPackets.snapshot)
+            source: source, owner: keeper.withLock { $0 }, ignoredPackets: loop.ignoredPackets.snapshot,
+            standing: standing)
+    }
+
+    /// The session's last error is the newer of the decoder's and the source's: a camera that
+    /// cannot be reached says so where every client looks, not only under `source`.
+    private static func newer(_ decoding: ErrorRecord?, _ source: ErrorRecord?) -> ErrorRecord? {
+        guard let decoding else { return source }
+        guard let source else { return decoding }
+        return source.at > decoding.at ? source : decoding
     }
 
     /// What the session's compressed history holds (`GET /sessions/{id}/history`).
@@ -279,7 +335,7 @@ public final class Session: Sendable {
 
     /// Pictures encoded so far (each (picture, size, quality, format) at most once).
     public var encodeCount: Int { pictures.encodeCount }
-    /// The encoder of the session's pictures and why it serves (made by the configuration's
+    /// The encoder of the session's pictures and why it serves (made by the services'
     /// `encoderFactory`); nil before the first encode.
     public var pictureEncoder: PictureEncoderIdentity? { pictures.encoderIdentity }
     public var isClosed: Bool { loop.isClosed }
@@ -290,16 +346,31 @@ public final class Session: Sendable {
     /// MJPEG viewers connected.
     public var viewerCount: Int { viewers.viewerCount }
 
-    /// True when nothing uses the session and nothing happened for `idleTimeout`.
-    func isIdle(now: UInt64) -> Bool {
-        nanosecondsUntilIdle(now: now) == 0
+    /// Answers on the decode queue, once the step under way ended (a concluded push's job is
+    /// gone by then), whether nothing of a stream was ever read into the session (no access
+    /// unit, no picture) and nothing uses it (upload, viewer, waiting request, pull).
+    func checkUnused(_ answer: @escaping @Sendable (Bool) -> Void) {
+        loop.decodeQueue.async { [self] in
+            let status = status()
+            answer(isUnused && status.counters.accessUnits == 0 && status.latestFrame == nil)
+        }
     }
 
-    /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use.
-    func nanosecondsUntilIdle(now: UInt64) -> UInt64? {
-        guard !loop.isBusy, viewers.isEmpty else { return nil }
+    /// Nothing uses the session right now.
+    var isUnused: Bool { !loop.isBusy && viewers.isEmpty }
+
+    /// True when the idle timeout may remove the session (see `SessionStanding`), nothing uses
+    /// it and nothing happened for `timeout`.
+    func isIdle(now: UInt64, timeout: Duration) -> Bool {
+        nanosecondsUntilIdle(now: now, timeout: timeout) == 0
+    }
+
+    /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use or
+    /// when it never expires.
+    func nanosecondsUntilIdle(now: UInt64, timeout: Duration) -> UInt64? {
+        guard standing.expiresWhenIdle, !loop.isBusy, viewers.isEmpty else { return nil }
         let idleFor = now &- context.activity.lastUptime
-        let timeout = context.configuration.idleTimeout.nanoseconds
+        let timeout = timeout.nanoseconds
         return idleFor >= timeout ? 0 : timeout - idleFor
     }
 

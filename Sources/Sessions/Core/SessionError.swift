@@ -29,6 +29,12 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case catchUpQueueFull
         /// `--max-pull-sessions` sessions pull already.
         case tooManyPullSessions
+        /// A request about the session's source, on a session that pulls none.
+        case notPulling
+        /// The configuration file declares the session: only a change of the file changes it.
+        case declaredSession
+        /// A change could not be written to `--state-dir`: it holds now, but not across a restart.
+        case stateNotSaved
         /// An upload's limits and its spool (`IngestError`).
         case ingest(IngestError.Code)
         case decoding(DecodeError.Code)
@@ -50,6 +56,9 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .notInHistory: "not_in_history"
             case .catchUpQueueFull: "catchup_queue_full"
             case .tooManyPullSessions: "too_many_pull_sessions"
+            case .notPulling: "not_pulling"
+            case .declaredSession: "declared_session"
+            case .stateNotSaved: "state_not_saved"
             case .ingest(let code): code.rawValue
             case .decoding(let code): code.rawValue
             case .container(let code): code.rawValue

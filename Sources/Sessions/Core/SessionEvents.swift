@@ -29,6 +29,13 @@ public struct SessionEvent: Sendable {
         case sourceConnected = "source.connected"
         /// A pull session's connection failed or was lost; it retries after a back-off.
         case sourceLost = "source.lost"
+        /// Not a session's event: the configuration file was read (at start, on `SIGHUP`, when it
+        /// changed on disk) and its difference applied (`changes`: the sessions created, removed,
+        /// updated, restarted; `restartNeeded`: options that take effect only at a restart).
+        case configApplied = "config.applied"
+        /// Not a session's event: the configuration file was read again but does not parse or
+        /// validate; nothing of it was applied (`message`, `file`, `line`, `column`).
+        case configRejected = "config.rejected"
         /// Not a session's event: the reader missed events (it fell behind the history, or
         /// asked to resume from an id this process never issued) and should fetch the state anew.
         case resync
@@ -38,7 +45,7 @@ public struct SessionEvent: Sendable {
     /// the start-up time), so a `Last-Event-ID` from before a restart reads as "history lost".
     public let id: UInt64
     public let kind: Kind
-    /// Nil for `resync`, which is about the reader, not a session.
+    /// Nil for `resync`, which is about the reader, and for the configuration's events.
     public let session: SessionID?
     /// When it happened (the log's clock).
     public let at: Date
@@ -69,6 +76,16 @@ public struct SessionEventDetails: Sendable {
     public var reconnects: Int?
     /// What a push carried (`mpegts`, `mp4`, `matroska`, `flv`, `annexb`).
     public var container: String?
+    /// Who asked for a created session (`SessionOrigin`).
+    public var origin: String?
+    /// The configuration file, and the place in it an error is at.
+    public var file: String?
+    public var line: Int?
+    public var column: Int?
+    /// What a reload did, by kind (`created`, `removed`, `updated`, `restarted`, `failed`): session ids.
+    public var changes: [String: [String]]?
+    /// Options changed in the file that take effect only when the server restarts.
+    public var restartNeeded: [String]?
 
     public init() {}
 
@@ -114,7 +131,9 @@ public final class SessionEventLog: Sendable {
     /// The id of the newest event (one below the first id before any).
     public var newestID: UInt64 { state.withLock { $0.nextID - 1 } }
 
-    public func publish(_ kind: SessionEvent.Kind, session: SessionID, details: SessionEventDetails = SessionEventDetails()) {
+    /// `session`: nil for an event about the server (the configuration's), which only readers of
+    /// every session get.
+    public func publish(_ kind: SessionEvent.Kind, session: SessionID?, details: SessionEventDetails = SessionEventDetails()) {
         append(kind, session: session, details: details).wakeReaders()
     }
 
@@ -126,7 +145,7 @@ public final class SessionEventLog: Sendable {
     }
 
     /// Adds the event; its readers are woken by `wakeReaders()` on the result.
-    func append(_ kind: SessionEvent.Kind, session: SessionID, details: SessionEventDetails) -> Wakeups {
+    func append(_ kind: SessionEvent.Kind, session: SessionID?, details: SessionEventDetails) -> Wakeups {
         let at = clock.now
         return state.withLock { state in
             let event = SessionEvent(id: state.nextID, kind: kind, session: session, at: at, details: details)

@@ -1,3 +1,4 @@
+import Containers
 import Dispatch
 import FoundationEssentials
 import Ingest
@@ -9,6 +10,8 @@ import Timekeeping
 /// Every method may be called from any thread.
 public final class SessionRegistry: Sendable {
     public let configuration: ServerConfiguration
+    /// The limits a reload may change; the registry reads them at each use.
+    public let limits: RuntimeLimits
     /// What the sessions share at run time (the clock among them), built once at start-up.
     public let services: SessionServices
     public let metrics: FrameTapMetrics
@@ -35,6 +38,7 @@ public final class SessionRegistry: Sendable {
     ) {
         self.configuration = configuration
         self.services = services
+        limits = RuntimeLimits(configuration)
         self.metrics = metrics
         self.logger = logger
         self.events = events ?? SessionEventLog(clock: services.clock)
@@ -51,18 +55,19 @@ public final class SessionRegistry: Sendable {
         table.withLock { $0.sessions[id] }
     }
 
-    /// Create-or-get (`POST .../nalus` and `PUT` both create). A new session gets `options`;
-    /// an existing one is returned unchanged (`PUT` then calls `Session.configure`).
+    /// Create-or-get (`POST .../nalus` and `PUT` both create). A new session gets `options` and
+    /// `standing`; an existing one is returned unchanged (`PUT` then calls `Session.configure`).
     /// Throws `.tooManySessions` (503, with `retryAfterSeconds`) at the limit, and
     /// `.decoding(.decoderUnavailable)` when a forced back end cannot open.
-    public func openSession(_ id: SessionID, options: SessionOptions = SessionOptions()) throws(SessionError)
-        -> (session: Session, created: Bool)
-    {
+    public func openSession(
+        _ id: SessionID, options: SessionOptions = SessionOptions(), standing: SessionStanding = SessionStanding()
+    ) throws(SessionError) -> (session: Session, created: Bool) {
+        let maxSessions = limits.current.maxSessions
         let existing = try table.withLock { table throws(SessionError) -> Session? in
             if let session = table.sessions[id] { return session }
-            guard table.sessions.count + table.reserved < configuration.maxSessions else {
+            guard table.sessions.count + table.reserved < maxSessions else {
                 throw SessionError(
-                    .tooManySessions, "the server holds its maximum of \(configuration.maxSessions) sessions",
+                    .tooManySessions, "the server holds its maximum of \(maxSessions) sessions",
                     retryAfterSeconds: retryAfterSeconds(table.sessions.values))
             }
             table.reserved += 1
@@ -74,7 +79,7 @@ public final class SessionRegistry: Sendable {
         do {
             created = try Session(
                 id: id, configuration: configuration, services: services, options: options, metrics: metrics,
-                logger: logger, events: events)
+                logger: logger, events: events, standing: standing)
         } catch {
             table.withLock { $0.reserved -= 1 }
             logger.error(
@@ -96,6 +101,7 @@ public final class SessionRegistry: Sendable {
                     details.device = status.device?.description
                     details.reason = status.backendReason
                     details.decode = status.decode.rawValue
+                    details.origin = standing.origin.rawValue
                 })
             return (created, wakeups)
         }
@@ -111,7 +117,7 @@ public final class SessionRegistry: Sendable {
             "session created",
             metadata: [
                 "session": "\(id)", "backend": "\(status.backend.rawValue)", "reason": "\(status.backendReason)",
-                "decode": "\(status.decode.rawValue)",
+                "decode": "\(status.decode.rawValue)", "origin": "\(standing.origin.rawValue)",
             ])
         return (created, true)
     }
@@ -119,19 +125,23 @@ public final class SessionRegistry: Sendable {
     // MARK: - Pulls
 
     /// Checks a pull before anything is created or connected: the source policy
-    /// (`source_not_allowed`) and the pull limit (`too_many_pull_sessions`; a session that
-    /// pulls already may change its source).
-    public func admitPull(_ spec: PullSourceSpec, for id: SessionID) throws(SessionError) {
-        if let refusal = configuration.sourcePolicy.check(spec.url) { throw SessionError(refusal) }
+    /// (`source_not_allowed`; `policy`, or `--allow-sources` as it is now) and the pull limit
+    /// (`too_many_pull_sessions`; a session that pulls already may change its source).
+    public func admitPull(_ spec: PullSourceSpec, for id: SessionID, policy: SourcePolicy? = nil) throws(SessionError) {
+        if let refusal = (policy ?? limits.current.sourcePolicy).check(spec.url) { throw SessionError(refusal) }
         try pulls.withLock { _ throws(SessionError) in try checkPullLimit(excluding: id) }
     }
 
-    /// Starts (or replaces) `session`'s pull, within `--max-pull-sessions`.
-    public func startPull(_ spec: PullSourceSpec, on session: Session) throws(SessionError) {
-        try pulls.withLock { _ throws(SessionError) in
+    /// Starts (or replaces) `session`'s pull, within `--max-pull-sessions`; a session that pulls
+    /// `spec` already goes on as it is. Its redirects and later attempts are checked against
+    /// `policy`, or `--allow-sources` as it is now.
+    public func startPull(_ spec: PullSourceSpec, on session: Session, policy: SourcePolicy? = nil) throws(SessionError) {
+        let policy = policy ?? limits.current.sourcePolicy
+        let started = try pulls.withLock { _ throws(SessionError) in
             try checkPullLimit(excluding: session.id)
-            try session.startPull(spec)
+            return try session.startPull(spec, policy: policy)
         }
+        guard started else { return }
         logger.info("pull session", metadata: ["session": "\(session.id)", "source": "\(spec.url.redacted)"])
     }
 
@@ -141,10 +151,11 @@ public final class SessionRegistry: Sendable {
 
     private func checkPullLimit(excluding id: SessionID) throws(SessionError) {
         let pulling = list().filter { $0.id != id && $0.isPulling }.count
-        guard pulling < configuration.maxPullSessions else {
+        let maxPullSessions = limits.current.maxPullSessions
+        guard pulling < maxPullSessions else {
             throw SessionError(
                 .tooManyPullSessions,
-                "the server pulls its maximum of \(configuration.maxPullSessions) sources (--max-pull-sessions)",
+                "the server pulls its maximum of \(maxPullSessions) sources (--max-pull-sessions)",
                 retryAfterSeconds: 5)
         }
     }
@@ -178,6 +189,27 @@ public final class SessionRegistry: Sendable {
         end(session, reason: "deleted")
     }
 
+    /// Removes and closes the session for `reason` (`session.removed`'s), as `delete` does for
+    /// `deleted`; false when there is none.
+    @discardableResult
+    public func remove(_ id: SessionID, reason: String) -> Bool {
+        guard let session = remove(reason: reason, { [$0.sessions[id]].compactMap { $0 } }).first else { return false }
+        end(session, reason: reason)
+        return true
+    }
+
+    /// A push created `session` and failed: unless something of a stream was read into it or
+    /// something uses it meanwhile, it goes (a refused first push leaves no session behind).
+    public func discardIfUnused(_ session: Session) {
+        session.checkUnused { [self] unused in
+            guard unused else { return }
+            let removed = remove(reason: "refused") { table in
+                table.sessions[session.id] === session && session.isUnused ? [session] : []
+            }
+            for session in removed { end(session, reason: "refused") }
+        }
+    }
+
     /// Takes the matching sessions out and announces their removal in the same critical section,
     /// so a session created again under the same id is announced after the old one's end.
     private func remove(reason: String, _ pick: (Table) -> [Session]) -> [Session] {
@@ -195,12 +227,13 @@ public final class SessionRegistry: Sendable {
         return removed
     }
 
-    /// Removes sessions idle for `idleTimeout` (no upload, no viewer, no waiting request, no
-    /// activity). Returns their ids.
+    /// Removes sessions idle for the idle timeout (no upload, no viewer, no waiting request, no
+    /// activity), of those that may expire (`SessionStanding`). Returns their ids.
     @discardableResult
     public func evictIdle() -> [SessionID] {
         let now = clock.uptime
-        let evicted = remove(reason: "idle") { $0.sessions.values.filter { $0.isIdle(now: now) } }
+        let timeout = limits.current.idleTimeout
+        let evicted = remove(reason: "idle") { $0.sessions.values.filter { $0.isIdle(now: now, timeout: timeout) } }
         for session in evicted { end(session, reason: "idle") }
         return evicted.map(\.id).sorted()
     }
@@ -213,7 +246,7 @@ public final class SessionRegistry: Sendable {
     }
 
     private func scheduleEviction() {
-        let quarter = configuration.idleTimeout / 4
+        let quarter = limits.current.idleTimeout / 4
         let interval = min(max(quarter, .seconds(1)), .seconds(30))
         clock.schedule(at: clock.uptime + interval.nanoseconds) { [weak self] in
             guard let self, evicting.load(ordering: .acquiring) else { return }
@@ -239,8 +272,9 @@ public final class SessionRegistry: Sendable {
     /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are busy.
     private func retryAfterSeconds(_ sessions: some Sequence<Session>) -> Int {
         let now = clock.uptime
-        let soonest = sessions.compactMap { $0.nanosecondsUntilIdle(now: now) }.min()
-            ?? configuration.idleTimeout.nanoseconds
+        let timeout = limits.current.idleTimeout
+        let soonest = sessions.compactMap { $0.nanosecondsUntilIdle(now: now, timeout: timeout) }.min()
+            ?? timeout.nanoseconds
         return max(1, Int((soonest + 999_999_999) / 1_000_000_000))
     }
 }

@@ -36,16 +36,19 @@ public struct SessionOptions: Sendable, Equatable {
     public var codec: VideoCodec?
     public var decode: DecodeMode?
     public var quality: Int?
+    /// Who keeps the session (`SessionOwner`); `.some(nil)` clears it, nil leaves it as it is.
+    public var owner: SessionOwner??
 
     public init(
         backend: DecoderBackendChoice? = nil, codec: VideoCodec? = nil, decode: DecodeMode? = nil, quality: Int? = nil,
-        source: PullSourceSpec?? = nil
+        source: PullSourceSpec?? = nil, owner: SessionOwner?? = nil
     ) {
         self.source = source
         self.backend = backend
         self.codec = codec
         self.decode = decode
         self.quality = quality
+        self.owner = owner
     }
 }
 
@@ -106,8 +109,12 @@ public struct SessionStatus: Sendable {
     public var rates: SessionRates
     /// What a pull session pulls and where that stands; nil for a push session.
     public var source: SourceStatus?
+    /// Who keeps the session, as its creator said (`SessionOptions.owner`); nil when nobody said.
+    public var owner: SessionOwner?
     /// Packets of container tracks other than the video (audio, data, ...), by kind, left out.
     public var ignoredPackets: [String: Int] = [:]
+    /// Declared by the configuration file or made by a client, and kept in `--state-dir` or not.
+    public var standing = SessionStanding()
 }
 
 /// What one upload request carried and produced (the answer to `POST .../nalus`).

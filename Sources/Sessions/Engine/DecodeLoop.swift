@@ -160,9 +160,12 @@ final class DecodeLoop: Sendable {
 
     /// Starts pulling `spec`: the session's one job from now on (a push gets `session_busy`),
     /// until `endPull` or the session closes. Throws `session_busy` while a push is under way.
-    func beginPull(_ spec: PullSourceSpec) throws(SessionError) -> PullSource<SessionError> {
+    /// `policy` (the allow list when the pull starts) checks its redirects and later attempts.
+    func beginPull(_ spec: PullSourceSpec, policy: SourcePolicy) throws(SessionError) -> PullSource<SessionError> {
+        var settings = context.configuration.pullSettings
+        settings.policy = policy
         let source = PullSource<SessionError>(
-            spec: spec, settings: context.configuration.pullSettings, clock: context.clock, logger: context.logger,
+            spec: spec, settings: settings, clock: context.clock, logger: context.logger,
             observer: SessionPullObserver(source: spec.url.redacted, context: context), ignored: ignoredPackets)
         let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
@@ -285,7 +288,11 @@ final class DecodeLoop: Sendable {
                 // A pulled source's connection ended: its stream ends with it.
                 endOfStream(job)
             case .end:
-                if job.flush { endOfStream(job) }
+                if job.flush {
+                    endOfStream(job)
+                } else {
+                    step(receivedAt: nil, job: job) { stream, _, _ in stream.endPush() }
+                }
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):

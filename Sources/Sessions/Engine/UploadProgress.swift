@@ -51,10 +51,11 @@ struct UploadProgress {
             decodeErrors: errors, error: firstErrorRecord, flushed: flushed)
     }
 
-    /// A flushed upload that produced no picture but errors failed: the client must be able to
-    /// tell "your stream is broken" from "no pictures yet". Anything else succeeded.
+    /// A flushed upload that produced no picture but errors failed, and so did one that carried
+    /// not a single NAL unit but errors (garbage into a running stream): the client must be able
+    /// to tell "your stream is broken" from "no pictures yet". Anything else succeeded.
     func outcome(summary: UploadSummary, flushed: Bool) -> Result<UploadSummary, SessionError> {
-        if flushed, frames == 0, let firstError { return .failure(SessionError(firstError)) }
+        if frames == 0, let firstError, flushed || summary.nalUnits.isEmpty { return .failure(SessionError(firstError)) }
         return .success(summary)
     }
 }

@@ -4,6 +4,7 @@ import HTTPServer
 import Imaging
 import Ingest
 import Logging
+import SessionCatalog
 import Sessions
 import VideoCoding
 
@@ -12,10 +13,15 @@ import VideoCoding
 /// else is a deferred answer completed by a session worker while the connection is suspended.
 public struct FrameTapAPI: Sendable {
     public let registry: SessionRegistry
+    /// `PUT` and `DELETE` go through it: declared sessions, and those `--state-dir` keeps.
+    public let catalog: SessionCatalog
+    public let configuration: ConfigurationStatus
     public let metrics: FrameTapMetrics
     /// The decoding hardware found at start-up (`GET /system`).
     public let hardware: HardwareReport
     let logger: Logger
+    /// Refusals a client can cause by the hundred (503 at a limit), rate-limited.
+    private let refusals: RateLimitedLog
 
     /// The longest `?wait=` accepted, in milliseconds.
     static let maxWaitMilliseconds = 30_000
@@ -27,13 +33,27 @@ public struct FrameTapAPI: Sendable {
     static let boundaryPrefix = "frametap"
 
     public init(
-        registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware,
-        logger: Logger
+        catalog: SessionCatalog, configuration: ConfigurationStatus, metrics: FrameTapMetrics,
+        hardware: HardwareReport = SystemInfo.hardware, logger: Logger
     ) {
-        self.registry = registry
+        registry = catalog.registry
+        self.catalog = catalog
+        self.configuration = configuration
         self.metrics = metrics
         self.hardware = hardware
         self.logger = logger
+        refusals = RateLimitedLog(logger: logger, clock: registry.clock)
+    }
+
+    /// The API over `registry` alone: no configuration file, no `--state-dir`.
+    public init(
+        registry: SessionRegistry, metrics: FrameTapMetrics, hardware: HardwareReport = SystemInfo.hardware, logger: Logger
+    ) {
+        self.init(
+            catalog: SessionCatalog(registry: registry, logger: logger),
+            configuration: ConfigurationStatus(
+                file: nil, events: registry.events, metrics: metrics, clock: registry.clock, logger: logger),
+            metrics: metrics, hardware: hardware, logger: logger)
     }
 
     /// Every route of the API, each with what it needs from a token (see `RoutePermission`).
@@ -45,9 +65,13 @@ public struct FrameTapAPI: Sendable {
             registry.refreshMetrics()
             return .text(metrics.exposition(), contentType: FrameTapMetrics.expositionContentType)
         }
-        router.get("/system", access: .admin) { [registry, hardware] _ in
-            let info = SystemInfo(
-                configuration: registry.configuration, services: registry.services, activeSessions: registry.count, hardware: hardware)
+        router.get("/system", access: .admin) { [registry, catalog, configuration, hardware] _ in
+            var info = SystemInfo(
+                configuration: registry.configuration, services: registry.services, limits: registry.limits.current,
+                activeSessions: registry.count, hardware: hardware)
+            info.configurationFile = SystemInfo.ConfigurationFile(
+                configuration.snapshot, stateDirectory: catalog.store?.directory, declaredSessions: catalog.declaredCount,
+                persistedSessions: catalog.persistedCount)
             return .json(WireJSON.bytes(SystemInfoJSON(info)))
         }
         router.get("/sessions", access: .admin) { [registry] _ in
@@ -60,6 +84,10 @@ public struct FrameTapAPI: Sendable {
             [self] request throws(HTTPError) in try configureSession(request)
         }
         router.delete("/sessions/{id}", access: .admin) { [self] request throws(HTTPError) in try deleteSession(request) }
+        // Admin, like the PUT that made the pull: it makes the server connect somewhere now.
+        router.post("/sessions/{id}/source/retry", access: .admin, maxBodyBytes: 0) { [self] request throws(HTTPError) in
+            try retrySource(request)
+        }
         // The body limits are the upload queue's (one place for the announced and the streamed size).
         router.addUpload(.post, "/sessions/{id}/nalus", access: .push(.path("id"))) { [self] request throws(HTTPError) in
             try pushNALUnits(request)
@@ -109,6 +137,11 @@ public struct FrameTapAPI: Sendable {
         if record.outcome == .answeredEarly {
             // The server stopped listening to a body on purpose (deleted session, limit, shutdown).
             logger.info("upload answered before its body ended", metadata: metadata)
+        } else if status == 503 {
+            // A limit reached (sessions, pulls, catch-ups, decoder memory): the server works as
+            // it should, and a client retrying at once must not write a line each time.
+            refusals.write(
+                "\(record.route ?? "unmatched") 503", "request refused at a limit", level: .warning, metadata: metadata)
         } else if status >= 500 {
             logger.error("request failed", metadata: metadata)
         }
@@ -144,34 +177,41 @@ public struct FrameTapAPI: Sendable {
     /// Creates the session when missing (201), otherwise reconfigures it (200). With a
     /// `source`, the session pulls it: a URL the policy does not allow is refused before any
     /// connection is made (403 `source_not_allowed`), and past `--max-pull-sessions` with 503.
+    /// With `--state-dir` the definition is on disk before the answer; a declared session takes
+    /// only its own definition (409 `declared_session` otherwise).
     func configureSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
         let options = try SessionOptionsJSON.parse(request.body)
         do {
-            if case .some(.some(let spec)) = options.source {
-                try registry.admitPull(spec, for: id)
-            }
-            let (session, created) = try registry.openSession(id, options: options)
-            if !created { try session.configure(options) }
-            switch options.source {
-            case .some(.some(let spec)): try registry.startPull(spec, on: session)
-            case .some(.none): registry.stopPull(on: session)
-            case .none: break
-            }
+            let (session, created) = try catalog.put(id, options)
             return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status())), status: created ? .created : .ok))
         } catch {
             throw HTTPError(error)
         }
     }
 
+    /// 204; 409 `declared_session` for a session the configuration file declares. With
+    /// `--state-dir` the deletion is on disk before the answer.
     func deleteSession(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let id = try SessionID.fromPath(request)
         do {
-            try registry.delete(id)
+            try catalog.delete(id)
         } catch {
             throw HTTPError(error)
         }
         return HTTPResponse(status: .noContent)
+    }
+
+    /// Ends a pull's back-off: it connects now. The answer is the session's status (its source
+    /// `connecting` once the attempt began; a source already connecting or live is left as it is).
+    func retrySource(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let session = try session(for: request)
+        do {
+            _ = try session.retrySource()
+        } catch {
+            throw HTTPError(error)
+        }
+        return noStore(.json(WireJSON.bytes(SessionStatusJSON(session.status()))))
     }
 
     private func noStore(_ response: HTTPResponse) -> HTTPResponse {
@@ -199,10 +239,18 @@ public struct FrameTapAPI: Sendable {
         let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
         if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
         let session: Session
+        let created: Bool
         do {
-            session = try registry.openSession(id).session
+            (session, created) = try registry.openSession(id)
         } catch {
             throw HTTPError(error)
+        }
+        // A session this push made goes again when the push is refused before anything was
+        // read. One whose client left, or that the shutdown ended, keeps what it counted.
+        let registry = registry
+        let failed: @Sendable (SessionError) -> Void = { error in
+            guard created, error.code != .uploadAborted, error.code != .shuttingDown else { return }
+            registry.discardIfUnused(session)
         }
         let handoff = AnswerHandoff()
         guard multipart else {
@@ -211,10 +259,13 @@ public struct FrameTapAPI: Sendable {
                 queue = try session.beginUpload(flush: flush, codec: codec, content: content) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
-                    case .failure(let error): handoff.complete(.problem(HTTPError(error)))
+                    case .failure(let error):
+                        handoff.complete(.problem(HTTPError(error)))
+                        failed(error)
                     }
                 }
             } catch {
+                failed(error)
                 throw HTTPError(error)
             }
             return (UploadSink(queue), .deferred { promise in handoff.attach(promise) })
@@ -223,6 +274,7 @@ public struct FrameTapAPI: Sendable {
         do {
             spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content)
         } catch {
+            failed(error)
             throw HTTPError(error)
         }
         let boundary = Multipart.makeBoundary(prefix: Self.boundaryPrefix)
@@ -239,6 +291,7 @@ public struct FrameTapAPI: Sendable {
                             MultipartAnswerSource(spool: spool, session: session, boundary: boundary, logger: logger))))
             case .failure(let error):
                 handoff.complete(.problem(HTTPError(error)))
+                failed(error)
             }
         }
         return (

@@ -258,8 +258,8 @@ public final class HTTPServer: Sendable {
     }
 
     /// Starts (if needed), serves until SIGINT or SIGTERM, then stops gracefully. SIGHUP
-    /// reloads the TLS certificate and key.
-    public func run() throws(HTTPServerError) {
+    /// reloads the TLS certificate and key, then calls `onHangup` (the caller's own reload).
+    public func run(onHangup: (@Sendable () -> Void)? = nil) throws(HTTPServerError) {
         try start()
         core.configuration.logger.info(
             "listening",
@@ -283,6 +283,7 @@ public final class HTTPServer: Sendable {
         signal(SIGHUP, SIG_IGN)
         let reload = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
         reload.setEventHandler { [self] in
+            defer { onHangup?() }
             guard let files = core.configuration.tls else { return }
             do {
                 try reloadTLS()

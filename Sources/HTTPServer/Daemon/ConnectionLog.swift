@@ -1,27 +1,17 @@
 import Logging
-import Synchronization
 import Timekeeping
 
 /// Log lines a client can cause by the thousand (connections refused at a limit, closed at a
 /// deadline or evicted, and libmicrohttpd's words about them), at most one per kind every
 /// `interval`: someone opening thousands of connections a second must not write thousands of
 /// lines. The first of a kind is written at once; the next one after a quiet spell says how
-/// many were left out. `/metrics` counts every one (`HTTPServerConfiguration.connectionObserver`).
+/// many were left out (`RateLimitedLog`). `/metrics` counts every one
+/// (`HTTPServerConfiguration.connectionObserver`).
 final class ConnectionLog: Sendable {
-    static let interval = Duration.seconds(10)
-
-    private let logger: Logger
-    private let clock: any ServiceClock
-    private let kinds = Mutex<[String: Kind]>([:])
-
-    private struct Kind {
-        var writtenAt: UInt64
-        var leftOut: Int
-    }
+    private let lines: RateLimitedLog
 
     init(logger: Logger, clock: any ServiceClock) {
-        self.logger = logger
-        self.clock = clock
+        lines = RateLimitedLog(logger: logger, clock: clock)
     }
 
     /// A connection the server refused or closed on its own.
@@ -39,18 +29,6 @@ final class ConnectionLog: Sendable {
 
     /// Any other line, limited per kind (`kind`: what stays the same from one to the next).
     func write(_ kind: String, _ message: String, level: Logger.Level) {
-        let now = clock.uptime
-        let interval = Self.interval.nanoseconds
-        let leftOut = kinds.withLock { kinds -> Int? in
-            if let previous = kinds[kind], now < previous.writtenAt + interval {
-                kinds[kind]?.leftOut += 1
-                return nil
-            }
-            defer { kinds[kind] = Kind(writtenAt: now, leftOut: 0) }
-            return kinds[kind]?.leftOut ?? 0
-        }
-        guard let leftOut else { return }
-        let suffix = leftOut > 0 ? " (and \(leftOut) more like it since the last such line)" : ""
-        logger.log(level: level, "\(message)\(suffix)")
+        lines.write(kind, message, level: level)
     }
 }

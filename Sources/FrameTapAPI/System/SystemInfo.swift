@@ -1,6 +1,7 @@
 import Decoding
 import FoundationEssentials
 import HTTPServer
+import SessionCatalog
 import Sessions
 import Timekeeping
 
@@ -32,6 +33,25 @@ public struct SystemInfo: Sendable {
     public var activeSessions: Int
     /// `--max-decoder-memory` and what the sessions' decoders hold of it now.
     public var decoderMemory: DecoderMemoryUsage
+    /// The configuration file and how its last reading went, and `--state-dir`.
+    public var configurationFile = ConfigurationFile()
+
+    public struct ConfigurationFile: Sendable {
+        public var status: ConfigurationStatus.Snapshot?
+        public var stateDirectory: String?
+        public var declaredSessions = 0
+        public var persistedSessions = 0
+
+        public init(
+            _ status: ConfigurationStatus.Snapshot? = nil, stateDirectory: String? = nil, declaredSessions: Int = 0,
+            persistedSessions: Int = 0
+        ) {
+            self.status = status
+            self.stateDirectory = stateDirectory
+            self.declaredSessions = declaredSessions
+            self.persistedSessions = persistedSessions
+        }
+    }
 
     public struct DecoderMemoryUsage: Sendable {
         public var limitBytes: Int
@@ -56,10 +76,12 @@ public struct SystemInfo: Sendable {
         public var maxWaitMilliseconds: Int
     }
 
+    /// `limits`: the limits a reload may have changed since start (default: the configuration's).
     public init(
-        configuration: ServerConfiguration, services: SessionServices, activeSessions: Int,
-        hardware: HardwareReport = SystemInfo.hardware
+        configuration: ServerConfiguration, services: SessionServices, limits live: RuntimeLimits.Values? = nil,
+        activeSessions: Int, hardware: HardwareReport = SystemInfo.hardware
     ) {
+        let live = live ?? RuntimeLimits(configuration).current
         cudaAvailable = hardware.cuda.libavcodecNVDEC && hardware.cuda.devices.contains { $0.usable }
         devices = services.devicePool.usage()
         version = Self.version
@@ -69,12 +91,12 @@ public struct SystemInfo: Sendable {
         vaapiAvailable = hardware.libavcodecVAAPI && hardware.renderNodes.contains { $0.usable }
         self.hardware = hardware
         limits = Limits(
-            maxSessions: configuration.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
+            maxSessions: live.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
             maxSpoolBytes: configuration.maxSpoolBytes, maxSpoolTotalBytes: services.spoolBudget.limit,
             maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
-            sessionIdleTimeoutSeconds: Double(configuration.idleTimeout.nanoseconds) / 1e9,
+            sessionIdleTimeoutSeconds: Double(live.idleTimeout.nanoseconds) / 1e9,
             maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
         self.activeSessions = activeSessions
         let memory = services.decoderMemory.usage

@@ -18,7 +18,9 @@ extension HTTPError {
         switch code {
         case .invalidSessionID, .invalidParameter: .badRequest
         case .sessionNotFound, .noFrameYet, .notInHistory: .notFound
-        case .sessionBusy: .conflict
+        case .sessionBusy, .notPulling, .declaredSession: .conflict
+        // Applied, but not kept: the operator must look at the state directory.
+        case .stateNotSaved: .internalServerError
         case .tooManySessions, .shuttingDown, .catchUpQueueFull: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest

@@ -34,6 +34,10 @@ struct MHDConnectionHandle: Sendable {
 /// server stops) is sent at once, written to the socket directly because libmicrohttpd cannot
 /// queue a response mid-body; then the rest of the body is read and dropped, at most
 /// `maxDiscardBytes` or for `maxDiscardDuration`, and the connection is closed.
+///
+/// Three files, one concern each: reading the request (the access handler's calls, here),
+/// getting its answer out (`ConnectionContext+Answering.swift`: queued, deferred, streamed or
+/// sent early) and its end (`ConnectionContext+Ending.swift`: the server's stop, completion).
 final class ConnectionContext: Sendable {
     enum Stage {
         case headers
@@ -81,7 +85,9 @@ final class ConnectionContext: Sendable {
     let rawTarget: [UInt8]
     /// The libmicrohttpd thread that runs this connection (it is where the context is made).
     let thread = pthread_self()
-    private let state: Mutex<State>
+    /// Read and written only by `ConnectionContext`'s own files (not private only because
+    /// Swift has no access level for a type's extensions in other files).
+    let state: Mutex<State>
 
     init(core: ServerCore, connection: MHDConnectionHandle, id: UInt64, rawTarget: [UInt8]) {
         self.core = core
@@ -93,31 +99,6 @@ final class ConnectionContext: Sendable {
     }
 
     var hasStarted: Bool { state.withLock { $0.started } }
-
-    /// libmicrohttpd 0.9.75 answers a `Content-Length` it cannot parse by itself, before the
-    /// application sees the request, and sends that answer's status line and headers twice (a
-    /// bug). It logs the reason first, on this connection's thread, which is when this runs:
-    /// when this connection is the one (its headers are parsed by then), the proper problem is
-    /// written directly and the socket's sending side shut, so libmicrohttpd's own answer
-    /// never reaches the client. Returns whether it answered.
-    func answerUnparsableContentLength() -> Bool {
-        guard lookupHeader(connection.pointer, "Transfer-Encoding") == nil,
-            let value = lookupHeader(connection.pointer, "Content-Length"), !RequestEdge.isValidLength(value)
-        else { return false }
-        let problem = RequestEdge.malformedLength(value)
-        let claimed = state.withLock { state -> Bool in
-            guard !state.started else { return false }
-            state.started = true
-            state.stage = .complete
-            state.answer = .sentEarly(problem.status)
-            return true
-        }
-        guard claimed else { return false }
-        let bytes = EarlyResponse.serialize(.problem(problem), for: core.configuration)
-        _ = bytes.withUnsafeBytes { ft_mhd_send_raw(connection.pointer, $0.baseAddress, $0.count, 1000) }
-        _ = ft_mhd_shutdown_write(connection.pointer)
-        return true
-    }
 
     // MARK: libmicrohttpd access-handler calls
 
@@ -333,7 +314,7 @@ final class ConnectionContext: Sendable {
         }
     }
 
-    // MARK: answering
+    // MARK: refusing
 
     private func reject(_ error: HTTPError, hasBody: Bool) -> MHD_Result {
         if hasBody || error.headers["Connection"] == "close" {
@@ -354,174 +335,11 @@ final class ConnectionContext: Sendable {
         return MHD_Result.YES
     }
 
-    /// Sends `response` now, mid-body, from whichever thread decided it (see the type's
-    /// comment): written to the socket directly, whose sending side is then shut, so nothing
-    /// libmicrohttpd might still write (its own answer to broken chunk framing, say) reaches
-    /// the client after it; then the rest of the body is dropped, for at most
-    /// `maxDiscardDuration` even if the client goes quiet. Must hold the lock: it serialises
-    /// this with the connection's end (after `closed` the socket may be gone). Returns whether
-    /// the answer was written whole.
-    @discardableResult
-    private func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State) -> Bool {
-        guard !state.closed else { return false }
-        if case .pending(let promise, _) = state.answer {
-            // Whoever held it learns the request is over before the client can act on the answer.
-            promise.cancel(answering: nil)
-        }
-        let discardDuration = core.configuration.maxDiscardDuration
-        state.stage = .discardingBody(dropped: 0, until: core.configuration.clock.deadline(after: discardDuration))
-        state.answer = .sentEarly(response.status)
-        let bytes = EarlyResponse.serialize(response, for: core.configuration)
-        let written = bytes.withUnsafeBytes { buffer in
-            ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 100)
-        }
-        _ = ft_mhd_shutdown_write(connection.pointer)
-        core.deadlines.cutOff(connection.pointer, after: discardDuration)
-        // A suspended connection must read on, to drop the rest and notice the end.
-        resumeLocked(&state)
-        return written == bytes.count
-    }
-
-    private func startDeferredIfNeeded() {
-        let start: (ResponsePromise, DeferredResponse)? = state.withLock { state in
-            guard case .ready(let response) = state.answer, case .deferred(let deferred) = response.special
-            else { return nil }
-            let promise = ResponsePromise { [self] answer in deliver(answer) }
-            state.answer = .pending(promise, deferred)
-            return (promise, deferred)
-        }
-        guard let (promise, deferred) = start else { return }
-        if let timeout = deferred.timeout {
-            promise.arm(timeout: timeout, clock: core.configuration.clock, onTimeout: deferred.onTimeout)
-        }
-        if core.isDraining {
-            promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
-            return
-        }
-        deferred.start(promise)
-    }
-
-    /// Queues the answer if it is known, otherwise suspends until `deliver` resumes us.
-    private func answerWhenReady() -> MHD_Result {
-        while true {
-            startDeferredIfNeeded()
-            enum Step { case queue(HTTPResponse), suspended, done, retry, cancelForStop(ResponsePromise) }
-            let step: Step = state.withLock { state in
-                switch state.answer {
-                case .notYet:
-                    return .queue(.problem(.internalError("The route produced no answer.")))
-                case .ready(let response):
-                    if case .deferred = response.special { return .retry }  // starts on the next turn
-                    state.answer = .queued(response.status)
-                    return .queue(response)
-                case .pending(let promise, _):
-                    if core.isStopping { return .cancelForStop(promise) }
-                    guard case .complete = state.stage else { return .done }
-                    state.suspended = true
-                    MHD_suspend_connection(connection.pointer)
-                    return .suspended
-                case .queued, .sentEarly:
-                    return .done
-                }
-            }
-            switch step {
-            case .queue(let response):
-                return queue(response)
-            case .suspended, .done:
-                return MHD_Result.YES
-            case .retry:
-                continue
-            case .cancelForStop(let promise):
-                promise.cancel(answering: .problem(.shuttingDown()))
-            }
-        }
-    }
-
-    /// Promise side (any thread): store the answer and resume the connection if it waits. An
-    /// answer that comes while the body still arrives goes out at the next access-handler call.
-    private func deliver(_ response: HTTPResponse) {
-        var response = response
-        if response.special.map({ if case .deferred = $0 { true } else { false } }) == true {
-            response = .problem(.internalError("A deferred answer cannot answer with another deferred answer."))
-        }
-        let sink = state.withLock { state -> (any RequestBodySink)? in
-            guard !state.closed, case .pending = state.answer else { return nil }
-            guard case .streamingBody(let sink, _) = state.stage else {
-                state.answer = .ready(response)
-                resumeLocked(&state)
-                return nil
-            }
-            // The body is still arriving: answer now, not when it ends (or never, for a live push).
-            answerEarlyLocked(response, &state)
-            return sink
-        }
-        // The answer came from the sink's consumer, which has stopped listening already.
-        sink?.abort(.answeredEarly)
-    }
-
-    private func queue(_ response: HTTPResponse) -> MHD_Result {
-        var response = response
-        if core.isDraining && response.special == nil {
-            response.headers.set("Connection", "close")
-        }
-        let mhdResponse: OpaquePointer?
-        var ownsResponse = true
-        switch response.special {
-        case .reusable(let reusable):
-            mhdResponse = reusable.handle.pointer
-            ownsResponse = false
-        case .deferred:
-            mhdResponse = nil
-        case nil:
-            mhdResponse = makeResponse(status: response.status, headers: response.headers, body: response.body)
-        }
-        guard let mhdResponse else {
-            core.configuration.logger.error("cannot create a response", metadata: ["status": "\(response.status)"])
-            return MHD_Result.NO
-        }
-        let result = MHD_queue_response(connection.pointer, UInt32(response.status.code), mhdResponse)
-        if ownsResponse { MHD_destroy_response(mhdResponse) }
-        return result
-    }
-
-    private func makeResponse(status: HTTPStatus, headers: HTTPHeaders, body: HTTPBody) -> OpaquePointer? {
-        let pointer: OpaquePointer?
-        switch body {
-        case .empty:
-            pointer = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
-        case .bytes(let bytes):
-            pointer = Self.makeCopyingResponse(bytes)
-        case .shared(let storage):
-            pointer = makeZeroCopyResponse(storage)
-        case .problem(let problem):
-            pointer = Self.makeCopyingResponse(problem.problemJSON(typePrefix: core.configuration.problemTypePrefix))
-        case .stream(let source):
-            let stream = StreamResponse(
-                context: self, source: source, heartbeat: core.configuration.heartbeatInterval,
-                clock: core.configuration.clock)
-            state.withLock { $0.stream = stream }
-            pointer = stream.makeMHDResponse()
-        }
-        guard let pointer else { return nil }
-        guard applyHeaders(headers, to: pointer) else {
-            MHD_destroy_response(pointer)
-            return nil
-        }
-        return pointer
-    }
-
-    private static func makeCopyingResponse(_ bytes: [UInt8]) -> OpaquePointer? {
-        bytes.withUnsafeBytes {
-            MHD_create_response_from_buffer(
-                $0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
-        }
-    }
-
     // MARK: suspend / resume
 
     /// Must hold the lock: suspend and resume are serialized with our own bookkeeping, so a
     /// resume can never overtake the suspend it answers.
-    private func resumeLocked(_ state: inout State) {
+    func resumeLocked(_ state: inout State) {
         guard state.suspended, !state.closed else { return }
         state.suspended = false
         MHD_resume_connection(connection.pointer)
@@ -559,156 +377,4 @@ final class ConnectionContext: Sendable {
         }
     }
 
-    /// A stream source has something (any thread).
-    func wakeStream() {
-        state.withLock { state in
-            if state.suspended { resumeLocked(&state) } else { state.wakePending = true }
-        }
-    }
-
-    enum StreamWait { case suspended, retry, stop }
-
-    /// Reader side: nothing to send. Suspend unless a wake arrived since the last pull.
-    func suspendForStream() -> StreamWait {
-        state.withLock { state in
-            if state.closed || core.isStopping { return .stop }
-            if state.wakePending {
-                state.wakePending = false
-                return .retry
-            }
-            state.suspended = true
-            MHD_suspend_connection(connection.pointer)
-            return .suspended
-        }
-    }
-
-    // MARK: shutdown and completion
-
-    /// What `stop()` still waits for on this connection.
-    enum ShutdownWork { case none, answering, upload }
-
-    var shutdownWork: ShutdownWork {
-        let (work, stream) = state.withLock { state -> (ShutdownWork, StreamResponse?) in
-            if state.closed { return (.none, nil) }
-            switch state.stage {
-            case .streamingBody, .discardingBody: return (.upload, nil)
-            default: return (.answering, state.stream)
-            }
-        }
-        // A stream whose client stopped reading would hold the stop for the whole grace period.
-        if let stream, stream.isStalledAtShutdown { return .none }
-        return work
-    }
-
-    /// stop(): end streams and answer waiting deferred responses now; an upload whose body is
-    /// still arriving is answered 503 at once (at its next access-handler call) and its sink
-    /// told to keep nothing more.
-    func endWaiting() {
-        enum Work {
-            case none
-            case stream(StreamResponse)
-            case pending(ResponsePromise, DeferredResponse)
-            case upload(any RequestBodySink)
-        }
-        let work: Work = state.withLock { state in
-            if case .streamingBody(let sink, _) = state.stage {
-                // Told to keep nothing more before the answer goes out, so nothing is decoded after it.
-                sink.abort(.serverShutdown)
-                answerEarlyLocked(.problem(.shuttingDown()), &state)
-                return .upload(sink)
-            }
-            if case .pending(let promise, let deferred) = state.answer { return .pending(promise, deferred) }
-            if let stream = state.stream { return .stream(stream) }
-            return .none
-        }
-        switch work {
-        case .none: break
-        case .stream(let stream): stream.endForShutdown()
-        case .pending(let promise, let deferred):
-            promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
-        case .upload: break
-        }
-    }
-
-    /// stop(), after `stopping` is set: nothing suspends any more, so one resume each is enough.
-    func resumeForStop() {
-        state.withLock { resumeLocked(&$0) }
-    }
-
-    /// NOTIFY_COMPLETED: the request is over (answered, or the connection died); or its
-    /// connection closed without it (see `ServerCore.connectionNotified`). Runs once.
-    func completed(_ code: MHD_RequestTerminationCode) {
-        let ending = state.withLock { state -> (Stage, Answer, String?, HTTPMethod)? in
-            guard !state.closed else { return nil }
-            state.closed = true
-            state.suspended = false
-            // Drop what this context holds: a pending promise's delivery closure refers back to
-            // this context, and so might a sink, so keeping them here would make a reference
-            // cycle that outlives the connection.
-            defer {
-                state.stage = .complete
-                state.stream = nil
-                switch state.answer {
-                case .queued, .sentEarly: break
-                default: state.answer = .notYet
-                }
-            }
-            return (state.stage, state.answer, state.route?.pattern, state.request.method)
-        }
-        guard let (stage, answer, route, method) = ending else { return }
-        var outcome: RequestRecord.Outcome =
-            switch code {
-            case .REQUEST_TERMINATED_COMPLETED_OK: .completed
-            case .REQUEST_TERMINATED_TIMEOUT_REACHED: .timedOut
-            case .REQUEST_TERMINATED_DAEMON_SHUTDOWN: .serverShutdown
-            case .REQUEST_TERMINATED_CLIENT_ABORT, .REQUEST_TERMINATED_READ_ERROR: .clientGone
-            default: .failed
-            }
-        if case .streamingBody(let sink, _) = stage {
-            sink.abort(outcome == .serverShutdown ? .serverShutdown : .clientGone)
-        }
-        var status: HTTPStatus?
-        switch answer {
-        case .pending(let promise, _): promise.cancel(answering: nil)
-        case .queued(let sent): status = sent
-        case .sentEarly(let sent):
-            status = sent
-            outcome = .answeredEarly
-        case .notYet, .ready: break
-        }
-        core.forget(self)
-        core.deadlines.requestEnded(connection.pointer)
-        core.configuration.requestObserver?(
-            RequestRecord(
-                method: method, route: route, status: status,
-                duration: .nanoseconds(core.configuration.clock.uptime - startedAt), outcome: outcome))
-    }
-}
-
-/// A complete HTTP/1.1 response as bytes, for `ft_mhd_send_raw`: the few answers sent before
-/// a request body ended (problems, small bodies), always with `Connection: close`.
-enum EarlyResponse {
-    static func serialize(_ response: HTTPResponse, for configuration: HTTPServerConfiguration) -> [UInt8] {
-        let body: [UInt8]
-        switch response.body {
-        case .bytes(let bytes): body = bytes
-        case .shared(let storage): body = Array(storage.bytes)
-        case .problem(let problem): body = problem.problemJSON(typePrefix: configuration.problemTypePrefix)
-        case .empty, .stream: body = []
-        }
-        let date = Int(configuration.clock.now.timeIntervalSince1970)
-        var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
-        head += "Date: \(HTTPDate.string(secondsSince1970: date))\r\n"
-        for field in response.headers
-        where !["content-length", "connection", "transfer-encoding", "date"].contains(field.name.lowercased()) {
-            head += "\(field.name): \(field.value)\r\n"
-        }
-        head += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-        return Array(head.utf8) + body
-    }
-}
-
-/// A header's value as libmicrohttpd parsed it, nil when absent (only on the connection's thread).
-private func lookupHeader(_ connection: OpaquePointer, _ name: String) -> String? {
-    MHD_lookup_connection_value(connection, MHD_ValueKind.HEADER_KIND, name).map { String(cString: $0) }
 }

@@ -1,0 +1,66 @@
+// A pull session's source as a person reads it: a badge for where the pull stands (live,
+// connecting, retrying, failed) and its problem in words. Pure functions, no DOM.
+
+/** What each of the source's error codes means, before the server's own message. */
+const problemWords = {
+  source_unreachable: 'The source cannot be reached',
+  source_timeout: 'The source did not answer in time',
+  source_failed: 'The source failed',
+  source_ended: 'The source ended its stream',
+  source_not_allowed: 'The source redirected to a place this server may not pull from',
+  unsupported_codec: 'The source sends video FrameTap does not decode',
+  no_video_track: 'The source sends no video',
+  invalid_container: 'The source sends nothing FrameTap can read',
+};
+
+/**
+ * Attempts failed in a row from which a waiting pull shows as failed: one failure is a lost
+ * connection about to be made again, a second means the source did not come back.
+ */
+export const FAILED_AFTER = 2;
+
+/** {text, kind} of the badge for a pull's state (kind: live, pending, warn, error); null for a push session. */
+export function pullBadge(source) {
+  if (!source) return null;
+  switch (source.state) {
+    case 'live': return { text: 'live', kind: 'live' };
+    case 'connecting': return { text: 'connecting', kind: 'pending' };
+    case 'retrying':
+      return (source.failures ?? 1) >= FAILED_AFTER ? { text: 'failed', kind: 'error' } : { text: 'retrying', kind: 'warn' };
+    default: return { text: String(source.state ?? 'unknown'), kind: 'pending' };
+  }
+}
+
+/** "The source cannot be reached: connection refused", from an error record {code, message}. */
+export function describeError(error) {
+  if (!error) return '';
+  const words = problemWords[error.code];
+  // The server's messages name what failed ("the source: Connection refused"); the words do.
+  const message = (error.message ?? '').replace(/^the source:\s*/i, '').trim();
+  if (!words) return message ? `${error.code}: ${message}` : String(error.code);
+  return message ? `${words}: ${message}` : words;
+}
+
+/**
+ * What is wrong with a pull that is not live, in a sentence or two with when it tries again;
+ * null while it is live or before anything went wrong. `now`: the wall clock in ms.
+ */
+export function sourceProblem(source, now = Date.now()) {
+  if (!source || source.state === 'live' || !source.lastError) return null;
+  const problem = `${describeError(source.lastError)}.`;
+  if (source.state === 'connecting') return `${problem} Connecting again now.`;
+  if (source.state !== 'retrying') return problem;
+  const due = Date.parse(source.nextAttemptAt ?? '');
+  if (!Number.isFinite(due)) return problem;
+  const seconds = Math.ceil((due - now) / 1000);
+  return seconds > 0 ? `${problem} Next try in ${seconds} s.` : `${problem} Trying again now.`;
+}
+
+/**
+ * Whether the session's last error is one its pull has recovered from: the pull is live again
+ * on a connection made after the error.
+ */
+export function recoveredFrom(error, source) {
+  if (!error || source?.state !== 'live' || !source.connectedAt) return false;
+  return Date.parse(error.at) <= Date.parse(source.connectedAt);
+}

@@ -1,0 +1,42 @@
+import Logging
+import Synchronization
+import Timekeeping
+
+/// Log lines a client can cause by the thousand, at most one per kind every `interval`: the
+/// first of a kind is written at once, the next one after a quiet spell says how many were
+/// left out. Whatever is counted (`/metrics`) is counted elsewhere, every time.
+public final class RateLimitedLog: Sendable {
+    public static let interval = Duration.seconds(10)
+
+    private let logger: Logger
+    private let clock: any ServiceClock
+    private let kinds = Mutex<[String: Kind]>([:])
+
+    private struct Kind {
+        var writtenAt: UInt64
+        var leftOut: Int
+    }
+
+    public init(logger: Logger, clock: any ServiceClock) {
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// Writes the line unless one of `kind` (what stays the same from one to the next) was
+    /// written within the interval.
+    public func write(_ kind: String, _ message: String, level: Logger.Level, metadata: Logger.Metadata? = nil) {
+        let now = clock.uptime
+        let interval = Self.interval.nanoseconds
+        let leftOut = kinds.withLock { kinds -> Int? in
+            if let previous = kinds[kind], now < previous.writtenAt + interval {
+                kinds[kind]?.leftOut += 1
+                return nil
+            }
+            defer { kinds[kind] = Kind(writtenAt: now, leftOut: 0) }
+            return kinds[kind]?.leftOut ?? 0
+        }
+        guard let leftOut else { return }
+        let suffix = leftOut > 0 ? " (and \(leftOut) more like it since the last such line)" : ""
+        logger.log(level: level, "\(message)\(suffix)", metadata: metadata)
+    }
+}
