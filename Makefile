@@ -296,7 +296,7 @@ $(FUZZ_BUILD)/libBitstream.a: $(wildcard Sources/Bitstream/*.swift) $(FUZZ_BUILD
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Bitstream.swiftmodule -emit-library -static -o $@ \
 	  $(filter %.swift,$^)
 
-$(FUZZ_BUILD)/libContainers.a: $(wildcard Sources/Containers/*.swift) $(FUZZ_BUILD)/libVideoCoding.a \
+$(FUZZ_BUILD)/libContainers.a: $(shell find Sources/Containers -name "*.swift") $(FUZZ_BUILD)/libVideoCoding.a \
   $(FUZZ_BUILD)/libTimekeeping.a
 	$(FUZZ_SWIFTC) -sanitize=fuzzer,address -wmo -module-name Containers -I $(FUZZ_BUILD)/modules $(FUZZ_CFFMPEG) \
 	  -emit-module -emit-module-path $(FUZZ_BUILD)/modules/Containers.swiftmodule -emit-library -static -o $@ \

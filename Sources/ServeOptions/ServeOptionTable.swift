@@ -235,7 +235,7 @@ extension ServeOption {
             "log-level", \.logLevel, valueName: "level", ignoringCase: true,
             help: "swift-log level; `debug` also lets libavcodec's and libavformat's own warnings through.",
             details:
-                "FrameTap's own log lines never show a source's credentials; libavformat's messages are not filtered and may name a source's URL, so keep debug logs private",
+                "no log line shows a source's credentials: FrameTap's own never name them, and libavformat's go through the same redaction (user info and secret parameters in paths, queries and `;` parameters)",
             changesWithoutRestart: true
         ),
     ]
