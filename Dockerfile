@@ -71,7 +71,9 @@ RUN export DEBIAN_FRONTEND=noninteractive \
 COPY --from=builder /out/frametap /usr/local/bin/frametap
 
 # Configuration is by FRAMETAP_* variables (see `frametap serve --help`), e.g.
-# FRAMETAP_MAX_SESSIONS, FRAMETAP_BACKEND, FRAMETAP_AUTH_TOKEN, FRAMETAP_LOG_LEVEL.
+# FRAMETAP_MAX_SESSIONS, FRAMETAP_BACKEND, FRAMETAP_AUTH_TOKEN, FRAMETAP_LOG_LEVEL, or by a YAML
+# file mounted into the container and named by FRAMETAP_CONFIG (declared cameras included;
+# FRAMETAP_STATE_DIR on a volume keeps PUT sessions across restarts).
 ENV FRAMETAP_HOST=0.0.0.0 \
     FRAMETAP_PORT=8080 \
     NVIDIA_DRIVER_CAPABILITIES=compute,video,utility

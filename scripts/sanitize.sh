@@ -70,7 +70,9 @@ for sanitizer in "${SANITIZERS[@]}"; do
             export TSAN_OPTIONS="log_path=$reports/report:suppressions=$ROOT/scripts/tsan.supp:print_suppressions=0:halt_on_error=0"
             ;;
     esac
-    step "$short-swift-test" swift test "${build[@]}" --skip-build
+    # Instrumented tests run several times slower: the watchdog gets a longer deadline.
+    step "$short-swift-test" env FRAMETAP_TEST_DEADLINE="${FRAMETAP_TEST_DEADLINE:-7200}" \
+        scripts/swift-test.sh "${build[@]}" --skip-build
     # The instrumented server starts and answers more slowly (TSan: 5-15x).
     export SERVER_START_TIMEOUT=60 HOSTILE_HEALTH_TIMEOUT=10 HOSTILE_OUT=$OUT/hostile-$short
     step "$short-smoke" smoke/with-server.sh "$scratch/debug/frametap"
