@@ -47,7 +47,8 @@ import Testing
         try withDeadlineServer { server, clock, _, events in
             let client = try RawClient(port: server.port)
             try client.send("\(request) HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n")
-            #expect(eventually { server.activeRequestCount == 1 }, "the head arrived")
+            // The body's deadline runs from when the server starts reading it, after the head.
+            #expect(eventually { server.core.deadlines.bodiesBeingRead == 1 }, "the server reading the body")
             // A byte every second: each resets libmicrohttpd's own idle timeout, never this deadline.
             for _ in 0..<4 {
                 try client.send("x")

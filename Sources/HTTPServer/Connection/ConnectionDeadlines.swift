@@ -139,6 +139,13 @@ final class ConnectionDeadlines: Sendable {
     /// Connections cut off at a deadline so far.
     var expiredCount: Int { expired.load(ordering: .relaxed) }
 
+    /// Request bodies being read now, each with its deadline running.
+    var bodiesBeingRead: Int {
+        connections.withLock { state in
+            state.entries.values.count { if case .body = $0.phase { true } else { false } }
+        }
+    }
+
     /// A new connection, on the worker thread that accepted it. Past the worker's threshold it
     /// evicts the connection of that worker that has been slowest.
     func opened(_ connection: OpaquePointer) {
