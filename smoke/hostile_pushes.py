@@ -20,6 +20,8 @@ ANSWER_TIMEOUT = float(os.environ.get("HOSTILE_ANSWER_TIMEOUT", "30"))  # second
 HEALTH_TIMEOUT = float(os.environ.get("HOSTILE_HEALTH_TIMEOUT", "2"))   # "/healthz answers quickly"
 # The good streams the victim sessions are fed first, H.264 and H.265.
 VICTIM_FIXTURES = ["high_320x240.264", "baseline_176x144.264", "main_bframes_176x144.264", "main_bframes_176x144.265"]
+# The good containers (Tests/Fixtures/Containers) the container pushes' victims are fed first.
+CONTAINER_VICTIM_FIXTURES = ["h264_320x240_fragmented.mp4", "h265_176x144.mkv", "h264_320x240_aac.ts"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,8 +85,8 @@ def check_multipart(content_type, body):
 # --------------------------------------------------------------------------------------------
 # One push: a mutated body over one of the transports.
 
-def plan_push(rng, fixtures, victims, scratch):
-    body, what = hostile_body(rng, fixtures)
+def plan_push(rng, fixtures, victims, scratch, make_body=hostile_body):
+    body, what = make_body(rng, fixtures)
     transport = rng.choices(["whole", "chunked", "chunked-cut", "whole-cut", "multipart", "multipart-chunked"],
                             [30, 20, 12, 4, 22, 12])[0]
     session = rng.choice(victims) if rng.random() < 0.5 else rng.choice(scratch)
