@@ -391,7 +391,7 @@ struct DecoderDemand {
 
 extension UInt64 {
     /// `self + other`, or the largest value when that does not fit.
-    fileprivate func addingSaturated(_ other: UInt64) -> UInt64 {
+    func addingSaturated(_ other: UInt64) -> UInt64 {
         let (sum, overflow) = addingReportingOverflow(other)
         return overflow ? .max : sum
     }
