@@ -101,6 +101,12 @@ struct ConnectionDemand {
         }
     }
 
+    /// Whether a connection is made and its first picture is waited for.
+    var awaitsFirstPicture: Bool {
+        if case .connecting = state { return connectedAt != nil }
+        return false
+    }
+
     private var isOnDemand: Bool { state != .always && state != .closed }
 
     // MARK: - Demand

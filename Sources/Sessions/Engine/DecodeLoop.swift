@@ -66,10 +66,12 @@ final class DecodeLoop: Sendable {
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
         let decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
-        let newest = NewestPicture(viewers: viewers, pictures: pictures, context: context)
-        // The executor asks whether a multipart answer runs or requests wait for the source; the
-        // loop is made after it.
+        // The executors ask whether a multipart answer runs or requests wait for the source, and
+        // are told of each picture; the loop is made after them.
         let loop = WeakBox<DecodeLoop>()
+        let newest = NewestPicture(
+            viewers: viewers, pictures: pictures, context: context,
+            published: { picture in loop.value?.pictureWasPublished(picture) })
         let onDemand = OnDemandDecoding(
             mode: mode, decodeQueue: decodeQueue, decoder: decoder, context: context, reporter: reporter, newest: newest,
             answersMultipart: { loop.value?.answersMultipart ?? false },
@@ -494,14 +496,16 @@ final class DecodeLoop: Sendable {
         guard let (errors, snapshot) = outcome else { return (0, []) }
         guard !isClosed else { return (0, errors) }
         reporter.stepped(snapshot, errors: errors, pictures: pictures, receivedAt: receivedAt)
-        if let newestOfStep {
-            newest.publish(newestOfStep)
-            // Requests waiting for an on-demand connection's first picture may go on.
-            if let receivedAt { connection.picturePublished(receivedAt: receivedAt) }
-        }
+        if let newestOfStep { newest.publish(newestOfStep) }
         let now = context.clock.now
         job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now, logger: context.logger) }
         return (pictures, errors)
+    }
+
+    /// A new newest picture (decode queue): requests waiting for an on-demand connection's first
+    /// picture go on if it is of that connection's bytes.
+    private func pictureWasPublished(_ picture: PublishedFrame) {
+        connection.picturePublished { picture.frame.accessUnitIndex.flatMap(history.receivedUptime) }
     }
 
     // MARK: - Configuration

@@ -98,9 +98,11 @@ final class OnDemandConnection: Sendable {
         apply { $0.connectionFailed(refusal) }
     }
 
-    /// A picture was published, decoded from bytes received at `receivedAt` (decode queue).
-    func picturePublished(receivedAt: UInt64) {
-        apply { $0.picturePublished(receivedAt: receivedAt) }
+    /// A picture was published (decode queue); `receivedAt`: when its bytes were received, if
+    /// known, asked only while a connection waits for its first picture.
+    func picturePublished(receivedAt: () -> UInt64?) {
+        guard state.withLock({ $0.machine.awaitsFirstPicture }), let uptime = receivedAt() else { return }
+        apply { $0.picturePublished(receivedAt: uptime) }
     }
 
     /// The session pulls `pull` from now on, or no longer pulls (nil).
