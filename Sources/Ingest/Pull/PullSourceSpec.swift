@@ -49,7 +49,8 @@ public struct SourceStatus: Sendable, Equatable {
     public var state: State
     /// Why the last connection failed or ended.
     public var lastError: ErrorRecord?
-    /// Connection attempts after the first.
+    /// Connection attempts after a failed or lost one (an on-demand connection made after its
+    /// idle time is none).
     public var reconnects: Int
     /// Attempts that failed in a row since the source was last live (a lost connection counts
     /// as one); 0 while live.

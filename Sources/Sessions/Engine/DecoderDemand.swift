@@ -1,4 +1,5 @@
-/// Why a decoder was asked for (`decoder.started` events say it).
+/// Why pictures were asked for: what wakes an on-demand decoder (`decoder.started` events say
+/// it) or connects an on-demand pull.
 enum DecodeDemand: String, Sendable {
     case pictureRequest = "picture_request"
     case mjpegViewer = "mjpeg_viewer"
