@@ -19,7 +19,10 @@ smoke/rtsp-server.py, asking for a user and password):
   g. a good file swapped in with no signal: the watcher reads it; the camera's quality changes
      in place, a session goes; an option that needs a restart is named as such;
   h. a torn state file stops the start, naming it and keeping a copy; moved away, the server
-     starts without the sessions it held.
+     starts without the sessions it held;
+  i. a declared camera that connects on demand (`connect: on-demand`) is idle until a picture is
+     asked for; a request connects it and gets a picture; a linger (1 s) after, the connection
+     is let go (idle again); the next request connects it again.
 
     smoke/cameras.py --binary .build/debug/frametap [--output DIR]
 
@@ -160,6 +163,13 @@ DOOR = ("  door:\n"
         "    codec: h264\n")
 YARD = "  yard:\n    codec: h264\n"
 GATE = "  gate:\n    decode: keyframes\n"
+PORCH = ("  porch:\n"
+         "    source:\n"
+         "      url: rtsp://127.0.0.1:{port}/cam\n"
+         "      username: {user}\n"
+         "      password: ${{DOOR_PASSWORD}}\n"
+         "      connect: on-demand\n"
+         "    decode: on-demand\n")
 
 
 def run(r, binary, output):
@@ -324,6 +334,37 @@ def run(r, binary, output):
         r.check("h: moved away, the server starts without the kept sessions (the declared ones are there)",
                 {k: v["origin"] for k, v in now.items()} == {"door": "declared"}, now.keys())
         r.check("server stops with SIGTERM (exit 0) again", server.stop() == 0)
+
+        print("== i. a declared camera that connects on demand", flush=True)
+        on_demand = ConfigMap(os.path.join(work, "config-on-demand"))
+        on_demand.write(declared_file(rtsp_port, PORCH, serve_extra="  on-demand-linger: 1\n"))
+        server = Server(binary, ["--config", on_demand.path, "--allow-sources", "rtsp://127.0.0.1"],
+                        log_path=os.path.join(output, "server-on-demand.log"), env=env)
+        server.start()
+        events = Events(server)
+
+        def porch_source():
+            return (session_status(server.base, "porch") or {}).get("source") or {}
+
+        source = porch_source()
+        r.check("i: the on-demand camera is idle, not connected",
+                (source.get("connect"), source.get("state")) == ("on-demand", "idle") and not events.matching("source.connected"),
+                source)
+        status, _, body = request(server.base, "GET", "/sessions/porch/frame/latest.jpg")
+        r.check("i: a request connects it and is answered with a JPEG of the camera",
+                status == 200 and body[:2] == b"\xff\xd8", (status, body[:200]))
+        r.check("i: ... and the camera is live", porch_source().get("state") == "live", porch_source())
+        released = events.wait("source.released", lambda data: data.get("session") == "porch")
+        r.check("i: a linger after the request the connection is let go, and the camera is idle again",
+                released.get("reason") == "idle" and poll(lambda: porch_source().get("state") == "idle", WAIT), porch_source())
+        status, _, body = request(server.base, "GET", "/sessions/porch/frame/latest.jpg")
+        connected = events.matching("source.connected", lambda data: data.get("session") == "porch")
+        r.check("i: the next request connects it again and gets a JPEG",
+                status == 200 and body[:2] == b"\xff\xd8" and len(connected) == 2, (status, len(connected)))
+        r.check("i: no failure on the way", not events.matching("source.lost") and porch_source().get("lastError") is None,
+                porch_source())
+        events.close()
+        r.check("server stops with SIGTERM (exit 0), on demand", server.stop() == 0)
     except Failure as failure:
         r.check("no wait ran out", False, failure)
     finally:

@@ -749,6 +749,8 @@ def check_module_functions(r, page):
               lastError: { code: 'source_unreachable', message: 'Connection refused' } }, Date.parse('2030-01-01T00:00:02Z')),
              'The source cannot be reached: Connection refused. Next try in 8 s.'],
             ['no problem while live', source.sourceProblem({ state: 'live', lastError: { code: 'source_ended' } }), null],
+            ['an idle on-demand pull: its badge, and no problem', source.pullBadge({ state: 'idle' }).text + ' '
+              + source.sourceProblem({ state: 'idle', lastError: { code: 'source_ended' } }), 'idle null'],
             ['recovered from an error', source.recoveredFrom({ at: '2030-01-01T00:00:01Z' },
               { state: 'live', connectedAt: '2030-01-01T00:00:05Z' }), true],
           ]), (error) => done([['import', String(error), 'modules']]));

@@ -5,11 +5,13 @@ import Timekeeping
 /// or so while it waits on a socket, and between reads): the demuxer is to stop (its session was
 /// deleted), the current step passed its deadline (connect or read timeout), or the RTSP relay
 /// refused what the camera said (a redirect or media address the policy does not allow) or
-/// could not reach it. Any thread may stop or refuse it; the deadline is set on the demuxer's
-/// thread.
+/// could not reach it, or its pull lets the connection go (an on-demand pull nobody asks for).
+/// Any thread may stop, let go or refuse it; the deadline is set on the demuxer's thread.
 public final class DemuxInterrupt: Sendable {
     public enum Reason: Sendable, Equatable {
         case stopped
+        /// The connection is let go on purpose; another may follow (after `rearm()`).
+        case letGo
         case timedOut
         case refused(ContainerError)
     }
@@ -37,6 +39,14 @@ public final class DemuxInterrupt: Sendable {
 
     public var isStopped: Bool { state.withLock { $0.stopped } }
 
+    /// Ends the blocking calls of the current connection now; unlike `stop()`, `rearm()` lets
+    /// the next connection go ahead.
+    public func letGo() {
+        state.withLock { state in
+            if state.reason == nil || state.reason == .timedOut { state.reason = .letGo }
+        }
+    }
+
     /// Blocking calls from now on give up after `timeout` (nil: never, unless stopped).
     public func setTimeout(_ timeout: Duration?) {
         let deadline = timeout.map { clock.uptime + $0.nanoseconds }
@@ -53,7 +63,7 @@ public final class DemuxInterrupt: Sendable {
     /// Why the last blocking call was interrupted; nil when it was not.
     public var reason: Reason? { state.withLock { $0.reason } }
 
-    /// Forgets a timeout that fired, for the next attempt (a stop stays).
+    /// Forgets a timeout that fired or a connection let go, for the next attempt (a stop stays).
     public func rearm() {
         state.withLock { state in
             if !state.stopped { state.reason = nil }

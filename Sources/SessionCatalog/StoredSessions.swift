@@ -10,7 +10,7 @@ import VideoCoding
 /// or damaged file is never read as fewer sessions:
 ///
 ///     frametap-sessions 1 <length of the body in bytes> <CRC-32 of the body, 8 hex digits>\n
-///     {"sessions":{"cam1":{"codec":"h264","source":{"url":"rtsp://...","transport":"tcp"}}}}
+///     {"sessions":{"cam1":{"codec":"h264","source":{"url":"rtsp://...","transport":"tcp","connect":"on-demand"}}}}
 ///
 /// A definition holds what `PUT` said, merged over the `PUT`s before it; a member never said is
 /// left out (the server's default then applies, as it does for the session).
@@ -89,6 +89,8 @@ struct StoredDefinition: Codable, Equatable {
     struct Source: Codable, Equatable {
         var url: String
         var transport: String?
+        /// Absent: `always` (files written before the member existed say nothing).
+        var connect: String?
     }
 
     var backend: String?
@@ -105,7 +107,11 @@ struct StoredDefinition: Codable, Equatable {
         codec = options.codec?.rawValue
         decode = options.decode?.rawValue
         quality = options.quality
-        source = options.pulled.map { Source(url: $0.url.openedText(), transport: $0.transport?.rawValue) }
+        source = options.pulled.map {
+            Source(
+                url: $0.url.openedText(), transport: $0.transport?.rawValue,
+                connect: $0.connect == .always ? nil : $0.connect.rawValue)
+        }
         owner = (options.owner ?? nil)?.rawValue
     }
 
@@ -121,13 +127,14 @@ struct StoredDefinition: Codable, Equatable {
         if let quality, !(1...100).contains(quality) { throw StoredSessions.Damage(reason: "quality \(quality) is out of range") }
         if let source {
             let transport: SourceTransport? = try value(source.transport, "transport")
+            let connect: ConnectMode? = try value(source.connect, "connect")
             let url: SourceURL
             do {
                 url = try SourceURL(source.url)
             } catch {
                 throw StoredSessions.Damage(reason: "its source URL is refused: \(error.message)")
             }
-            options.source = .some(PullSourceSpec(url: url, transport: transport))
+            options.source = .some(PullSourceSpec(url: url, transport: transport, connect: connect ?? .always))
         }
         if let owner {
             do {

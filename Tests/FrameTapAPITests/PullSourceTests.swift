@@ -276,6 +276,147 @@ struct PullSourceTests {
         }
     }
 
+    /// A pull that connects on demand, on the service's manual clock (the linger ends only when
+    /// the test moves time; the source's timeouts never do), from a source that sends its whole
+    /// stream and then holds the connection open, so only FrameTap's letting go ends it.
+    static func withOnDemandPull(
+        decode: DecodeMode, _ body: (_ service: FrameTapService, _ clock: ManualClock, _ server: SourceServer) throws -> Void
+    ) throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, stallAfter: ts.count) }
+        defer { server.stop() }
+        let clock = ManualClock()
+        try withService(
+            sessions: { configuration in
+                Self.configure("http://127.0.0.1")(&configuration)
+                configuration.sourceConnectTimeout = .seconds(60)
+                configuration.sourceReadTimeout = .seconds(60)
+                configuration.onDemandLinger = .seconds(10)
+            }, clock: clock
+        ) { service in
+            let definition = #"{"source": {"url": "\#(server.url("/live.ts"))", "connect": "on-demand"}, "decode": "\#(decode.rawValue)"}"#
+            let created = try Self.put(service.port, "cam", definition)
+            #expect(created.status == 201)
+            let source = try jsonObject(created.body)["source"] as? [String: Any]
+            #expect(source?["connect"] as? String == "on-demand")
+            #expect(source?["state"] as? String == "idle")
+            try body(service, clock, server)
+        }
+    }
+
+    @Test(
+        "connect on-demand: no connection before a request, a picture for it, let go after the linger, connected again for the next",
+        arguments: [DecodeMode.all, .onDemand])
+    func connectsOnDemand(decode: DecodeMode) throws {
+        try Self.withOnDemandPull(decode: decode) { service, clock, server in
+            let events = try RawClient(port: service.port)
+            try events.send("GET /events?session=cam HTTP/1.1\r\nHost: x\r\n\r\n")
+            // Nobody asks: nothing connects.
+            #expect(!eventually(timeout: .milliseconds(500)) { server.accepted > 0 }, "connected before any request")
+            #expect(try Self.source(service.port, "cam")["state"] as? String == "idle")
+            // A request connects it and waits for the connection's first picture.
+            let first = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(first.status == 200, "\(first.text)")
+            #expect(jpegSize(first.body)?.width == 320)
+            #expect(server.accepted == 1)
+            let live = try Self.source(service.port, "cam")
+            #expect(live["state"] as? String == "live")
+            #expect(live["reconnects"] as? Int == 0)
+            // Asked again within the linger: the same connection answers.
+            clock.advance(by: .seconds(5))
+            #expect(try request(service.port, "GET", "/sessions/cam/frame/latest.jpg").status == 200)
+            #expect(server.accepted == 1)
+            // The linger after the last request passes: the connection is let go, and the pull
+            // shows it is idle, not failing.
+            clock.advance(by: .seconds(11))
+            #expect(eventually(timeout: .seconds(10)) { server.closedByPeer == 1 }, "the source connection was not closed")
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "idle" })
+            let idle = try jsonObject(try request(service.port, "GET", "/sessions/cam").body)
+            #expect((idle["source"] as? [String: Any])?["lastError"] is NSNull)
+            #expect(idle["lastError"] is NSNull)
+            // Nothing connects meanwhile, though the clock moves on.
+            clock.advance(by: .seconds(60))
+            #expect(!eventually(timeout: .milliseconds(300)) { server.accepted > 1 }, "connected again with nobody asking")
+            // The next request connects again, and gets a picture of the new connection.
+            let second = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(second.status == 200, "\(second.text)")
+            #expect(server.accepted == 2)
+            let firstNumber = Int(first.headers["X-Frame-Seq"] ?? "") ?? 0
+            let secondNumber = Int(second.headers["X-Frame-Seq"] ?? "") ?? 0
+            #expect(secondNumber > firstNumber, "picture \(secondNumber) after \(firstNumber)")
+            #expect(try Self.source(service.port, "cam")["reconnects"] as? Int == 0)
+            // The connection's events: connected twice, let go once between, never lost.
+            func count(_ kind: String, _ text: String) -> Int { text.components(separatedBy: "event: \(kind)\n").count - 1 }
+            let stream = String(
+                decoding: events.read(until: { count("source.connected", String(decoding: $0, as: UTF8.self)) >= 2 }), as: UTF8.self)
+            #expect(count("source.connected", stream) == 2, "\(stream)")
+            #expect(count("source.released", stream) == 1)
+            #expect(count("source.lost", stream) == 0)
+        }
+    }
+
+    @Test("connect on-demand: an MJPEG viewer keeps the connection; it is let go a linger after the viewer left")
+    func viewerKeepsTheConnection() throws {
+        try Self.withOnDemandPull(decode: .all) { service, clock, server in
+            let viewer = try RawClient(port: service.port)
+            try viewer.send("GET /sessions/cam/frames.mjpeg HTTP/1.1\r\nHost: x\r\n\r\n")
+            let part = viewer.read(until: { find([0xFF, 0xD9], in: $0) != nil })
+            #expect(find([0xFF, 0xD8], in: part) != nil, "no picture for the viewer")
+            #expect(server.accepted == 1)
+            // Watched: the linger passes many times over and the connection stays.
+            clock.advance(by: .seconds(35))
+            #expect(!eventually(timeout: .milliseconds(300)) { server.closedByPeer > 0 }, "let go while watched")
+            #expect(try Self.source(service.port, "cam")["state"] as? String == "live")
+            viewer.close()
+            // The server notices the viewer left when it writes to it: a repeat of the picture,
+            // due a repeat interval later on the session's clock.
+            #expect(eventually(timeout: .seconds(10)) {
+                clock.advance(by: .milliseconds(500))
+                return (try? jsonObject(try request(service.port, "GET", "/sessions/cam").body))?["subscribers"] as? Int == 0
+            }, "the viewer that left was not noticed")
+            #expect(try Self.source(service.port, "cam")["state"] as? String == "live")
+            clock.advance(by: .seconds(11))
+            #expect(eventually(timeout: .seconds(10)) { server.closedByPeer == 1 }, "the source connection was not closed")
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "idle" })
+        }
+    }
+
+    @Test("connect on-demand: a request for a source that cannot be reached is 503 source_not_ready with the source's error")
+    func onDemandSourceUnreachable() throws {
+        let closed = try SourceServer { _ in .silent }
+        let port = closed.port
+        closed.stop()
+        #expect(eventually { closed.listenerIsClosed })
+        let clock = ManualClock()
+        try withService(
+            sessions: { configuration in
+                Self.configure("http://127.0.0.1")(&configuration)
+                configuration.onDemandLinger = .seconds(10)
+            }, clock: clock
+        ) { service in
+            let body = #"{"source": {"url": "http://127.0.0.1:\#(port)/live.ts", "connect": "on-demand"}}"#
+            #expect(try Self.put(service.port, "cam", body).status == 201)
+            // Idle: a retry has nothing to end.
+            let retry = try request(service.port, "POST", "/sessions/cam/source/retry")
+            #expect(retry.status == 200)
+            #expect((try jsonObject(retry.body)["source"] as? [String: Any])?["state"] as? String == "idle")
+            let refused = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(refused.status == 503)
+            #expect(refused.headers["Content-Type"] == "application/problem+json")
+            let problem = try jsonObject(refused.body)
+            #expect(problem["code"] as? String == "source_not_ready")
+            #expect(problem["sourceError"] as? String == "source_unreachable")
+            #expect(refused.headers["Retry-After"] != nil)
+            #expect(try Self.source(service.port, "cam")["state"] as? String == "retrying")
+            // While it keeps failing, the next request is told at once.
+            let again = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(try jsonObject(again.body)["code"] as? String == "source_not_ready")
+            // Nobody asks any more: the back-off is given up after the linger, and the pull idles.
+            clock.advance(by: .seconds(11))
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "idle" })
+        }
+    }
+
     @Test("DELETE stops a pull at once, even in the middle of a blocked connection")
     func deleteInterrupts() throws {
         let server = try SourceServer { _ in .silent }
@@ -332,6 +473,8 @@ struct PullSourceTests {
                 #"{"source": {"url": "ftp://127.0.0.1/x"}}"#, #"{"source": {"url": "no scheme"}}"#,
                 #"{"source": {"url": "http://127.0.0.1/x", "transport": "udp"}}"#, #"{"source": {"url": "srt://127.0.0.1"}}"#,
                 #"{"source": {"transport": "tcp"}}"#, #"{"source": {"url": "http://127.0.0.1/x", "other": 1}}"#,
+                #"{"source": {"url": "http://127.0.0.1/x", "connect": "sometimes"}}"#,
+                #"{"source": {"url": "http://127.0.0.1/x", "connect": true}}"#,
             ] {
                 let response = try Self.put(service.port, "bad", body)
                 #expect(response.status == 400, "\(body)")

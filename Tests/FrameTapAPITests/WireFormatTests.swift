@@ -116,7 +116,7 @@ import Timekeeping
         + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"#
         + #""origin":"declared","owner":"frametap-sync","persisted":false,"quality":70,"#
         + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
-        + #""source":{"connectedAt":null,"failures":4,"format":"rtsp","#
+        + #""source":{"connect":"always","connectedAt":null,"failures":4,"format":"rtsp","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
         + #""nextAttemptAt":"2026-01-01T00:01:01.500Z","reconnects":3,"state":"retrying","transport":"tcp","#
         + #""url":"rtsp://***@10.0.0.7:554/stream1"},"subscribers":2,"uploading":true}"#

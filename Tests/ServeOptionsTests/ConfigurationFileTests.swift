@@ -63,14 +63,18 @@ struct ConfigurationFileTests {
                     quality: 70
                   cam2:
                   cam.3: {decode: keyframes}
+                  door:
+                    source: {url: rtsp://door.example/stream, connect: on-demand}
                 """, environment: [:])
-        #expect(file.sessions.map(\.id.rawValue) == ["cam1", "cam2", "cam.3"])
+        #expect(file.sessions.map(\.id.rawValue) == ["cam1", "cam2", "cam.3", "door"])
         let first = file.sessions[0].options
         #expect(first == SessionOptions(
             backend: .software, codec: .h265, decode: .onDemand, quality: 70,
             source: .some(PullSourceSpec(url: try SourceURL("rtsp://cam1.example/stream"), transport: .udp))))
         #expect(file.sessions[1].options == SessionOptions())
         #expect(file.sessions[2].options == SessionOptions(decode: .keyframes))
+        #expect(file.sessions[3].options == SessionOptions(
+            source: .some(PullSourceSpec(url: try SourceURL("rtsp://door.example/stream"), connect: .onDemand))))
         #expect(file.sessions[0].origin == .file(path: "f.yaml", line: 2, column: 3))
     }
 
@@ -169,6 +173,12 @@ struct ConfigurationFileTests {
 
         let transport = try #require(refusal("sessions:\n  cam:\n    source:\n      url: srt://a.example:9000\n      transport: tcp\n"))
         #expect(transport.key == "sessions.cam.source.transport")
+
+        let connect = try #require(refusal("sessions:\n  cam:\n    source:\n      url: rtsp://a.example/\n      connect: sometimes\n"))
+        #expect(connect.description == "frametap.yaml:5:7: sessions.cam.source.connect: source connect must be always or on-demand")
+
+        let connectTypo = try #require(refusal("sessions:\n  cam:\n    source:\n      url: rtsp://a.example/\n      conect: on-demand\n"))
+        #expect(connectTypo.suggestion == "connect")
 
         let id = try #require(refusal("sessions:\n  cam/1:\n    decode: all\n"))
         #expect(line(of: id) == 2)

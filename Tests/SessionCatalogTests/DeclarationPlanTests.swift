@@ -29,6 +29,7 @@ struct DeclarationPlanTests {
     /// Decode mode and quality change while the stream runs; the rest is another stream.
     @Test(arguments: [
         ("decode", false), ("quality", false), ("decode and quality", false), ("url", true), ("transport", true),
+        ("connect", true),
         ("codec", true), ("backend", true), ("source removed", true),
     ])
     func whatChangesInPlaceAndWhatRestarts(change: String, restarts: Bool) throws {
@@ -41,6 +42,8 @@ struct DeclarationPlanTests {
         case "url": after = try declaration("cam", url: "rtsp://cam.example/2", codec: .h264, decode: .all, quality: 80)
         case "transport":
             after = try declaration("cam", url: "rtsp://cam.example/1", transport: .udp, codec: .h264, decode: .all, quality: 80)
+        case "connect":
+            after = try declaration("cam", url: "rtsp://cam.example/1", connect: .onDemand, codec: .h264, decode: .all, quality: 80)
         case "codec": after = try declaration("cam", url: "rtsp://cam.example/1", codec: .h265, decode: .all, quality: 80)
         case "backend":
             after = try declaration("cam", url: "rtsp://cam.example/1", codec: .h264, backend: .software, decode: .all, quality: 80)
@@ -82,10 +85,10 @@ struct DeclarationPlanTests {
 }
 
 func declaration(
-    _ id: String, url: String? = nil, transport: SourceTransport? = nil, codec: VideoCodec? = nil,
+    _ id: String, url: String? = nil, transport: SourceTransport? = nil, connect: ConnectMode = .always, codec: VideoCodec? = nil,
     backend: DecoderBackendChoice? = nil, decode: DecodeMode? = nil, quality: Int? = nil
 ) throws -> SessionDeclaration {
     var options = SessionOptions(backend: backend, codec: codec, decode: decode, quality: quality)
-    if let url { options.source = .some(PullSourceSpec(url: try SourceURL(url), transport: transport)) }
+    if let url { options.source = .some(PullSourceSpec(url: try SourceURL(url), transport: transport, connect: connect)) }
     return SessionDeclaration(id: try SessionID(id), options: options)
 }

@@ -23,8 +23,25 @@ struct SessionStateStoreTests {
         }
         let (_, saved) = try SessionStateStore.open(directory: directory.path)
         #expect(saved == [try SessionID("cam"): pull, try SessionID("push"): SessionOptions(codec: .h265)])
+
         let attributes = try FileManager.default.attributesOfItem(atPath: directory.file(SessionStateStore.fileName))
         #expect((attributes[.posixPermissions] as? Int) == 0o600, "source URLs carry credentials")
+    }
+
+    /// How a pull connects is kept with it; `always`, the default, is written as nothing.
+    @Test func howAPullConnectsIsKept() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        var onDemand = pull
+        onDemand.source = .some(PullSourceSpec(url: try SourceURL("rtsp://127.0.0.1:9/door"), connect: .onDemand))
+        do {
+            let (store, _) = try SessionStateStore.open(directory: directory.path)
+            try store.save([try SessionID("door"): onDemand, try SessionID("cam"): pull])
+        }
+        let (_, kept) = try SessionStateStore.open(directory: directory.path)
+        #expect(kept == [try SessionID("door"): onDemand, try SessionID("cam"): pull])
+        let text = try String(contentsOfFile: directory.file(SessionStateStore.fileName), encoding: .utf8)
+        #expect(text.components(separatedBy: "\"connect\"").count - 1 == 1, "\(text)")
     }
 
     @Test func aSecondServerCannotUseTheSameDirectory() throws {

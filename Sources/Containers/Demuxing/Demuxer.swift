@@ -289,7 +289,7 @@ public final class Demuxer {
         case .refused(let error): return error
         case .timedOut:
             return ContainerError(.sourceTimeout, opening ? "\(what) did not answer in time" : "\(what) sent nothing in time")
-        case .stopped: return ContainerError(.sourceEnded, "stopped")
+        case .stopped, .letGo: return ContainerError(.sourceEnded, "stopped")
         case nil: break
         }
         if let bridge, let offset = bridge.failedSeek {

@@ -230,7 +230,7 @@ public final class HTTPConnection {
         switch interrupt.reason {
         case .refused(let error): return error
         case .timedOut: return ContainerError(.sourceTimeout, "\(what): no answer in time")
-        case .stopped: return ContainerError(.sourceEnded, "stopped")
+        case .stopped, .letGo: return ContainerError(.sourceEnded, "stopped")
         case nil: break
         }
         let why = libavErrorString(status)

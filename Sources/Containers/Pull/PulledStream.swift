@@ -158,7 +158,7 @@ public final class PulledStream {
         switch interrupt.reason {
         case .refused(let error): return error
         case .timedOut: return ContainerError(.sourceTimeout, "\(what) sent nothing in time")
-        case .stopped, nil: return ContainerError(.sourceEnded, "stopped")
+        case .stopped, .letGo, nil: return ContainerError(.sourceEnded, "stopped")
         }
     }
 }

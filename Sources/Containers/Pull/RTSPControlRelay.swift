@@ -194,7 +194,7 @@ final class RTSPControlRelay: Sendable {
         switch interrupt.reason {
         case .timedOut: throw ContainerError(.sourceTimeout, "the source did not answer in time")
         case .refused(let error): throw error
-        case .stopped: throw ContainerError(.sourceEnded, "stopped")
+        case .stopped, .letGo: throw ContainerError(.sourceEnded, "stopped")
         case nil: break
         }
         if isStopped { throw ContainerError(.sourceEnded, "stopped") }

@@ -104,9 +104,11 @@ class SessionCard {
     const problem = sourceProblem(source, now);
     this.problem.hidden = !problem;
     if (problem) setText(this.problem, problem);
-    setText(this.placeholder, source && source.state !== 'live'
-      ? (source.lastError ? 'No picture: the source is not live.' : 'Connecting to the source…')
-      : 'Waiting for the first picture…');
+    setText(this.placeholder, source && source.state === 'idle'
+      ? 'Connects when a picture is asked for.'
+      : source && source.state !== 'live'
+        ? (source.lastError ? 'No picture: the source is not live.' : 'Connecting to the source…')
+        : 'Waiting for the first picture…');
   }
 
   updateAge(entry, now = performance.now()) {

@@ -326,6 +326,7 @@ export class SessionView {
     renderFacts(this.sourceFacts, [
       ['URL', source.url ?? '—'],
       ...(source.transport ? [['Transport', source.transport]] : []),
+      ['Connects', source.connect === 'on-demand' ? 'while pictures are asked for' : 'always'],
       ['State', source.state ?? '—'],
       ['Read as', source.format ?? 'not connected yet'],
       ['Connected', source.connectedAt ? formatTime(source.connectedAt) : 'no'],

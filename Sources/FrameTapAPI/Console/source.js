@@ -1,5 +1,5 @@
 // A pull session's source as a person reads it: a badge for where the pull stands (live,
-// connecting, retrying, failed) and its problem in words. Pure functions, no DOM.
+// connecting, retrying, failed, idle) and its problem in words. Pure functions, no DOM.
 
 /** What each of the source's error codes means, before the server's own message. */
 const problemWords = {
@@ -25,6 +25,8 @@ export function pullBadge(source) {
   switch (source.state) {
     case 'live': return { text: 'live', kind: 'live' };
     case 'connecting': return { text: 'connecting', kind: 'pending' };
+    // On demand, not connected while nobody asks: not a problem.
+    case 'idle': return { text: 'idle', kind: 'pending' };
     case 'retrying':
       return (source.failures ?? 1) >= FAILED_AFTER ? { text: 'failed', kind: 'error' } : { text: 'retrying', kind: 'warn' };
     default: return { text: String(source.state ?? 'unknown'), kind: 'pending' };
@@ -46,7 +48,7 @@ export function describeError(error) {
  * null while it is live or before anything went wrong. `now`: the wall clock in ms.
  */
 export function sourceProblem(source, now = Date.now()) {
-  if (!source || source.state === 'live' || !source.lastError) return null;
+  if (!source || source.state === 'live' || source.state === 'idle' || !source.lastError) return null;
   const problem = `${describeError(source.lastError)}.`;
   if (source.state === 'connecting') return `${problem} Connecting again now.`;
   if (source.state !== 'retrying') return problem;

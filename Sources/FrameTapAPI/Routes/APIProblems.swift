@@ -21,7 +21,7 @@ extension HTTPError {
         case .sessionBusy, .notPulling, .declaredSession: .conflict
         // Applied, but not kept: the operator must look at the state directory.
         case .stateNotSaved: .internalServerError
-        case .tooManySessions, .shuttingDown, .catchUpQueueFull: .serviceUnavailable
+        case .tooManySessions, .shuttingDown, .catchUpQueueFull, .sourceNotReady: .serviceUnavailable
         // The client's connection is gone; the status only shows up in logs and metrics.
         case .uploadAborted: .badRequest
         case .tooManyPullSessions: .serviceUnavailable

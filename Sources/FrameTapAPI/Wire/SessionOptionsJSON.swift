@@ -61,16 +61,16 @@ public struct SessionOptionsJSON: Codable {
 
     /// The members of `source`.
     private enum SourceKey: String, CodingKey, CaseIterable {
-        case url, transport
+        case url, transport, connect
     }
 
-    /// `{"url": ..., "transport": "tcp"|"udp"}`, or null (stop pulling).
+    /// `{"url": ..., "transport": "tcp"|"udp", "connect": "always"|"on-demand"}`, or null (stop pulling).
     private static func source(in container: KeyedDecodingContainer<AnyKey>, key: AnyKey) throws -> PullSourceSpec? {
         if try container.decodeNil(forKey: key) { return nil }
         let members = try container.nestedContainer(keyedBy: AnyKey.self, forKey: key)
         for member in members.allKeys where SourceKey(rawValue: member.stringValue) == nil {
             throw Refusal(
-                "unknown source member '\(member.stringValue)' (a source has url and transport)",
+                "unknown source member '\(member.stringValue)' (a source has url, transport and connect)",
                 at: members.codingPath + [member], knownMembers: SourceKey.allCases.map(\.rawValue))
         }
         let urlKey = AnyKey(stringValue: "url")
@@ -95,7 +95,17 @@ public struct SessionOptionsJSON: Codable {
                     + "transport chooses for \(choosing)",
                 at: members.codingPath + [transportKey])
         }
-        return PullSourceSpec(url: url, transport: transport)
+        var connect = ConnectMode.always
+        let connectKey = AnyKey(stringValue: "connect")
+        if members.contains(connectKey) {
+            guard let value = ConnectMode(rawValue: try members.decode(String.self, forKey: connectKey)) else {
+                throw Refusal(
+                    "source connect must be \(ConnectMode.allCases.map(\.rawValue).joined(separator: " or "))",
+                    at: members.codingPath + [connectKey])
+            }
+            connect = value
+        }
+        return PullSourceSpec(url: url, transport: transport, connect: connect)
     }
 
     private struct AnyKey: CodingKey {
@@ -164,6 +174,8 @@ public struct SessionOptionsJSON: Codable {
             var source = container.nestedContainer(keyedBy: SourceKey.self, forKey: key(.source))
             try source.encode(spec.url.openedText(), forKey: .url)
             try source.encodeIfPresent(spec.transport?.rawValue, forKey: .transport)
+            // The default is left out, so a server that predates the member reads the rest.
+            if spec.connect != .always { try source.encode(spec.connect.rawValue, forKey: .connect) }
         case .some(.none): try container.encodeNil(forKey: key(.source))
         case .none: break
         }

@@ -158,6 +158,7 @@ struct SourceStatusJSON: Encodable {
         try encoder.encodeObject(Key.self, [
             .url: source.url,
             .transport: source.transport?.rawValue,
+            .connect: source.connect.rawValue,
             .state: source.state.rawValue,
             .format: source.format,
             .lastError: source.lastError.map(ErrorRecordJSON.init),
@@ -169,6 +170,6 @@ struct SourceStatusJSON: Encodable {
     }
 
     private enum Key: String, CodingKey {
-        case url, transport, state, format, lastError, reconnects, failures, connectedAt, nextAttemptAt
+        case url, transport, connect, state, format, lastError, reconnects, failures, connectedAt, nextAttemptAt
     }
 }

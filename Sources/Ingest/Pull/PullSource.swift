@@ -12,6 +12,12 @@ import Timekeeping
 /// (`ReconnectPlan`). Each lost connection ends the decoder's stream (`streamBreak`): the next
 /// one starts again at a random access point.
 ///
+/// A pull that connects on demand (`ConnectMode.onDemand`) starts idle and is connected only
+/// between `connectNow()` and `release()`: a release ends the connection at once (its stream
+/// ends like a lost one's) or the back-off under way, and the pull waits, idle, for the next
+/// `connectNow()`, which connects at once. Whoever runs the pull decides when (a session's
+/// `ConnectionDemand`); the pull only does it.
+///
 /// `stop()` (the session's DELETE) interrupts libavformat's blocking I/O at once through its
 /// interrupt callback; `retryNow()` ends a back-off.
 public final class PullSource<Failure: IngestFailure>: IngestSource {
@@ -22,6 +28,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     private let sleeper = DispatchSemaphore(value: 0)
     /// Set by `retryNow()`, taken by the waiting thread.
     private let retryRequested = Mutex(false)
+    /// Whether the pull is to be connected: always, or on demand between `connectNow()` and `release()`.
+    private let wanted: Mutex<Bool>
     private let settings: PullSettings
     private let clock: any ServiceClock
     private let logger: Logger
@@ -40,10 +48,12 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         self.ignored = ignored
         outputs = DemuxOutputQueue(watermark: HighLowWatermark(capacity: settings.queueBytes))
         interrupt = DemuxInterrupt(clock: clock)
+        wanted = Mutex(spec.connect == .always)
         status = Mutex(
             SourceStatus(
-                url: spec.url.redacted, transport: spec.transport, state: .connecting, lastError: nil, reconnects: 0,
-                connectedAt: nil, format: nil, nextAttemptAt: nil))
+                url: spec.url.redacted, transport: spec.transport, connect: spec.connect,
+                state: spec.connect == .always ? .connecting : .idle, lastError: nil, reconnects: 0, connectedAt: nil,
+                format: nil, nextAttemptAt: nil))
     }
 
     /// Starts pulling on a thread of its own.
@@ -98,27 +108,47 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         return true
     }
 
+    /// On demand: connects now, unless connected or connecting already, and stays connected
+    /// (retrying as always after a failure) until `release()`.
+    public func connectNow() {
+        guard spec.connect == .onDemand else { return }
+        let idle = wanted.withLock { wanted in defer { wanted = true }; return !wanted }
+        if idle { sleeper.signal() }
+    }
+
+    /// On demand: lets the connection go now (a blocking connect or read is interrupted, a
+    /// back-off ends); the pull waits, idle, until `connectNow()`.
+    public func release() {
+        guard spec.connect == .onDemand else { return }
+        let connected = wanted.withLock { wanted in defer { wanted = false }; return wanted }
+        guard connected else { return }
+        interrupt.letGo()
+        sleeper.signal()
+    }
+
     private var isStopped: Bool { interrupt.isStopped }
+    private var isWanted: Bool { wanted.withLock { $0 } }
 
     // MARK: - The pulling thread
 
     private func run() {
         var failures = 0
-        var attempts = 0
-        while !isStopped {
-            if attempts > 0 {
+        // Whether the next attempt follows a failed or lost one (an on-demand connection made
+        // after its idle time is no reconnect).
+        var reconnecting = false
+        while waitUntilWanted() {
+            if reconnecting {
                 status.withLock { $0.reconnects += 1 }
                 observer.pullReconnecting()
             }
-            attempts += 1
             retryRequested.withLock { $0 = false }
             update(.connecting)
+            interrupt.rearm()
             let outcome: ContainerError
             if let refusal = settings.policy.check(spec.url) {
                 // The policy is fixed, but a host name's addresses may have moved out of it.
                 outcome = refusal
             } else {
-                interrupt.rearm()
                 do throws(ContainerError) {
                     let stream = try PulledStream(
                         source: spec.url, transport: spec.transport, policy: settings.policy, interrupt: interrupt,
@@ -132,7 +162,15 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 }
             }
             if isStopped { break }
+            if interrupt.reason == .letGo || !isWanted {
+                // Let go on purpose: no failure, and the next connection is no reconnect.
+                becomeIdle()
+                failures = 0
+                reconnecting = false
+                continue
+            }
             failures += 1
+            reconnecting = true
             let delay = retryDelay(after: failures)
             var plan = ReconnectPlan(
                 failedAt: clock.uptime, backOff: delay,
@@ -142,8 +180,23 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             // A camera that was away and is back starts a fresh back-off: should its stream
             // not be ready yet, the next attempts come 0.5 s, 1 s, ... after, not a grown wait.
             if plan.sourceReturned { failures = 0 }
+            if !isWanted {
+                failures = 0
+                reconnecting = false
+            }
         }
         logger.info("pull stopped", metadata: ["source": "\(spec.url.redacted)"])
+    }
+
+    /// Returns at once while the pull is wanted; otherwise (on demand, nobody asks) it waits,
+    /// idle, until `connectNow()`. False when the pull was stopped.
+    private func waitUntilWanted() -> Bool {
+        while !isStopped {
+            if isWanted { return true }
+            becomeIdle()
+            sleeper.wait()
+        }
+        return false
     }
 
     /// Reads samples until the connection fails or the stream ends; returns why it stopped.
@@ -175,11 +228,11 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         return min(delay, cap)
     }
 
-    /// Follows `plan` until it says connect (or the pull is stopped): sleeps on the service
+    /// Follows `plan` until it says connect (or the pull is stopped or let go): sleeps on the service
     /// clock, probes the source when due, and ends early on `retryNow()`.
     private func waitOut(_ plan: inout ReconnectPlan) {
         let probeTimeout = min(settings.probeInterval, settings.connectTimeout)
-        while !isStopped {
+        while !isStopped && isWanted {
             if retryRequested.withLock({ requested in defer { requested = false }; return requested }) {
                 plan.retryNow()
             }
@@ -250,6 +303,24 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 "source": "\(spec.url.redacted)", "code": "\(error.code.rawValue)", "message": "\(error.message)",
                 "retryInMs": "\(delay.nanoseconds / 1_000_000)",
             ])
-        observer.pullLost(error, reconnects: reconnects)
+        observer.pullLost(error, reconnects: reconnects, retryIn: delay)
+    }
+
+    /// Not connected because nobody asks: a live connection's stream ends (as a lost one's),
+    /// a back-off is forgotten; the last error stays for the status to show.
+    private func becomeIdle() {
+        let wasLive = status.withLock { $0.state == .live }
+        if wasLive { outputs.append(.streamBreak) }
+        let changed = status.withLock { status -> Bool in
+            guard status.state != .stopped, status.state != .idle else { return false }
+            status.state = .idle
+            status.failures = 0
+            status.connectedAt = nil
+            status.nextAttemptAt = nil
+            return true
+        }
+        guard changed, !isStopped else { return }
+        logger.info("source released: nobody asks for its pictures", metadata: ["source": "\(spec.url.redacted)"])
+        observer.pullReleased()
     }
 }

@@ -6,11 +6,23 @@ public struct PullSourceSpec: Sendable, Equatable {
     public var url: SourceURL
     /// RTSP only: RTP over the RTSP connection (`tcp`, the default) or over UDP.
     public var transport: SourceTransport?
+    /// When the pull is connected: always, or only while its pictures are asked for.
+    public var connect: ConnectMode
 
-    public init(url: SourceURL, transport: SourceTransport? = nil) {
+    public init(url: SourceURL, transport: SourceTransport? = nil, connect: ConnectMode = .always) {
         self.url = url
         self.transport = transport
+        self.connect = connect
     }
+}
+
+/// When a pull is connected to its source (`source.connect`).
+public enum ConnectMode: String, Sendable, CaseIterable {
+    /// From its start until it is stopped, connecting again after every failure.
+    case always
+    /// Only while someone asks for its pictures (and a linger after): told by `connectNow()` and
+    /// `release()`, the pull waits idle in between.
+    case onDemand = "on-demand"
 }
 
 /// Where a pull stands, for the session's status.
@@ -24,15 +36,21 @@ public struct SourceStatus: Sendable, Equatable {
         case retrying
         /// Stopped for good (the pull was replaced or removed).
         case stopped
+        /// Not connected because nobody asks for its pictures (`connect: on-demand`); the next
+        /// request connects it.
+        case idle
     }
 
     /// The URL with its credentials left out (`SourceURL.redacted`).
     public var url: String
     public var transport: SourceTransport?
+    /// When the pull is connected.
+    public var connect: ConnectMode = .always
     public var state: State
     /// Why the last connection failed or ended.
     public var lastError: ErrorRecord?
-    /// Connection attempts after the first.
+    /// Connection attempts after a failed or lost one (an on-demand connection made after its
+    /// idle time is none).
     public var reconnects: Int
     /// Attempts that failed in a row since the source was last live (a lost connection counts
     /// as one); 0 while live.
@@ -92,6 +110,10 @@ public protocol PullObserver: Sendable {
     func pullConnected(format: String, reconnects: Int)
     /// An attempt after the first begins.
     func pullReconnecting()
-    /// The connection failed or was lost; the next attempt follows its back-off.
-    func pullLost(_ error: ContainerError, reconnects: Int)
+    /// The connection failed or was lost; the next attempt follows its back-off, `retryIn` from
+    /// now (unless the pull is let go first).
+    func pullLost(_ error: ContainerError, reconnects: Int, retryIn: Duration)
+    /// An on-demand pull let its connection go (or gave up waiting to retry): nobody asks for
+    /// its pictures.
+    func pullReleased()
 }

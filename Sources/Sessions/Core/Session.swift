@@ -238,6 +238,9 @@ public final class Session: Sendable {
     ///
     /// An idle on-demand session is woken first: the request is answered once the decoder has
     /// caught up to the newest picture (503 `catchup_queue_full` when no catch-up can be queued).
+    /// An idle pull that connects on demand is connected before that, and the request waits for
+    /// the connection's first picture (503 `source_not_ready` when the attempt fails or no
+    /// picture comes within `--source-connect-timeout` + `--source-read-timeout`).
     public func requestPicture(
         _ request: PictureRequest, clientHas: PictureAnswerCondition = PictureAnswerCondition(), wait: Duration = .zero,
         completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
@@ -259,12 +262,25 @@ public final class Session: Sendable {
                 completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
             }
         }
-        let outcome = loop.onDemand.demand(.pictureRequest) { [id] error in
-            guard let error else { return answer() }
+        let decode: @Sendable () -> Void = { [loop, id] in
+            let outcome = loop.onDemand.demand(.pictureRequest) { error in
+                guard let error else { return answer() }
+                completion(.failure(error.code == .sessionNotFound ? .notFound(id) : error))
+            }
+            switch outcome {
+            case .ready: answer()
+            case .waiting: break
+            case .refused(let error): completion(.failure(error))
+            }
+        }
+        // A pull that connects on demand is connected first, and the request waits for its
+        // first picture; then the decoder is asked, as for any session.
+        let connecting = loop.connection.demand(.pictureRequest) { [id] error in
+            guard let error else { return decode() }
             completion(.failure(error.code == .sessionNotFound ? .notFound(id) : error))
         }
-        switch outcome {
-        case .ready: answer()
+        switch connecting {
+        case .ready: decode()
         case .waiting: break
         case .refused(let error): completion(.failure(error))
         }
@@ -278,7 +294,9 @@ public final class Session: Sendable {
             throw SessionError(.invalidParameter, "fps must be 0.1...120")
         }
         let minInterval = maxFPS.map { UInt64(1e9 / $0) } ?? 0
-        // An idle on-demand session starts decoding for its viewer (who waits for the first part).
+        // An idle on-demand session connects and starts decoding for its viewer (who waits for
+        // the first part).
+        if case .refused(let error) = loop.connection.demand(.mjpegViewer) { throw error }
         if case .refused(let error) = loop.onDemand.demand(.mjpegViewer) { throw error }
         let viewerID: UInt64
         do {
@@ -294,6 +312,7 @@ public final class Session: Sendable {
     func viewerLeft(_ viewerID: UInt64) {
         guard viewers.removeViewer(viewerID) else { return }
         loop.onDemand.viewerLeft()
+        loop.connection.viewerLeft()
         context.metrics.mjpegClients.decrement()
         context.logger.debug("MJPEG viewer left", metadata: ["viewer": "\(viewerID)"])
     }

@@ -35,6 +35,9 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case declaredSession
         /// A change could not be written to `--state-dir`: it holds now, but not across a restart.
         case stateNotSaved
+        /// A pull that connects on demand could not be connected, or sent no picture in time, for
+        /// a request that waited for it.
+        case sourceNotReady
         /// An upload's limits and its spool (`IngestError`).
         case ingest(IngestError.Code)
         case decoding(DecodeError.Code)
@@ -59,6 +62,7 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .notPulling: "not_pulling"
             case .declaredSession: "declared_session"
             case .stateNotSaved: "state_not_saved"
+            case .sourceNotReady: "source_not_ready"
             case .ingest(let code): code.rawValue
             case .decoding(let code): code.rawValue
             case .container(let code): code.rawValue

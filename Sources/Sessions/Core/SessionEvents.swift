@@ -29,6 +29,9 @@ public struct SessionEvent: Sendable {
         case sourceConnected = "source.connected"
         /// A pull session's connection failed or was lost; it retries after a back-off.
         case sourceLost = "source.lost"
+        /// A pull that connects on demand let its connection go: nobody asked for its pictures
+        /// for the linger (`reason`: `idle`).
+        case sourceReleased = "source.released"
         /// Not a session's event: the configuration file was read (at start, on `SIGHUP`, when it
         /// changed on disk) and its difference applied (`changes`: the sessions created, removed,
         /// updated, restarted; `restartNeeded`: options that take effect only at a restart).

@@ -40,6 +40,9 @@ final class DecodeLoop: Sendable {
     /// Starts and stops the decoder on demand; told when a multipart answer begins, the mode
     /// changes or a new back end takes over.
     let onDemand: OnDemandDecoding
+    /// Connects a pull that connects on demand while its pictures are asked for; told when a
+    /// pull begins or ends and when a picture is published.
+    let connection: OnDemandConnection
     private let newest: NewestPicture
     private let pictures: PictureCache
     /// Where every access unit goes first (this loop is its only writer).
@@ -63,12 +66,18 @@ final class DecodeLoop: Sendable {
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
         let decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
-        let newest = NewestPicture(viewers: viewers, pictures: pictures, context: context)
-        // The executor asks whether a multipart answer runs; the loop is made after it.
+        // The executors ask whether a multipart answer runs or requests wait for the source, and
+        // are told of each picture; the loop is made after them.
         let loop = WeakBox<DecodeLoop>()
-        onDemand = OnDemandDecoding(
+        let newest = NewestPicture(
+            viewers: viewers, pictures: pictures, context: context,
+            published: { picture in loop.value?.pictureWasPublished(picture) })
+        let onDemand = OnDemandDecoding(
             mode: mode, decodeQueue: decodeQueue, decoder: decoder, context: context, reporter: reporter, newest: newest,
-            answersMultipart: { loop.value?.answersMultipart ?? false })
+            answersMultipart: { loop.value?.answersMultipart ?? false },
+            awaitsSource: { loop.value?.connection.awaitsPictures ?? false })
+        self.onDemand = onDemand
+        connection = OnDemandConnection(context: context, decoding: onDemand, viewers: viewers)
         self.decoder = decoder
         self.reporter = reporter
         self.newest = newest
@@ -166,7 +175,8 @@ final class DecodeLoop: Sendable {
         settings.policy = policy
         let source = PullSource<SessionError>(
             spec: spec, settings: settings, clock: context.clock, logger: context.logger,
-            observer: SessionPullObserver(source: spec.url.redacted, context: context), ignored: ignoredPackets)
+            observer: SessionPullObserver(source: spec.url.redacted, context: context, connection: connection),
+            ignored: ignoredPackets)
         let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
             guard !state.jobs.contains(where: \.holdsSlot) else {
@@ -181,9 +191,11 @@ final class DecodeLoop: Sendable {
         // A container stream left open by earlier pushes has no push to continue it any more.
         containers.stop()
         job.source.setConsumerWake { [weak self] in self?.wake() }
+        connection.pullChanged(to: source)
         source.start()
         context.activity.touch()
-        context.logger.info("pull started", metadata: ["source": "\(spec.url.redacted)"])
+        context.logger.info(
+            "pull started", metadata: ["source": "\(spec.url.redacted)", "connect": "\(spec.connect.rawValue)"])
         return source
     }
 
@@ -197,6 +209,7 @@ final class DecodeLoop: Sendable {
             return state.jobs.remove(at: index)
         }
         guard let job, case .pull(let source) = job.answer else { return }
+        connection.pullChanged(to: nil)
         source.stop()
         decodeQueue.async { [self] in
             endOfStream(job)
@@ -489,6 +502,12 @@ final class DecodeLoop: Sendable {
         return (pictures, errors)
     }
 
+    /// A new newest picture (decode queue): requests waiting for an on-demand connection's first
+    /// picture go on if it is of that connection's bytes.
+    private func pictureWasPublished(_ picture: PublishedFrame) {
+        connection.picturePublished { picture.frame.accessUnitIndex.flatMap(history.receivedUptime) }
+    }
+
     // MARK: - Configuration
 
     /// `PUT /sessions/{id}`: the decode mode applies at once; a new back end (already opened by
@@ -532,6 +551,7 @@ final class DecodeLoop: Sendable {
         }
         let gone = SessionError(.sessionNotFound, "the session was deleted")
         onDemand.close()
+        connection.close()
         containers.stop()
         for job in jobs {
             if let upload = job.upload, !upload.isProducerDone {

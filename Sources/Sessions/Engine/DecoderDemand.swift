@@ -1,4 +1,5 @@
-/// Why a decoder was asked for (`decoder.started` events say it).
+/// Why pictures were asked for: what wakes an on-demand decoder (`decoder.started` events say
+/// it) or connects an on-demand pull.
 enum DecodeDemand: String, Sendable {
     case pictureRequest = "picture_request"
     case mjpegViewer = "mjpeg_viewer"
@@ -391,7 +392,7 @@ struct DecoderDemand {
 
 extension UInt64 {
     /// `self + other`, or the largest value when that does not fit.
-    fileprivate func addingSaturated(_ other: UInt64) -> UInt64 {
+    func addingSaturated(_ other: UInt64) -> UInt64 {
         let (sum, overflow) = addingReportingOverflow(other)
         return overflow ? .max : sum
     }

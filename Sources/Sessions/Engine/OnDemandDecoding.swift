@@ -42,10 +42,13 @@ final class OnDemandDecoding: Sendable {
     private let newest: NewestPicture
     /// Whether a multipart answer is under way: like a viewer, it keeps the decoder.
     private let answersMultipart: @Sendable () -> Bool
+    /// Whether requests wait for the first picture of an on-demand connection: they keep it too.
+    private let awaitsSource: @Sendable () -> Bool
 
     init(
         mode: DecodeMode, decodeQueue: DispatchQueue, decoder: QueueBound<SessionDecoder>, context: SessionContext,
-        reporter: DecodeReporter, newest: NewestPicture, answersMultipart: @escaping @Sendable () -> Bool
+        reporter: DecodeReporter, newest: NewestPicture, answersMultipart: @escaping @Sendable () -> Bool,
+        awaitsSource: @escaping @Sendable () -> Bool
     ) {
         state = Mutex(State(machine: DecoderDemand(mode: mode, linger: context.configuration.onDemandLinger)))
         self.decodeQueue = decodeQueue
@@ -54,6 +57,7 @@ final class OnDemandDecoding: Sendable {
         self.reporter = reporter
         self.newest = newest
         self.answersMultipart = answersMultipart
+        self.awaitsSource = awaitsSource
     }
 
     var activity: DecoderActivity { state.withLock { $0.machine.activity } }
@@ -128,7 +132,7 @@ final class OnDemandDecoding: Sendable {
 
     /// The linger check fell due (decode queue).
     private func lingerCheckDue() {
-        let watched = !newest.viewers.isEmpty || answersMultipart()
+        let watched = !newest.viewers.isEmpty || answersMultipart() || awaitsSource()
         let now = context.clock.uptime
         apply { $0.lingerCheckDue(watched: watched, at: now) }
     }

@@ -294,15 +294,24 @@ final class CompressedHistory: Sendable {
 
     /// When the access unit `index` arrived, while it is held.
     func receivedAt(_ index: Int64) -> Date? {
+        unit(index)?.receivedAt
+    }
+
+    /// When the access unit `index` arrived, as the session's uptime, while it is held.
+    func receivedUptime(_ index: Int64) -> UInt64? {
+        unit(index)?.receivedUptime
+    }
+
+    private func unit(_ index: Int64) -> Unit? {
         state.withLock { state in
             guard let gop = state.gops.last(where: { $0.firstIndex <= index }), index < gop.endIndex,
                 let first = gop.units.first
             else { return nil }
             let offset = Int(index - first.index)
             if offset >= 0, offset < gop.units.count, gop.units[offset].index == index {
-                return gop.units[offset].receivedAt
+                return gop.units[offset]
             }
-            return gop.units.first { $0.index == index }?.receivedAt
+            return gop.units.first { $0.index == index }
         }
     }
 
