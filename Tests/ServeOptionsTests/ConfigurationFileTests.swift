@@ -316,6 +316,7 @@ struct ConfigurationFileTests {
         let door = try #require(configuration.declaredSessions[0].options.source??.url)
         #expect(door.openedText() == "rtsp://viewer:pass%20word@front-door.example:554/Streaming/Channels/101")
         #expect(configuration.declaredSessions[0].options.decode == .onDemand)
+        #expect(configuration.declaredSessions[0].options.source??.connect == .onDemand)
         #expect(configuration.declaredSessions[1].options == SessionOptions(codec: .h265, decode: .keyframes, quality: 80))
         #expect(configuration.server.maxSessions == 32)
         #expect(configuration.server.sourcePolicy.allowsAnything)
