@@ -52,23 +52,24 @@ extension WireObject {
 
 /// A published object whose members without a value are left out, not `null` (an event's
 /// details: each kind of event has its own few).
-protocol SparseWireObject: Encodable {
+public protocol SparseWireObject: Encodable {
     var members: KeyValuePairs<String, (any Encodable)?> { get }
 }
 
 extension SparseWireObject {
-    func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: MemberName.self)
         for case let (name, value?) in members { try container.encode(value, forKey: MemberName(name)) }
     }
 }
 
-/// A member of a published object, by its name.
-struct MemberName: CodingKey {
-    let stringValue: String
-    var intValue: Int? { nil }
+/// A member of a published object, by its name (for objects whose names are data too, like
+/// `frametap probe --json`'s parameter set fields).
+public struct MemberName: CodingKey {
+    public let stringValue: String
+    public var intValue: Int? { nil }
 
-    init(_ name: String) { stringValue = name }
-    init(stringValue: String) { self.init(stringValue) }
-    init?(intValue: Int) { nil }
+    public init(_ name: String) { stringValue = name }
+    public init(stringValue: String) { self.init(stringValue) }
+    public init?(intValue: Int) { nil }
 }
