@@ -81,20 +81,16 @@ public struct AccessControl: Sendable {
         }
     }
 
-    private let adminToken: [UInt8]?
+    private let credentials: Credentials
     private let verifier: TokenVerifier?
     /// The wall clock `exp` and `nbf` are checked against.
     private let clock: any ServiceClock
 
-    /// See `Credentials.skippedKeys`.
-    public let skippedKeys: [String]
-
     /// - Parameter clock: the wall clock for `exp` and `nbf`.
     public init(_ credentials: Credentials, clock: any ServiceClock) {
-        self.clock = clock
-        adminToken = credentials.adminToken
+        self.credentials = credentials
         verifier = credentials.keys.map(TokenVerifier.init(keys:))
-        skippedKeys = credentials.skippedKeys
+        self.clock = clock
     }
 
     /// `Credentials(adminToken:jwtSecret:jwks:)` checked against `clock`.
@@ -104,8 +100,11 @@ public struct AccessControl: Sendable {
         self.init(try Credentials(adminToken: adminToken, jwtSecret: jwtSecret, jwks: jwks), clock: clock)
     }
 
-    /// False when no admin token, secret or JWKS is configured: every request is allowed.
-    public var isEnabled: Bool { adminToken != nil || verifier != nil }
+    /// See `Credentials.isEnabled`.
+    public var isEnabled: Bool { credentials.isEnabled }
+
+    /// See `Credentials.skippedKeys`.
+    public var skippedKeys: [String] { credentials.skippedKeys }
 
     /// Whether a request that presented `token` (nil when it presented none) may do `need`.
     /// Cheap enough for every request: the admin token is a byte comparison, and a JWT's
@@ -113,7 +112,9 @@ public struct AccessControl: Sendable {
     public func decide(token: String?, need: Need) -> Decision {
         guard isEnabled else { return .allowed }
         guard let token else { return .missingToken }
-        if let adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
+        if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) {
+            return .allowed
+        }
         guard let verifier else { return .invalidToken("the token is not valid") }
         do {
             return try verifier.grant(for: token, now: clock.now).decision(for: need)
