@@ -187,7 +187,7 @@ let package = Package(
         // Test helpers shared by the test targets (waits with deadlines, the fixtures and their
         // manifests, a raw HTTP client, MD5, the manual clock, a bit writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport"], swiftSettings: strictSwift),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport", "Timekeeping"], swiftSettings: strictSwift),
         // The test helpers themselves: every wait ends at its deadline, naming what it waited for.
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"], swiftSettings: strictSwift),
         .testTarget(
@@ -209,7 +209,7 @@ let package = Package(
             name: "SessionSyncTests",
             dependencies: [
                 "SessionSync", "ServeOptions", "FrameTapAPI", "HTTPServer", "Sessions", "Containers", "SessionsTestSupport",
-                "TestSupport",
+                "TestSupport", "Timekeeping",
             ],
             swiftSettings: strictSwift),
         .testTarget(

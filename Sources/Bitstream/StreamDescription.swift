@@ -3,7 +3,8 @@ import VideoCoding
 /// What `frametap probe` shows of a stream, whatever its codec: its NAL units by their codec's
 /// type names, each parameter set as a list of facts, its access units and keyframes, and what
 /// could not be read. Each codec fills it in (`StreamProbe`); the command line only lays it out,
-/// as text or as JSON, and never looks at a codec's own types.
+/// as text or as JSON, and never looks at a codec's own types. Its rows (NAL units, header
+/// fields, keyframes, problems) are made in this module only, so their initialisers are internal.
 public struct StreamDescription: Sendable {
     /// Stated by the caller, or detected from the first parameter set; nil when neither.
     public var codec: VideoCodec?
@@ -47,14 +48,6 @@ public struct NALUnitDescription: Sendable, Equatable {
     public var name: String
     /// The header fields after the type, in `StreamDescription.headerFields` order.
     public var header: [Int]
-
-    public init(offset: Int, size: Int, type: Int, name: String, header: [Int]) {
-        self.offset = offset
-        self.size = size
-        self.type = type
-        self.name = name
-        self.header = header
-    }
 }
 
 /// A NAL header field other than the type: a column of the text table and a JSON key.
@@ -63,11 +56,6 @@ public struct NALHeaderField: Sendable, Equatable {
     public var column: String
     /// The JSON key ("refIdc", "layerId", "temporalId").
     public var key: String
-
-    public init(column: String, key: String) {
-        self.column = column
-        self.key = key
-    }
 }
 
 /// One parameter set (VPS, SPS or PPS) and what it says, for people and for programs.
@@ -148,12 +136,6 @@ public struct KeyframeDescription: Sendable, Equatable {
     public var offset: Int
     /// "IDR"; H.264 "recovery point"; H.265 "CRA", "BLA" or "IRAP" (a reserved IRAP type).
     public var kind: String
-
-    public init(accessUnit: Int, offset: Int, kind: String) {
-        self.accessUnit = accessUnit
-        self.offset = offset
-        self.kind = kind
-    }
 }
 
 /// Something of the stream that could not be read.
@@ -163,10 +145,4 @@ public struct ProbeProblem: Sendable, Equatable {
     /// A stable code (`BitstreamError.Code`, or `codec_mismatch`).
     public var code: String
     public var message: String
-
-    public init(offset: Int?, code: String, message: String) {
-        self.offset = offset
-        self.code = code
-        self.message = message
-    }
 }

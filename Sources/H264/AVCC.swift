@@ -17,26 +17,12 @@ public enum AVCC {
     /// The NAL units of a length-prefixed buffer. `lengthSize` is 1, 2 or 4 (from the avcC
     /// record). Throws `.invalidData` for a truncated buffer or a zero-length unit.
     public static func nalUnits(fromLengthPrefixed bytes: [UInt8], lengthSize: Int = 4) throws(BitstreamError) -> [NALUnit] {
-        guard [1, 2, 4].contains(lengthSize) else {
-            throw BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
-        }
-        var units: [NALUnit] = []
-        var offset = 0
-        while offset < bytes.count {
-            guard bytes.count - offset >= lengthSize else {
-                throw BitstreamError(.invalidData, "truncated NAL length field at offset \(offset)")
+        let units = bytes.withUnsafeBytes { buffer in
+            Result { () throws(BitstreamError) in
+                try LengthPrefixedUnits.units(in: buffer, lengthSize: lengthSize, emptyUnits: .refused)
             }
-            var size = 0
-            for index in 0..<lengthSize { size = size << 8 | Int(bytes[offset + index]) }
-            offset += lengthSize
-            guard size > 0 else { throw BitstreamError(.invalidData, "zero-length NAL unit at offset \(offset - lengthSize)") }
-            guard size <= bytes.count - offset else {
-                throw BitstreamError(.invalidData, "NAL unit at offset \(offset) claims \(size) bytes, \(bytes.count - offset) left")
-            }
-            units.append(NALUnit(bytes: Array(bytes[offset..<(offset + size)]), streamOffset: offset))
-            offset += size
         }
-        return units
+        return try units.get().map(NALUnit.init)
     }
 
     /// Same as `nalUnits(fromLengthPrefixed:lengthSize:)` (the contract's name for it).

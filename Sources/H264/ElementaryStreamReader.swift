@@ -71,14 +71,11 @@ public struct ElementaryStreamReader: AccessUnitReader {
         NALUnitType(headerByte: unit.bytes.first ?? 0).name
     }
 
-    /// Runs one step of the assembler, then handles the access units that step ended: they are
-    /// collected first, as `handle` cannot run inside the assembler's own mutating call.
+    /// Runs one step of the assembler, then handles the access units that step ended.
     private mutating func assemble(
         _ step: (inout AccessUnitAssembler, (AccessUnit) -> Void) -> Void, _ report: (ReaderEvent) -> Void
     ) {
-        var units: [AccessUnit] = []
-        step(&assembler) { units.append($0) }
-        for unit in units { handle(unit, report) }
+        for unit in accessUnitsEnded(by: step, in: &assembler) { handle(unit, report) }
     }
 
     // MARK: - Access unit → wait → gate

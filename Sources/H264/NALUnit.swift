@@ -3,7 +3,7 @@ import VideoCoding
 /// `nal_unit_type` (H.264 Table 7-1), with the RTP packetization types 24...29 of RFC 6184.
 ///
 /// `name` is a stable snake_case string: it is used as a JSON key in counters, so never change one.
-public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable {
+public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable, NALUnitTypeName {
     case unspecified0 = 0
     case slice = 1
     case sliceDataA = 2
@@ -111,7 +111,7 @@ public struct NALHeader: Sendable, Equatable, Hashable {
 }
 
 /// One NAL unit as it travels through the pipeline: the header byte and the escaped payload.
-public struct NALUnit: Sendable, Equatable, NALUnitBytes {
+public struct NALUnit: Sendable, Equatable, HeaderedNALUnit {
     /// From the header byte on; no start code, no trailing zero bytes; emulation prevention kept.
     public let bytes: [UInt8]
     /// Offset of the header byte since the start of the stream (the last `finish()` of the splitter).
@@ -139,16 +139,4 @@ public struct NALUnit: Sendable, Equatable, NALUnitBytes {
 
     /// The escaped bytes after the header byte (the payload `RBSP.unescape` takes).
     public var payload: ArraySlice<UInt8> { bytes[1...] }
-
-    /// The raw byte sequence payload of the whole unit (after the one-byte header).
-    public func rbsp() -> [UInt8] { RBSP.unescape(payload) }
-
-    /// The RBSP of a unit that must be of `type` (a parameter set parsed from a unit of another
-    /// type is refused as invalid data); `what` names it in the message, e.g. "an SPS".
-    public func rbsp(of type: NALUnitType, _ what: String) throws(BitstreamError) -> [UInt8] {
-        guard self.type == type else {
-            throw BitstreamError(.invalidData, "NAL unit type \(self.type.name) is not \(what)")
-        }
-        return rbsp()
-    }
 }

@@ -5,7 +5,7 @@ import VideoCoding
 /// `name` is the table's mnemonic in lower case without its `_NUT` suffix (`TRAIL_N` is
 /// "trail_n", `CRA_NUT` "cra", `PREFIX_SEI_NUT` "prefix_sei", `RSV_VCL_N10` "rsv_vcl_n10",
 /// `UNSPEC48` "unspec48"). It is used as a JSON key in counters, so never change one.
-public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable {
+public enum NALUnitType: UInt8, CaseIterable, Sendable, Hashable, NALUnitTypeName {
     case trailN = 0
     case trailR = 1
     case tsaN = 2
@@ -202,7 +202,7 @@ public struct NALHeader: Sendable, Equatable, Hashable {
 }
 
 /// One NAL unit as it travels through the pipeline: the two header bytes and the escaped payload.
-public struct NALUnit: Sendable, Equatable, NALUnitBytes {
+public struct NALUnit: Sendable, Equatable, HeaderedNALUnit {
     /// From the first header byte on; no start code, no trailing zero bytes; emulation prevention kept.
     public let bytes: [UInt8]
     /// Offset of the first header byte since the start of the stream (the last `finish()` of the splitter).
@@ -232,16 +232,4 @@ public struct NALUnit: Sendable, Equatable, NALUnitBytes {
 
     /// The escaped bytes after the header (the payload `RBSP.unescape` takes).
     public var payload: ArraySlice<UInt8> { bytes[2...] }
-
-    /// The raw byte sequence payload after the two header bytes.
-    public func rbsp() -> [UInt8] { RBSP.unescape(payload) }
-
-    /// The RBSP of a unit that must be of `type` (a parameter set parsed from a unit of another
-    /// type is refused as invalid data); `what` names it in the message, e.g. "an SPS".
-    public func rbsp(of type: NALUnitType, _ what: String) throws(BitstreamError) -> [UInt8] {
-        guard self.type == type else {
-            throw BitstreamError(.invalidData, "NAL unit type \(self.type.name) is not \(what)")
-        }
-        return rbsp()
-    }
 }

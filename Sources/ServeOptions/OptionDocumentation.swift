@@ -1,3 +1,4 @@
+import HTTPServer
 import Sessions
 
 /// What the table says to people: `frametap serve --help`, README's table, and `--print-config`.
@@ -141,22 +142,5 @@ func yamlScalar(_ text: String) -> String {
         !text.isEmpty && text.first.map { $0.isLetter || $0.isNumber || $0 == "/" || $0 == "." } == true
         && text.allSatisfy { $0.isLetter || $0.isNumber || "._-/:,=+".contains($0) }
         && !text.contains(": ") && !["null", "~", "true", "false", "yes", "no", "on", "off"].contains(text.lowercased())
-    if plainSafe { return text }
-    var quoted = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": quoted += "\\\""
-        case "\\": quoted += "\\\\"
-        case "\n": quoted += "\\n"
-        case "\t": quoted += "\\t"
-        default:
-            if scalar.value < 0x20 {
-                let hex = String(scalar.value, radix: 16)
-                quoted += "\\x" + (hex.count < 2 ? "0" + hex : hex)
-            } else {
-                quoted.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return quoted + "\""
+    return plainSafe ? text : JSONString.quoted(text)
 }

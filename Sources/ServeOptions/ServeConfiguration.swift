@@ -19,7 +19,7 @@ public struct ServeConfiguration: Sendable {
     public var http: HTTPServerConfiguration
     public var server: ServerConfiguration
     /// Who may do what; its `skippedKeys` (JWKS keys of another algorithm) go to the start-up log.
-    public var access: AccessControl
+    public var access: AccessControl.Credentials
     public var logLevel: Logger.Level
     /// The file's `sessions:`, in its order (none without a file).
     public var declaredSessions: [DeclaredSession]
@@ -93,7 +93,7 @@ public struct ServeConfiguration: Sendable {
             jwks = String(decoding: bytes, as: UTF8.self)
         }
         do {
-            access = try AccessControl(adminToken: settings.authToken, jwtSecret: settings.jwtSecret, jwks: jwks)
+            access = try AccessControl.Credentials(adminToken: settings.authToken, jwtSecret: settings.jwtSecret, jwks: jwks)
         } catch {
             throw ServeConfigurationError("access control: \(error.message)")
         }

@@ -65,7 +65,7 @@ public struct SyncClient: Sendable {
     /// The largest answer read (`GET /sessions` of a full instance is far smaller).
     static let maxAnswerBytes = 32 << 20
 
-    public init(token: String?, timeout: Duration, clock: any ServiceClock = SystemClock()) {
+    public init(token: String?, timeout: Duration, clock: any ServiceClock) {
         self.token = token
         self.timeout = timeout
         self.clock = clock

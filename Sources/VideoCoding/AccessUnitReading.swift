@@ -164,6 +164,18 @@ public protocol AccessUnitReader: Sendable {
     func typeName(of unit: AnnexBUnit) -> String
 }
 
+/// Runs one step of a codec's access unit assembler and returns the access units that step
+/// ended. A reader handles them only after the step: handling one mutates the reader, which
+/// holds the assembler that is still inside its own mutating call while it emits.
+@inlinable
+public func accessUnitsEnded<Assembler, Unit>(
+    by step: (inout Assembler, (Unit) -> Void) -> Void, in assembler: inout Assembler
+) -> [Unit] {
+    var units: [Unit] = []
+    step(&assembler) { units.append($0) }
+    return units
+}
+
 /// With the ffmpeg CLI's stream probe emulated: pictures held until the stream's first
 /// parameter sets arrive, as the CLI's probe finds them before its decoder starts (it hands them
 /// to the decoder as extradata, so pictures before them in the stream still decode). At most

@@ -1,11 +1,16 @@
 /// NAL units each preceded by its size (ISO/IEC 14496-15: the samples of MP4, Matroska and FLV
 /// `avc1`/`hvc1` tracks), as the codec-neutral units the readers take.
 public enum LengthPrefixedUnits {
+    /// What a zero-length unit is: padding, which some muxers write (skipped), or invalid data
+    /// where every unit must carry bytes (refused).
+    public enum EmptyUnits: Sendable {
+        case skipped, refused
+    }
+
     /// The units of one sample. `lengthSize` is 1, 2 or 4 (from the configuration record).
-    /// Zero-length units are skipped (some muxers pad with them); a length that runs past the
-    /// sample, or a length field cut short, throws `.invalidData`.
+    /// A length that runs past the sample, or a length field cut short, throws `.invalidData`.
     public static func units(
-        in sample: UnsafeRawBufferPointer, lengthSize: Int, streamOffset: Int = 0
+        in sample: UnsafeRawBufferPointer, lengthSize: Int, streamOffset: Int = 0, emptyUnits: EmptyUnits = .skipped
     ) throws(BitstreamError) -> [AnnexBUnit] {
         guard [1, 2, 4].contains(lengthSize) else {
             throw BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
@@ -20,6 +25,9 @@ public enum LengthPrefixedUnits {
             var size = 0
             for index in 0..<lengthSize { size = size << 8 | Int(sample[offset + index]) }
             offset += lengthSize
+            if size == 0, emptyUnits == .refused {
+                throw BitstreamError(.invalidData, "a zero-length NAL unit at byte \(offset - lengthSize) of a sample")
+            }
             guard size <= sample.count - offset else {
                 throw BitstreamError(
                     .invalidData,

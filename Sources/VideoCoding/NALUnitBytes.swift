@@ -8,6 +8,36 @@ public protocol NALUnitBytes {
 
 extension AnnexBUnit: NALUnitBytes {}
 
+/// A codec's NAL unit type: what a message names it by ("SPS", "IDR_W_RADL").
+public protocol NALUnitTypeName: Equatable {
+    var name: String { get }
+}
+
+/// A codec's NAL unit, its header read: the payload after the header (one byte in H.264, two in
+/// H.265) and its RBSP are read the same way in both.
+public protocol HeaderedNALUnit: NALUnitBytes {
+    associatedtype UnitType: NALUnitTypeName
+    var type: UnitType { get }
+    /// The escaped bytes after the header (the payload `RBSP.unescape` takes).
+    var payload: ArraySlice<UInt8> { get }
+}
+
+extension HeaderedNALUnit {
+    /// The raw byte sequence payload of the whole unit (after its header).
+    @inlinable
+    public func rbsp() -> [UInt8] { RBSP.unescape(payload) }
+
+    /// The RBSP of a unit that must be of `type` (a parameter set parsed from a unit of another
+    /// type is refused as invalid data); `what` names it in the message, e.g. "an SPS".
+    @inlinable
+    public func rbsp(of type: UnitType, _ what: String) throws(BitstreamError) -> [UInt8] {
+        guard self.type == type else {
+            throw BitstreamError(.invalidData, "NAL unit type \(self.type.name) is not \(what)")
+        }
+        return rbsp()
+    }
+}
+
 extension Collection where Element: NALUnitBytes {
     /// Payload bytes (NAL units without start codes).
     public var payloadByteCount: Int { reduce(0) { $0 + $1.bytes.count } }

@@ -105,13 +105,7 @@ struct ProbeJSON: Encodable {
     }
 
     /// The keys are the description's own.
-    struct Key: CodingKey {
-        let stringValue: String
-        init(_ name: String) { stringValue = name }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        var intValue: Int? { nil }
-        init?(intValue: Int) { nil }
-    }
+    typealias Key = MemberName
 
     struct NALUnitJSON: Encodable {
         let unit: NALUnitDescription
@@ -150,28 +144,24 @@ struct ProbeJSON: Encodable {
         }
     }
 
-    struct KeyframeJSON: Encodable {
-        let accessUnit: Int
-        let offset: Int
-        let kind: String
+    struct KeyframeJSON: WireObject {
+        let keyframe: KeyframeDescription
 
-        init(_ keyframe: KeyframeDescription) {
-            accessUnit = keyframe.accessUnit
-            offset = keyframe.offset
-            kind = keyframe.kind
+        init(_ keyframe: KeyframeDescription) { self.keyframe = keyframe }
+
+        var members: KeyValuePairs<String, any Encodable> {
+            ["accessUnit": keyframe.accessUnit, "offset": keyframe.offset, "kind": keyframe.kind]
         }
     }
 
     /// `offset` is left out when unknown.
-    struct ProblemJSON: Encodable {
-        let offset: Int?
-        let code: String
-        let message: String
+    struct ProblemJSON: SparseWireObject {
+        let problem: ProbeProblem
 
-        init(_ problem: ProbeProblem) {
-            offset = problem.offset
-            code = problem.code
-            message = problem.message
+        init(_ problem: ProbeProblem) { self.problem = problem }
+
+        var members: KeyValuePairs<String, (any Encodable)?> {
+            ["offset": problem.offset, "code": problem.code, "message": problem.message]
         }
     }
 }

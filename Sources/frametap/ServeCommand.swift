@@ -88,8 +88,9 @@ struct ServeCommand: ParsableCommand {
         let logger = Logger(label: "frametap")
         // What the sessions share at run time, built once: the one real clock of the process
         // starts here, and every part reads it from here on.
+        let clock = SystemClock()
         let services = SessionServices(
-            configuration: settings.server, clock: SystemClock(), devicePool: .shared, frameDownloads: .shared,
+            configuration: settings.server, clock: clock, devicePool: HardwareDevicePool(clock: clock), frameDownloads: .shared,
             decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard())
         let hardware = probeHardware(settings.server, services: services, logger: logger)
         for key in settings.access.skippedKeys {
@@ -113,7 +114,7 @@ struct ServeCommand: ParsableCommand {
         http.logger = Logger(label: "frametap.http")
         let service = FrameTapService(
             http: http, sessions: settings.server, services: services,
-            access: settings.access.isEnabled ? settings.access : nil,
+            access: settings.access.isEnabled ? AccessControl(settings.access, clock: clock) : nil,
             metrics: metrics, hardware: hardware, state: state, configurationFile: settings.configurationFile,
             logger: Logger(label: "frametap.sessions"))
         let reloader = ConfigurationReloader(

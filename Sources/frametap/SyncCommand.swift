@@ -96,7 +96,7 @@ struct SyncCommand: ParsableCommand {
             let settings = SessionSyncer.Settings(
                 configurationPath: path, environment: environment, gateway: try HTTPEndpoint(parsing: url),
                 instances: try instances.map { list throws(SyncError) in try InstanceDiscovery(parsing: list) }, owner: owner,
-                client: SyncClient(token: secret.flatMap { $0.isEmpty ? nil : $0 }, timeout: .milliseconds(Int64(timeout * 1000))))
+                client: SyncClient(token: secret.flatMap { $0.isEmpty ? nil : $0 }, timeout: .milliseconds(Int64(timeout * 1000)), clock: SystemClock()))
             return settings
         } catch {
             throw ValidationError(error.message)

@@ -4,6 +4,7 @@ import Foundation
 import HTTPServer
 import Sessions
 import Testing
+import Timekeeping
 
 /// Session CRUD, health, metrics, auth, routing errors.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct APISessionTests {
@@ -123,7 +124,7 @@ import Testing
     }
 
     @Test func bearerTokenAuth() throws {
-        try withService(access: try AccessControl(adminToken: "s3cret", jwtSecret: nil, jwks: nil)) { service in
+        try withService(access: try AccessControl(adminToken: "s3cret", jwtSecret: nil, jwks: nil, clock: SystemClock())) { service in
             #expect(try request(service.port, "GET", "/healthz").status == 200)
             let missing = try request(service.port, "GET", "/sessions")
             #expect(missing.status == 401)

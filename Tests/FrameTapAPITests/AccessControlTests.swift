@@ -4,6 +4,7 @@ import Foundation
 import JWTKit
 import Testing
 import TestSupport
+import Timekeeping
 
 /// AccessControl with real tokens: minted here with jwt-kit (HS256 with a secret, RS256 and
 /// ES256 with keys generated here and published as a JWKS), so the verifier is checked against
@@ -103,16 +104,16 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
     // MARK: Off, and the admin token
 
     @Test func withNothingConfiguredEveryRequestIsAllowed() throws {
-        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: nil)
+        let access = try AccessControl(adminToken: nil, jwtSecret: nil, jwks: nil, clock: SystemClock())
         #expect(!access.isEnabled)
         #expect(access.decide(token: nil, need: .admin) == .allowed)
         #expect(access.decide(token: "anything", need: .push(session: "cam1")) == .allowed)
         // Empty values, as an empty environment variable gives them, also mean "none".
-        #expect(!(try AccessControl(adminToken: "", jwtSecret: "", jwks: nil)).isEnabled)
+        #expect(!(try AccessControl(adminToken: "", jwtSecret: "", jwks: nil, clock: SystemClock())).isEnabled)
     }
 
     @Test func theAdminTokenMayDoEverything() throws {
-        let access = try AccessControl(adminToken: "admin-token", jwtSecret: nil, jwks: nil)
+        let access = try AccessControl(adminToken: "admin-token", jwtSecret: nil, jwks: nil, clock: SystemClock())
         #expect(access.isEnabled)
         for need in [AccessControl.Need.admin, .view(session: "cam1"), .push(session: "cam1")] {
             #expect(access.decide(token: "admin-token", need: need) == .allowed)
@@ -466,7 +467,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
 
     @Test func aShortSecretIsAStartUpError() {
         #expect(throws: AccessControlError(message: "the JWT secret must be at least 32 bytes for HS256, it has 31")) {
-            try AccessControl(adminToken: nil, jwtSecret: String(repeating: "s", count: 31), jwks: nil)
+            try AccessControl(adminToken: nil, jwtSecret: String(repeating: "s", count: 31), jwks: nil, clock: SystemClock())
         }
     }
 
@@ -495,7 +496,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
 
         // Nothing usable at all is an error, which lists what was skipped.
         let error = #expect(throws: AccessControlError.self) {
-            try AccessControl(adminToken: nil, jwtSecret: nil, jwks: #"{"keys":["# + unsupported[0] + "]}")
+            try AccessControl(adminToken: nil, jwtSecret: nil, jwks: #"{"keys":["# + unsupported[0] + "]}", clock: SystemClock())
         }
         #expect(error?.message == #"the JWKS has no RS256 or ES256 public key (key "shared": key type oct is not supported, skipped)"#)
     }
@@ -540,7 +541,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
             (duplicate, #"the JWKS has two usable keys with the kid "same""#),
         ] {
             let error = #expect(throws: AccessControlError.self) {
-                try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.jwks(keys))
+                try AccessControl(adminToken: nil, jwtSecret: nil, jwks: try Self.jwks(keys), clock: SystemClock())
             }
             #expect(error?.message.hasPrefix(message) == true, "\(error?.message ?? "no error")")
         }

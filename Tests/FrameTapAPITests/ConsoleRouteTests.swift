@@ -3,6 +3,7 @@ import Foundation
 @testable import FrameTapAPI
 import HTTPServer
 import Testing
+import Timekeeping
 
 /// GET / and /console/{file}: the embedded web console.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct ConsoleRouteTests {
@@ -81,7 +82,7 @@ import Testing
     }
 
     @Test func theConsoleNeedsNoTokenButTheAPIDoes() throws {
-        try withService(access: try AccessControl(adminToken: "secret", jwtSecret: nil, jwks: nil)) { service in
+        try withService(access: try AccessControl(adminToken: "secret", jwtSecret: nil, jwks: nil, clock: SystemClock())) { service in
             let page = try request(service.port, "GET", "/")
             let script = try request(service.port, "GET", "/console/app.js")
             let sessions = try request(service.port, "GET", "/sessions")

@@ -7,6 +7,7 @@ import Sessions
 import SessionsTestSupport
 import Testing
 import TestSupport
+import Timekeeping
 
 /// Access control as the server applies it: each route's need, the 401 and 403 answers, and
 /// tokens in the header or, for a browser's `<img>`, in `access_token`.
@@ -27,7 +28,7 @@ import TestSupport
         let viewer = try await Self.token(scope: "view", sessions: ["cam1"])
         let expired = try await Self.token(scope: "admin", expiresIn: -3600)
         let stream = try Fixtures.bytes("baseline_176x144.264")
-        let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil)
+        let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil, clock: SystemClock())
         try withService(access: access) { service in
             let port = service.port
             // Open without a token: health and the console.
@@ -133,7 +134,7 @@ import TestSupport
             "admin": try await Self.token(scope: "admin"),
             "admin token": "the-admin-token",
         ]
-        let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil)
+        let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil, clock: SystemClock())
         // 200 stands for "let through".
         func expected(_ permission: RoutePermission, narrowed: Bool) -> [String: Int] {
             switch permission {

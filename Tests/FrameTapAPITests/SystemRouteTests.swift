@@ -5,6 +5,7 @@ import Foundation
 import HTTPServer
 import Sessions
 import Testing
+import Timekeeping
 
 /// GET /system and the hardware gauges in /metrics.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct SystemRouteTests {
@@ -61,7 +62,7 @@ import Testing
     }
 
     @Test func systemNeedsTheToken() throws {
-        try withService(access: try AccessControl(adminToken: "secret", jwtSecret: nil, jwks: nil)) { service in
+        try withService(access: try AccessControl(adminToken: "secret", jwtSecret: nil, jwks: nil, clock: SystemClock())) { service in
             let anonymous = try request(service.port, "GET", "/system")
             #expect(anonymous.status == 401)
             let authorized = try request(service.port, "GET", "/system", headers: [("Authorization", "Bearer secret")])

@@ -22,8 +22,7 @@ import Testing
         let clock = ManualClock()
         let held = Held()
         let events = Recorder<ConnectionEvent>()
-        try withServer(configure: {
-            $0.clock = clock
+        try withServer(clock: clock, configure: {
             $0.bodyTimeout = .seconds(5)
             $0.bodyProgressBytes = 1000
             $0.headerTimeout = .seconds(3600)

@@ -11,11 +11,10 @@ import Testing
     @Test func tricklingConnectionsFromOneAddressLockNobodyOut() throws {
         raiseOpenFileLimit()
         let clock = ManualClock()
-        try withServer(configure: {
+        try withServer(clock: clock, configure: {
             $0.maxConnections = 1024
             $0.maxConnectionsPerIP = 256
             $0.headerTimeout = .seconds(2)
-            $0.clock = clock
             $0.shutdownGracePeriod = .zero  // the manual clock would never end a grace period
         }) { router in
             router.get("/healthz", access: .open) { _ in .text("ok") }
@@ -61,13 +60,12 @@ import Testing
         raiseOpenFileLimit()
         let clock = ManualClock()
         let events = Recorder<ConnectionEvent>()
-        try withServer(configure: {
+        try withServer(clock: clock, configure: {
             $0.maxConnections = 32
             $0.maxConnectionsPerIP = 8
             $0.threadPoolSize = 2
             $0.headerTimeout = .seconds(3600)
             $0.bodyTimeout = .seconds(3600)
-            $0.clock = clock
             $0.shutdownGracePeriod = .zero
             $0.connectionObserver = { events.record($0) }
         }) { router in

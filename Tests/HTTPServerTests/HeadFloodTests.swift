@@ -65,8 +65,7 @@ import Testing
 
     @Test func floodsOfOversizedHeadsLeaveNoRequestBehind() throws {
         let clock = ManualClock()
-        try withServer(configure: {
-            $0.clock = clock
+        try withServer(clock: clock, configure: {
             $0.headerTimeout = .seconds(10)
             // On a clock nobody moves: a stop that waited for a request would never end.
             $0.shutdownGracePeriod = .seconds(3600)

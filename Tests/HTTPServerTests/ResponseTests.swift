@@ -72,8 +72,8 @@ import Testing
         let waiting = Atomic<Int>(0)
         let cancelled = Atomic<Int>(0)
         try withServer(
+            clock: clock,
             configure: {
-                $0.clock = clock
                 $0.shutdownGracePeriod = .zero  // the manual clock would never end a grace period
             },
             routes: { router in
@@ -110,8 +110,8 @@ import Testing
         let records = Recorder<RequestRecord>()
         let held = Mutex<ResponsePromise?>(nil)
         try withServer(
+            clock: clock,
             configure: {
-                $0.clock = clock
                 $0.shutdownGracePeriod = .zero
                 $0.requestObserver = { records.record($0) }
             },
@@ -199,10 +199,10 @@ import Testing
         let broadcast = TestBroadcast()
         broadcast.publish(StreamChunk(bytes: Array("frame\n".utf8)))
         try withServer(
+            clock: clock,
             configure: {
                 // 30 s: far longer than the test waits in real time for any repeat.
                 $0.heartbeatInterval = .seconds(30)
-                $0.clock = clock
                 $0.shutdownGracePeriod = .zero
             },
             routes: { router in router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(broadcast.makeSource())) } }

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import HTTPServer
 import Synchronization
+import Timekeeping
 
 #if canImport(Glibc)
 import Glibc
@@ -15,8 +16,10 @@ enum TestAccess: Sendable {
     case token
 }
 
-/// Starts a real server on an ephemeral loopback port, runs `body`, always stops it.
+/// Starts a real server on an ephemeral loopback port, runs `body`, always stops it; `clock`
+/// times its deadlines (a test that moves time passes its `ManualClock`).
 func withServer<T>(
+    clock: any ServiceClock = SystemClock(),
     configure: (inout HTTPServerConfiguration) -> Void = { _ in },
     authorizer: (any RequestAuthorizer<TestAccess>)? = nil,
     routes: (inout Router<TestAccess>) -> Void,
@@ -29,7 +32,7 @@ func withServer<T>(
     configure(&configuration)
     var router = Router<TestAccess>()
     routes(&router)
-    let server = HTTPServer(configuration: configuration, router: router, authorizer: authorizer)
+    let server = HTTPServer(configuration: configuration, router: router, authorizer: authorizer, clock: clock)
     try server.start()
     defer { server.stop() }
     return try body(server)

@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import Synchronization
 import Testing
+import Timekeeping
 
 @testable import HTTPServer
 
@@ -225,7 +226,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
             .deferred(timeout: .seconds(30), onTimeout: { HTTPResponse(status: .notModified) }) { _ in }
         }
         router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(broadcast.makeSource())) }
-        let server = HTTPServer(configuration: configuration, router: router)
+        let server = HTTPServer(configuration: configuration, router: router, clock: SystemClock())
         try server.start()
         defer { server.stop() }
 
@@ -263,7 +264,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         configuration.shutdownGracePeriod = .seconds(10)
         var router = Router<TestAccess>()
         uploadRoute(&router, capacity: 64 * 1024, consumer: consumer, delayMicroseconds: 1000, sinks: sinks)
-        let server = HTTPServer(configuration: configuration, router: router)
+        let server = HTTPServer(configuration: configuration, router: router, clock: SystemClock())
         try server.start()
         defer { server.stop() }
         let client = try RawClient(port: server.port)
@@ -295,13 +296,12 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
         let clock = ManualClock()
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
-        configuration.clock = clock
         // A minute: far longer than the test waits in real time for the stop.
         configuration.shutdownGracePeriod = .seconds(60)
         var router = Router<TestAccess>()
         // More than the socket buffers hold, for a client that reads none of it.
         router.get("/large", access: .open) { _ in HTTPResponse(body: .bytes([UInt8](repeating: 7, count: 64 << 20))) }
-        let server = HTTPServer(configuration: configuration, router: router)
+        let server = HTTPServer(configuration: configuration, router: router, clock: clock)
         try server.start()
         let client = try RawClient(port: server.port)
         try client.send("GET /large HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -7,6 +7,7 @@ import Sessions
 import SessionsTestSupport
 import Testing
 import TestSupport
+import Timekeeping
 
 #if canImport(Glibc)
     import Glibc
@@ -46,7 +47,7 @@ struct SessionSyncTests {
             settings: SessionSyncer.Settings(
                 configurationPath: file, environment: [:], gateway: endpoint(gateway),
                 instances: instances.map { InstanceDiscovery(entries: $0.map(endpoint)) }, owner: owner,
-                client: SyncClient(token: nil, timeout: timeout)),
+                client: SyncClient(token: nil, timeout: timeout, clock: SystemClock())),
             logger: Logger(label: "test.sync"))
     }
 

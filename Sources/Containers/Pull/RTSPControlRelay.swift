@@ -225,24 +225,22 @@ final class RTSPControlRelay: Sendable {
         return (listener, port)
     }
 
+    /// A sockaddr_in or sockaddr_in6: both hold the family, then the port in network order,
+    /// then (after sin6_flowinfo for IPv6) the address bytes.
     private static func socketAddress(_ address: IPAddress, port: Int) -> (sockaddr_storage, socklen_t) {
+        let isIPv4 = address.bytes.count == 4
+        let (family, addressOffset, length) =
+            isIPv4
+            ? (AF_INET, 4, MemoryLayout<sockaddr_in>.size)
+            : (AF_INET6, 8, MemoryLayout<sockaddr_in6>.size)
         var storage = sockaddr_storage()
-        if address.bytes.count == 4 {
-            withUnsafeMutableBytes(of: &storage) { raw in
-                raw.storeBytes(of: sa_family_t(AF_INET), toByteOffset: 0, as: sa_family_t.self)
-                raw[2] = UInt8(port >> 8)
-                raw[3] = UInt8(port & 0xFF)
-                for (index, byte) in address.bytes.enumerated() { raw[4 + index] = byte }
-            }
-            return (storage, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
         withUnsafeMutableBytes(of: &storage) { raw in
-            raw.storeBytes(of: sa_family_t(AF_INET6), toByteOffset: 0, as: sa_family_t.self)
+            raw.storeBytes(of: sa_family_t(family), toByteOffset: 0, as: sa_family_t.self)
             raw[2] = UInt8(port >> 8)
             raw[3] = UInt8(port & 0xFF)
-            for (index, byte) in address.bytes.enumerated() { raw[8 + index] = byte }
+            for (index, byte) in address.bytes.enumerated() { raw[addressOffset + index] = byte }
         }
-        return (storage, socklen_t(MemoryLayout<sockaddr_in6>.size))
+        return (storage, socklen_t(length))
     }
 
     private static func makeNonBlocking(_ socket: Int32) {

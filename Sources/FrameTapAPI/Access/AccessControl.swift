@@ -55,40 +55,56 @@ public struct AccessControl: Sendable {
         case forbidden(String)
     }
 
-    private let adminToken: [UInt8]?
+    /// The secrets and keys tokens are checked with, read and checked once at start (a value:
+    /// `ServeConfiguration` holds it, and the executable pairs it with the process's clock).
+    public struct Credentials: Sendable {
+        let adminToken: [UInt8]?
+        let keys: TokenVerifier.Keys?
+
+        /// The keys of the JWKS that were left out and why (for example an `oct` or RS512 key),
+        /// for the start-up log. Unsupported keys are skipped rather than refused, so that one
+        /// JWKS can serve several services; a supported key that is broken is a start-up error.
+        public var skippedKeys: [String] { keys?.skipped ?? [] }
+
+        /// False when no admin token, secret or JWKS is configured: every request is allowed.
+        public var isEnabled: Bool { adminToken != nil || keys != nil }
+
+        /// - Parameters:
+        ///   - adminToken: the token that may do everything; nil or empty for none.
+        ///   - jwtSecret: the HS256 secret, at least 32 bytes (RFC 7518 §3.2); nil or empty for none.
+        ///   - jwks: the contents of a JWKS file (`{"keys": [...]}`) with RS256 and ES256 public keys.
+        /// - Throws: a message fit for the start-up log when the secret or the JWKS is unusable.
+        public init(adminToken: String?, jwtSecret: String?, jwks: String?) throws(AccessControlError) {
+            self.adminToken = adminToken.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
+            let secret = jwtSecret.flatMap { $0.isEmpty ? nil : $0 }
+            keys = secret == nil && jwks == nil ? nil : try TokenVerifier.Keys(secret: secret, jwks: jwks)
+        }
+    }
+
+    private let credentials: Credentials
     private let verifier: TokenVerifier?
     /// The wall clock `exp` and `nbf` are checked against.
     private let clock: any ServiceClock
 
-    /// The keys of the JWKS that were left out and why (for example an `oct` or RS512 key), for
-    /// the start-up log. Unsupported keys are skipped rather than refused, so that one JWKS can
-    /// serve several services; a supported key that is broken is a start-up error.
-    public let skippedKeys: [String]
-
-    /// - Parameters:
-    ///   - adminToken: the token that may do everything; nil or empty for none.
-    ///   - jwtSecret: the HS256 secret, at least 32 bytes (RFC 7518 §3.2); nil or empty for none.
-    ///   - jwks: the contents of a JWKS file (`{"keys": [...]}`) with RS256 and ES256 public keys.
-    ///   - clock: the wall clock for `exp` and `nbf`.
-    /// - Throws: a message fit for the start-up log when the secret or the JWKS is unusable.
-    public init(
-        adminToken: String?, jwtSecret: String?, jwks: String?, clock: any ServiceClock = SystemClock()
-    ) throws(AccessControlError) {
+    /// - Parameter clock: the wall clock for `exp` and `nbf`.
+    public init(_ credentials: Credentials, clock: any ServiceClock) {
+        self.credentials = credentials
+        verifier = credentials.keys.map(TokenVerifier.init(keys:))
         self.clock = clock
-        self.adminToken = adminToken.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
-        let secret = jwtSecret.flatMap { $0.isEmpty ? nil : $0 }
-        if secret == nil, jwks == nil {
-            verifier = nil
-            skippedKeys = []
-        } else {
-            let keys = try TokenVerifier.Keys(secret: secret, jwks: jwks)
-            verifier = TokenVerifier(keys: keys)
-            skippedKeys = keys.skipped
-        }
     }
 
-    /// False when no admin token, secret or JWKS is configured: every request is allowed.
-    public var isEnabled: Bool { adminToken != nil || verifier != nil }
+    /// `Credentials(adminToken:jwtSecret:jwks:)` checked against `clock`.
+    public init(
+        adminToken: String?, jwtSecret: String?, jwks: String?, clock: any ServiceClock
+    ) throws(AccessControlError) {
+        self.init(try Credentials(adminToken: adminToken, jwtSecret: jwtSecret, jwks: jwks), clock: clock)
+    }
+
+    /// See `Credentials.isEnabled`.
+    public var isEnabled: Bool { credentials.isEnabled }
+
+    /// See `Credentials.skippedKeys`.
+    public var skippedKeys: [String] { credentials.skippedKeys }
 
     /// Whether a request that presented `token` (nil when it presented none) may do `need`.
     /// Cheap enough for every request: the admin token is a byte comparison, and a JWT's
@@ -96,7 +112,9 @@ public struct AccessControl: Sendable {
     public func decide(token: String?, need: Need) -> Decision {
         guard isEnabled else { return .allowed }
         guard let token else { return .missingToken }
-        if let adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return .allowed }
+        if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) {
+            return .allowed
+        }
         guard let verifier else { return .invalidToken("the token is not valid") }
         do {
             return try verifier.grant(for: token, now: clock.now).decision(for: need)

@@ -10,7 +10,7 @@
 // one request is in flight per session, as FrameTap allows (a second one is 409 session_busy).
 
 import { ApiError, apiFetch, isValidSessionId, sessionPath } from './api.js';
-import { byId, setText } from './dom.js';
+import { byId, DisclosurePanel, setText } from './dom.js';
 import { notify } from './notices.js';
 
 /** What the encoder makes: about 720p at 30 pictures per second, a keyframe every 2 s. */
@@ -95,11 +95,10 @@ export class PushQueue {
 }
 
 /** The "Share a camera" panel on the sessions page. */
-export class CameraPanel {
+export class CameraPanel extends DisclosurePanel {
   constructor(store) {
+    super('camera');
     this.store = store;
-    this.panel = byId('camera-panel');
-    this.toggle = byId('open-camera');
     this.form = byId('camera-form');
     this.nameInput = byId('camera-session-name');
     this.message = byId('camera-message');
@@ -109,8 +108,6 @@ export class CameraPanel {
     this.state = byId('camera-state');
     this.share = null;
 
-    this.toggle.addEventListener('click', () => (this.panel.hidden ? this.open() : this.close()));
-    byId('camera-close').addEventListener('click', () => this.close());
     this.form.addEventListener('submit', (event) => {
       event.preventDefault();
       this.start();
@@ -118,9 +115,7 @@ export class CameraPanel {
     this.stopButton.addEventListener('click', () => this.stop());
   }
 
-  open() {
-    this.panel.hidden = false;
-    this.toggle.setAttribute('aria-expanded', 'true');
+  opened() {
     if (!this.nameInput.value) this.nameInput.value = `camera-${Math.random().toString(36).slice(2, 7)}`;
     if (!window.isSecureContext || !navigator.mediaDevices?.getUserMedia) {
       setText(this.message, 'The camera needs a secure page: open the console over HTTPS (--tls-cert), or at http://localhost.');
@@ -128,11 +123,8 @@ export class CameraPanel {
     this.nameInput.focus();
   }
 
-  close() {
-    if (this.share) return;  // sharing: the panel shows it
-    this.panel.hidden = true;
-    this.toggle.setAttribute('aria-expanded', 'false');
-    this.toggle.focus();
+  mayClose() {
+    return !this.share;  // sharing: the panel shows it
   }
 
   async start() {

@@ -38,6 +38,44 @@ export function byId(id) {
   return element;
 }
 
+/**
+ * A panel of the sessions page that its toggle button (`#open-NAME`) opens and closes, and its
+ * own button (`#NAME-close`) closes: the toggle's `aria-expanded` follows the panel, and focus
+ * goes back to the toggle on closing. A panel that extends it says what opening does
+ * (`opened`, given what `open` was given), whether it may close now (`mayClose`: not while it
+ * shows work under way) and what closing stops (`closed`).
+ */
+export class DisclosurePanel {
+  constructor(name) {
+    this.panel = byId(`${name}-panel`);
+    this.toggle = byId(`open-${name}`);
+    this.toggle.addEventListener('click', () => (this.panel.hidden ? this.open() : this.close()));
+    byId(`${name}-close`).addEventListener('click', () => this.close());
+  }
+
+  open(...given) {
+    this.panel.hidden = false;
+    this.toggle.setAttribute('aria-expanded', 'true');
+    this.opened(...given);
+  }
+
+  close() {
+    if (!this.mayClose()) return;
+    this.panel.hidden = true;
+    this.toggle.setAttribute('aria-expanded', 'false');
+    this.closed();
+    this.toggle.focus();
+  }
+
+  opened() {}
+
+  mayClose() {
+    return true;
+  }
+
+  closed() {}
+}
+
 /** Sets an element's text only when it changed, so screen readers and selections are not disturbed. */
 export function setText(element, text) {
   const value = String(text);

@@ -3,23 +3,20 @@
 // against its --allow-sources list before it connects anywhere, and says so when it may not.
 
 import { apiFetch, isValidSessionId, sessionPath } from './api.js';
-import { byId, setText } from './dom.js';
+import { byId, DisclosurePanel, setText } from './dom.js';
 import { notify } from './notices.js';
 
-export class PullPanel {
+export class PullPanel extends DisclosurePanel {
   constructor(store, sync) {
+    super('pull');
     this.store = store;
     this.sync = sync;
-    this.panel = byId('pull-panel');
-    this.toggle = byId('open-pull');
     this.form = byId('pull-form');
     this.nameInput = byId('pull-session-name');
     this.urlInput = byId('pull-url');
     this.transport = byId('pull-transport');
     this.message = byId('pull-message');
 
-    this.toggle.addEventListener('click', () => (this.panel.hidden ? this.open() : this.close()));
-    byId('pull-close').addEventListener('click', () => this.close());
     this.urlInput.addEventListener('input', () => this.showTransport());
     this.form.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -27,17 +24,9 @@ export class PullPanel {
     });
   }
 
-  open() {
-    this.panel.hidden = false;
-    this.toggle.setAttribute('aria-expanded', 'true');
+  opened() {
     this.showTransport();
     this.urlInput.focus();
-  }
-
-  close() {
-    this.panel.hidden = true;
-    this.toggle.setAttribute('aria-expanded', 'false');
-    this.toggle.focus();
   }
 
   showTransport() {

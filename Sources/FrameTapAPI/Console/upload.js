@@ -6,7 +6,7 @@
 import { api, ApiError, isValidSessionId, uploadFile } from './api.js';
 import { signInRequired } from './auth.js';
 import { isAbort } from './connection.js';
-import { byId, h, setText } from './dom.js';
+import { byId, DisclosurePanel, h, setText } from './dom.js';
 import { formatBytes, formatSummary } from './format.js';
 import { ThumbnailFeed } from './thumbnails.js';
 
@@ -19,12 +19,11 @@ export function sessionNameFromFile(fileName, taken = new Set()) {
   return name;
 }
 
-export class UploadPanel {
+export class UploadPanel extends DisclosurePanel {
   constructor(store, sync) {
+    super('upload');
     this.store = store;
     this.sync = sync;
-    this.panel = byId('upload-panel');
-    this.toggle = byId('open-upload');
     this.form = byId('upload-form');
     this.fileInput = byId('upload-file');
     this.nameInput = byId('upload-session-name');
@@ -44,8 +43,6 @@ export class UploadPanel {
     this.controller = null;
     this.feed = null;
 
-    this.toggle.addEventListener('click', () => (this.panel.hidden ? this.open() : this.close()));
-    byId('upload-close').addEventListener('click', () => this.close());
     this.fileInput.addEventListener('change', () => {
       this.droppedFile = null;
       this.onFileChosen(this.fileInput.files[0] ?? null);
@@ -70,10 +67,8 @@ export class UploadPanel {
     return this.form.elements.target.value;
   }
 
-  /** Opens the panel; `file` comes from a drop, `sessionId` preselects an existing session. */
-  open({ file = null, sessionId = null } = {}) {
-    this.panel.hidden = false;
-    this.toggle.setAttribute('aria-expanded', 'true');
+  /** `file` comes from a drop, `sessionId` preselects an existing session. */
+  opened({ file = null, sessionId = null } = {}) {
     this.fillSessions();
     if (sessionId && this.store.has(sessionId)) {
       this.form.elements.target.value = 'existing';
@@ -90,12 +85,12 @@ export class UploadPanel {
     }
   }
 
-  close() {
-    if (this.controller) return;  // an upload is running: the panel shows its progress
-    this.panel.hidden = true;
-    this.toggle.setAttribute('aria-expanded', 'false');
+  mayClose() {
+    return !this.controller;  // an upload is running: the panel shows its progress
+  }
+
+  closed() {
     this.stopPreview();
-    this.toggle.focus();
   }
 
   onFileChosen(file) {

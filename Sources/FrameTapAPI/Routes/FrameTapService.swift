@@ -41,7 +41,6 @@ public final class FrameTapService: Sendable {
             catalog: catalog, configuration: configuration, metrics: metrics, hardware: hardware, logger: logger)
         self.api = api
         var http = http
-        http.clock = services.clock
         http.problemTypePrefix = FrameTapAPI.problemTypePrefix
         let previousObserver = http.requestObserver
         http.requestObserver = { record in
@@ -53,7 +52,7 @@ public final class FrameTapService: Sendable {
             api.observe(event)
             previousConnectionObserver?(event)
         }
-        server = HTTPServer(configuration: http, router: api.router(), authorizer: access)
+        server = HTTPServer(configuration: http, router: api.router(), authorizer: access, clock: services.clock)
     }
 
     /// The bound port (useful with port 0).

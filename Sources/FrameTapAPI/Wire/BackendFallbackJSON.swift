@@ -3,22 +3,20 @@ import Decoding
 /// One switch to another back end, as a session's `fallbacks` lists it (openapi.yaml
 /// `BackendFallback`); `device` is `null` when none was in use, `codec` when the switch came
 /// before the stream's codec was known.
-struct BackendFallbackJSON: Encodable {
+struct BackendFallbackJSON: WireObject {
     let fallback: BackendFallback
 
     init(_ fallback: BackendFallback) { self.fallback = fallback }
 
-    func encode(to encoder: any Encoder) throws {
-        try encoder.encodeObject(Key.self, [
-            .reason: fallback.reason.rawValue,
-            .codec: fallback.codec?.rawValue,
-            .from: fallback.from.rawValue,
-            .to: fallback.to.rawValue,
-            .device: fallback.device?.description,
-            .message: fallback.message,
-            .afterFrames: fallback.afterFrames,
-        ])
+    var members: KeyValuePairs<String, any Encodable> {
+        [
+            "reason": fallback.reason.rawValue,
+            "codec": fallback.codec?.rawValue,
+            "from": fallback.from.rawValue,
+            "to": fallback.to.rawValue,
+            "device": fallback.device?.description,
+            "message": fallback.message,
+            "afterFrames": fallback.afterFrames,
+        ]
     }
-
-    private enum Key: String, CodingKey { case reason, codec, from, to, device, message, afterFrames }
 }

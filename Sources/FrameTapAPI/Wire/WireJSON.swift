@@ -7,9 +7,9 @@ import FoundationEssentials
 /// mirror in this folder (`SessionStatusJSON`, `HardwareReportJSON`, ...) that writes one value
 /// member by member. Mirrors rather than retroactive `Encodable` conformances: a conformance
 /// would make the domain type encodable for every importer of FrameTapAPI (and clash the day its
-/// own module conformed), while a mirror is named where it is used, and its `encode(to:)` is the
-/// one place that says which members are always present (as `null` when absent) and which are
-/// left out.
+/// own module conformed), while a mirror is named where it is used, and it is the one place that
+/// says which members are always present (a `WireObject`: `null` when absent) and which are
+/// left out (its own `encode(to:)`).
 public enum WireJSON {
     /// A new encoder with FrameTap's settings (JSONEncoder is a class: one per use, never shared).
     ///
@@ -35,13 +35,41 @@ public enum WireJSON {
     }
 }
 
-extension Encoder {
-    /// Writes a published object whose members are always there: each with `encode`, never
-    /// `encodeIfPresent`, so a nil value comes out as an explicit `null` (openapi.yaml lists
-    /// them as required and nullable). A mirror that leaves members out, or nests a container,
-    /// writes its own container instead.
-    func encodeObject<Key: CodingKey>(_: Key.Type, _ members: KeyValuePairs<Key, any Encodable>) throws {
-        var container = container(keyedBy: Key.self)
-        for (key, value) in members { try container.encode(value, forKey: key) }
+/// A published object whose members are always there: each written with `encode`, never
+/// `encodeIfPresent`, so a nil value comes out as an explicit `null` (openapi.yaml lists them
+/// as required and nullable). A mirror lists its members once, by their published names; one
+/// that leaves members out, or nests a container, writes its own `encode(to:)` instead.
+public protocol WireObject: Encodable {
+    var members: KeyValuePairs<String, any Encodable> { get }
+}
+
+extension WireObject {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: MemberName.self)
+        for (name, value) in members { try container.encode(value, forKey: MemberName(name)) }
     }
+}
+
+/// A published object whose members without a value are left out, not `null` (an event's
+/// details: each kind of event has its own few).
+public protocol SparseWireObject: Encodable {
+    var members: KeyValuePairs<String, (any Encodable)?> { get }
+}
+
+extension SparseWireObject {
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: MemberName.self)
+        for case let (name, value?) in members { try container.encode(value, forKey: MemberName(name)) }
+    }
+}
+
+/// A member of a published object, by its name (for objects whose names are data too, like
+/// `frametap probe --json`'s parameter set fields).
+public struct MemberName: CodingKey {
+    public let stringValue: String
+    public var intValue: Int? { nil }
+
+    public init(_ name: String) { stringValue = name }
+    public init(stringValue: String) { self.init(stringValue) }
+    public init?(intValue: Int) { nil }
 }

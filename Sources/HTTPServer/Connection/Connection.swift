@@ -93,7 +93,7 @@ final class ConnectionContext: Sendable {
         self.core = core
         self.connection = connection
         self.id = id
-        self.startedAt = core.configuration.clock.uptime
+        self.startedAt = core.clock.uptime
         self.rawTarget = rawTarget
         self.state = Mutex(State(request: HTTPRequest(method: .get, segments: [])))
     }
@@ -208,7 +208,7 @@ final class ConnectionContext: Sendable {
                 return .consumed
             case .discardingBody(let dropped, let until):
                 let total = dropped + bytes.count
-                if total > core.configuration.maxDiscardBytes || core.configuration.clock.uptime > until {
+                if total > core.configuration.maxDiscardBytes || core.clock.uptime > until {
                     return .closeConnection
                 }
                 state.stage = .discardingBody(dropped: total, until: until)

@@ -28,7 +28,7 @@ extension ConnectionContext {
             return true
         }
         guard claimed else { return false }
-        let bytes = EarlyResponse.serialize(.problem(problem), for: core.configuration)
+        let bytes = EarlyResponse.serialize(.problem(problem), for: core.configuration, clock: core.clock)
         _ = bytes.withUnsafeBytes { ft_mhd_send_raw(connection.pointer, $0.baseAddress, $0.count, 1000) }
         _ = ft_mhd_shutdown_write(connection.pointer)
         return true
@@ -49,9 +49,9 @@ extension ConnectionContext {
             promise.cancel(answering: nil)
         }
         let discardDuration = core.configuration.maxDiscardDuration
-        state.stage = .discardingBody(dropped: 0, until: core.configuration.clock.deadline(after: discardDuration))
+        state.stage = .discardingBody(dropped: 0, until: core.clock.deadline(after: discardDuration))
         state.answer = .sentEarly(response.status)
-        let bytes = EarlyResponse.serialize(response, for: core.configuration)
+        let bytes = EarlyResponse.serialize(response, for: core.configuration, clock: core.clock)
         let written = bytes.withUnsafeBytes { buffer in
             ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 100)
         }
@@ -72,7 +72,7 @@ extension ConnectionContext {
         }
         guard let (promise, deferred) = start else { return }
         if let timeout = deferred.timeout {
-            promise.arm(timeout: timeout, clock: core.configuration.clock, onTimeout: deferred.onTimeout)
+            promise.arm(timeout: timeout, clock: core.clock, onTimeout: deferred.onTimeout)
         }
         if core.isDraining {
             promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
@@ -178,7 +178,7 @@ extension ConnectionContext {
         case .stream(let source):
             let stream = StreamResponse(
                 context: self, source: source, heartbeat: core.configuration.heartbeatInterval,
-                clock: core.configuration.clock)
+                clock: core.clock)
             state.withLock { $0.stream = stream }
             pointer = stream.makeMHDResponse()
         }
@@ -226,7 +226,7 @@ extension ConnectionContext {
 /// A complete HTTP/1.1 response as bytes, for `ft_mhd_send_raw`: the few answers sent before
 /// a request body ended (problems, small bodies), always with `Connection: close`.
 enum EarlyResponse {
-    static func serialize(_ response: HTTPResponse, for configuration: HTTPServerConfiguration) -> [UInt8] {
+    static func serialize(_ response: HTTPResponse, for configuration: HTTPServerConfiguration, clock: any ServiceClock) -> [UInt8] {
         let body: [UInt8]
         switch response.body {
         case .bytes(let bytes): body = bytes
@@ -234,7 +234,7 @@ enum EarlyResponse {
         case .problem(let problem): body = problem.problemJSON(typePrefix: configuration.problemTypePrefix)
         case .empty, .stream: body = []
         }
-        let date = Int(configuration.clock.now.timeIntervalSince1970)
+        let date = Int(clock.now.timeIntervalSince1970)
         var head = "HTTP/1.1 \(response.status.code) \(response.status.reasonPhrase)\r\n"
         head += "Date: \(HTTPDate.string(secondsSince1970: date))\r\n"
         for field in response.headers

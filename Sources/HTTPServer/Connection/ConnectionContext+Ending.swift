@@ -101,6 +101,6 @@ extension ConnectionContext {
         core.configuration.requestObserver?(
             RequestRecord(
                 method: method, route: route, status: status,
-                duration: .nanoseconds(core.configuration.clock.uptime - startedAt), outcome: outcome))
+                duration: .nanoseconds(core.clock.uptime - startedAt), outcome: outcome))
     }
 }

@@ -55,10 +55,6 @@ public struct HTTPServerConfiguration: Sendable {
     /// Called for each connection the server closes or refuses on its own (limits, deadlines,
     /// the tier for clients that behave), on a server thread; for metrics.
     public var connectionObserver: (@Sendable (ConnectionEvent) -> Void)?
-    /// Every deadline, timeout, heartbeat and duration of the server is read from this clock,
-    /// and its timers drive them (the periodic deadline check too), so a test can move time by
-    /// hand. libmicrohttpd's own idle timeout (`connectionTimeout`) runs on libmicrohttpd's.
-    public var clock: any ServiceClock = SystemClock()
     /// The RFC 9457 `type` of every problem answer is this prefix followed by the problem's
     /// code, e.g. "urn:example:problem:" gives "urn:example:problem:not_found". Nil leaves
     /// `type` out (RFC 9457 then reads it as "about:blank").
@@ -143,16 +139,19 @@ public final class HTTPServer: Sendable {
     }
 
     /// `authorizer` is asked about every routed request with what its route needs (see `Router`);
-    /// without one every route is open.
+    /// without one every route is open. Every deadline, timeout, heartbeat and duration of the
+    /// server is read from `clock`, and its timers drive them (the periodic deadline check too),
+    /// so a test can move time by hand. libmicrohttpd's own idle timeout (`connectionTimeout`)
+    /// runs on libmicrohttpd's.
     public init<Access>(
         configuration: HTTPServerConfiguration, router: Router<Access>,
-        authorizer: (any RequestAuthorizer<Access>)? = nil
+        authorizer: (any RequestAuthorizer<Access>)? = nil, clock: any ServiceClock
     ) {
         let bound = router.mapAccess { access -> ServerCore.AccessCheck? in
             guard let authorizer else { return nil }
             return { request in authorizer.authorize(request, access: access) }
         }
-        core = ServerCore(configuration: configuration, router: bound)
+        core = ServerCore(configuration: configuration, router: bound, clock: clock)
     }
 
     deinit {
@@ -305,6 +304,7 @@ public final class HTTPServer: Sendable {
 /// Everything libmicrohttpd's threads reach through the callback `cls` pointer.
 final class ServerCore: Sendable {
     let configuration: HTTPServerConfiguration
+    let clock: any ServiceClock
     /// Each route's access value bound to the authorizer: the check to run before its body.
     let router: Router<AccessCheck?>
     let boundPort = Atomic<UInt16>(0)
@@ -339,14 +339,15 @@ final class ServerCore: Sendable {
         var byConnection: [UInt: ConnectionContext] = [:]
     }
 
-    init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>) {
+    init(configuration: HTTPServerConfiguration, router: Router<AccessCheck?>, clock: any ServiceClock) {
         self.configuration = configuration
+        self.clock = clock
         self.router = router
-        logs = ConnectionLog(logger: configuration.logger, clock: configuration.clock)
+        logs = ConnectionLog(logger: configuration.logger, clock: clock)
         deadlines = ConnectionDeadlines(
             headerTimeout: configuration.headerTimeout, bodyTimeout: configuration.bodyTimeout,
             bodyProgressBytes: configuration.bodyProgressBytes,
-            evictionThreshold: Self.evictionThreshold(configuration), clock: configuration.clock)
+            evictionThreshold: Self.evictionThreshold(configuration), clock: clock)
         deadlines.setHandlers(
             bodyTimedOut: { [weak self] body in self?.bodyTimedOut(body) ?? false },
             cut: { [weak self] cut in self?.connectionCut(cut) })
@@ -445,7 +446,6 @@ final class ServerCore: Sendable {
     /// gone or had `uploadShutdownLinger`, or when `gracePeriod` is over, whichever comes first
     /// (both timed on the server's clock).
     func waitForInFlightRequests(gracePeriod: Duration) {
-        let clock = configuration.clock
         let lingerEnds = clock.deadline(after: configuration.uploadShutdownLinger)
         let graceEnds = clock.deadline(after: gracePeriod)
         for deadline in [lingerEnds, graceEnds] {
@@ -465,7 +465,6 @@ final class ServerCore: Sendable {
     }
 
     private func scheduleShutdownLook(_ look: UInt64) {
-        let clock = configuration.clock
         clock.schedule(at: clock.deadline(after: ConnectionDeadlines.checkInterval)) { [weak self] in
             guard let self, self.shutdownLooks.load(ordering: .relaxed) == look else { return }
             self.shutdownProgress.signal()
@@ -498,12 +497,12 @@ final class ServerCore: Sendable {
     /// the lines expected that way are logged at debug level instead of as warnings.
     /// An expectation lapses after a second, so one that never comes cannot hide a real error later.
     private func expectLog(startingWith prefix: String, times: Int = 1) {
-        let until = configuration.clock.deadline(after: .seconds(1))
+        let until = clock.deadline(after: .seconds(1))
         expectedLogs.withLock { $0.append(contentsOf: repeatElement((prefix: prefix, until: until), count: times)) }
     }
 
     private func isExpected(_ message: String) -> Bool {
-        let now = configuration.clock.uptime
+        let now = clock.uptime
         return expectedLogs.withLock { expected in
             expected.removeAll { $0.until < now }
             guard let index = expected.firstIndex(where: { message.hasPrefix($0.prefix) }) else { return false }

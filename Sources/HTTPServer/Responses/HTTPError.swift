@@ -73,21 +73,22 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     /// reads as "about:blank" (the status says it all; `code` still tells problems apart).
     public func problemJSON(typePrefix: String?) -> [UInt8] {
         var members: [(String, String)] = []
-        if let typePrefix { members.append(("type", JSON.quote(typePrefix + code))) }
-        members += [("title", JSON.quote(title)), ("status", String(status.code))]
-        if let detail { members.append(("detail", JSON.quote(detail))) }
-        members.append(("code", JSON.quote(code)))
+        if let typePrefix { members.append(("type", JSONString.quoted(typePrefix + code))) }
+        members += [("title", JSONString.quoted(title)), ("status", String(status.code))]
+        if let detail { members.append(("detail", JSONString.quoted(detail))) }
+        members.append(("code", JSONString.quoted(code)))
         for key in extensions.keys.sorted() where !["type", "title", "status", "detail", "code"].contains(key) {
-            members.append((key, JSON.quote(extensions[key] ?? "")))
+            members.append((key, JSONString.quoted(extensions[key] ?? "")))
         }
-        let body = members.map { "\(JSON.quote($0.0)):\($0.1)" }.joined(separator: ",")
+        let body = members.map { "\(JSONString.quoted($0.0)):\($0.1)" }.joined(separator: ",")
         return Array("{\(body)}\n".utf8)
     }
 }
 
-/// Minimal JSON string quoting (RFC 8259 section 7).
-enum JSON {
-    static func quote(_ string: String) -> String {
+/// Minimal JSON string quoting (RFC 8259 section 7). What it writes is also a YAML
+/// double-quoted scalar of the same text: YAML 1.2 reads JSON's escapes alike (§5.7).
+public enum JSONString {
+    public static func quoted(_ string: String) -> String {
         var out = "\""
         for scalar in string.unicodeScalars {
             switch scalar {

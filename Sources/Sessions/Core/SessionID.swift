@@ -6,11 +6,8 @@ public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible
     public let rawValue: String
 
     public init(_ text: some StringProtocol) throws(SessionError) {
-        let utf8 = text.utf8
-        guard !utf8.isEmpty, utf8.count <= Self.maxLength, utf8.allSatisfy(Self.isAllowed) else {
-            throw SessionError(
-                .invalidSessionID,
-                "session id must be 1...\(Self.maxLength) characters from A-Z a-z 0-9 . _ ~ -")
+        if let broken = Self.unreservedNameRule(text, maxLength: Self.maxLength, naming: "session id") {
+            throw SessionError(.invalidSessionID, broken)
         }
         // Path segments clients and proxies normalise away: such a session could not be reached.
         guard text != ".", text != ".." else {
@@ -19,7 +16,15 @@ public struct SessionID: Hashable, Sendable, Comparable, CustomStringConvertible
         rawValue = String(text)
     }
 
-    static func isAllowed(_ byte: UInt8) -> Bool {
+    /// The rule session ids and owners share: 1 to `maxLength` characters from
+    /// `[A-Za-z0-9._~-]`. Nil when `text` keeps it; else the message, naming what broke it.
+    static func unreservedNameRule(_ text: some StringProtocol, maxLength: Int, naming what: String) -> String? {
+        let utf8 = text.utf8
+        if !utf8.isEmpty, utf8.count <= maxLength, utf8.allSatisfy(isAllowed) { return nil }
+        return "\(what) must be 1...\(maxLength) characters from A-Z a-z 0-9 . _ ~ -"
+    }
+
+    private static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),

@@ -7,10 +7,8 @@ public struct SessionOwner: Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
     public init(_ text: some StringProtocol) throws(SessionError) {
-        let utf8 = text.utf8
-        guard !utf8.isEmpty, utf8.count <= Self.maxLength, utf8.allSatisfy(SessionID.isAllowed) else {
-            throw SessionError(
-                .invalidParameter, "owner must be 1...\(Self.maxLength) characters from A-Z a-z 0-9 . _ ~ -")
+        if let broken = SessionID.unreservedNameRule(text, maxLength: Self.maxLength, naming: "owner") {
+            throw SessionError(.invalidParameter, broken)
         }
         rawValue = String(text)
     }
