@@ -64,23 +64,22 @@ struct ConnectionDemand {
     private(set) var state: State
     /// Requests waiting for the first picture, in arrival order.
     private(set) var waiters: [Waiter] = []
-    /// Uptime of the last demand (a request, or a viewer coming or leaving).
-    private(set) var lastDemand: UInt64 = 0
     /// When the connection being waited for was made; pictures of bytes received before it are
     /// of an earlier connection.
     private(set) var connectedAt: UInt64?
     /// Why the last attempt failed, while no attempt has connected since: a request is answered
     /// with it at once.
     private(set) var failure: SessionError?
+    /// How long the connection stays after the last demand (a request, or a viewer coming or
+    /// leaving), and the pending linger check.
+    private(set) var linger: DemandLinger
     /// The pending linger check, if one is scheduled.
-    private(set) var lingerCheckDue: UInt64?
-    /// How long the connection stays after the last demand.
-    let linger: UInt64
+    var lingerCheckDue: UInt64? { linger.checkDue }
     /// How long a request waits for the first picture of a connection.
     let firstPictureWait: UInt64
 
     init(connect: ConnectMode, linger: Duration, firstPictureWait: Duration) {
-        self.linger = linger.nanoseconds
+        self.linger = DemandLinger(linger.nanoseconds)
         self.firstPictureWait = firstPictureWait.nanoseconds
         state = connect == .onDemand ? .idle : .always
     }
@@ -115,7 +114,7 @@ struct ConnectionDemand {
     /// connection has none yet) is answered by a later `answer` action.
     mutating func demanded(_ reason: DecodeDemand, waiter: UInt64?, at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
-        lastDemand = now
+        linger.demanded(at: now)
         var actions: [Action] = []
         switch state {
         case .live, .lingering:
@@ -141,7 +140,7 @@ struct ConnectionDemand {
     /// An MJPEG viewer left: its interest lingers like a request's.
     mutating func viewerLeft(at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
-        lastDemand = now
+        linger.demanded(at: now)
         return scheduleLingerCheck()
     }
 
@@ -203,13 +202,13 @@ struct ConnectionDemand {
 
     /// The linger check fell due. `watched`: MJPEG viewers or long polls still want pictures.
     mutating func lingerCheckDue(watched: Bool, at now: UInt64) -> [Action] {
-        lingerCheckDue = nil
+        linger.checkFell()
         guard wantsConnection else { return [] }
         if watched || !waiters.isEmpty {
             if state == .lingering { state = .live }
-        } else if now &- lastDemand < linger {
+        } else if !linger.hasElapsed(at: now) {
             if state == .live { state = .lingering }
-            return schedule(at: lastDemand.addingSaturated(linger))
+            return lingerCheck(at: linger.checkAtLingerEnd())
         } else {
             state = .idle
             connectedAt = nil
@@ -217,19 +216,16 @@ struct ConnectionDemand {
             return [.release]
         }
         // Still watched: look again a linger later.
-        lastDemand = max(lastDemand, now)
-        return schedule(at: now.addingSaturated(max(linger, DecoderDemand.shortestLingerCheck)))
+        return lingerCheck(at: linger.stillWanted(at: now))
     }
 
     private mutating func scheduleLingerCheck() -> [Action] {
-        guard wantsConnection, lingerCheckDue == nil else { return [] }
-        return schedule(at: lastDemand.addingSaturated(linger))
+        guard wantsConnection else { return [] }
+        return lingerCheck(at: linger.checkAtLingerEnd())
     }
 
-    private mutating func schedule(at due: UInt64) -> [Action] {
-        guard lingerCheckDue == nil else { return [] }
-        lingerCheckDue = due
-        return [.scheduleLingerCheck(at: due)]
+    private func lingerCheck(at due: UInt64?) -> [Action] {
+        due.map { [.scheduleLingerCheck(at: $0)] } ?? []
     }
 
     // MARK: - The pull's life

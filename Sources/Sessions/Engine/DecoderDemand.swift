@@ -100,18 +100,15 @@ struct DecoderDemand {
     private(set) var mode: DecodeMode
     /// Requests waiting for the decoder, in arrival order.
     private(set) var waiters: [UInt64] = []
-    /// Uptime of the last demand (a request, a viewer or multipart answer coming or leaving).
-    private(set) var lastDemand: UInt64 = 0
+    /// How long the decoder stays after the last demand (a request, a viewer or multipart
+    /// answer coming or leaving), and the pending linger check.
+    private(set) var linger: DemandLinger
     /// The pending linger check, if one is scheduled.
-    private(set) var lingerCheckDue: UInt64?
-    /// How long the decoder stays after the last demand.
-    let linger: UInt64
-    /// A busy decoder is looked at again no sooner than this, even with a zero linger.
-    static let shortestLingerCheck: UInt64 = 100_000_000
+    var lingerCheckDue: UInt64? { linger.checkDue }
 
     init(mode: DecodeMode, linger: Duration) {
         self.mode = mode
-        self.linger = linger.nanoseconds
+        self.linger = DemandLinger(linger.nanoseconds)
         state = mode == .onDemand ? .idle : .always
     }
 
@@ -142,7 +139,7 @@ struct DecoderDemand {
     /// needed) is answered by a later `answer` action.
     mutating func demanded(_ reason: DecodeDemand, waiter: UInt64?, at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
-        lastDemand = now
+        linger.demanded(at: now)
         var actions: [Action] = []
         switch state {
         case .live, .lingering:
@@ -162,7 +159,7 @@ struct DecoderDemand {
     /// An MJPEG viewer left: its interest lingers like a request's.
     mutating func viewerLeft(at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
-        lastDemand = now
+        linger.demanded(at: now)
         return scheduleLingerCheck()
     }
 
@@ -170,7 +167,7 @@ struct DecoderDemand {
     /// arrives, so the decoder goes live now.
     mutating func multipartAnswerBegan(at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
-        lastDemand = now
+        linger.demanded(at: now)
         switch state {
         case .catchingUp:
             return [.finishCatchUpNow]
@@ -187,7 +184,7 @@ struct DecoderDemand {
     /// A multipart answer ended: its interest lingers like a request's.
     mutating func multipartAnswerEnded(at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
-        lastDemand = now
+        linger.demanded(at: now)
         return scheduleLingerCheck()
     }
 
@@ -282,15 +279,15 @@ struct DecoderDemand {
     /// The linger check fell due (decode queue). `watched`: MJPEG viewers or a multipart answer
     /// still want pictures.
     mutating func lingerCheckDue(watched: Bool, at now: UInt64) -> [Action] {
-        lingerCheckDue = nil
+        linger.checkFell()
         guard isOnDemand, state != .idle else { return [] }
         switch state {
         case .live, .lingering:
             if watched {
                 state = .live
-            } else if now &- lastDemand < linger {
+            } else if !linger.hasElapsed(at: now) {
                 state = .lingering
-                return schedule(at: lastDemand.addingSaturated(linger))
+                return lingerCheck(at: linger.checkAtLingerEnd())
             } else {
                 state = .idle
                 return [.releaseDecoder(reason: "idle")]
@@ -299,19 +296,16 @@ struct DecoderDemand {
             break
         }
         // Still watched, or not decoding live yet: look again a linger later.
-        lastDemand = max(lastDemand, now)
-        return schedule(at: now.addingSaturated(max(linger, Self.shortestLingerCheck)))
+        return lingerCheck(at: linger.stillWanted(at: now))
     }
 
     private mutating func scheduleLingerCheck() -> [Action] {
-        guard isOnDemand, state != .idle, lingerCheckDue == nil else { return [] }
-        return schedule(at: lastDemand.addingSaturated(linger))
+        guard isOnDemand, state != .idle else { return [] }
+        return lingerCheck(at: linger.checkAtLingerEnd())
     }
 
-    private mutating func schedule(at due: UInt64) -> [Action] {
-        guard lingerCheckDue == nil else { return [] }
-        lingerCheckDue = due
-        return [.scheduleLingerCheck(at: due)]
+    private func lingerCheck(at due: UInt64?) -> [Action] {
+        due.map { [.scheduleLingerCheck(at: $0)] } ?? []
     }
 
     // MARK: - Mode, back end, close
