@@ -38,8 +38,7 @@ struct PullFenceTests {
                 "rtsp://127.0.0.3:\(canary.port)@cam.example.com:x:554/x",
             ] {
                 let response = try Self.put(service.port, "colon", url)
-                #expect(response.status == 400, "\(url): \(response.text.prefix(300))")
-                #expect(try jsonObject(response.body)["code"] as? String == "invalid_source", "\(url)")
+                #expect(response.problem == Problem(400, "invalid_source"), "\(url): \(response.text.prefix(300))")
             }
             #expect(try request(service.port, "GET", "/sessions/colon").status == 404)
             Thread.sleep(forTimeInterval: 1.5)

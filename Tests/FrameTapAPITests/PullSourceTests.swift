@@ -94,8 +94,7 @@ struct PullSourceTests {
         defer { outside.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1,rtsp://10.0.0.0/8")) { service in
             let refused = try Self.put(service.port, "cam", #"{"source": {"url": "\#(outside.url("/x.ts"))"}}"#)
-            #expect(refused.status == 403)
-            #expect(try jsonObject(refused.body)["code"] as? String == "source_not_allowed")
+            #expect(refused.problem == Problem(403, "source_not_allowed"))
             let otherScheme = try Self.put(service.port, "cam", #"{"source": {"url": "rtmp://127.0.0.1/live/cam"}}"#)
             #expect(otherScheme.status == 403)
             #expect(try request(service.port, "GET", "/sessions/cam").status == 404)
@@ -240,12 +239,9 @@ struct PullSourceTests {
         }
         try withService { service in
             #expect(try post(service.port, "/sessions/pushed/nalus?flush=true", try Fixtures.bytes("baseline_176x144.264")).status == 200)
-            let pushed = try request(service.port, "POST", "/sessions/pushed/source/retry")
-            #expect(pushed.status == 409)
-            #expect(try jsonObject(pushed.body)["code"] as? String == "not_pulling")
+            #expect(try request(service.port, "POST", "/sessions/pushed/source/retry").problem == Problem(409, "not_pulling"))
             let missing = try request(service.port, "POST", "/sessions/nobody/source/retry")
-            #expect(missing.status == 404)
-            #expect(try jsonObject(missing.body)["code"] as? String == "session_not_found")
+            #expect(missing.problem == Problem(404, "session_not_found"))
         }
     }
 
@@ -341,8 +337,7 @@ struct PullSourceTests {
 
             #expect(response3.status == 201)
             let second = try Self.put(service.port, "two", #"{"source": {"url": "\#(server.url("/b"))"}}"#)
-            #expect(second.status == 503)
-            #expect(try jsonObject(second.body)["code"] as? String == "too_many_pull_sessions")
+            #expect(second.problem == Problem(503, "too_many_pull_sessions"))
             // The first may change its source; then stop pulling and push instead.
             let response4 = try Self.put(service.port, "one", #"{"source": {"url": "\#(server.url("/c"))"}}"#)
 
