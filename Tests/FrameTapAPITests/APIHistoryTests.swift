@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 @testable import FrameTapAPI
-@testable import Sessions
+import Sessions
 
 /// On-demand sessions and pictures from the past over HTTP: `decode: on-demand`, the status's
 /// `decoding`, `frame/at.*`, `/history`, and their problems.
