@@ -180,12 +180,9 @@ import TestSupport
             #expect(status["codec"] as? String == "h265" && status["codecStated"] as? Bool == true)
 
             let refused = try post(service.port, "/sessions/cam/nalus?flush=true", try Fixtures.bytes("high_320x240.264"))
-            #expect(refused.status == 415)
+            #expect(refused.problem == Problem(415, "codec_mismatch"))
             #expect(refused.headers["Content-Type"] == "application/problem+json")
-            let problem = try jsonObject(refused.body)
-            #expect(problem["code"] as? String == "codec_mismatch")
-            let detail = problem["detail"] as? String ?? ""
-            #expect(detail.contains("H.264") && detail.contains("H.265"), "\(detail)")
+            #expect(refused.problemDetail.contains("H.264") && refused.problemDetail.contains("H.265"), "\(refused.problemDetail)")
             let after = try jsonObject(request(service.port, "GET", "/sessions/cam").body)
             let counters = try #require(after["counters"] as? [String: Any])
             #expect(counters["framesDecoded"] as? Int == 0 && counters["accessUnits"] as? Int == 0)
@@ -219,8 +216,7 @@ import TestSupport
             let wrong = try post(
                 service.port, "/sessions/a/nalus\(query)\(query.isEmpty ? "?" : "&")flush=true",
                 try Fixtures.bytes("baseline_176x144.264"), headers: headers)
-            #expect(wrong.status == 415)
-            #expect(try jsonObject(wrong.body)["code"] as? String == "codec_mismatch")
+            #expect(wrong.problem == Problem(415, "codec_mismatch"))
             // Nothing of it was decoded, and the session it would have made is not left behind.
             #expect(eventually { (try? request(service.port, "GET", "/sessions/a").status) == 404 })
 
@@ -236,8 +232,7 @@ import TestSupport
             let bytesBefore = try Self.counter(service.port, "b", "bytes")
             let saysH264 = try post(
                 service.port, "/sessions/b/nalus?codec=h264", try Fixtures.bytes("baseline_176x144.264"))
-            #expect(saysH264.status == 415)
-            #expect(try jsonObject(saysH264.body)["code"] as? String == "codec_mismatch")
+            #expect(saysH264.problem == Problem(415, "codec_mismatch"))
             #expect(try Self.counter(service.port, "b", "bytes") == bytesBefore)
         }
     }
@@ -264,10 +259,8 @@ import TestSupport
             let response = try post(
                 service.port, "/sessions/c/nalus?codec=h265", try Fixtures.bytes(Self.main),
                 headers: [("Content-Type", "video/H264")])
-            #expect(response.status == 400)
-            let problem = try jsonObject(response.body)
-            #expect(problem["code"] as? String == "invalid_parameter")
-            #expect((problem["detail"] as? String)?.contains("codec=h265") == true)
+            #expect(response.problem == Problem(400, "invalid_parameter"))
+            #expect(response.problemDetail.contains("codec=h265"))
             #expect(service.registry.count == 0)
             let unknown = try post(service.port, "/sessions/c/nalus?codec=vp9", try Fixtures.bytes(Self.main))
             #expect(unknown.status == 400 && service.registry.count == 0)
@@ -280,10 +273,8 @@ import TestSupport
         let units = (0..<50).flatMap { _ in [0, 0, 0, 1, 0x09, 0xF0] + [0, 0, 1, 0x0C, 0xFF, 0xFF, 0x80] as [UInt8] }
         try withService { service in
             let response = try post(service.port, "/sessions/u/nalus?flush=true", units)
-            #expect(response.status == 422)
-            let problem = try jsonObject(response.body)
-            #expect(problem["code"] as? String == "unknown_codec")
-            #expect((problem["detail"] as? String)?.contains("neither H.264 nor H.265") == true)
+            #expect(response.problem == Problem(422, "unknown_codec"))
+            #expect(response.problemDetail.contains("neither H.264 nor H.265"))
             // The session the push made is not left behind; one made by PUT shows no codec.
             #expect(eventually { (try? request(service.port, "GET", "/sessions/u").status) == 404 })
             #expect(try request(service.port, "PUT", "/sessions/u").status == 201)

@@ -111,12 +111,9 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
     @Test func noFrameYetAndUnknownSessions() throws {
         try withService { service in
             #expect(try request(service.port, "PUT", "/sessions/empty").status == 201)
-            let empty = try request(service.port, "GET", "/sessions/empty/frame/latest.jpg")
-            #expect(empty.status == 404)
-            #expect(try jsonObject(empty.body)["code"] as? String == "no_frame_yet")
+            #expect(try request(service.port, "GET", "/sessions/empty/frame/latest.jpg").problem == Problem(404, "no_frame_yet"))
             let unknown = try request(service.port, "GET", "/sessions/nobody/frame/latest.jpg")
-            #expect(unknown.status == 404)
-            #expect(try jsonObject(unknown.body)["code"] as? String == "session_not_found")
+            #expect(unknown.problem == Problem(404, "session_not_found"))
             // Reading never creates a session.
             #expect(service.registry.count == 1)
         }
@@ -247,12 +244,9 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             try pushFixture(service.port, session: "m")
             for query in ["fps=0", "fps=121", "fps=abc", "quality=0"] {
                 let response = try request(service.port, "GET", "/sessions/m/frames.mjpeg?\(query)")
-                #expect(response.status == 400, "\(query)")
-                #expect(try jsonObject(response.body)["code"] as? String == "invalid_parameter")
+                #expect(response.problem == Problem(400, "invalid_parameter"), "\(query)")
             }
-            let unknown = try request(service.port, "GET", "/sessions/none/frames.mjpeg")
-            #expect(unknown.status == 404)
-            #expect(try jsonObject(unknown.body)["code"] as? String == "session_not_found")
+            #expect(try request(service.port, "GET", "/sessions/none/frames.mjpeg").problem == Problem(404, "session_not_found"))
         }
     }
 }

@@ -143,8 +143,7 @@ import Testing
             for query in ["format=png", "width=0", "quality=101"] {
                 let response = try post(
                     service.port, "/sessions/x/nalus?\(query)", [0, 0, 1], headers: [("Accept", "multipart/mixed")])
-                #expect(response.status == 400, "\(query)")
-                #expect(try jsonObject(response.body)["code"] as? String == "invalid_parameter")
+                #expect(response.problem == Problem(400, "invalid_parameter"), "\(query)")
             }
         }
     }
@@ -183,8 +182,7 @@ import Testing
             let response = try chunkedPost(
                 service.port, "/sessions/spool/nalus?flush=true", pieces: [Array(bytes[..<3000]), Array(bytes[3000...])],
                 headers: [("Accept", "multipart/mixed")])
-            #expect(response.status == 413)
-            #expect(try jsonObject(response.body)["code"] as? String == "body_too_large")
+            #expect(response.problem == Problem(413, "body_too_large"))
             // The JSON answer streams to the decoder instead and has no such limit.
             let plain = try post(service.port, "/sessions/spool/nalus?flush=true", bytes)
             #expect(plain.status == 200)
@@ -195,10 +193,8 @@ import Testing
         let noise = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) | 0x10 }
         try withService { service in
             let response = try post(service.port, "/sessions/noise/nalus?flush=true", noise)
-            #expect(response.status == 422)
-            let problem = try jsonObject(response.body)
-            #expect(problem["code"] as? String == "invalid_data")
-            #expect((problem["detail"] as? String)?.contains("no start code") == true)
+            #expect(response.problem == Problem(422, "invalid_data"))
+            #expect(response.problemDetail.contains("no start code"))
         }
     }
 
@@ -206,23 +202,19 @@ import Testing
         let bytes = try Fixtures.bytes("baseline_176x144.264")
         try withService(sessions: { $0.pictureSizeLimit = PictureSizeLimitForTests.tiny }) { service in
             let response = try post(service.port, "/sessions/big/nalus?flush=true", bytes)
-            #expect(response.status == 422)
+            #expect(response.problem == Problem(422, "picture_too_large"))
             #expect(response.headers["Content-Type"] == "application/problem+json")
-            #expect(try jsonObject(response.body)["code"] as? String == "picture_too_large")
         }
     }
 
     @Test func nalTooLarge() throws {
         try withService(sessions: { $0.maxNALBytes = 1024 }) { service in
             let hugeNAL: [UInt8] = [0, 0, 1, 0x65] + [UInt8](repeating: 0x88, count: 4000)
-            let response = try post(service.port, "/sessions/n/nalus?flush=true", hugeNAL)
-            #expect(response.status == 413)
-            #expect(try jsonObject(response.body)["code"] as? String == "nal_too_large")
+            #expect(try post(service.port, "/sessions/n/nalus?flush=true", hugeNAL).problem == Problem(413, "nal_too_large"))
             // Without a flush the stream goes on, but a push that carried no NAL unit FrameTap
             // kept is told so all the same.
             let unflushed = try post(service.port, "/sessions/n/nalus", hugeNAL + [0, 0, 1, 9, 0xf0])
-            #expect(unflushed.status == 413)
-            #expect(try jsonObject(unflushed.body)["code"] as? String == "nal_too_large")
+            #expect(unflushed.problem == Problem(413, "nal_too_large"))
             // With a unit it kept, the request succeeds and the skipped unit shows as an error.
             let good = try Fixtures.bytes("baseline_176x144.264")
             let mixed = try jsonObject(post(service.port, "/sessions/n/nalus", Array(good.prefix(3000)) + hugeNAL + [0, 0, 1, 9, 0xf0]).body)
@@ -241,8 +233,7 @@ import Testing
             #expect(problem["status"] as? Int == 413)
             // Chunked: refused when the limit is passed.
             let chunked = try chunkedPost(service.port, "/sessions/b/nalus", pieces: [Array(bytes[..<3000]), Array(bytes[3000...])])
-            #expect(chunked.status == 413)
-            #expect(try jsonObject(chunked.body)["code"] as? String == "body_too_large")
+            #expect(chunked.problem == Problem(413, "body_too_large"))
             // Under the limit is fine, and the session still works.
             let small = try post(service.port, "/sessions/b/nalus", Array(bytes[..<4000]))
             #expect(small.status == 200)
@@ -253,8 +244,7 @@ import Testing
         try withService { service in
             for id in [String(repeating: "a", count: 129), "bad%20id", "caf%C3%A9", "a%3Ab"] {
                 let response = try post(service.port, "/sessions/\(id)/nalus", [0, 0, 1])
-                #expect(response.status == 400, "\(id)")
-                #expect(try jsonObject(response.body)["code"] as? String == "invalid_session_id")
+                #expect(response.problem == Problem(400, "invalid_session_id"), "\(id)")
             }
             let longest = String(repeating: "Az0._~-", count: 18).prefix(128)
             #expect(try post(service.port, "/sessions/\(longest)/nalus", [0, 0, 1]).status == 200)
@@ -280,9 +270,7 @@ import Testing
             let client = try RawClient(port: service.port)
             try client.send("POST /sessions/busy/nalus HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n\0\0\u{1}\r\n")
             #expect(eventually { service.registry.find(try! SessionID("busy"))?.status().uploading == true })
-            let second = try post(service.port, "/sessions/busy/nalus", [0, 0, 1])
-            #expect(second.status == 409)
-            #expect(try jsonObject(second.body)["code"] as? String == "session_busy")
+            #expect(try post(service.port, "/sessions/busy/nalus", [0, 0, 1]).problem == Problem(409, "session_busy"))
             try client.send("0\r\n\r\n")
             #expect(try parseResponse(client.readToEnd()).status == 200)
         }
@@ -293,15 +281,13 @@ import Testing
         guard renderNodes.isEmpty else { return }  // a machine with VA-API would open it
         try withService(sessions: { $0.backend = .vaapi }) { service in
             let response = try post(service.port, "/sessions/hw/nalus", [0, 0, 1])
-            #expect(response.status == 503)
-            #expect(try jsonObject(response.body)["code"] as? String == "decoder_unavailable")
+            #expect(response.problem == Problem(503, "decoder_unavailable"))
             #expect(service.registry.count == 0)
         }
         try withService { service in
             #expect(try request(service.port, "PUT", "/sessions/hw", body: Array(#"{"backend":"software"}"#.utf8)).status == 201)
             let response = try request(service.port, "PUT", "/sessions/hw", body: Array(#"{"backend":"vaapi"}"#.utf8))
-            #expect(response.status == 503)
-            #expect(try jsonObject(response.body)["code"] as? String == "decoder_unavailable")
+            #expect(response.problem == Problem(503, "decoder_unavailable"))
         }
     }
 }

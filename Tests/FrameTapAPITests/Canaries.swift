@@ -104,6 +104,11 @@ func rtspCamera(transport: @escaping @Sendable (_ clientPorts: String) -> String
     }
 }
 
+/// `rtspCamera` whose SETUP answer names `media`'s two ports as where its RTP and RTCP come from.
+func rtspCamera(mediaFrom media: UDPCanary) -> @Sendable (String, String) -> String? {
+    rtspCamera { clients in "RTP/AVP;unicast;client_port=\(clients);server_port=\(media.port)-\(media.port + 1)" }
+}
+
 /// Every line a service logged, for tests that look for what must never be written (and how often).
 final class LogLines: Sendable {
     private let lines = Mutex<[String]>([])

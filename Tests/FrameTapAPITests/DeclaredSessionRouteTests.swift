@@ -24,17 +24,14 @@ struct DeclaredSessionRouteTests {
             #expect(origins == ["made=api", "yard=declared"])
 
             let delete = try request(service.port, "DELETE", "/sessions/yard")
-            #expect(delete.status == 409)
+            #expect(delete.problem == Problem(409, "declared_session"))
             #expect(delete.headers["Content-Type"] == "application/problem+json")
-            let problem = try jsonObject(delete.body)
-            #expect(problem["code"] as? String == "declared_session")
-            #expect((problem["detail"] as? String ?? "").contains("frametap.yaml:12:3"))
+            #expect(delete.problemDetail.contains("frametap.yaml:12:3"))
             #expect(try request(service.port, "GET", "/sessions/yard").status == 200)
 
             #expect(try request(service.port, "PUT", "/sessions/yard", body: Array(#"{"codec":"h265"}"#.utf8)).status == 200)
             let change = try request(service.port, "PUT", "/sessions/yard", body: Array(#"{"codec":"h264"}"#.utf8))
-            #expect(change.status == 409)
-            #expect(try jsonObject(change.body)["code"] as? String == "declared_session")
+            #expect(change.problem == Problem(409, "declared_session"))
             #expect(try request(service.port, "DELETE", "/sessions/made").status == 204)
         }
     }

@@ -77,9 +77,8 @@ final class EndlessPush: Sendable {
             #expect(try request(service.port, "DELETE", "/sessions/live").status == 204)
             #expect(eventually(timeout: .seconds(3)) { push.answeredAt != nil }, "answered at once, not when the body ends")
             let response = try push.response()
-            #expect(response.status == 404)
+            #expect(response.problem == Problem(404, "session_not_found"))
             #expect(response.headers["Connection"] == "close")
-            #expect(try jsonObject(response.body)["code"] as? String == "session_not_found")
             #expect((push.answeredAt ?? .now) - deleted < .seconds(3))
             #expect(eventually(timeout: .seconds(3)) { push.isClosed }, "the connection is closed")
             #expect(session.isClosed)
@@ -95,9 +94,7 @@ final class EndlessPush: Sendable {
                 piece: [UInt8](repeating: 0, count: 64 << 10), interval: .zero)
             defer { push.stop() }
             #expect(eventually(timeout: .seconds(5)) { push.answeredAt != nil })
-            let response = try push.response()
-            #expect(response.status == 413)
-            #expect(try jsonObject(response.body)["code"] as? String == "body_too_large")
+            #expect(try push.response().problem == Problem(413, "body_too_large"))
             #expect(eventually(timeout: .seconds(5)) { push.isClosed }, "closed after at most maxDiscardBytes more")
             // What the client got through before the close: the limit, the discard allowance and
             // what the kernel buffers hold, never gigabytes.
@@ -131,10 +128,8 @@ final class EndlessPush: Sendable {
             defer { second.stop() }
             #expect(eventually(timeout: .seconds(5)) { second.answeredAt != nil })
             let response = try second.response()
-            #expect(response.status == 413)
-            let problem = try jsonObject(response.body)
-            #expect(problem["code"] as? String == "spool_full")
-            #expect((problem["detail"] as? String)?.contains("1048576") == true, "\(problem)")
+            #expect(response.problem == Problem(413, "spool_full"))
+            #expect(response.problemDetail.contains("1048576"), "\(response.text)")
             // The first ends (its client leaves): its spool is given back, and the next push fits.
             first.close()
             #expect(eventually { budget.usedBytes == 0 }, "still held: \(budget.usedBytes)")
@@ -198,9 +193,8 @@ final class EndlessPush: Sendable {
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(eventually(timeout: .seconds(5)) { push.answeredAt != nil })
         let response = try push.response()
-        #expect(response.status == 503)
+        #expect(response.problem == Problem(503, "shutting_down"))
         #expect(response.headers["Retry-After"] == "1")
-        #expect(try jsonObject(response.body)["code"] as? String == "shutting_down")
         #expect(decodedBefore > 0)
     }
 
@@ -218,9 +212,7 @@ final class EndlessPush: Sendable {
             #expect(try request(service.port, "DELETE", "/sessions/paused").status == 204)
             let answer = client.read(until: { find([13, 10, 13, 10], in: $0) != nil }, timeout: .seconds(3))
             #expect(ContinuousClock.now - deleted < .seconds(3))
-            let response = try parseResponse(answer)
-            #expect(response.status == 404)
-            #expect(try jsonObject(response.body)["code"] as? String == "session_not_found")
+            #expect(try parseResponse(answer).problem == Problem(404, "session_not_found"))
             // A quiet client is not kept for the connection timeout: closed after maxDiscardDuration.
             let rest = client.readToEnd(timeout: .seconds(5))
             #expect(rest.isEmpty, "nothing after the answer")

@@ -19,13 +19,10 @@ struct PullFenceTests {
     }
 
     static func put(_ port: UInt16, _ id: String, _ url: String, transport: String? = nil) throws -> TestResponse {
-        let transportMember = transport.map { #", "transport": "\#($0)""# } ?? ""
-        return try PullSourceTests.put(port, id, #"{"source": {"url": "\#(url)"\#(transportMember)}}"#)
+        try PullSourceTests.pull(port, id, from: url, transport: transport)
     }
 
-    static func lastError(_ port: UInt16, _ id: String) -> [String: Any]? {
-        (try? PullSourceTests.source(port, id))?["lastError"] as? [String: Any]
-    }
+    static func lastError(_ port: UInt16, _ id: String) -> [String: Any]? { PullSourceTests.lastError(port, id) }
 
     @Test("H1: a host with extra colons is refused before any connection, for every scheme")
     func colonInHost() throws {
@@ -38,8 +35,7 @@ struct PullFenceTests {
                 "rtsp://127.0.0.3:\(canary.port)@cam.example.com:x:554/x",
             ] {
                 let response = try Self.put(service.port, "colon", url)
-                #expect(response.status == 400, "\(url): \(response.text.prefix(300))")
-                #expect(try jsonObject(response.body)["code"] as? String == "invalid_source", "\(url)")
+                #expect(response.problem == Problem(400, "invalid_source"), "\(url): \(response.text.prefix(300))")
             }
             #expect(try request(service.port, "GET", "/sessions/colon").status == 404)
             Thread.sleep(forTimeInterval: 1.5)
@@ -96,7 +92,7 @@ struct PullFenceTests {
         try withService(sessions: Self.configure("rtsp://127.0.0.2")) { service in
             let created = try Self.put(service.port, "cam", "rtsp://127.0.0.2:\(camera.port)/cam", transport: "udp")
             #expect(created.status == 201)
-            #expect(eventually(timeout: .seconds(8)) { Self.lastError(service.port, "cam")?["code"] as? String == "source_not_allowed" })
+            #expect(PullSourceTests.fails(service.port, "cam", with: "source_not_allowed"))
             let message = Self.lastError(service.port, "cam")?["message"] as? String ?? ""
             #expect(message.contains("127.0.0.3"), "\(message)")
             // Another attempt or two, as the back-off allows.
@@ -108,9 +104,7 @@ struct PullFenceTests {
     @Test("H3: over UDP, media and RTCP go to the camera's own address, also when its answer names none")
     func setupSourceOwn() throws {
         let media = try UDPCanary(host: "127.0.0.2")
-        let camera = try SourceServer(host: "127.0.0.2") { _ in
-            .rtsp(rtspCamera { clients in "RTP/AVP;unicast;client_port=\(clients);server_port=\(media.port)-\(media.port + 1)" })
-        }
+        let camera = try SourceServer(host: "127.0.0.2") { _ in .rtsp(rtspCamera(mediaFrom: media)) }
         try withService(sessions: Self.configure("rtsp://127.0.0.2")) { service in
             let created = try Self.put(service.port, "cam", "rtsp://127.0.0.2:\(camera.port)/cam", transport: "udp")
             #expect(created.status == 201)
@@ -127,7 +121,7 @@ struct PullFenceTests {
         try withService(sessions: Self.configure("rtsp://127.0.0.2")) { service in
             let created = try Self.put(service.port, "cam", "rtsp://127.0.0.2:\(camera.port)/cam")
             #expect(created.status == 201)
-            #expect(eventually(timeout: .seconds(8)) { Self.lastError(service.port, "cam")?["code"] as? String == "source_not_allowed" })
+            #expect(PullSourceTests.fails(service.port, "cam", with: "source_not_allowed"))
             #expect(eventually(timeout: .seconds(6)) { camera.accepted >= 2 })
         }
         #expect(canary.accepted == 0)
@@ -136,9 +130,7 @@ struct PullFenceTests {
     @Test("H3: an allowed RTSP redirect is followed, through the relay")
     func redirectFollowed() throws {
         let media = try UDPCanary(host: "127.0.0.3")
-        let target = try SourceServer(host: "127.0.0.3") { _ in
-            .rtsp(rtspCamera { clients in "RTP/AVP;unicast;client_port=\(clients);server_port=\(media.port)-\(media.port + 1)" })
-        }
+        let target = try SourceServer(host: "127.0.0.3") { _ in .rtsp(rtspCamera(mediaFrom: media)) }
         let camera = try SourceServer(host: "127.0.0.2") { _ in .rtspRedirect("rtsp://127.0.0.3:\(target.port)/moved") }
         try withService(sessions: Self.configure("rtsp://127.0.0.2,rtsp://127.0.0.3")) { service in
             let created = try Self.put(service.port, "cam", "rtsp://127.0.0.2:\(camera.port)/cam", transport: "udp")

@@ -10,17 +10,48 @@ import TestSupport
 /// blocked connection, credentials never shown.
 @Suite("Pull sessions: PUT /sessions/{id} with a source", .timeLimit(.minutes(10)))
 struct PullSourceTests {
-    static func configure(_ allowed: String) -> (inout ServerConfiguration) -> Void {
+    /// Pulls allowed from `allowed`, with one-second timeouts and back-off, then `also`.
+    static func configure(
+        _ allowed: String, also: @escaping (inout ServerConfiguration) -> Void = { _ in }
+    ) -> (inout ServerConfiguration) -> Void {
         { configuration in
             configuration.sourcePolicy = try! SourcePolicy(parsing: allowed)
             configuration.sourceConnectTimeout = .seconds(1)
             configuration.sourceReadTimeout = .seconds(1)
             configuration.sourceRetryMax = .seconds(1)
+            also(&configuration)
         }
     }
 
     static func put(_ port: UInt16, _ id: String, _ source: String) throws -> TestResponse {
         try request(port, "PUT", "/sessions/\(id)", headers: [("Content-Type", "application/json")], body: Array(source.utf8))
+    }
+
+    /// `PUT /sessions/{id}` of a pull session from `url` (and `transport`), and nothing else.
+    static func pull(_ port: UInt16, _ id: String, from url: String, transport: String? = nil) throws -> TestResponse {
+        let transportMember = transport.map { #", "transport": "\#($0)""# } ?? ""
+        return try put(port, id, #"{"source": {"url": "\#(url)"\#(transportMember)}}"#)
+    }
+
+    /// The pull's `lastError`; nil while it has none.
+    static func lastError(_ port: UInt16, _ id: String) -> [String: Any]? {
+        (try? source(port, id))?["lastError"] as? [String: Any]
+    }
+
+    /// Whether session `id`'s pull reports `code` as its last error within 8 s.
+    static func fails(_ port: UInt16, _ id: String, with code: String) -> Bool {
+        eventually(timeout: .seconds(8)) { lastError(port, id)?["code"] as? String == code }
+    }
+
+    /// Whether session `id` decodes at least `count` pictures within 10 s.
+    static func decodes(_ port: UInt16, _ id: String, atLeast count: Int) -> Bool {
+        eventually(timeout: .seconds(10)) { ((try? framesDecoded(port, id)) ?? 0) >= count }
+    }
+
+    /// A camera's live stream over HTTP: the H.264 TS fixture in 2000-byte pieces, 5 ms apart.
+    static func liveCamera(port: UInt16 = 0) throws -> SourceServer {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        return try SourceServer(port: port) { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
     }
 
     static func source(_ port: UInt16, _ id: String) throws -> [String: Any] {
@@ -35,18 +66,17 @@ struct PullSourceTests {
 
     @Test("an HTTP source is pulled picture by picture, and pulled again when its stream ends")
     func pullsAndReconnects() throws {
-        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
-        let server = try SourceServer { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+        let server = try Self.liveCamera()
         defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
-            let created = try Self.put(service.port, "cam", #"{"source": {"url": "\#(server.url("/live.ts"))"}}"#)
+            let created = try Self.pull(service.port, "cam", from: server.url("/live.ts"))
             #expect(created.status == 201)
             let state = (try jsonObject(created.body)["source"] as? [String: Any])?["state"] as? String
             #expect(state == "connecting" || state == "live")
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 20 })
+            #expect(Self.decodes(service.port, "cam", atLeast: 20))
             // The body ends: the source is lost, retried after its back-off, and read again.
             #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["reconnects"] as? Int) ?? 0 >= 1 })
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 40 })
+            #expect(Self.decodes(service.port, "cam", atLeast: 40))
             let source = try Self.source(service.port, "cam")
             #expect((source["lastError"] as? [String: Any])?["code"] as? String == "source_ended")
             #expect(server.accepted >= 2)
@@ -67,7 +97,7 @@ struct PullSourceTests {
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
             let definition = #"{"source": {"url": "\#(server.url("/live.ts"))"}, "decode": "all", "quality": 70, "owner": "sync"}"#
             #expect(try Self.put(service.port, "cam", definition).status == 201)
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 2 })
+            #expect(Self.decodes(service.port, "cam", atLeast: 2))
             let before = try jsonObject(try request(service.port, "GET", "/sessions/cam").body)
             let again = try Self.put(service.port, "cam", definition)
             #expect(again.status == 200)
@@ -83,7 +113,7 @@ struct PullSourceTests {
             // The decoder goes on from where it was: its counters grow, never start again.
             let decoded = (before["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0
             #expect(((after["counters"] as? [String: Any])?["framesDecoded"] as? Int ?? 0) >= decoded)
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 > decoded })
+            #expect(Self.decodes(service.port, "cam", atLeast: decoded + 1))
             #expect(server.accepted == 1)
         }
     }
@@ -93,16 +123,15 @@ struct PullSourceTests {
         let outside = try SourceServer(host: "127.0.0.2") { _ in .serve([1, 2, 3], contentType: nil) }
         defer { outside.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1,rtsp://10.0.0.0/8")) { service in
-            let refused = try Self.put(service.port, "cam", #"{"source": {"url": "\#(outside.url("/x.ts"))"}}"#)
-            #expect(refused.status == 403)
-            #expect(try jsonObject(refused.body)["code"] as? String == "source_not_allowed")
-            let otherScheme = try Self.put(service.port, "cam", #"{"source": {"url": "rtmp://127.0.0.1/live/cam"}}"#)
+            let refused = try Self.pull(service.port, "cam", from: outside.url("/x.ts"))
+            #expect(refused.problem == Problem(403, "source_not_allowed"))
+            let otherScheme = try Self.pull(service.port, "cam", from: "rtmp://127.0.0.1/live/cam")
             #expect(otherScheme.status == 403)
             #expect(try request(service.port, "GET", "/sessions/cam").status == 404)
         }
         // Pulling is off without --allow-sources.
         try withService { service in
-            let off = try Self.put(service.port, "cam", #"{"source": {"url": "\#(outside.url("/x.ts"))"}}"#)
+            let off = try Self.pull(service.port, "cam", from: outside.url("/x.ts"))
             #expect(off.status == 403)
             #expect(try jsonObject(off.body)["detail"] as? String ?? "" == "pulling is off: this server allows no sources (--allow-sources)")
         }
@@ -120,17 +149,15 @@ struct PullSourceTests {
         }
         defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
-            let away = try Self.put(service.port, "away", #"{"source": {"url": "\#(server.url("/away"))"}}"#)
+            let away = try Self.pull(service.port, "away", from: server.url("/away"))
             #expect(away.status == 201)
-            #expect(eventually(timeout: .seconds(5)) {
-                ((try? Self.source(service.port, "away"))?["lastError"] as? [String: Any])?["code"] as? String == "source_not_allowed"
-            })
+            #expect(Self.fails(service.port, "away", with: "source_not_allowed"))
             let state = try Self.source(service.port, "away")["state"] as? String
             #expect(state != "live")
             // A redirect within the list is followed.
-            let here = try Self.put(service.port, "here", #"{"source": {"url": "\#(server.url("/here"))"}}"#)
+            let here = try Self.pull(service.port, "here", from: server.url("/here"))
             #expect(here.status == 201)
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "here")) ?? 0 >= 20 })
+            #expect(Self.decodes(service.port, "here", atLeast: 20))
         }
         #expect(outside.accepted == 0)
         #expect(server.requests.contains("/live.ts"))
@@ -143,12 +170,10 @@ struct PullSourceTests {
         let camera = try SourceServer { _ in .rtspRedirect("rtsp://127.0.0.2:\(outside.port)/cam") }
         defer { camera.stop() }
         try withService(sessions: Self.configure("rtsp://127.0.0.1")) { service in
-            let created = try Self.put(service.port, "cam", #"{"source": {"url": "rtsp://127.0.0.1:\#(camera.port)/cam"}}"#)
+            let created = try Self.pull(service.port, "cam", from: "rtsp://127.0.0.1:\(camera.port)/cam")
             #expect(created.status == 201)
-            #expect(eventually(timeout: .seconds(8)) {
-                ((try? Self.source(service.port, "cam"))?["lastError"] as? [String: Any])?["code"] as? String == "source_not_allowed"
-            })
-            let message = ((try Self.source(service.port, "cam"))["lastError"] as? [String: Any])?["message"] as? String
+            #expect(Self.fails(service.port, "cam", with: "source_not_allowed"))
+            let message = Self.lastError(service.port, "cam")?["message"] as? String
             #expect(message?.contains("redirected to rtsp://127.0.0.2") == true, "\(message ?? "")")
         }
         // The camera was asked; the host it redirected to got no request.
@@ -168,17 +193,13 @@ struct PullSourceTests {
         closed.stop()
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
             for (id, url) in [("stall", server.url("/stall")), ("silent", server.url("/silent")), ("closed", closedURL)] {
-                let response1 = try Self.put(service.port, id, #"{"source": {"url": "\#(url)"}}"#)
-
-                #expect(response1.status == 201)
+                let created = try Self.pull(service.port, id, from: url)
+                #expect(created.status == 201)
             }
-            func lastError(_ id: String) -> String? {
-                ((try? Self.source(service.port, id))?["lastError"] as? [String: Any])?["code"] as? String
-            }
-            #expect(eventually(timeout: .seconds(8)) { lastError("stall") == "source_timeout" })
+            #expect(Self.fails(service.port, "stall", with: "source_timeout"))
             #expect((try Self.framesDecoded(service.port, "stall")) > 0)
-            #expect(eventually(timeout: .seconds(8)) { lastError("silent") == "source_timeout" })
-            #expect(eventually(timeout: .seconds(8)) { lastError("closed") == "source_unreachable" })
+            #expect(Self.fails(service.port, "silent", with: "source_timeout"))
+            #expect(Self.fails(service.port, "closed", with: "source_unreachable"))
             #expect(eventually(timeout: .seconds(8)) { (try? Self.source(service.port, "closed")["state"] as? String) == "retrying" })
             // The session's own lastError says it too, where every client looks.
             let closedStatus = try jsonObject(try request(service.port, "GET", "/sessions/closed").body)
@@ -201,13 +222,12 @@ struct PullSourceTests {
         #expect(eventually { reserved.listenerIsClosed })
         let clock = ManualClock()
         try withService(
-            sessions: { configuration in
-                Self.configure("http://127.0.0.1")(&configuration)
-                configuration.sourceRetryMax = .seconds(30)
-                configuration.sourceReadTimeout = .seconds(60)
+            sessions: Self.configure("http://127.0.0.1") {
+                $0.sourceRetryMax = .seconds(30)
+                $0.sourceReadTimeout = .seconds(60)
             }, clock: clock
         ) { service in
-            let created = try Self.put(service.port, "cam", #"{"source": {"url": "http://127.0.0.1:\#(port)/live.ts"}}"#)
+            let created = try Self.pull(service.port, "cam", from: "http://127.0.0.1:\(port)/live.ts")
             #expect(created.status == 201)
             try body(service, clock, port)
         }
@@ -219,7 +239,6 @@ struct PullSourceTests {
 
     @Test("POST /sessions/{id}/source/retry ends the back-off at once; a push session is 409 not_pulling")
     func retryNow() throws {
-        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
         try Self.withManualPull { service, clock, port in
             // Refused at once; the back-off (0.5 s) never ends on its own: the clock stands still.
             #expect(eventually(timeout: .seconds(10)) { Self.sourceNumber(service.port, "failures") == 1 })
@@ -228,7 +247,7 @@ struct PullSourceTests {
             #expect(eventually(timeout: .seconds(10)) { Self.sourceNumber(service.port, "failures") == 2 })
             #expect(Self.sourceNumber(service.port, "reconnects") == 1)
             // The camera is back: a retry connects it without the clock moving.
-            let camera = try SourceServer(port: port) { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+            let camera = try Self.liveCamera(port: port)
             defer { camera.stop() }
             #expect(try request(service.port, "POST", "/sessions/cam/source/retry").status == 200)
             #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "live" })
@@ -240,18 +259,14 @@ struct PullSourceTests {
         }
         try withService { service in
             #expect(try post(service.port, "/sessions/pushed/nalus?flush=true", try Fixtures.bytes("baseline_176x144.264")).status == 200)
-            let pushed = try request(service.port, "POST", "/sessions/pushed/source/retry")
-            #expect(pushed.status == 409)
-            #expect(try jsonObject(pushed.body)["code"] as? String == "not_pulling")
+            #expect(try request(service.port, "POST", "/sessions/pushed/source/retry").problem == Problem(409, "not_pulling"))
             let missing = try request(service.port, "POST", "/sessions/nobody/source/retry")
-            #expect(missing.status == 404)
-            #expect(try jsonObject(missing.body)["code"] as? String == "session_not_found")
+            #expect(missing.problem == Problem(404, "session_not_found"))
         }
     }
 
     @Test("a source back after an outage is connected within about a probe interval, though its back-off had grown")
     func probedWhileAway() throws {
-        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
         try Self.withManualPull { service, clock, port in
             // Time moves in steps of 100 ms until the back-off has grown to 8 s (five failures:
             // 0.5, 1, 2, 4, 8 s); the waits of 2 s and more probe the closed port meanwhile.
@@ -263,7 +278,7 @@ struct PullSourceTests {
             let nextAttempt = try #require((source["nextAttemptAt"] as? String).flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) })
             let backOffLeft = nextAttempt.timeIntervalSince(clock.now)
             #expect(backOffLeft > 5, "the back-off had \(backOffLeft) s left")
-            let camera = try SourceServer(port: port) { _ in .serve(ts, contentType: "video/mp2t", pieceSize: 2000, pause: .milliseconds(5)) }
+            let camera = try Self.liveCamera(port: port)
             defer { camera.stop() }
             let returnedAt = clock.uptime
             #expect(eventually(timeout: .seconds(30)) {
@@ -272,7 +287,7 @@ struct PullSourceTests {
             })
             let waited = Double(clock.uptime - returnedAt) / 1e9
             #expect(waited < 3, "live \(waited) s after the source came back; its back-off had \(backOffLeft) s left")
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 10 })
+            #expect(Self.decodes(service.port, "cam", atLeast: 10))
         }
     }
 
@@ -421,13 +436,9 @@ struct PullSourceTests {
     func deleteInterrupts() throws {
         let server = try SourceServer { _ in .silent }
         defer { server.stop() }
-        try withService(sessions: { configuration in
-            Self.configure("http://127.0.0.1")(&configuration)
-            configuration.sourceConnectTimeout = .seconds(60)
-        }) { service in
-            let response2 = try Self.put(service.port, "cam", #"{"source": {"url": "\#(server.url("/never"))"}}"#)
-
-            #expect(response2.status == 201)
+        try withService(sessions: Self.configure("http://127.0.0.1") { $0.sourceConnectTimeout = .seconds(60) }) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/never"))
+            #expect(created.status == 201)
             #expect(eventually(timeout: .seconds(5)) { server.requests.count == 1 })
             let start = ContinuousClock.now
             #expect(try request(service.port, "DELETE", "/sessions/cam").status == 204)
@@ -443,9 +454,9 @@ struct PullSourceTests {
         defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
             let url = "http://admin:hunter2secret@127.0.0.1:\(server.port)/live.ts?token=tok3nsecret&x=1"
-            let created = try Self.put(service.port, "cam", #"{"source": {"url": "\#(url)"}}"#)
+            let created = try Self.pull(service.port, "cam", from: url)
             #expect(created.status == 201)
-            #expect(eventually(timeout: .seconds(10)) { (try? Self.framesDecoded(service.port, "cam")) ?? 0 >= 20 })
+            #expect(Self.decodes(service.port, "cam", atLeast: 20))
             let status = try request(service.port, "GET", "/sessions/cam").text
             #expect(try Self.source(service.port, "cam")["url"] as? String == "http://***@127.0.0.1:\(server.port)/live.ts?token=***&x=1")
             let events = try RawClient(port: service.port)
@@ -465,10 +476,7 @@ struct PullSourceTests {
     func limits() throws {
         let server = try SourceServer { _ in .silent }
         defer { server.stop() }
-        try withService(sessions: { configuration in
-            Self.configure("http://127.0.0.1")(&configuration)
-            configuration.maxPullSessions = 1
-        }) { service in
+        try withService(sessions: Self.configure("http://127.0.0.1") { $0.maxPullSessions = 1 }) { service in
             for body in [
                 #"{"source": {"url": "ftp://127.0.0.1/x"}}"#, #"{"source": {"url": "no scheme"}}"#,
                 #"{"source": {"url": "http://127.0.0.1/x", "transport": "udp"}}"#, #"{"source": {"url": "srt://127.0.0.1"}}"#,
@@ -480,23 +488,19 @@ struct PullSourceTests {
                 #expect(response.status == 400, "\(body)")
                 #expect(["invalid_source", "invalid_parameter"].contains(try jsonObject(response.body)["code"] as? String))
             }
-            let response3 = try Self.put(service.port, "one", #"{"source": {"url": "\#(server.url("/a"))"}}"#)
-
-            #expect(response3.status == 201)
-            let second = try Self.put(service.port, "two", #"{"source": {"url": "\#(server.url("/b"))"}}"#)
-            #expect(second.status == 503)
-            #expect(try jsonObject(second.body)["code"] as? String == "too_many_pull_sessions")
+            let first = try Self.pull(service.port, "one", from: server.url("/a"))
+            #expect(first.status == 201)
+            let second = try Self.pull(service.port, "two", from: server.url("/b"))
+            #expect(second.problem == Problem(503, "too_many_pull_sessions"))
             // The first may change its source; then stop pulling and push instead.
-            let response4 = try Self.put(service.port, "one", #"{"source": {"url": "\#(server.url("/c"))"}}"#)
-
-            #expect(response4.status == 200)
+            let changed = try Self.pull(service.port, "one", from: server.url("/c"))
+            #expect(changed.status == 200)
             let stopped = try Self.put(service.port, "one", #"{"source": null}"#)
             #expect(stopped.status == 200)
             #expect(eventually { (try? jsonObject(try request(service.port, "GET", "/sessions/one").body))?["source"] is NSNull })
             #expect(try post(service.port, "/sessions/one/nalus?flush=true", try Fixtures.bytes("high_320x240.264")).status == 200)
-            let response5 = try Self.put(service.port, "two", #"{"source": {"url": "\#(server.url("/b"))"}}"#)
-
-            #expect(response5.status == 201)
+            let secondAgain = try Self.pull(service.port, "two", from: server.url("/b"))
+            #expect(secondAgain.status == 201)
         }
     }
 }

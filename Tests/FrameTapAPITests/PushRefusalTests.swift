@@ -15,8 +15,7 @@ struct PushRefusalTests {
             let good = try post(service.port, "/sessions/cam/nalus?flush=true", try Fixtures.bytes("high_320x240.264"))
             #expect(good.status == 200)
             let response = try post(service.port, "/sessions/cam/nalus", Self.garbage)
-            #expect(response.status == 422, "\(response.text.prefix(300))")
-            #expect(try jsonObject(response.body)["code"] as? String == "invalid_data")
+            #expect(response.problem == Problem(422, "invalid_data"), "\(response.text.prefix(300))")
             #expect((try jsonObject(response.body)["detail"] as? String)?.contains("5000 bytes") == true)
             #expect(try request(service.port, "GET", "/sessions/cam/frame/latest.jpg").status == 200)
             // The stream goes on.
@@ -73,10 +72,8 @@ struct PushRefusalTests {
             let response = try post(
                 service.port, "/sessions/s/nalus?flush=true", try ContainerFixtures.bytes("h264_320x240_moov_at_end.mp4"),
                 headers: [("Content-Type", "video/mp4")])
-            #expect(response.status == 422)
-            let problem = try jsonObject(response.body)
-            #expect(problem["code"] as? String == "container_needs_seeking")
-            let detail = problem["detail"] as? String ?? ""
+            #expect(response.problem == Problem(422, "container_needs_seeking"))
+            let detail = response.problemDetail
             #expect(detail.hasPrefix("reading MP4 needed its byte"), "\(detail)")
             #expect(detail.contains("4096 bytes"), "\(detail)")
         }

@@ -1,6 +1,6 @@
 import Foundation
 @testable import FrameTapAPI
-@testable import HTTPServer
+import HTTPServer
 import JWTKit
 import Logging
 import Sessions
@@ -150,7 +150,8 @@ import Timekeeping
                 return narrowed ? expected(.view(.path("id")), narrowed: false) : expected(.admin, narrowed: false)
             }
         }
-        for route in Self.api().router().routes {
+        let router = Self.api().router()
+        for route in router.routes {
             let narrowings = route.access == .adminUnlessNarrowed(to: .query("session")) ? ["", "?session=cam1"] : [""]
             for query in narrowings {
                 var answers: [String: Int] = [:]
@@ -158,10 +159,9 @@ import Timekeeping
                     let headers = HTTPHeaders(token.map { [("Authorization", "Bearer \($0)")] } ?? [])
                     let target = route.pattern.replacingOccurrences(of: "{id}", with: "cam1")
                         .replacingOccurrences(of: "{file}", with: "app.js") + query
-                    var request = try HTTPRequest(method: route.method, target: target, headers: headers)
-                    request.route = route.pattern
-                    request.pathParameters = ["id": "cam1", "file": "app.js"].filter { route.pattern.contains("{\($0.key)}") }
-                    answers[name] = access.authorize(request, access: route.access)?.status.code ?? 200
+                    let routed = try #require(router.routed(try HTTPRequest(method: route.method, target: target, headers: headers)))
+                    #expect(routed.route.pattern == route.pattern, "\(target) is routed to its own route")
+                    answers[name] = access.authorize(routed.request, access: route.access)?.status.code ?? 200
                 }
                 #expect(answers == expected(route.access, narrowed: !query.isEmpty), "\(route.method) \(route.pattern)\(query)")
             }

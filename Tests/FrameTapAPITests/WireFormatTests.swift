@@ -5,8 +5,8 @@ import Foundation
 import H264
 import HTTPServer
 import Logging
-@testable import Ingest
-@testable import Sessions
+import Ingest
+import Sessions
 import SessionCatalog
 import SessionsTestSupport
 import Testing

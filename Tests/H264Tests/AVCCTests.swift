@@ -40,10 +40,7 @@ import VideoCoding
     }
 
     @Test func mainProfileRecordHasNoExtension() throws {
-        var sps = SPSBuilder()
-        sps.profileIdc = 77
-        sps.constraintFlags = 0x40
-        sps.levelIdc = 31
+        let sps = SPSBuilder(profileIdc: 77, constraintFlags: 0x40, levelIdc: 31)
         let record = try AVCDecoderConfigurationRecord(sps: [sps.nal], pps: [PPSBuilder().nal])
         let bytes = record.serialized()
         #expect(Array(bytes.prefix(6)) == [1, 77, 0x40, 31, 0xFF, 0xE1])
@@ -59,14 +56,8 @@ import VideoCoding
     }
 
     @Test func highProfileRecordCarriesChromaAndBitDepth() throws {
-        var sps = SPSBuilder()
-        sps.profileIdc = 122
-        sps.chromaFormatIdc = 2
-        sps.bitDepthLuma = 10
-        sps.bitDepthChroma = 10
-        var pps2 = PPSBuilder()
-        pps2.id = 1
-        let record = try AVCDecoderConfigurationRecord(sps: [sps.nal], pps: [PPSBuilder().nal, pps2.nal], lengthSize: 2)
+        let sps = SPSBuilder(profileIdc: 122, chromaFormatIdc: 2, bitDepthLuma: 10, bitDepthChroma: 10)
+        let record = try AVCDecoderConfigurationRecord(sps: [sps.nal], pps: [PPSBuilder().nal, PPSBuilder(id: 1).nal], lengthSize: 2)
         let bytes = record.serialized()
         #expect(bytes[4] == 0xFD)
         #expect(Array(bytes.suffix(4)) == [UInt8(0xFE), 0xFA, 0xFA, 0])

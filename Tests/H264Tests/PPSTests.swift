@@ -4,18 +4,9 @@ import VideoCoding
 
 @Suite(.timeLimit(.minutes(10))) struct PPSTests {
     @Test func basicFields() throws {
-        var builder = PPSBuilder()
-        builder.id = 7
-        builder.spsId = 2
-        builder.cabac = true
-        builder.bottomFieldPicOrderInFramePresent = true
-        builder.refIdxL0 = 3
-        builder.refIdxL1 = 2
-        builder.weightedPred = true
-        builder.weightedBipredIdc = 2
-        builder.picInitQp = 30
-        builder.chromaQpIndexOffset = -2
-        builder.redundantPicCntPresent = true
+        let builder = PPSBuilder(
+            id: 7, spsId: 2, cabac: true, bottomFieldPicOrderInFramePresent: true, refIdxL0: 3, refIdxL1: 2, weightedPred: true,
+            weightedBipredIdc: 2, picInitQp: 30, chromaQpIndexOffset: -2, redundantPicCntPresent: true)
         let pps = try PictureParameterSet(nal: builder.nal)
         #expect(pps.id == 7 && pps.spsId == 2)
         #expect(pps.entropyCodingModeCABAC && pps.bottomFieldPicOrderInFramePresent)
@@ -54,17 +45,15 @@ import VideoCoding
     }
 
     @Test func highProfileTail() throws {
-        var builder = PPSBuilder()
-        builder.tail = (true, [[3, -3] + Array(repeating: 0, count: 14), nil, nil, nil, nil, nil, [-8], nil], -4)
+        let builder = PPSBuilder(tail: (true, [[3, -3] + Array(repeating: 0, count: 14), nil, nil, nil, nil, nil, [-8], nil], -4))
         let pps = try PictureParameterSet(nal: builder.nal)
         #expect(pps.transform8x8Mode == true && pps.picScalingMatrixPresent == true)
         #expect(pps.secondChromaQpIndexOffset == -4)
     }
 
     @Test func tailScalingListCountDependsOnChromaFormat() throws {
-        var builder = PPSBuilder()
         // 4:4:4 with transform_8x8: 6 + 6 lists.
-        builder.tail = (true, Array(repeating: nil, count: 11) + [[-8]], 5)
+        let builder = PPSBuilder(tail: (true, Array(repeating: nil, count: 11) + [[-8]], 5))
         let rbsp = builder.nal.rbsp()
         let for444 = try PictureParameterSet(rbsp: rbsp, chromaFormatIdc: 3)
         #expect(for444.secondChromaQpIndexOffset == 5)
@@ -74,19 +63,14 @@ import VideoCoding
         #expect(as420.deblockingFilterControlPresent == for444.deblockingFilterControlPresent)
 
         var sets = ParameterSets()
-        var sps = SPSBuilder()
-        sps.profileIdc = 244
-        sps.chromaFormatIdc = 3
-        try sets.update(with: sps.nal)
+        try sets.update(with: SPSBuilder(profileIdc: 244, chromaFormatIdc: 3).nal)
         try sets.update(with: builder.nal)
         #expect(sets.pps[0]?.secondChromaQpIndexOffset == 5)
     }
 
     @Test func malformedHeaderThrows() {
         #expect(throws: BitstreamError.self) { try PictureParameterSet(rbsp: [0x00]) }
-        var builder = PPSBuilder()
-        builder.numSliceGroups = 9
-        #expect(throws: BitstreamError.self) { try PictureParameterSet(nal: builder.nal) }
+        #expect(throws: BitstreamError.self) { try PictureParameterSet(nal: PPSBuilder(numSliceGroups: 9).nal) }
     }
 
     @Test func parameterSetsTrackChanges() throws {

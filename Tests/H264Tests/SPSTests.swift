@@ -4,16 +4,10 @@ import VideoCoding
 
 @Suite(.timeLimit(.minutes(10))) struct SPSTests {
     @Test func plainHigh1080p() throws {
-        var builder = SPSBuilder()
-        builder.widthInMbs = 120
-        builder.heightInMapUnits = 68
-        builder.crop = (0, 0, 0, 4)
-        builder.levelIdc = 40
-        builder.id = 3
-        builder.maxNumRefFrames = 4
-        builder.gaps = true
-        builder.log2MaxFrameNum = 9
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(
+            levelIdc: 40, id: 3, log2MaxFrameNum: 9, maxNumRefFrames: 4, gaps: true, widthInMbs: 120, heightInMapUnits: 68,
+            crop: (0, 0, 0, 4)
+        ).parsed()
         #expect(sps.id == 3)
         #expect(sps.profileName == "High")
         #expect(sps.levelName == "4")
@@ -42,10 +36,7 @@ import VideoCoding
         (135, 0, "MFC Depth High"), (42, 0, "Unknown (42)"),
     ])
     func profileNames(profile: Int, constraints: UInt8, name: String) throws {
-        var builder = SPSBuilder()
-        builder.profileIdc = profile
-        builder.constraintFlags = constraints
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(profileIdc: profile, constraintFlags: constraints).parsed()
         #expect(sps.profileName == name)
         #expect(sps.constraintFlags.byte == constraints)
     }
@@ -56,11 +47,7 @@ import VideoCoding
         (100, 10, 0, "1"),
     ])
     func levelNames(profile: Int, level: Int, constraints: UInt8, name: String) throws {
-        var builder = SPSBuilder()
-        builder.profileIdc = profile
-        builder.levelIdc = level
-        builder.constraintFlags = constraints
-        #expect(try builder.parsed().levelName == name)
+        #expect(try SPSBuilder(profileIdc: profile, constraintFlags: constraints, levelIdc: level).parsed().levelName == name)
     }
 
     @Test func constraintFlagBits() {
@@ -69,8 +56,7 @@ import VideoCoding
     }
 
     @Test func scalingListsAreSkipped() throws {
-        var builder = SPSBuilder()
-        builder.scalingLists = [
+        let scalingLists: [[Int]?] = [
             [1, -2, 3] + Array(repeating: 0, count: 13),  // full 4x4 list
             nil,
             [-8],  // nextScale 0 at once: useDefaultScalingMatrixFlag
@@ -79,21 +65,17 @@ import VideoCoding
             Array(repeating: 1, count: 64),  // full 8x8 list
             [-8],
         ]
-        builder.widthInMbs = 22
-        builder.heightInMapUnits = 18
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(scalingLists: scalingLists, widthInMbs: 22, heightInMapUnits: 18).parsed()
         #expect(sps.seqScalingMatrixPresent)
         #expect(sps.displayWidth == 352 && sps.displayHeight == 288)
         #expect(sps.pocType == 0)
     }
 
     @Test func twelveScalingListsFor444() throws {
-        var builder = SPSBuilder()
-        builder.profileIdc = 244
-        builder.chromaFormatIdc = 3
-        builder.scalingLists = Array(repeating: nil, count: 6) + Array(repeating: [2, -2] + Array(repeating: 0, count: 62), count: 6)
-        builder.widthInMbs = 40
-        builder.heightInMapUnits = 30
+        let builder = SPSBuilder(
+            profileIdc: 244, chromaFormatIdc: 3,
+            scalingLists: Array(repeating: nil, count: 6) + Array(repeating: [2, -2] + Array(repeating: 0, count: 62), count: 6),
+            widthInMbs: 40, heightInMapUnits: 30)
         let sps = try builder.parsed()
         #expect(sps.chromaFormatIdc == 3 && !sps.separateColourPlane)
         #expect(sps.codedWidth == 640 && sps.codedHeight == 480)
@@ -104,8 +86,7 @@ import VideoCoding
     }
 
     @Test func outOfRangeScalingDeltaIsInvalid() {
-        var builder = SPSBuilder()
-        builder.scalingLists = [[200]] + Array(repeating: nil, count: 7)
+        let builder = SPSBuilder(scalingLists: [[200]] + Array(repeating: nil, count: 7))
         #expect(throws: BitstreamError.self) { try builder.parsed() }
     }
 
@@ -151,13 +132,7 @@ import VideoCoding
     }
 
     @Test func interlacedSizes() throws {
-        var builder = SPSBuilder()
-        builder.frameMbsOnly = false
-        builder.mbaff = true
-        builder.widthInMbs = 45
-        builder.heightInMapUnits = 18
-        builder.crop = (0, 0, 0, 0)
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(widthInMbs: 45, heightInMapUnits: 18, frameMbsOnly: false, mbaff: true, crop: (0, 0, 0, 0)).parsed()
         #expect(!sps.frameMbsOnly && sps.mbAdaptiveFrameField)
         #expect(sps.codedWidth == 720 && sps.codedHeight == 576)
     }
@@ -170,15 +145,10 @@ import VideoCoding
         (3, true, true, 1, 1), (3, true, false, 1, 2),
     ])
     func cropUnits(chroma: Int, separate: Bool, frameMbsOnly: Bool, unitX: Int, unitY: Int) throws {
-        var builder = SPSBuilder()
-        builder.profileIdc = 244
-        builder.chromaFormatIdc = chroma
-        builder.separateColourPlane = separate
-        builder.frameMbsOnly = frameMbsOnly
-        builder.widthInMbs = 20
-        builder.heightInMapUnits = 10
-        builder.crop = (1, 2, 3, 1)
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(
+            profileIdc: 244, chromaFormatIdc: chroma, separateColourPlane: separate, widthInMbs: 20, heightInMapUnits: 10,
+            frameMbsOnly: frameMbsOnly, crop: (1, 2, 3, 1)
+        ).parsed()
         #expect(sps.cropUnit.x == unitX && sps.cropUnit.y == unitY)
         let codedHeight = frameMbsOnly ? 160 : 320
         #expect(sps.displayWidth == 320 - 3 * unitX)
@@ -187,9 +157,7 @@ import VideoCoding
     }
 
     @Test func croppingThatLeavesNothingIsIgnored() throws {
-        var builder = SPSBuilder()
-        builder.crop = (100, 100, 0, 0)
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(crop: (100, 100, 0, 0)).parsed()
         #expect(sps.displayWidth == 320 && sps.displayHeight == 240)
     }
 

@@ -11,24 +11,12 @@ import VideoCoding
     }
 
     @Test func parsesEveryPrefixField() throws {
-        var sps = SPSBuilder()
-        sps.frameMbsOnly = false
-        sps.log2MaxFrameNum = 8
-        sps.log2MaxPocLsb = 10
-        var pps = PPSBuilder()
-        pps.bottomFieldPicOrderInFramePresent = true
-        pps.redundantPicCntPresent = true
+        let sps = SPSBuilder(log2MaxFrameNum: 8, log2MaxPocLsb: 10, frameMbsOnly: false)
+        let pps = PPSBuilder(bottomFieldPicOrderInFramePresent: true, redundantPicCntPresent: true)
         let parameterSets = try sets(sps, pps)
-        var slice = SliceBuilder()
-        slice.type = .idr
-        slice.refIdc = 3
-        slice.firstMb = 17
-        slice.sliceType = 7
-        slice.frameNum = 200
-        slice.idrPicId = 9
-        slice.pocLsb = 1000
-        slice.deltaPocBottom = -1
-        slice.redundantPicCnt = 2
+        var slice = SliceBuilder(
+            type: .idr, refIdc: 3, firstMb: 17, sliceType: 7, frameNum: 200, idrPicId: 9, pocLsb: 1000, deltaPocBottom: -1,
+            redundantPicCnt: 2)
         let header = try SliceHeaderPrefix(nal: slice.nal(sps: sps, pps: pps), parameterSets: parameterSets)
         #expect(header.firstMbInSlice == 17 && header.sliceType == .i && header.sliceTypeFixedForPicture)
         #expect(header.frameNum == 200 && !header.fieldPic && header.isIDR && header.idrPicId == 9)
@@ -45,25 +33,16 @@ import VideoCoding
     }
 
     @Test func pocTypeOneDeltas() throws {
-        var sps = SPSBuilder()
-        sps.pocType = 1
-        var pps = PPSBuilder()
-        pps.bottomFieldPicOrderInFramePresent = true
-        var slice = SliceBuilder()
-        slice.deltaPoc0 = 4
-        slice.deltaPoc1 = -6
+        let sps = SPSBuilder(pocType: 1)
+        let pps = PPSBuilder(bottomFieldPicOrderInFramePresent: true)
+        let slice = SliceBuilder(deltaPoc0: 4, deltaPoc1: -6)
         let header = try SliceHeaderPrefix(nal: slice.nal(sps: sps, pps: pps), parameterSets: sets(sps, pps))
         #expect(header.pocType == 1 && header.deltaPicOrderCnt0 == 4 && header.deltaPicOrderCnt1 == -6)
     }
 
     @Test func separateColourPlanes() throws {
-        var sps = SPSBuilder()
-        sps.profileIdc = 244
-        sps.chromaFormatIdc = 3
-        sps.separateColourPlane = true
-        var slice = SliceBuilder()
-        slice.colourPlaneId = 2
-        slice.frameNum = 5
+        let sps = SPSBuilder(profileIdc: 244, chromaFormatIdc: 3, separateColourPlane: true)
+        let slice = SliceBuilder(colourPlaneId: 2, frameNum: 5)
         let header = try SliceHeaderPrefix(nal: slice.nal(sps: sps, pps: PPSBuilder()), parameterSets: sets(sps, PPSBuilder()))
         #expect(header.colourPlaneId == 2 && header.frameNum == 5)
     }
@@ -78,10 +57,8 @@ import VideoCoding
 
     /// Each §7.4.1.2.4 condition on its own.
     @Test func firstSliceOfNewPictureRules() throws {
-        var sps = SPSBuilder()
-        sps.frameMbsOnly = false
-        var pps = PPSBuilder()
-        pps.bottomFieldPicOrderInFramePresent = true
+        let sps = SPSBuilder(frameMbsOnly: false)
+        let pps = PPSBuilder(bottomFieldPicOrderInFramePresent: true)
         var pps1 = pps
         pps1.id = 1
         var parameterSets = try sets(sps, pps)

@@ -1,18 +1,12 @@
 import Foundation
 import Testing
 @testable import H264
+import TestSupport
 import VideoCoding
 
 @Suite(.timeLimit(.minutes(10))) struct StreamFormatTests {
     @Test func describesAnSPS() throws {
-        var builder = SPSBuilder()
-        builder.profileIdc = 66
-        builder.constraintFlags = 0xC0
-        builder.levelIdc = 31
-        builder.widthInMbs = 80
-        builder.heightInMapUnits = 45
-        builder.crop = (1, 1, 2, 0)
-        builder.vui = { w in
+        let vui: (inout BitWriter) -> Void = { w in
             w.flag(true)
             w.u(8, 1)
             w.flag(false)
@@ -30,6 +24,8 @@ import VideoCoding
             w.flag(true)
             for _ in 0..<4 { w.flag(false) }
         }
+        let builder = SPSBuilder(
+            profileIdc: 66, constraintFlags: 0xC0, levelIdc: 31, widthInMbs: 80, heightInMapUnits: 45, crop: (1, 1, 2, 0), vui: vui)
         let format = StreamFormat(sps: try builder.parsed())
         #expect(format.width == 1276 && format.height == 716)
         #expect(format.codedWidth == 1280 && format.codedHeight == 720)

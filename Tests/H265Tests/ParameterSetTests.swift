@@ -27,13 +27,9 @@ import VideoCoding
     /// The window is coded in chroma sample units: SubWidthC x SubHeightC luma samples.
     @Test(arguments: [(0, false, 1, 1), (1, false, 2, 2), (2, false, 2, 1), (3, false, 1, 1), (3, true, 1, 1)])
     func conformanceWindowUnits(chroma: Int, separatePlanes: Bool, unitX: Int, unitY: Int) throws {
-        var builder = SPSBuilder()
-        builder.chromaFormatIdc = chroma
-        builder.separateColourPlane = separatePlanes
-        builder.width = 336
-        builder.height = 256
-        builder.conformanceWindow = (1, 3, 2, 5)
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(
+            chromaFormatIdc: chroma, separateColourPlane: separatePlanes, width: 336, height: 256, conformanceWindow: (1, 3, 2, 5)
+        ).parsed()
         #expect(sps.conformanceWindow == SequenceParameterSet.Window(left: 1, right: 3, top: 2, bottom: 5))
         let rect = sps.cropRect
         #expect(rect.x == unitX && rect.y == 2 * unitY)
@@ -44,19 +40,14 @@ import VideoCoding
     }
 
     @Test func aWindowThatLeavesNothingIsIgnored() throws {
-        var builder = SPSBuilder()
-        builder.conformanceWindow = (80, 80, 0, 0)
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(conformanceWindow: (80, 80, 0, 0)).parsed()
         #expect(sps.cropRect.width == 320 && sps.cropRect.height == 240)
         #expect(StreamFormat(sps: sps).crop == StreamFormat.Crop(left: 0, right: 0, top: 0, bottom: 0))
     }
 
     @Test func bitDepthsAndOrderingPerSubLayer() throws {
-        var builder = SPSBuilder()
-        builder.bitDepthLumaMinus8 = 4
-        builder.bitDepthChromaMinus8 = 2
-        builder.maxSubLayersMinus1 = 2
-        builder.ordering = [(1, 0, 0), (2, 1, 0), (4, 3, 5)]
+        var builder = SPSBuilder(
+            maxSubLayersMinus1: 2, bitDepthLumaMinus8: 4, bitDepthChromaMinus8: 2, ordering: [(1, 0, 0), (2, 1, 0), (4, 3, 5)])
         let sps = try builder.parsed()
         #expect(sps.bitDepthLuma == 12 && sps.bitDepthChroma == 10 && sps.maxSubLayers == 3)
         #expect(sps.subLayerOrdering.map(\.maxDecPicBuffering) == [2, 3, 5])
@@ -69,12 +60,10 @@ import VideoCoding
 
     /// Sub-layer profile and level entries are walked over: the fields after them still parse.
     @Test func subLayerProfileTierLevelEntries() throws {
-        var builder = SPSBuilder()
-        builder.maxSubLayersMinus1 = 3
-        builder.ordering = [(4, 2, 0)]
-        builder.ptl.subLayers = [(true, true), (false, true), (true, false)]
-        builder.id = 7
-        let sps = try builder.parsed()
+        let sps = try SPSBuilder(
+            maxSubLayersMinus1: 3, ptl: PTLBuilder(subLayers: [(true, true), (false, true), (true, false)]), id: 7,
+            ordering: [(4, 2, 0)]
+        ).parsed()
         #expect(sps.id == 7 && sps.codedWidth == 320 && sps.profileTierLevel.levelIdc == 93)
     }
 
@@ -308,12 +297,7 @@ import VideoCoding
 
 @Suite(.timeLimit(.minutes(10))) struct VPSAndPPSTests {
     @Test func vps() throws {
-        var builder = VPSBuilder()
-        builder.id = 3
-        builder.maxSubLayersMinus1 = 2
-        builder.maxLayerId = 5
-        builder.numLayerSetsMinus1 = 3
-        builder.timing = (1001, 30000)
+        let builder = VPSBuilder(id: 3, maxSubLayersMinus1: 2, maxLayerId: 5, numLayerSetsMinus1: 3, timing: (1001, 30000))
         let vps = try VideoParameterSet(nal: builder.nal)
         #expect(vps.id == 3 && vps.maxLayers == 1 && vps.maxSubLayers == 3 && vps.temporalIdNesting)
         #expect(vps.profileTierLevel.profileName == "Main")
@@ -323,13 +307,8 @@ import VideoCoding
     }
 
     @Test func ppsForSliceHeaders() throws {
-        var builder = PPSBuilder()
-        builder.id = 12
-        builder.spsId = 3
-        builder.dependentSliceSegments = true
-        builder.outputFlagPresent = true
-        builder.numExtraSliceHeaderBits = 2
-        builder.wavefronts = true
+        let builder = PPSBuilder(
+            id: 12, spsId: 3, dependentSliceSegments: true, outputFlagPresent: true, numExtraSliceHeaderBits: 2, wavefronts: true)
         let pps = try PictureParameterSet(nal: builder.nal)
         #expect(pps.id == 12 && pps.spsId == 3)
         #expect(pps.dependentSliceSegmentsEnabled && pps.outputFlagPresent && pps.numExtraSliceHeaderBits == 2)
@@ -360,14 +339,9 @@ import VideoCoding
 
     @Test func parameterSetsByIdAndInLibavcodecsOrder() throws {
         var sets = ParameterSets()
-        var sps = SPSBuilder()
-        var pps = PPSBuilder()
-        pps.id = 5
-        pps.spsId = 2
-        sps.id = 2
-        sps.vpsId = 1
-        var vps = VPSBuilder()
-        vps.id = 1
+        var sps = SPSBuilder(vpsId: 1, id: 2)
+        let pps = PPSBuilder(id: 5, spsId: 2)
+        let vps = VPSBuilder(id: 1)
         #expect(try sets.update(with: pps.nal) && sets.units(forPPS: 5) == nil)
         #expect(try sets.update(with: sps.nal))
         #expect(try sets.update(with: vps.nal))
@@ -406,19 +380,11 @@ import VideoCoding
     }
 
     @Test func laterSegmentsAndDependentOnes() throws {
-        var pps = PPSBuilder()
-        pps.dependentSliceSegments = true
-        pps.numExtraSliceHeaderBits = 3
-        pps.outputFlagPresent = true
-        var sps = SPSBuilder()
-        sps.chromaFormatIdc = 3
-        sps.separateColourPlane = true
+        let pps = PPSBuilder(dependentSliceSegments: true, outputFlagPresent: true, numExtraSliceHeaderBits: 3)
+        let sps = SPSBuilder(chromaFormatIdc: 3, separateColourPlane: true)
         let sets = try Self.sets(sps, pps)
-        var slice = SliceBuilder()
-        slice.first = false
-        slice.address = 79  // the last of 80 blocks: 7 address bits
-        slice.sliceType = 0
-        slice.pocLsb = 200
+        // The last of 80 blocks: 7 address bits.
+        var slice = SliceBuilder(first: false, address: 79, sliceType: 0, pocLsb: 200)
         let header = try SliceSegmentHeader(nal: slice.nal(sps: sps, pps: pps), parameterSets: sets)
         #expect(!header.firstSliceSegmentInPicture && !header.dependentSliceSegment && header.sliceSegmentAddress == 79)
         #expect(header.sliceType == .b && header.picOutput == true && header.colourPlaneId == 1 && header.picOrderCntLsb == 200)
@@ -431,10 +397,7 @@ import VideoCoding
 
     @Test func craCarriesNoOutputOfPriorPics() throws {
         let (sps, pps) = (SPSBuilder(), PPSBuilder())
-        var nal = SliceBuilder()
-        nal.type = .cra
-        nal.sliceType = 2
-        nal.pocLsb = 16
+        let nal = SliceBuilder(type: .cra, sliceType: 2, pocLsb: 16)
         var bytes = nal.nal(sps: sps, pps: pps).bytes
         bytes[2] |= 0x40  // no_output_of_prior_pics_flag, right after the first bit
         let header = try SliceSegmentHeader(nal: NALUnit(bytes: bytes)!, parameterSets: try Self.sets(sps, pps))
@@ -451,9 +414,7 @@ import VideoCoding
         #expect(SliceSegmentHeader.startsPicture(PPSBuilder().nal) == nil)
         #expect(SliceSegmentHeader.startsPicture(NALUnit(bytes: [0x02, 0x01])!) == nil)
         // An address beyond the picture is malformed.
-        var outside = SliceBuilder()
-        outside.first = false
-        outside.address = 100
+        let outside = SliceBuilder(first: false, address: 100)
         #expect(throws: BitstreamError.self) {
             try SliceSegmentHeader(nal: outside.nal(sps: SPSBuilder(), pps: PPSBuilder()), parameterSets: try Self.sets(SPSBuilder(), PPSBuilder()))
         }

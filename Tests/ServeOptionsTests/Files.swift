@@ -1,5 +1,7 @@
 import FoundationEssentials
 
+@testable import ServeOptions
+
 /// A folder of its own under the temporary directory, for files a test writes and reads back.
 final class TemporaryFolder {
     let path: String
@@ -28,3 +30,19 @@ let repositoryRoot: String = {
     parts.removeLast(3)  // Tests/ServeOptionsTests/Files.swift
     return parts.joined(separator: "/")
 }()
+
+/// Why `yaml`, read as the configuration file `f.yaml`, is refused; nil when it is taken.
+func refusal(_ yaml: String, environment: [String: String] = [:]) -> ServeConfigurationError? {
+    do {
+        _ = try ConfigurationFile(path: "f.yaml", text: yaml, environment: environment)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// The line an error names, or nil when it names none.
+func line(of error: ServeConfigurationError) -> Int? {
+    if case .file(_, let line, _) = error.origin { return line }
+    return nil
+}

@@ -149,15 +149,7 @@ struct SessionStateStoreTests {
     @Test func keptSessionsComeBackAtStart() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        do {
-            let (store, saved) = try SessionStateStore.open(directory: directory.path)
-            let catalog = makeCatalog(store: store, saved: saved)
-            catalog.registry.limits.update { $0.sourcePolicy = try! SourcePolicy(parsing: "rtsp://127.0.0.1") }
-            _ = try catalog.put(SessionID("cam"), pull)
-            _ = try catalog.put(SessionID("push"), SessionOptions(codec: .h265))
-            _ = try catalog.put(SessionID("soon-declared"), SessionOptions())
-            catalog.registry.shutdown()
-        }
+        try serverRanBefore(in: directory, making: ["cam": pull, "push": SessionOptions(codec: .h265), "soon-declared": SessionOptions()])
         let (store, saved) = try SessionStateStore.open(directory: directory.path)
         var configuration = testConfiguration()
         configuration.sourcePolicy = try SourcePolicy(parsing: "rtsp://127.0.0.1")
@@ -180,13 +172,7 @@ struct SessionStateStoreTests {
     @Test func aKeptSessionThatCannotBeMadeAgainStaysKept() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        do {
-            let (store, saved) = try SessionStateStore.open(directory: directory.path)
-            let catalog = makeCatalog(store: store, saved: saved)
-            catalog.registry.limits.update { $0.sourcePolicy = try! SourcePolicy(parsing: "rtsp://127.0.0.1") }
-            _ = try catalog.put(SessionID("cam"), pull)
-            catalog.registry.shutdown()
-        }
+        try serverRanBefore(in: directory, making: ["cam": pull])
         let (store, saved) = try SessionStateStore.open(directory: directory.path)
         let catalog = makeCatalog(store: store, saved: saved)
         let outcome = catalog.restore()
@@ -194,6 +180,16 @@ struct SessionStateStoreTests {
         #expect(catalog.persistedCount == 1)
         try catalog.delete(SessionID("cam"))
         #expect(try SessionStateStore.peek(directory: directory.path).isEmpty)
+    }
+
+    /// A server that ran before in `directory`, allowed to pull from 127.0.0.1, made `sessions`
+    /// by PUT (so they were kept) and stopped.
+    private func serverRanBefore(in directory: TemporaryDirectory, making sessions: KeyValuePairs<String, SessionOptions>) throws {
+        let (store, saved) = try SessionStateStore.open(directory: directory.path)
+        let catalog = makeCatalog(store: store, saved: saved)
+        catalog.registry.limits.update { $0.sourcePolicy = try! SourcePolicy(parsing: "rtsp://127.0.0.1") }
+        for (id, options) in sessions { _ = try catalog.put(SessionID(id), options) }
+        catalog.registry.shutdown()
     }
 }
 

@@ -203,6 +203,29 @@ public func jsonObject(_ body: [UInt8]) throws -> [String: Any] {
     return object
 }
 
+/// An answer's status with the `code` of its problem+json body, compared in one `#expect`
+/// that shows both when they differ.
+public struct Problem: Equatable, CustomStringConvertible {
+    public var status: Int
+    /// nil: the body is not a JSON object with a string `code`.
+    public var code: String?
+
+    public init(_ status: Int, _ code: String?) {
+        self.status = status
+        self.code = code
+    }
+
+    public var description: String { "\(status) \(code.map { "code \($0)" } ?? "without a code")" }
+}
+
+extension TestResponse {
+    /// The status and the problem+json `code` of this answer.
+    public var problem: Problem { Problem(status, (try? jsonObject(body))?["code"] as? String) }
+
+    /// The `detail` of this answer's problem+json body; empty when it has none.
+    public var problemDetail: String { (try? jsonObject(body))?["detail"] as? String ?? "" }
+}
+
 /// Raises this process's open-file limit to its hard limit (tests that open many sockets).
 public func raiseOpenFileLimit() {
     var limit = rlimit()

@@ -143,8 +143,7 @@ final class ConnectionContext: Sendable {
                 rejection = .methodNotAllowed(allowed: allowed)
             case .found(let matched, let parameters):
                 route = matched
-                request.pathParameters = parameters
-                request.route = matched.pattern
+                request.take(route: matched.pattern, parameters: parameters)
                 if let check = matched.access { rejection = check(request) }
                 if rejection == nil, let limit = matched.maxBodyBytes, let length = request.contentLength,
                     length > limit

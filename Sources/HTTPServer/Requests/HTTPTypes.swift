@@ -179,6 +179,12 @@ public struct HTTPRequest: Sendable {
         self.init(method: method, segments: parsed.segments, query: parsed.query, headers: headers)
     }
 
+    /// The route pattern that matched, with the values of its `{name}` segments.
+    mutating func take(route pattern: String, parameters: [String: String]) {
+        route = pattern
+        pathParameters = parameters
+    }
+
     /// The Content-Length the client announced, if any.
     public var contentLength: Int? { headers["Content-Length"].flatMap { Int($0) } }
 

@@ -109,6 +109,18 @@ public struct Router<Access: Sendable>: Sendable {
         return .methodNotAllowed(unique)
     }
 
+    /// The route `request` takes, and the request as that route's authorizer and handler see it
+    /// (its pattern and `{name}` values filled in); nil when no route takes it. What the server
+    /// does before it authorizes, for an application that checks its routes without a socket.
+    public func routed(_ request: HTTPRequest) -> (route: Route, request: HTTPRequest)? {
+        guard case .found(let route, let parameters) = match(method: request.method, segments: request.segments) else {
+            return nil
+        }
+        var routed = request
+        routed.take(route: route.pattern, parameters: parameters)
+        return (route, routed)
+    }
+
     private static func parse(_ pattern: String) -> [RoutePatternSegment] {
         split(pattern).map { part in
             if part.hasPrefix("{") && part.hasSuffix("}") && part.count > 2 {

@@ -10,7 +10,9 @@ import Timekeeping
 /// (`catchup_queue_full`, 503 with `Retry-After` from the recent catch-up durations).
 ///
 /// Owns: the slots, the queue and the duration estimate. Any thread; a granted job runs on the
-/// thread that freed the slot (or the caller's), so it only hands its work over.
+/// thread that freed the slot (or the caller's), so it only hands its work over. Public because
+/// the budget is the server's: anything that decodes a session's history, in this target or
+/// an output of its own, takes its slot here.
 public final class CatchUpPool: Sendable {
     public let slots: Int
     public let queueLimit: Int
@@ -19,7 +21,7 @@ public final class CatchUpPool: Sendable {
 
     /// A job to start once it has a slot: it gets the permit, which frees the slot when
     /// released (or dropped).
-    typealias Job = @Sendable (CatchUpPermit) -> Void
+    public typealias Job = @Sendable (CatchUpPermit) -> Void
 
     private struct State {
         var busy = 0
@@ -40,7 +42,7 @@ public final class CatchUpPool: Sendable {
         public var refused: Int
     }
 
-    enum Admission: Sendable, Equatable {
+    public enum Admission: Sendable, Equatable {
         /// The job ran (it has a slot).
         case started
         /// The job waits for a slot; `ticket` cancels it.
@@ -60,7 +62,7 @@ public final class CatchUpPool: Sendable {
     }
 
     /// Runs `job` now when a slot is free, queues it, or refuses it.
-    func request(_ job: @escaping Job) -> Admission {
+    public func request(_ job: @escaping Job) -> Admission {
         let admission = state.withLock { state -> Admission in
             if state.busy < slots && state.queue.isEmpty {
                 state.busy += 1
@@ -91,7 +93,7 @@ public final class CatchUpPool: Sendable {
 
     /// A queued job is no longer wanted (its session ended). Returns false when it already started.
     @discardableResult
-    func cancel(_ ticket: UInt64) -> Bool {
+    public func cancel(_ ticket: UInt64) -> Bool {
         state.withLock { state in
             guard let position = state.queue.firstIndex(where: { $0.ticket == ticket }) else { return false }
             state.queue.remove(at: position)
@@ -116,7 +118,7 @@ public final class CatchUpPool: Sendable {
 
 /// One slot of the `CatchUpPool`, held while a catch-up decodes; released once, explicitly or
 /// when dropped.
-final class CatchUpPermit: Sendable {
+public final class CatchUpPermit: Sendable {
     private let pool: CatchUpPool
     private let startedAt: UInt64
     private let released = Atomic<Bool>(false)
@@ -126,7 +128,7 @@ final class CatchUpPermit: Sendable {
         self.startedAt = startedAt
     }
 
-    func release() {
+    public func release() {
         guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
         pool.release(startedAt: startedAt)
     }
