@@ -5,8 +5,8 @@ import Foundation
 import H264
 import HTTPServer
 import Logging
-import Ingest
-import Sessions
+@testable import Ingest
+@testable import Sessions
 import SessionCatalog
 import SessionsTestSupport
 import Testing

@@ -61,21 +61,6 @@ public struct SourceStatus: Sendable, Equatable {
     public var format: String?
     /// When the next attempt is due, while retrying.
     public var nextAttemptAt: Date?
-
-    public init(
-        url: String, transport: SourceTransport?, state: State, lastError: ErrorRecord? = nil, reconnects: Int,
-        failures: Int = 0, connectedAt: Date? = nil, format: String? = nil, nextAttemptAt: Date? = nil
-    ) {
-        self.url = url
-        self.transport = transport
-        self.state = state
-        self.lastError = lastError
-        self.reconnects = reconnects
-        self.failures = failures
-        self.connectedAt = connectedAt
-        self.format = format
-        self.nextAttemptAt = nextAttemptAt
-    }
 }
 
 /// How pulls connect, wait and retry (the server's `--source-*` options and its allow list).

@@ -77,15 +77,6 @@ public struct LatestFrameInfo: Sendable, Equatable {
     public var width: Int
     public var height: Int
     public var ageMs: Int
-
-    public init(seq: UInt64, pts: Int64?, keyframe: Bool, width: Int, height: Int, ageMs: Int) {
-        self.seq = seq
-        self.pts = pts
-        self.keyframe = keyframe
-        self.width = width
-        self.height = height
-        self.ageMs = ageMs
-    }
 }
 
 /// What a session is and does now (`GET /sessions/{id}`).
@@ -124,40 +115,6 @@ public struct SessionStatus: Sendable {
     public var ignoredPackets: [String: Int] = [:]
     /// Declared by the configuration file or made by a client, and kept in `--state-dir` or not.
     public var standing = SessionStanding()
-
-    /// `Session.status()` makes the live one; public so that what renders a status (the API's
-    /// JSON) can be checked byte for byte on values made by hand.
-    public init(
-        id: SessionID, codec: VideoCodec?, codecStated: Bool, backend: DecoderBackend, backendReason: String,
-        device: HardwareDeviceID?, fallbacks: [BackendFallback], decode: DecodeMode, decoder: DecoderActivity, quality: Int,
-        createdAt: Date, lastActivityAt: Date, format: StreamFormat?, counters: SessionCounters, latestFrame: LatestFrameInfo?,
-        lastError: ErrorRecord?, subscribers: Int, uploading: Bool, rates: SessionRates, source: SourceStatus? = nil,
-        owner: SessionOwner? = nil, ignoredPackets: [String: Int] = [:], standing: SessionStanding = SessionStanding()
-    ) {
-        self.id = id
-        self.codec = codec
-        self.codecStated = codecStated
-        self.backend = backend
-        self.backendReason = backendReason
-        self.device = device
-        self.fallbacks = fallbacks
-        self.decode = decode
-        self.decoder = decoder
-        self.quality = quality
-        self.createdAt = createdAt
-        self.lastActivityAt = lastActivityAt
-        self.format = format
-        self.counters = counters
-        self.latestFrame = latestFrame
-        self.lastError = lastError
-        self.subscribers = subscribers
-        self.uploading = uploading
-        self.rates = rates
-        self.source = source
-        self.owner = owner
-        self.ignoredPackets = ignoredPackets
-        self.standing = standing
-    }
 }
 
 /// What one upload request carried and produced (the answer to `POST .../nalus`).
@@ -173,26 +130,9 @@ public struct UploadSummary: Sendable {
     public var decodeErrors: Int
     public var error: ErrorRecord?
     public var flushed: Bool
-
-    public init(
-        session: SessionID, bytes: Int, nalUnits: [String: Int], frames: Int, latestSeq: UInt64? = nil,
-        format: StreamFormat? = nil, decodeErrors: Int, error: ErrorRecord? = nil, flushed: Bool
-    ) {
-        self.session = session
-        self.bytes = bytes
-        self.nalUnits = nalUnits
-        self.frames = frames
-        self.latestSeq = latestSeq
-        self.format = format
-        self.decodeErrors = decodeErrors
-        self.error = error
-        self.flushed = flushed
-    }
 }
 
 /// `GET /sessions`.
 public struct SessionList: Sendable {
     public var sessions: [SessionStatus]
-
-    public init(sessions: [SessionStatus]) { self.sessions = sessions }
 }

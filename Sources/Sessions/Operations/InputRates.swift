@@ -4,12 +4,6 @@ public struct SessionRates: Sendable, Equatable {
     public var bitsPerSecond: Double
     /// Seconds the rates are measured over: the window, or less for a session younger than that.
     public var windowSeconds: Double
-
-    public init(picturesPerSecond: Double, bitsPerSecond: Double, windowSeconds: Double) {
-        self.picturesPerSecond = picturesPerSecond
-        self.bitsPerSecond = bitsPerSecond
-        self.windowSeconds = windowSeconds
-    }
 }
 
 /// Pictures decoded and bytes received in one-second buckets over a short sliding window, so
