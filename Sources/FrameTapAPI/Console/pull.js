@@ -15,6 +15,7 @@ export class PullPanel extends DisclosurePanel {
     this.nameInput = byId('pull-session-name');
     this.urlInput = byId('pull-url');
     this.transport = byId('pull-transport');
+    this.connect = byId('pull-connect');
     this.message = byId('pull-message');
 
     this.urlInput.addEventListener('input', () => this.showTransport());
@@ -48,12 +49,14 @@ export class PullPanel extends DisclosurePanel {
     }
     const source = { url };
     if (/^rtsp:/i.test(url)) source.transport = this.transport.value;
+    if (this.connect.value === 'on-demand') source.connect = 'on-demand';
     setText(this.message, '');
     try {
       await apiFetch(sessionPath(id), {
         method: 'PUT', body: JSON.stringify({ source }), headers: { 'Content-Type': 'application/json' },
       });
-      notify(`Session ${id} pulls its source now.`, { key: 'pull' });
+      notify(source.connect ? `Session ${id} connects when its pictures are asked for.`
+        : `Session ${id} pulls its source now.`, { key: 'pull' });
       this.sync.refreshNow();
       this.close();
       location.hash = `#/sessions/${encodeURIComponent(id)}`;
