@@ -132,7 +132,7 @@ def bench_on_demand_density(runs, cap=2048):
         command("%s --port PORT --units .bench/out/cam720b.264.units --sessions N --prefix d1-N --loops 2 "
                 "--watch-every 20 --watch-after 3 --wait-ms 2000 --query flush=true" % os.path.relpath(LOADGEN, ROOT))
         found, capped = search(lambda n: density_on_demand_trial(server, stream, n, empty_kb),
-                               max(16, 8 * ff_n), cap, lines)
+                               max(16, 8 * ff_n), cap, lines, log)
     finally:
         server.stop()
     ratio = found / ff_n if ff_n else float("nan")
