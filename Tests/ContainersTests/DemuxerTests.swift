@@ -59,6 +59,25 @@ struct DemuxerRefusalTests {
         #expect(exact.frames.count == 20)
     }
 
+    /// A PAT and PMT whose only stream has a type libavutil has no name for (found by the
+    /// container-samples fuzz target): the verdict names it "unknown" instead of crashing on the
+    /// name libavutil does not give.
+    @Test("a track of a kind libavutil cannot name is no_video_track, not a crash")
+    func unnamedTrackKind() throws {
+        let encoded = """
+            BUdAABAAALANAAHBAAAAAfAAKrEEsv//////////////////////////////////////////////////////////////////
+            //////////////////////////9BTP//////////////////////////////////////////////////////////////////
+            ////////////////////////////////////////////////////////////R1AAEAACsB0AAcEAAOEA8AAAAAAAAf//////
+            ////eSx5AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAKwHQABwQAA4QDwAAAAAAAAAAAAAAAAAAAAAABmb3JtYXRf
+            d2hpdGVsaQAAAAAAAAAAAAAAAABsAm1lcmdlX3BtdF8AAAAAAAD/////////YXV0b////////kJiVG188ODMZO9X8+jDN4hw
+            4/EMMI5NSy4yN4H9L6lCscg=
+            """
+        let body = try #require(Data(base64Encoded: encoded, options: .ignoreUnknownCharacters))
+        let result = try DemuxedDecode.run([UInt8](body), container: .mpegTS, pieceSize: 1)
+        #expect(result.frames.isEmpty)
+        #expect(result.failure?.code == .noVideoTrack, "\(String(describing: result.failure))")
+    }
+
     @Test("a live container keeps only the bytes after its last packet, whatever the window")
     func windowStaysSmall() throws {
         let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")

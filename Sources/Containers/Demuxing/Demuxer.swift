@@ -245,8 +245,7 @@ public final class Demuxer {
         packetsWithoutVideo += final ? 0 : 1
         if final || packetsWithoutVideo > Self.packetsBeforeNoVideoVerdict {
             let kinds = (0..<Int(format.pointee.nb_streams)).compactMap { index -> String? in
-                guard let type = format.pointee.streams[index]?.pointee.codecpar?.pointee.codec_type else { return nil }
-                return String(cString: av_get_media_type_string(type))
+                (format.pointee.streams[index]?.pointee.codecpar?.pointee.codec_type).map(Self.name(of:))
             }
             return ContainerError(
                 .noVideoTrack,
@@ -277,7 +276,13 @@ public final class Demuxer {
         guard let format, index >= 0, index < Int32(format.pointee.nb_streams),
             let type = format.pointee.streams[Int(index)]?.pointee.codecpar?.pointee.codec_type
         else { return }
-        ignoredPackets[String(cString: av_get_media_type_string(type)), default: 0] += 1
+        ignoredPackets[Self.name(of: type), default: 0] += 1
+    }
+
+    /// A track's kind in libavutil's words ("audio", "data"); libavutil has none for a kind it
+    /// does not know (a stream type a container invented), which hostile input can make.
+    private static func name(of type: AVMediaType) -> String {
+        av_get_media_type_string(type).map { String(cString: $0) } ?? "unknown"
     }
 
     // MARK: - Errors
