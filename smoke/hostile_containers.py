@@ -120,6 +120,27 @@ def ts_packets(rng, data):
     return bytes(data), "TS packets: " + ",".join(told)
 
 
+def ts_stream_types(rng, data):
+    """PMTs whose elementary streams claim other stream types (reserved, private, another codec)
+    or a huge program_info_length."""
+    data, told, at = bytearray(data), [], 0
+    while True:
+        at = data.find(b"\x00\x02\xb0", at)   # pointer field 0, table_id 2 (PMT), section syntax
+        if at < 0 or at + 16 > len(data):
+            break
+        info_length = ((data[at + 11] & 0x0F) << 8) | data[at + 12]
+        if rng.random() < 0.2:
+            data[at + 11] = (data[at + 11] & 0xF0) | 0x0F
+            data[at + 12] = 0xFF
+            told.append("program_info_length=4095")
+        elif at + 13 + info_length < len(data):
+            kind = rng.choice([0x00, 0x05, 0x06, 0x0F, 0x1B, 0x24, 0x7F, 0x80, 0xFF])
+            data[at + 13 + info_length] = kind
+            told.append(f"stream_type={kind:#04x}")
+        at += 3
+    return bytes(data), "TS PMTs: " + (",".join(told) or "(none found)")
+
+
 def ebml_sizes(rng, data):
     """Matroska elements (EBML header, Segment, Cluster, SimpleBlock, CodecPrivate, Tracks) whose
     size says unknown, huge or zero."""
@@ -168,7 +189,7 @@ def container_splice(rng, data, others):
 # Mutations by container (a fixture's suffix tells it), then the codec-neutral ones every container
 # gets.
 BY_SUFFIX = {".mp4": [(mp4_box_sizes, 5), (mp4_huge_counts, 4), (decoder_configuration, 3)],
-             ".ts": [(ts_packets, 8)],
+             ".ts": [(ts_packets, 8), (ts_stream_types, 4)],
              ".mkv": [(ebml_sizes, 6), (decoder_configuration, 2)],
              ".webm": [(ebml_sizes, 6)],
              ".flv": [(flv_tags, 6), (decoder_configuration, 3)]}
