@@ -1,7 +1,7 @@
 """Hostile containers for smoke/hostile.py: MP4, MPEG-TS, Matroska and FLV fixtures whose
 structure lies (box, element and tag sizes far past the body or zero, sample tables with huge
 counts, avcC/hvcC records with impossible lengths, TS packets without their sync byte or with
-huge adaptation fields), plus the codec-neutral mutations of hostile_bodies and splices of two
+huge adaptation fields, PMTs naming other stream types), plus the codec-neutral mutations of hostile_bodies and splices of two
 containers or of a container and Annex B. Each mutation takes (rng, body) and returns (new body,
 a short description). The server must answer each with a picture summary or a problem+json with
 a code (`invalid_container`, `no_video_track`, `container_needs_seeking`, ...), whatever
