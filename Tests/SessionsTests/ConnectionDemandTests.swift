@@ -52,17 +52,15 @@ import TestSupport
     }
 
     /// Where a transition starts: a fresh machine taken through these events.
-    struct Start: CustomStringConvertible, Sendable {
+    struct Start: MachineStart {
         let name: String
         var connect: ConnectMode = .onDemand
         var events: [Event] = []
 
         var description: String { name }
 
-        func machine() -> ConnectionDemand {
-            var machine = ConnectionDemand(connect: connect, linger: .seconds(10), firstPictureWait: .seconds(20))
-            for event in events { _ = machine.apply(event) }
-            return machine
+        func fresh() -> ConnectionDemand {
+            ConnectionDemand(connect: connect, linger: .seconds(10), firstPictureWait: .seconds(20))
         }
 
         static let idle = Start(name: "idle")
@@ -82,15 +80,7 @@ import TestSupport
         static let closed = Start(name: "closed", events: connecting.events + [.closed])
     }
 
-    struct Transition: CustomTestStringConvertible, Sendable {
-        let start: Start
-        let event: Event
-        let state: ConnectionDemand.State
-        let actions: [Action]
-        var answersAtOnce: Bool? = nil
-
-        var testDescription: String { "\(start) + \(event)" }
-    }
+    typealias Transition = MachineTransition<Start>
 
     static let transitions: [Transition] = [
         // Connecting
@@ -189,11 +179,7 @@ import TestSupport
 
     @Test(arguments: transitions)
     func transition(_ transition: Transition) {
-        var machine = transition.start.machine()
-        let actions = machine.apply(transition.event)
-        #expect(machine.state == transition.state)
-        #expect(actions == transition.actions)
-        if let answersAtOnce = transition.answersAtOnce { #expect(machine.answersAtOnce == answersAtOnce) }
+        transition.check()
     }
 
     /// The pull is connected exactly while the connection is wanted.
@@ -265,9 +251,9 @@ import TestSupport
     }
 }
 
-extension ConnectionDemand {
+extension ConnectionDemand: TableDrivenMachine {
     /// Runs one event of the table.
-    fileprivate mutating func apply(_ event: ConnectionDemandTests.Event) -> [Action] {
+    mutating func apply(_ event: ConnectionDemandTests.Event) -> [Action] {
         let at = ConnectionDemandTests.at
         switch event {
         case .demanded(let reason, let waiter, let time): return demanded(reason, waiter: waiter, at: at(time))

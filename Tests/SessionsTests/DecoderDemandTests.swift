@@ -57,7 +57,7 @@ import TestSupport
     }
 
     /// Where a transition starts: a fresh machine taken through these events.
-    struct Start: CustomStringConvertible, Sendable {
+    struct Start: MachineStart {
         let name: String
         var mode: DecodeMode = .onDemand
         var linger: Duration = .seconds(10)
@@ -65,11 +65,7 @@ import TestSupport
 
         var description: String { name }
 
-        func machine() -> DecoderDemand {
-            var machine = DecoderDemand(mode: mode, linger: linger)
-            for event in events { _ = machine.apply(event) }
-            return machine
-        }
+        func fresh() -> DecoderDemand { DecoderDemand(mode: mode, linger: linger) }
 
         static let idle = Start(name: "idle")
         /// Request #1 woke it at 100 s (linger check due at 110 s); the pool has not answered.
@@ -89,15 +85,7 @@ import TestSupport
         static let closed = Start(name: "closed", events: queuedWithTicket.events + [.closed])
     }
 
-    struct Transition: CustomTestStringConvertible, Sendable {
-        let start: Start
-        let event: Event
-        let state: DecoderDemand.State
-        let actions: [Action]
-        var answersAtOnce: Bool? = nil
-
-        var testDescription: String { "\(start) + \(event)" }
-    }
+    typealias Transition = MachineTransition<Start>
 
     static let transitions: [Transition] = [
         // Waking
@@ -264,11 +252,7 @@ import TestSupport
 
     @Test(arguments: transitions)
     func transition(_ transition: Transition) {
-        var machine = transition.start.machine()
-        let actions = machine.apply(transition.event)
-        #expect(machine.state == transition.state)
-        #expect(actions == transition.actions)
-        if let answersAtOnce = transition.answersAtOnce { #expect(machine.answersAtOnce == answersAtOnce) }
+        transition.check()
     }
 
     /// What the status shows for each state.
@@ -319,9 +303,9 @@ import TestSupport
     }
 }
 
-extension DecoderDemand {
+extension DecoderDemand: TableDrivenMachine {
     /// Runs one event of the table.
-    fileprivate mutating func apply(_ event: DecoderDemandTests.Event) -> [Action] {
+    mutating func apply(_ event: DecoderDemandTests.Event) -> [Action] {
         let at = DecoderDemandTests.at
         switch event {
         case .demanded(let reason, let waiter, let time): return demanded(reason, waiter: waiter, at: at(time))
