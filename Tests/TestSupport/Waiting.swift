@@ -6,7 +6,8 @@ import Timekeeping
 // Every wait in the tests has a deadline and names what it waits for, so a test whose awaited
 // event never comes fails with that name instead of holding the whole run. There is no
 // unlimited variant of any wait here; `scripts/check-test-waits.sh` keeps the Dispatch and
-// Foundation ones (`.wait()`, `waitUntilExit()`, bare continuations) out of Tests/.
+// Foundation ones (a semaphore or group waited on with no timeout, `waitUntilExit`, bare
+// continuations) out of Tests/.
 
 /// How long a wait lasts when its caller names no limit. Everything the tests wait for takes
 /// milliseconds to a few seconds; the limit only has to end a wait that would never end, with
