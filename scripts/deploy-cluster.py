@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from harness.checks import Results  # noqa: E402
 from harness.client import is_jpeg, request  # noqa: E402
 from harness.ports import free_port  # noqa: E402
+from harness.proc import end  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.waiting import Failure, poll, wait_for  # noqa: E402
 
@@ -98,13 +99,8 @@ class Gateway:
             self.process = subprocess.Popen(["haproxy", "-db", "-f", self.config], stdout=log, stderr=subprocess.STDOUT)
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        if self.process:
+            end(self.process)
 
     def command(self, line):
         with socket.socket(socket.AF_UNIX) as client:
@@ -155,12 +151,8 @@ class Cluster:
 
     def close(self):
         for process in (self.sync, self.rtsp):
-            if process and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            if process:
+                end(process)
         self.gateway.stop()
         for instance in self.instances:
             if instance.process and instance.process.poll() is None:

@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from harness.checks import Results  # noqa: E402  (tools/ is on the path only now)
 from harness.client import request, session_status  # noqa: E402
 from harness.ports import free_port  # noqa: E402
+from harness.proc import end  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.waiting import Failure, poll, wait_for  # noqa: E402
 
@@ -370,11 +371,7 @@ def run(r, binary, output):
     finally:
         if server is not None and server.process is not None and server.process.poll() is None:
             server.kill()
-        camera.send_signal(signal.SIGTERM)
-        try:
-            camera.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            camera.kill()
+        end(camera)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -54,6 +54,7 @@ from harness.browser import chromium  # noqa: E402  (tools/ is on the path only 
 from harness.checks import Results  # noqa: E402
 from harness.client import request, session_status  # noqa: E402
 from harness.ports import free_port  # noqa: E402
+from harness.proc import end  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.waiting import Failure  # noqa: E402
 
@@ -87,13 +88,7 @@ class Push:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end(self.process)
 
 
 def live_stream(fixture, copies, path):
@@ -664,12 +659,7 @@ def check_pulls(r, page, base, token, work):
         page.js("location.hash = '#/'")
         page.wait_js("return !document.getElementById('sessions-page').hidden")
     finally:
-        camera.terminate()
-        try:
-            camera.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            camera.kill()
-            camera.wait()
+        end(camera)
         for session in ("door", "gate"):
             request(base, "DELETE", f"/sessions/{session}", token=token)
 

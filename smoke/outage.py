@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from harness.checks import Results  # noqa: E402
 from harness.client import request, session_status  # noqa: E402
 from harness.ports import free_port  # noqa: E402
+from harness.proc import end  # noqa: E402
 from harness.server import Server  # noqa: E402
 from harness.waiting import Failure  # noqa: E402
 
@@ -54,13 +55,8 @@ class Camera:
         return time.monotonic()
 
     def kill(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process:
+            end(self.process)
 
 
 def state(base, session):

@@ -7,6 +7,7 @@ import time
 from harness.annexb import Stream
 from harness.client import wait_for_picture
 from harness.metrics import metric_value
+from harness.proc import end
 from harness.stats import fmt, median
 
 from .common import DETAILS, F720, command, frametap, long_poll, realtime_push, row
@@ -43,8 +44,7 @@ def fanout_trial(server, stream, clients, pollers, seconds=10):
     wall = time.perf_counter() - t0
     stop.set()
     for v in viewers:
-        v.terminate()
-        v.wait()
+        end(v)
     pusher.join(timeout=60)
     server.json("DELETE", "/sessions/%s" % session)
     [t.join(timeout=5) for t in poll_threads]

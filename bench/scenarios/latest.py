@@ -10,6 +10,7 @@ import time
 
 from harness.client import wait_for_picture
 from harness.ports import free_port
+from harness.proc import end
 from harness.stats import fmt, median, runs_text
 
 from .common import DETAILS, F1080, TMP_BASE, WORK, BenchFailure, command, frametap, row, row_against_peer
@@ -99,8 +100,7 @@ def bench_latest(runs, seconds=10):
                 ft_p99.append(p99)
                 ft_frames.append((after - before) / seconds)
             finally:
-                push.terminate()
-                push.wait()
+                end(push)
             server.json("DELETE", "/sessions/%s" % session)
             if nginx is None:
                 nginx, nginx_port = start_nginx(www)
@@ -111,8 +111,7 @@ def bench_latest(runs, seconds=10):
             ng_p99.append(p99)
     finally:
         if nginx:
-            nginx.terminate()
-            nginx.wait()
+            end(nginx)
         server.stop()
         shutil.rmtree(www, ignore_errors=True)
     row_against_peer("B3", "latest.jpg under wrk -t2 -c64 during a 1080p30 push (req/s)", ft_rps, "nginx static",

@@ -15,7 +15,7 @@ Scripts put the folder above this one on their path, found from their own file:
   annexb     start codes, NAL units, access units of H.264 and H.265, Stream
   rbsp       exp-Golomb bit writing and reading, with emulation prevention
   metrics    Prometheus text: values, histograms, their quantiles
-  proc       a process's memory, CPU, threads and fds (/proc); the machine
+  proc       a process's memory, CPU, threads and fds (/proc); end(): a child ended; the machine
   stats      median, percentile and the figures' format
   report     a measuring script's progress lines and the commands it ran
   density    real-time pushes of N sessions from one loop, and the search for the largest N kept up

@@ -1,6 +1,8 @@
-"""A process's resources as Linux shows them in /proc, and the machine a run is on."""
+"""A process's resources as Linux shows them in /proc, ending a child process, and the machine a
+run is on."""
 import os
 import re
+import subprocess
 
 
 def _status(pid):
@@ -37,6 +39,18 @@ def alive(pid):
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def end(process, timeout=10):
+    """Ends a child (a subprocess.Popen) that may still run: SIGTERM, then SIGKILL when it has not
+    exited within `timeout` seconds. Returns its exit status."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait(timeout=timeout)
 
 
 def load_average():
