@@ -18,6 +18,19 @@
 #include <va/va_drm.h>
 #include <sys/prctl.h>
 
+// libavutil/hwcontext_cuda.h needs the CUDA toolkit's <cuda.h>, which is not installed (the
+// driver is loaded at run time). Its device context, as FFmpeg 5.1 lays it out: the CUDA context,
+// the stream its copies and NVDEC's mapping run on (NULL: the context's default stream), and
+// libavutil's own state.
+typedef struct FTCUDADeviceContext {
+    void *cuda_ctx;
+    void *stream;
+    void *internal;
+} FTCUDADeviceContext;
+static inline FTCUDADeviceContext *ft_cuda_device_context(AVHWDeviceContext *device) {
+    return (FTCUDADeviceContext *)device->hwctx;
+}
+
 // Swift cannot import function-like or expression macros; these wrappers exist only
 // to expose those macro values under a callable name.
 

@@ -138,6 +138,8 @@ public struct DecoderOptions: Sendable {
     /// With `auto`: this many access units in a row failing on the hardware decoder make the
     /// stream continue in software from its next keyframe (see `StreamDecoder`).
     public var hardwareFailureLimit: Int = 3
+    /// Whether each CUDA decoder queues its GPU work on a stream of its own (`CUDAStreams`).
+    public var cudaStreams: CUDAStreamMode = .perDecoder
 
     public init(
         backend: DecoderBackendChoice = .auto,

@@ -61,7 +61,7 @@ public final class LibavDecoder: PictureDecoder {
         if plan.backend == .software {
             hardware = nil
         } else if let kind = plan.backend.hardwareKind, let lease = plan.lease, lease.device.kind == kind {
-            hardware = (lease.opened.context, FormatNegotiation(hardware: kind, device: lease.device))
+            hardware = (lease.decoderContext(streams: options.cudaStreams), FormatNegotiation(hardware: kind, device: lease.device))
         } else {
             throw DecodeError(.invalidOptions, "a \(plan.backend.rawValue) decoder needs a lease on a \(plan.backend.rawValue) device")
         }

@@ -76,6 +76,11 @@ extension ServeOption {
                     throw OptionValueError(error.message)
                 }
             }),
+        choice(
+            "cuda-streams", \.server.cudaStreams, valueName: "mode",
+            help:
+                "`per-decoder`: each session's NVDEC decoder queues its copies and downloads on a CUDA stream of its own inside the device's one context; `shared`: all of them on the context's default stream, as libavutil does by default.",
+            details: "see BENCHMARKS.md, GPU rows, for what each measured"),
         ServeOption(
             "max-decoder-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
             help:

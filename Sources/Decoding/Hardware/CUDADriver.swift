@@ -24,6 +24,15 @@ final class CUDADriver: Sendable {
     private let deviceGetName: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32) -> Int32
     private let deviceTotalMem: @convention(c) (UnsafeMutablePointer<Int>?, Int32) -> Int32
     private let getErrorName: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32)?
+    /// For streams of their own (`CUDAStreams`); nil when this driver lacks one of them.
+    let streamFunctions: StreamFunctions?
+
+    struct StreamFunctions: Sendable {
+        let pushContext: @convention(c) (OpaquePointer?) -> Int32
+        let popContext: @convention(c) (UnsafeMutablePointer<OpaquePointer?>?) -> Int32
+        let createStream: @convention(c) (UnsafeMutablePointer<OpaquePointer?>?, UInt32) -> Int32
+        let destroyStream: @convention(c) (OpaquePointer?) -> Int32
+    }
 
     private init(
         library: String,
@@ -32,7 +41,8 @@ final class CUDADriver: Sendable {
         deviceGet: @escaping @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32,
         deviceGetName: @escaping @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32) -> Int32,
         deviceTotalMem: @escaping @convention(c) (UnsafeMutablePointer<Int>?, Int32) -> Int32,
-        getErrorName: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32)?
+        getErrorName: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32)?,
+        streamFunctions: StreamFunctions?
     ) {
         self.library = library
         self.driverGetVersion = driverGetVersion
@@ -41,6 +51,7 @@ final class CUDADriver: Sendable {
         self.deviceGetName = deviceGetName
         self.deviceTotalMem = deviceTotalMem
         self.getErrorName = getErrorName
+        self.streamFunctions = streamFunctions
     }
 
     /// Loads `library`, resolves the functions and calls `cuInit(0)`. Never throws: every failure
@@ -73,7 +84,18 @@ final class CUDADriver: Sendable {
             deviceGet: deviceGet, deviceGetName: deviceGetName, deviceTotalMem: deviceTotalMem,
             getErrorName: symbol(
                 "cuGetErrorName",
-                as: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32).self))
+                as: (@convention(c) (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32).self),
+            streamFunctions: {
+                guard let push = symbol("cuCtxPushCurrent_v2", as: (@convention(c) (OpaquePointer?) -> Int32).self),
+                    let pop = symbol(
+                        "cuCtxPopCurrent_v2", as: (@convention(c) (UnsafeMutablePointer<OpaquePointer?>?) -> Int32).self),
+                    let create = symbol(
+                        "cuStreamCreate",
+                        as: (@convention(c) (UnsafeMutablePointer<OpaquePointer?>?, UInt32) -> Int32).self),
+                    let destroy = symbol("cuStreamDestroy_v2", as: (@convention(c) (OpaquePointer?) -> Int32).self)
+                else { return nil }
+                return StreamFunctions(pushContext: push, popContext: pop, createStream: create, destroyStream: destroy)
+            }())
         let status = cuInit(0)
         guard status == 0 else {
             return .failure(DecodeError(.decoderUnavailable, "cuInit failed: \(driver.errorName(status))"))

@@ -64,6 +64,7 @@ public struct SessionServices: Sendable {
     ) -> DecoderOptions {
         var options = DecoderOptions.lowLatency(backend: backend)
         options.hardwareDevices = configuration.hardwareDevices
+        options.cudaStreams = configuration.cudaStreams
         options.devicePool = devicePool
         options.frameDownloads = frameDownloads
         options.threads = configuration.decoderThreads
