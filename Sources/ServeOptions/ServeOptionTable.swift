@@ -81,6 +81,10 @@ extension ServeOption {
             help:
                 "`per-decoder`: each session's NVDEC decoder queues its copies and downloads on a CUDA stream of its own inside the device's one context; `shared`: all of them on the context's default stream, as libavutil does by default.",
             details: "see BENCHMARKS.md, GPU rows, for what each measured"),
+        integer(
+            "cuda-contexts", \.server.cudaContextsPerDevice, .range(1...16),
+            help:
+                "CUDA contexts opened on each CUDA device; new sessions' decoders take them in turn (each costs about 0.25 s at first use and its own GPU memory)."),
         ServeOption(
             "max-decoder-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
             help:

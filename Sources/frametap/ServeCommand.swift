@@ -90,7 +90,7 @@ struct ServeCommand: ParsableCommand {
         // starts here, and every part reads it from here on.
         let clock = SystemClock()
         let services = SessionServices(
-            configuration: settings.server, clock: clock, devicePool: HardwareDevicePool(clock: clock), frameDownloads: .shared,
+            configuration: settings.server, clock: clock, devicePool: HardwareDevicePool(cudaContextsPerDevice: settings.server.cudaContextsPerDevice, clock: clock), frameDownloads: .shared,
             decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard())
         let hardware = probeHardware(settings.server, services: services, logger: logger)
         for key in settings.access.skippedKeys {

@@ -22,6 +22,18 @@ import Timekeeping
         #expect(again.device == .cuda(0) && again.summary == "NVDEC on cuda:0 (Pretend CUDA 0)")
     }
 
+    @Test func severalCUDAContextsPerDeviceAreTakenInTurn() throws {
+        let platform = PretendPlatform(cuda: [0])
+        let pool = HardwareDevicePool(platform: platform, cudaContextsPerDevice: 3, clock: SystemClock())
+        let leases = try (0..<7).map { _ in try pool.lease(among: [.cuda(0)]).get() }
+        #expect(platform.opens(of: .cuda(0)) == 3, "three contexts, opened with the first decoder")
+        #expect(pool.sessions(on: .cuda(0)) == 7)
+        let contexts = leases.map { ObjectIdentifier($0.opened.context) }
+        #expect(Set(contexts).count == 3)
+        #expect(contexts[0] == contexts[3] && contexts[3] == contexts[6] && contexts[1] == contexts[4])
+        #expect(contexts[0] != contexts[1] && contexts[1] != contexts[2])
+    }
+
     @Test func newDecodersGoToTheLeastLoadedDevice() throws {
         let pool = HardwareDevicePool(platform: PretendPlatform(cuda: [0, 1]), clock: SystemClock())
         let devices: [HardwareDeviceID] = [.cuda(0), .cuda(1)]

@@ -35,15 +35,19 @@ public final class HardwareDevicePool: Sendable {
     public let platform: any HardwarePlatform
     public let retryDelay: Duration
     public let maxRetryDelay: Duration
+    /// CUDA contexts opened on each CUDA device (`--cuda-contexts`); new decoders take them in
+    /// turn. One is the default: every context costs about 0.25 s and its own GPU memory.
+    public let cudaContextsPerDevice: Int
     /// Times the back-off; tests move it by hand.
     private let clock: any ServiceClock
     private let state = Mutex(State())
 
     public init(
         platform: any HardwarePlatform = LibavHardwarePlatform(), retryDelay: Duration = .seconds(30),
-        maxRetryDelay: Duration = .seconds(600), clock: any ServiceClock
+        maxRetryDelay: Duration = .seconds(600), cudaContextsPerDevice: Int = 1, clock: any ServiceClock
     ) {
         self.platform = platform
+        self.cudaContextsPerDevice = max(1, cudaContextsPerDevice)
         self.retryDelay = retryDelay
         self.maxRetryDelay = maxRetryDelay
         self.clock = clock
@@ -66,6 +70,10 @@ public final class HardwareDevicePool: Sendable {
         var status = Status.notOpened
         var sessions = 0
         var failures = 0
+        /// The device's further CUDA contexts (`cudaContextsPerDevice` - 1 of them, those
+        /// that opened), and how many leases were given out: lease k gets context k modulo all.
+        var moreContexts: [OpenedHardwareDevice] = []
+        var leasesGiven = 0
     }
 
     private enum Status {
@@ -140,6 +148,11 @@ public final class HardwareDevicePool: Sendable {
                         opened = fresh
                         entry.status = .open(fresh)
                         entry.failures = 0
+                        if device.kind == .cuda && cudaContextsPerDevice > 1 {
+                            entry.moreContexts = (1..<cudaContextsPerDevice).compactMap { _ in
+                                try? platform.open(device).get()
+                            }
+                        }
                     case .failure(let error):
                         entry.failures += 1
                         entry.status = .failed(error, retryAt: now + backOff(failures: entry.failures))
@@ -148,9 +161,12 @@ public final class HardwareDevicePool: Sendable {
                         continue
                     }
                 }
+                let contexts = [opened] + entry.moreContexts
+                let given = contexts[entry.leasesGiven % contexts.count]
+                entry.leasesGiven &+= 1
                 entry.sessions += 1
                 state.devices[device] = entry
-                return .success(HardwareDeviceLease(device: device, opened: opened, pool: self))
+                return .success(HardwareDeviceLease(device: device, opened: given, pool: self))
             }
             return .failure(DecodeError(.decoderUnavailable, "no device opened (\(notes.joined(separator: "; ")))"))
         }

@@ -17,6 +17,8 @@ public struct ServerConfiguration: Sendable {
     /// Whether each CUDA decoder has a stream of its own on the device's shared context
     /// (`--cuda-streams`, see `CUDAStreams`).
     public var cudaStreams: CUDAStreamMode = .perDecoder
+    /// CUDA contexts per CUDA device, taken by new decoders in turn (`--cuda-contexts`).
+    public var cudaContextsPerDevice: Int = 1
     /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int
@@ -170,6 +172,7 @@ public struct ServerConfiguration: Sendable {
             if !condition { throw SessionError(.invalidParameter, message) }
         }
         try require((0...64).contains(decoderThreads), "decoder threads must be 0...64")
+        try require((1...16).contains(cudaContextsPerDevice), "CUDA contexts per device must be 1...16")
         try require(maxSessions >= 1, "max sessions must be at least 1")
         try require(maxBodyBytes.map { $0 >= 1 } ?? true, "max body bytes must be positive")
         try require(maxSpoolBytes >= 1, "max spool bytes must be positive")
