@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Packs what the GPU check needs on a machine with a GPU but no Debian packages, no ffmpeg and no
 # network (../shared/notes/gpu.md), into .device/ (git-ignored; carry it there):
-#   .device/pack/pack.tar.xz   the release frametap with every library it loads
-#                              (../shared/tools/device-pack.sh)
+#   .device/pack/pack.tar.xz   the release frametap with every library it loads (its ldd closure,
+#                              glibc excepted, stripped), and libnvjpeg.so.12 from PyPI's
+#                              nvidia-nvjpeg-cu12 wheel (frametap loads it at run time to encode
+#                              JPEG on the GPU); unpack as ../shared/notes/gpu.md says
 #   .device/streams/           1080p30 H.264 High and H.265 Main camera-like streams, 60 pictures
 #                              each (the first 2 s of bench/make-streams.sh's), with a MANIFEST.tsv
 #                              of their reference decodes made here by ffmpeg (size, pictures,
 #                              pixel format, MD5 of every decoded picture): that machine has no
 #                              ffmpeg, so the references travel with the streams
-#   .device/testdata/h264|h265 the third-party conformance streams (../shared/testdata), the H.265
-#                              manifest rewritten into the columns scripts/conformance.sh reads
+#   .device/testdata/h265      the third-party H.265 conformance streams (../shared/testdata), the
+#                              manifest rewritten into the columns scripts/conformance.sh reads;
+#                              GPU_PACK_H264_CORPUS=1 adds the H.264 corpus when there is room
 # and checks that it all, with the repository's own files, stays within what travels (64 MiB).
 #
 #   scripts/gpu-pack.sh [FRAMETAP_RELEASE_BIN]   (default .build-bench/release/frametap, built by
@@ -21,24 +24,49 @@ BIN=${1:-$ROOT/.build-bench/release/frametap}
 DEVICE=${GPU_PACK_DIR:-$ROOT/.device}
 SHARED=${SHARED_DIR:-$ROOT/../shared}
 LIMIT=$((64 << 20))
-# The pack is 55 MB since libavformat came (its libraries: libxml2 and ICU, codec2, SRT, GnuTLS,
-# ...), so the streams are 2 s (one 2 s GOP each) and the two largest H.264 conformance streams
-# stay here: PPH10I1_Panasonic_A (High 10, which NVDEC refuses; its software fallback is what
-# `make test` checks) and HPCVMOLQ_BRCM_B (1.9 MB of 8-bit High 4:2:0, the profile the 1080p
-# streams exercise).
+# The pack is 56 MB since libavformat came (its libraries: libxml2 and ICU, codec2, SRT, GnuTLS,
+# ...) and libnvjpeg 3.4 MB more, so the streams are 2 s (one 2 s GOP each) and the H.264
+# conformance corpus (2.4 MB; on NVDEC 10/12 on both cards of 2026-11-25, BENCHMARKS.md) stays
+# here unless asked for; with it, its two largest streams stay here anyway:
+# PPH10I1_Panasonic_A (High 10, which NVDEC refuses; its software fallback is what `make test`
+# checks) and HPCVMOLQ_BRCM_B (1.9 MB of 8-bit High 4:2:0, the profile the 1080p streams exercise).
 PICTURES=${GPU_PACK_PICTURES:-60}
+H264_CORPUS=${GPU_PACK_H264_CORPUS:-0}
 LEAVE_OUT=${GPU_PACK_LEAVE_OUT-PPH10I1_Panasonic_A.264 HPCVMOLQ_BRCM_B.264}
+# libnvjpeg from PyPI (the one registry besides Debian's): pinned, kept in .bench/wheels.
+NVJPEG_WHEEL=${GPU_PACK_NVJPEG:-nvidia-nvjpeg-cu12==12.4.0.76}
 [ -x "$BIN" ] || { echo "gpu-pack: no release binary at $BIN (make gpu-pack builds it)" >&2; exit 2; }
 for tool in ffmpeg ffprobe python3 xz strip; do
     command -v "$tool" > /dev/null || { echo "gpu-pack: $tool is not installed" >&2; exit 2; }
 done
 mkdir -p "$DEVICE"
 
-# The binary, stripped (its symbols are three quarters of it), and its libraries.
-mkdir -p "$DEVICE/build"
-strip -o "$DEVICE/build/frametap" "$BIN"
-"$SHARED/tools/device-pack.sh" "$DEVICE/pack" "$DEVICE/build/frametap"
-rm -rf "$DEVICE/build"
+# The binary and its libraries, stripped (the binary's symbols are three quarters of it), and
+# libnvjpeg; xz -9e, which packs them 0.7 MB smaller than -9. Unpacked as device-pack.sh's are.
+wheels="$ROOT/.bench/wheels"
+if ! ls "$wheels"/nvidia_nvjpeg_cu12-*.whl > /dev/null 2>&1; then
+    mkdir -p "$wheels"
+    python3 -m pip download --quiet --no-deps --dest "$wheels" "$NVJPEG_WHEEL" \
+        || { echo "gpu-pack: cannot download $NVJPEG_WHEEL from PyPI" >&2; exit 2; }
+fi
+staging="$DEVICE/staging"
+rm -rf "$staging" "$DEVICE/pack"
+mkdir -p "$staging/bin" "$staging/libs" "$DEVICE/pack"
+strip -o "$staging/bin/frametap" "$BIN"
+ldd "$BIN" | awk '/=> \//{print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv)\.so|ld-linux' | sort -u |
+    while read -r lib; do cp -L "$lib" "$staging/libs/"; done
+python3 - "$(ls "$wheels"/nvidia_nvjpeg_cu12-*.whl | head -1)" "$staging/libs" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    member = next(name for name in wheel.namelist() if name.endswith("/lib/libnvjpeg.so.12"))
+    with open(sys.argv[2] + "/libnvjpeg.so.12", "wb") as out:
+        out.write(wheel.read(member))
+PY
+chmod u+w "$staging"/libs/*
+strip --strip-unneeded "$staging"/libs/* 2> /dev/null || true
+tar -C "$staging" -cf - bin libs | xz -T1 -9e > "$DEVICE/pack/pack.tar.xz"
+echo "gpu-pack: frametap + $(ls "$staging/libs" | wc -l) libraries in $DEVICE/pack/pack.tar.xz ($(du -h "$DEVICE/pack/pack.tar.xz" | cut -f1))"
+rm -rf "$staging"
 
 # The streams: cut at access-unit boundaries (tools/harness/annexb.py's splitters), from an IDR, so each is a
 # stream of its own; their reference decodes in the manifest format of scripts/conformance.sh.
@@ -74,7 +102,7 @@ PY
 # md5_whole_yuv420p, ...) in the standard columns.
 rm -rf "$DEVICE/testdata"
 mkdir -p "$DEVICE/testdata"
-if [ -d "$SHARED/testdata/h264" ]; then
+if [ "$H264_CORPUS" = 1 ] && [ -d "$SHARED/testdata/h264" ]; then
     cp -r "$SHARED/testdata/h264" "$DEVICE/testdata/h264"
     for name in $LEAVE_OUT; do
         rm -f "$DEVICE/testdata/h264/$name"
