@@ -704,12 +704,18 @@ def idle_rows(check, sessions=8, seconds=10):
               "%.4f" % cpu["software"] if "software" in cpu else "not run", "", "≤ 0.02 (cuda)", met)
 
 
+STEPS = {"conformance": conformance, "g1x": concurrent_rows, "jpeg": gpu_jpeg_rows, "g5": on_demand_rows,
+         "g2": density_rows, "g1": ingest_rows, "g3": idle_rows}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
     parser.add_argument("--device-dir", default=os.path.join(ROOT, ".device"))
     parser.add_argument("--results", default=os.path.join(ROOT, ".test-output", "gpu-check"))
     parser.add_argument("--budget", type=int, default=int(os.environ.get("GPU_CHECK_BUDGET", "450")))
+    parser.add_argument("--steps", default=os.environ.get("GPU_CHECK_STEPS", ",".join(STEPS)),
+                        help="a comma-separated subset of %s (for a rerun of what failed)" % ", ".join(STEPS))
     args = parser.parse_args()
     args.binary = os.path.abspath(args.binary)
     args.device_dir = os.path.abspath(args.device_dir)
@@ -722,7 +728,11 @@ def main():
         sys.exit("gpu-check: %s/streams is missing: run `make gpu-pack` here and carry .device" % args.device_dir)
     survey(check)
     log("CUDA: %s (%s)" % ("available" if check.cuda_ok else "not available", check.cuda_reason))
-    for step in (conformance, concurrent_rows, gpu_jpeg_rows, on_demand_rows, density_rows, ingest_rows, idle_rows):
+    chosen = [name.strip() for name in args.steps.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in STEPS]
+    if unknown:
+        sys.exit("gpu-check: unknown steps %s; the steps are %s" % (", ".join(unknown), ", ".join(STEPS)))
+    for step in (STEPS[name] for name in STEPS if name in chosen):
         try:
             step(check)
         except Exception as e:  # one step's failure must not cost the others' results

@@ -10,7 +10,8 @@
 #                                             # .test-output/gpu-check/gpu-check.md
 #   FRAMETAP_BIN=path scripts/gpu-check.sh    # a binary of this machine instead of the pack
 # Environment: GPU_CHECK_BUDGET (seconds, default 450: the whole run stays under 8 minutes),
-# GPU_CHECK_DEVICE_DIR (default .device). Exit 1 when a conformance run failed.
+# GPU_CHECK_DEVICE_DIR (default .device), GPU_CHECK_STEPS (a subset of conformance,g1x,jpeg,g5,g2,g1,g3,
+# for a rerun). Exit 1 when a conformance run failed.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEVICE=${GPU_CHECK_DEVICE_DIR:-$ROOT/.device}
