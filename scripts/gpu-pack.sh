@@ -5,14 +5,14 @@
 #                              glibc excepted, stripped), and libnvjpeg.so.12 from PyPI's
 #                              nvidia-nvjpeg-cu12 wheel (frametap loads it at run time to encode
 #                              JPEG on the GPU); unpack as ../shared/notes/gpu.md says
-#   .device/streams/           1080p30 H.264 High and H.265 Main camera-like streams, 60 pictures
-#                              each (the first 2 s of bench/make-streams.sh's), with a MANIFEST.tsv
+#   .device/streams/           a 1080p30 H.264 High camera-like stream (and with GPU_PACK_STREAMS
+#                              its H.265 Main twin), 60 pictures (the first 2 s of bench/make-streams.sh's), with a MANIFEST.tsv
 #                              of their reference decodes made here by ffmpeg (size, pictures,
 #                              pixel format, MD5 of every decoded picture): that machine has no
 #                              ffmpeg, so the references travel with the streams
-#   .device/testdata/h265      the third-party H.265 conformance streams (../shared/testdata), the
-#                              manifest rewritten into the columns scripts/conformance.sh reads;
-#                              GPU_PACK_H264_CORPUS=1 adds the H.264 corpus when there is room
+#   .device/testdata/h26x      with GPU_PACK_H265_CORPUS=1 / GPU_PACK_H264_CORPUS=1, when there is
+#                              room: the third-party conformance streams (../shared/testdata), the
+#                              H.265 manifest rewritten into the columns scripts/conformance.sh reads
 # and checks that it all, with the repository's own files, stays within what travels (64 MiB).
 #
 #   scripts/gpu-pack.sh [FRAMETAP_RELEASE_BIN]   (default .build-bench/release/frametap, built by
@@ -32,6 +32,11 @@ LIMIT=$((64 << 20))
 # checks) and HPCVMOLQ_BRCM_B (1.9 MB of 8-bit High 4:2:0, the profile the 1080p streams exercise).
 PICTURES=${GPU_PACK_PICTURES:-60}
 H264_CORPUS=${GPU_PACK_H264_CORPUS:-0}
+H265_CORPUS=${GPU_PACK_H265_CORPUS:-0}
+# The 1080p streams: H.264 only by default; the H.265 one (1.1 MB: H1 and G5's H.265 row, both
+# measured on 2026-11-25) and the H.265 corpus when GPU_PACK_STREAMS / GPU_PACK_H265_CORPUS ask
+# and there is room. What travels is counted in disk blocks, as the device tool counts it.
+STREAMS=${GPU_PACK_STREAMS:-gpu1080.264}
 LEAVE_OUT=${GPU_PACK_LEAVE_OUT-PPH10I1_Panasonic_A.264 HPCVMOLQ_BRCM_B.264}
 # libnvjpeg from PyPI (the one registry besides Debian's): pinned, kept in .bench/wheels.
 NVJPEG_WHEEL=${GPU_PACK_NVJPEG:-nvidia-nvjpeg-cu12==12.4.0.76}
@@ -71,13 +76,16 @@ rm -rf "$staging"
 # The streams: cut at access-unit boundaries (tools/harness/annexb.py's splitters), from an IDR, so each is a
 # stream of its own; their reference decodes in the manifest format of scripts/conformance.sh.
 "$ROOT/bench/make-streams.sh" "$ROOT/.bench/streams" > /dev/null
+rm -rf "$DEVICE/streams"
 mkdir -p "$DEVICE/streams"
-python3 - "$ROOT" "$DEVICE/streams" "$PICTURES" <<'PY'
+python3 - "$ROOT" "$DEVICE/streams" "$PICTURES" $STREAMS <<'PY'
 import os, sys
-root, out, pictures = sys.argv[1], sys.argv[2], int(sys.argv[3])
+root, out, pictures, wanted = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 sys.path.insert(0, os.path.join(root, "tools"))
 from harness.annexb import Stream
 for source, name in (("cam1080.264", "gpu1080.264"), ("cam1080.265", "gpu1080.265")):
+    if name not in wanted:
+        continue
     stream = Stream(os.path.join(root, ".bench", "streams", source))
     if not stream.idr[0]:
         sys.exit("gpu-pack: %s does not start with a keyframe" % source)
@@ -86,7 +94,7 @@ for source, name in (("cam1080.264", "gpu1080.264"), ("cam1080.265", "gpu1080.26
 PY
 {
     printf 'file\tsource\tnotes\twidth\theight\tframes\tpix_fmt\tfield_order\tyuv_md5\tmd5_source\tdecode_flags\n'
-    for name in gpu1080.264 gpu1080.265; do
+    for name in $STREAMS; do
         raw=$([ "${name##*.}" = 265 ] && echo hevc || echo h264)
         md5=$(ffmpeg -nostdin -hide_banner -loglevel error -f "$raw" -i "$DEVICE/streams/$name" -f rawvideo - | md5sum | cut -d' ' -f1)
         IFS=, read -r width height pix_fmt < <(ffprobe -v error -select_streams v:0 \
@@ -110,7 +118,7 @@ if [ "$H264_CORPUS" = 1 ] && [ -d "$SHARED/testdata/h264" ]; then
         mv "$DEVICE/testdata/h264/MANIFEST.tsv.new" "$DEVICE/testdata/h264/MANIFEST.tsv"
     done
 fi
-if [ -d "$SHARED/testdata/h265" ]; then
+if [ "$H265_CORPUS" = 1 ] && [ -d "$SHARED/testdata/h265" ]; then
     mkdir -p "$DEVICE/testdata/h265"
     cp "$SHARED"/testdata/h265/*.h265 "$DEVICE/testdata/h265/"
     python3 - "$SHARED/testdata/h265/MANIFEST.tsv" > "$DEVICE/testdata/h265/MANIFEST.tsv" <<'PY'
@@ -129,8 +137,8 @@ fi
 chmod -R u+w "$DEVICE/testdata"
 
 # What travels: the tracked files and .device.
-tracked=$(cd "$ROOT" && git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1)
-carried=$(du -sb "$DEVICE" | cut -f1)
+tracked=$(cd "$ROOT" && git ls-files -z | xargs -0 du -c --block-size=1 2> /dev/null | tail -1 | cut -f1)
+carried=$(du -s --block-size=1 "$DEVICE" | cut -f1)
 total=$((tracked + carried))
 echo "gpu-pack: $(du -sh "$DEVICE/pack/pack.tar.xz" | cut -f1) pack, $(du -sh "$DEVICE/streams" | cut -f1) streams," \
     "$(du -sh "$DEVICE/testdata" | cut -f1) conformance streams, $((tracked >> 10)) KiB of tracked files:" \
