@@ -283,12 +283,37 @@ def ingest_rows(check):
                   "%.2f" % ratio if ratio else "", target, met)
 
 
+def thread_cpu(pid):
+    """{thread name: CPU seconds} of a process's threads, summed by name (/proc/PID/task)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    totals = {}
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return totals
+    for task in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, task)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return totals
+
+
+PROFILES = []   # (trial, [(thread name, CPU seconds)]) of the in-server G1x trials
+
+
 def concurrent_ingest(binary, backend, path, sessions, frames, extra=()):
-    """Aggregate fps of `sessions` whole-file pushes at once, each its own session (one thread each)."""
+    """Aggregate fps of `sessions` whole-file pushes at once, each its own session (one thread each);
+    the server's CPU by thread name over the trial goes to PROFILES."""
     server = frametap(binary, "--backend", backend, "--decoder-threads", "1", *extra,
                       name="ingest-x%d-%s%s" % (sessions, backend, "".join(extra).replace("-", "")))
     failures = []
     try:
+        before = thread_cpu(server.pid)
         def push(k):
             try:
                 content = "video/H265" if path.endswith(".265") else "video/H264"
@@ -304,6 +329,9 @@ def concurrent_ingest(binary, backend, path, sessions, frames, extra=()):
         for t in threads:
             t.join()
         wall = time.perf_counter() - start
+        after = thread_cpu(server.pid)
+        spent = sorted(((name, after[name] - before.get(name, 0.0)) for name in after), key=lambda x: -x[1])
+        PROFILES.append(("%d × %s %s, %.1f s" % (sessions, backend, " ".join(extra), wall), spent[:8]))
     finally:
         server.stop()
     if failures:
@@ -389,8 +417,10 @@ def concurrent_rows(check):
             continue
         lines.append("%2d streams, %s: %.0f fps together" % (n, name, results[(name, n)]))
         log(lines[-1])
-    check.sections.append("### G1x: 1080p H.264 streams decoding at once (%d pictures each)\n\n```\n%s\n```\n"
-                          % (frames, "\n".join(lines)))
+    profile = ["%s: %s" % (trial, ", ".join("%s %.2f s" % (name, cpu) for name, cpu in spent)) for trial, spent in PROFILES]
+    check.sections.append("### G1x: 1080p H.264 streams decoding at once (%d pictures each)\n\n```\n%s\n```\n\n"
+                          "The server's CPU by thread name in each trial (/proc/PID/task; the machine has neither "
+                          "nsys nor perf):\n\n```\n%s\n```\n" % (frames, "\n".join(lines), "\n".join(profile)))
     separate = results.get(("separate processes, cuda", 16))
     for name in ("one server, cuda, per-decoder streams", "one server, cuda, shared stream",
                  "one server, cuda, 4 contexts, per-decoder streams"):
