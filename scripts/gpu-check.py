@@ -463,10 +463,13 @@ def latency_trial(server, stream, n, latencies):
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
-        return density_trial(server, stream, n, "all")
+        return density_trial(server, stream, n, "all", loops=G2_LOOPS)
     finally:
         stop.set()
         thread.join(timeout=15)
+
+
+G2_LOOPS = 3   # 6 s of the 2 s stream: the steady state, not the opening of N decoders at once
 
 
 def density_rows(check):
@@ -478,9 +481,9 @@ def density_rows(check):
     caps = {"auto": 256, "software": max(2, 8 * cores)}
     found, p99, engines = {}, {}, {}
     command("N × real-time chunked POST /sessions/ID/nalus?flush=true of .device/streams/gpu1080.264 from "
-                  "bench.py's density trial (one selector loop; %d pictures, 4 s), sessions PUT {\"decode\": \"all\"}, "
+                  "bench.py's density trial (one selector loop; %d pictures %d times over), sessions PUT {\"decode\": \"all\"}, "
                   "frametap serve --backend auto|software; latest.jpg of the first session read in a loop during a "
-                  "trial at the number found; GET /system after it" % len(stream.aus))
+                  "trial at the number found; GET /system after it" % (len(stream.aus), G2_LOOPS))
     for backend in (["auto"] if check.cuda_ok else []) + ["software"]:
         if not check.enough(90, "G2/G4 on %s" % backend):
             continue
@@ -492,7 +495,7 @@ def density_rows(check):
             def trial(n):
                 if time.monotonic() > deadline:
                     return False, "n=%d not tried: the step's time ran out" % n
-                return density_trial(server, stream, n, "all")
+                return density_trial(server, stream, n, "all", loops=G2_LOOPS)
             n, capped = search(trial, max(4, cores * 2), caps[backend], lines, log)
             found[backend] = (n, capped)
             latencies = []

@@ -12,8 +12,9 @@ from .waiting import Failure
 SEND_GRACE_SECONDS = 60
 
 
-def density_trial(server, stream, n, mode, fps=30.0, seconds_tolerance=0.3):
-    """n real-time pushes of `stream` (sessions b5-MODE-N-K, created with PUT {"decode": mode}).
+def density_trial(server, stream, n, mode, fps=30.0, seconds_tolerance=0.3, loops=1):
+    """n real-time pushes of `stream`, `loops` times over (sessions b5-MODE-N-K, created with PUT
+    {"decode": mode}); more loops measure the steady state rather than the opening of n decoders.
     Kept up when every session's flushed answer came within `seconds_tolerance` of its last
     access unit, every picture (or keyframe) was decoded, the sender itself kept to its schedule,
     and the decode lag did not grow between the middle and the end. Returns (kept, a line)."""
@@ -26,7 +27,7 @@ def density_trial(server, stream, n, mode, fps=30.0, seconds_tolerance=0.3):
         p = ChunkedPush(server.port, sid, "flush=true")
         p.sock.setblocking(False)
         pushes.append(p)
-    chunks = [ChunkedPush.chunk(au) for au in stream.aus]
+    chunks = [ChunkedPush.chunk(au) for au in stream.aus] * loops
     total = len(chunks)
     t0 = time.perf_counter() + 0.2
     give_up = t0 + total / fps + SEND_GRACE_SECONDS
@@ -98,7 +99,7 @@ def density_trial(server, stream, n, mode, fps=30.0, seconds_tolerance=0.3):
         frames.append(json.loads(body)["frames"])
     for sid in ids:
         server.json("DELETE", "/sessions/%s" % sid)
-    expected = stream.keyframes if mode == "keyframes" else total
+    expected = stream.keyframes * loops if mode == "keyframes" else total
     if any(f != expected for f in frames):
         raise Failure("density trial: %s mode with %d sessions: pictures %s, expected %d each"
                       % (mode, n, sorted(set(frames)), expected))
