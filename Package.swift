@@ -122,7 +122,8 @@ let package = Package(
         .target(
             name: "ServeOptions",
             dependencies: [
-                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Containers", "Timekeeping", "CYAML",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "CYAML",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift

@@ -42,6 +42,9 @@ public struct PictureEncoderIdentity: Sendable, Equatable {
 /// `frametap decode`, the benchmark). Made once at start-up, so the choice it makes (which
 /// library loads, which device answers) is made once too.
 public protocol PictureEncoderFactory: Sendable {
+    /// Which encoder the factory's encoders are and why they serve, as chosen at start-up (an
+    /// encoder may later say otherwise: see `PictureEncoding.identity`).
+    var identity: PictureEncoderIdentity { get }
     /// A new encoder, or `.allocationFailed` when none can be made.
     func makeEncoder() throws(ImagingError) -> any PictureEncoding
 }
@@ -57,6 +60,8 @@ public struct TurboJPEGEncoderFactory: PictureEncoderFactory {
     public init(reason: String = Self.defaultReason) {
         self.reason = reason
     }
+
+    public var identity: PictureEncoderIdentity { PictureEncoderIdentity(name: TurboJPEGEncoder.name, reason: reason) }
 
     public func makeEncoder() throws(ImagingError) -> any PictureEncoding {
         try TurboJPEGEncoder(reason: reason)

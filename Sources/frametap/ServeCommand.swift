@@ -91,7 +91,7 @@ struct ServeCommand: ParsableCommand {
         let clock = SystemClock()
         let services = SessionServices(
             configuration: settings.server, clock: clock, devicePool: HardwareDevicePool(clock: clock), frameDownloads: .shared,
-            decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard())
+            decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard(settings.encoder))
         let hardware = probeHardware(settings.server, services: services, logger: logger)
         for key in settings.access.skippedKeys {
             logger.notice("JWKS key left out", metadata: ["key": "\(key)"])

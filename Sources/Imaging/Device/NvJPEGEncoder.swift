@@ -92,6 +92,8 @@ struct NvJPEGEncoderFactory: PictureEncoderFactory {
     let platform: any DeviceJPEGPlatform
     let reason: String
 
+    var identity: PictureEncoderIdentity { PictureEncoderIdentity(name: NvJPEGEncoder.name, reason: reason) }
+
     func makeEncoder() throws(ImagingError) -> any PictureEncoding {
         try NvJPEGEncoder(platform: platform, reason: reason)
     }
