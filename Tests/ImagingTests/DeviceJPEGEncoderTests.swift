@@ -276,4 +276,23 @@ import TestSupport
         #expect(RangeKernels.ptx.contains(".visible .entry \(RangeKernels.mapPlane)("))
         #expect(RangeKernels.ptx.contains(".visible .entry \(RangeKernels.splitChroma)("))
     }
+
+    // MARK: Measuring one encoder against another
+
+    @Test func psnrIsInfiniteForTheSameJPEGAndFallsWithQuality() throws {
+        let frame = try #require(try Self.softwareFrames().first)
+        let encoder = try TurboJPEGEncoder()
+        let best = try encoder.encode(frame, PictureOptions(quality: 95))
+        let same = try encoder.encode(frame, PictureOptions(quality: 95))
+        let good = try encoder.encode(frame, PictureOptions(quality: 75))
+        let poor = try encoder.encode(frame, PictureOptions(quality: 10))
+        #expect(try JPEGComparison.psnr(same, against: best) == .infinity)
+        let goodPSNR = try JPEGComparison.psnr(good, against: best)
+        let poorPSNR = try JPEGComparison.psnr(poor, against: best)
+        #expect(goodPSNR.isFinite && poorPSNR > 15 && poorPSNR < goodPSNR && goodPSNR < 60)
+        let small = try encoder.encode(frame, PictureOptions(width: 160))
+        #expect(throws: ImagingError.self) { try JPEGComparison.psnr(small, against: best) }
+        let raw = try encoder.encode(frame, PictureOptions(format: .yuv))
+        #expect(throws: ImagingError.self) { try JPEGComparison.psnr(raw, against: best) }
+    }
 }
