@@ -67,7 +67,7 @@ extension ServeOption {
             help:
                 "`auto` (nvJPEG on the GPU when libnvjpeg.so.12, the NVIDIA driver and a CUDA device are there, else TurboJPEG), `nvjpeg` (the same, but asked for: without them TurboJPEG serves, and says why) or `turbojpeg` (the CPU alone).",
             details:
-                "nvJPEG encodes JPEG at a CUDA-decoded picture's own size where the decoder left it, so only the JPEG crosses PCIe; other sizes, raw formats and 10-bit pictures are encoded by TurboJPEG. `/system` and each session's `encoder` say which serves and why"),
+                "a JPEG at a CUDA-decoded picture's own size is then encoded by nvJPEG where the decoder left it, so only the JPEG crosses PCIe; other sizes, raw formats and 10-bit pictures are encoded by TurboJPEG. `/system` and each session's `encoder` say which serves and why"),
         ServeOption(
             "hw-devices", valueName: "list", accepts: HardwareDeviceList.syntax,
             help:
