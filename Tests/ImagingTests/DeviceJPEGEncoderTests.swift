@@ -220,6 +220,13 @@ import TestSupport
         let frame = try #require(try Self.softwareFrames().first)
         #expect(Self.isJPEG(try encoder.encode(frame, PictureOptions()), width: 320, height: 240))
         #expect(device.calls.isEmpty && device.backends == 0)
+        #expect(encoder.identity.name == "turbojpeg")
+        #expect(encoder.identity.reason.hasSuffix(
+            "; but this session's pictures are decoded by software into system memory, so TurboJPEG encodes them"))
+        // The session's pictures come from NVDEC again (a decoder that moved back to the GPU).
+        let counter = FrameDownloadCounter()
+        _ = try encoder.encode(try Self.devicePicture(of: frame, counter: counter), PictureOptions())
+        #expect(encoder.identity.name == "nvjpeg" && counter.downloads == 0 && device.calls.count == 1)
     }
 
     @Test func aFullRangePictureIsPassedAsFullRange() throws {

@@ -33,7 +33,13 @@ final class NvJPEGEncoder: PictureEncoding {
 
     func encode(_ frame: DecodedFrame, _ options: PictureOptions) throws(ImagingError) -> EncodedPicture {
         let options = try options.validated()
-        guard !gaveUp, Self.devicePathServes(frame, options) else { return try inner.encode(frame, options) }
+        guard !gaveUp else { return try inner.encode(frame, options) }
+        if options.format == .jpeg, let why = Self.neverOnTheDevice(frame) {
+            // What this session's JPEGs are encoded by, whatever the server chose.
+            identity = PictureEncoderIdentity(name: TurboJPEGEncoder.name, reason: "\(reason); but \(why), so TurboJPEG encodes them")
+            return try inner.encode(frame, options)
+        }
+        guard Self.devicePathServes(frame, options) else { return try inner.encode(frame, options) }
         let attempt: Result<EncodedPicture, DeviceJPEGError>? = frame.withDeviceSurface { surface in
             guard let surface else { return nil }  // downloaded meanwhile: the CPU reads it as it is
             do throws(DeviceJPEGError) {
@@ -56,10 +62,8 @@ final class NvJPEGEncoder: PictureEncoding {
         case .none:
             return try inner.encode(frame, options)
         case .success(let picture):
-            if failuresInARow > 0 {
-                failuresInARow = 0
-                identity = PictureEncoderIdentity(name: Self.name, reason: reason)
-            }
+            failuresInARow = 0
+            identity = PictureEncoderIdentity(name: Self.name, reason: reason)
             return picture
         case .failure(let error):
             failuresInARow += 1
@@ -76,6 +80,18 @@ final class NvJPEGEncoder: PictureEncoding {
             }
             return try inner.encode(frame, options)
         }
+    }
+
+    /// Why no JPEG of pictures like `frame` is ever encoded on the device, whatever its size;
+    /// nil for a picture NVDEC decoded into 8-bit 4:2:0.
+    static func neverOnTheDevice(_ frame: DecodedFrame) -> String? {
+        guard frame.decodedBy == .cuda else {
+            return "this session's pictures are decoded by \(frame.decodedBy.rawValue) into system memory"
+        }
+        guard frame.pixelFormat == AV_PIX_FMT_YUV420P || frame.pixelFormat == AV_PIX_FMT_YUVJ420P else {
+            return "this session's pictures are \(frame.pixelFormatName), and the GPU path takes 8-bit 4:2:0 only"
+        }
+        return nil
     }
 
     /// A JPEG of an 8-bit 4:2:0 picture NVDEC decoded, at the picture's own size.
