@@ -34,8 +34,9 @@ struct DecodeCommand: ParsableCommand {
             With --compare-encoders each written JPEG is also encoded by TurboJPEG at the same \
             quality, both are decoded back to their YCbCr samples, and one JSON line on standard \
             error reports the chosen encoder's PSNR against TurboJPEG's: {"encoderComparison": \
-            {"encoder", "reason", "pictures", "deviceEncodes", "psnrMinDB", "psnrMeanDB", \
-            "downloads"}} (PSNR null when every picture decoded identically). nvJPEG encodes a \
+            {"encoder", "reason", "pictures", "deviceEncodes", "identicalPictures", "psnrMinDB", \
+            "psnrMeanDB", "downloads"}} (the mean over the pictures that differ at all; null where \
+            there are none). nvJPEG encodes a \
             picture on the GPU before anything downloads it, so "deviceEncodes" counts the \
             pictures it took straight from the decoder's surface; the TurboJPEG reference then \
             downloads each picture ("downloads"). Without --compare-encoders, JPEG at the \
