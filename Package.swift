@@ -122,7 +122,8 @@ let package = Package(
         .target(
             name: "ServeOptions",
             dependencies: [
-                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Containers", "Timekeeping", "CYAML",
+                "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Imaging", "Containers", "Timekeeping",
+                "CYAML",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -215,7 +216,8 @@ let package = Package(
         .testTarget(
             name: "FrameTapAPITests",
             dependencies: [
-                "FrameTapAPI", "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "SessionsTestSupport", "TestSupport",
+                "FrameTapAPI", "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "Imaging", "SessionsTestSupport",
+                "TestSupport",
                 // AccessControlTests mint real tokens with keys they generate.
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -188,6 +188,24 @@ public final class DecodedFrame: Sendable {
         pixels.withLock { if case .device = $0 { true } else { false } }
     }
 
+    /// Lends the hardware surface (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`, uncropped on the left
+    /// and top) to `body` while the picture is still on the device, nil once it is not, for an
+    /// encoder that reads the picture where it is (no download, nothing counted). The lock is
+    /// held throughout, so no download or spill frees the surface meanwhile: `body` must not
+    /// touch this frame's planes.
+    public func withDeviceSurface<Result>(_ body: (UnsafePointer<AVFrame>?) -> Result) -> Result {
+        nonisolated(unsafe) var result: Result?
+        // `body` runs here, under the lock, and is kept nowhere.
+        nonisolated(unsafe) let body = body
+        pixels.withLock { pixels in
+            // Only lent, by address: the surface stays owned by `pixels`, and `body` keeps nothing.
+            var address: UInt = 0
+            if case .device(let device, _) = pixels { address = UInt(bitPattern: device) }
+            result = body(UnsafePointer(bitPattern: address))
+        }
+        return result!
+    }
+
     /// Why the download failed; the picture then has no planes.
     public var downloadError: DecodeError? {
         pixels.withLock { if case .unavailable(let error) = $0 { error } else { nil } }

@@ -42,6 +42,9 @@ public struct PictureEncoderIdentity: Sendable, Equatable {
 /// `frametap decode`, the benchmark). Made once at start-up, so the choice it makes (which
 /// library loads, which device answers) is made once too.
 public protocol PictureEncoderFactory: Sendable {
+    /// Which encoder the factory's encoders are and why they serve, as chosen at start-up (an
+    /// encoder may later say otherwise: see `PictureEncoding.identity`).
+    var identity: PictureEncoderIdentity { get }
     /// A new encoder, or `.allocationFailed` when none can be made.
     func makeEncoder() throws(ImagingError) -> any PictureEncoding
 }
@@ -58,16 +61,46 @@ public struct TurboJPEGEncoderFactory: PictureEncoderFactory {
         self.reason = reason
     }
 
+    public var identity: PictureEncoderIdentity { PictureEncoderIdentity(name: TurboJPEGEncoder.name, reason: reason) }
+
     public func makeEncoder() throws(ImagingError) -> any PictureEncoding {
         try TurboJPEGEncoder(reason: reason)
     }
+}
+
+/// Which picture encoder a server uses (`frametap serve --encoder`).
+public enum PictureEncoderChoice: String, Sendable, CaseIterable {
+    /// nvJPEG when libnvjpeg, the NVIDIA driver and a CUDA device are all there, else TurboJPEG.
+    case auto
+    /// nvJPEG, or TurboJPEG with the reason when it cannot serve (never a refusal to start:
+    /// pictures are served either way).
+    case nvjpeg
+    /// TurboJPEG on the CPU alone.
+    case turbojpeg
 }
 
 /// The one place FrameTap chooses how it encodes pictures.
 public enum PictureEncoders {
     /// The factory the server (`SessionServices.encoderFactory`), `frametap decode` and
     /// `frametap-bench` use; only tests pass in others.
-    public static func standard() -> any PictureEncoderFactory {
-        TurboJPEGEncoderFactory()
+    public static func standard(_ choice: PictureEncoderChoice = .auto) -> any PictureEncoderFactory {
+        choose(choice, platform: NvJPEGPlatform())
+    }
+
+    /// The choice on `platform`, with the reason each encoder will report.
+    static func choose(_ choice: PictureEncoderChoice, platform: any DeviceJPEGPlatform) -> any PictureEncoderFactory {
+        switch choice {
+        case .turbojpeg:
+            return TurboJPEGEncoderFactory(reason: "chosen by --encoder turbojpeg")
+        case .auto, .nvjpeg:
+            let asked = choice == .nvjpeg ? "--encoder nvjpeg" : "--encoder auto"
+            if let unavailable = platform.unavailability {
+                return TurboJPEGEncoderFactory(reason: "\(asked): nvJPEG cannot serve: \(unavailable)")
+            }
+            return NvJPEGEncoderFactory(
+                platform: platform,
+                reason: "\(asked): \(platform.description); JPEG of CUDA-decoded 8-bit 4:2:0 pictures at their own "
+                    + "size is encoded on the GPU, everything else by TurboJPEG")
+        }
     }
 }

@@ -9,6 +9,8 @@ import Decoding
 /// Not thread-safe: it owns a TurboJPEG handle (stateful), reusable conversion buffers and a
 /// swscale context cache. Give each worker thread its own encoder.
 public final class TurboJPEGEncoder: PictureEncoding {
+    /// `identity.name`.
+    public static let name = "turbojpeg"
     public let identity: PictureEncoderIdentity
     private let compressor: tjhandle
     /// TurboJPEG writes into this worst-case-sized buffer (TJFLAG_NOREALLOC); each picture
@@ -37,7 +39,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
             throw ImagingError(.allocationFailed, "cannot create a TurboJPEG compressor: \(Self.turboJPEGError(nil))")
         }
         self.compressor = compressor
-        identity = PictureEncoderIdentity(name: "turbojpeg", reason: reason)
+        identity = PictureEncoderIdentity(name: Self.name, reason: reason)
     }
 
     deinit {

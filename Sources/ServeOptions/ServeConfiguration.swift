@@ -1,6 +1,7 @@
 import FoundationEssentials
 import FrameTapAPI
 import HTTPServer
+import Imaging
 import Logging
 import Sessions
 
@@ -29,6 +30,8 @@ public struct ServeConfiguration: Sendable {
     public var stateDirectory: String?
     /// `--print-config`: print `printed` and exit instead of serving.
     public var printConfiguration: Bool
+    /// `--encoder`: how pictures are encoded (`PictureEncoders.standard`).
+    public var encoder: PictureEncoderChoice
     /// Every option of the table, in its order.
     public let resolved: [Resolved]
 
@@ -117,6 +120,7 @@ public struct ServeConfiguration: Sendable {
         self.server = server
         self.logLevel = settings.logLevel
         self.printConfiguration = settings.printConfiguration
+        encoder = settings.encoder
         self.declaredSessions = declaredSessions
         configurationFile = settings.configurationFile.flatMap { $0.isEmpty ? nil : $0 }
         stateDirectory = settings.stateDirectory.flatMap { $0.isEmpty ? nil : $0 }

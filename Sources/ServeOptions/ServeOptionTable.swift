@@ -2,6 +2,7 @@ import Containers
 import Decoding
 import FoundationEssentials
 import HTTPServer
+import Imaging
 import Ingest
 import Logging
 import Sessions
@@ -61,6 +62,12 @@ extension ServeOption {
             help:
                 "`auto` (NVDEC, then VA-API, then software, per session), `cuda` or `vaapi` (required: a stream the hardware cannot take is a problem answer, not a silent fallback), or `software`."
         ),
+        choice(
+            "encoder", \.encoder, valueName: "encoder",
+            help:
+                "`auto` (nvJPEG on the GPU when libnvjpeg.so.12, the NVIDIA driver and a CUDA device are there, else TurboJPEG), `nvjpeg` (the same, but asked for: without them TurboJPEG serves, and says why) or `turbojpeg` (the CPU alone).",
+            details:
+                "a JPEG at a CUDA-decoded picture's own size is then encoded by nvJPEG where the decoder left it, so only the JPEG crosses PCIe; other sizes, raw formats and 10-bit pictures are encoded by TurboJPEG. `/system` and each session's `encoder` say which serves and why"),
         ServeOption(
             "hw-devices", valueName: "list", accepts: HardwareDeviceList.syntax,
             help:

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import HTTPServer
+import Imaging
 import Logging
 import Sessions
 
@@ -19,6 +20,8 @@ public struct ServeSettings: Sendable {
     /// `--state-dir`: where the sessions made by `PUT` are kept.
     public var stateDirectory: String?
     public var printConfiguration: Bool
+    /// `--encoder`: how pictures are encoded (`PictureEncoders.standard`).
+    public var encoder: PictureEncoderChoice = .auto
 
     /// The configuration types' defaults, except that a server listens on every address (it
     /// runs in containers; the HTTP library's default is loopback) with one thread per core, at

@@ -29,7 +29,18 @@ struct DecodeCommand: ParsableCommand {
             a GPU are written in the software decoder's pixel format too (NVDEC's and VA-API's \
             NV12 becomes yuv420p: the same samples, chroma de-interleaved), so that holds on every \
             back end whose decode is bit-exact. The summary on standard error ends with the back \
-            end used and why (e.g. "backend software: NVDEC cannot decode High 10 (10-bit)").
+            end used and why (e.g. "backend software: NVDEC cannot decode High 10 (10-bit)"), \
+            after the encoder used and why ("encoder turbojpeg (...)"). \
+            With --compare-encoders each written JPEG is also encoded by TurboJPEG at the same \
+            quality, both are decoded back to their YCbCr samples, and one JSON line on standard \
+            error reports the chosen encoder's PSNR against TurboJPEG's: {"encoderComparison": \
+            {"encoder", "reason", "pictures", "deviceEncodes", "identicalPictures", "psnrMinDB", \
+            "psnrMeanDB", "downloads"}} (the mean over the pictures that differ at all; null where \
+            there are none). nvJPEG encodes a \
+            picture on the GPU before anything downloads it, so "deviceEncodes" counts the \
+            pictures it took straight from the decoder's surface; the TurboJPEG reference then \
+            downloads each picture ("downloads"). Without --compare-encoders, JPEG at the \
+            picture's own size with --backend cuda and --encoder nvjpeg downloads nothing.
             """
     )
 
@@ -75,6 +86,16 @@ struct DecodeCommand: ParsableCommand {
             """)
     var hwDevices: String?
 
+    @Option(
+        help: """
+            auto (nvJPEG on the GPU when libnvjpeg.so.12, the NVIDIA driver and a CUDA device are \
+            there, else TurboJPEG), nvjpeg (the same, asked for) or turbojpeg (the CPU alone).
+            """)
+    var encoder: PictureEncoderChoice = .auto
+
+    @Flag(help: "Measure the encoder against TurboJPEG at the same quality (JPEG only; see above).")
+    var compareEncoders = false
+
     @Option(help: "Decoder threads (0 = one per core).")
     var threads = 0
 
@@ -88,6 +109,7 @@ struct DecodeCommand: ParsableCommand {
         guard every >= 1 else { throw ValidationError("--every must be at least 1") }
         guard maxNALBytes >= 1024 else { throw ValidationError("--max-nal-bytes must be at least 1024") }
         guard threads >= 0 && threads <= 64 else { throw ValidationError("--threads must be 0...64") }
+        guard !compareEncoders || format == .jpeg else { throw ValidationError("--compare-encoders compares JPEGs: --format jpeg") }
         do {
             _ = try hardwareDevices
         } catch {
@@ -120,7 +142,7 @@ struct DecodeCommand: ParsableCommand {
             sink = try PictureSink(destination: output, format: format)
             decoder = try StreamDecoder(
                 options: decoderOptions, maxNALBytes: maxNALBytes, keyframesOnly: keyframesOnly, codec: codec)
-            encoder = try PictureEncoders.standard().makeEncoder()
+            encoder = try PictureEncoders.standard(self.encoder).makeEncoder()
         } catch let failure as CommandFailure {
             printError("frametap: error: \(failure.message)")
             throw failure.exitCode
@@ -132,7 +154,14 @@ struct DecodeCommand: ParsableCommand {
             throw ExitStatus.noDecodablePicture
         }
 
-        let run = DecodeRun(encoder: encoder, sink: sink, options: pictureOptions, every: every)
+        let comparison: EncoderComparison?
+        do {
+            comparison = compareEncoders ? try EncoderComparison() : nil
+        } catch {
+            printError("frametap: error: \(error.message)")
+            throw ExitStatus.noDecodablePicture
+        }
+        let run = DecodeRun(encoder: encoder, sink: sink, options: pictureOptions, every: every, comparison: comparison)
         do {
             var reader = try InputReader(path: input)
             try reader.forEachChunk { chunk in try run.decoded(decoder.push(chunk, onPicture: run.write)) }
@@ -198,6 +227,10 @@ struct DecodeCommand: ParsableCommand {
                 "\($0.from.rawValue) -> \($0.to.rawValue) \($0.reason.rawValue) after \($0.afterFrames) picture(s)"
             }.joined(separator: ", ")
         }
+        if let comparison {
+            printError(comparison.json(encoder: encoder.identity, downloads: downloads.downloads))
+        }
+        summary += "; encoder \(encoder.identity.name) (\(encoder.identity.reason))"
         // Last, so scripts can read it as "; backend NAME (REASON)" at the end of the line.
         summary += "; backend \(decoder.backend.rawValue) (\(decoder.backendReason))"
         printError(summary)
@@ -226,6 +259,7 @@ struct DecodeCommand: ParsableCommand {
 extension PictureFormat: ExpressibleByArgument {}
 extension VideoCodec: ExpressibleByArgument {}
 extension DecoderBackendChoice: ExpressibleByArgument {}
+extension PictureEncoderChoice: ExpressibleByArgument {}
 
 /// The per-picture half of the decode loop: count, thin out (`--every`), encode, write.
 final class DecodeRun {
@@ -233,12 +267,14 @@ final class DecodeRun {
     let sink: PictureSink
     let options: PictureOptions
     let every: Int
+    let comparison: EncoderComparison?
     var progress = Progress(enabled: isatty(STDERR_FILENO) != 0)
     private(set) var firstError: DecodeError?
     private var writeFailure: CommandFailure?
 
-    init(encoder: any PictureEncoding, sink: PictureSink, options: PictureOptions, every: Int) {
+    init(encoder: any PictureEncoding, sink: PictureSink, options: PictureOptions, every: Int, comparison: EncoderComparison?) {
         self.encoder = encoder
+        self.comparison = comparison
         self.sink = sink
         self.options = options
         self.every = every
@@ -252,10 +288,24 @@ final class DecodeRun {
         progress.frameDecoded(frame)
         guard (progress.framesDecoded - 1) % every == 0 else { return }
         do throws(CommandFailure) {
-            // A GPU picture is downloaded here; its failure is the decoder's, not the encoder's.
-            do { _ = try frame.systemFrame() } catch { throw CommandFailure(error) }
+            // A GPU picture is downloaded by the encoder if it needs its pixels (a GPU encoder may
+            // not); a failed download is the decoder's failure, not the encoder's.
+            let wasOnDevice = frame.isOnDevice
             let picture: EncodedPicture
-            do { picture = try encoder.encode(frame, options) } catch { throw CommandFailure(error) }
+            do {
+                picture = try encoder.encode(frame, options)
+            } catch {
+                if let download = frame.downloadError { throw CommandFailure(download) }
+                throw CommandFailure(error)
+            }
+            if let comparison {
+                do {
+                    try comparison.compare(picture, of: frame, onDevice: wasOnDevice && frame.isOnDevice, options)
+                } catch {
+                    if let download = frame.downloadError { throw CommandFailure(download) }
+                    throw CommandFailure(error)
+                }
+            }
             try sink.write(picture)
         } catch {
             writeFailure = error
@@ -335,5 +385,62 @@ struct Progress {
 
     func finishLine() {
         if enabled && lastReport > 0 { printError("\r\u{1B}[K") }
+    }
+}
+
+/// `--compare-encoders`: each picture the chosen encoder made, against TurboJPEG's at the same
+/// options (`JPEGComparison`).
+final class EncoderComparison {
+    private let reference: any PictureEncoding
+    private(set) var pictures = 0
+    private(set) var deviceEncodes = 0
+    private var minimum = Double.infinity
+    private var finiteSum = 0.0
+    private var identical = 0
+
+    init() throws(ImagingError) {
+        reference = try TurboJPEGEncoderFactory(reason: "the reference of --compare-encoders").makeEncoder()
+    }
+
+    /// `onDevice`: the picture was still on the GPU after the chosen encoder made `picture`.
+    func compare(_ picture: EncodedPicture, of frame: DecodedFrame, onDevice: Bool, _ options: PictureOptions) throws(ImagingError) {
+        let expected = try reference.encode(frame, options)
+        let psnr = try JPEGComparison.psnr(picture, against: expected)
+        pictures += 1
+        if onDevice { deviceEncodes += 1 }
+        minimum = min(minimum, psnr)
+        if psnr.isFinite { finiteSum += psnr } else { identical += 1 }
+    }
+
+    /// One line of JSON; the mean is over the pictures that differ at all (identical ones have
+    /// no finite PSNR), the minimum over all; both null when every picture was identical.
+    func json(encoder: PictureEncoderIdentity, downloads: Int) -> String {
+        let differing = pictures - identical
+        func number(_ value: Double?) -> String {
+            guard let value, value.isFinite else { return "null" }
+            return fixed(value, 2)
+        }
+        let fields = [
+            "\"encoder\":\(quoted(encoder.name))", "\"reason\":\(quoted(encoder.reason))", "\"pictures\":\(pictures)",
+            "\"deviceEncodes\":\(deviceEncodes)", "\"identicalPictures\":\(identical)",
+            "\"psnrMinDB\":\(number(pictures > 0 ? minimum : nil))",
+            "\"psnrMeanDB\":\(number(differing > 0 ? finiteSum / Double(differing) : nil))", "\"downloads\":\(downloads)",
+        ]
+        return "{\"encoderComparison\":{" + fields.joined(separator: ",") + "}}"
+    }
+
+    private func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
     }
 }

@@ -90,8 +90,9 @@ struct ServeCommand: ParsableCommand {
         // starts here, and every part reads it from here on.
         let clock = SystemClock()
         let services = SessionServices(
-            configuration: settings.server, clock: clock, devicePool: HardwareDevicePool(cudaContextsPerDevice: settings.server.cudaContextsPerDevice, clock: clock), frameDownloads: .shared,
-            decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard())
+            configuration: settings.server, clock: clock,
+            devicePool: HardwareDevicePool(cudaContextsPerDevice: settings.server.cudaContextsPerDevice, clock: clock),
+            frameDownloads: .shared, decoderFactory: LibavDecoderFactory(), encoderFactory: PictureEncoders.standard(settings.encoder))
         let hardware = probeHardware(settings.server, services: services, logger: logger)
         for key in settings.access.skippedKeys {
             logger.notice("JWKS key left out", metadata: ["key": "\(key)"])

@@ -23,9 +23,13 @@ import Timekeeping
             let json = try jsonObject(answer.body)
             #expect(
                 Set(json.keys) == [
-                    "version", "libavcodec", "backendDefault", "decoderThreads", "vaapiAvailable", "cudaAvailable",
-                    "hardware", "devices", "limits", "activeSessions", "decoderMemory", "configuration",
+                    "version", "libavcodec", "backendDefault", "decoderThreads", "encoder", "vaapiAvailable",
+                    "cudaAvailable", "hardware", "devices", "limits", "activeSessions", "decoderMemory", "configuration",
                 ])
+            let encoder = try #require(json["encoder"] as? [String: Any])
+            #expect(Set(encoder.keys) == ["name", "reason"])
+            #expect(["turbojpeg", "nvjpeg"].contains(encoder["name"] as? String ?? ""))
+            #expect((encoder["reason"] as? String ?? "").hasPrefix("--encoder auto: "))
             #expect(json["version"] as? String == SystemInfo.version)
             #expect(json["backendDefault"] as? String == "software")
             #expect(json["decoderThreads"] as? Int == 2)

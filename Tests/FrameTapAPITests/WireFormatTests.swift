@@ -4,6 +4,7 @@ import Foundation
 @testable import FrameTapAPI
 import H264
 import HTTPServer
+import Imaging
 import Logging
 @testable import Ingest
 @testable import Sessions
@@ -57,6 +58,7 @@ import Timekeeping
         return SessionStatus(
             id: try SessionID("cam-1"), codec: .h264, codecStated: true, backend: .software,
             backendReason: "software: NVDEC cannot decode \"High 4:4:4\"; fell back",
+            encoder: PictureEncoderIdentity(name: "nvjpeg", reason: "--encoder auto: a GPU"),
             device: .renderNode("/dev/dri/renderD128"),
             fallbacks: [
                 BackendFallback(
@@ -82,7 +84,8 @@ import Timekeeping
 
     static func freshStatus() throws -> SessionStatus {
         SessionStatus(
-            id: try SessionID("lobby"), codec: nil, codecStated: false, backend: .software, backendReason: "software: chosen", device: nil,
+            id: try SessionID("lobby"), codec: nil, codecStated: false, backend: .software, backendReason: "software: chosen",
+            encoder: PictureEncoderIdentity(name: "turbojpeg", reason: "chosen by --encoder turbojpeg"), device: nil,
             fallbacks: [], decode: .onDemand, decoder: .idle, quality: 85, createdAt: createdAt, lastActivityAt: createdAt,
             format: nil,
             counters: SessionCounters(),
@@ -106,7 +109,7 @@ import Timekeeping
         + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"packetsIgnored":{"audio":7},"#
         + #""unitsOutsideBaseLayer":0,"uploadsAborted":1},"#
         + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","decoder":"live","decoding":true,"#
-        + #""device":"/dev/dri/renderD128","#
+        + #""device":"/dev/dri/renderD128","encoder":{"name":"nvjpeg","reason":"--encoder auto: a GPU"},"#
         + #""fallbacks":[{"afterFrames":0,"codec":"h264","device":"cuda:0","from":"cuda","#
         + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
         + #"{"afterFrames":120,"codec":"h264","device":null,"from":"vaapi","message":"8 access units failed in a row","#
@@ -127,7 +130,8 @@ import Timekeeping
         + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
         + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"packetsIgnored":{},"unitsOutsideBaseLayer":0,"#
         + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
-        + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"fallbacks":[],"format":null,"id":"lobby","#
+        + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"#
+        + #""encoder":{"name":"turbojpeg","reason":"chosen by --encoder turbojpeg"},"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"#
         + #""origin":"api","owner":null,"persisted":true,"quality":85,"#
@@ -356,6 +360,8 @@ import Timekeeping
                 + #""configuration":"# + configurationJSON + #","cudaAvailable":true,"#
                 + #""decoderMemory":{"decoders":0,"limitBytes":1073741824,"refusals":0,"usedBytes":0},"#
                 + #""decoderThreads":\#(configuration.decoderThreads),"devices":"# + Self.deviceUsageJSON + ","
+                + #""encoder":{"name":"\#(services.encoderFactory.identity.name)","#
+                + #""reason":"\#(services.encoderFactory.identity.reason)"},"#
                 + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
                 + #""vaapiAvailable":true,"version":"\#(SystemInfo.version)"}"#)
     }

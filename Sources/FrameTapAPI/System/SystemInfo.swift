@@ -1,6 +1,7 @@
 import Decoding
 import FoundationEssentials
 import HTTPServer
+import Imaging
 import SessionCatalog
 import Sessions
 import Timekeeping
@@ -22,6 +23,8 @@ public struct SystemInfo: Sendable {
     public var libavcodec: String
     public var backendDefault: String
     public var decoderThreads: Int
+    /// The picture encoder the server chose at start-up and why (`--encoder`).
+    public var encoder: PictureEncoderIdentity
     /// True when libavcodec has VA-API and at least one render node decodes H.264 or H.265.
     public var vaapiAvailable: Bool
     /// True when libavcodec has NVDEC and the CUDA driver lists at least one usable device.
@@ -88,6 +91,7 @@ public struct SystemInfo: Sendable {
         libavcodec = hardware.libavcodecVersion
         backendDefault = configuration.backend.rawValue
         decoderThreads = configuration.decoderThreads
+        encoder = services.encoderFactory.identity
         vaapiAvailable = hardware.libavcodecVAAPI && hardware.renderNodes.contains { $0.usable }
         self.hardware = hardware
         limits = Limits(

@@ -1,3 +1,4 @@
+import Imaging
 import Ingest
 import Sessions
 
@@ -15,6 +16,7 @@ struct SessionStatusJSON: WireObject {
             "codecStated": status.codecStated,
             "backend": status.backend.rawValue,
             "backendReason": status.backendReason,
+            "encoder": PictureEncoderJSON(status.encoder),
             "device": status.device?.description,
             "fallbacks": status.fallbacks.map(BackendFallbackJSON.init),
             "decode": status.decode.rawValue,

@@ -1,3 +1,4 @@
+import Imaging
 import SessionCatalog
 
 /// `GET /system` (openapi.yaml `SystemInfo`); `limits.maxBodyBytes` is `null` when unlimited.
@@ -12,6 +13,7 @@ struct SystemInfoJSON: WireObject {
             "libavcodec": info.libavcodec,
             "backendDefault": info.backendDefault,
             "decoderThreads": info.decoderThreads,
+            "encoder": PictureEncoderJSON(info.encoder),
             "vaapiAvailable": info.vaapiAvailable,
             "cudaAvailable": info.cudaAvailable,
             "hardware": HardwareReportJSON(info.hardware),
@@ -115,5 +117,19 @@ struct SystemInfoJSON: WireObject {
                 "maxWaitMilliseconds": limits.maxWaitMilliseconds,
             ]
         }
+    }
+}
+
+/// Which picture encoder serves and why (`/system`'s `encoder`, each session's `encoder`).
+struct PictureEncoderJSON: WireObject {
+    let identity: PictureEncoderIdentity
+
+    init(_ identity: PictureEncoderIdentity) { self.identity = identity }
+
+    var members: KeyValuePairs<String, any Encodable> {
+        [
+            "name": identity.name,
+            "reason": identity.reason,
+        ]
     }
 }

@@ -323,7 +323,8 @@ public final class Session: Sendable {
         let facts = loop.reporter.facts
         let source = loop.pull?.snapshot
         return SessionStatus(
-            id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason, device: facts.device,
+            id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason,
+            encoder: pictures.encoderIdentity ?? pictures.chosenEncoder, device: facts.device,
             fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: loop.onDemand.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,
             format: facts.format, counters: facts.counters,

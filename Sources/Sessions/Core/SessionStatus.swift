@@ -1,5 +1,6 @@
 import Decoding
 import FoundationEssentials
+import Imaging
 import Ingest
 import VideoCoding
 
@@ -88,6 +89,9 @@ public struct SessionStatus: Sendable {
     public var codecStated: Bool
     public var backend: DecoderBackend
     public var backendReason: String
+    /// The picture encoder and why it serves: as it said after its last encode, or before the
+    /// first, the one chosen at start-up.
+    public var encoder: PictureEncoderIdentity
     /// The hardware device decoding now (`cuda:0`, `/dev/dri/renderD128`); nil in software.
     public var device: HardwareDeviceID?
     /// The latest switches to another back end, oldest first.

@@ -124,6 +124,9 @@ final class PictureCache: Sendable {
     /// Which encoder serves and why, as it said after its last encode; nil before the first.
     var encoderIdentity: PictureEncoderIdentity? { state.withLock { $0.encoder } }
 
+    /// Which encoder the factory chose and why: what the session will encode with.
+    var chosenEncoder: PictureEncoderIdentity { encoderFactory.identity }
+
     /// `published` as `request` asks, if it is already encoded; never encodes (MJPEG viewers
     /// skip to the newest picture when another reader already paid for it).
     func cachedServed(_ published: PublishedFrame, _ request: PictureRequest) -> ServedPicture? {
