@@ -41,6 +41,8 @@ import platform
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 
@@ -56,7 +58,7 @@ from harness.server import benchmark_server  # noqa: E402
 from harness.stats import fmt, median, percentile  # noqa: E402
 from harness.waiting import Failure  # noqa: E402
 
-WORK = os.path.join(ROOT, ".test-output", "gpu-check", "work")   # the servers' logs (--results/work)
+WORK = None   # the servers' logs and scratch files, set by main()
 COMMANDS = Commands()   # the servers' and clients' exact commands, for the results file
 command = COMMANDS.add
 log = logger("gpu-check")
@@ -549,13 +551,13 @@ def mjpeg_viewer(port, session, stop):
         conn.close()
 
 
-def viewer_trial(check, encoder, stream, viewers=100, seconds=10):
+def viewer_trial(check, encoder, stream, viewers=100, seconds=10, backend="cuda"):
     """B7 on the GPU: one 1080p30 session decoded on cuda, pushed in real time, watched by
     `viewers` (half MJPEG streams, half latest.jpg long polls); the server's CPU, JPEG encodes,
     pictures and downloads over `seconds`, with `--encoder ENCODER`."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from scenarios.common import long_poll, realtime_push
-    server = frametap(check.args.binary, "--backend", "cuda", "--encoder", encoder, name="viewers-%s" % encoder)
+    server = frametap(check.args.binary, "--backend", backend, "--encoder", encoder, name="viewers-%s" % encoder)
     session = "b7gpu"
     stop = threading.Event()
     try:
@@ -590,6 +592,49 @@ def viewer_trial(check, encoder, stream, viewers=100, seconds=10):
                 encoder=s1.get("encoder"), backend=s1.get("backend"))
 
 
+JPEG_QUALITY_STREAMS = [("1080p H.264, limited range", ".device/streams/gpu1080.264"),
+                        ("H.264, full range", "Tests/Fixtures/fullrange_176x144.264"),
+                        ("H.265 BT.709, full range", "Tests/Fixtures/fullrange_bt709_176x144.265"),
+                        ("H.264, odd crop 322x242", "Tests/Fixtures/odd_crop_322x242.264"),
+                        ("H.265 with B-frames", "Tests/Fixtures/main_bframes_176x144.265")]
+
+
+def psnr_rows(check):
+    """Each picture of a few streams encoded by nvJPEG from the device surface and by TurboJPEG
+    at the same quality, both decoded back by TurboJPEG: the PSNR between them
+    (`frametap decode --compare-encoders`)."""
+    results, lines = [], []
+    for label, relative in JPEG_QUALITY_STREAMS:
+        path = os.path.join(check.args.device_dir, relative[len(".device/"):]) if relative.startswith(".device/") \
+            else os.path.join(ROOT, relative)
+        if not check.enough(15, "nvJPEG PSNR (%s)" % label):
+            break
+        out = os.path.join(WORK, "compare-%d" % len(results))
+        argv = [check.args.binary, "decode", path, "--backend", "cuda", "--encoder", "nvjpeg", "--quality", "85",
+                "--compare-encoders", "--output", out]
+        check.commands.append(" ".join(argv[1:]).replace(ROOT + "/", ""))
+        rc, stdout, stderr = run(argv, 60)
+        found = [line for line in (stdout + "\n" + stderr).splitlines() if line.startswith('{"encoderComparison"')]
+        if rc != 0 or not found:
+            lines.append("%s: exit %d, no comparison: %s" % (label, rc, stderr.strip()[-300:]))
+            results.append((label, None))
+            continue
+        comparison = json.loads(found[-1])["encoderComparison"]
+        results.append((label, comparison))
+        lines.append("%s: %s" % (label, json.dumps(comparison)))
+        log(lines[-1])
+    check.sections.append("### nvJPEG against TurboJPEG, quality 85 (PSNR of the decoded JPEGs)\n\n%s\n"
+                          % "\n".join("- " + line for line in lines))
+    measured = [c for _, c in results if c]
+    on_gpu = all(c.get("encoder") == "nvjpeg" and c.get("deviceEncodes") == c.get("pictures") for c in measured)
+    worst = min((c["psnrMinDB"] if c.get("psnrMinDB") is not None else float("inf")) for c in measured) \
+        if measured else None
+    shown = "not run" if worst is None else ("identical" if worst == float("inf") else "%.2f" % worst)
+    check.row("JPEG-Q", "nvJPEG against TurboJPEG at quality 85, lowest PSNR of any picture over %d streams (dB)"
+              % len(measured), shown + ("" if on_gpu else " (not all on the GPU)"), "reference", "", "≥ 45 dB",
+              ("yes" if on_gpu and worst >= 45 else "**no**") if worst is not None else "—")
+
+
 def gpu_jpeg_rows(check):
     """nvJPEG against TurboJPEG: the pictures' PSNR at the same quality, downloads while viewers
     ask only for JPEG, and B7's 100 viewers' server CPU with each encoder."""
@@ -597,6 +642,7 @@ def gpu_jpeg_rows(check):
         check.row("B7-GPU", "100 viewers of a 1080p30 session on cuda, server CPU (cores)", "not run", "not run", "",
                   "≤ 0.5× turbojpeg", "—")
         return
+    psnr_rows(check)
     stream = Stream(os.path.join(check.args.device_dir, "streams", "gpu1080.264"))
     command("B7-GPU: frametap serve --backend cuda --encoder nvjpeg|turbojpeg; one real-time push of "
             ".device/streams/gpu1080.264 (looped); 50 MJPEG viewers (frames.mjpeg) and 50 long polls "
@@ -760,7 +806,10 @@ def main():
     args.device_dir = os.path.abspath(args.device_dir)
     os.makedirs(args.results, exist_ok=True)
     global WORK
-    WORK = os.path.join(args.results, "work")
+    # The servers' logs, decoded pictures and long streams stay out of the results folder (the GPU
+    # machine sends back only a few files); the logs come back as one archive.
+    WORK = os.path.join(tempfile.gettempdir(), "gpu-check-work")
+    shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(os.path.join(WORK, "out"), exist_ok=True)
     check = Check(args)
     if not os.path.exists(os.path.join(args.device_dir, "streams", "MANIFEST.tsv")):
@@ -778,6 +827,8 @@ def main():
             check.notes.append("%s stopped: %s: %s" % (step.__name__, type(e).__name__, e))
             check.write()
     check.write()
+    with tarfile.open(os.path.join(args.results, "gpu-check-logs.tar.gz"), "w:gz") as logs:
+        logs.add(os.path.join(WORK, "out"), arcname="logs")
     print(check.results_path)
     failed = [c for c in check.conformance if c[4] not in (0, "—")]
     return 1 if failed else 0
