@@ -138,6 +138,10 @@ public struct DecoderOptions: Sendable {
     /// With `auto`: this many access units in a row failing on the hardware decoder make the
     /// stream continue in software from its next keyframe (see `StreamDecoder`).
     public var hardwareFailureLimit: Int = 3
+    /// The decoder counts in its engine's load (`HardwareDevicePool.engines`), and with `auto`
+    /// is placed, and moved, by the engines' headroom. Off for short bursts (catch-ups), whose
+    /// rate says nothing of a live stream's.
+    public var placedByCapacity: Bool = true
 
     public init(
         backend: DecoderBackendChoice = .auto,
