@@ -77,6 +77,23 @@ extension ServeOption {
                 }
             }),
         ServeOption(
+            "engine-capacity", valueName: "list", accepts: EngineCapacityOverrides.syntax,
+            help:
+                "Decoding capacity of an engine in 1080p-equivalent pictures per second, e.g. `cuda:0:h264=1264,cpu:h264=1400`; with `auto` a new session goes to the engine with the most headroom.",
+            details: "a session moves only at a keyframe, only when its engine's load exceeds its capacity",
+            isList: true,
+            defaultValue: { _ in
+                .described("NVDEC \(Int(EngineCapacity.nvdec.rate(.h264))) H.264 / \(Int(EngineCapacity.nvdec.rate(.h265))) H.265; the CPU \(EngineCapacity.cpuDecodingShare) of its cores × \(Int(EngineCapacity.softwarePerCore[.h264] ?? 0)) / \(Int(EngineCapacity.softwarePerCore[.h265] ?? 0))")
+            },
+            apply: { text, settings throws(OptionValueError) in
+                guard !text.isEmpty else { return settings.server.engineCapacities = EngineCapacityOverrides() }
+                do throws(DecodeError) {
+                    settings.server.engineCapacities = try EngineCapacityOverrides(parsing: text)
+                } catch {
+                    throw OptionValueError(error.message)
+                }
+            }),
+        ServeOption(
             "max-decoder-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
             help:
                 "Bytes every session's decoder may hold together; `auto` is half of the container's memory limit (cgroup) or of the machine's memory.",

@@ -14,6 +14,9 @@ public struct ServerConfiguration: Sendable {
     /// The hardware devices sessions may decode on (`--hw-devices`); nil: every CUDA device,
     /// then every render node. New sessions go to the least loaded usable device.
     public var hardwareDevices: HardwareDeviceList?
+    /// Decoding capacities that replace the defaults (`--engine-capacity`), by which `auto`
+    /// places sessions on the devices and the CPU (`EnginePlacement`).
+    public var engineCapacities = EngineCapacityOverrides()
     /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int
