@@ -68,6 +68,8 @@ public final class BackendSupervisor {
     private var ticket: EngineTicket?
     /// What the stream asks of its engine, from its current sequence.
     private var demand: EngineDemand?
+    /// Why placement kept the planned device, added to its reason while the plan holds.
+    private var placementNote: String?
     private static let packetCapacityKept = 4 << 20
 
     /// Chooses the back end (with `auto`: CUDA, then VA-API, then software, by the devices that
@@ -201,7 +203,7 @@ public final class BackendSupervisor {
             do throws(DecodeError) {
                 let opened = try factory.makeDecoder(plan, codec: codec, options: options)
                 decoder = opened
-                backendReason = plan.reason
+                backendReason = placementNote.map { "\(plan.reason), \($0)" } ?? plan.reason
                 return opened
             } catch {
                 guard let device = plan.lease?.device, !plan.required else {
@@ -223,6 +225,7 @@ public final class BackendSupervisor {
         skipping: [HardwareDeviceKind: String], after reason: BackendFallback.Reason, _ message: String, codec: VideoCodec
     ) {
         let given = plan
+        placementNote = nil
         do throws(DecodeError) {
             plan = try BackendSelection.plan(options: options, skipping: skipping, codec: codec)
         } catch {
@@ -274,6 +277,7 @@ public final class BackendSupervisor {
         ticket = placed
         guard candidates.count > 1 else { return }
         if decision.engine == current {
+            placementNote = decision.reason
             backendReason = "\(plan.reason), \(decision.reason)"
         } else {
             move(to: decision.engine, decision.reason, codec: demand.codec, into: &output)
@@ -295,6 +299,7 @@ public final class BackendSupervisor {
             }
             destination = DecoderPlan(backend: device.kind.backend, lease: lease, reason: "\(lease.summary), \(reason)")
         }
+        placementNote = nil
         guard let previous = decoder else {
             plan = destination
             backendReason = destination.reason
@@ -369,6 +374,7 @@ public final class BackendSupervisor {
             message: why.message, afterFrames: picturesOut))
         decoder = replacement
         plan = software
+        placementNote = nil
         backendReason = software.reason
         parameterSetsSent = [:]
         ticket?.settle(on: .cpu, pinned: true)
