@@ -59,7 +59,7 @@ extension ServeOption {
         choice(
             "backend", \.server.backend, valueName: "backend",
             help:
-                "`auto` (NVDEC, then VA-API, then software, per session), `cuda` or `vaapi` (required: a stream the hardware cannot take is a problem answer, not a silent fallback), or `software`."
+                "`auto` (NVDEC, then VA-API, then software, per session; each session placed on the device or the CPU with the most headroom, see `--engine-capacity`), `cuda` or `vaapi` (required: a stream the hardware cannot take is a problem answer, not a silent fallback), or `software`."
         ),
         ServeOption(
             "hw-devices", valueName: "list", accepts: HardwareDeviceList.syntax,
