@@ -23,6 +23,11 @@ import VideoCoding
 ///   H.265, below its smallest size);
 /// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the device
 ///   (`device_errors`): from the next keyframe on; until then the hardware decoder keeps going.
+/// Placement (`EnginePlacement`, the pool's `engines`): with `auto`, at the stream's first access
+/// unit (when its codec, size and frame rate are known) the stream goes to the planned device or
+/// the CPU, whichever has more headroom for it; at a keyframe it moves when its engine is
+/// overloaded and another has room. A move is not a fallback: nothing failed, and the stream may
+/// move back. A required back end only counts in its engine's load.
 /// Each switch drains the decoder given up first, so no picture it decoded is lost. Each is
 /// recorded in `fallbacks`, the stream's one record of them. A required back end (`cuda`/`vaapi`) never switches: pictures it cannot
 /// decode are `.decoderUnavailable` errors.
