@@ -139,9 +139,10 @@ public struct DecoderOptions: Sendable {
     /// stream continue in software from its next keyframe (see `StreamDecoder`).
     public var hardwareFailureLimit: Int = 3
     /// The decoder counts in its engine's load (`HardwareDevicePool.engines`), and with `auto`
-    /// is placed, and moved, by the engines' headroom. Off for short bursts (catch-ups), whose
-    /// rate says nothing of a live stream's.
-    public var placedByCapacity: Bool = true
+    /// is placed, and moved, by the engines' headroom: a server's live decoders. Off for the
+    /// CLI's one file (decoded as fast as it goes, on the first back end that works) and for
+    /// catch-ups, short bursts whose rate says nothing of a live stream's.
+    public var placedByCapacity: Bool = false
 
     public init(
         backend: DecoderBackendChoice = .auto,

@@ -29,7 +29,7 @@ import VideoCoding
     @Test func aRoomyDeviceTakesTheSession() throws {
         let pool = Self.pool(gpu: 1000, cpu: 10)
         let factory = PretendHardwareFactory()
-        let decoder = try StreamDecoder(options: .pretend(.auto, pool.platform, pool: pool), factory: factory)
+        let decoder = try StreamDecoder(options: .placed(.auto, pool), factory: factory)
         let output = pushAll(try Fixtures.bytes(Self.file), into: decoder)
         #expect(decoder.backend == .cuda)
         #expect(decoder.backendReason.hasPrefix("NVDEC on cuda:0 (Pretend CUDA 0), placed by headroom: NVDEC on cuda:0 1000 of 1000"))
@@ -48,7 +48,7 @@ import VideoCoding
     @Test func aFullDeviceLeavesTheSessionToTheCPU() throws {
         let pool = Self.pool(gpu: 0.1, cpu: 1000)
         let factory = PretendHardwareFactory()
-        var decoder: StreamDecoder? = try StreamDecoder(options: .pretend(.auto, pool.platform, pool: pool), factory: factory)
+        var decoder: StreamDecoder? = try StreamDecoder(options: .placed(.auto, pool), factory: factory)
         let output = pushAll(try Fixtures.bytes(Self.file), into: try #require(decoder))
         #expect(decoder?.backend == .software)
         #expect(decoder?.backendReason.hasPrefix("software: placed by headroom: NVDEC on cuda:0 0 of 0 fps") == true)
@@ -66,7 +66,7 @@ import VideoCoding
     @Test func anOverloadedDeviceGivesTheSessionAwayAtTheNextKeyframe() throws {
         let pool = Self.pool(gpu: 1000, cpu: 1000)
         let factory = PretendHardwareFactory()
-        let decoder = try StreamDecoder(options: .pretend(.auto, pool.platform, pool: pool), factory: factory)
+        let decoder = try StreamDecoder(options: .placed(.auto, pool), factory: factory)
         var keyframes: [Int64] = []
         var frames: [DecodedFrame] = []
         let bytes = try Fixtures.bytes(Self.file)
@@ -100,7 +100,7 @@ import VideoCoding
     @Test func aRequiredBackendIsCountedButNotPlaced() throws {
         let pool = Self.pool(gpu: 0.01, cpu: 1000)
         let factory = PretendHardwareFactory()
-        let decoder = try StreamDecoder(options: .pretend(.cuda, pool.platform, pool: pool), factory: factory)
+        let decoder = try StreamDecoder(options: .placed(.cuda, pool), factory: factory)
         let output = pushAll(try Fixtures.bytes(Self.file), into: decoder)
         #expect(decoder.backend == .cuda)
         #expect(decoder.backendReason == "NVDEC on cuda:0 (Pretend CUDA 0)")
@@ -111,12 +111,22 @@ import VideoCoding
         #expect((report[Self.gpu]?.utilization ?? 0) > 1)
     }
 
+    /// A decoder outside a server (the CLI's file, a catch-up) is neither placed nor counted.
+    @Test func unplacedDecodersTakeTheFirstBackEndThatWorks() throws {
+        let pool = Self.pool(gpu: 0.01, cpu: 1000)
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.auto, pool.platform, pool: pool), factory: factory)
+        _ = pushAll(try Fixtures.bytes(Self.file), into: decoder)
+        #expect(decoder.backend == .cuda && decoder.backendReason == "NVDEC on cuda:0 (Pretend CUDA 0)")
+        #expect(pool.engines.report().allSatisfy { $0.sessions == 0 })
+    }
+
     /// Without a device, `auto` sessions are on the CPU with the reason selection gave.
     @Test func withoutHardwareTheCPUCarriesTheLoad() throws {
         let clock = ManualClock()
         let engines = EnginePlacer(placement: EnginePlacement(cores: 2), clock: clock)
         let pool = HardwareDevicePool(platform: NoHardware(), clock: clock, engines: engines)
-        let decoder = try StreamDecoder(options: .pretend(.auto, pool.platform, pool: pool))
+        let decoder = try StreamDecoder(options: .placed(.auto, pool))
         _ = pushAll(try Fixtures.bytes(Self.file), into: decoder)
         #expect(decoder.backend == .software)
         #expect(decoder.backendReason.hasPrefix("software: CUDA unavailable"))
@@ -124,5 +134,14 @@ import VideoCoding
         #expect(cpu.engine == .cpu && cpu.sessions == 1)
         let defaults: [VideoCodec: Double] = [.h264: 177, .h265: 115.5]
         #expect(cpu.capacity.fps == defaults, "2 cores × 0.75 × 118 and 77")
+    }
+}
+
+extension DecoderOptions {
+    /// A server's live decoder on `pool`'s pretend machine: placed by capacity.
+    static func placed(_ backend: DecoderBackendChoice, _ pool: HardwareDevicePool) -> DecoderOptions {
+        var options = DecoderOptions.pretend(backend, pool.platform, pool: pool)
+        options.placedByCapacity = true
+        return options
     }
 }

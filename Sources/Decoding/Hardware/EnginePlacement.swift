@@ -183,6 +183,17 @@ public struct EnginePlacement: Sendable {
         public var sessions: Int
         /// Sessions moved away from it because it was overloaded.
         public var movedAway: Int
+
+        public init(
+            engine: EngineID, capacity: EngineCapacity, loadFPS: Double, utilization: Double, sessions: Int, movedAway: Int
+        ) {
+            self.engine = engine
+            self.capacity = capacity
+            self.loadFPS = loadFPS
+            self.utilization = utilization
+            self.sessions = sessions
+            self.movedAway = movedAway
+        }
     }
 
     private struct Engine {

@@ -72,6 +72,7 @@ public struct SessionServices: Sendable {
         options.memoryBudget = decoderMemory
         options.emulateFFmpegProbe = mode != .keyframes
         options.probeOnlyUnannouncedReordering = true
+        options.placedByCapacity = true
         return options
     }
 
