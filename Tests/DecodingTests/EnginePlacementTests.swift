@@ -130,6 +130,22 @@ import VideoCoding
         #expect(moves.isEmpty)
     }
 
+    /// A stream that went silent (a camera gone, a push paused) loads nothing until it sends
+    /// again, and then its rate is measured afresh, not over the silence.
+    @Test func aSilentSessionLoadsNothingUntilItSendsAgain() throws {
+        var placement = Self.machine()
+        let session = placement.place(Self.hd(fps: nil), candidates: [Self.gpu, .cpu], now: 0).session
+        func gpuLoad() -> Double { placement.report().first { $0.engine == Self.gpu }?.loadFPS ?? -1 }
+        for picture in 1...60 { _ = placement.accessUnit(session, isKeyframe: false, now: UInt64(picture) * Self.second / 30) }
+        #expect(abs(gpuLoad() - 30) < 0.01)
+        placement.advance(to: 8 * Self.second)
+        #expect(gpuLoad() == 0)
+        #expect(placement.report().first { $0.engine == Self.gpu }?.sessions == 1, "still placed there")
+        let resumed = 8 * Self.second
+        for picture in 1...90 { _ = placement.accessUnit(session, isKeyframe: false, now: resumed + UInt64(picture) * Self.second / 30) }
+        #expect(abs(gpuLoad() - 30) < 1)
+    }
+
     /// A required back end's session counts in the load and never moves.
     @Test func pinnedSessionsNeverMove() {
         var placement = Self.machine()

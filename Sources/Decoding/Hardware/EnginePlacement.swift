@@ -211,6 +211,8 @@ public struct EnginePlacement: Sendable {
         var sampleStart: UInt64
         var sampleUnits = 0
         var rateMeasured = false
+        /// When its last access unit came: a stream silent for `idleAfter` loads nothing.
+        var lastUnitAt: UInt64
     }
 
     private var engines: [EngineID: Engine] = [:]
@@ -223,15 +225,21 @@ public struct EnginePlacement: Sendable {
     public var minimumStay: UInt64
     /// The input rate is measured over windows of at least this long.
     public var rateWindow: UInt64
+    /// A session that sent nothing for this long (a camera gone, a push paused) counts as no
+    /// load until it sends again.
+    public var idleAfter: UInt64
+    /// The time of the latest event: what idleness is judged against.
+    private var now: UInt64 = 0
 
     public init(
         cores: Int, overrides: EngineCapacityOverrides = EngineCapacityOverrides(), minimumStay: Duration = .seconds(10),
-        rateWindow: Duration = .seconds(2)
+        rateWindow: Duration = .seconds(2), idleAfter: Duration = .seconds(5)
     ) {
         self.cores = cores
         self.overrides = overrides
         self.minimumStay = minimumStay.nanoseconds
         self.rateWindow = rateWindow.nanoseconds
+        self.idleAfter = idleAfter.nanoseconds
         engine(.cpu)
     }
 
@@ -272,8 +280,18 @@ public struct EnginePlacement: Sendable {
         return sessions.values.reduce(0) { sum, placed in
             guard placed.engine == id else { return sum }
             let rate = engine.capacity.rate(placed.demand.codec)
-            return sum + (rate > 0 ? placed.demand.fps1080 / rate : .infinity)
+            return sum + (rate > 0 ? load(of: placed) / rate : .infinity)
         }
+    }
+
+    /// A session's demand in 1080p-equivalent pictures per second; 0 while it is idle.
+    private func load(of placed: Placed) -> Double {
+        now &- placed.lastUnitAt > idleAfter && now > placed.lastUnitAt ? 0 : placed.demand.fps1080
+    }
+
+    /// Time passes without an event (a report is asked for).
+    public mutating func advance(to now: UInt64) {
+        self.now = max(self.now, now)
     }
 
     /// What is left of `id`'s capacity for `codec`, in 1080p-equivalent pictures per second.
@@ -290,13 +308,14 @@ public struct EnginePlacement: Sendable {
     public mutating func place(
         _ demand: EngineDemand, candidates: [EngineID], movable: Bool = true, now: UInt64
     ) -> (session: UInt64, decision: Decision) {
+        advance(to: now)
         let candidates = candidates.isEmpty ? [.cpu] : candidates
         for id in candidates { engine(id) }
         let chosen = best(among: candidates, for: demand.codec)
         nextSession += 1
         sessions[nextSession] = Placed(
             engine: chosen, demand: demand, candidates: candidates, movable: movable && candidates.count > 1, placedAt: now,
-            sampleStart: now)
+            sampleStart: now, lastUnitAt: now)
         let why =
             candidates.count == 1
             ? "the only engine for it"
@@ -322,7 +341,14 @@ public struct EnginePlacement: Sendable {
     /// The session sent one access unit to its decoder. At a keyframe, an overloaded engine
     /// gives the session away when another has room for it.
     public mutating func accessUnit(_ session: UInt64, isKeyframe: Bool, now: UInt64) -> Action {
+        advance(to: now)
         guard var placed = sessions[session] else { return .stay }
+        if now &- placed.lastUnitAt > idleAfter, now > placed.lastUnitAt {
+            // Back from a pause: the rate is measured afresh, not over the silence.
+            placed.sampleStart = now
+            placed.sampleUnits = 0
+        }
+        placed.lastUnitAt = now
         placed.sampleUnits += 1
         let elapsed = now &- placed.sampleStart
         if elapsed >= rateWindow, now > placed.sampleStart {
@@ -373,7 +399,7 @@ public struct EnginePlacement: Sendable {
             guard let engine = engines[id] else { return nil }
             let placed = sessions.values.filter { $0.engine == id }
             return Report(
-                engine: id, capacity: engine.capacity, loadFPS: placed.reduce(0) { $0 + $1.demand.fps1080 },
+                engine: id, capacity: engine.capacity, loadFPS: placed.reduce(0) { $0 + load(of: $1) },
                 utilization: utilization(of: id), sessions: placed.count, movedAway: engine.movedAway)
         }
     }
@@ -434,7 +460,13 @@ public final class EnginePlacer: Sendable {
         state.withLock { $0.setCapacity(capacity, of: engine) }
     }
 
-    public func report() -> [EnginePlacement.Report] { state.withLock { $0.report() } }
+    public func report() -> [EnginePlacement.Report] {
+        let now = clock.uptime
+        return state.withLock { placement in
+            placement.advance(to: now)
+            return placement.report()
+        }
+    }
 
     fileprivate func accessUnit(_ session: UInt64, isKeyframe: Bool) -> EnginePlacement.Action {
         let now = clock.uptime
