@@ -140,6 +140,11 @@ public struct DecoderOptions: Sendable {
     public var hardwareFailureLimit: Int = 3
     /// Whether each CUDA decoder queues its GPU work on a stream of its own (`CUDAStreams`).
     public var cudaStreams: CUDAStreamMode = .perDecoder
+    /// The decoder counts in its engine's load (`HardwareDevicePool.engines`), and with `auto`
+    /// is placed, and moved, by the engines' headroom: a server's live decoders. Off for the
+    /// CLI's one file (decoded as fast as it goes, on the first back end that works) and for
+    /// catch-ups, short bursts whose rate says nothing of a live stream's.
+    public var placedByCapacity: Bool = false
 
     public init(
         backend: DecoderBackendChoice = .auto,

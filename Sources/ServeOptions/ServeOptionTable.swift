@@ -60,7 +60,7 @@ extension ServeOption {
         choice(
             "backend", \.server.backend, valueName: "backend",
             help:
-                "`auto` (NVDEC, then VA-API, then software, per session), `cuda` or `vaapi` (required: a stream the hardware cannot take is a problem answer, not a silent fallback), or `software`."
+                "`auto` (NVDEC, then VA-API, then software, per session; each session placed on the device or the CPU with the most headroom, see `--engine-capacity`), `cuda` or `vaapi` (required: a stream the hardware cannot take is a problem answer, not a silent fallback), or `software`."
         ),
         choice(
             "encoder", \.encoder, valueName: "encoder",
@@ -92,6 +92,23 @@ extension ServeOption {
             "cuda-contexts", \.server.cudaContextsPerDevice, .range(1...16),
             help:
                 "CUDA contexts opened on each CUDA device; new sessions' decoders take them in turn (each costs about 0.25 s at first use and its own GPU memory)."),
+        ServeOption(
+            "engine-capacity", valueName: "list", accepts: EngineCapacityOverrides.syntax,
+            help:
+                "Decoding capacity of an engine in 1080p-equivalent pictures per second, e.g. `cuda:0:h264=3400,cpu:h264=1400`; with `auto` a new session goes to the engine with the most headroom.",
+            details: "a session moves only at a keyframe, only when its engine's load exceeds its capacity",
+            isList: true,
+            defaultValue: { _ in
+                .described("NVDEC \(Int(EngineCapacity.nvdec.rate(.h264))) H.264 / \(Int(EngineCapacity.nvdec.rate(.h265))) H.265; the CPU \(EngineCapacity.cpuDecodingShare) of its cores × \(Int(EngineCapacity.softwarePerCore[.h264] ?? 0)) / \(Int(EngineCapacity.softwarePerCore[.h265] ?? 0))")
+            },
+            apply: { text, settings throws(OptionValueError) in
+                guard !text.isEmpty else { return settings.server.engineCapacities = EngineCapacityOverrides() }
+                do throws(DecodeError) {
+                    settings.server.engineCapacities = try EngineCapacityOverrides(parsing: text)
+                } catch {
+                    throw OptionValueError(error.message)
+                }
+            }),
         ServeOption(
             "max-decoder-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
             help:

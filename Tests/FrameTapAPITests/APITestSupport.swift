@@ -1,3 +1,4 @@
+import Decoding
 import TestSupport
 import Dispatch
 import Foundation
@@ -21,6 +22,7 @@ func withService<T>(
     sessions configureSessions: (inout ServerConfiguration) -> Void = { _ in },
     http configureHTTP: (inout HTTPServerConfiguration) -> Void = { _ in },
     clock: any ServiceClock = SystemClock(),
+    devicePool: HardwareDevicePool = .shared,
     access: AccessControl? = nil,
     logger: Logger = Logger(label: "frametap"),
     _ body: (FrameTapService) throws -> T
@@ -35,7 +37,7 @@ func withService<T>(
     configureSessions(&sessions)
     let configuration = try sessions.validated()
     let service = FrameTapService(
-        http: http, sessions: configuration, services: SessionServices.forTests(configuration, clock: clock), access: access,
+        http: http, sessions: configuration, services: SessionServices.forTests(configuration, clock: clock, devicePool: devicePool), access: access,
         logger: logger)
     try service.start()
     defer { service.stop() }

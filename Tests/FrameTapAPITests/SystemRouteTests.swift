@@ -24,7 +24,7 @@ import Timekeeping
             #expect(
                 Set(json.keys) == [
                     "version", "libavcodec", "backendDefault", "decoderThreads", "encoder", "vaapiAvailable",
-                    "cudaAvailable", "hardware", "devices", "limits", "activeSessions", "decoderMemory", "configuration",
+                    "cudaAvailable", "hardware", "devices", "engines", "limits", "activeSessions", "decoderMemory", "configuration",
                 ])
             let encoder = try #require(json["encoder"] as? [String: Any])
             #expect(Set(encoder.keys) == ["name", "reason"])
@@ -55,6 +55,44 @@ import Timekeeping
                 #expect((node["usable"] as? Bool == true) != (node["error"] is String))
             }
             #expect((json["vaapiAvailable"] as? Bool) == SystemInfo.hardware.renderNodes.contains { $0.usable })
+        }
+    }
+
+    /// The engines `auto` places sessions on: here the CPU alone (a pool of its own, so no
+    /// other test's sessions count), with its configured capacity and the pushed session's load.
+    @Test func enginesShowCapacityAndLoad() throws {
+        let pool = HardwareDevicePool(clock: SystemClock())
+        try withService(
+            sessions: {
+                $0.backend = .software
+                $0.engineCapacities = EngineCapacityOverrides([.cpu: [.h264: 500]])
+            }, devicePool: pool
+        ) { service in
+            try pushFixture(service.port, session: "eng", "baseline_176x144.264")
+            let json = try jsonObject(request(service.port, "GET", "/system").body)
+            let engines = try #require(json["engines"] as? [[String: Any]])
+            let cpu = try #require(engines.first)
+            #expect(
+                Set(cpu.keys) == ["engine", "kind", "capacityFps", "capacitySource", "loadFps", "utilization", "sessions", "movedAway"])
+            #expect(cpu["engine"] as? String == "cpu" && cpu["kind"] as? String == "cpu")
+            let capacity = try #require(cpu["capacityFps"] as? [String: Any])
+            #expect(capacity["h264"] as? Double == 500)
+            #expect(capacity["h265"] is Double)
+            #expect(cpu["capacitySource"] as? String == "configured")
+            #expect(cpu["sessions"] as? Int == 1)
+            // 176x144 at its SPS's 25 fps (or as measured): about 0.3 of a 1080p stream.
+            let load = try #require(cpu["loadFps"] as? Double)
+            #expect(load > 0.05 && load < 2)
+            #expect(abs((cpu["utilization"] as? Double ?? 0) - load / 500) < 1e-9)
+
+            let text = try request(service.port, "GET", "/metrics").text
+            #expect(metricValue(text, "frametap_engine_capacity_fps", labels: ["engine=\"cpu\"", "codec=\"h264\""]) == 500)
+            #expect(metricValue(text, "frametap_engine_sessions", labels: ["engine=\"cpu\""]) == 1)
+            #expect(abs(metricValue(text, "frametap_engine_load_fps", labels: ["engine=\"cpu\""]) - load) < 1e-6)
+
+            #expect(try request(service.port, "DELETE", "/sessions/eng").status == 204)
+            let after = try jsonObject(request(service.port, "GET", "/system").body)["engines"] as? [[String: Any]]
+            #expect(after?.first?["sessions"] as? Int == 0, "a closed session's load leaves its engine")
         }
     }
 

@@ -318,6 +318,20 @@ import Timekeeping
         + #""name":null,"retryInSeconds":12.5,"sessions":0,"state":"failed"},{"device":"cuda:1","error":null,"#
         + #""kind":"cuda","name":null,"retryInSeconds":null,"sessions":0,"state":"not_opened"}]"#
 
+    static let engines = [
+        EnginePlacement.Report(
+            engine: .cpu, capacity: EngineCapacity(fps: [.h264: 1416, .h265: 924], source: "configured"), loadFPS: 354,
+            utilization: 0.25, sessions: 12, movedAway: 0),
+        EnginePlacement.Report(
+            engine: .device(.cuda(0)), capacity: .nvdec, loadFPS: 632, utilization: 0.5, sessions: 21, movedAway: 3),
+    ]
+
+    static let enginesJSON =
+        #"[{"capacityFps":{"h264":1416,"h265":924},"capacitySource":"configured","engine":"cpu","kind":"cpu","#
+        + #""loadFps":354,"movedAway":0,"sessions":12,"utilization":0.25},"#
+        + #"{"capacityFps":{"h264":3400,"h265":3800},"capacitySource":"default for NVDEC (H200)","engine":"cuda:0","#
+        + #""kind":"cuda","loadFps":632,"movedAway":3,"sessions":21,"utilization":0.5}]"#
+
     @Test func system() throws {
         var configuration = ServerConfiguration()
         configuration.maxBodyBytes = nil
@@ -325,6 +339,7 @@ import Timekeeping
         let services = SessionServices.forTests(configuration)
         var info = SystemInfo(configuration: configuration, services: services, activeSessions: 3, hardware: Self.hardware)
         info.devices = Self.deviceUsage
+        info.engines = Self.engines
         // A file applied at start, then a reading refused: the running configuration is the start's.
         let clock = ManualClock(now: Date(timeIntervalSince1970: 1_767_225_600.5))
         let status = ConfigurationStatus(
@@ -362,6 +377,7 @@ import Timekeeping
                 + #""decoderThreads":\#(configuration.decoderThreads),"devices":"# + Self.deviceUsageJSON + ","
                 + #""encoder":{"name":"\#(services.encoderFactory.identity.name)","#
                 + #""reason":"\#(services.encoderFactory.identity.reason)"},"#
+                + #""engines":"# + Self.enginesJSON + ","
                 + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
                 + #""vaapiAvailable":true,"version":"\#(SystemInfo.version)"}"#)
     }

@@ -24,6 +24,15 @@ struct CommandLineTests {
         }
     }
 
+    @Test func engineCapacitiesAreReadAndChecked() throws {
+        let configuration = try ServeConfiguration(
+            arguments: ["--engine-capacity", "cuda:0:h264=900,cpu:h265=300"], environment: [:])
+        #expect(configuration.server.engineCapacities.description == "cpu:h265=300.0,cuda:0:h264=900.0")
+        #expect(throws: ServeConfigurationError.self) {
+            try ServeConfiguration(arguments: ["--engine-capacity", "cpu:vp9=3"], environment: [:])
+        }
+    }
+
     @Test func helpIsAskedWithEitherName() throws {
         #expect(try CommandLineOptions(["-h"]).helpRequested)
         #expect(try CommandLineOptions(["--port", "1", "--help"]).helpRequested)

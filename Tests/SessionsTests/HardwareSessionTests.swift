@@ -24,8 +24,11 @@ import Timekeeping
         var configuration = testConfiguration()
         configuration.backend = backend
         configuration.hardwareDevices = devices
+        // The CPU's capacity as one core's, whatever machine runs the test: NVDEC has more
+        // headroom, so `auto` sessions are placed on the device.
+        let engines = EnginePlacer(placement: EnginePlacement(cores: 1), clock: SystemClock())
         let services = SessionServices.forTests(
-            configuration, devicePool: HardwareDevicePool(platform: platform, clock: SystemClock()),
+            configuration, devicePool: HardwareDevicePool(platform: platform, clock: SystemClock(), engines: engines),
             frameDownloads: FrameDownloadCounter(), decoderFactory: factory)
         return PretendServer(configuration: configuration, services: services)
     }

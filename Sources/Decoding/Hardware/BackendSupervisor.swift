@@ -23,6 +23,11 @@ import VideoCoding
 ///   H.265, below its smallest size);
 /// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the device
 ///   (`device_errors`): from the next keyframe on; until then the hardware decoder keeps going.
+/// Placement (`EnginePlacement`, the pool's `engines`): with `auto`, at the stream's first access
+/// unit (when its codec, size and frame rate are known) the stream goes to the planned device or
+/// the CPU, whichever has more headroom for it; at a keyframe it moves when its engine is
+/// overloaded and another has room. A move is not a fallback: nothing failed, and the stream may
+/// move back. A required back end only counts in its engine's load.
 /// Each switch drains the decoder given up first, so no picture it decoded is lost. Each is
 /// recorded in `fallbacks`, the stream's one record of them. A required back end (`cuda`/`vaapi`) never switches: pictures it cannot
 /// decode are `.decoderUnavailable` errors.
@@ -63,6 +68,13 @@ public final class BackendSupervisor {
     /// copies them into its own packet, so one warm buffer serves every picture. (Fresh buffers
     /// each time landed on fresh pages, as the session's history keeps the access units.)
     private var packetBytes: [UInt8] = []
+    /// The stream's place on an engine (`EnginePlacement`): taken at its first access unit, when
+    /// its codec and size are known; nil before, and without `DecoderOptions.placedByCapacity`.
+    private var ticket: EngineTicket?
+    /// What the stream asks of its engine, from its current sequence.
+    private var demand: EngineDemand?
+    /// Why placement kept the planned device, added to its reason while the plan holds.
+    private var placementNote: String?
     private static let packetCapacityKept = 4 << 20
 
     /// Chooses the back end (with `auto`: CUDA, then VA-API, then software, by the devices that
@@ -108,6 +120,7 @@ public final class BackendSupervisor {
     /// a decoder since replaced). `index` comes out with its picture (`DecodedFrame.accessUnitIndex`).
     public func decode(_ unit: CodedAccessUnit, index: Int64? = nil) -> DecodeOutput {
         var output = DecodeOutput()
+        followPlacement(unit, into: &output)
         guard useDecoder(for: unit.codec, into: &output) != nil else { return output }
         if let refusal = plan.lease?.capability(for: unit.codec)?.refusal(for: unit.sequence) {
             guard !plan.required else {
@@ -195,7 +208,7 @@ public final class BackendSupervisor {
             do throws(DecodeError) {
                 let opened = try factory.makeDecoder(plan, codec: codec, options: options)
                 decoder = opened
-                backendReason = plan.reason
+                backendReason = placementNote.map { "\(plan.reason), \($0)" } ?? plan.reason
                 return opened
             } catch {
                 guard let device = plan.lease?.device, !plan.required else {
@@ -217,6 +230,7 @@ public final class BackendSupervisor {
         skipping: [HardwareDeviceKind: String], after reason: BackendFallback.Reason, _ message: String, codec: VideoCodec
     ) {
         let given = plan
+        placementNote = nil
         do throws(DecodeError) {
             plan = try BackendSelection.plan(options: options, skipping: skipping, codec: codec)
         } catch {
@@ -227,6 +241,93 @@ public final class BackendSupervisor {
             message: message, afterFrames: picturesOut))
         fallbacks.append(contentsOf: plan.fallbacks)
         backendReason = plan.reason
+        ticket?.settle(on: plan.lease.map { .device($0.device) } ?? .cpu, pinned: plan.lease == nil)
+    }
+
+    // MARK: - Placing
+
+    /// Places the stream at its first access unit (its codec and size are known then), follows
+    /// its sequence's size, and moves it at a keyframe when its engine says so. With `auto` the
+    /// candidates are the planned device (when it decodes this sequence) and the CPU; a required
+    /// back end only counts in its engine's load.
+    private func followPlacement(_ unit: CodedAccessUnit, into output: inout DecodeOutput) {
+        guard options.placedByCapacity else { return }
+        let format = unit.sequence.format
+        let described = EngineDemand(codec: unit.codec, width: format.width, height: format.height, frameRate: format.frameRate)
+        guard let ticket else {
+            place(described, sequence: unit.sequence, into: &output)
+            return
+        }
+        if let demand, demand.codec != described.codec || demand.width != described.width || demand.height != described.height {
+            ticket.describe(described)
+            self.demand = described
+        }
+        guard case .move(let engine, let reason) = ticket.accessUnit(isKeyframe: unit.isKeyframe) else { return }
+        move(to: engine, reason, codec: unit.codec, into: &output)
+    }
+
+    private func place(_ demand: EngineDemand, sequence: SequenceFacts, into output: inout DecodeOutput) {
+        self.demand = demand
+        let pool = options.devicePool
+        let current: EngineID = plan.lease.map { .device($0.device) } ?? .cpu
+        guard options.backend == .auto else {
+            ticket = pool.engines.place(demand, candidates: [current], movable: false).0
+            return
+        }
+        var candidates: [EngineID] = [.cpu]
+        if let lease = plan.lease, let capability = lease.capability(for: demand.codec), capability.refusal(for: sequence) == nil {
+            candidates.insert(current, at: 0)
+        }
+        let (placed, decision) = pool.engines.place(demand, candidates: candidates)
+        ticket = placed
+        guard candidates.count > 1 else { return }
+        if decision.engine == current {
+            placementNote = decision.reason
+            backendReason = "\(plan.reason), \(decision.reason)"
+        } else {
+            move(to: decision.engine, decision.reason, codec: demand.codec, into: &output)
+        }
+    }
+
+    /// Continues the stream on `engine` from this access unit (a keyframe, or the first):
+    /// the decoder in use is drained first, the new one is given the parameter sets again.
+    /// When the device cannot be had, the stream stays where it is.
+    private func move(to engine: EngineID, _ reason: String, codec: VideoCodec, into output: inout DecodeOutput) {
+        let destination: DecoderPlan
+        switch engine {
+        case .cpu:
+            destination = .software(reason: "software: \(reason)")
+        case .device(let device):
+            guard case .success(let lease) = options.devicePool.lease(among: [device]) else {
+                ticket?.settle(on: plan.lease.map { .device($0.device) } ?? .cpu, pinned: false)
+                return
+            }
+            destination = DecoderPlan(backend: device.kind.backend, lease: lease, reason: "\(lease.summary), \(reason)")
+        }
+        placementNote = nil
+        guard let previous = decoder else {
+            plan = destination
+            backendReason = destination.reason
+            return
+        }
+        var movedOptions = options
+        if destination.backend == .software { movedOptions.backend = .software }
+        let replacement: any PictureDecoder
+        do throws(DecodeError) {
+            replacement = try factory.makeDecoder(destination, codec: codec, options: movedOptions)
+        } catch {
+            ticket?.settle(on: plan.lease.map { .device($0.device) } ?? .cpu, pinned: false)
+            return
+        }
+        append(previous.drain(), to: &output)
+        decoder = replacement
+        plan = destination
+        backendReason = destination.reason
+        parameterSetsSent = [:]
+        decoderHasOutput = false
+        unconfirmed = []
+        consecutiveHardwareFailures = 0
+        pendingSwitch = nil
     }
 
     // MARK: - Switching
@@ -278,8 +379,10 @@ public final class BackendSupervisor {
             message: why.message, afterFrames: picturesOut))
         decoder = replacement
         plan = software
+        placementNote = nil
         backendReason = software.reason
         parameterSetsSent = [:]
+        ticket?.settle(on: .cpu, pinned: true)
     }
 
     // MARK: - Packets

@@ -33,6 +33,8 @@ public final class HardwareDevicePool: Sendable {
     public static let shared = HardwareDevicePool(clock: SystemClock())
 
     public let platform: any HardwarePlatform
+    /// Where `auto` sessions decode: the devices' and the CPU's capacity and load.
+    public let engines: EnginePlacer
     public let retryDelay: Duration
     public let maxRetryDelay: Duration
     /// CUDA contexts opened on each CUDA device (`--cuda-contexts`); new decoders take them in
@@ -44,10 +46,12 @@ public final class HardwareDevicePool: Sendable {
 
     public init(
         platform: any HardwarePlatform = LibavHardwarePlatform(), retryDelay: Duration = .seconds(30),
-        maxRetryDelay: Duration = .seconds(600), cudaContextsPerDevice: Int = 1, clock: any ServiceClock
+        maxRetryDelay: Duration = .seconds(600), cudaContextsPerDevice: Int = 1, clock: any ServiceClock,
+        engines: EnginePlacer? = nil
     ) {
         self.platform = platform
         self.cudaContextsPerDevice = max(1, cudaContextsPerDevice)
+        self.engines = engines ?? EnginePlacer(clock: clock)
         self.retryDelay = retryDelay
         self.maxRetryDelay = maxRetryDelay
         self.clock = clock

@@ -32,6 +32,8 @@ public struct SystemInfo: Sendable {
     public var hardware: HardwareReport
     /// Every hardware device sessions may use: open or not, and the sessions decoding on it.
     public var devices: [HardwareDeviceUsage]
+    /// Where `auto` places sessions: the CPU and each device, with capacity and load.
+    public var engines: [EnginePlacement.Report]
     public var limits: Limits
     public var activeSessions: Int
     /// `--max-decoder-memory` and what the sessions' decoders hold of it now.
@@ -87,6 +89,7 @@ public struct SystemInfo: Sendable {
         let live = live ?? RuntimeLimits(configuration).current
         cudaAvailable = hardware.cuda.libavcodecNVDEC && hardware.cuda.devices.contains { $0.usable }
         devices = services.devicePool.usage()
+        engines = services.devicePool.engines.report()
         version = Self.version
         libavcodec = hardware.libavcodecVersion
         backendDefault = configuration.backend.rawValue

@@ -115,3 +115,28 @@ public struct HardwareDeviceUsageJSON: WireObject {
         ]
     }
 }
+
+/// One decoding engine (the CPU or a device) in `/system`'s `engines` (openapi.yaml `Engine`).
+public struct EngineReportJSON: WireObject {
+    let report: EnginePlacement.Report
+
+    public init(_ report: EnginePlacement.Report) { self.report = report }
+
+    public var members: KeyValuePairs<String, any Encodable> {
+        let kind: String =
+            switch report.engine {
+            case .cpu: "cpu"
+            case .device(let device): device.kind.rawValue
+            }
+        return [
+            "engine": report.engine.description,
+            "kind": kind,
+            "capacityFps": Dictionary(uniqueKeysWithValues: report.capacity.fps.map { ($0.key.rawValue, $0.value) }),
+            "capacitySource": report.capacity.source,
+            "loadFps": report.loadFPS,
+            "utilization": report.utilization,
+            "sessions": report.sessions,
+            "movedAway": report.movedAway,
+        ]
+    }
+}

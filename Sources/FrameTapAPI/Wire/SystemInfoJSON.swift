@@ -18,6 +18,7 @@ struct SystemInfoJSON: WireObject {
             "cudaAvailable": info.cudaAvailable,
             "hardware": HardwareReportJSON(info.hardware),
             "devices": info.devices.map(HardwareDeviceUsageJSON.init),
+            "engines": info.engines.map(EngineReportJSON.init),
             "limits": LimitsJSON(info.limits),
             "activeSessions": info.activeSessions,
             "decoderMemory": DecoderMemoryJSON(info.decoderMemory),

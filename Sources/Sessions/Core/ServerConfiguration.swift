@@ -19,6 +19,9 @@ public struct ServerConfiguration: Sendable {
     public var cudaStreams: CUDAStreamMode = .perDecoder
     /// CUDA contexts per CUDA device, taken by new decoders in turn (`--cuda-contexts`).
     public var cudaContextsPerDevice: Int = 1
+    /// Decoding capacities that replace the defaults (`--engine-capacity`), by which `auto`
+    /// places sessions on the devices and the CPU (`EnginePlacement`).
+    public var engineCapacities = EngineCapacityOverrides()
     /// libavcodec threads per session decoder; 1 keeps latency at the stream's own delay and
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int

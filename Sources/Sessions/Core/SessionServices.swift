@@ -52,6 +52,7 @@ public struct SessionServices: Sendable {
             spoolBudget: SpoolBudget(limit: configuration.maxSpoolTotalBytes),
             catchUpPool: CatchUpPool(
                 slots: configuration.catchUpDecoders, queueLimit: configuration.catchUpQueueLimit, clock: clock))
+        devicePool.engines.setOverrides(configuration.engineCapacities)
     }
 
     /// A live decoder's options: one thread by default (see `ServerConfiguration.decoderThreads`).
@@ -72,6 +73,7 @@ public struct SessionServices: Sendable {
         options.memoryBudget = decoderMemory
         options.emulateFFmpegProbe = mode != .keyframes
         options.probeOnlyUnannouncedReordering = true
+        options.placedByCapacity = true
         return options
     }
 
@@ -81,6 +83,7 @@ public struct SessionServices: Sendable {
         var options = decoderOptions(configuration, backend: backend, mode: .onDemand)
         options.threads = configuration.catchUpDecoderThreads
         if configuration.catchUpDecoderThreads != 1 { options.threadType = .frame }
+        options.placedByCapacity = false
         return options
     }
 }

@@ -148,7 +148,8 @@ public final class FrameTapMetrics: Sendable {
     /// downloads of hardware-decoded pictures since the last scrape, and the decoder memory budget.
     public func refresh(
         sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
-        decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, historyBytes: Int? = nil
+        decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, historyBytes: Int? = nil,
+        engines: [EnginePlacement.Report] = []
     ) {
         var byBackend: [[String]: Int] = [:]
         for status in sessions {
@@ -218,6 +219,29 @@ public final class FrameTapMetrics: Sendable {
         if let historyBytes {
             memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
                 .set(to: Double(historyBytes))
+        }
+        refreshEngines(engines)
+    }
+
+    /// Each engine's capacity per codec, load, utilization and sessions (engines never vanish:
+    /// one seen once stays in the placement).
+    private func refreshEngines(_ engines: [EnginePlacement.Report]) {
+        func gauge(_ name: String, _ help: String, _ labels: [(String, String)]) -> Prometheus.Gauge {
+            registry.makeGauge(descriptor: .init(metricName: name, unitName: "", helpText: help), labels: labels)
+        }
+        for report in engines {
+            let engine = ("engine", report.engine.description)
+            for (codec, fps) in report.capacity.fps {
+                gauge(
+                    Names.engineCapacity, "Decoding capacity of each engine (device or cpu), 1080p-equivalent pictures per second",
+                    [engine, ("codec", codec.rawValue)]
+                ).set(to: fps)
+            }
+            gauge(Names.engineLoad, "Demand of the sessions placed on each engine, 1080p-equivalent pictures per second", [engine])
+                .set(to: report.loadFPS)
+            gauge(Names.engineUtilization, "Load of each engine over its capacity (above 1: overloaded)", [engine])
+                .set(to: report.utilization)
+            gauge(Names.engineSessions, "Session decoders placed on each engine", [engine]).set(to: Double(report.sessions))
         }
     }
 
@@ -306,6 +330,10 @@ public final class FrameTapMetrics: Sendable {
         public static let frameDownloads = "frametap_frame_downloads_total"
         public static let frameDownloadFailures = "frametap_frame_download_failures_total"
         public static let deviceSessions = "frametap_hardware_device_sessions"
+        public static let engineCapacity = "frametap_engine_capacity_fps"
+        public static let engineLoad = "frametap_engine_load_fps"
+        public static let engineUtilization = "frametap_engine_utilization"
+        public static let engineSessions = "frametap_engine_sessions"
         public static let catchUps = "frametap_catchup_decodes_total"
         public static let catchUpSeconds = "frametap_catchup_seconds"
         public static let catchUpAccessUnits = "frametap_catchup_access_units_total"
