@@ -40,6 +40,8 @@ public final class LibavDecoder: PictureDecoder {
     private var heldBack: [UInt8] = []
     /// While set, access units go to a throwaway decoder first (see `DecoderOptions.emulateFFmpegProbe`).
     private var reorderProbe: ReorderProbe?
+    /// Whether `DecodeOutput.decodedInSoftware` was said already.
+    private var reportedDecodedInSoftware = false
 
     /// Opens the decoder on the back end `options.backend` selects (`BackendSelection`): with
     /// `.auto` the first of CUDA, VA-API and software with a device that opens; `.cuda`/`.vaapi`
@@ -379,7 +381,9 @@ public final class LibavDecoder: PictureDecoder {
                 return
             }
             do {
-                output.frames.append(try wrapReceivedFrame())
+                let picture = try wrapReceivedFrame()
+                output.frames.append(picture)
+                if picture.decodedBy == .software { noteDecodedInSoftware(picture, into: &output) }
             } catch {
                 record(error, in: &output)
             }
@@ -410,6 +414,20 @@ public final class LibavDecoder: PictureDecoder {
             return picture
         }
         return DecodedFrame(taking: handedOver, pts: pts, downloads: options.frameDownloads)
+    }
+
+    /// A hardware decoder whose picture came out in system memory: libavcodec decoded it in
+    /// software (its hwaccel did not start, e.g. NVDEC below its smallest size, and it went on
+    /// without one). Said once per decoder; the supervisor records it.
+    private func noteDecodedInSoftware(_ picture: DecodedFrame, into output: inout DecodeOutput) {
+        guard let hardware, !reportedDecodedInSoftware else { return }
+        reportedDecodedInSoftware = true
+        let profile = avcodec_profile_name(codecContext.pointee.codec_id, codecContext.pointee.profile)
+            .map { String(cString: $0) } ?? "profile \(codecContext.pointee.profile)"
+        output.decodedInSoftware = HardwareCapability.Refusal(
+            reason: .decodedInSoftware,
+            message: "\(hardware.negotiation.hardwareKind.engineName) on \(hardware.negotiation.device) refused "
+                + "\(codec.displayName) \(profile) \(picture.width)x\(picture.height); libavcodec decoded it in software")
     }
 
     private func record(_ error: DecodeError, in output: inout DecodeOutput) {

@@ -90,6 +90,10 @@ public struct DecodeOutput: Sendable {
     /// (it offered no hardware format for it, or the hwaccel did not start); the access unit
     /// was not decoded.
     public var hardwareRefusal: HardwareCapability.Refusal?
+    /// Set by a hardware decoder, once, when libavcodec put out a picture it decoded in software
+    /// inside it (the hwaccel did not start and libavcodec went on without it, naming nothing):
+    /// the picture is in `frames` and correct, but the device did not decode it.
+    public var decodedInSoftware: HardwareCapability.Refusal?
 
     public init() {}
 }
