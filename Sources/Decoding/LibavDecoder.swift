@@ -40,6 +40,8 @@ public final class LibavDecoder: PictureDecoder {
     private var heldBack: [UInt8] = []
     /// While set, access units go to a throwaway decoder first (see `DecoderOptions.emulateFFmpegProbe`).
     private var reorderProbe: ReorderProbe?
+    /// Set by `reuseForAnotherStream`: the reorder probe keeps this context where it can.
+    private var servesAnotherStream = false
     /// Whether `DecodeOutput.decodedInSoftware` was said already.
     private var reportedDecodedInSoftware = false
 
@@ -298,6 +300,10 @@ public final class LibavDecoder: PictureDecoder {
         receiveFrames(into: &output)
     }
 
+    public func reuseForAnotherStream() {
+        servesAnotherStream = true
+    }
+
     // MARK: - Reorder-delay probe (what the ffmpeg CLI learns before it starts decoding)
 
     /// True while the first access units of a stream go to the reorder-delay probe.
@@ -353,6 +359,12 @@ public final class LibavDecoder: PictureDecoder {
         let learnedDelay = probe.context.pointee.has_b_frames
         var probeContext: UnsafeMutablePointer<AVCodecContext>? = probe.context
         avcodec_free_context(&probeContext)
+        if servesAnotherStream && codecContext.pointee.has_b_frames >= learnedDelay {
+            // A drained context that already reorders at least as much: kept, with the hardware
+            // decoder libavcodec made in it (a fresh one would open that again).
+            replay(probe, into: &output)
+            return
+        }
         do {
             let fresh = try Self.openContext(codec: codec, options: options, hardware: hardware, reorderDelay: learnedDelay)
             var old: UnsafeMutablePointer<AVCodecContext>? = codecContext
@@ -362,6 +374,11 @@ public final class LibavDecoder: PictureDecoder {
             // The existing context is still usable; it learns reordering by itself.
             record(error, in: &output)
         }
+        replay(probe, into: &output)
+    }
+
+    /// Sends the units the probe buffered to the real decoder.
+    private func replay(_ probe: ReorderProbe, into output: inout DecodeOutput) {
         for (var bytes, unit) in probe.units {
             bytes.withUnsafeMutableBufferPointer { buffer in
                 var replayed = unit

@@ -26,6 +26,13 @@ public protocol PictureDecoder: AnyObject {
     func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?, index: Int64?) -> DecodeOutput
     /// End of stream: every picture still inside; the decoder then expects a fresh stream.
     func drain() -> DecodeOutput
+    /// The decoder, drained, serves another stream of the same shape (a warm catch-up decoder):
+    /// it keeps its codec context, and the hardware decoder inside, wherever the result is the same.
+    func reuseForAnotherStream()
+}
+
+extension PictureDecoder {
+    public func reuseForAnotherStream() {}
 }
 
 extension PictureDecoder {

@@ -135,6 +135,23 @@ import VideoCoding
         #expect(inAll.usage.idle == 3 && inAll.usage.evicted == 1)
     }
 
+    /// A catch-up decoder probes H.264's reorder delay as the ffmpeg CLI does; a warm one keeps
+    /// its context through that probe, and its pictures are still exactly a fresh decoder's.
+    @Test(arguments: ["main_bframes_176x144.264", "high_320x240.264", "res_change_176x144_320x240.264"])
+    func aWarmDecoderThatProbesReorderingDecodesExactly(_ file: String) throws {
+        let pool = Self.pool(ManualClock())
+        var options = DecoderOptions.lowLatency(backend: .software)
+        options.emulateFFmpegProbe = true
+        options.probeOnlyUnannouncedReordering = true
+        let bytes = try Fixtures.bytes(file)
+        let fresh = Self.md5(Self.decodeAll(bytes, try StreamDecoder(options: options)).frames)
+        for _ in 0..<3 {
+            let decoder = try StreamDecoder(options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil))
+            #expect(Self.md5(Self.decodeAll(bytes, decoder).frames) == fresh)
+        }
+        #expect(pool.usage.hits == 2)
+    }
+
     /// A decoder that turned its stream down would only turn the next one of that shape down.
     @Test func aRefusingDecoderIsNotKept() throws {
         let clock = ManualClock()

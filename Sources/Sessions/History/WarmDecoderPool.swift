@@ -37,9 +37,11 @@ public final class WarmDecoderPool: Sendable {
             self.idleTimeout = idleTimeout
         }
 
-        /// For `slots` catch-ups at once: as many warm per device, twice that in all.
+        /// For `slots` catch-ups at once: as many warm per device and twice that in all, but at
+        /// most 4 and 8: an idle decoder's memory (its surfaces, on a GPU) is outside the decoder
+        /// memory budget, so only a few wait.
         public static func forCatchUps(slots: Int) -> Limits {
-            Limits(perDevice: max(1, slots), total: max(1, slots) * 2)
+            Limits(perDevice: min(max(1, slots), 4), total: min(max(1, slots) * 2, 8))
         }
     }
 
@@ -191,7 +193,10 @@ public final class WarmDecoderPool: Sendable {
             let key = Key(
                 backend: plan.backend, device: plan.lease?.device, codec: codec, threads: options.threads,
                 threadType: options.threadType, shape: shape)
-            if let warm = pool.borrow(key) { return BorrowedDecoder(warm, key: key, pool: pool) }
+            if let warm = pool.borrow(key) {
+                warm.reuseForAnotherStream()
+                return BorrowedDecoder(warm, key: key, pool: pool)
+            }
             return BorrowedDecoder(try factory.makeDecoder(plan, codec: codec, options: options), key: key, pool: pool)
         }
     }
@@ -227,6 +232,7 @@ final class BorrowedDecoder: PictureDecoder {
     }
 
     func drain() -> DecodeOutput { inner.drain() }
+    func reuseForAnotherStream() { inner.reuseForAnotherStream() }
 
     deinit {
         guard !refused else { return }
