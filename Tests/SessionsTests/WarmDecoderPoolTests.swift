@@ -165,3 +165,25 @@ import VideoCoding
         #expect(pool.usage.idle == 0, "the refusing hardware decoder was closed")
     }
 }
+
+/// Pictures from the past through a session: after the first, each borrows the warm decoder the
+/// one before gave back, and each is still exactly the live decode's picture.
+@Suite(.timeLimit(.minutes(10))) struct WarmPastPictureTests {
+    @Test func picturesFromThePastReuseOneWarmDecoder() async throws {
+        let stream = try Fixture.bytes("main_bframes_176x144.264")
+        let live = try await OnDemand.livePictures(stream)
+        let configuration = OnDemand.configuration()
+        let services = SessionServices.forTests(configuration, clock: SystemClock())
+        let session = try makeSession(configuration: configuration, services: services)
+        defer { session.close() }
+        _ = try await push(stream, to: session, flush: true)
+        let numbers = live.keys.sorted()
+        for number in numbers {
+            let served = try await OnDemand.pastPicture(session, .number(number)).get().served
+            #expect(served.map { Array($0.picture.bytes) } == live[number], "#\(number)")
+        }
+        let usage = services.catchUpPool.warmDecoders.usage
+        #expect(usage.misses == 1 && usage.hits == numbers.count - 1, "\(usage)")
+        #expect(usage.idle == 1)
+    }
+}
