@@ -17,7 +17,8 @@
 #   HW_DEVICES=LIST passes --hw-devices (e.g. cuda:0).
 # Each PASS line names the back end that decoded the stream. With BACKEND=cuda or vaapi (the
 # hardware is required), a stream the hardware refuses (decode fails naming unsupported_profile,
-# unsupported_chroma, too_large, no_hw_format or hwaccel_init_failed) is decoded again with
+# unsupported_chroma, too_large, no_hw_format or hwaccel_init_failed, or the summary's fallbacks
+# naming decoded_in_software) is decoded again with
 # --backend auto and must then match through its software fallback, which the line names; any
 # other failure on the hardware (no device, wrong bytes) is a FAIL.
 set -euo pipefail
@@ -94,10 +95,15 @@ backend_used() {
     sed -nE 's/.*; backend ([a-z]+) \((.*)\)$/\1 \2/p' || true
 }
 
-# A required back end's refusal of the stream itself (not of the device): its reason code.
+# A required back end's refusal of the stream itself (not of the device): its reason code. Either
+# a refused picture's error names it, or the summary's fallbacks do: libavcodec may go on in
+# software inside the hardware decoder without refusing anything ("-> software
+# decoded_in_software after N picture(s)"), and its pictures then did not come from the hardware.
 hardware_refusal() {
-  grep -oE '\((unsupported_profile|unsupported_chroma|too_large|no_hw_format|hwaccel_init_failed)\)' \
-    "$work/stderr" | head -n1 | tr -d '()' || true
+  {
+    grep -oE '\((unsupported_profile|unsupported_chroma|too_large|no_hw_format|hwaccel_init_failed)\)' "$work/stderr" || true
+    grep -oE -- '-> software decoded_in_software after' "$work/stderr" | grep -oE 'decoded_in_software' || true
+  } | head -n1 | tr -d '()'
 }
 
 run_decode() {  # run_decode PATH BACKEND [COPY] -> $work/stderr, $work/digest; returns the exit status
@@ -171,6 +177,7 @@ check_stream() {
   fi
   if [ "$rc" -eq 0 ] && [ "$md5" = "$expected_md5" ]; then
     case $used in
+      *" software inside "*) fell_back=$((fell_back + 1)) ;;  # libavcodec's own software decode
       cuda\ * | vaapi\ *) on_hardware=$((on_hardware + 1)) ;;
       "software software: "*) fell_back=$((fell_back + 1)) ;;  # auto's reason for leaving hardware
     esac

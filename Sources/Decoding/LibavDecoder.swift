@@ -40,6 +40,10 @@ public final class LibavDecoder: PictureDecoder {
     private var heldBack: [UInt8] = []
     /// While set, access units go to a throwaway decoder first (see `DecoderOptions.emulateFFmpegProbe`).
     private var reorderProbe: ReorderProbe?
+    /// Set by `reuseForAnotherStream`: the reorder probe keeps this context where it can.
+    private var servesAnotherStream = false
+    /// Whether `DecodeOutput.decodedInSoftware` was said already.
+    private var reportedDecodedInSoftware = false
 
     /// Opens the decoder on the back end `options.backend` selects (`BackendSelection`): with
     /// `.auto` the first of CUDA, VA-API and software with a device that opens; `.cuda`/`.vaapi`
@@ -296,6 +300,10 @@ public final class LibavDecoder: PictureDecoder {
         receiveFrames(into: &output)
     }
 
+    public func reuseForAnotherStream() {
+        servesAnotherStream = true
+    }
+
     // MARK: - Reorder-delay probe (what the ffmpeg CLI learns before it starts decoding)
 
     /// True while the first access units of a stream go to the reorder-delay probe.
@@ -351,6 +359,12 @@ public final class LibavDecoder: PictureDecoder {
         let learnedDelay = probe.context.pointee.has_b_frames
         var probeContext: UnsafeMutablePointer<AVCodecContext>? = probe.context
         avcodec_free_context(&probeContext)
+        if servesAnotherStream && codecContext.pointee.has_b_frames >= learnedDelay {
+            // A drained context that already reorders at least as much: kept, with the hardware
+            // decoder libavcodec made in it (a fresh one would open that again).
+            replay(probe, into: &output)
+            return
+        }
         do {
             let fresh = try Self.openContext(codec: codec, options: options, hardware: hardware, reorderDelay: learnedDelay)
             var old: UnsafeMutablePointer<AVCodecContext>? = codecContext
@@ -360,6 +374,11 @@ public final class LibavDecoder: PictureDecoder {
             // The existing context is still usable; it learns reordering by itself.
             record(error, in: &output)
         }
+        replay(probe, into: &output)
+    }
+
+    /// Sends the units the probe buffered to the real decoder.
+    private func replay(_ probe: ReorderProbe, into output: inout DecodeOutput) {
         for (var bytes, unit) in probe.units {
             bytes.withUnsafeMutableBufferPointer { buffer in
                 var replayed = unit
@@ -379,7 +398,9 @@ public final class LibavDecoder: PictureDecoder {
                 return
             }
             do {
-                output.frames.append(try wrapReceivedFrame())
+                let picture = try wrapReceivedFrame()
+                output.frames.append(picture)
+                if picture.decodedBy == .software { noteDecodedInSoftware(picture, into: &output) }
             } catch {
                 record(error, in: &output)
             }
@@ -410,6 +431,20 @@ public final class LibavDecoder: PictureDecoder {
             return picture
         }
         return DecodedFrame(taking: handedOver, pts: pts, downloads: options.frameDownloads)
+    }
+
+    /// A hardware decoder whose picture came out in system memory: libavcodec decoded it in
+    /// software (its hwaccel did not start, e.g. NVDEC below its smallest size, and it went on
+    /// without one). Said once per decoder; the supervisor records it.
+    private func noteDecodedInSoftware(_ picture: DecodedFrame, into output: inout DecodeOutput) {
+        guard let hardware, !reportedDecodedInSoftware else { return }
+        reportedDecodedInSoftware = true
+        let profile = avcodec_profile_name(codecContext.pointee.codec_id, codecContext.pointee.profile)
+            .map { String(cString: $0) } ?? "profile \(codecContext.pointee.profile)"
+        output.decodedInSoftware = HardwareCapability.Refusal(
+            reason: .decodedInSoftware,
+            message: "\(hardware.negotiation.hardwareKind.engineName) on \(hardware.negotiation.device) refused "
+                + "\(codec.displayName) \(profile) \(picture.width)x\(picture.height); libavcodec decoded it in software")
     }
 
     private func record(_ error: DecodeError, in output: inout DecodeOutput) {

@@ -26,6 +26,13 @@ public protocol PictureDecoder: AnyObject {
     func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64?, index: Int64?) -> DecodeOutput
     /// End of stream: every picture still inside; the decoder then expects a fresh stream.
     func drain() -> DecodeOutput
+    /// The decoder, drained, serves another stream of the same shape (a warm catch-up decoder):
+    /// it keeps its codec context, and the hardware decoder inside, wherever the result is the same.
+    func reuseForAnotherStream()
+}
+
+extension PictureDecoder {
+    public func reuseForAnotherStream() {}
 }
 
 extension PictureDecoder {
@@ -90,6 +97,10 @@ public struct DecodeOutput: Sendable {
     /// (it offered no hardware format for it, or the hwaccel did not start); the access unit
     /// was not decoded.
     public var hardwareRefusal: HardwareCapability.Refusal?
+    /// Set by a hardware decoder, once, when libavcodec put out a picture it decoded in software
+    /// inside it (the hwaccel did not start and libavcodec went on without it, naming nothing):
+    /// the picture is in `frames` and correct, but the device did not decode it.
+    public var decodedInSoftware: HardwareCapability.Refusal?
 
     public init() {}
 }

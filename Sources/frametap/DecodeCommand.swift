@@ -206,6 +206,8 @@ struct DecodeCommand: ParsableCommand {
         summary += " in \(fixed(seconds, 2)) s (\(fixed(Double(progress.framesDecoded) / max(seconds, 1e-9), 1)) fps)"
         summary += "; wrote \(sink.picturesWritten) \(format.rawValue) picture(s) to \(output == "-" ? "stdout" : output)"
         if counters.decodeErrors > 0 { summary += "; \(counters.decodeErrors) decode error(s)" }
+        // Refused pictures among decoded ones: the refusal, as scripts retry such a stream on auto.
+        if let refusal = run.firstRefusal { summary += "; hardware refused: \(refusal.message)" }
         if counters.framesDroppedBeforeKeyframe > 0 {
             summary += "; \(counters.framesDroppedBeforeKeyframe) picture(s) before the first keyframe dropped"
         }
@@ -270,6 +272,8 @@ final class DecodeRun {
     let comparison: EncoderComparison?
     var progress = Progress(enabled: isatty(STDERR_FILENO) != 0)
     private(set) var firstError: DecodeError?
+    /// The first picture a required hardware back end turned down (it names the reason code).
+    private(set) var firstRefusal: DecodeError?
     private var writeFailure: CommandFailure?
 
     init(encoder: any PictureEncoding, sink: PictureSink, options: PictureOptions, every: Int, comparison: EncoderComparison?) {
@@ -315,6 +319,7 @@ final class DecodeRun {
     /// After each push: its errors, and the first failure to write a picture.
     func decoded(_ errors: [DecodeError]) throws(CommandFailure) {
         if firstError == nil { firstError = errors.first }
+        if firstRefusal == nil { firstRefusal = errors.first { $0.code == .decoderUnavailable } }
         if let writeFailure { throw writeFailure }
         progress.report()
     }

@@ -289,6 +289,38 @@ struct DeviceFailureFallbackTests {
     }
 }
 
+/// libavcodec going on in software inside the hardware decoder without refusing anything (NVDEC
+/// below its smallest size): the pictures stay, and the record and reason say the device did
+/// not decode them.
+@Suite(.timeLimit(.minutes(10))) struct DecodedInSoftwareTests {
+    static let inside = HardwareCapability.Refusal(
+        reason: .decodedInSoftware, message: "NVDEC on cuda:0 refused H.264 High 320x240; libavcodec decoded it in software")
+
+    @Test(arguments: [DecoderBackendChoice.cuda, .auto])
+    func theRefusalIsRecordedAndNoPictureIsLost(_ choice: DecoderBackendChoice) throws {
+        let factory = PretendHardwareFactory(insideSoftware: Self.inside)
+        let decoder = try StreamDecoder(options: .pretend(choice, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(output.errors.isEmpty)
+        #expect(TestSupport.rawMD5(output.frames) == Fixtures.md5("high_320x240.264"))
+        let fallback = try #require(decoder.fallbacks.last)
+        #expect(decoder.fallbacks.count == 1)
+        #expect(fallback.reason == .decodedInSoftware && fallback.message == Self.inside.message)
+        #expect(fallback.from == .cuda && fallback.to == .software && fallback.device == .cuda(0))
+        #expect(fallback.afterFrames == 0)
+        #expect(decoder.backendReason == "software inside the cuda decoder: \(Self.inside.message)")
+    }
+
+    @Test func hardwareThatDecodesSaysNothing() throws {
+        let factory = PretendHardwareFactory()
+        let decoder = try StreamDecoder(options: .pretend(.cuda, PretendPlatform(cuda: [0])), factory: factory)
+        let output = pushAll(try Fixtures.bytes("high_320x240.264"), into: decoder)
+        #expect(!output.frames.isEmpty)
+        #expect(decoder.fallbacks.isEmpty)
+        #expect(!decoder.backendReason.contains("software"))
+    }
+}
+
 /// `get_format` as libavcodec drives it, without a GPU: `FormatNegotiation` is what the
 /// callback asks; it only picks the hardware format or says why not.
 @Suite(.timeLimit(.minutes(10))) struct FormatNegotiationTests {

@@ -81,6 +81,8 @@ public final class Tally: Sendable {
 /// down (no hardware format, hwaccel init failed), and the ones before it are taken without a
 /// picture (libavcodec's frame threads report the first picture's refusal with a later packet). Like a hardware pipeline it hands each picture out one call late (only
 /// `drain` empties it), so a caller that switches decoders without draining loses a picture.
+/// With `insideSoftware`, it says with its first picture that libavcodec decoded in software
+/// inside it (`DecodeOutput.decodedInSoftware`).
 public final class PretendHardwareDecoder: PictureDecoder {
     public let codec: VideoCodec
     public let options: DecoderOptions
@@ -89,18 +91,22 @@ public final class PretendHardwareDecoder: PictureDecoder {
     private let failing: @Sendable (Int) -> Bool
     private let refusal: HardwareCapability.Refusal?
     private let refusalFrom: Int
+    private let insideSoftware: HardwareCapability.Refusal?
     private let tally: Tally?
     private let produced: Tally?
     private var delayed: [DecodedFrame] = []
+    private var saidInsideSoftware = false
     public private(set) var accessUnits = 0
     private var failures = 0
     public private(set) var lastError: DecodeError?
 
     init(
         plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions, failing: @escaping @Sendable (Int) -> Bool,
-        refusal: HardwareCapability.Refusal?, refusalFrom: Int, counting tally: Tally?, producing produced: Tally?
+        refusal: HardwareCapability.Refusal?, refusalFrom: Int, insideSoftware: HardwareCapability.Refusal? = nil,
+        counting tally: Tally?, producing produced: Tally?
     ) throws(DecodeError) {
         self.refusalFrom = refusalFrom
+        self.insideSoftware = insideSoftware
         self.codec = codec
         self.options = options
         self.plan = plan
@@ -142,6 +148,10 @@ public final class PretendHardwareDecoder: PictureDecoder {
         delayed += output.frames
         output.frames = delayed.count > 1 ? Array(delayed.dropLast()) : []
         delayed = Array(delayed.suffix(1))
+        if let insideSoftware, !output.frames.isEmpty, !saidInsideSoftware {
+            saidInsideSoftware = true
+            output.decodedInSoftware = insideSoftware
+        }
         return output
     }
 
@@ -161,6 +171,9 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
     public let failing: @Sendable (Int) -> Bool
     public let refusal: HardwareCapability.Refusal?
     public let refusalFrom: Int
+    /// Said with the first picture, as `LibavDecoder` says it when libavcodec decodes in
+    /// software inside a hardware decoder.
+    public let insideSoftware: HardwareCapability.Refusal?
     public let hardwareAccessUnits = Tally()
     public let hardwareDecodersMade = Tally()
     /// Pictures the pretend hardware decoded (handed out or still held).
@@ -168,9 +181,10 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
 
     public init(
         failOpen: Bool = false, failing: @escaping @Sendable (Int) -> Bool = { _ in false },
-        refusal: HardwareCapability.Refusal? = nil, refusalFrom: Int = 1
+        refusal: HardwareCapability.Refusal? = nil, refusalFrom: Int = 1, insideSoftware: HardwareCapability.Refusal? = nil
     ) {
         self.refusalFrom = refusalFrom
+        self.insideSoftware = insideSoftware
         self.failOpen = failOpen
         self.failing = failing
         self.refusal = refusal
@@ -186,7 +200,7 @@ public final class PretendHardwareFactory: PictureDecoderFactory {
         hardwareDecodersMade.add()
         return try PretendHardwareDecoder(
             plan: plan, codec: codec, options: options, failing: failing, refusal: refusal, refusalFrom: refusalFrom,
-            counting: hardwareAccessUnits,
+            insideSoftware: insideSoftware, counting: hardwareAccessUnits,
             producing: hardwareFrames)
     }
 }

@@ -22,6 +22,9 @@ public struct BackendFallback: Sendable, Equatable {
         case deviceUnavailable = "device_unavailable"
         /// The device does not decode the stream's codec at all.
         case unsupportedCodec = "unsupported_codec"
+        /// The hardware decoder put out pictures libavcodec decoded in software inside it: the
+        /// device refused the stream without libavcodec saying so.
+        case decodedInSoftware = "decoded_in_software"
     }
 
     public var reason: Reason

@@ -21,6 +21,9 @@ import VideoCoding
 ///   (with frame threads libavcodec reports the first picture's refusal only when the next
 ///   packet is sent, so that first picture would otherwise be lost: seen on NVDEC with 64x64
 ///   H.265, below its smallest size);
+/// - libavcodec decodes in software inside the hardware decoder without refusing anything
+///   (`DecodeOutput.decodedInSoftware`): no switch, the pictures are right, but the stream's
+///   record and reason say so (`decoded_in_software`), with a required back end too;
 /// - `DecoderOptions.hardwareFailureLimit` access units in a row fail on the device
 ///   (`device_errors`): from the next keyframe on; until then the hardware decoder keeps going.
 /// Placement (`EnginePlacement`, the pool's `engines`): with `auto`, at the stream's first access
@@ -385,6 +388,18 @@ public final class BackendSupervisor {
         ticket?.settle(on: .cpu, pinned: true)
     }
 
+    /// libavcodec decoded in software inside the hardware decoder, refusing the device without
+    /// a word (`DecodeOutput.decodedInSoftware`). The pictures are right and kept, and the stream
+    /// goes on in that decoder (a switch now would lose its references), but the record and the
+    /// reason say the device did not decode it, for a required back end too: its caller then
+    /// knows to try `auto`.
+    private func noteDecodedInSoftware(_ refusal: HardwareCapability.Refusal) {
+        fallbacks.append(BackendFallback(
+            reason: refusal.reason, codec: decoder?.codec, from: plan.backend, to: .software, device: plan.lease?.device,
+            message: refusal.message, afterFrames: picturesOut))
+        backendReason = "software inside the \(plan.backend.rawValue) decoder: \(refusal.message)"
+    }
+
     // MARK: - Packets
 
     /// The access unit, preceded by the parameter sets it uses that the decoder has not been
@@ -400,6 +415,7 @@ public final class BackendSupervisor {
     }
 
     private func append(_ decoded: DecodeOutput, to output: inout DecodeOutput) {
+        if let inside = decoded.decodedInSoftware { noteDecodedInSoftware(inside) }
         picturesOut += UInt64(decoded.frames.count)
         output.frames += decoded.frames
         output.errors += decoded.errors

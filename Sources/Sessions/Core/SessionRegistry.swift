@@ -177,8 +177,8 @@ public final class SessionRegistry: Sendable {
         metrics.refresh(
             sessions: sessions.map { $0.status() }, devices: services.devicePool.usage(),
             downloads: services.frameDownloads, decoderMemory: services.decoderMemory,
-            catchUps: services.catchUpPool.usage, historyBytes: sessions.reduce(0) { $0 + $1.historyBytes },
-            engines: services.devicePool.engines.report())
+            catchUps: services.catchUpPool.usage, warmDecoders: services.catchUpPool.warmDecoders.usage,
+            historyBytes: sessions.reduce(0) { $0 + $1.historyBytes }, engines: services.devicePool.engines.report())
     }
 
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API

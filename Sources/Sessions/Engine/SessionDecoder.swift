@@ -81,10 +81,17 @@ struct SessionDecoder {
             keyframesOnly
             ? context.decoderOptions(backend: current.backendChoice, mode: .keyframes)
             : context.catchUpDecoderOptions(backend: current.backendChoice)
+        // A catch-up's decoder is a warm one when the pool holds one for this stream's shape; it
+        // goes back when released.
+        let factory =
+            keyframesOnly
+            ? context.services.decoderFactory
+            : context.services.catchUpPool.warmDecoders.lender(
+                making: context.services.decoderFactory, for: current.streamDecoder.format)
         current.streamDecoder.attach(
             try AccessUnitDecoder(
                 options: options, keyframesOnly: keyframesOnly, codec: current.streamDecoder.codec ?? current.statedCodec,
-                factory: context.services.decoderFactory))
+                factory: factory))
     }
 
     /// From now on each access unit is decoded as it arrives (from the next keyframe when

@@ -16,6 +16,8 @@ import Timekeeping
 public final class CatchUpPool: Sendable {
     public let slots: Int
     public let queueLimit: Int
+    /// The decoders kept warm between catch-ups, bounded by the slots.
+    public let warmDecoders: WarmDecoderPool
     private let clock: any ServiceClock
     private let state = Mutex(State())
 
@@ -55,6 +57,7 @@ public final class CatchUpPool: Sendable {
         self.slots = max(1, slots)
         self.queueLimit = max(0, queueLimit)
         self.clock = clock
+        warmDecoders = WarmDecoderPool(limits: .forCatchUps(slots: self.slots), clock: clock)
     }
 
     public var usage: Usage {

@@ -104,7 +104,8 @@ extension Session {
         }
         let facts = loop.reporter.facts
         let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
-        let factory = context.services.decoderFactory
+        let factory = context.services.catchUpPool.warmDecoders.lender(
+            making: context.services.decoderFactory, for: plan.units.first?.indexed.unit.sequence.format)
         let metrics = context.metrics
         let admission = context.services.catchUpPool.request { [clock, pictures, history] permit in
             DispatchQueue.global().async {
@@ -132,7 +133,7 @@ extension Session {
     }
 }
 
-/// One decode of a picture from the past: a fresh decoder fed a plan's access units until the
+/// One decode of a picture from the past: a decoder (warm from the pool, or new) fed a plan's access units until the
 /// picture asked for comes out. Holds only that picture (and the decoder's own), and its share
 /// of the decoder memory budget while it runs.
 struct PastPictureDecode {

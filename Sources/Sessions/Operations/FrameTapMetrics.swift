@@ -148,8 +148,8 @@ public final class FrameTapMetrics: Sendable {
     /// downloads of hardware-decoded pictures since the last scrape, and the decoder memory budget.
     public func refresh(
         sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
-        decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, historyBytes: Int? = nil,
-        engines: [EnginePlacement.Report] = []
+        decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, warmDecoders: WarmDecoderPool.Usage? = nil,
+        historyBytes: Int? = nil, engines: [EnginePlacement.Report] = []
     ) {
         var byBackend: [[String]: Int] = [:]
         for status in sessions {
@@ -215,6 +215,14 @@ public final class FrameTapMetrics: Sendable {
                 .set(to: Double(catchUps.busy))
             memoryGauge(Names.catchUpQueued, "Catch-up decodes waiting for a catch-up decoder")
                 .set(to: Double(catchUps.queued))
+        }
+        if let warmDecoders {
+            memoryGauge(Names.warmDecodersIdle, "Catch-up decoders kept open for the next catch-up")
+                .set(to: Double(warmDecoders.idle))
+            memoryGauge(Names.warmDecoderHits, "Catch-ups since start-up that found a warm decoder")
+                .set(to: Double(warmDecoders.hits))
+            memoryGauge(Names.warmDecoderMisses, "Catch-ups since start-up that opened a decoder")
+                .set(to: Double(warmDecoders.misses))
         }
         if let historyBytes {
             memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
@@ -340,6 +348,9 @@ public final class FrameTapMetrics: Sendable {
         public static let catchUpBusy = "frametap_catchup_decoders_busy"
         public static let catchUpQueued = "frametap_catchup_queue_length"
         public static let sessionsDecoding = "frametap_sessions_decoding"
+        public static let warmDecodersIdle = "frametap_warm_decoders_idle"
+        public static let warmDecoderHits = "frametap_warm_decoder_hits"
+        public static let warmDecoderMisses = "frametap_warm_decoder_misses"
         public static let historyBytes = "frametap_history_bytes"
     }
 }
