@@ -381,7 +381,7 @@ def repeated_stream(device_dir, name, times):
     return path
 
 
-G1X_REPEAT = 8   # 480 pictures per stream, as the process-level measure of 2026-11-25
+G1X_REPEAT = 10   # 450 pictures per stream (480 in the process-level measure of 2026-11-25)
 
 
 def concurrent_rows(check):
@@ -471,7 +471,7 @@ def latency_trial(server, stream, n, latencies):
         thread.join(timeout=15)
 
 
-G2_LOOPS = 3   # 6 s of the 2 s stream: the steady state, not the opening of N decoders at once
+G2_LOOPS = 4   # 6 s of the 1.5 s stream: the steady state, not the opening of N decoders at once
 
 
 def density_rows(check):

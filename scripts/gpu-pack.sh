@@ -6,7 +6,7 @@
 #                              nvidia-nvjpeg-cu12 wheel (frametap loads it at run time to encode
 #                              JPEG on the GPU); unpack as ../shared/notes/gpu.md says
 #   .device/streams/           a 1080p30 H.264 High camera-like stream (and with GPU_PACK_STREAMS
-#                              its H.265 Main twin), 60 pictures (the first 2 s of bench/make-streams.sh's), with a MANIFEST.tsv
+#                              its H.265 Main twin), 45 pictures (the first 1.5 s of bench/make-streams.sh's), with a MANIFEST.tsv
 #                              of their reference decodes made here by ffmpeg (size, pictures,
 #                              pixel format, MD5 of every decoded picture): that machine has no
 #                              ffmpeg, so the references travel with the streams
@@ -25,12 +25,12 @@ DEVICE=${GPU_PACK_DIR:-$ROOT/.device}
 SHARED=${SHARED_DIR:-$ROOT/../shared}
 LIMIT=$((64 << 20))
 # The pack is 56 MB since libavformat came (its libraries: libxml2 and ICU, codec2, SRT, GnuTLS,
-# ...) and libnvjpeg 3.4 MB more, so the streams are 2 s (one 2 s GOP each) and the H.264
+# ...) and libnvjpeg 3.4 MB more, so the stream is 1.5 s (the first 1.5 s of a 2 s GOP) and the H.264
 # conformance corpus (2.4 MB; on NVDEC 10/12 on both cards of 2026-11-25, BENCHMARKS.md) stays
 # here unless asked for; with it, its two largest streams stay here anyway:
 # PPH10I1_Panasonic_A (High 10, which NVDEC refuses; its software fallback is what `make test`
 # checks) and HPCVMOLQ_BRCM_B (1.9 MB of 8-bit High 4:2:0, the profile the 1080p streams exercise).
-PICTURES=${GPU_PACK_PICTURES:-60}
+PICTURES=${GPU_PACK_PICTURES:-45}
 H264_CORPUS=${GPU_PACK_H264_CORPUS:-0}
 H265_CORPUS=${GPU_PACK_H265_CORPUS:-0}
 # The 1080p streams: H.264 only by default; the H.265 one (1.1 MB: H1 and G5's H.265 row, both
