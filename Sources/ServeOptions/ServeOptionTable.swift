@@ -72,7 +72,7 @@ extension ServeOption {
             "hw-devices", valueName: "list", accepts: HardwareDeviceList.syntax,
             help:
                 "Devices sessions may decode on, e.g. `cuda:0,cuda:1,/dev/dri/renderD128`; a new session goes to the least loaded.",
-            details: "one device context each, shared by the sessions on it",
+            details: "one CUDA context each (`--cuda-contexts` more), shared by the sessions on it",
             isList: true,
             defaultValue: { _ in .described("every CUDA device, then every render node") },
             apply: { text, settings throws(OptionValueError) in
