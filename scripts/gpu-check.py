@@ -682,6 +682,7 @@ def planar(body, pix_fmt, width, height):
 
 
 WARM = {}   # backend: (warm decoder hits, misses) of the last G5 server
+CATCHUP = {}   # backend: (mean catch-up decode ms, access units fed per catch-up) of the last G5 server
 
 
 def on_demand_pictures(check, backend, path, picks):
@@ -711,6 +712,12 @@ def on_demand_pictures(check, backend, path, picks):
         metrics = server.metrics()
         reported = int(metric_value(metrics, "frametap_frame_downloads_total"))
         WARM[backend] = (metric_value(metrics, "frametap_warm_decoder_hits"), metric_value(metrics, "frametap_warm_decoder_misses"))
+        # How much of a request is the catch-up's decode (the slot's time: opening or lending the
+        # decoder, feeding its GOP, the picture out), the rest being the answer's download/encode.
+        count = metric_value(metrics, "frametap_catchup_seconds_count", {"kind": "history"})
+        total = metric_value(metrics, "frametap_catchup_seconds_sum", {"kind": "history"})
+        units = metric_value(metrics, "frametap_catchup_access_units_total", {"kind": "history"})
+        CATCHUP[backend] = (1000 * total / count if count else None, units / count if count else None)
     finally:
         server.stop()
     return pictures, times, reported
@@ -741,8 +748,10 @@ def on_demand_rows(check):
             formats = sorted({fmt for fmt, _ in pictures.values()})
             hits, misses = WARM.get(backend, (None, None))
             lines.append("%s: %d hardware pictures downloaded, pixel formats %s, at.yuv request to answer ms: median %.1f, "
-                         "max %.1f, first %.1f; warm decoders: %s hits, %s misses"
-                         % (backend, reported, "/".join(formats), median(times), max(times), times[0], hits, misses))
+                         "max %.1f, first %.1f; warm decoders: %s hits, %s misses; the catch-ups' own decode: mean %s ms, "
+                         "%s access units each"
+                         % (backend, reported, "/".join(formats), median(times), max(times), times[0], hits, misses,
+                            *(("%.1f" % v if v is not None else "?") for v in CATCHUP.get(backend, (None, None)))))
         same = "—"
         if "cuda" in results:
             cuda_pictures, software_pictures = results["cuda"][0], results["software"][0]

@@ -110,15 +110,15 @@ extension Session {
         let admission = context.services.catchUpPool.request { [clock, pictures, history] permit in
             DispatchQueue.global().async {
                 let started = clock.uptime
-                let outcome = PastPictureDecode(plan: plan, options: options, factory: factory).run()
+                let (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
                 permit.release()
                 let duration = Duration.nanoseconds(Int64(clamping: clock.uptime &- started))
                 switch outcome {
                 case .picture(let published):
-                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: plan.units.count)
+                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
                     pictures.serve(published, request) { completion($0.map { .picture($0) }) }
                 case .none:
-                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: plan.units.count)
+                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
                     completion(.failure(HistorySummary(history.summary).notHeld))
                 case .failed(let error):
                     metrics.recordCatchUp(kind: .history, result: "failed")
@@ -149,13 +149,15 @@ struct PastPictureDecode {
     let options: DecoderOptions
     let factory: any PictureDecoderFactory
 
-    func run() -> Outcome {
-        guard let first = plan.units.first else { return .none }
+    /// The outcome, and how many of the plan's access units went to the decoder before the
+    /// picture came out (what `frametap_catchup_access_units_total` counts).
+    func run() -> (outcome: Outcome, unitsFed: Int) {
+        guard let first = plan.units.first else { return (.none, 0) }
         let decoder: AccessUnitDecoder
         do {
             decoder = try AccessUnitDecoder(options: options, codec: first.indexed.unit.codec, factory: factory)
         } catch {
-            return .failed(error)
+            return (.failed(error), 0)
         }
         var found: (frame: DecodedFrame, number: UInt64)?
         var finished = false
@@ -186,13 +188,15 @@ struct PastPictureDecode {
             let unit = plan.units.first(where: { $0.index == index })
         else {
             if let lastError, lastError.code == .decoderMemoryExceeded || lastError.code == .decoderUnavailable {
-                return .failed(lastError)
+                return (.failed(lastError), replay.unitsFed)
             }
-            return .none
+            return (.none, replay.unitsFed)
         }
-        return .picture(
-            PublishedFrame(
-                pastFrame: found.frame, sequence: found.number, receivedAt: unit.receivedAt,
-                receivedUptime: unit.receivedUptime))
+        return (
+            .picture(
+                PublishedFrame(
+                    pastFrame: found.frame, sequence: found.number, receivedAt: unit.receivedAt,
+                    receivedUptime: unit.receivedUptime)), replay.unitsFed
+        )
     }
 }
