@@ -78,6 +78,28 @@ struct DemuxerRefusalTests {
         #expect(result.failure?.code == .noVideoTrack, "\(String(describing: result.failure))")
     }
 
+    @Test("an MPEG-TS whose second PMT merges a PID into a stream closes without freeing a PES context twice")
+    func mergedPMTStreamClosesCleanly() throws {
+        // Found by `make fuzz` (container-samples, minimized): libavformat 5.1 freed the merged
+        // stream's PES context with its filter and again as the stream's priv_data, an abort.
+        let encoded = """
+            /////////////////0dAABAAALANAAHBAAAAAfAAKrEEsv//////////////////////////////////////////////////
+            ////////////////////////////////////////////////////////////////////////////////////////////////
+            ////////////////////////////////////////////////////////////////////////////R1AAEAACsB0AAcEAAOEA
+            8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAABuRQ/gqhUYmu8F2Ru+MpLgNMjcu
+            MTCY////////////////c09TRPztZFyRQ/gqhUYmu8F2Ru+MpLgN4zkuMjcuMTCYdkbvjKS4DePjOS4yNy4xMJj/////////
+            //////////////////////////////////////9HUAARAAKwHQABwQAA4QDwABvhAMTginMfWo2htx85Rj6/qUXoWfp//+Tr
+            khzH/cu7tD40yuQH1q4YpWreBi16Nosp+Awhs4Beip2BJbDOrhJ59IsjKs2bGKhNg/vqu+FBdNl+llAlQqkp9ehIMAabRw/B
+            1dv/3TWWiojmGG42NYi3n9AYaniutz8j2r0fVqGKhtCbAtFZz7//InNPU0T87WRckUP4KoVGJrvBdkbvjKS4DeM5LjI3LjEw
+            mA==
+            """
+        let body = try #require(Data(base64Encoded: encoded, options: .ignoreUnknownCharacters))
+        for pieceSize in [1000, 188, 1] {
+            let result = try DemuxedDecode.run([UInt8](body), container: .mpegTS, pieceSize: pieceSize)
+            #expect(result.frames.isEmpty)
+        }
+    }
+
     @Test("a live container keeps only the bytes after its last packet, whatever the window")
     func windowStaysSmall() throws {
         let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")

@@ -64,6 +64,8 @@ public final class Demuxer {
     private let streamsMayAppear: Bool
     /// Packets read while no video track was found, to give up on a stream without one.
     private var packetsWithoutVideo = 0
+    /// MPEG-TS only: each stream's first PES context, given back before close.
+    private var mergedStreams: MergedStreamOwnership?
     static let packetsBeforeNoVideoVerdict = 512
 
     /// Opens a pushed container of `container` over `input`. `seekWindow`: the most bytes kept
@@ -139,6 +141,10 @@ public final class Demuxer {
         packetsAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
         // MPEG-TS knows its streams once it has read the PMT, which opening waits for.
         streamsMayAppear = context.pointee.ctx_flags & Int32(AVFMTCTX_NOHEADER) != 0 && name != "mpegts"
+        if name == "mpegts" {
+            mergedStreams = MergedStreamOwnership()
+            mergedStreams?.observe(context)
+        }
         if let failure = chooseVideoTrack(final: !streamsMayAppear) {
             close()
             throw failure
@@ -149,7 +155,8 @@ public final class Demuxer {
 
     /// Frees the demuxer now (also done when it is freed).
     public func close() {
-        if format != nil {
+        if let opened = format {
+            mergedStreams?.restore(opened)
             avformat_close_input(&format)
             var packet: UnsafeMutablePointer<AVPacket>? = self.packet
             av_packet_free(&packet)
@@ -164,6 +171,7 @@ public final class Demuxer {
         guard let format else { return .end }
         while true {
             let status = av_read_frame(format, packet)
+            mergedStreams?.observe(format)
             if status == ft_averror_eagain() { continue }
             guard status >= 0 else {
                 // The access unit being gathered is whole: nothing more of it will come.
