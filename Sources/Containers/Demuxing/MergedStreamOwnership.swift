@@ -11,8 +11,9 @@ import CFFmpeg
 ///
 /// So the first `priv_data` each stream was seen with is kept, and given back to the stream just
 /// before close: the merged context is then freed once, with its filter, and the first once, with
-/// its stream. A stream is looked at right after opening and after every read, which is before
-/// any merge of its PID can happen: the merge needs a second PMT naming the stream, read later.
+/// its stream. Streams are looked at right after opening and after every read. A merge while the
+/// header is read (a second PMT version within the probe) would come before the first look; the
+/// fuzz target, which found the merge after opening, has not found that one.
 struct MergedStreamOwnership {
     /// The first `priv_data` of each stream, by index.
     private var first: [UnsafeMutableRawPointer?] = []
