@@ -190,20 +190,19 @@ public final class DecodedFrame: Sendable {
 
     /// Lends the hardware surface (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`, uncropped on the left
     /// and top) to `body` while the picture is still on the device, nil once it is not, for an
-    /// encoder that reads the picture where it is (no download, nothing counted). The lock is
-    /// held throughout, so no download or spill frees the surface meanwhile: `body` must not
-    /// touch this frame's planes.
+    /// encoder that reads the picture where it is (no download, nothing counted). `body` gets a
+    /// reference of its own to the surface, taken under the lock and freed after `body`: a
+    /// download or spill meanwhile frees only the picture's reference, and the decoder, which
+    /// takes this lock for each picture it holds, never waits for a GPU encode. nil also when
+    /// that reference cannot be made (out of memory): the caller downloads instead.
     public func withDeviceSurface<Result>(_ body: (UnsafePointer<AVFrame>?) -> Result) -> Result {
-        nonisolated(unsafe) var result: Result?
-        // `body` runs here, under the lock, and is kept nowhere.
-        nonisolated(unsafe) let body = body
-        pixels.withLock { pixels in
-            // Only lent, by address: the surface stays owned by `pixels`, and `body` keeps nothing.
-            var address: UInt = 0
-            if case .device(let device, _) = pixels { address = UInt(bitPattern: device) }
-            result = body(UnsafePointer(bitPattern: address))
+        let address: UInt = pixels.withLock { pixels in
+            guard case .device(let device, _) = pixels else { return 0 }
+            return UInt(bitPattern: av_frame_clone(device))
         }
-        return result!
+        var lent = UnsafeMutablePointer<AVFrame>(bitPattern: address)
+        defer { av_frame_free(&lent) }
+        return body(lent.map { UnsafePointer($0) })
     }
 
     /// Why the download failed; the picture then has no planes.

@@ -302,6 +302,8 @@ public final class LibavDecoder: PictureDecoder {
 
     public func reuseForAnotherStream() {
         servesAnotherStream = true
+        // The next stream's supervisor has heard nothing: a picture decoded in software is news to it.
+        reportedDecodedInSoftware = false
     }
 
     // MARK: - Reorder-delay probe (what the ffmpeg CLI learns before it starts decoding)

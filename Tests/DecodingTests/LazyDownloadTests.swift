@@ -67,6 +67,28 @@ import TestSupport
         #expect(counter.bytes == source.packedSize)
     }
 
+    @Test func aLentSurfaceDoesNotHoldThePictureLocked() throws {
+        let source = try #require(try Self.softwareFrames("high_320x240.264", counter: FrameDownloadCounter()).first)
+        let picture = try Self.pretendDevicePicture(of: source, counter: FrameDownloadCounter())
+        let expected = Self.packed(source)
+        let downloaded = DispatchSemaphore(value: 0)
+        let outcome: (readElsewhere: Bool, width: Int32)? = picture.withDeviceSurface { surface in
+            guard let surface else { return nil }
+            // An encoder on the GPU reads the surface while the decoder's thread spills the
+            // picture: the spill must not wait for the encode.
+            DispatchQueue.global().async {
+                if Self.packed(picture) == expected { downloaded.signal() }
+            }
+            let readElsewhere =
+                (try? downloaded.wait(for: "the picture downloaded while its surface was lent", timeout: .seconds(10))) != nil
+            return (readElsewhere, surface.pointee.width)
+        }
+        #expect(outcome?.readElsewhere == true)
+        #expect(outcome?.width == 320, "the lent surface outlived the picture's own reference")
+        #expect(!picture.isOnDevice)
+        #expect(picture.withDeviceSurface { $0 == nil }, "nothing is lent once the picture is in system memory")
+    }
+
     @Test func concurrentReadersShareOneDownload() throws {
         let counter = FrameDownloadCounter()
         let source = try #require(try Self.softwareFrames("high_320x240.264", counter: FrameDownloadCounter()).first)

@@ -398,6 +398,8 @@ public final class BackendSupervisor {
             reason: refusal.reason, codec: decoder?.codec, from: plan.backend, to: .software, device: plan.lease?.device,
             message: refusal.message, afterFrames: picturesOut))
         backendReason = "software inside the \(plan.backend.rawValue) decoder: \(refusal.message)"
+        // The cores decode it now, whatever the lease says.
+        ticket?.settle(on: .cpu, pinned: true)
     }
 
     // MARK: - Packets
