@@ -179,12 +179,10 @@ struct SurfaceNV12 {
             let name = av_get_pix_fmt_name(frames.pointee.sw_format).map { String(cString: $0) } ?? "unknown"
             throw DeviceJPEGError("the CUDA surface holds \(name), not nv12")
         }
-        // AVCUDADeviceContext begins { CUcontext cuda_ctx; CUstream stream; ... } in every FFmpeg
-        // since 4.0 (libavutil/hwcontext_cuda.h, which needs cuda.h and so is not imported).
-        guard let device = frames.pointee.device_ctx, let hardware = device.pointee.hwctx,
-            let context = hardware.load(as: UnsafeMutableRawPointer?.self)
+        guard let device = frames.pointee.device_ctx, let cuda = ft_cuda_device_context(device),
+            let context = cuda.pointee.cuda_ctx
         else { throw DeviceJPEGError("the CUDA surface's device context has no CUcontext") }
-        let decoderStream = hardware.load(fromByteOffset: MemoryLayout<UnsafeMutableRawPointer?>.stride, as: UnsafeMutableRawPointer?.self)
+        let decoderStream = cuda.pointee.stream
         let left = Int(surface.pointee.crop_left)
         let top = Int(surface.pointee.crop_top)
         guard left % 2 == 0, top % 2 == 0 else {
