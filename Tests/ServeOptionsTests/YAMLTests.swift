@@ -9,7 +9,7 @@ private func sessions(_ yaml: String, environment: [String: String] = [:]) throw
 
 /// libyaml's events composed into nodes (Sources/ServeOptions/YAML), on their own and as the
 /// configuration file reads them.
-@Suite("YAML read with libyaml", .timeLimit(.minutes(1)))
+@Suite("YAML read with libyaml", .timeLimit(.minutes(10)))
 struct YAMLTests {
     // MARK: - The document
 
