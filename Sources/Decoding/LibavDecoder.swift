@@ -36,6 +36,8 @@ public final class LibavDecoder: PictureDecoder {
     /// The parser reads up to `AV_INPUT_BUFFER_PADDING_SIZE` bytes past its input, so input is
     /// copied here with zeroed padding behind it.
     private var paddedInput: UnsafeMutableRawBufferPointer
+    /// Where whole access units are copied for libavcodec, reused once it let go of them.
+    private var packetBuffers = PacketBuffers()
     /// Bytes from the end of the last `decode` that the parser must not see yet (see `stage`).
     private var heldBack: [UInt8] = []
     /// While set, access units go to a throwaway decoder first (see `DecoderOptions.emulateFFmpegProbe`).
@@ -158,6 +160,7 @@ public final class LibavDecoder: PictureDecoder {
         var frame: UnsafeMutablePointer<AVFrame>? = frame
         av_frame_free(&frame)
         paddedInput.deallocate()
+        packetBuffers.release()
     }
 
     /// Feeds the next bytes of the stream, in any chunking. Returns the frames that became
@@ -190,6 +193,14 @@ public final class LibavDecoder: PictureDecoder {
     public func decode(accessUnit bytes: UnsafeRawBufferPointer, pts: Int64? = nil, index: Int64?) -> DecodeOutput {
         var output = DecodeOutput()
         guard bytes.count > 0, bytes.count <= Int(Int32.max) else { return output }
+        if reorderProbe == nil, let buffer = packetBuffers.buffer(holding: bytes) {
+            // The packet owns a reference to memory libavcodec can keep: it takes it without a copy.
+            let unit = ParsedUnit(
+                data: buffer.pointee.data, size: Int32(bytes.count), pts: pts ?? ft_av_nopts_value(),
+                dts: ft_av_nopts_value(), isKey: false, opaque: index ?? ft_av_nopts_value(), buffer: buffer)
+            send(unit, into: &output)
+            return output
+        }
         let (data, _) = stage(bytes, holdingBackUnsafeTail: false)
         let unit = ParsedUnit(
             data: data, size: Int32(bytes.count), pts: pts ?? ft_av_nopts_value(), dts: ft_av_nopts_value(),
@@ -276,7 +287,9 @@ public final class LibavDecoder: PictureDecoder {
     }
 
     private func send(_ unit: ParsedUnit, into output: inout DecodeOutput) {
-        packet.pointee.data = unit.data  // not reference-counted: avcodec_send_packet copies it
+        // Without a buffer of its own, avcodec_send_packet copies the bytes into a new one.
+        packet.pointee.buf = unit.buffer
+        packet.pointee.data = unit.data
         packet.pointee.size = unit.size
         packet.pointee.pts = unit.pts
         packet.pointee.dts = unit.dts
@@ -517,6 +530,62 @@ private struct ParsedUnit {
     /// What the picture's `reordered_opaque` carries out: the caller's access unit index, or
     /// `AV_NOPTS_VALUE` for none.
     var opaque: Int64
+    /// The reference to `data`'s buffer the packet takes over, when it has one.
+    var buffer: UnsafeMutablePointer<AVBufferRef>? = nil
+}
+
+/// Reference-counted buffers access units are copied into for libavcodec. A packet with a
+/// buffer is kept by reference (`av_packet_ref`); one without is copied into memory allocated
+/// for it, for every access unit. These are reused as soon as the decoder let go of them (it
+/// holds one packet, more with frame threads), so a stream's packets cost no fresh memory.
+private struct PacketBuffers {
+    /// Buffers kept for reuse, each holding this struct's reference.
+    private var kept: [UnsafeMutablePointer<AVBufferRef>] = []
+    /// Enough for one packet in flight per frame thread and one being filled.
+    static let keptAtMost = 8
+    /// A new buffer's least size: most access units fit, so few are ever replaced.
+    static let smallestBuffer = 256 << 10
+
+    /// A new reference to a buffer holding `bytes`, with zeroed padding after them; nil when
+    /// no memory could be had.
+    mutating func buffer(holding bytes: UnsafeRawBufferPointer) -> UnsafeMutablePointer<AVBufferRef>? {
+        let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
+        let needed = bytes.count + padding
+        var reference: UnsafeMutablePointer<AVBufferRef>?
+        if let free = kept.firstIndex(where: { av_buffer_is_writable($0) != 0 && Int($0.pointee.size) >= needed }) {
+            reference = av_buffer_ref(kept[free])
+        } else if let replaced = kept.firstIndex(where: { av_buffer_is_writable($0) != 0 }) {
+            // Too small for this unit: grown, so that the stream's largest unit settles in one.
+            var old: UnsafeMutablePointer<AVBufferRef>? = kept[replaced]
+            av_buffer_unref(&old)
+            kept.remove(at: replaced)
+            reference = keep(size: max(needed, Self.smallestBuffer))
+        } else if kept.count < Self.keptAtMost {
+            reference = keep(size: max(needed, Self.smallestBuffer))
+        } else {
+            reference = av_buffer_alloc(needed)
+        }
+        guard let reference, let data = reference.pointee.data else { return nil }
+        if let source = bytes.baseAddress { UnsafeMutableRawPointer(data).copyMemory(from: source, byteCount: bytes.count) }
+        (data + bytes.count).initialize(repeating: 0, count: padding)
+        return reference
+    }
+
+    /// A new buffer of `size` bytes, kept; a second reference to it for the caller.
+    private mutating func keep(size: Int) -> UnsafeMutablePointer<AVBufferRef>? {
+        guard let buffer = av_buffer_alloc(size) else { return nil }
+        kept.append(buffer)
+        return av_buffer_ref(buffer)
+    }
+
+    /// Drops the kept references (each buffer is freed once libavcodec dropped its own).
+    mutating func release() {
+        for buffer in kept {
+            var reference: UnsafeMutablePointer<AVBufferRef>? = buffer
+            av_buffer_unref(&reference)
+        }
+        kept = []
+    }
 }
 
 private struct ReorderProbe {
