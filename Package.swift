@@ -184,7 +184,7 @@ let package = Package(
             swiftSettings: strictSwift),
         // The inputs on their own: the queues and their handshake, without a session.
         .testTarget(
-            name: "IngestTests", dependencies: ["Ingest", "Containers", "TestSupport", "Timekeeping"], swiftSettings: strictSwift),
+            name: "IngestTests", dependencies: ["Ingest", "Containers", "TestSupport", "Timekeeping", "VideoCoding"], swiftSettings: strictSwift),
         // Test helpers shared by the test targets (waits with deadlines, the fixtures and their
         // manifests, a raw HTTP client, MD5, the manual clock, a bit writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),

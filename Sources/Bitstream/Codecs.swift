@@ -44,7 +44,7 @@ public enum CodecDetector {
 
     /// An SPS (type 7) with nal_ref_idc set and a known profile, or a PPS (type 8) with
     /// nal_ref_idc set whose H.265 reading is not a base-layer unit an encoder writes.
-    static func isH264ParameterSet(_ bytes: [UInt8]) -> Bool {
+    static func isH264ParameterSet(_ bytes: SlabBytes) -> Bool {
         let header = bytes[0]
         guard header & 0x80 == 0, header & 0x60 != 0 else { return false }
         switch header & 0x1F {

@@ -18,7 +18,7 @@ struct H264Describer: CodecDescriber {
                 offset: nal.streamOffset, size: nal.bytes.count, type: Int(nal.type.rawValue), name: nal.type.name,
                 header: [Int(nal.refIdc)]))
         let described = Result { () throws(BitstreamError) in try Self.describeParameterSet(nal) }
-        description.record(described, bytes: nal.bytes, at: nal.streamOffset, newest: &newest)
+        description.record(described, bytes: Array(nal.bytes), at: nal.streamOffset, newest: &newest)
         assembler.push(nal) { Self.record($0, into: &description) }
     }
 

@@ -29,7 +29,7 @@ struct H265Describer: CodecDescriber {
         // Parameter sets of other layers have syntax of their own (and libavcodec ignores them).
         if nal.layerId == 0 {
             let described = Result { () throws(BitstreamError) in try describeParameterSet(nal) }
-            description.record(described, bytes: nal.bytes, at: nal.streamOffset, newest: &newest)
+            description.record(described, bytes: Array(nal.bytes), at: nal.streamOffset, newest: &newest)
         }
         assembler.push(nal) { Self.record($0, into: &description) }
     }

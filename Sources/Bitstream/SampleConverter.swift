@@ -19,7 +19,7 @@ public struct SampleConverter: Sendable {
         self.maxNALBytes = maxNALBytes
         if description.samplesAreAnnexB {
             lengthSize = nil
-            parameterSets = AnnexBSplitter.split(description.configuration, maxNALBytes: maxNALBytes)
+            parameterSets = AnnexBSplitter.split(description.configuration, maxNALBytes: maxNALBytes).map { $0.detached() }
             return
         }
         switch description.codec {
@@ -38,7 +38,17 @@ public struct SampleConverter: Sendable {
     /// The NAL units of one sample; `streamOffset` is where the sample begins in the stream.
     /// A unit larger than `maxNALBytes`, or a length that runs past the sample, throws.
     public func units(of sample: UnsafeRawBufferPointer, streamOffset: Int = 0) throws(BitstreamError) -> [AnnexBUnit] {
+        var landing = SlabWriter()
+        return try units(of: sample, streamOffset: streamOffset, landing: &landing)
+    }
+
+    /// `units(of:streamOffset:)` whose sample lands through `landing` (a writer its reader keeps
+    /// for every sample): its units are regions of where it landed, not copies.
+    public func units(
+        of sample: UnsafeRawBufferPointer, streamOffset: Int = 0, landing: inout SlabWriter
+    ) throws(BitstreamError) -> [AnnexBUnit] {
         guard let lengthSize else {
+            let landed = landing.landContiguous(sample)
             var splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
             var units: [AnnexBUnit] = []
             var dropped: BitstreamError?
@@ -48,12 +58,13 @@ public struct SampleConverter: Sendable {
                 case .dropped(let error, _): dropped = error
                 }
             }
-            splitter.push(sample, handle)
+            splitter.push(landed, handle)
             splitter.finish(handle)
             if let dropped { throw dropped }
             return units
         }
-        let units = try LengthPrefixedUnits.units(in: sample, lengthSize: lengthSize, streamOffset: streamOffset)
+        let units = try LengthPrefixedUnits.units(
+            in: sample, lengthSize: lengthSize, streamOffset: streamOffset, landing: &landing)
         if let large = units.first(where: { $0.bytes.count > maxNALBytes }) {
             throw BitstreamError(.nalTooLarge, "a NAL unit of \(large.bytes.count) bytes exceeds the \(maxNALBytes)-byte limit")
         }

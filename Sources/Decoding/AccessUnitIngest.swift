@@ -53,6 +53,10 @@ public final class AccessUnitIngest {
     static let maxUndetectedBytes = 8 << 20
 
     private var splitter: AnnexBSplitter
+    /// Where a container's samples land, one after another in the pool's slabs.
+    private var sampleLanding = SlabWriter()
+    /// What the splitter reported during one push, handled after it; reused.
+    private var events: [SplitterEvent] = []
     private let emulateFFmpegProbe: Bool
     /// Where the current stream began, for the end-of-stream check of unsplittable input.
     private var bytesAtStreamStart = 0
@@ -108,17 +112,34 @@ public final class AccessUnitIngest {
     ) -> [DecodeError] {
         // Its parameter sets may replace the description's (the same ids, other contents).
         forgetSampleDescription()
-        return handingOut(to: onAccessUnit) { errors in split(bytes, into: &errors) }
+        return handingOut(to: onAccessUnit) { errors in
+            split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
+        }
+    }
+
+    /// `push(_:onAccessUnit:)` of bytes that landed in a slab already (an upload's): the units
+    /// they hold are regions of that slab, not copies.
+    public func push(
+        _ bytes: SlabBytes, onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
+    ) -> [DecodeError] {
+        forgetSampleDescription()
+        return handingOut(to: onAccessUnit) { errors in
+            split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
+        }
     }
 
     /// Bytes of an Annex B stream through the splitter, in any chunking.
-    private func split(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) {
-        counters.bytes += bytes.count
+    private func split(
+        count: Int, into errors: inout [DecodeError],
+        _ push: (inout AnnexBSplitter, (SplitterEvent) -> Void) -> Void
+    ) {
+        counters.bytes += count
         // Events are collected first and handled after the call: handling them touches other
         // state of this object, which must not happen while `splitter` is being mutated.
-        var events: [SplitterEvent] = []
-        splitter.push(bytes) { events.append($0) }
+        events.removeAll(keepingCapacity: true)
+        push(&splitter) { events.append($0) }
         for event in events { handle(event, into: &errors) }
+        events.removeAll(keepingCapacity: true)
         endAccessUnitEarly(into: &errors)
     }
 
@@ -143,7 +164,9 @@ public final class AccessUnitIngest {
             if samples?.description != description && unreadableDescription != description {
                 adopt(description, into: &errors)
             }
-            guard description.samplesAreAccessUnits else { return split(sample, into: &errors) }
+            guard description.samplesAreAccessUnits else {
+                return split(count: sample.count, into: &errors) { splitter, collect in splitter.push(sample, collect) }
+            }
             // A unit an Annex B push left open ends where this sample begins.
             completeSplitterUnit(into: &errors)
             let offset = counters.bytes
@@ -153,7 +176,7 @@ public final class AccessUnitIngest {
             guard let converter = samples else { return }
             let units: [AnnexBUnit]
             do throws(BitstreamError) {
-                units = try converter.units(of: sample, streamOffset: offset)
+                units = try converter.units(of: sample, streamOffset: offset, landing: &sampleLanding)
             } catch {
                 record(DecodeError(error), in: &errors)
                 return

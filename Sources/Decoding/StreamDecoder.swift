@@ -182,6 +182,20 @@ public final class StreamDecoder {
             })
     }
 
+    /// `push(_:onAccessUnit:onPicture:)` of bytes that landed in a slab already (an upload's):
+    /// the access units are cut from it without a copy.
+    public func push(
+        _ bytes: SlabBytes, onAccessUnit: (IndexedAccessUnit) -> Void = { _ in },
+        onPicture: PictureHandler
+    ) -> [DecodeError] {
+        midStream = true
+        return remembering(
+            ingest.push(bytes) { unit in
+                onAccessUnit(unit)
+                return decodeLive(unit, onPicture: onPicture)
+            })
+    }
+
     /// Feeds one sample of a container's or a source's video track (a whole access unit: it
     /// goes on now, see `AccessUnitIngest.push(sample:)`), like `push(_:)`.
     public func push(

@@ -74,8 +74,8 @@ public struct AVCDecoderConfigurationRecord: Sendable, Equatable {
         profileCompatibility = parsed.constraintFlags.byte
         levelIndication = parsed.levelIdc
         self.lengthSize = lengthSize
-        sequenceParameterSets = sps.map(\.bytes)
-        pictureParameterSets = pps.map(\.bytes)
+        sequenceParameterSets = sps.map { Array($0.bytes) }
+        pictureParameterSets = pps.map { Array($0.bytes) }
         if Self.profilesWithExtension.contains(parsed.profileIdc) {
             chromaFormat = UInt8(parsed.chromaFormatIdc)
             bitDepthLuma = UInt8(parsed.bitDepthLuma)

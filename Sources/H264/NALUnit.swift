@@ -113,18 +113,27 @@ public struct NALHeader: Sendable, Equatable, Hashable {
 /// One NAL unit as it travels through the pipeline: the header byte and the escaped payload.
 public struct NALUnit: Sendable, Equatable, HeaderedNALUnit {
     /// From the header byte on; no start code, no trailing zero bytes; emulation prevention kept.
-    public let bytes: [UInt8]
+    public let bytes: SlabBytes
     /// Offset of the header byte since the start of the stream (the last `finish()` of the splitter).
     public let streamOffset: Int
     public let header: NALHeader
 
     /// `bytes` must hold at least the header byte.
     @inlinable
-    public init(bytes: [UInt8], streamOffset: Int = 0) {
+    public init(bytes: SlabBytes, streamOffset: Int = 0) {
         precondition(!bytes.isEmpty, "a NAL unit has at least its header byte")
         self.bytes = bytes
         self.streamOffset = streamOffset
         self.header = NALHeader(byte: bytes[0])
+    }
+
+    /// A unit of these bytes, copied into memory of their own (tests, tools, descriptions).
+    public init(bytes: [UInt8], streamOffset: Int = 0) {
+        self.init(bytes: SlabBytes(bytes), streamOffset: streamOffset)
+    }
+
+    public func detached() -> NALUnit {
+        NALUnit(bytes: bytes.detached(), streamOffset: streamOffset)
     }
 
     /// The unit the splitter found; its bytes are shared, not copied. Inlinable, as every unit
@@ -138,5 +147,5 @@ public struct NALUnit: Sendable, Equatable, HeaderedNALUnit {
     public var refIdc: UInt8 { header.refIdc }
 
     /// The escaped bytes after the header byte (the payload `RBSP.unescape` takes).
-    public var payload: ArraySlice<UInt8> { bytes[1...] }
+    public var payload: SlabBytes { bytes.region(1..<bytes.count) }
 }

@@ -204,18 +204,27 @@ public struct NALHeader: Sendable, Equatable, Hashable {
 /// One NAL unit as it travels through the pipeline: the two header bytes and the escaped payload.
 public struct NALUnit: Sendable, Equatable, HeaderedNALUnit {
     /// From the first header byte on; no start code, no trailing zero bytes; emulation prevention kept.
-    public let bytes: [UInt8]
+    public let bytes: SlabBytes
     /// Offset of the first header byte since the start of the stream (the last `finish()` of the splitter).
     public let streamOffset: Int
     public let header: NALHeader
 
     /// nil when `bytes` is shorter than the two-byte header.
     @inlinable
-    public init?(bytes: [UInt8], streamOffset: Int = 0) {
+    public init?(bytes: SlabBytes, streamOffset: Int = 0) {
         guard bytes.count >= 2 else { return nil }
         self.bytes = bytes
         self.streamOffset = streamOffset
         header = NALHeader(bytes[0], bytes[1])
+    }
+
+    /// A unit of these bytes, copied into memory of their own (tests, tools, descriptions).
+    public init?(bytes: [UInt8], streamOffset: Int = 0) {
+        self.init(bytes: SlabBytes(bytes), streamOffset: streamOffset)
+    }
+
+    public func detached() -> NALUnit {
+        NALUnit(bytes: bytes.detached(), streamOffset: streamOffset)!
     }
 
     /// The unit the splitter found (its bytes are shared, not copied); nil when it is shorter
@@ -231,5 +240,5 @@ public struct NALUnit: Sendable, Equatable, HeaderedNALUnit {
     public var temporalId: Int { header.temporalId }
 
     /// The escaped bytes after the header (the payload `RBSP.unescape` takes).
-    public var payload: ArraySlice<UInt8> { bytes[2...] }
+    public var payload: SlabBytes { bytes.region(2..<bytes.count) }
 }

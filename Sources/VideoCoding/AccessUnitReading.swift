@@ -90,14 +90,22 @@ public struct SequenceFacts: Sendable, Equatable {
 public struct ParameterSetUnit: Sendable, NALUnitBytes {
     public var key: ParameterSetKey
     /// The NAL unit, without a start code.
-    public var bytes: [UInt8]
+    public var bytes: SlabBytes
     /// The picture's access unit holds this unit itself, so it needs no copy in front.
     public var carriedByAccessUnit: Bool
 
-    public init(key: ParameterSetKey, bytes: [UInt8], carriedByAccessUnit: Bool) {
+    public init(key: ParameterSetKey, bytes: SlabBytes, carriedByAccessUnit: Bool) {
         self.key = key
         self.bytes = bytes
         self.carriedByAccessUnit = carriedByAccessUnit
+    }
+
+    public init(key: ParameterSetKey, bytes: [UInt8], carriedByAccessUnit: Bool) {
+        self.init(key: key, bytes: SlabBytes(bytes), carriedByAccessUnit: carriedByAccessUnit)
+    }
+
+    public func detached() -> ParameterSetUnit {
+        ParameterSetUnit(key: key, bytes: bytes.detached(), carriedByAccessUnit: carriedByAccessUnit)
     }
 }
 

@@ -1,15 +1,20 @@
 /// One NAL unit as the splitter found it, before any codec reads its header: H.264 and H.265
-/// each build their own NAL unit model from it, sharing `bytes` (an array is not copied).
+/// each build their own NAL unit model from it, sharing `bytes` (their slab, not a copy).
 public struct AnnexBUnit: Sendable, Equatable {
     /// From the NAL unit header on; no start code, no trailing zero bytes; emulation prevention
     /// kept. Never empty.
-    public let bytes: [UInt8]
+    public let bytes: SlabBytes
     /// Offset of the first header byte since the start of the stream (the last `finish()`).
     public let streamOffset: Int
 
-    public init(bytes: [UInt8], streamOffset: Int) {
+    public init(bytes: SlabBytes, streamOffset: Int) {
         self.bytes = bytes
         self.streamOffset = streamOffset
+    }
+
+    /// A unit of these bytes, copied into memory of their own (tests, tools).
+    public init(bytes: [UInt8], streamOffset: Int) {
+        self.init(bytes: SlabBytes(bytes), streamOffset: streamOffset)
     }
 }
 
@@ -29,6 +34,11 @@ public enum SplitterEvent: Sendable {
 /// A unit is emitted when the start code after it arrives, or at `finish()`. All zero bytes before
 /// a start code are removed from the unit before it (the zero_byte of a four-byte start code and
 /// trailing_zero_8bits; a NAL unit never ends in a zero byte, §7.4.1). Empty units are skipped.
+///
+/// Bytes land once: pieces that already lie in a slab (`push(_: SlabBytes)`, an upload's) are
+/// cut without a copy, each unit a region of the slab its bytes arrived in, as long as the
+/// pieces it came in follow each other there. A unit whose bytes do not (it straddles two
+/// slabs, or came as raw bytes) is assembled in a slab of the splitter's own, from the same pool.
 ///
 /// Memory stays bounded: a unit that grows past `maxNALBytes` is reported as `.dropped` at once,
 /// the rest of its bytes are skipped without being buffered, and splitting resumes at the next
@@ -52,6 +62,8 @@ public struct AnnexBSplitter: Sendable {
     public private(set) var droppedUnits = 0
     /// Units emitted since this splitter was made.
     public private(set) var emittedUnits = 0
+    /// Units that had to be copied (assembled) rather than cut from the slab they arrived in.
+    public private(set) var assembledUnits = 0
 
     private enum Mode: Sendable {
         case seekingFirstStartCode
@@ -60,25 +72,66 @@ public struct AnnexBSplitter: Sendable {
     }
 
     private var mode = Mode.seekingFirstStartCode
-    private var unit: [UInt8] = []
+    /// The unit being collected: where its bytes are so far.
+    private var unit = CollectedUnit.empty
     /// Consecutive zero bytes at the end of everything seen. While collecting, they are not in
-    /// `unit` yet: they are either inside the unit (then copied) or padding/start code (dropped).
+    /// the unit yet: they are either inside the unit (then taken) or padding/start code (dropped).
     private var zeroRun = 0
     /// Stream offset of the next byte to arrive.
     private var position = 0
     private var unitOffset = 0
     private var skippedBeforeFirstStartCode = 0
+    /// The landed pieces that followed each other in one slab up to now: stream offsets from
+    /// `run.streamStart` on are at `run.slabStart + (offset - run.streamStart)` in `run.bytes`' slab.
+    private var run: LandedRun?
+    private var assembly: UnitAssembly
 
-    public init(maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes) {
+    private enum CollectedUnit: Sendable {
+        case empty
+        /// Stream offsets `start..<start + count`, all inside the current landed run.
+        case inPlace(start: Int, count: Int)
+        /// In `assembly`.
+        case assembled
+    }
+
+    private struct LandedRun: Sendable {
+        var slab: Slab
+        var slabStart: Int
+        var streamStart: Int
+        /// Slab offset right after the last landed byte.
+        var slabEnd: Int
+    }
+
+    public init(maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, pool: SlabPool = .shared) {
         precondition(maxNALBytes > 0, "maxNALBytes must be positive")
         self.maxNALBytes = maxNALBytes
+        assembly = UnitAssembly(pool: pool)
     }
 
     public mutating func push(_ bytes: [UInt8], _ handle: (SplitterEvent) -> Void) {
         bytes.withUnsafeBytes { push($0, handle) }
     }
 
+    /// Raw bytes (a file, a container's sample): units are assembled in the splitter's own slabs.
     public mutating func push(_ bytes: UnsafeRawBufferPointer, _ handle: (SplitterEvent) -> Void) {
+        guard bytes.count > 0 else { return }
+        leaveRun()
+        scan(bytes, handle)
+    }
+
+    /// Bytes that landed in a slab already (an upload's): the units they hold are regions of it.
+    public mutating func push(_ bytes: SlabBytes, _ handle: (SplitterEvent) -> Void) {
+        guard bytes.count > 0 else { return }
+        if let run, run.slab === bytes.slab, run.slabEnd == bytes.offset {
+            self.run!.slabEnd = bytes.offset + bytes.count
+        } else {
+            leaveRun()
+            run = LandedRun(slab: bytes.slab, slabStart: bytes.offset, streamStart: position, slabEnd: bytes.offset + bytes.count)
+        }
+        bytes.withUnsafeBytes { scan($0, handle) }
+    }
+
+    private mutating func scan(_ bytes: UnsafeRawBufferPointer, _ handle: (SplitterEvent) -> Void) {
         let count = bytes.count
         guard count > 0, let base = bytes.baseAddress else { return }
         // Byte-sized loads from any memory are valid; binding to UInt8 lets appends use memcpy.
@@ -112,7 +165,7 @@ public struct AnnexBSplitter: Sendable {
                 searchFrom = zero + 1
             }
         }
-        consume(p, segmentStart, count, handle)
+        consume(p, segmentStart, count, pieceStart: pieceStart, handle)
         position = pieceStart + count
     }
 
@@ -127,11 +180,20 @@ public struct AnnexBSplitter: Sendable {
     /// when none is being collected. They never change as more bytes come, so a consumer may act
     /// on them early (see the assemblers' `nextUnitEndsAccessUnit(prefix:)`).
     public var pendingUnitPrefix: ArraySlice<UInt8>? {
-        mode == .collecting && !unit.isEmpty ? unit.prefix(Self.prefixLength) : nil
+        guard mode == .collecting else { return nil }
+        switch unit {
+        case .empty:
+            return nil
+        case .inPlace(let start, let count):
+            return ArraySlice(inRun(start, min(count, Self.prefixLength)))
+        case .assembled:
+            return ArraySlice(assembly.prefix(Self.prefixLength))
+        }
     }
 
     /// End of stream: emits the last unit and resets, so the next push starts a new stream
-    /// (stream offsets start again at 0; the counters keep running).
+    /// (stream offsets start again at 0; the counters keep running). The splitter keeps no
+    /// slab of its own after this.
     public mutating func finish(_ handle: (SplitterEvent) -> Void) {
         switch mode {
         case .collecting:
@@ -142,22 +204,26 @@ public struct AnnexBSplitter: Sendable {
             break
         }
         mode = .seekingFirstStartCode
-        unit = []
+        forgetUnit()
         zeroRun = 0
         position = 0
         unitOffset = 0
         skippedBeforeFirstStartCode = 0
+        run = nil
+        assembly.release()
     }
 
     /// The input broke off (a client disconnected mid-upload): the unit being collected is
     /// incomplete, so it is dropped instead of being completed by whatever bytes come next.
     /// The splitter waits for the next start code; stream offsets keep counting.
     public mutating func abandonIncompleteUnit() {
-        if mode == .collecting { discardedBytes += unit.count + zeroRun }
+        if mode == .collecting { discardedBytes += unitCount + zeroRun }
         mode = .seekingFirstStartCode
-        unit = []
+        forgetUnit()
         zeroRun = 0
         skippedBeforeFirstStartCode = 0
+        run = nil
+        assembly.release()
     }
 
     /// Splits a complete stream in one go.
@@ -197,7 +263,7 @@ public struct AnnexBSplitter: Sendable {
         _ p: UnsafePointer<UInt8>, segmentStart: Int, oneAt: Int, pieceStart: Int,
         _ handle: (SplitterEvent) -> Void
     ) {
-        consume(p, segmentStart, oneAt, handle)
+        consume(p, segmentStart, oneAt, pieceStart: pieceStart, handle)
         switch mode {
         case .collecting:
             emitUnit(handle)
@@ -213,9 +279,9 @@ public struct AnnexBSplitter: Sendable {
         unitOffset = pieceStart + oneAt + 1
     }
 
-    /// Takes `p[start..<end]`, which holds no start code.
+    /// Takes `p[start..<end]` (stream offsets from `pieceStart + start`), which holds no start code.
     private mutating func consume(
-        _ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ handle: (SplitterEvent) -> Void
+        _ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int, pieceStart: Int, _ handle: (SplitterEvent) -> Void
     ) {
         guard end > start else { return }
         var lastNonZero = end - 1
@@ -231,38 +297,165 @@ public struct AnnexBSplitter: Sendable {
         case .collecting:
             if allZero { break }
             let kept = lastNonZero + 1 - start
-            if unit.count + zeroRun + kept > maxNALBytes {
+            if unitCount + zeroRun + kept > maxNALBytes {
                 droppedUnits += 1
                 handle(.dropped(
                     BitstreamError(
                         .nalTooLarge,
                         "NAL unit at stream offset \(unitOffset) exceeds \(maxNALBytes) bytes; skipped to the next start code"),
                     prefix: prefixOfDroppedUnit(then: p + start, count: kept)))
-                unit = []
+                forgetUnit()
                 mode = .discardingOversizedUnit
                 break
             }
-            if zeroRun > 0 { unit.append(contentsOf: repeatElement(0, count: zeroRun)) }
-            unit.append(contentsOf: UnsafeBufferPointer(start: p + start, count: kept))
+            take(p + start, count: kept, streamOffset: pieceStart + start)
         }
         zeroRun = allZero ? zeroRun + (end - start) : trailingZeros
+    }
+
+    /// Adds the held zeros and then `count` bytes at `streamOffset` to the unit: in place when
+    /// all of it lies in the current landed run, otherwise in the assembly.
+    private mutating func take(_ bytes: UnsafePointer<UInt8>, count: Int, streamOffset: Int) {
+        let from = streamOffset - zeroRun
+        switch unit {
+        case .empty:
+            if let run, from >= run.streamStart {
+                unit = .inPlace(start: from, count: zeroRun + count)
+                return
+            }
+        case .inPlace(let start, let collected):
+            if start + collected == from, run != nil {
+                unit = .inPlace(start: start, count: collected + zeroRun + count)
+                return
+            }
+            moveToAssembly()
+        case .assembled:
+            break
+        }
+        assembly.append(zeros: zeroRun, bytes, count: count)
+        unit = .assembled
+    }
+
+    /// The unit collected in place so far goes into the assembly (its bytes are about to stop
+    /// following each other in one slab).
+    private mutating func moveToAssembly() {
+        guard case .inPlace(let start, let count) = unit, let run else { return }
+        let at = run.slabStart + (start - run.streamStart)
+        assembly.append(zeros: 0, UnsafePointer((run.slab.base + at).assumingMemoryBound(to: UInt8.self)), count: count)
+        unit = .assembled
+    }
+
+    /// The landed run ends (the next bytes are raw, or lie elsewhere): a unit collected in it is
+    /// copied out first.
+    private mutating func leaveRun() {
+        guard run != nil else { return }
+        if mode == .collecting { moveToAssembly() }
+        run = nil
+    }
+
+    private var unitCount: Int {
+        switch unit {
+        case .empty: 0
+        case .inPlace(_, let count): count
+        case .assembled: assembly.count
+        }
+    }
+
+    private func inRun(_ start: Int, _ count: Int) -> [UInt8] {
+        guard let run else { return [] }
+        let at = run.slabStart + (start - run.streamStart)
+        return Array(UnsafeRawBufferPointer(start: run.slab.base + at, count: count))
+    }
+
+    private mutating func forgetUnit() {
+        unit = .empty
+        assembly.discard()
     }
 
     /// The first bytes of the unit being dropped: those collected, the zeros held back, then
     /// `count` new bytes. All of them exceed the cap, so for a cap of at least `prefixLength`
     /// bytes the prefix is complete and the same whatever the chunking.
     private func prefixOfDroppedUnit(then bytes: UnsafePointer<UInt8>, count: Int) -> ArraySlice<UInt8> {
-        var prefix = Array(unit.prefix(Self.prefixLength))
+        var prefix: [UInt8] =
+            switch unit {
+            case .empty: []
+            case .inPlace(let start, let collected): inRun(start, min(collected, Self.prefixLength))
+            case .assembled: assembly.prefix(Self.prefixLength)
+            }
         prefix.append(contentsOf: repeatElement(0, count: min(zeroRun, Self.prefixLength - prefix.count)))
         prefix.append(contentsOf: UnsafeBufferPointer(start: bytes, count: min(count, Self.prefixLength - prefix.count)))
         return prefix[...]
     }
 
     private mutating func emitUnit(_ handle: (SplitterEvent) -> Void) {
-        guard !unit.isEmpty else { return }
-        let bytes = unit
-        unit = []
+        let bytes: SlabBytes
+        switch unit {
+        case .empty:
+            return
+        case .inPlace(let start, let count):
+            guard let run else { return }
+            bytes = SlabBytes(run.slab, offset: run.slabStart + (start - run.streamStart), count: count)
+        case .assembled:
+            bytes = assembly.take()
+            assembledUnits += 1
+        }
+        unit = .empty
         emittedUnits += 1
         handle(.unit(AnnexBUnit(bytes: bytes, streamOffset: unitOffset)))
+    }
+}
+
+/// Where the splitter copies a unit whose bytes did not arrive in one slab: the unit grows at the
+/// end of a pool slab; one that outgrows the slab's room moves to a fresh slab, or, larger than a
+/// slab, to memory of its own.
+private struct UnitAssembly: Sendable {
+    let pool: SlabPool
+    private var slab: Slab?
+    /// Where the unit being assembled starts (earlier units of the slab are handed out already).
+    private var start = 0
+    private(set) var count = 0
+
+    init(pool: SlabPool) {
+        self.pool = pool
+    }
+
+    mutating func append(zeros: Int, _ bytes: UnsafePointer<UInt8>, count added: Int) {
+        let needed = count + zeros + added
+        if slab == nil || start + needed > slab!.capacity {
+            let grown = needed <= pool.slabBytes ? pool.slab() : Slab.standalone(capacity: max(needed, 2 * count))
+            if let slab, count > 0 { grown.base.copyMemory(from: slab.base + start, byteCount: count) }
+            slab = grown
+            start = 0
+        }
+        let base = slab!.base + start + count
+        if zeros > 0 { base.initializeMemory(as: UInt8.self, repeating: 0, count: zeros) }
+        (base + zeros).copyMemory(from: bytes, byteCount: added)
+        count = needed
+    }
+
+    func prefix(_ length: Int) -> [UInt8] {
+        guard let slab else { return [] }
+        return Array(UnsafeRawBufferPointer(start: slab.base + start, count: min(length, count)))
+    }
+
+    /// The unit assembled: handed out, and the next one goes after it.
+    mutating func take() -> SlabBytes {
+        let bytes = SlabBytes(slab!, offset: start, count: count)
+        start += count
+        count = 0
+        // A unit in memory of its own keeps it alone.
+        if !slab!.isPooled { slab = nil }
+        return bytes
+    }
+
+    mutating func discard() {
+        count = 0
+    }
+
+    /// No unit under way: the current slab is let go.
+    mutating func release() {
+        slab = nil
+        start = 0
+        count = 0
     }
 }

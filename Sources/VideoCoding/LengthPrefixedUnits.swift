@@ -12,10 +12,31 @@ public enum LengthPrefixedUnits {
     public static func units(
         in sample: UnsafeRawBufferPointer, lengthSize: Int, streamOffset: Int = 0, emptyUnits: EmptyUnits = .skipped
     ) throws(BitstreamError) -> [AnnexBUnit] {
+        try units(in: sample, lengthSize: lengthSize, streamOffset: streamOffset, emptyUnits: emptyUnits) {
+            SlabBytes(copying: $0)
+        }
+    }
+
+    /// `units(in:lengthSize:streamOffset:emptyUnits:)` whose sample lands through `landing`
+    /// (once, and only when it holds a unit): the units are regions of where it landed.
+    public static func units(
+        in sample: UnsafeRawBufferPointer, lengthSize: Int, streamOffset: Int = 0, emptyUnits: EmptyUnits = .skipped,
+        landing: inout SlabWriter
+    ) throws(BitstreamError) -> [AnnexBUnit] {
+        try units(in: sample, lengthSize: lengthSize, streamOffset: streamOffset, emptyUnits: emptyUnits) {
+            landing.landContiguous($0)
+        }
+    }
+
+    private static func units(
+        in sample: UnsafeRawBufferPointer, lengthSize: Int, streamOffset: Int, emptyUnits: EmptyUnits,
+        land: (UnsafeRawBufferPointer) -> SlabBytes
+    ) throws(BitstreamError) -> [AnnexBUnit] {
         guard [1, 2, 4].contains(lengthSize) else {
             throw BitstreamError(.invalidArgument, "NAL length size must be 1, 2 or 4 bytes, not \(lengthSize)")
         }
         var units: [AnnexBUnit] = []
+        var landed: SlabBytes?
         var offset = 0
         while offset < sample.count {
             guard sample.count - offset >= lengthSize else {
@@ -34,10 +55,8 @@ public enum LengthPrefixedUnits {
                     "a NAL unit at byte \(offset) of a sample claims \(size) bytes, but only \(sample.count - offset) follow")
             }
             if size > 0 {
-                units.append(
-                    AnnexBUnit(
-                        bytes: Array(UnsafeRawBufferPointer(rebasing: sample[offset..<(offset + size)])),
-                        streamOffset: streamOffset + offset))
+                if landed == nil { landed = land(sample) }
+                units.append(AnnexBUnit(bytes: landed!.region(offset..<(offset + size)), streamOffset: streamOffset + offset))
             }
             offset += size
         }

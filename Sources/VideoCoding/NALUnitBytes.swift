@@ -3,10 +3,17 @@
 /// a repeated parameter set from a changed one, need of them.
 public protocol NALUnitBytes {
     /// From the NAL unit header on, emulation prevention kept.
-    var bytes: [UInt8] { get }
+    var bytes: SlabBytes { get }
+    /// The same unit with its bytes in memory of their own (`SlabBytes.detached`), for a unit
+    /// kept long (a stream's parameter sets), which would otherwise hold its whole slab.
+    func detached() -> Self
 }
 
-extension AnnexBUnit: NALUnitBytes {}
+extension AnnexBUnit: NALUnitBytes {
+    public func detached() -> AnnexBUnit {
+        AnnexBUnit(bytes: bytes.detached(), streamOffset: streamOffset)
+    }
+}
 
 /// A codec's NAL unit type: what a message names it by ("SPS", "IDR_W_RADL").
 public protocol NALUnitTypeName: Equatable {
@@ -19,7 +26,7 @@ public protocol HeaderedNALUnit: NALUnitBytes {
     associatedtype UnitType: NALUnitTypeName
     var type: UnitType { get }
     /// The escaped bytes after the header (the payload `RBSP.unescape` takes).
-    var payload: ArraySlice<UInt8> { get }
+    var payload: SlabBytes { get }
 }
 
 extension HeaderedNALUnit {
@@ -54,8 +61,11 @@ extension Collection where Element: NALUnitBytes {
     public func appendAnnexB(to output: inout [UInt8]) {
         output.reserveCapacity(output.count + payloadByteCount + 4 * count)
         for unit in self {
-            output.append(contentsOf: [0, 0, 0, 1])
-            output.append(contentsOf: unit.bytes)
+            output.append(0)
+            output.append(0)
+            output.append(0)
+            output.append(1)
+            unit.bytes.withUnsafeBytes { output.append(contentsOf: $0) }
         }
     }
 }
@@ -77,15 +87,16 @@ extension NALUnitSequence {
 }
 
 extension Dictionary where Key == Int {
-    /// Stores a parsed parameter set under its id, and in `units` the NAL unit it came from;
-    /// false (and nothing stored) when the same set from the same bytes is there already, so
-    /// that a repeated set is not taken for a change.
+    /// Stores a parsed parameter set under its id, and in `units` the NAL unit it came from
+    /// (in memory of its own: it is kept for the stream's life, its slab is not); false (and
+    /// nothing stored) when the same set from the same bytes is there already, so that a
+    /// repeated set is not taken for a change.
     public mutating func storeParameterSet<Unit: NALUnitBytes>(
         _ parsed: Value, id: Int, from unit: Unit, units: inout [Int: Unit]
     ) -> Bool where Value: Equatable {
         if self[id] == parsed && units[id]?.bytes == unit.bytes { return false }
         self[id] = parsed
-        units[id] = unit
+        units[id] = unit.detached()
         return true
     }
 }

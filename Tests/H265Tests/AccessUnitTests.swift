@@ -98,9 +98,9 @@ import VideoCoding
         // Nor do their first bytes end an access unit early.
         var assemblerWithPicture = AccessUnitAssembler()
         for unit in stream.units.prefix(5) { assemblerWithPicture.push(unit) { _ in } }
-        #expect(!assemblerWithPicture.nextUnitEndsAccessUnit(prefix: stream.units[5].bytes[...]))
-        #expect(!assemblerWithPicture.nextUnitEndsAccessUnit(prefix: stream.units[6].bytes[...]))
-        #expect(assemblerWithPicture.nextUnitEndsAccessUnit(prefix: stream.units[7].bytes.prefix(3)))
+        #expect(!assemblerWithPicture.nextUnitEndsAccessUnit(prefix: ArraySlice(stream.units[5].bytes)))
+        #expect(!assemblerWithPicture.nextUnitEndsAccessUnit(prefix: ArraySlice(stream.units[6].bytes)))
+        #expect(assemblerWithPicture.nextUnitEndsAccessUnit(prefix: ArraySlice(stream.units[7].bytes.prefix(3))))
     }
 
     /// A layer id rewritten into a real stream's headers: those units go, the rest stays as it was.
@@ -108,7 +108,7 @@ import VideoCoding
         let units = try Streams.units("main10_320x240.265")
         let suffixIndex = try #require(units.firstIndex { $0.type == .trailR || $0.type == .trailN })
         var rewritten = units
-        var bytes = units[suffixIndex].bytes
+        var bytes = Array(units[suffixIndex].bytes)
         bytes[1] |= 0x08  // nuh_layer_id 1
         rewritten[suffixIndex] = NALUnit(bytes: bytes)!
         let (withLayer, assembler) = Streams.accessUnits(AccessUnit(nalUnits: rewritten).annexB())
@@ -197,7 +197,7 @@ import VideoCoding
         var stream = StreamBuilder()
         stream.parameterSets()
         stream.slice { $0.type = .idrNoLeadingPictures; $0.sliceType = 2 }
-        var big = SliceBuilder().nal(sps: stream.sps, pps: stream.pps).bytes
+        var big = Array(SliceBuilder().nal(sps: stream.sps, pps: stream.pps).bytes)
         big += Array(repeating: 0x5A, count: 3000)
         stream.units.append(NALUnit(bytes: big)!)
         stream.slice { $0.first = false; $0.address = 40; $0.pocLsb = 1 }

@@ -40,7 +40,7 @@ import VideoCoding
             + units.filter { $0.type.isSliceSegment }.prefix(2).map { NALUnit(bytes: Array($0.bytes.prefix(24)))! }
         for (index, unit) in heads.enumerated() {
             for bit in 16..<(unit.bytes.count * 8) {
-                var bytes = unit.bytes
+                var bytes = Array(unit.bytes)
                 bytes[bit / 8] ^= 0x80 >> UInt8(bit % 8)
                 var damaged = heads
                 damaged[index] = NALUnit(bytes: bytes)!
@@ -173,7 +173,7 @@ import VideoCoding
         var generator = SplitMix64(seed: 2025)
         for _ in 0..<3000 {
             let type = UInt8(generator.next() % 64)
-            var bytes = NALHeader(type: NALUnitType(rawValue: type)!).bytes
+            var bytes = Array(NALHeader(type: NALUnitType(rawValue: type)!).bytes)
             for _ in 0..<Int(generator.next() % 80) { bytes.append(UInt8(truncatingIfNeeded: generator.next())) }
             let unit = NALUnit(bytes: bytes)!
             let rbsp = unit.rbsp()
@@ -182,8 +182,8 @@ import VideoCoding
             _ = try? PictureParameterSet(rbsp: rbsp)
             var assembler = AccessUnitAssembler()
             assembler.push(unit) { _ in }
-            _ = assembler.nextUnitEndsAccessUnit(prefix: unit.bytes.prefix(3))
-            assembler.unitDropped(prefix: unit.bytes.prefix(16)) { _ in }
+            _ = assembler.nextUnitEndsAccessUnit(prefix: ArraySlice(unit.bytes.prefix(3)))
+            assembler.unitDropped(prefix: ArraySlice(unit.bytes.prefix(16))) { _ in }
             assembler.finish { _ in }
         }
     }

@@ -398,7 +398,7 @@ import VideoCoding
     @Test func craCarriesNoOutputOfPriorPics() throws {
         let (sps, pps) = (SPSBuilder(), PPSBuilder())
         let nal = SliceBuilder(type: .cra, sliceType: 2, pocLsb: 16)
-        var bytes = nal.nal(sps: sps, pps: pps).bytes
+        var bytes = Array(nal.nal(sps: sps, pps: pps).bytes)
         bytes[2] |= 0x40  // no_output_of_prior_pics_flag, right after the first bit
         let header = try SliceSegmentHeader(nal: NALUnit(bytes: bytes)!, parameterSets: try Self.sets(sps, pps))
         #expect(header.noOutputOfPriorPics && header.picOrderCntLsb == 16 && header.sliceType == .i)

@@ -140,7 +140,7 @@ import VideoCoding
             }
         }
         for nal in units {
-            if endingEarly, reader.nextUnitEndsAccessUnit(prefix: nal.bytes.prefix(16)) { reader.endAccessUnit(record) }
+            if endingEarly, reader.nextUnitEndsAccessUnit(prefix: ArraySlice(nal.bytes.prefix(16))) { reader.endAccessUnit(record) }
             reader.push(AnnexBUnit(bytes: nal.bytes, streamOffset: nal.streamOffset), record)
         }
         reader.finish(record)

@@ -1,6 +1,7 @@
 import Containers
 import Testing
 import TestSupport
+import VideoCoding
 
 @testable import Ingest
 
@@ -87,7 +88,7 @@ import TestSupport
         let appended = Flag()
         BlockingThread.start(name: "test-producer") {
             for _ in 0..<2 {
-                if outputs.append(.bytes([UInt8](repeating: 0, count: 60), receivedAt: 0)) { appended.set() }
+                if outputs.append(.bytes(SlabBytes([UInt8](repeating: 0, count: 60)), receivedAt: 0)) { appended.set() }
             }
         }
         #expect(eventually { appended.count == 1 }, "the first output went in")
@@ -105,7 +106,7 @@ import TestSupport
         let outputs = DemuxOutputQueue(watermark: HighLowWatermark(capacity: 100))
         let refused = Flag()
         BlockingThread.start(name: "test-producer") {
-            outputs.append(.bytes([UInt8](repeating: 0, count: 100), receivedAt: 0))
+            outputs.append(.bytes(SlabBytes([UInt8](repeating: 0, count: 100)), receivedAt: 0))
             if !outputs.append(.bytes([1], receivedAt: 0)) { refused.set() }
         }
         #expect(eventually { outputs.queuedBytes == 100 }, "the first output went in")

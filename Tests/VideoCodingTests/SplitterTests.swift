@@ -12,7 +12,7 @@ struct SplitResult: Equatable {
     mutating func record(_ event: SplitterEvent) {
         switch event {
         case .unit(let unit):
-            units.append(unit.bytes)
+            units.append(Array(unit.bytes))
             offsets.append(unit.streamOffset)
         case .dropped(let error, let prefix):
             #expect(error.code == .nalTooLarge)
@@ -58,8 +58,8 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) 
     @Test func leadingGarbageIsCountedAndLeadingZerosAreNot() {
         var splitter = AnnexBSplitter()
         var units: [[UInt8]] = []
-        splitter.push([0xAB, 0xCD, 0, 0, 0, 0, 1, 0x09, 0xF0]) { if case .unit(let u) = $0 { units.append(u.bytes) } }
-        splitter.finish { if case .unit(let u) = $0 { units.append(u.bytes) } }
+        splitter.push([0xAB, 0xCD, 0, 0, 0, 0, 1, 0x09, 0xF0]) { if case .unit(let u) = $0 { units.append(Array(u.bytes)) } }
+        splitter.finish { if case .unit(let u) = $0 { units.append(Array(u.bytes)) } }
         #expect(units == [[0x09, 0xF0]])
         #expect(splitter.discardedBytes == 2)
         #expect(splitter.bytesConsumed == 9)
@@ -205,7 +205,7 @@ func split(_ stream: [UInt8], pieces: [Int]? = nil, maxNALBytes: Int = 8 << 20) 
 
     @Test func staticSplitMatchesStreaming() {
         let stream: [UInt8] = [0, 0, 1, 0x67, 1, 0, 0, 0, 1, 0x68, 2]
-        #expect(AnnexBSplitter.split(stream).map(\.bytes) == split(stream).units)
+        #expect(AnnexBSplitter.split(stream).map { Array($0.bytes) } == split(stream).units)
     }
 }
 

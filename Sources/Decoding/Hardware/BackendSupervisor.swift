@@ -66,7 +66,7 @@ public final class BackendSupervisor {
     private var decoderHasOutput = false
     /// The parameter set units the current decoder has been given, so each goes out once per
     /// decoder (and again to a replacement, which has seen none).
-    private var parameterSetsSent: [ParameterSetKey: [UInt8]] = [:]
+    private var parameterSetsSent: [ParameterSetKey: SlabBytes] = [:]
     /// The bytes of the packet being decoded, rebuilt in place for each access unit: the decoder
     /// copies them into its own packet, so one warm buffer serves every picture. (Fresh buffers
     /// each time landed on fresh pages, as the session's history keeps the access units.)

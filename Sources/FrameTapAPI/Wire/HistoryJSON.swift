@@ -16,6 +16,7 @@ struct HistoryJSON: Encodable {
         try container.encode(summary.gops, forKey: .gops)
         try container.encode(summary.accessUnits, forKey: .accessUnits)
         try container.encode(summary.bytes, forKey: .bytes)
+        try container.encode(summary.memoryBytes, forKey: .memoryBytes)
         try container.encode(summary.firstSeq, forKey: .firstSeq)
         try container.encode(summary.lastSeq, forKey: .lastSeq)
         try container.encode(summary.gopsDropped, forKey: .gopsDropped)
@@ -25,7 +26,7 @@ struct HistoryJSON: Encodable {
     }
 
     private enum Key: String, CodingKey {
-        case from, to, seconds, gops, accessUnits, bytes, firstSeq, lastSeq, gopsDropped, limits
+        case from, to, seconds, gops, accessUnits, bytes, memoryBytes, firstSeq, lastSeq, gopsDropped, limits
     }
 
     private enum LimitKey: String, CodingKey { case seconds, bytes }

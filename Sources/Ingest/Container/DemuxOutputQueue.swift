@@ -1,12 +1,13 @@
 import Containers
 import Dispatch
 import Synchronization
+import VideoCoding
 
 /// What a demuxing or pulling thread hands a session's decode loop, through a
 /// `DemuxOutputQueue`.
 enum DemuxOutput: Sendable {
     case sample(DemuxedSample, receivedAt: UInt64)
-    case bytes([UInt8], receivedAt: UInt64)
+    case bytes(SlabBytes, receivedAt: UInt64)
     /// A push's bytes were all read by the demuxer (and the stream goes on with the next push).
     case pushEnded
     /// A pulled source's connection ended; the next one starts a new stream.

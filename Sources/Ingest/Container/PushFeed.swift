@@ -1,6 +1,7 @@
 import Containers
 import Dispatch
 import Synchronization
+import VideoCoding
 
 /// A container stream's input: the bytes of its pushes, one push after another, as a
 /// demuxer reads them on its thread. Between pushes the demuxer waits here for the next one
@@ -14,7 +15,7 @@ final class PushFeed<Failure: IngestFailure>: DemuxByteInput, Sendable {
     private struct State {
         var push: (any IngestSource<Failure>)?
         /// Bytes taken from the push that the demuxer has not read yet.
-        var pending: [UInt8] = []
+        var pending = SlabBytes.empty
         var pendingOffset = 0
         /// The input ends after the current push (flush).
         var endAfterPush = false
@@ -36,7 +37,7 @@ final class PushFeed<Failure: IngestFailure>: DemuxByteInput, Sendable {
     func attach(_ push: any IngestSource<Failure>, prefix: [UInt8], receivedAt: UInt64, endsStream: Bool) {
         state.withLock { state in
             state.push = push
-            state.pending = prefix
+            state.pending = prefix.isEmpty ? .empty : SlabBytes(prefix)
             state.pendingOffset = 0
             state.endAfterPush = endsStream
             if !prefix.isEmpty { state.lastReceivedAt = receivedAt }

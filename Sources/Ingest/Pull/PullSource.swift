@@ -4,6 +4,7 @@ import FoundationEssentials
 import Logging
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// A pull session's input: a thread that connects to the source, reads its video samples into
 /// a bounded queue for the session's decode loop, and when the connection fails or ends, waits
@@ -202,6 +203,9 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     /// Reads samples until the connection fails or the stream ends; returns why it stopped.
     private func read(_ stream: PulledStream) -> ContainerError {
         var counted: [String: Int] = [:]
+        // A source's Annex B bytes land in the pool's slabs, as an upload's do.
+        var landing = SlabWriter()
+        defer { landing.release() }
         while true {
             let next = stream.next()
             ignored.add(stream.ignoredPackets, since: &counted)
@@ -209,7 +213,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             case .sample(let sample):
                 guard outputs.append(.sample(sample, receivedAt: clock.uptime)) else { return stopped }
             case .bytes(let bytes):
-                guard outputs.append(.bytes(bytes, receivedAt: clock.uptime)) else { return stopped }
+                let receivedAt = clock.uptime
+                var rest = bytes[...]
+                while !rest.isEmpty {
+                    let piece = rest.withUnsafeBytes { landing.landSome($0) }
+                    rest = rest.dropFirst(piece.count)
+                    guard outputs.append(.bytes(piece, receivedAt: receivedAt)) else { return stopped }
+                }
             case .end:
                 return ContainerError(.sourceEnded, "the source ended its stream")
             case .failed(let error):

@@ -1,5 +1,6 @@
 import Containers
 import Synchronization
+import VideoCoding
 
 /// What a push says it carries: its Content-Type names a container or a codec's elementary
 /// stream, or says nothing (then its first bytes tell, `Sniffer`).
@@ -90,7 +91,7 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
             case .elementary(let prefix, let receivedAt):
                 if !prefix.isEmpty {
                     setRoute(.elementary(prefix: [], receivedAt: 0))
-                    return .bytes(prefix, receivedAt: receivedAt)
+                    return .bytes(SlabBytes(prefix), receivedAt: receivedAt)
                 }
                 if let ended = state.withLock({ $0.ended }) {
                     setRoute(.finished)
@@ -265,7 +266,7 @@ final class PrefixedSource<Failure: IngestFailure>: IngestSource {
         state.withLock { state in
             if let prefix = state.prefix {
                 state.prefix = nil
-                return .bytes(prefix, receivedAt: receivedAt)
+                return .bytes(SlabBytes(prefix), receivedAt: receivedAt)
             }
             defer { state.end = nil }
             return state.end

@@ -1,5 +1,6 @@
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// One upload's bytes on their way from the HTTP server to the session's decode loop: the
 /// only queue on that path, a `WatermarkedQueue` bounded whatever the body's size.
@@ -12,8 +13,9 @@ import Timekeeping
 /// the producer with `abort` (the client left, the server stops).
 public final class UploadQueue<Failure: IngestFailure>: Sendable {
     public enum Event: Sendable, Equatable {
-        /// Bytes in arrival order, with the monotonic time they arrived.
-        case bytes([UInt8], receivedAt: UInt64)
+        /// Bytes in arrival order, with the monotonic time they arrived: where they landed, in
+        /// the pool's slabs, which the units cut from them share with the session's history.
+        case bytes(SlabBytes, receivedAt: UInt64)
         /// The whole body arrived.
         case end
         /// Nothing more follows.
@@ -36,6 +38,8 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
         /// Set once the producer can offer nothing more (finished, aborted or refused).
         var producerDone = false
         var refusal: Failure?
+        /// Where offered bytes land: each byte is copied once, into a slab of the pool.
+        var landing: SlabWriter
     }
 
     public let watermark: HighLowWatermark
@@ -52,13 +56,13 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
     /// an earlier one of the same session to be decoded holds no bytes.
     public init(
         watermark: HighLowWatermark, maxBytes: Int? = nil, admitted: Bool = true, clock: any ServiceClock,
-        onLimit: @escaping @Sendable (Failure) -> Void = { _ in }
+        pool: SlabPool = .shared, onLimit: @escaping @Sendable (Failure) -> Void = { _ in }
     ) {
         self.watermark = watermark
         self.maxBytes = maxBytes
         self.clock = clock
         self.onLimit = onLimit
-        state = Mutex(State(queue: WatermarkedQueue(watermark: watermark), admitted: admitted))
+        state = Mutex(State(queue: WatermarkedQueue(watermark: watermark), admitted: admitted, landing: SlabWriter(pool: pool)))
     }
 
     // MARK: - Producer
@@ -84,8 +88,12 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
             let taken = min(room, bytes.count)
             if taken < bytes.count { state.queue.producerWaits() }
             guard taken > 0 else { return .accepted(0) }
-            let piece = Array(UnsafeRawBufferPointer(rebasing: bytes[..<taken]))
-            wake = state.queue.append(.bytes(piece, receivedAt: receivedAt), weight: taken)
+            var rest = UnsafeRawBufferPointer(rebasing: bytes[..<taken])
+            while !rest.isEmpty {
+                let piece = state.landing.landSome(rest)
+                rest = UnsafeRawBufferPointer(rebasing: rest[piece.count...])
+                if let woken = state.queue.append(.bytes(piece, receivedAt: receivedAt), weight: piece.count) { wake = woken }
+            }
             state.totalBytes += taken
             return .accepted(taken)
         }
@@ -169,6 +177,7 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
         let wake = state.withLock { state -> WaitingSide.Wake? in
             guard !state.queue.isEnded else { return nil }
             state.producerDone = true
+            state.landing.release()
             return state.queue.end(with: event, droppingQueued: dropQueued)
         }
         wake?()

@@ -1,4 +1,5 @@
 import Containers
+import VideoCoding
 
 /// One input as a session's decode loop reads it, in order, on its decode queue: a live push's
 /// `UploadQueue`, a spooled push's `SpoolReplay`, a push whose first bytes decide whether it goes
@@ -23,7 +24,7 @@ public protocol IngestSource<Failure>: AnyObject, Sendable {
 /// What an input hands its consumer, in order: bytes, samples, stream breaks, and how it ended.
 public enum IngestEvent<Failure: IngestFailure>: Sendable {
     /// Annex B bytes, with the monotonic time they arrived.
-    case bytes([UInt8], receivedAt: UInt64)
+    case bytes(SlabBytes, receivedAt: UInt64)
     /// A sample of a container's or a source's video track, with the time its last byte arrived.
     case sample(DemuxedSample, receivedAt: UInt64)
     /// A pulled source lost its connection: the stream ends here (the decoder's delayed pictures

@@ -79,15 +79,20 @@ public final class SpoolFile: Sendable {
     }
 
     func read(at offset: Int, count: Int) throws(IngestError) -> [UInt8] {
-        let fd = descriptor.load(ordering: .acquiring)
-        guard fd >= 0 else { return [] }
         var buffer = [UInt8](repeating: 0, count: count)
+        let got = buffer.withUnsafeMutableBytes { buffer in Result { () throws(IngestError) in try read(at: offset, into: buffer) } }
+        buffer.removeSubrange(try got.get()...)
+        return buffer
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset` into `buffer`; how many (0 at the end, or
+    /// once the file is closed).
+    func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(IngestError) -> Int {
+        let fd = descriptor.load(ordering: .acquiring)
+        guard fd >= 0, let base = buffer.baseAddress else { return 0 }
         while true {
-            let got = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, count, off_t(offset)) }
-            if got >= 0 {
-                buffer.removeSubrange(got...)
-                return buffer
-            }
+            let got = pread(fd, base, buffer.count, off_t(offset))
+            if got >= 0 { return got }
             if errno != EINTR {
                 throw IngestError(.spoolFailed, "reading the spool file failed: \(String(cString: strerror(errno)))")
             }

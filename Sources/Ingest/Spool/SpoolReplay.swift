@@ -1,5 +1,6 @@
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// A spooled push as an input. libmicrohttpd cannot answer before the upload ends, and
 /// decoding while uploading would have to hold every picture until then. So while the body
@@ -24,6 +25,8 @@ public final class SpoolReplay<Failure: IngestFailure>: IngestSource {
         var spooled = false
         var offset = 0
         var ended = false
+        /// Where the file's bytes are read to: the pool's slabs, as an upload's land.
+        var landing = SlabWriter()
     }
 
     public init(
@@ -47,12 +50,15 @@ public final class SpoolReplay<Failure: IngestFailure>: IngestSource {
             guard case .end = event else { return event }
         }
         guard !state.withLock({ $0.ended }), wantsBytes() else { return nil }
-        let offset = state.withLock { $0.offset }
         do {
-            let chunk = try file.read(at: offset, count: Self.readSize)
-            return state.withLock { state in
+            return try state.withLock { (state) throws(IngestError) -> UploadQueue<Failure>.Event in
+                let offset = state.offset
+                let chunk = try state.landing.fill(upTo: Self.readSize) { (room) throws(IngestError) in
+                    try file.read(at: offset, into: room)
+                }
                 if chunk.isEmpty {
                     state.ended = true
+                    state.landing.release()
                     return .end
                 }
                 state.offset += chunk.count

@@ -280,7 +280,7 @@ final class DecodeLoop: Sendable {
             switch event {
             case .bytes(let bytes, let receivedAt):
                 let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
-                    bytes.withUnsafeBytes { stream.push($0, onAccessUnit: onAccessUnit, onPicture: onPicture) }
+                    stream.push(bytes, onAccessUnit: onAccessUnit, onPicture: onPicture)
                 }.errors
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.

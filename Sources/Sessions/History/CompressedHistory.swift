@@ -13,7 +13,9 @@ import VideoCoding
 /// its history holds only those.
 ///
 /// Bounds: the time from the oldest held access unit to the newest never exceeds
-/// `limits.seconds`, nor the bytes `limits.bytes`, except that the newest GOP is never dropped
+/// `limits.seconds`, nor the bytes `limits.bytes` (counted twice: the units' own bytes, and the
+/// slabs they lie in, which stay alive whole while any held unit is in them, beyond the two
+/// slabs at the history's ends that it shares with bytes it does not hold), except that the newest GOP is never dropped
 /// (a decoder may be reading it) — unless it alone passes the byte bound: then its units are
 /// dropped and it is marked truncated (memory stays bounded whatever the stream), and it is
 /// no longer a place decoding can start from. A GOP a catch-up still reads (`pin`) is not
@@ -50,6 +52,8 @@ final class CompressedHistory: Sendable {
         let followsPrevious: Bool
         /// It has leading pictures (`CodedAccessUnit.isLeading`).
         var hasLeading = false
+        /// The slabs its units were first to keep alive, in bytes.
+        var slabBytes = 0
         /// It passed the byte bound alone and its units were dropped.
         var truncated = false
         /// The stream ended after its last unit (a decoder reading on drains there).
@@ -94,6 +98,8 @@ final class CompressedHistory: Sendable {
         var gops = 0
         var accessUnits = 0
         var bytes = 0
+        /// The bytes of the slabs the held units lie in: the memory the history keeps alive.
+        var slabBytes = 0
         /// The numbers the held pictures can have (the last one is an upper bound: the newest
         /// pictures may still be inside a decoder).
         var firstSeq: UInt64?
@@ -111,6 +117,51 @@ final class CompressedHistory: Sendable {
         /// The lowest index a catch-up still reads.
         var pinned: Int64?
         var gopsDropped = 0
+        /// The slabs the held units' bytes lie in, with how many held NAL units lie in each.
+        var slabs: [ObjectIdentifier: HeldSlab] = [:]
+        /// The bytes of those slabs: the memory the history keeps alive.
+        var slabBytes = 0
+
+        /// Counts `unit`'s NAL units in their slabs; the bytes of the slabs none held before.
+        mutating func keep(_ unit: CodedAccessUnit) -> Int {
+            var added = 0
+            for nal in unit.nalUnits {
+                let slab = nal.bytes.slab
+                let key = ObjectIdentifier(slab)
+                if slabs[key, default: HeldSlab(capacity: slab.capacity)].count(plus: 1) == 1 { added += slab.capacity }
+            }
+            slabBytes += added
+            return added
+        }
+
+        /// Lets go of `units`' NAL units; a slab none holds any more no longer counts.
+        mutating func release(_ units: [Unit]) {
+            for unit in units {
+                for nal in unit.indexed.unit.nalUnits {
+                    let key = ObjectIdentifier(nal.bytes.slab)
+                    guard let held = slabs[key] else { continue }
+                    if held.units == 1 {
+                        slabs[key] = nil
+                        slabBytes -= held.capacity
+                    } else {
+                        slabs[key]!.units -= 1
+                    }
+                }
+            }
+        }
+    }
+
+    private struct HeldSlab {
+        let capacity: Int
+        var units = 0
+
+        init(capacity: Int) { self.capacity = capacity }
+
+        /// Adds `count` held units; how many there are now.
+        mutating func count(plus count: Int) -> Int {
+            units += count
+            return units
+        }
     }
 
     let limits: Limits
@@ -119,6 +170,10 @@ final class CompressedHistory: Sendable {
     /// What one held unit costs beyond its bytes (the entry, its NAL unit array): counted so
     /// that a stream of tiny units is bounded too.
     static let unitOverhead = 128
+
+    /// The slabs at the history's two ends hold bytes before its oldest unit and after its
+    /// newest: up to this much of the memory it keeps alive is not its own.
+    static let sharedSlabBytes = 2 * SlabPool.shared.slabBytes
 
     init(limits: Limits) {
         self.limits = limits
@@ -146,6 +201,7 @@ final class CompressedHistory: Sendable {
             guard !state.gops[last].truncated else { return }
             state.gops[last].units.append(unit)
             state.gops[last].bytes += unit.bytes
+            state.gops[last].slabBytes += state.keep(indexed.unit)
             if indexed.unit.isLeading { state.gops[last].hasLeading = true }
             state.bytes += unit.bytes
             enforceLimits(&state, newest: receivedUptime)
@@ -168,23 +224,26 @@ final class CompressedHistory: Sendable {
 
     private func enforceLimits(_ state: inout State, newest: UInt64) {
         let last = state.gops.count - 1
-        if state.gops[last].bytes > limits.bytes {
+        if state.gops[last].bytes > limits.bytes || state.gops[last].slabBytes > limits.bytes + Self.sharedSlabBytes {
             // One GOP larger than the whole bound: it cannot be kept, whoever reads it.
             state.bytes -= state.gops[last].bytes
+            state.release(state.gops[last].units)
             state.gops[last].units = []
             state.gops[last].bytes = 0
+            state.gops[last].slabBytes = 0
             state.gops[last].truncated = true
         }
         let span = limits.seconds.nanoseconds
         while state.gops.count > 1 {
             let oldest = state.gops[0]
             let firstUptime = oldest.units.first?.receivedUptime ?? newest
-            let overBytes = state.bytes > limits.bytes
+            let overBytes = state.bytes > limits.bytes || state.slabBytes > limits.bytes + Self.sharedSlabBytes
             let overTime = newest &- firstUptime > span
             // A truncated GOP holds nothing a decoder can use.
             guard overBytes || overTime || oldest.truncated else { break }
             if let pinned = state.pinned, oldest.endIndex > pinned, !oldest.truncated { break }
             state.bytes -= oldest.bytes
+            state.release(oldest.units)
             state.gops.removeFirst()
             state.gopsDropped += 1
         }
@@ -326,6 +385,7 @@ final class CompressedHistory: Sendable {
     private static func summary(_ state: State, limits: Limits) -> Summary {
         var summary = Summary(limits: limits, gopsDropped: state.gopsDropped)
         summary.bytes = state.bytes
+        summary.slabBytes = state.slabBytes
         summary.accessUnits = state.gops.reduce(0) { $0 + $1.units.count }
         let decodable = state.gops.filter(\.isDecodable)
         summary.gops = decodable.count

@@ -19,6 +19,9 @@ public struct HistorySummary: Sendable, Equatable {
     public var gops: Int
     public var accessUnits: Int
     public var bytes: Int
+    /// The memory those bytes keep alive: the slabs they landed in, whole (`--history-bytes`
+    /// bounds this too).
+    public var memoryBytes: Int
     /// The picture numbers held: the first, and an upper bound of the last (the newest
     /// pictures may still be inside a decoder).
     public var firstSeq: UInt64?
@@ -35,6 +38,7 @@ public struct HistorySummary: Sendable, Equatable {
         gops = summary.gops
         accessUnits = summary.accessUnits
         bytes = summary.bytes
+        memoryBytes = summary.slabBytes
         firstSeq = summary.firstSeq
         lastSeq = summary.lastSeq
         let (seconds, attoseconds) = summary.limits.seconds.components
