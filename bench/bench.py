@@ -68,7 +68,7 @@ SUITES = [("B1", ingest.bench_ingest), ("B2", ingest.bench_multipart), ("B3", la
           ("M", micro.bench_micro), ("H1", hevc.bench_hevc_ingest), ("H2", hevc.bench_hevc_multipart),
           ("H3", memory.bench_hevc_memory), ("D1", on_demand.bench_on_demand_density),
           ("D2", on_demand.bench_first_picture), ("D3", on_demand.bench_idle_memory),
-          ("D4", on_demand.bench_past_picture)]
+          ("D4", on_demand.bench_past_picture), ("B8", on_demand.bench_unwatched_cpu)]
 
 
 def write_report(path, runs, started, loads, failed):

@@ -7,16 +7,18 @@ import threading
 import time
 
 from harness.client import post_file
-from harness.stats import runs_text
+from harness.stats import fmt, median, runs_text
 
 from .common import (DETAILS, F1080, TMP_BASE, BenchFailure, check_frames, command, count_jpegs, ffmpeg_to_jpegs,
-                     frametap, row_against_peer, run_ffmpeg)
+                     frametap, row, row_against_peer, run_ffmpeg)
 
 
 def bench_ingest(runs):
     server = frametap("--decoder-threads", "1")
     frames_expected = None
     ft1, ff1, ft2, ff2 = [], [], [], []
+    megabytes = os.path.getsize(F1080) / 1e6
+    new_session_faults, steady_faults = [], []
     command("curl --data-binary @.bench/streams/cam1080.264 'http://127.0.0.1:PORT/sessions/ID/nalus?flush=true'")
     command("ffmpeg -threads 1 -i .bench/streams/cam1080.264 -f null -")
     try:
@@ -25,10 +27,12 @@ def bench_ingest(runs):
             t, (frames, _) = run_ffmpeg(["-threads", "1", "-i", F1080, "-f", "null", "-"])
             frames_expected = frames
             ff1.append(frames / t)
+            faults = server.minor_faults()
             t, _, summary, _ = post_file(server, "b1-%d" % i, F1080, "flush=true")
             check_frames("B1", summary["frames"], frames_expected)
             ft1.append(summary["frames"] / t)
             server.json("DELETE", "/sessions/b1-%d" % i)
+            new_session_faults.append((server.minor_faults() - faults) / megabytes)
 
             results = [None, None]
 
@@ -57,15 +61,31 @@ def bench_ingest(runs):
                 check_frames("B1b", answers[k][2]["frames"], frames_expected)
                 server.json("DELETE", "/sessions/b1b-%d-%d" % (i, k))
             ft2.append(2 * frames_expected / wall)
+        # Steady state: pushes into one session whose history is full, so it drops a GOP for
+        # every one it takes; the first pushes fill it (they need memory the server never had).
+        fill = (64 << 20) // os.path.getsize(F1080) + 1
+        for k in range(fill + runs):
+            faults = server.minor_faults()
+            _, _, summary, _ = post_file(server, "b1-steady", F1080, "flush=true")
+            check_frames("B1f", summary["frames"], frames_expected)
+            if k >= fill:
+                steady_faults.append((server.minor_faults() - faults) / megabytes)
+        server.json("DELETE", "/sessions/b1-steady")
     finally:
         server.stop()
+    row("B1f", "server page faults per pushed MB, one session, history full (default bounds)",
+        fmt(median(steady_faults), 0), "—", "", float("nan"), "≤ 100", median(steady_faults) <= 100)
     row_against_peer("B1", "ingest 1080p, 1 session, `--decoder-threads 1` (fps)", ft1, "ffmpeg -threads 1", ff1, 1.0)
     row_against_peer("B1b", "ingest 1080p, 2 sessions at once (total fps)", ft2, "2 × ffmpeg -threads 1", ff2, 1.0)
     DETAILS.append("### B1 / B1b ingest\n\n%d pictures per push, all counted in the JSON answer and equal to "
                    "ffmpeg's. fps = pictures / wall time of the whole request (upload included), and of the "
                    "whole ffmpeg process (start and demuxing included).\n\n"
-                   "| runs | FrameTap | ffmpeg |\n|---|---|---|\n| B1 | %s | %s |\n| B1b | %s | %s |\n"
-                   % (frames_expected, runs_text(ft1), runs_text(ff1), runs_text(ft2), runs_text(ff2)))
+                   "| runs | FrameTap | ffmpeg |\n|---|---|---|\n| B1 | %s | %s |\n| B1b | %s | %s |\n\n"
+                   "Minor page faults of the server per pushed MB (`/proc/PID/stat`): B1's pushes, each into a "
+                   "new session deleted after it (its decoder's pictures are new memory): %s; pushes into one "
+                   "session after %d pushes filled its 64 MiB history (B1f): %s.\n"
+                   % (frames_expected, runs_text(ft1), runs_text(ff1), runs_text(ft2), runs_text(ff2),
+                      runs_text(new_session_faults), fill, runs_text(steady_faults)))
 
 
 def bench_multipart(runs):

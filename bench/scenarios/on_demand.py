@@ -275,3 +275,81 @@ def bench_past_picture(runs, requests=20):
                    "GOP's keyframe by a catch-up decoder while the push goes on. Request to answer (ms): p50 %.1f, "
                    "p99 %.1f, max %.1f; access units decoded per request: %s (mean %.1f).\n"
                    % (requests, p50, p99, max(times), runs_text(units, 0), statistics.mean(units)))
+
+
+def bench_unwatched_cpu(runs, sessions=64, peers=8, seconds=50):
+    """B8: CPU of an unwatched on-demand 720p30 session (receiving, splitting, history, counting)
+    against ffmpeg receiving the same push over HTTP and parsing it without decoding."""
+    build_loadgen()
+    stream = Stream(F720)
+    loops = int((seconds + 12) * 30 / len(stream.aus)) + 1
+    ours, theirs = [], []
+    for run in range(min(runs, 3)):
+        # ffmpeg: each listens on a port of its own for one push; its CPU over the window.
+        ports = [free_port() for _ in range(peers)]
+        listeners = [subprocess.Popen(
+            ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-re", "-f", "h264", "-listen", "1",
+             "-i", "http://127.0.0.1:%d/sessions/b8/nalus" % port, "-c", "copy", "-f", "null", "-"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for port in ports]
+        if run == 0:
+            command("ffmpeg -re -f h264 -listen 1 -i http://127.0.0.1:PORT/sessions/b8/nalus -c copy -f null -   "
+                    "(%d at once, each pushed by its own loadgen)" % peers)
+        time.sleep(1.0)
+        senders = [LoadGen(_Port(port), stream, 1, "b8", loops=loops, query="") for port in ports]
+        theirs.append(_window_cpu([p.pid for p in listeners], seconds) / peers)
+        for sender in senders:
+            sender.proc.kill()
+            sender.proc.communicate()
+        for listener in listeners:
+            listener.kill()
+            listener.communicate()
+
+        server = frametap("--default-decode", "on-demand", name="b8")
+        try:
+            gen = LoadGen(server, stream, sessions, "b8", loops=loops, query="")
+            if run == 0:
+                command(gen.described().replace(str(server.port), "PORT"))
+            ours.append(_window_cpu([server.pid], seconds) / sessions)
+            decoding = sum(1 for s in server.json("GET", "/sessions")["sessions"] if s["decoding"])
+            if decoding:
+                raise BenchFailure("B8: %d unwatched on-demand sessions were decoding" % decoding)
+            gen.proc.kill()
+            gen.proc.communicate()
+        finally:
+            server.stop()
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    row("B8", "CPU of one unwatched on-demand 720p30 session (cores; %d sessions, %d s)" % (sessions, seconds),
+        "%.4f" % statistics.median(ours), "ffmpeg -re -listen 1 -i URL -c copy -f null - (per stream)",
+        "%.4f" % statistics.median(theirs), ratio, "≤ 1.0", ratio <= 1.0)
+    DETAILS.append("### B8 unwatched on-demand session\n\n%d sessions of the 720p30 stream pushed in real time by "
+                   "`bench/loadgen` into `--default-decode on-demand` sessions nobody watches (none decodes: "
+                   "checked); the server's CPU (user + system, `/proc/PID/stat`) over %d s from 5 s in, divided "
+                   "by %d. The peer is the cheapest program that receives and parses the same push: %d ffmpeg "
+                   "processes, each listening for one chunked HTTP POST (its own loadgen) and copying the stream "
+                   "to a null muxer; their CPU over the same window, divided by %d. Cores per stream, runs: "
+                   "FrameTap %s; ffmpeg %s.\n" % (sessions, seconds, sessions, peers, peers,
+                                                   runs_text(ours, 4), runs_text(theirs, 4)))
+
+
+class _Port:
+    """What LoadGen needs of a server: its port."""
+
+    def __init__(self, port):
+        self.port = port
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _window_cpu(pids, seconds, warmup=5.0):
+    """Cores the processes used together over `seconds`, from `warmup` seconds on."""
+    from harness.proc import cpu_seconds
+    time.sleep(warmup)
+    before = sum(cpu_seconds(pid) for pid in pids)
+    start = time.monotonic()
+    time.sleep(seconds)
+    return (sum(cpu_seconds(pid) for pid in pids) - before) / (time.monotonic() - start)

@@ -31,6 +31,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def minor_faults(pid):
+    """Minor page faults so far: each is a page the kernel mapped (most often zeroed) for the
+    process, so reused memory causes none."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[7])
+
+
 def alive(pid):
     """The process exists and is neither a zombie nor dead."""
     try:

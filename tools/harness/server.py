@@ -123,6 +123,9 @@ class Server:
     def rss_kb(self):
         return proc.rss_kb(self.pid)
 
+    def minor_faults(self):
+        return proc.minor_faults(self.pid)
+
     def cpu_seconds(self):
         return proc.cpu_seconds(self.pid)
 
