@@ -212,7 +212,7 @@ public final class AccessUnitIngest {
 
     /// Emits the unit the splitter holds (its end would otherwise come with the next start code).
     private func completeSplitterUnit(into errors: inout [DecodeError]) {
-        guard splitter.pendingUnitPrefix != nil else { return }
+        guard splitter.hasPendingUnit else { return }
         var events: [SplitterEvent] = []
         splitter.finish { events.append($0) }
         for event in events { handle(event, into: &errors) }
@@ -364,7 +364,8 @@ public final class AccessUnitIngest {
 
     /// Holds a unit until a parameter set tells the codec; past the bound the oldest go.
     private func holdUndetected(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
-        undetected.append(unit)
+        // Held where no history counts its slabs: its bytes are copied out of them.
+        undetected.append(unit.detached())
         undetectedBytes += unit.bytes.count
         while undetectedBytes > Self.maxUndetectedBytes, let oldest = undetected.first {
             undetected.removeFirst()

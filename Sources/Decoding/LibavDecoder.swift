@@ -545,6 +545,8 @@ private struct PacketBuffers {
     static let keptAtMost = 8
     /// A new buffer's least size: most access units fit, so few are ever replaced.
     static let smallestBuffer = 256 << 10
+    /// The largest buffer kept for reuse.
+    static let largestKept = 4 << 20
 
     /// A new reference to a buffer holding `bytes`, with zeroed padding after them; nil when
     /// no memory could be had.
@@ -552,7 +554,10 @@ private struct PacketBuffers {
         let padding = Int(AV_INPUT_BUFFER_PADDING_SIZE)
         let needed = bytes.count + padding
         var reference: UnsafeMutablePointer<AVBufferRef>?
-        if let free = kept.firstIndex(where: { av_buffer_is_writable($0) != 0 && Int($0.pointee.size) >= needed }) {
+        if needed > Self.largestKept {
+            // An unusually large unit (a 4K keyframe): its buffer is not kept for the stream's life.
+            reference = av_buffer_alloc(needed)
+        } else if let free = kept.firstIndex(where: { av_buffer_is_writable($0) != 0 && Int($0.pointee.size) >= needed }) {
             reference = av_buffer_ref(kept[free])
         } else if let replaced = kept.firstIndex(where: { av_buffer_is_writable($0) != 0 }) {
             // Too small for this unit: grown, so that the stream's largest unit settles in one.

@@ -285,3 +285,11 @@ public struct AccessUnitAssembler: Sendable {
         emit(unit)
     }
 }
+
+extension AccessUnit: SlabDetachable {
+    public func detached() -> AccessUnit {
+        var copy = self
+        copy.nalUnits = nalUnits.map { $0.detached() }
+        return copy
+    }
+}

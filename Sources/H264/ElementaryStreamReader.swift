@@ -228,7 +228,8 @@ struct RandomAccessGate {
         } else if unit.isRandomAccessPoint || unit.primarySliceType == .i {
             verdict.earlier = waiting
         } else {
-            waiting.append(unit)
+            // Held where no history counts its slabs: its bytes are copied out of them.
+            waiting.append(unit.detached())
             waitingBytes += unit.byteCount
             while waitingBytes > Self.maxWaitingBytes, let oldest = waiting.first {
                 waiting.removeFirst()

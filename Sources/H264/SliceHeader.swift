@@ -142,6 +142,6 @@ public struct SliceHeaderPrefix: Sendable, Equatable {
             throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) has no slice header")
         }
         let end = min(nal.bytes.count, 1 + headerBytesToUnescape)
-        return BitReader(RBSP.unescape(nal.bytes[1..<end]))
+        return BitReader(RBSP.unescape(nal.bytes.region(1..<end)))
     }
 }

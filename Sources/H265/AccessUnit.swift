@@ -220,7 +220,7 @@ public struct AccessUnitAssembler: Sendable {
 
     /// slice_pic_parameter_set_id, which needs no parameter set to read.
     private static func ppsId(of nal: NALUnit) -> Int? {
-        var reader = BitReader(RBSP.unescape(nal.bytes[2..<min(nal.bytes.count, 16)]))
+        var reader = BitReader(RBSP.unescape(nal.bytes.region(2..<min(nal.bytes.count, 16))))
         guard (try? reader.skipBits(nal.type.isIRAP ? 2 : 1)) != nil else { return nil }
         return try? reader.readUE(max: 63, "slice_pic_parameter_set_id")
     }
@@ -242,5 +242,13 @@ public struct AccessUnitAssembler: Sendable {
         current = AccessUnit(nalUnits: [])
         accessUnitCount += 1
         emit(unit)
+    }
+}
+
+extension AccessUnit: SlabDetachable {
+    public func detached() -> AccessUnit {
+        var copy = self
+        copy.nalUnits = nalUnits.map { $0.detached() }
+        return copy
     }
 }

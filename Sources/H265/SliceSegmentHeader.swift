@@ -93,6 +93,6 @@ public struct SliceSegmentHeader: Sendable, Equatable {
             throw BitstreamError(.invalidData, "NAL unit type \(nal.type.name) has no slice segment header")
         }
         let end = min(nal.bytes.count, 2 + headerBytesToUnescape)
-        return BitReader(RBSP.unescape(nal.bytes[2..<end]))
+        return BitReader(RBSP.unescape(nal.bytes.region(2..<end)))
     }
 }

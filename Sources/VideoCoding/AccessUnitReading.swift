@@ -188,7 +188,7 @@ public func accessUnitsEnded<Assembler, Unit>(
 /// parameter sets arrive, as the CLI's probe finds them before its decoder starts (it hands them
 /// to the decoder as extradata, so pictures before them in the stream still decode). At most
 /// 5 MB are held, the CLI probe's own limit. Inactive, it passes every unit straight on.
-public struct ParameterSetWait<Unit: Sendable>: Sendable {
+public struct ParameterSetWait<Unit: Sendable & SlabDetachable>: Sendable {
     private let active: Bool
     private var waiting: Bool
     private var held: [Unit] = []
@@ -203,7 +203,8 @@ public struct ParameterSetWait<Unit: Sendable>: Sendable {
     /// The units to go on with now, in stream order: none while waiting (`unit` is held).
     public mutating func pass(_ unit: Unit, bytes: Int, haveParameterSets: Bool) -> [Unit] {
         guard waiting else { return [unit] }
-        held.append(unit)
+        // Held where no history counts its slabs: its bytes are copied out of them.
+        held.append(unit.detached())
         heldBytes += bytes
         guard haveParameterSets || heldBytes >= Self.maxHeldBytes else { return [] }
         return release()

@@ -176,6 +176,13 @@ public struct AnnexBSplitter: Sendable {
         discardedBytes + (mode == .seekingFirstStartCode ? max(0, skippedBeforeFirstStartCode - zeroRun) : 0)
     }
 
+    /// Whether a unit is being collected (its end has not arrived).
+    public var hasPendingUnit: Bool {
+        guard mode == .collecting else { return false }
+        if case .empty = unit { return false }
+        return true
+    }
+
     /// The first bytes (at most `prefixLength`) of the unit whose end has not arrived yet, nil
     /// when none is being collected. They never change as more bytes come, so a consumer may act
     /// on them early (see the assemblers' `nextUnitEndsAccessUnit(prefix:)`).
@@ -393,7 +400,7 @@ public struct AnnexBSplitter: Sendable {
         case .empty:
             return
         case .inPlace(let start, let count):
-            guard let run else { return }
+            guard let run else { preconditionFailure("a unit collected in place outlived its landed run") }
             bytes = SlabBytes(run.slab, offset: run.slabStart + (start - run.streamStart), count: count)
         case .assembled:
             bytes = assembly.take()
@@ -440,16 +447,25 @@ private struct UnitAssembly: Sendable {
 
     /// The unit assembled: handed out, and the next one goes after it.
     mutating func take() -> SlabBytes {
-        let bytes = SlabBytes(slab!, offset: start, count: count)
+        var bytes = SlabBytes(slab!, offset: start, count: count)
         start += count
         count = 0
-        // A unit in memory of its own keeps it alone.
-        if !slab!.isPooled { slab = nil }
+        if !slab!.isPooled {
+            // A unit in memory of its own keeps it alone, sized to it (it grew by doubling).
+            if bytes.slab.capacity > bytes.count + bytes.count / 8 { bytes = bytes.detached() }
+            slab = nil
+            start = 0
+        }
         return bytes
     }
 
+    /// The unit under way is dropped; memory of its own (an oversized unit's) goes with it.
     mutating func discard() {
         count = 0
+        if let slab, !slab.isPooled {
+            self.slab = nil
+            start = 0
+        }
     }
 
     /// No unit under way: the current slab is let go.

@@ -1,11 +1,16 @@
 /// A NAL unit's bytes without a start code, whichever model holds them (the splitter's
 /// `AnnexBUnit`, each codec's `NALUnit`): what joining units into a byte stream, and telling
 /// a repeated parameter set from a changed one, need of them.
-public protocol NALUnitBytes {
+public protocol NALUnitBytes: SlabDetachable {
     /// From the NAL unit header on, emulation prevention kept.
     var bytes: SlabBytes { get }
-    /// The same unit with its bytes in memory of their own (`SlabBytes.detached`), for a unit
-    /// kept long (a stream's parameter sets), which would otherwise hold its whole slab.
+}
+
+/// A value whose bytes lie in slabs, which can copy them out: a unit kept long, or kept where
+/// no bound counts the slabs (a stream's parameter sets; units held before a stream can start),
+/// would otherwise keep its whole slab alive.
+public protocol SlabDetachable {
+    /// The same value with its bytes in memory of their own (`SlabBytes.detached`).
     func detached() -> Self
 }
 

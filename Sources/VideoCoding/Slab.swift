@@ -304,3 +304,32 @@ public struct SlabWriter: Sendable {
         fill = 0
     }
 }
+
+extension RBSP {
+    /// `unescape` of bytes in a slab, read through a raw buffer (not byte by byte through the
+    /// collection's subscript).
+    public static func unescape(_ bytes: SlabBytes) -> [UInt8] {
+        bytes.withUnsafeBytes { unescape($0) }
+    }
+}
+
+/// A `SlabWriter` several producers take turns at (one session's pushes, one after another):
+/// each push goes on in the slab the one before filled part of, so a client that pushes one
+/// small access unit per request does not keep a slab alive for each. Any thread.
+public final class SlabLanding: Sendable {
+    private let writer: Mutex<SlabWriter>
+
+    public init(pool: SlabPool = .shared) {
+        writer = Mutex(SlabWriter(pool: pool))
+    }
+
+    /// `SlabWriter.landSome`.
+    public func landSome(_ bytes: UnsafeRawBufferPointer) -> SlabBytes {
+        writer.withLock { $0.landSome(bytes) }
+    }
+
+    /// `SlabWriter.release`.
+    public func release() {
+        writer.withLock { $0.release() }
+    }
+}

@@ -1,6 +1,7 @@
 import Ingest
 import Testing
 import TestSupport
+import VideoCoding
 
 /// The one queue between the HTTP server and a session's ingest worker, on its own: no
 /// sockets, no decoder, no sleeps.
@@ -153,5 +154,25 @@ import TestSupport
             queue.setConsumerWake { _ = holder }  // too late: ignored, nothing follows
         }
         #expect(released == nil)
+    }
+
+    /// A session's pushes land one after another in the same slabs: a client that pushes one
+    /// small access unit per request does not keep a slab alive for each.
+    @Test func pushesSharingALandingGoOnInTheSameSlab() {
+        let landing = SlabLanding(pool: SlabPool(slabBytes: 1 << 10, maxIdleSlabs: 4))
+        var pieces: [SlabBytes] = []
+        for push in 0..<3 {
+            let queue = UploadQueue<Refusal>(
+                watermark: HighLowWatermark(capacity: 100), clock: ManualClock(), landing: landing)
+            #expect(offer(queue, 30, value: UInt8(push + 1)) == .accepted(30))
+            queue.finish()
+            guard case .bytes(let bytes, _) = queue.take() else {
+                Issue.record("push \(push): expected bytes")
+                return
+            }
+            pieces.append(bytes)
+        }
+        #expect(pieces.map(Array.init) == [[UInt8](repeating: 1, count: 30), [UInt8](repeating: 2, count: 30), [UInt8](repeating: 3, count: 30)])
+        #expect(pieces[0].isFollowed(by: pieces[1]) && pieces[1].isFollowed(by: pieces[2]))
     }
 }

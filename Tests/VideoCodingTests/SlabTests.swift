@@ -116,3 +116,54 @@ import VideoCoding
         #expect(pool.usage.inUse == 0, "\(pool.usage)")
     }
 }
+
+/// Bytes kept where no history counts slabs are copied out of them; a dropped oversized unit
+/// takes its memory with it.
+@Suite(.timeLimit(.minutes(10))) struct SlabRetentionTests {
+    struct Held: Sendable, SlabDetachable {
+        let bytes: SlabBytes
+        func detached() -> Held { Held(bytes: bytes.detached()) }
+    }
+
+    @Test func unitsHeldBeforeTheParameterSetsLetGoOfTheirSlabs() {
+        let pool = SlabPool(slabBytes: 4_096, maxIdleSlabs: 4)
+        var wait = ParameterSetWait<Held>(active: true)
+        for index in 0..<3 {
+            var writer = SlabWriter(pool: pool)
+            let landed = [UInt8](repeating: UInt8(index), count: 20).withUnsafeBytes { writer.landContiguous($0) }
+            #expect(wait.pass(Held(bytes: landed), bytes: 20, haveParameterSets: false).isEmpty)
+        }
+        // Only the wait holds the units now, and none of them holds a slab of the pool.
+        #expect(pool.usage.inUse == 0, "\(pool.usage)")
+        let released = wait.pass(Held(bytes: [9]), bytes: 1, haveParameterSets: true)
+        #expect(released.map { Array($0.bytes) } == [Array(repeating: 0, count: 20), Array(repeating: 1, count: 20), Array(repeating: 2, count: 20), [9]])
+    }
+
+    @Test func aDroppedOversizedUnitTakesItsMemoryWithIt() {
+        let pool = SlabPool(slabBytes: 64, maxIdleSlabs: 4)
+        var splitter = AnnexBSplitter(maxNALBytes: 1_000, pool: pool)
+        var units: [AnnexBUnit] = []
+        var dropped = 0
+        let collect: (SplitterEvent) -> Void = { event in
+            switch event {
+            case .unit(let unit): units.append(unit)
+            case .dropped: dropped += 1
+            }
+        }
+        let big = [0, 0, 1] + [UInt8](repeating: 0x41, count: 600)
+        let oversized = [0, 0, 1] + [UInt8](repeating: 0x42, count: 2_000)
+        let small = [0, 0, 1] + [UInt8](repeating: 0x43, count: 10) + [0, 0, 1]
+        // In pieces, so that each unit is assembled rather than read in place.
+        for piece in [big, oversized, small] {
+            for start in stride(from: 0, to: piece.count, by: 50) {
+                splitter.push(Array(piece[start..<min(piece.count, start + 50)]), collect)
+            }
+        }
+        #expect(dropped == 1)
+        #expect(units.map(\.bytes.count) == [600, 10])
+        // The 600-byte unit grew by doubling: it is handed out in memory sized to it.
+        #expect(units[0].bytes.slab.capacity == 600)
+        // The small one is not written into what was left of the dropped unit's memory.
+        #expect(units[1].bytes.slab.capacity <= 64, "\(units[1].bytes.slab.capacity)")
+    }
+}

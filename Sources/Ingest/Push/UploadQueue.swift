@@ -38,14 +38,15 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
         /// Set once the producer can offer nothing more (finished, aborted or refused).
         var producerDone = false
         var refusal: Failure?
-        /// Where offered bytes land: each byte is copied once, into a slab of the pool.
-        var landing: SlabWriter
     }
 
     public let watermark: HighLowWatermark
     /// Largest body accepted; the offer that would pass it is refused with `body_too_large`.
     public let maxBytes: Int?
     private let clock: any ServiceClock
+    /// Where offered bytes land: each byte is copied once, into a slab of the pool (a session's
+    /// pushes share one, see `SlabLanding`).
+    private let landing: SlabLanding
     private let state: Mutex<State>
     /// Told (on the producer's thread, so it must be quick and not call back into the producer)
     /// when the queue itself refuses the body past `maxBytes`: that is when the upload ends for
@@ -56,13 +57,14 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
     /// an earlier one of the same session to be decoded holds no bytes.
     public init(
         watermark: HighLowWatermark, maxBytes: Int? = nil, admitted: Bool = true, clock: any ServiceClock,
-        pool: SlabPool = .shared, onLimit: @escaping @Sendable (Failure) -> Void = { _ in }
+        landing: SlabLanding? = nil, onLimit: @escaping @Sendable (Failure) -> Void = { _ in }
     ) {
         self.watermark = watermark
         self.maxBytes = maxBytes
         self.clock = clock
         self.onLimit = onLimit
-        state = Mutex(State(queue: WatermarkedQueue(watermark: watermark), admitted: admitted, landing: SlabWriter(pool: pool)))
+        self.landing = landing ?? SlabLanding()
+        state = Mutex(State(queue: WatermarkedQueue(watermark: watermark), admitted: admitted))
     }
 
     // MARK: - Producer
@@ -90,7 +92,7 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
             guard taken > 0 else { return .accepted(0) }
             var rest = UnsafeRawBufferPointer(rebasing: bytes[..<taken])
             while !rest.isEmpty {
-                let piece = state.landing.landSome(rest)
+                let piece = landing.landSome(rest)
                 rest = UnsafeRawBufferPointer(rebasing: rest[piece.count...])
                 if let woken = state.queue.append(.bytes(piece, receivedAt: receivedAt), weight: piece.count) { wake = woken }
             }
@@ -177,7 +179,6 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
         let wake = state.withLock { state -> WaitingSide.Wake? in
             guard !state.queue.isEnded else { return nil }
             state.producerDone = true
-            state.landing.release()
             return state.queue.end(with: event, droppingQueued: dropQueued)
         }
         wake?()

@@ -47,6 +47,8 @@ final class DecodeLoop: Sendable {
     private let pictures: PictureCache
     /// Where every access unit goes first (this loop is its only writer).
     private let history: CompressedHistory
+    /// Where this session's pushes land, one after another in the same slabs.
+    private let landing = SlabLanding()
     /// The session's open container stream, between the pushes that carry it.
     private let containers = ContainerStreamSlot<SessionError>()
     /// Packets of container tracks other than the video, counted.
@@ -242,7 +244,7 @@ final class DecodeLoop: Sendable {
             let queue = UploadQueue(
                 watermark: HighLowWatermark(capacity: configuration.uploadQueueBytes),
                 maxBytes: maxBytes ?? configuration.maxBodyBytes, admitted: state.jobs.isEmpty, clock: context.clock,
-                onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
+                landing: landing, onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
             let (source, answer) = makeSource(queue)
             let job = IngestJob(
                 upload: queue, source: source, flush: flush, codec: codec, answer: answer,
