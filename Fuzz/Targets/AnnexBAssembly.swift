@@ -54,7 +54,7 @@ struct AccessUnitSummary: Equatable {
     var streamOffset: Int
 
     init(_ unit: AccessUnit) {
-        nalUnits = unit.nalUnits.map(\.bytes)
+        nalUnits = unit.nalUnits.map { Array($0.bytes) }
         offsets = unit.nalUnits.map(\.streamOffset)
         isIDR = unit.isIDR
         isRandomAccessPoint = unit.isRandomAccessPoint

@@ -52,7 +52,7 @@ struct AccessUnitSummary: Equatable {
     var verdict: RandomAccess.Verdict
 
     init(_ unit: AccessUnit, verdict: RandomAccess.Verdict) {
-        nalUnits = unit.nalUnits.map(\.bytes)
+        nalUnits = unit.nalUnits.map { Array($0.bytes) }
         offsets = unit.nalUnits.map(\.streamOffset)
         hasPicture = unit.hasPicture
         pictureType = unit.pictureType

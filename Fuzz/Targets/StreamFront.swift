@@ -140,7 +140,7 @@ final class FrontRun {
             judgedPictures += 1
             events.append(
                 .accessUnit(
-                    units: unit.nalUnits.map(\.bytes), sets: unit.parameterSets.map(\.bytes),
+                    units: unit.nalUnits.map { Array($0.bytes) }, sets: unit.parameterSets.map { Array($0.bytes) },
                     keys: unit.parameterSets.map(\.key), sequence: unit.sequence, keyframe: unit.isKeyframe,
                     intra: unit.isIntra))
         case .droppedBeforeKeyframe(let count):
