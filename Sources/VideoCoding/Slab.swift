@@ -17,7 +17,7 @@ public final class SlabPool: Sendable {
     public let slabBytes: Int
     public let maxIdleSlabs: Int
 
-    /// What a pool holds, for tests and metrics.
+    /// What a pool holds (tests read it).
     public struct Usage: Sendable, Equatable {
         /// Slabs handed out and not yet back.
         public var inUse: Int
