@@ -81,8 +81,8 @@ public struct AnnexBSplitter: Sendable {
     private var position = 0
     private var unitOffset = 0
     private var skippedBeforeFirstStartCode = 0
-    /// The landed pieces that followed each other in one slab up to now: stream offsets from
-    /// `run.streamStart` on are at `run.slabStart + (offset - run.streamStart)` in `run.bytes`' slab.
+    /// The landed pieces that followed each other in one slab up to now (`LandedRun.slabOffset`
+    /// says where a stream offset lies in it).
     private var run: LandedRun?
     private var assembly: UnitAssembly
 
@@ -100,6 +100,9 @@ public struct AnnexBSplitter: Sendable {
         var streamStart: Int
         /// Slab offset right after the last landed byte.
         var slabEnd: Int
+
+        /// Where the byte at `streamOffset` (from `streamStart` on) lies in `slab`.
+        func slabOffset(ofStream streamOffset: Int) -> Int { slabStart + (streamOffset - streamStart) }
     }
 
     public init(maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, pool: SlabPool = .shared) {
@@ -347,7 +350,7 @@ public struct AnnexBSplitter: Sendable {
     /// following each other in one slab).
     private mutating func moveToAssembly() {
         guard case .inPlace(let start, let count) = unit, let run else { return }
-        let at = run.slabStart + (start - run.streamStart)
+        let at = run.slabOffset(ofStream: start)
         assembly.append(zeros: 0, UnsafePointer((run.slab.base + at).assumingMemoryBound(to: UInt8.self)), count: count)
         unit = .assembled
     }
@@ -370,8 +373,7 @@ public struct AnnexBSplitter: Sendable {
 
     private func inRun(_ start: Int, _ count: Int) -> [UInt8] {
         guard let run else { return [] }
-        let at = run.slabStart + (start - run.streamStart)
-        return Array(UnsafeRawBufferPointer(start: run.slab.base + at, count: count))
+        return Array(UnsafeRawBufferPointer(start: run.slab.base + run.slabOffset(ofStream: start), count: count))
     }
 
     private mutating func forgetUnit() {
@@ -401,7 +403,7 @@ public struct AnnexBSplitter: Sendable {
             return
         case .inPlace(let start, let count):
             guard let run else { preconditionFailure("a unit collected in place outlived its landed run") }
-            bytes = SlabBytes(run.slab, offset: run.slabStart + (start - run.streamStart), count: count)
+            bytes = SlabBytes(run.slab, offset: run.slabOffset(ofStream: start), count: count)
         case .assembled:
             bytes = assembly.take()
             assembledUnits += 1

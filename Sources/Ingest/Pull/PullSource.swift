@@ -214,12 +214,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 guard outputs.append(.sample(sample, receivedAt: clock.uptime)) else { return stopped }
             case .bytes(let bytes):
                 let receivedAt = clock.uptime
-                var rest = bytes[...]
-                while !rest.isEmpty {
-                    let piece = rest.withUnsafeBytes { landing.landSome($0) }
-                    rest = rest.dropFirst(piece.count)
-                    guard outputs.append(.bytes(piece, receivedAt: receivedAt)) else { return stopped }
+                var taken = true
+                bytes.withUnsafeBytes { buffer in
+                    landing.land(buffer) { piece in
+                        if taken { taken = outputs.append(.bytes(piece, receivedAt: receivedAt)) }
+                    }
                 }
+                guard taken else { return stopped }
             case .end:
                 return ContainerError(.sourceEnded, "the source ended its stream")
             case .failed(let error):

@@ -78,13 +78,6 @@ public final class SpoolFile: Sendable {
         writeOffset.store(start + done, ordering: .relaxed)
     }
 
-    func read(at offset: Int, count: Int) throws(IngestError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: count)
-        let got = buffer.withUnsafeMutableBytes { buffer in Result { () throws(IngestError) in try read(at: offset, into: buffer) } }
-        buffer.removeSubrange(try got.get()...)
-        return buffer
-    }
-
     /// Reads up to `buffer.count` bytes at `offset` into `buffer`; how many (0 at the end, or
     /// once the file is closed).
     func read(at offset: Int, into buffer: UnsafeMutableRawBufferPointer) throws(IngestError) -> Int {

@@ -128,7 +128,12 @@ final class CompressedHistory: Sendable {
             for nal in unit.nalUnits {
                 let slab = nal.bytes.slab
                 let key = ObjectIdentifier(slab)
-                if slabs[key, default: HeldSlab(capacity: slab.capacity)].count(plus: 1) == 1 { added += slab.capacity }
+                if slabs[key] != nil {
+                    slabs[key]!.units += 1
+                } else {
+                    slabs[key] = HeldSlab(capacity: slab.capacity, units: 1)
+                    added += slab.capacity
+                }
             }
             slabBytes += added
             return added
@@ -153,15 +158,8 @@ final class CompressedHistory: Sendable {
 
     private struct HeldSlab {
         let capacity: Int
-        var units = 0
-
-        init(capacity: Int) { self.capacity = capacity }
-
-        /// Adds `count` held units; how many there are now.
-        mutating func count(plus count: Int) -> Int {
-            units += count
-            return units
-        }
+        /// Held NAL units in it.
+        var units: Int
     }
 
     let limits: Limits
