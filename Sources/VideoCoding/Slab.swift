@@ -7,14 +7,23 @@ import Synchronization
 /// the GOP), and the next upload fills it again. Reused memory is already mapped and warm:
 /// no fresh pages for the kernel to zero, no heap growing and shrinking under every push.
 ///
-/// The pool keeps at most `maxIdleSlabs` slabs that nobody uses; one more is freed. Any thread.
+/// The pool keeps at most `maxIdleSlabs` slabs that nobody uses, or a quarter of the slabs in use
+/// when that is more; past it, the coldest are freed. Any thread.
 public final class SlabPool: Sendable {
     /// The pool every session shares: 256 KiB slabs (a 1080p picture of a camera is 20-200 KB,
-    /// so few units straddle two slabs), up to 32 MiB of them idle.
+    /// so few units straddle two slabs), up to 32 MiB of them idle, or a quarter of those in use.
     public static let shared = SlabPool(slabBytes: 256 << 10, maxIdleSlabs: 128)
 
     /// The size of every slab of this pool.
     public let slabBytes: Int
+    /// Idle slabs kept whatever the use; past it, as many as a quarter of the slabs in use.
+    ///
+    /// Histories give their slabs back a whole GOP at a time, and sessions whose streams started
+    /// together (cameras after a restart, a load generator) do it at the same moment: with a 10 s
+    /// history of 2 s GOPs, a fifth of every slab in use comes back at once and is asked for again
+    /// over the next GOP. A fixed bound below that frees the surplus and allocates it again: fresh
+    /// pages, which the kernel must fault in and zero. A quarter of the slabs in use covers such a
+    /// wave and stays proportional to what the histories hold, which `--history-bytes` bounds.
     public let maxIdleSlabs: Int
 
     /// What a pool holds (tests read it).
@@ -81,13 +90,18 @@ public final class SlabPool: Sendable {
 
     fileprivate func recycle(_ base: UnsafeMutableRawPointer) {
         let address = SlabAddress(base)
-        let kept = state.withLock { state -> Bool in
+        let surplus = state.withLock { state -> [SlabAddress] in
             state.inUse -= 1
-            guard state.idle.count < maxIdleSlabs else { return false }
             state.idle.append(address.pointer)
-            return true
+            // The bound falls as slabs come back: what it no longer covers goes, coldest first,
+            // so a server whose sessions ended keeps `maxIdleSlabs` at most.
+            let bound = max(maxIdleSlabs, state.inUse / 4)
+            guard state.idle.count > bound else { return [] }
+            let count = state.idle.count - bound
+            defer { state.idle.removeFirst(count) }
+            return state.idle.prefix(count).map(SlabAddress.init)
         }
-        if !kept { base.deallocate() }
+        for slab in surplus { slab.pointer.deallocate() }
     }
 }
 

@@ -27,6 +27,20 @@ import VideoCoding
         #expect(pool.usage.idle == 1)
     }
 
+    /// Past `maxIdleSlabs`, a quarter of the slabs in use may wait idle (a history's GOP coming
+    /// back at once is asked for again); the bound falls with the use, down to `maxIdleSlabs`.
+    @Test func idleSlabsFollowAQuarterOfThoseInUse() {
+        let pool = SlabPool(slabBytes: 64, maxIdleSlabs: 2)
+        var slabs: [Slab] = (0..<40).map { _ in pool.slab() }
+        slabs.removeLast(10)
+        #expect(pool.usage == SlabPool.Usage(inUse: 30, idle: 7, allocated: 40))
+        slabs.append(contentsOf: (0..<7).map { _ in pool.slab() })
+        #expect(pool.usage == SlabPool.Usage(inUse: 37, idle: 0, allocated: 40))
+        slabs = []
+        #expect(slabs.isEmpty)
+        #expect(pool.usage == SlabPool.Usage(inUse: 0, idle: 2, allocated: 40))
+    }
+
     @Test func landedBytesGoOnInTheNextSlabInOrder() {
         let pool = SlabPool(slabBytes: 8, maxIdleSlabs: 4)
         var writer = SlabWriter(pool: pool)

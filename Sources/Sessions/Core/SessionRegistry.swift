@@ -5,6 +5,7 @@ import Ingest
 import Logging
 import Synchronization
 import Timekeeping
+import VideoCoding
 
 /// All live sessions: create-or-get within the limits, lookup, list, delete, idle eviction.
 /// Every method may be called from any thread.
@@ -178,7 +179,8 @@ public final class SessionRegistry: Sendable {
             sessions: sessions.map { $0.status() }, devices: services.devicePool.usage(),
             downloads: services.frameDownloads, decoderMemory: services.decoderMemory,
             catchUps: services.catchUpPool.usage, warmDecoders: services.catchUpPool.warmDecoders.usage,
-            historyBytes: sessions.reduce(0) { $0 + $1.historyBytes }, engines: services.devicePool.engines.report())
+            historyBytes: sessions.reduce(0) { $0 + $1.historyBytes }, slabs: SlabPool.shared.usage,
+            engines: services.devicePool.engines.report())
     }
 
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API

@@ -149,7 +149,7 @@ public final class FrameTapMetrics: Sendable {
     public func refresh(
         sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
         decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, warmDecoders: WarmDecoderPool.Usage? = nil,
-        historyBytes: Int? = nil, engines: [EnginePlacement.Report] = []
+        historyBytes: Int? = nil, slabs: SlabPool.Usage? = nil, engines: [EnginePlacement.Report] = []
     ) {
         var byBackend: [[String]: Int] = [:]
         for status in sessions {
@@ -227,6 +227,14 @@ public final class FrameTapMetrics: Sendable {
         if let historyBytes {
             memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
                 .set(to: Double(historyBytes))
+        }
+        if let slabs {
+            memoryGauge(Names.slabsInUse, "Slabs of the shared pool holding received bytes (uploads, history)")
+                .set(to: Double(slabs.inUse))
+            memoryGauge(Names.slabsIdle, "Slabs of the shared pool waiting to be used again")
+                .set(to: Double(slabs.idle))
+            memoryGauge(Names.slabsAllocated, "Slabs the shared pool allocated since start-up (a reused one counts once)")
+                .set(to: Double(slabs.allocated))
         }
         refreshEngines(engines)
     }
@@ -352,6 +360,9 @@ public final class FrameTapMetrics: Sendable {
         public static let warmDecoderHits = "frametap_warm_decoder_hits"
         public static let warmDecoderMisses = "frametap_warm_decoder_misses"
         public static let historyBytes = "frametap_history_bytes"
+        public static let slabsInUse = "frametap_slabs_in_use"
+        public static let slabsIdle = "frametap_slabs_idle"
+        public static let slabsAllocated = "frametap_slabs_allocated"
     }
 }
 
