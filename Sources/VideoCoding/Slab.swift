@@ -26,7 +26,7 @@ public final class SlabPool: Sendable {
     /// wave and stays proportional to what the histories hold, which `--history-bytes` bounds.
     public let maxIdleSlabs: Int
 
-    /// What a pool holds (tests read it).
+    /// What a pool holds (tests and the pool's gauges read it).
     public struct Usage: Sendable, Equatable {
         /// Slabs handed out and not yet back.
         public var inUse: Int
@@ -98,8 +98,9 @@ public final class SlabPool: Sendable {
             let bound = max(maxIdleSlabs, state.inUse / 4)
             guard state.idle.count > bound else { return [] }
             let count = state.idle.count - bound
-            defer { state.idle.removeFirst(count) }
-            return state.idle.prefix(count).map(SlabAddress.init)
+            let coldest = state.idle[..<count].map(SlabAddress.init)
+            state.idle.removeFirst(count)
+            return coldest
         }
         for slab in surplus { slab.pointer.deallocate() }
     }
@@ -340,10 +341,5 @@ public final class SlabLanding: Sendable {
     /// `SlabWriter.landSome`.
     public func landSome(_ bytes: UnsafeRawBufferPointer) -> SlabBytes {
         writer.withLock { $0.landSome(bytes) }
-    }
-
-    /// `SlabWriter.release`.
-    public func release() {
-        writer.withLock { $0.release() }
     }
 }
