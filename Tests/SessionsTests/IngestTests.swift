@@ -245,6 +245,28 @@ import TestSupport
         _ = try session.beginUpload(flush: false) { _ in }
     }
 
+    /// A reader that polled while the body was still arriving, and asks to be told only after the
+    /// body ended, is told at once: the end of the body is progress for it (it starts pulling).
+    @Test func aReaderThatPolledBeforeTheBodyEndedIsToldOfItsEnd() async throws {
+        let session = try makeSession()
+        let spooled = try session.beginSpooledUpload(PictureRequest(format: .yuv), flush: true)
+        let bodyEnded = Outcome<Result<Void, SessionError>>()
+        spooled.onUploadEnd { bodyEnded.set($0) }
+        try await send(try Fixture.bytes(Fixture.baseline), to: spooled.queue)
+        guard case .wait = spooled.poll() else {
+            Issue.record("nothing to take before the body ended")
+            return
+        }
+        spooled.queue.finish()
+        try await bodyEnded.value(waitingFor: "the multipart upload's body to end").get()
+        let told = Signal()
+        spooled.notifyWhenReady { told.signal() }
+        try await told.wait(for: "the reader to be told that the body ended", timeout: .seconds(5))
+        let summary = try await readToEnd(spooled)
+        #expect(summary.frames == Fixture.baselineFrames)
+        spooled.cancel()
+    }
+
     @Test func aFailedMultipartPushEndsWithItsError() async throws {
         let session = try makeSession()
         let spooled = try session.beginSpooledUpload(PictureRequest(), flush: true)

@@ -53,9 +53,15 @@ public final class SpooledUpload: Sendable {
 
         var isOver: Bool { finished != nil || cancelled }
 
-        /// The reader can make progress now (a part, the end, or an encode to start).
+        /// The body is spooled and the reader has yet to start pulling.
+        var readerMayStartPulling: Bool {
+            guard !pulling, case .success = uploadResult else { return false }
+            return true
+        }
+
+        /// The reader can make progress now (start pulling, a part, the end, or an encode to start).
         var readerCanProceed: Bool {
-            ready != nil || isOver || (!encoding && (!pending.isEmpty || outcome != nil))
+            readerMayStartPulling || ready != nil || isOver || (!encoding && (!pending.isEmpty || outcome != nil))
         }
 
         mutating func takeCallback() -> (@Sendable () -> Void)? {
@@ -142,7 +148,7 @@ public final class SpooledUpload: Sendable {
             case startPulling
         }
         let step = state.withLock { state -> Step in
-            if !state.pulling, case .success = state.uploadResult {
+            if state.readerMayStartPulling {
                 state.pulling = true
                 return .startPulling
             }
