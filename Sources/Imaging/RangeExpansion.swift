@@ -1,15 +1,19 @@
+import CTurboJPEG
 import Decoding
 
 /// How an 8-bit limited-range picture at native size becomes full range for JPEG.
 @_spi(Benchmarking) public enum RangeExpansionMethod: Sendable, CaseIterable {
-    /// A 256-entry table per component, applied row by row into reusable planes.
-    case lookupTable
+    /// FrameTap's own, row by row into reusable planes: `RangeExpansion` for 8 bits, a
+    /// `NarrowingTables` table for deeper samples.
+    case builtIn
     /// swscale, same format and size, limited source range to full output range.
     case swscale
 }
 
-/// Limited ("TV", 16–235 luma / 16–240 chroma) to full (0–255) range, 8-bit, via tables.
-enum RangeTables {
+/// Limited ("TV", 16–235 luma / 16–240 chroma) to full (0–255) range, 8-bit. The tables are the
+/// definition (the GPU's kernels take them, and tests check `apply` against them); `apply` is the
+/// CPU's way, sixteen samples at a time in C (`ft_expand_range_plane`).
+enum RangeExpansion {
     static let luma: [UInt8] = table { (Double($0) - 16) * 255 / 219 }
     static let chroma: [UInt8] = table { (Double($0) - 128) * 255 / 224 + 128 }
 
@@ -17,21 +21,12 @@ enum RangeTables {
         (0..<256).map { UInt8(min(max(expand($0).rounded(), 0), 255)) }
     }
 
-    /// Writes `rows` rows of `rowBytes` samples through `table`.
+    /// Writes `rows` rows of `rowBytes` samples, expanded; `output` may be `source`.
     static func apply(
-        _ table: [UInt8], from source: UnsafePointer<UInt8>, sourceStride: Int,
+        chroma: Bool, from source: UnsafePointer<UInt8>, sourceStride: Int,
         to output: UnsafeMutablePointer<UInt8>, outputStride: Int, rowBytes: Int, rows: Int
     ) {
-        table.withUnsafeBufferPointer { table in
-            guard let lookup = table.baseAddress else { return }
-            for row in 0..<rows {
-                let input = source + row * sourceStride
-                let result = output + row * outputStride
-                for column in 0..<rowBytes {
-                    result[column] = lookup[Int(input[column])]
-                }
-            }
-        }
+        ft_expand_range_plane(source, sourceStride, output, outputStride, rowBytes, rows, chroma ? 1 : 0)
     }
 }
 

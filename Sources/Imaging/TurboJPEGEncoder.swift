@@ -26,7 +26,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
     /// core of a shared 2-core VM): JPEG with the table 2.67 ms/frame, with swscale 5.56 ms,
     /// zero-copy full-range 2.04 ms; so the expansion costs ~0.6 ms by table and ~3.5 ms
     /// through swscale's generic scaler path (a same-size range change cannot use its copy path).
-    @_spi(Benchmarking) public var rangeExpansion: RangeExpansionMethod = .lookupTable
+    @_spi(Benchmarking) public var rangeExpansion: RangeExpansionMethod = .builtIn
 
     /// Buffers above this are freed after the picture that needed them, so one huge request
     /// (up to 36 Mpixel) does not pin ~100 MB per encoder for the rest of its life. 4K 4:4:4
@@ -89,9 +89,9 @@ public final class TurboJPEGEncoder: PictureEncoding {
         let planes: PlanePointers
         if nativeSize && source.format == inputFormat && source.range == .full {
             planes = source.planes  // the zero-copy path: TurboJPEG reads the decoder's planes
-        } else if nativeSize && source.format == inputFormat && rangeExpansion == .lookupTable {
+        } else if nativeSize && source.format == inputFormat && rangeExpansion == .builtIn {
             planes = expandRange(source)
-        } else if nativeSize && rangeExpansion == .lookupTable, let depth = PixelFormats.narrowableDepth(source.format, to: inputFormat) {
+        } else if nativeSize && rangeExpansion == .builtIn, let depth = PixelFormats.narrowableDepth(source.format, to: inputFormat) {
             // 10- and 12-bit pictures at their own size: one table lookup per sample does depth
             // and range together. swscale's generic path for it cost more than the JPEG itself
             // (H2 in BENCHMARKS.md).
@@ -118,8 +118,8 @@ public final class TurboJPEGEncoder: PictureEncoding {
         var planes = PlanePointers()
         for plane in 0..<layout.planeCount {
             guard let input = source.planes.data[plane], let result = output.data[plane] else { continue }
-            RangeTables.apply(
-                plane == 0 ? RangeTables.luma : RangeTables.chroma, from: input,
+            RangeExpansion.apply(
+                chroma: plane > 0, from: input,
                 sourceStride: Int(source.planes.strides[plane]), to: result, outputStride: Int(output.strides[plane]),
                 rowBytes: layout.rowBytes[plane], rows: layout.rows[plane])
             planes.data[plane] = UnsafePointer(result)
@@ -152,8 +152,8 @@ public final class TurboJPEGEncoder: PictureEncoding {
     private func expandLumaInPlace(_ planes: PlanePointers, width: Int, height: Int) {
         guard let luma = planes.data[0] else { return }
         let stride = Int(planes.strides[0])
-        RangeTables.apply(
-            RangeTables.luma, from: luma, sourceStride: stride, to: UnsafeMutablePointer(mutating: luma),
+        RangeExpansion.apply(
+            chroma: false, from: luma, sourceStride: stride, to: UnsafeMutablePointer(mutating: luma),
             outputStride: stride, rowBytes: width, rows: height)
     }
 

@@ -279,7 +279,7 @@ import TestSupport
     // MARK: The device's tables
 
     @Test func theKernelsTablesAreTheCPUPathsOwn() {
-        #expect(RangeTables.luma[16] == 0 && RangeTables.luma[235] == 255 && RangeTables.chroma[128] == 128)
+        #expect(RangeExpansion.luma[16] == 0 && RangeExpansion.luma[235] == 255 && RangeExpansion.chroma[128] == 128)
         #expect(RangeKernels.ptx.contains(".visible .entry \(RangeKernels.mapPlane)("))
         #expect(RangeKernels.ptx.contains(".visible .entry \(RangeKernels.splitChroma)("))
     }

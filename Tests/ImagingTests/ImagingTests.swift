@@ -164,6 +164,37 @@ import Testing
         #expect(psnr(renderings[0], renderings[1]) >= 45)
     }
 
+    /// The C expansion gives, for every byte value, the rounded full-range value (halves away from
+    /// zero, clamped): in its sixteen-at-a-time part, in its tail, and in place.
+    @Test(arguments: [false, true])
+    func rangeExpansionIsExactForEveryByte(chroma: Bool) {
+        func expected(_ sample: Int) -> UInt8 {
+            let value = chroma ? (Double(sample) - 128) * 255 / 224 + 128 : (Double(sample) - 16) * 255 / 219
+            return UInt8(min(max(value.rounded(.toNearestOrAwayFromZero), 0), 255))
+        }
+        // 256 values twice, the second time shifted by 7 so every value also lands in the tail of
+        // a 23-sample row.
+        let input = (0..<256).map { UInt8($0) } + (0..<256).map { UInt8(($0 + 7) & 255) }
+        let reference = input.map { expected(Int($0)) }
+        for rowBytes in [16, 23, 512] {
+            let rows = input.count / rowBytes
+            var output = [UInt8](repeating: 0, count: input.count)
+            input.withUnsafeBufferPointer { source in
+                output.withUnsafeMutableBufferPointer { result in
+                    ft_expand_range_plane(
+                        source.baseAddress, rowBytes, result.baseAddress, rowBytes, rowBytes, rows, chroma ? 1 : 0)
+                }
+            }
+            let covered = rows * rowBytes
+            #expect(Array(output[..<covered]) == Array(reference[..<covered]), "rows of \(rowBytes)")
+            var inPlace = input
+            inPlace.withUnsafeMutableBufferPointer { plane in
+                ft_expand_range_plane(plane.baseAddress, rowBytes, plane.baseAddress, rowBytes, rowBytes, rows, chroma ? 1 : 0)
+            }
+            #expect(Array(inPlace[..<covered]) == Array(reference[..<covered]), "in place, rows of \(rowBytes)")
+        }
+    }
+
     @Test func nv12FromHardwareDownloadEncodes() throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p", width: 160, height: 96)
         defer { stream.remove() }

@@ -243,7 +243,7 @@ private final class ContextResources {
             library.moduleGetFunction(&splitChroma, module, RangeKernels.splitChroma),
             "cuModuleGetFunction(\(RangeKernels.splitChroma))")
         try check(library.memAlloc(&tables, 768), "cuMemAlloc (range tables)")
-        let bytes: [UInt8] = (0..<256).map { UInt8($0) } + RangeTables.luma + RangeTables.chroma
+        let bytes: [UInt8] = (0..<256).map { UInt8($0) } + RangeExpansion.luma + RangeExpansion.chroma
         try check(bytes.withUnsafeBytes { library.memcpyHtoD(tables, $0.baseAddress, 768) }, "cuMemcpyHtoD (range tables)")
         try checkNvJPEG(library.create(&handle), "nvjpegCreateSimple")
         try checkNvJPEG(library.encoderStateCreate(handle, &state, stream), "nvjpegEncoderStateCreate")

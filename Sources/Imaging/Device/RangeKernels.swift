@@ -1,6 +1,6 @@
 /// The two kernels that turn a decoder's NV12 surface into the planar 4:2:0 picture nvJPEG
 /// encodes, each sample passed through a 256-entry table on the way: the identity for a
-/// full-range picture, `RangeTables.luma`/`.chroma` for a limited-range one, so the GPU's
+/// full-range picture, `RangeExpansion.luma`/`.chroma` for a limited-range one, so the GPU's
 /// samples are the very bytes the CPU encoder would compress. Hand-written PTX (ISA 7.0,
 /// sm_52, JIT-compiled by the driver for the card at hand): the binary needs no CUDA toolkit.
 ///
