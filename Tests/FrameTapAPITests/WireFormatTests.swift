@@ -138,6 +138,22 @@ import Timekeeping
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
+    /// Timestamps are Foundation's ISO 8601 with milliseconds, character for character, and
+    /// HTTP dates RFC 9110's IMF-fixdate.
+    @Test func timestampsAndHTTPDates() {
+        var generator = SystemRandomNumberGenerator()
+        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        let dates = [Self.createdAt, Self.laterAt, Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400.999_9)]
+            + (0..<5000).map { _ in Date(timeIntervalSince1970: Double.random(in: 0...4_102_444_800, using: &generator)) }
+        for date in dates {
+            #expect(WireJSON.timestamp(date) == date.formatted(style), "\(date.timeIntervalSince1970)")
+        }
+        #expect(WireJSON.timestamp(Self.createdAt) == "2026-01-01T00:00:00.125Z")
+        #expect(HTTPDate.string(secondsSince1970: 784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.string(secondsSince1970: 951_782_400) == "Tue, 29 Feb 2000 00:00:00 GMT")
+        #expect(HTTPDate.string(secondsSince1970: 0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+    }
+
     @Test func hevcFormat() throws {
         var display = VUIDisplayParameters()
         display.videoFullRange = true

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Timekeeping
 
 /// FrameTap's JSON as it leaves the process: HTTP bodies, the `data:` of server-sent events and
 /// the CLI's `--json`, all from one encoder configuration.
@@ -31,7 +32,23 @@ public enum WireJSON {
 
     /// A timestamp as published: ISO 8601 in UTC with milliseconds (`2026-01-01T00:00:00.125Z`).
     static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let time = UTCTime(date)
+        return String(asciiCapacity: 32) { text in
+            text.append(time.year, digits: 4)
+            text.append("-")
+            text.append(time.month, digits: 2)
+            text.append("-")
+            text.append(time.day, digits: 2)
+            text.append("T")
+            text.append(time.hour, digits: 2)
+            text.append(":")
+            text.append(time.minute, digits: 2)
+            text.append(":")
+            text.append(time.second, digits: 2)
+            text.append(".")
+            text.append(time.millisecond, digits: 3)
+            text.append("Z")
+        }
     }
 }
 

@@ -1,20 +1,31 @@
-#if canImport(Glibc)
-    import Glibc
-#endif
+import Timekeeping
 
-/// RFC 9110 IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), formatted by hand: no locale and no
-/// formatter object per request.
+/// RFC 9110 IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), formatted by hand: no locale, no
+/// formatter object and one allocation per date.
 public enum HTTPDate {
-    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let days: [StaticString] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let months: [StaticString] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
 
     /// The date `secondsSince1970` seconds after the Unix epoch.
     public static func string(secondsSince1970: Int) -> String {
-        var seconds = time_t(secondsSince1970)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : String(value) }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
+        let time = UTCTime(secondsSince1970: secondsSince1970)
+        return String(asciiCapacity: 40) { text in
+            text.append(days[time.weekday])
+            text.append(", ")
+            text.append(time.day, digits: 2)
+            text.append(" ")
+            text.append(months[time.month - 1])
+            text.append(" ")
+            text.append(time.year, digits: 4)
+            text.append(" ")
+            text.append(time.hour, digits: 2)
+            text.append(":")
+            text.append(time.minute, digits: 2)
+            text.append(":")
+            text.append(time.second, digits: 2)
+            text.append(" GMT")
+        }
     }
 }

@@ -1,0 +1,114 @@
+import FoundationEssentials
+
+/// A wall-clock instant in UTC, in its calendar fields (proleptic Gregorian), for the timestamps
+/// FrameTap writes on every answer: HTTP dates and ISO 8601 with milliseconds. Plain arithmetic on
+/// the Unix time: no time zone database, no lock (glibc's `gmtime_r` takes its time zone lock) and
+/// no Calendar (Foundation's ISO 8601 style builds date components through one).
+public struct UTCTime: Sendable, Equatable {
+    public let year: Int
+    /// 1 to 12.
+    public let month: Int
+    /// 1 to 31.
+    public let day: Int
+    public let hour: Int
+    public let minute: Int
+    public let second: Int
+    public let millisecond: Int
+    /// 0 for Sunday to 6 for Saturday.
+    public let weekday: Int
+
+    /// The millisecond `milliseconds` after the Unix epoch (before it when negative).
+    public init(millisecondsSince1970 milliseconds: Int64) {
+        let (days, millisecondOfDay) = Self.floorDivision(milliseconds, 86_400_000)
+        let secondOfDay = Int(millisecondOfDay / 1000)
+        millisecond = Int(millisecondOfDay % 1000)
+        hour = secondOfDay / 3600
+        minute = secondOfDay / 60 % 60
+        second = secondOfDay % 60
+        weekday = Int(Self.floorDivision(days + 4, 7).remainder)  // 1970-01-01 was a Thursday
+        // Days to a civil date, counting in 400-year eras from 0000-03-01 so that each leap day
+        // ends its year (H. Hinnant, "chrono-Compatible Low-Level Date Algorithms").
+        let shifted = days + 719_468
+        let (era, dayOfEra) = Self.floorDivision(shifted, 146_097)
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        day = Int(dayOfYear - (153 * monthFromMarch + 2) / 5 + 1)
+        month = Int(monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9)
+        year = Int(yearOfEra + era * 400) + (month <= 2 ? 1 : 0)
+    }
+
+    /// `date`, to the millisecond below it. The milliseconds come from the fraction of the second
+    /// alone, as Foundation's ISO 8601 style takes them (scaling the whole interval by 1000 can
+    /// round up into the next millisecond).
+    public init(_ date: Date) {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        let millisecond = min(Int64(((date.timeIntervalSince1970 - seconds) * 1000).rounded(.down)), 999)
+        self.init(millisecondsSince1970: Int64(seconds) * 1000 + millisecond)
+    }
+
+    /// The whole second `seconds` after the Unix epoch.
+    public init(secondsSince1970 seconds: Int) {
+        self.init(millisecondsSince1970: Int64(seconds) * 1000)
+    }
+
+    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let quotient = value >= 0 ? value / divisor : (value - divisor + 1) / divisor
+        return (quotient, value - quotient * divisor)
+    }
+}
+
+/// Writes timestamps as ASCII into a buffer of known size, so each is one allocation. What does
+/// not fit is cut off.
+public struct ASCIIWriter: ~Copyable {
+    private let buffer: UnsafeMutableBufferPointer<UInt8>
+    public private(set) var count = 0
+
+    public init(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
+        self.buffer = buffer
+    }
+
+    public mutating func append(_ text: StaticString) {
+        text.withUTF8Buffer { bytes in
+            for byte in bytes where count < buffer.count {
+                buffer[count] = byte
+                count += 1
+            }
+        }
+    }
+
+    /// `value` in decimal with at least `digits` digits (zero-padded); a negative value is written
+    /// as 0.
+    public mutating func append(_ value: Int, digits: Int) {
+        let value = max(value, 0)
+        var width = 1
+        var limit = 10
+        while value >= limit && width < 19 {
+            width += 1
+            limit *= 10
+        }
+        width = max(width, digits)
+        var rest = value
+        // What does not fit is the lowest digits.
+        for _ in 0..<max(0, width - (buffer.count - count)) {
+            rest /= 10
+            width -= 1
+        }
+        for position in stride(from: count + width - 1, through: count, by: -1) {
+            buffer[position] = UInt8(truncatingIfNeeded: 48 + rest % 10)
+            rest /= 10
+        }
+        count += width
+    }
+}
+
+extension String {
+    /// A string of at most `capacity` ASCII bytes, written by `write`.
+    public init(asciiCapacity capacity: Int, _ write: (inout ASCIIWriter) -> Void) {
+        self.init(unsafeUninitializedCapacity: capacity) { buffer in
+            var writer = ASCIIWriter(buffer)
+            write(&writer)
+            return writer.count
+        }
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+import Timekeeping
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite(.timeLimit(.minutes(10))) struct UTCTimeTests {
+    /// Every field agrees with the C library's `gmtime_r` across four centuries, leap days and
+    /// century years included, and before the epoch.
+    @Test func fieldsAgreeWithTheCLibrary() {
+        var generator = SystemRandomNumberGenerator()
+        let fixed: [Int64] = [
+            0, -1, 86_399_999, 86_400_000, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, 253_402_300_799_999,
+            -2_208_988_800_000,
+        ]
+        let random = (0..<20_000).map { _ in Int64.random(in: -2_208_988_800_000...4_102_444_800_000, using: &generator) }
+        for milliseconds in fixed + random {
+            let time = UTCTime(millisecondsSince1970: milliseconds)
+            var seconds = time_t(milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000)
+            var parts = tm()
+            gmtime_r(&seconds, &parts)
+            let expected = [
+                Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday), Int(parts.tm_hour),
+                Int(parts.tm_min), Int(parts.tm_sec), Int(parts.tm_wday),
+            ]
+            let fields = [time.year, time.month, time.day, time.hour, time.minute, time.second, time.weekday]
+            #expect(fields == expected, "\(milliseconds) ms")
+            let millisecond = Int(((milliseconds % 1000) + 1000) % 1000)
+            #expect(time.millisecond == millisecond, "\(milliseconds) ms")
+        }
+    }
+
+    @Test func aDateIsTakenToTheMillisecondBelowIt() {
+        let time = UTCTime(Date(timeIntervalSince1970: 1_767_225_600.1259))
+        let fields: [Int] = [time.year, time.month, time.day, time.hour, time.minute, time.second, time.millisecond]
+        #expect(fields == [2026, 1, 1, 0, 0, 0, 125])
+    }
+
+    @Test func asciiIsPaddedAndCutToItsCapacity() {
+        let padded = String(asciiCapacity: 16) { text in
+            text.append(7, digits: 3)
+            text.append("-")
+            text.append(12345, digits: 2)
+            text.append("-")
+            text.append(-4, digits: 2)
+        }
+        #expect(padded == "007-12345-00")
+        let cut = String(asciiCapacity: 5) { text in
+            text.append("abc")
+            text.append(123_456, digits: 1)
+            text.append("z")
+        }
+        #expect(cut == "abc12")
+    }
+}
