@@ -131,9 +131,10 @@ public struct FrameTapAPI: Sendable {
     public func observe(_ record: RequestRecord) {
         let status = record.status?.code ?? 499
         metrics.recordRequest(route: record.route ?? "unmatched", status: status, duration: record.duration)
-        let metadata: Logger.Metadata = [
-            "method": "\(record.method)", "route": "\(record.route ?? "unmatched")", "status": "\(status)",
-        ]
+        // Built only for a line that is written: most requests write none.
+        var metadata: Logger.Metadata {
+            ["method": "\(record.method)", "route": "\(record.route ?? "unmatched")", "status": "\(status)"]
+        }
         if record.outcome == .answeredEarly {
             // The server stopped listening to a body on purpose (deleted session, limit, shutdown).
             logger.info("upload answered before its body ended", metadata: metadata)

@@ -37,6 +37,20 @@ public final class FrameTapMetrics: Sendable {
         let labels: [String]
     }
 
+    /// Every request is counted: its two series are found by route and status alone, without
+    /// building the label list that `labelled` is keyed by.
+    private let requestSeries = Mutex<[RequestSeriesKey: RequestSeries]>([:])
+
+    private struct RequestSeriesKey: Hashable {
+        let route: String
+        let status: Int
+    }
+
+    private struct RequestSeries: Sendable {
+        let count: CoreMetrics.Counter
+        let seconds: CoreMetrics.Timer
+    }
+
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -94,10 +108,16 @@ public final class FrameTapMetrics: Sendable {
     /// `route` must be a template (`/sessions/{id}/frame/latest.jpg`), never a raw path, so the
     /// number of series stays bounded.
     public func recordRequest(route: String, status: Int, duration: Duration? = nil) {
-        counter(Names.requests, ["route": route, "status": String(status)]).increment()
-        if let duration {
-            timer(Names.requestSeconds, ["route": route]).recordNanoseconds(Int64(duration.nanoseconds))
-        }
+        let key = RequestSeriesKey(route: route, status: status)
+        let series = requestSeries.withLock { $0[key] } ?? {
+            let made = RequestSeries(
+                count: counter(Names.requests, ["route": route, "status": String(status)]),
+                seconds: timer(Names.requestSeconds, ["route": route]))
+            requestSeries.withLock { $0[key] = made }
+            return made
+        }()
+        series.count.increment()
+        if let duration { series.seconds.recordNanoseconds(Int64(duration.nanoseconds)) }
     }
 
     /// One session's NAL-unit counters by type (see `NALUnitCounters`).
