@@ -144,7 +144,6 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             }
             retryRequested.withLock { $0 = false }
             update(.connecting)
-            interrupt.rearm()
             let outcome: ContainerError
             if let refusal = settings.policy.check(spec.url) {
                 // The policy is fixed, but a host name's addresses may have moved out of it.
@@ -193,6 +192,9 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     /// idle, until `connectNow()`. False when the pull was stopped.
     private func waitUntilWanted() -> Bool {
         while !isStopped {
+            // The interrupt is cleared before `wanted` is read: a `release()` from here on keeps
+            // its `.letGo` for the connection about to be made, one before it reads as unwanted.
+            interrupt.rearm()
             if isWanted { return true }
             becomeIdle()
             sleeper.wait()
