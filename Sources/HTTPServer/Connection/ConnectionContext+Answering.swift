@@ -40,10 +40,13 @@ extension ConnectionContext {
     /// the client after it; then the rest of the body is dropped, for at most
     /// `maxDiscardDuration` even if the client goes quiet. Must hold the lock: it serialises
     /// this with the connection's end (after `closed` the socket may be gone). Returns whether
-    /// the answer was written whole.
+    /// the answer was written whole. The first early answer is the one sent: a second one (the
+    /// body's reader and the answer's worker can both decide to answer, each under its own hold of
+    /// the lock) changes nothing, and the body goes on being dropped.
     @discardableResult
     func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State) -> Bool {
         guard !state.closed else { return false }
+        if case .sentEarly = state.answer { return true }
         if case .pending(let promise, _) = state.answer {
             // Whoever held it learns the request is over before the client can act on the answer.
             promise.cancel(answering: nil)
@@ -124,19 +127,26 @@ extension ConnectionContext {
         if response.special.map({ if case .deferred = $0 { true } else { false } }) == true {
             response = .problem(.internalError("A deferred answer cannot answer with another deferred answer."))
         }
-        let sink = state.withLock { state -> (any RequestBodySink)? in
-            guard !state.closed, case .pending = state.answer else { return nil }
+        let (sink, taken) = state.withLock { state -> ((any RequestBodySink)?, Bool) in
+            guard !state.closed, case .pending = state.answer else { return (nil, false) }
             guard case .streamingBody(let sink, _) = state.stage else {
                 state.answer = .ready(response)
                 resumeLocked(&state)
-                return nil
+                return (nil, true)
             }
             // The body is still arriving: answer now, not when it ends (or never, for a live push).
             answerEarlyLocked(response, &state)
-            return sink
+            return (sink, true)
         }
         // The answer came from the sink's consumer, which has stopped listening already.
         sink?.abort(.answeredEarly)
+        if !taken { Self.discard(response, .clientGone) }
+    }
+
+    /// An answer that will never be queued: a stream body is closed, so what its source holds
+    /// (a multipart answer's upload slot and spool) is given back.
+    static func discard(_ response: HTTPResponse, _ reason: StreamCloseReason) {
+        if case .stream(let source) = response.body { source.close(reason) }
     }
 
     private func queue(_ response: HTTPResponse) -> MHD_Result {
@@ -180,6 +190,8 @@ extension ConnectionContext {
                 context: self, source: source, heartbeat: core.configuration.heartbeatInterval,
                 clock: core.clock)
             state.withLock { $0.stream = stream }
+            // A stream made after stop() told this connection's streams to end is told too.
+            if core.isDraining { stream.endForShutdown() }
             pointer = stream.makeMHDResponse()
         }
         guard let pointer else { return nil }

@@ -94,7 +94,8 @@ extension ConnectionContext {
         case .sentEarly(let sent):
             status = sent
             outcome = .answeredEarly
-        case .notYet, .ready: break
+        case .ready(let response): Self.discard(response, outcome == .serverShutdown ? .serverShutdown : .clientGone)
+        case .notYet: break
         }
         core.forget(self)
         core.deadlines.requestEnded(connection.pointer)
