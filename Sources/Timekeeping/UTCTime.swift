@@ -38,14 +38,18 @@ public struct UTCTime: Sendable, Equatable {
         year = Int(yearOfEra + era * 400) + (month <= 2 ? 1 : 0)
     }
 
-    /// `date`, to the millisecond below it. The milliseconds come from the fraction of the second
-    /// alone, as Foundation's ISO 8601 style takes them (scaling the whole interval by 1000 can
-    /// round up into the next millisecond).
+    /// `date`, to the millisecond below it. Counted from the reference date (2001), as `Date`
+    /// holds it: its 1970-based interval has one bit less and can round up into the next
+    /// millisecond, where Foundation's ISO 8601 style does not.
     public init(_ date: Date) {
-        let seconds = date.timeIntervalSince1970.rounded(.down)
-        let millisecond = min(Int64(((date.timeIntervalSince1970 - seconds) * 1000).rounded(.down)), 999)
-        self.init(millisecondsSince1970: Int64(seconds) * 1000 + millisecond)
+        let sinceReference = date.timeIntervalSinceReferenceDate
+        let seconds = sinceReference.rounded(.down)
+        let millisecond = min(Int64(((sinceReference - seconds) * 1000).rounded(.down)), 999)
+        self.init(millisecondsSince1970: (Int64(seconds) + Self.referenceDateSince1970) * 1000 + millisecond)
     }
+
+    /// Seconds from 1970-01-01 to 2001-01-01.
+    private static let referenceDateSince1970: Int64 = 978_307_200
 
     /// The whole second `seconds` after the Unix epoch.
     public init(secondsSince1970 seconds: Int) {
@@ -53,8 +57,8 @@ public struct UTCTime: Sendable, Equatable {
     }
 
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
-        let quotient = value >= 0 ? value / divisor : (value - divisor + 1) / divisor
-        return (quotient, value - quotient * divisor)
+        let (quotient, remainder) = value.quotientAndRemainder(dividingBy: divisor)
+        return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)
     }
 }
 
@@ -82,10 +86,10 @@ public struct ASCIIWriter: ~Copyable {
     public mutating func append(_ value: Int, digits: Int) {
         let value = max(value, 0)
         var width = 1
-        var limit = 10
-        while value >= limit && width < 19 {
+        var shorter = value / 10
+        while shorter > 0 {
             width += 1
-            limit *= 10
+            shorter /= 10
         }
         width = max(width, digits)
         var rest = value

@@ -139,12 +139,20 @@ import Timekeeping
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
     /// Timestamps are Foundation's ISO 8601 with milliseconds, character for character, and
-    /// HTTP dates RFC 9110's IMF-fixdate.
+    /// HTTP dates RFC 9110's IMF-fixdate. The random dates are made as `Date()` makes them, 0.1 ms
+    /// past a millisecond, where taking the millisecond below (FrameTap's rule, see `UTCTime`)
+    /// and rounding to the nearest agree.
     @Test func timestampsAndHTTPDates() {
         var generator = SystemRandomNumberGenerator()
         let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        let unixToReference = 978_307_200.0
+        let random = (0..<5000).map { _ in
+            let millisecond = Double(Int64.random(in: 0...4_102_444_800_000, using: &generator))
+            return Date(timeIntervalSinceReferenceDate: (millisecond / 1000).rounded(.down) - unixToReference
+                + (millisecond.truncatingRemainder(dividingBy: 1000) + 0.1) / 1000)
+        }
         let dates = [Self.createdAt, Self.laterAt, Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400.999_9)]
-            + (0..<5000).map { _ in Date(timeIntervalSince1970: Double.random(in: 0...4_102_444_800, using: &generator)) }
+            + random
         for date in dates {
             #expect(WireJSON.timestamp(date) == date.formatted(style), "\(date.timeIntervalSince1970)")
         }

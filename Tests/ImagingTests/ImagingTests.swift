@@ -172,11 +172,11 @@ import Testing
             let value = chroma ? (Double(sample) - 128) * 255 / 224 + 128 : (Double(sample) - 16) * 255 / 219
             return UInt8(min(max(value.rounded(.toNearestOrAwayFromZero), 0), 255))
         }
-        // 256 values twice, the second time shifted by 7 so every value also lands in the tail of
-        // a 23-sample row.
+        // 256 values twice, the second time shifted by 7; rows of one sample take every value
+        // through the tail alone.
         let input = (0..<256).map { UInt8($0) } + (0..<256).map { UInt8(($0 + 7) & 255) }
         let reference = input.map { expected(Int($0)) }
-        for rowBytes in [16, 23, 512] {
+        for rowBytes in [1, 16, 23, 512] {
             let rows = input.count / rowBytes
             var output = [UInt8](repeating: 0, count: input.count)
             input.withUnsafeBufferPointer { source in

@@ -32,10 +32,17 @@ import Timekeeping
         }
     }
 
+    /// The millisecond below, counted from the reference date as `Date` holds it: the 1970-based
+    /// interval of the first two dates rounds up to .125 and to the next day.
     @Test func aDateIsTakenToTheMillisecondBelowIt() {
-        let time = UTCTime(Date(timeIntervalSince1970: 1_767_225_600.1259))
-        let fields: [Int] = [time.year, time.month, time.day, time.hour, time.minute, time.second, time.millisecond]
-        #expect(fields == [2026, 1, 1, 0, 0, 0, 125])
+        func fields(_ date: Date) -> [Int] {
+            let time = UTCTime(date)
+            return [time.year, time.month, time.day, time.hour, time.minute, time.second, time.millisecond]
+        }
+        #expect(fields(Date(timeIntervalSinceReferenceDate: 788_918_400.125 - 0x1p-23)) == [2026, 1, 1, 0, 0, 0, 124])
+        #expect(fields(Date(timeIntervalSinceReferenceDate: 788_918_400 - 0x1p-23)) == [2025, 12, 31, 23, 59, 59, 999])
+        #expect(fields(Date(timeIntervalSince1970: 1_767_225_600.1259)) == [2026, 1, 1, 0, 0, 0, 125])
+        #expect(fields(Date(timeIntervalSince1970: -0.0005)) == [1969, 12, 31, 23, 59, 59, 999])
     }
 
     @Test func asciiIsPaddedAndCutToItsCapacity() {
@@ -53,5 +60,7 @@ import Timekeeping
             text.append("z")
         }
         #expect(cut == "abc12")
+        let widest = String(asciiCapacity: 24) { $0.append(Int.max, digits: 1) }
+        #expect(widest == String(Int.max))
     }
 }

@@ -46,6 +46,7 @@ final class StreamResponse: Sendable {
                 ft_mhd_size_unknown(), 32 * 1024, streamReaderCallback, retained, streamFreeCallback)
         else {
             Unmanaged<StreamResponse>.fromOpaque(retained).release()
+            source.close(.clientGone)  // libmicrohttpd will never pull, so never free it either
             return nil
         }
         startHeartbeat()
