@@ -106,6 +106,17 @@ public struct ASCIIWriter: ~Copyable {
     }
 }
 
+extension ASCIIWriter {
+    /// `HH:MM:SS`, as HTTP dates and ISO 8601 both write the time of day.
+    public mutating func appendTimeOfDay(_ time: UTCTime) {
+        append(time.hour, digits: 2)
+        append(":")
+        append(time.minute, digits: 2)
+        append(":")
+        append(time.second, digits: 2)
+    }
+}
+
 extension String {
     /// A string of at most `capacity` ASCII bytes, written by `write`.
     public init(asciiCapacity capacity: Int, _ write: (inout ASCIIWriter) -> Void) {

@@ -20,11 +20,7 @@ public enum HTTPDate {
             text.append(" ")
             text.append(time.year, digits: 4)
             text.append(" ")
-            text.append(time.hour, digits: 2)
-            text.append(":")
-            text.append(time.minute, digits: 2)
-            text.append(":")
-            text.append(time.second, digits: 2)
+            text.appendTimeOfDay(time)
             text.append(" GMT")
         }
     }
