@@ -41,6 +41,14 @@ struct SourceURLTests {
         #expect(try SourceURL("rtsp://[FD00::1]/x").openedText() == "rtsp://[fd00::1]:554/x")
         #expect(try SourceURL("srt://h:0900?mode=caller").openedText() == "srt://h:900/?mode=caller")
         #expect(try SourceURL("rtsp://h:554/x").openedText(host: "127.0.0.1", port: 40000) == "rtsp://127.0.0.1:40000/x")
+        // At the length limit, a URL whose opened form is longer (the default port, a '/' before
+        // its query) is refused: what is opened and saved must read back.
+        let query = "?" + String(repeating: "a", count: 4096 - "srt://h:9000?".utf8.count)
+        #expect(throws: ContainerError.self) { try SourceURL("srt://h:9000" + query) }
+        let path = "/" + String(repeating: "b", count: 4096 - "rtsp://h/".utf8.count)
+        #expect(throws: ContainerError.self) { try SourceURL("rtsp://h" + path) }
+        let fits = try SourceURL("rtsp://h:554/" + String(repeating: "b", count: 4096 - "rtsp://h:554/".utf8.count))
+        #expect(try SourceURL(fits.openedText()) == fits)
     }
 
     /// Camera URL forms as their makers document them, and what may be shown of each.

@@ -29,8 +29,14 @@ public struct SourceURL: Sendable, Equatable, CustomStringConvertible {
     /// protocol) and would connect to a cut one.
     static let maxHostBytes = 253
 
+    /// The longest URL, as given and as opened (which adds the default port, a `/` before a
+    /// query, or brackets).
+    static let maxBytes = 4096
+
     public init(_ text: String) throws(ContainerError) {
-        guard text.utf8.count <= 4096 else { throw ContainerError(.invalidSource, "the URL is longer than 4096 bytes") }
+        guard text.utf8.count <= Self.maxBytes else {
+            throw ContainerError(.invalidSource, "the URL is longer than \(Self.maxBytes) bytes")
+        }
         guard !text.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) else {
             throw ContainerError(.invalidSource, "the URL has spaces, control or non-ASCII characters (percent-encode them)")
         }
@@ -111,6 +117,11 @@ public struct SourceURL: Sendable, Equatable, CustomStringConvertible {
         self.path = path
         self.query = query
         self.userInfo = userInfo
+        // What is opened, saved and read back must be accepted again.
+        guard openedText().utf8.count <= Self.maxBytes else {
+            throw ContainerError(
+                .invalidSource, "the URL is longer than \(Self.maxBytes) bytes once its port and path are written out")
+        }
         try scheme.check(self)
     }
 
