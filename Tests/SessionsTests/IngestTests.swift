@@ -267,6 +267,22 @@ import TestSupport
         spooled.cancel()
     }
 
+    /// A multipart answer cancelled after its body was finished but before the decode loop took
+    /// that end (the queue's abort then changes nothing): the push still ends, and the next
+    /// upload is admitted and answered.
+    @Test func aMultipartAnswerCancelledAsItsBodyEndsFreesTheSession() async throws {
+        let session = try makeSession()
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let spooled = try session.beginSpooledUpload(PictureRequest(format: .yuv), flush: true)
+        try await send(stream, to: spooled.queue)
+        let hold = try QueueHold(session.loop.decodeQueue, "the decode queue")
+        spooled.queue.finish()
+        spooled.cancel()
+        hold.release()
+        let summary = try await push(stream, to: session, flush: true)
+        #expect(summary.frames == Fixture.baselineFrames)
+    }
+
     @Test func aFailedMultipartPushEndsWithItsError() async throws {
         let session = try makeSession()
         let spooled = try session.beginSpooledUpload(PictureRequest(), flush: true)

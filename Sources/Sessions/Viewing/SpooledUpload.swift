@@ -1,4 +1,5 @@
 import Decoding
+import Dispatch
 import Ingest
 import Synchronization
 
@@ -48,6 +49,10 @@ public final class SpooledUpload: Sendable {
         var finished: Result<UploadSummary, SessionError>?
         var callback: (@Sendable () -> Void)?
         var cancelled = false
+        /// Cancelled while the body was still on its way (`.serverShutdown` or `.clientGone`):
+        /// if the body's end was already queued, the abort changed nothing and the body's end
+        /// ends the job instead.
+        var cancelledBeforeTheBodyEnded: IngestStop<SessionError>?
         /// The reader has asked for a part: nothing is decoded before (the client may never read).
         var pulling = false
 
@@ -103,13 +108,25 @@ public final class SpooledUpload: Sendable {
     }
 
     func uploadEnded(_ result: Result<Void, SessionError>) {
-        let (handler, reader) = state.withLock { state in
+        let (handler, reader, cancelledEarly) = state.withLock { state in
             guard state.uploadResult == nil else {
-                return ((@Sendable (Result<Void, SessionError>) -> Void)?.none, (@Sendable () -> Void)?.none)
+                return ((@Sendable (Result<Void, SessionError>) -> Void)?.none, (@Sendable () -> Void)?.none, IngestStop<SessionError>?.none)
             }
             state.uploadResult = result
             defer { state.uploadEndHandler = nil }
-            return (state.uploadEndHandler, state.takeCallback())
+            guard case .success = result, let cancelledEarly = state.cancelledBeforeTheBodyEnded else {
+                return (state.uploadEndHandler, state.takeCallback(), nil)
+            }
+            return (state.uploadEndHandler, state.takeCallback(), cancelledEarly)
+        }
+        if let cancelledEarly {
+            // The answer was cancelled after its body was finished but before the decode loop took
+            // that end, so the queue's abort came too late to end the push: end the job now, off
+            // the decode loop's own call into this answer.
+            DispatchQueue.global().async { [self] in
+                loop.multipartAnswerCancelled(self, beforeItsEnd: true, serverShutdown: cancelledEarly == .serverShutdown)
+            }
+            return
         }
         handler?(result)
         // A reader that polled before the body ended can go on now.
@@ -228,11 +245,13 @@ public final class SpooledUpload: Sendable {
             state.uploadEndHandler = nil
             state.pending = []
             let bodyEnded = state.uploadResult != nil
+            if !bodyEnded { state.cancelledBeforeTheBodyEnded = serverShutdown ? .serverShutdown : .clientGone }
             return (state.finished == nil && bodyEnded, bodyEnded)
         }
         guard bodyEnded else {
             // The body is still arriving: the queue's stop event, which the decode loop has yet
             // to take, ends the push (and counts why), so the next upload waits until it has.
+            // Should the body's end be queued already, `uploadEnded` ends the job instead.
             queue.abort(serverShutdown ? .serverShutdown : .clientGone)
             return
         }
