@@ -10,9 +10,10 @@ import Decoding
     case swscale
 }
 
-/// Limited ("TV", 16–235 luma / 16–240 chroma) to full (0–255) range, 8-bit. The tables are the
-/// definition (the GPU's kernels take them, and tests check `apply` against them); `apply` is the
-/// CPU's way, sixteen samples at a time in C (`ft_expand_range_plane`).
+/// Limited ("TV", 16–235 luma / 16–240 chroma) to full (0–255) range, 8-bit. The tables are for
+/// the GPU's kernels; `apply` is the CPU's way, sixteen samples at a time in C
+/// (`ft_expand_range_plane`). Both give the same bytes: the rounded formula, which ImagingTests
+/// checks the C code against for every byte value.
 enum RangeExpansion {
     static let luma: [UInt8] = table { (Double($0) - 16) * 255 / 219 }
     static let chroma: [UInt8] = table { (Double($0) - 128) * 255 / 224 + 128 }

@@ -26,6 +26,8 @@ public final class TurboJPEGEncoder: PictureEncoding {
     /// core of a shared 2-core VM): JPEG with the table 2.67 ms/frame, with swscale 5.56 ms,
     /// zero-copy full-range 2.04 ms; so the expansion costs ~0.6 ms by table and ~3.5 ms
     /// through swscale's generic scaler path (a same-size range change cannot use its copy path).
+    /// The built-in expansion has since become C doing sixteen samples at a time, half the
+    /// table's cost (BENCHMARKS.md, issue 27 third round).
     @_spi(Benchmarking) public var rangeExpansion: RangeExpansionMethod = .builtIn
 
     /// Buffers above this are freed after the picture that needed them, so one huge request

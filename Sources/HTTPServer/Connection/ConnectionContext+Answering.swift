@@ -127,7 +127,7 @@ extension ConnectionContext {
         if response.special.map({ if case .deferred = $0 { true } else { false } }) == true {
             response = .problem(.internalError("A deferred answer cannot answer with another deferred answer."))
         }
-        let (sink, queued) = state.withLock { state -> ((any RequestBodySink)?, Bool) in
+        let (sink, leftToQueue) = state.withLock { state -> ((any RequestBodySink)?, Bool) in
             guard !state.closed, case .pending = state.answer else { return (nil, false) }
             guard case .streamingBody(let sink, _) = state.stage else {
                 state.answer = .ready(response)
@@ -141,7 +141,7 @@ extension ConnectionContext {
         // The answer came from the sink's consumer, which has stopped listening already.
         sink?.abort(.answeredEarly)
         // Dropped, or sent early (which writes no stream body).
-        if !queued { Self.discard(response, core.isStopping ? .serverShutdown : .clientGone) }
+        if !leftToQueue { Self.discard(response, core.isStopping ? .serverShutdown : .clientGone) }
     }
 
     /// An answer that will never be queued: a stream body is closed, so what its source holds

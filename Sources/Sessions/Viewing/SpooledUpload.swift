@@ -114,9 +114,7 @@ public final class SpooledUpload: Sendable {
             }
             state.uploadResult = result
             defer { state.uploadEndHandler = nil }
-            guard case .success = result, let cancelledEarly = state.cancelledBeforeTheBodyEnded else {
-                return (state.uploadEndHandler, state.takeCallback(), nil)
-            }
+            let cancelledEarly = if case .success = result { state.cancelledBeforeTheBodyEnded } else { IngestStop<SessionError>?.none }
             return (state.uploadEndHandler, state.takeCallback(), cancelledEarly)
         }
         if let cancelledEarly {
