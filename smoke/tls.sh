@@ -10,6 +10,8 @@
 #      (the previous certificate stays), as is a certificate with another certificate's key;
 #   f. a server started with a certificate and a key that do not belong together exits with
 #      a message instead of listening;
+#   g. `frametap healthcheck` (the image's HEALTHCHECK) speaks TLS to it when the environment or
+#      the configuration file says the server has a certificate, and says why a plain probe fails;
 # then stops it with SIGTERM (exit 0 wanted).
 #
 #   smoke/tls.sh FRAMETAP_BIN
@@ -61,6 +63,18 @@ expect "a: a push over https decodes every picture" "$([ "$frames" = "$(manifest
     "frames $frames"
 "${CURL[@]}" -o "$TMP/latest.jpg" "$BASE/sessions/cam/frame/latest.jpg"
 expect "a: latest.jpg over https is a 320x240 JPEG" "$([ "$(jpeg_size "$TMP/latest.jpg")" = 320x240 ]; echo $?)"
+
+# g. the health check finds HTTPS where serve does
+FRAMETAP_PORT=$PORT FRAMETAP_TLS_CERT="$TMP/server.pem" FRAMETAP_TLS_KEY="$TMP/server.key" \
+    "$BINARY" healthcheck > "$TMP/health.log" 2>&1
+expect "g: healthcheck with FRAMETAP_TLS_CERT set speaks TLS and exits 0" "$?" "$(cat "$TMP/health.log")"
+printf 'serve:\n  port: %s\n  tls-cert: %s\n  tls-key: %s\n' "$PORT" "$TMP/server.pem" "$TMP/server.key" \
+    > "$TMP/frametap.yaml"
+FRAMETAP_CONFIG="$TMP/frametap.yaml" "$BINARY" healthcheck > "$TMP/health.log" 2>&1
+expect "g: healthcheck reads port and certificate from FRAMETAP_CONFIG" "$?" "$(cat "$TMP/health.log")"
+"$BINARY" healthcheck --port "$PORT" > "$TMP/health.log" 2>&1
+expect "g: a plain probe of the HTTPS port fails and says to use TLS" \
+    "$([ $? = 1 ] && grep -q 'probe with TLS' "$TMP/health.log"; echo $?)" "$(cat "$TMP/health.log")"
 
 # b. ffmpeg, verifying the certificate
 timeout 60 ffmpeg -nostdin -hide_banner -loglevel error -re -i "$FIXTURES/high_320x240.264" -c copy -f h264 \

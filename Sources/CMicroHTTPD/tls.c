@@ -174,3 +174,72 @@ ssize_t ft_tls_send(void *tls_session, const void *data, size_t size) {
 int ft_tls_again(ssize_t status) {
     return status == GNUTLS_E_AGAIN || status == GNUTLS_E_INTERRUPTED;
 }
+
+// The client side exists for `frametap healthcheck`, which asks this host's own server whether
+// it is alive. It does not verify the certificate: the server's name is a public one (or the
+// certificate is self-signed) while the probe connects to a loopback address, and it sends no
+// secret and trusts nothing of the answer beyond its status line.
+static void client_error(char *error, size_t error_size, const char *what, int code) {
+    if (error != NULL && error_size > 0) {
+        if (code == GNUTLS_E_AGAIN) {
+            snprintf(error, error_size, "%s: no answer in time", what);
+        } else {
+            snprintf(error, error_size, "%s: %s", what, gnutls_strerror(code));
+        }
+    }
+}
+
+long ft_tls_client_exchange(int fd, unsigned int timeout_ms, const void *request, size_t request_size, void *answer,
+                            size_t capacity, char *error, size_t error_size) {
+    gnutls_certificate_credentials_t credentials = NULL;
+    gnutls_session_t session = NULL;
+    long received = -1;
+    int code = gnutls_certificate_allocate_credentials(&credentials);
+    if (code < 0) {
+        client_error(error, error_size, "TLS credentials", code);
+        return -1;
+    }
+    code = gnutls_init(&session, GNUTLS_CLIENT);
+    if (code >= 0) code = gnutls_set_default_priority(session);
+    if (code >= 0) code = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, credentials);
+    if (code < 0) {
+        client_error(error, error_size, "TLS session", code);
+        goto done;
+    }
+    gnutls_transport_set_int(session, fd);
+    gnutls_handshake_set_timeout(session, timeout_ms);
+    do {
+        code = gnutls_handshake(session);
+    } while (code == GNUTLS_E_INTERRUPTED);
+    if (code < 0) {
+        client_error(error, error_size, "TLS handshake", code);
+        goto done;
+    }
+    for (size_t sent = 0; sent < request_size;) {
+        ssize_t count = gnutls_record_send(session, (const char *)request + sent, request_size - sent);
+        if (count == GNUTLS_E_INTERRUPTED) continue;
+        if (count < 0) {
+            client_error(error, error_size, "TLS send", (int)count);
+            goto done;
+        }
+        sent += (size_t)count;
+    }
+    size_t used = 0;
+    while (used < capacity && memchr(answer, '\n', used) == NULL) {
+        ssize_t count = gnutls_record_recv(session, (char *)answer + used, capacity - used);
+        if (count == GNUTLS_E_INTERRUPTED) continue;
+        // A server may close without TLS's close_notify once its answer is out.
+        if (count == 0 || (count == GNUTLS_E_PREMATURE_TERMINATION && used > 0)) break;
+        if (count < 0) {
+            client_error(error, error_size, "TLS receive", (int)count);
+            goto done;
+        }
+        used += (size_t)count;
+    }
+    received = (long)used;
+    gnutls_bye(session, GNUTLS_SHUT_WR);
+done:
+    if (session != NULL) gnutls_deinit(session);
+    gnutls_certificate_free_credentials(credentials);
+    return received;
+}

@@ -128,6 +128,14 @@ int ft_tls_use(uint16_t port, struct ft_tls_credentials *credentials);
 /// The function to pass as MHD_OPTION_HTTPS_CERT_CALLBACK (a gnutls_certificate_retrieve_function2).
 void *ft_tls_retrieve_callback(void);
 
+/// A client's one exchange over TLS on `fd`, a connected blocking socket whose send and receive
+/// timeouts are set: the handshake, `request` sent whole, then the answer read into `answer`
+/// up to its first line end, the end of the stream or `capacity` bytes. The server's
+/// certificate is not verified (see tls.c). Returns the bytes read, or -1 with the reason in
+/// `error`.
+long ft_tls_client_exchange(int fd, unsigned int timeout_ms, const void *request, size_t request_size, void *answer,
+                            size_t capacity, char *error, size_t error_size);
+
 /// Error codes from ft_mhd_start besides NULL-with-errno.
 enum { FT_MHD_BAD_BIND_HOST = -1, FT_MHD_START_FAILED = -2 };
 
