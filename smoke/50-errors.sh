@@ -11,6 +11,8 @@ check "405 has Allow" "$(tr -d '\r' < "$TMP/problem-headers" | awk -F': ' 'tolow
     "GET, HEAD, PUT, DELETE"
 curl -sS -o /dev/null -X PUT "$BASE/sessions/$s"
 check "404 no_frame_yet" "$(problem_of GET "$BASE/sessions/$s/frame/latest.jpg")" "404 no_frame_yet $P"
+check "404 no_frame_yet when a long poll's wait ends before the first picture" \
+    "$(problem_of GET "$BASE/sessions/$s/frame/latest.jpg?after=0&wait=200")" "404 no_frame_yet $P"
 check "400 invalid_parameter (quality)" "$(problem_of GET "$BASE/sessions/$s/frame/latest.jpg?quality=0")" "400 invalid_parameter $P"
 check "400 invalid_parameter (PUT body)" "$(problem_of PUT "$BASE/sessions/$s" --data '{"decode":"some"}')" "400 invalid_parameter $P"
 if [ -n "${SMOKE_MAX_BODY_BYTES:-}" ]; then

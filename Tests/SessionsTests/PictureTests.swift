@@ -116,11 +116,16 @@ import TestSupport
         let session = try makeSession(configuration: configuration, clock: clock)
         let answer = Outcome<Result<PictureAnswer, SessionError>>()
         session.requestPicture(PictureRequest(), wait: .seconds(3600)) { answer.set($0) }
-        clock.advance(by: .seconds(2))
-        guard case .notModified(nil) = try #require(answer.current).get() else {
-            Issue.record("expected 304 without a tag: no picture yet")
+        clock.advance(by: .milliseconds(1999))
+        #expect(answer.current == nil)
+        clock.advance(by: .milliseconds(1))
+        // No picture came: the answer is the one without a wait, not a 304 for a picture the
+        // client cannot hold.
+        guard case .failure(let error) = try #require(answer.current) else {
+            Issue.record("expected no_frame_yet when the capped wait ends before any picture")
             return
         }
+        #expect(error.code == .noFrameYet)
     }
 
     @Test func subscriberSkipsToTheNewestPicture() async throws {

@@ -1,6 +1,7 @@
 // Live thumbnails by long poll: GET latest.jpg?width=&wait=5000&after=<seq> answers at once
 // when a newer picture exists and otherwise holds the request until one does (304 when the wait
-// ends). Each answer becomes a blob: URL for the card's <img>.
+// ends, 404 no_frame_yet when it ends before the session's first picture). Each answer becomes a
+// blob: URL for the card's <img>.
 
 import { apiFetch, ApiError, sessionPath } from './api.js';
 import { signInRequired } from './auth.js';

@@ -55,7 +55,7 @@ final class ViewerSet: Sendable {
 
     /// The newest picture for `request`: served at once when the client has an older one (or
     /// none), 304 when it has this one, or (with `wait`) held until a newer one comes or the
-    /// wait ends (then 304). `completion` runs exactly once, synchronously when the answer is
+    /// wait ends (then 304, or 404 `no_frame_yet` when the session still has no picture). `completion` runs exactly once, synchronously when the answer is
     /// known now (cached picture, 304, error), otherwise on the encode queue or a timer.
     func requestPicture(
         _ request: PictureRequest, clientHas: PictureAnswerCondition, wait: Duration,
@@ -81,6 +81,12 @@ final class ViewerSet: Sendable {
         let expired = state.withLock { $0.expireWaiter(id, defaultQuality: pictures.defaultQuality) }
         guard let (waiter, etag) = expired else { return }
         reportCounts()
+        // 304 says the client's picture is still the newest; with no picture at all there is
+        // nothing it could hold, and the answer is the one it gets without a wait.
+        guard let etag else {
+            return waiter.completion(
+                .failure(SessionError(.noFrameYet, "the session has no picture yet (none came in the wait)")))
+        }
         waiter.completion(.success(.notModified(etag: etag)))
     }
 
