@@ -91,7 +91,7 @@ public final class AccessUnitDecoder {
                 // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
                 append(backends.endReorderProbe(), to: &errors)
             }
-            append(backends.decode(unit.unit, index: unit.index), to: &errors)
+            append(backends.decode(unit.unit, index: unit.index, pts: unit.pts), to: &errors)
             // The stream's first picture opened the decoder, whose probe took it: it comes out now,
             // not with the second picture.
             if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &errors) }

@@ -9,10 +9,18 @@ public struct IndexedAccessUnit: Sendable {
     /// number is made from it (`PictureNumbering`), so it is never reused.
     public let index: Int64
     public let unit: CodedAccessUnit
+    /// Its presentation time in `IndexedAccessUnit.ptsPerSecond` units, when the container or
+    /// source it came in gave one (an Annex B push has none). It goes through the decoder with
+    /// its picture (`DecodedFrame.pts`).
+    public let pts: Int64?
 
-    public init(index: Int64, unit: CodedAccessUnit) {
+    /// The time base of `pts`: 90 kHz, as MPEG-TS and RTP carry video time.
+    public static let ptsPerSecond: Int64 = 90_000
+
+    public init(index: Int64, unit: CodedAccessUnit, pts: Int64? = nil) {
         self.index = index
         self.unit = unit
+        self.pts = pts
     }
 }
 
@@ -81,6 +89,8 @@ public final class AccessUnitIngest {
     /// Where access units go during a `push` or `finish` (set only for the call's duration); what
     /// it returns are errors of the decoding, kept in order with the input's own.
     private var unitHandler: ((IndexedAccessUnit) -> [DecodeError])?
+    /// The presentation time of the sample being read, for the access unit it ends.
+    private var samplePTS: Int64?
     /// The sample description of a container's samples being pushed, and its converter. Nil
     /// after a stream's end or an Annex B push: the next sample gives its description's
     /// parameter sets to the reader again, whatever came in between.
@@ -151,7 +161,7 @@ public final class AccessUnitIngest {
     /// splitter like pushed bytes. Returns the errors: a sample whose units cannot be read (a
     /// length running past its end) is left out and counted as `invalid_data`.
     public func push(
-        sample: UnsafeRawBufferPointer, described description: SampleDescription,
+        sample: UnsafeRawBufferPointer, described description: SampleDescription, pts: Int64? = nil,
         onAccessUnit: (IndexedAccessUnit) -> [DecodeError]
     ) -> [DecodeError] {
         handingOut(to: onAccessUnit) { errors in
@@ -181,6 +191,9 @@ public final class AccessUnitIngest {
                 record(DecodeError(error), in: &errors)
                 return
             }
+            // The time is the sample's: only the access unit it ends takes it.
+            samplePTS = pts
+            defer { samplePTS = nil }
             for unit in units { handle(unit, into: &errors) }
             guard !refusingPush, var reader else { return }
             self.reader = nil
@@ -412,7 +425,7 @@ public final class AccessUnitIngest {
         case .accessUnit(let unit):
             format = unit.sequence.format
             streamHasPictures = true
-            let indexed = IndexedAccessUnit(index: nextIndex, unit: unit)
+            let indexed = IndexedAccessUnit(index: nextIndex, unit: unit, pts: samplePTS)
             nextIndex += 1
             if let unitHandler { errors += unitHandler(indexed) }
         case .droppedBeforeKeyframe(let count):

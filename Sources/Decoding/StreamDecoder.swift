@@ -197,14 +197,15 @@ public final class StreamDecoder {
     }
 
     /// Feeds one sample of a container's or a source's video track (a whole access unit: it
-    /// goes on now, see `AccessUnitIngest.push(sample:)`), like `push(_:)`.
+    /// goes on now, see `AccessUnitIngest.push(sample:)`), like `push(_:)`. `pts`: its
+    /// presentation time in 90 kHz units, when the container gave one.
     public func push(
-        sample: UnsafeRawBufferPointer, described description: SampleDescription,
+        sample: UnsafeRawBufferPointer, described description: SampleDescription, pts: Int64? = nil,
         onAccessUnit: (IndexedAccessUnit) -> Void = { _ in }, onPicture: PictureHandler
     ) -> [DecodeError] {
         midStream = true
         return remembering(
-            ingest.push(sample: sample, described: description) { unit in
+            ingest.push(sample: sample, described: description, pts: pts) { unit in
                 onAccessUnit(unit)
                 return decodeLive(unit, onPicture: onPicture)
             })

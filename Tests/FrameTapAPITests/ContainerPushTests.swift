@@ -56,6 +56,59 @@ struct ContainerPushTests {
         }
     }
 
+    @Test(
+        "each picture of a container push keeps its sample's presentation time, in 90 kHz, live and from the history",
+        // FrameTap decodes the PID-change file's two video tracks as one stream; ffprobe decodes two.
+        arguments: ContainerFixtures.decodable.filter { !$0.file.contains("pid_change") })
+    func presentationTimes(row: ContainerFixtures.Row) throws {
+        let expected = try Self.framePTS90kHz(row.file)
+        #expect(expected.count == row.frames)
+        try withService { service in
+            let response = try post(
+                service.port, "/sessions/c1/nalus?flush=true", try ContainerFixtures.bytes(row.file),
+                headers: [("Content-Type", row.contentType), ("Accept", "multipart/mixed")])
+            #expect(response.status == 200)
+            let (parts, _) = try parseMultipart(response.body, boundary: try boundary(of: response.headers["Content-Type"]))
+            let live = parts.compactMap { $0.headers["X-Frame-PTS"].flatMap { Int64($0) } }
+            #expect(live == expected, "X-Frame-PTS of the parts against ffprobe's frames")
+            let seqs = parts.compactMap { $0.headers["X-Frame-Seq"] }
+            // The same picture decoded again from the history has the same time.
+            if let seq = seqs.dropFirst(seqs.count / 2).first, let index = seqs.firstIndex(of: seq), index < live.count {
+                let past = try request(service.port, "GET", "/sessions/c1/frame/at.jpg?seq=\(seq)")
+                #expect(past.status == 200)
+                #expect(past.headers["X-Frame-PTS"].flatMap { Int64($0) } == live[index])
+            }
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/c1").body)
+            let latest = try #require(status["latestFrame"] as? [String: Any])
+            #expect((latest["pts"] as? NSNumber)?.int64Value == expected.last)
+        }
+        try withService { service in
+            let response = try post(service.port, "/sessions/plain/nalus?flush=true", try Fixtures.bytes("high_320x240.264"))
+            #expect(response.status == 200)
+            let latest = try request(service.port, "GET", "/sessions/plain/frame/latest.jpg")
+            #expect(latest.headers["X-Frame-PTS"] == nil, "an Annex B push has no timestamps")
+        }
+    }
+
+    /// ffprobe's presentation time of each picture of the file's first video track, in output
+    /// order, rescaled to 90 kHz as libavutil's av_rescale_q does (to the nearest, halves away
+    /// from zero).
+    static func framePTS90kHz(_ file: String) throws -> [Int64] {
+        let output = try runProgram(
+            "/usr/bin/ffprobe",
+            ["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=time_base:frame=pts", "-of", "csv=p=0",
+             ContainerFixtures.directory.appendingPathComponent(file).path])
+        let lines = String(decoding: output, as: UTF8.self).split(whereSeparator: \.isNewline).map(String.init)
+        guard let base = lines.first(where: { $0.contains("/") })?.split(separator: "/"), base.count == 2,
+            let num = Int64(base[0]), let den = Int64(base[1])
+        else { throw TestFailure("no time base from ffprobe for \(file): \(lines.prefix(3))") }
+        return lines.filter { !$0.contains("/") }.compactMap { Int64($0.trimmingCharacters(in: .init(charactersIn: ","))) }
+            .map { pts in
+                let scaled = pts * 90_000 * num
+                return (scaled + (scaled >= 0 ? den / 2 : -den / 2)) / den
+            }
+    }
+
     @Test("audio beside the video is counted in packetsIgnored")
     func audioCounted() throws {
         try withService { service in

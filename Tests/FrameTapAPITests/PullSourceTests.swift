@@ -82,6 +82,8 @@ struct PullSourceTests {
             #expect(server.accepted >= 2)
             let picture = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
             #expect(jpegSize(picture.body)?.width == 320)
+            // The source's MPEG-TS timestamps (90 kHz already) come with its pictures.
+            #expect(picture.headers["X-Frame-PTS"].flatMap { Int64($0) }.map { $0 >= 133_200 } == true)
             // A pull session takes no pushes.
             let push = try post(service.port, "/sessions/cam/nalus", try Fixtures.bytes("high_320x240.264"))
             #expect(push.status == 409)

@@ -12,6 +12,16 @@ public struct DemuxedSample: Sendable {
     public var description: SampleDescription
     /// The container marks it a random access point (informational: the codec's reader judges).
     public var isKeyframe: Bool
+    /// Its presentation time in 90 kHz units (`IndexedAccessUnit.ptsPerSecond`), rescaled from
+    /// the track's time base; nil when the container gave none.
+    public var pts: Int64?
+
+    public init(payload: [UInt8], description: SampleDescription, isKeyframe: Bool, pts: Int64? = nil) {
+        self.payload = payload
+        self.description = description
+        self.isKeyframe = isKeyframe
+        self.pts = pts
+    }
 }
 
 /// What a demuxer read next.
@@ -199,7 +209,10 @@ public final class Demuxer {
             let isKeyframe = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
             guard !packetsAreAccessUnits else {
                 samples += 1
-                return .sample(DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe))
+                return .sample(
+                    DemuxedSample(
+                        payload: Array(payload), description: description, isKeyframe: isKeyframe,
+                        pts: Self.pts90kHz(packet.pointee.pts, in: stream.pointee.time_base)))
             }
             let pts = packet.pointee.pts
             guard pts != ft_av_nopts_value() else {
@@ -216,12 +229,23 @@ public final class Demuxer {
                 continue
             }
             let finished = gathering?.sample
-            gathering = (pts, DemuxedSample(payload: Array(payload), description: whole, isKeyframe: isKeyframe))
+            gathering = (
+                pts,
+                DemuxedSample(
+                    payload: Array(payload), description: whole, isKeyframe: isKeyframe,
+                    pts: Self.pts90kHz(pts, in: stream.pointee.time_base))
+            )
             if let finished {
                 samples += 1
                 return .sample(finished)
             }
         }
+    }
+
+    /// `pts` of a track with `timeBase` in 90 kHz units; nil for none.
+    static func pts90kHz(_ pts: Int64, in timeBase: AVRational) -> Int64? {
+        guard pts != ft_av_nopts_value(), timeBase.num > 0, timeBase.den > 0 else { return nil }
+        return av_rescale_q(pts, timeBase, AVRational(num: 1, den: 90_000))
     }
 
     // MARK: - The video track

@@ -58,7 +58,7 @@ public final class BackendSupervisor {
     private var picturesOut: UInt64 = 0
     /// The access units a hardware decoder took since it opened, while it has put out no picture
     /// (at most `maxUnconfirmed`): what a refusal that comes late must send to software again.
-    private var unconfirmed: [(unit: CodedAccessUnit, index: Int64?)] = []
+    private var unconfirmed: [(unit: CodedAccessUnit, index: Int64?, pts: Int64?)] = []
     /// A refusal comes within libavcodec's frame threads' packets of the first picture; past
     /// this many units without a picture, the decoder has accepted the stream.
     static let maxUnconfirmed = 16
@@ -120,8 +120,9 @@ public final class BackendSupervisor {
     /// Decodes one picture's access unit: its sequence is checked against the hardware first,
     /// and the parameter sets it uses go ahead of it to a decoder that has not been given them
     /// in this form (they arrived in a dropped, skipped or picture-less access unit, or went to
-    /// a decoder since replaced). `index` comes out with its picture (`DecodedFrame.accessUnitIndex`).
-    public func decode(_ unit: CodedAccessUnit, index: Int64? = nil) -> DecodeOutput {
+    /// a decoder since replaced). `index` and `pts` come out with its picture
+    /// (`DecodedFrame.accessUnitIndex`, `DecodedFrame.pts`).
+    public func decode(_ unit: CodedAccessUnit, index: Int64? = nil, pts: Int64? = nil) -> DecodeOutput {
         var output = DecodeOutput()
         followPlacement(unit, into: &output)
         guard useDecoder(for: unit.codec, into: &output) != nil else { return output }
@@ -135,7 +136,7 @@ public final class BackendSupervisor {
             switchToSoftware(pending, into: &output)
         }
         guard let decoder else { return output }
-        var decoded = decoder.decode(accessUnit: packet(unit), index: index)
+        var decoded = decoder.decode(accessUnit: packet(unit), pts: pts, index: index)
         if let refusal = decoded.hardwareRefusal {
             if plan.required {
                 decoded.errors.append(refused(refusal))
@@ -145,13 +146,17 @@ public final class BackendSupervisor {
                 // Only a decoder that replaced the refusing one takes the units again (a software
                 // decoder that could not be made left the drained hardware one in place).
                 if let software = self.decoder, software !== decoder {
-                    for earlier in taken { append(software.decode(accessUnit: packet(earlier.unit), index: earlier.index), to: &output) }
-                    decoded = software.decode(accessUnit: packet(unit), index: index)
+                    for earlier in taken {
+                        append(
+                            software.decode(accessUnit: packet(earlier.unit), pts: earlier.pts, index: earlier.index),
+                            to: &output)
+                    }
+                    decoded = software.decode(accessUnit: packet(unit), pts: pts, index: index)
                 }
             }
         } else if plan.lease != nil, !decoderHasOutput {
             if decoded.frames.isEmpty && unconfirmed.count < Self.maxUnconfirmed {
-                unconfirmed.append((unit, index))
+                unconfirmed.append((unit, index, pts))
             } else {
                 decoderHasOutput = true
                 unconfirmed = []

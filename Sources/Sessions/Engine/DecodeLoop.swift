@@ -293,7 +293,8 @@ final class DecodeLoop: Sendable {
                 let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
                     sample.payload.withUnsafeBytes {
                         stream.push(
-                            sample: $0, described: sample.description, onAccessUnit: onAccessUnit, onPicture: onPicture)
+                            sample: $0, described: sample.description, pts: sample.pts, onAccessUnit: onAccessUnit,
+                            onPicture: onPicture)
                     }
                 }.errors
                 if let refusal = errors.first(where: { $0.code == .codecMismatch }) {
