@@ -67,7 +67,10 @@ struct PullFenceTests {
         sender.standardOutput = FileHandle.nullDevice
         sender.standardError = FileHandle.nullDevice
         try sender.run()
-        defer { if sender.isRunning { sender.terminate() } }
+        defer {
+            if sender.isRunning { sender.terminate() }
+            sender.waitUntilExit()
+        }
         try withService(sessions: Self.configure("srt://127.0.0.2")) { service in
             let created = try Self.put(service.port, "srt", "srt://127.0.0.2:\(port)/live.m3u8")
             #expect(created.status == 201, "\(created.text.prefix(300))")

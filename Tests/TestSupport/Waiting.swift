@@ -65,9 +65,13 @@ extension Process {
     /// `WaitTimeout` names `what`.
     public func waitForExit(_ what: String, timeout: Duration = .seconds(120)) throws {
         let deadline = ContinuousClock.now + timeout
+        // Foundation's Process and its run loop source hold each other until waitUntilExit()
+        // (which returns at once once the program ended) lets the source go.
+        defer { if !isRunning { waitUntilExit() } }
         while isRunning {
             guard ContinuousClock.now < deadline else {
                 kill(processIdentifier, SIGKILL)
+                while isRunning { usleep(1_000) }
                 throw WaitTimeout(waitingFor: what, limit: timeout)
             }
             usleep(10_000)

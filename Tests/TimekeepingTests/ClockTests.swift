@@ -37,18 +37,22 @@ import Timekeeping
         #expect(order.map(\.1) == [start + 100, start + 100, start + 300])
         #expect(clock.uptime == start + 300)
         #expect(clock.pendingActions == 1)
+        clock.advance(by: .nanoseconds(700))
+        #expect(ran.withLock { $0.map(\.0) } == ["a", "b", "c", "late"])
     }
 
     @Test func anActionThatSchedulesTheNextRunsAsOftenAsInRealTime() {
         let clock = ManualClock()
         let ticks = Atomic<Int>(0)
+        // Ten ticks, then it stops: an action left pending would keep the clock (it captures it).
         @Sendable func tick() {
-            ticks.add(1, ordering: .relaxed)
+            guard ticks.add(1, ordering: .relaxed).newValue < 10 else { return }
             clock.schedule(at: clock.deadline(after: .milliseconds(100)), tick)
         }
         clock.schedule(at: clock.deadline(after: .milliseconds(100)), tick)
         clock.advance(by: .milliseconds(1050))
         #expect(ticks.load(ordering: .relaxed) == 10)
+        #expect(clock.pendingActions == 0)
     }
 
     @Test func theWallClockMovesWithUptime() {

@@ -38,7 +38,8 @@ final class MemoryReturn: Sendable {
             scheduled.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         // The clock's timer only hands the trim over: it takes milliseconds on a large heap.
-        clock.schedule(at: clock.deadline(after: .seconds(1))) { [self] in
+        clock.schedule(at: clock.deadline(after: .seconds(1))) { [weak self] in
+            guard let self else { return }
             Self.queue.async {
                 self.scheduled.store(false, ordering: .releasing)
                 _ = Self.trim?(0)
