@@ -143,6 +143,14 @@ struct ContainerPushTests {
             #expect(needsSeeking == (422, "container_needs_seeking"))
             let annexB = try problem("", "video/mp4", body: try Fixtures.bytes("high_320x240.264"))
             #expect(annexB == (422, "invalid_container"))
+            // A Content-Type the first bytes plainly contradict, and a form, are named as such.
+            for (file, contentType) in [
+                ("h264_320x240.mp4", "video/mp2t"), ("h264_320x240_aac.ts", "video/mp4"), ("h264_320x240.mkv", "video/x-flv"),
+                ("h264_320x240.flv", "video/H264"), ("h264_320x240.mp4", "application/x-www-form-urlencoded"),
+            ] {
+                let contradicted = try problem(file, contentType)
+                #expect(contradicted == (415, "content_type_mismatch"), "\(file) as \(contentType)")
+            }
             // The session still serves its last good picture.
             let picture = try request(service.port, "GET", "/sessions/r/frame/latest.jpg")
             #expect(picture.status == 200)

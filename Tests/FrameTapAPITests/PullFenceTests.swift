@@ -69,7 +69,7 @@ struct PullFenceTests {
         try sender.run()
         defer {
             if sender.isRunning { sender.terminate() }
-            sender.waitUntilExit()
+            try? sender.waitForExit("the SRT sender to end after SIGTERM", timeout: .seconds(10))
         }
         try withService(sessions: Self.configure("srt://127.0.0.2")) { service in
             let created = try Self.put(service.port, "srt", "srt://127.0.0.2:\(port)/live.m3u8")

@@ -30,6 +30,16 @@ public enum ContainerFormat: String, Sendable, CaseIterable {
         }
     }
 
+    /// The media type a push of it is sent with.
+    public var mediaType: String {
+        switch self {
+        case .mpegTS: "video/mp2t"
+        case .mp4: "video/mp4"
+        case .matroska: "video/x-matroska"
+        case .flv: "video/x-flv"
+        }
+    }
+
     /// The container a media type names (case-insensitive, parameters ignored), or nil.
     public init?(mediaType: String) {
         switch Self.essence(of: mediaType) {

@@ -9,7 +9,7 @@ import Timekeeping
 extension FrameTapAPI {
     func events(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         var session: SessionID?
-        if let name = request.query["session"] {
+        if let name = try QueryReader(request).text("session") {
             do {
                 session = try SessionID(name)
             } catch {

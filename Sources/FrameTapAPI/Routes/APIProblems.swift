@@ -30,6 +30,7 @@ extension HTTPError {
             case .bodyTooLarge, .spoolFull: .contentTooLarge
             case .spoolFailed: .internalServerError
             case .uploadEnded: .badRequest
+            case .contentTypeMismatch: .unsupportedMediaType
             }
         case .container(let code):
             switch code {
@@ -82,8 +83,20 @@ struct QueryReader {
 
     init(_ request: HTTPRequest) { query = request.query }
 
+    /// The parameter's one value, or nil when absent. A parameter FrameTap reads may appear
+    /// once: two values (`?width=160&width=200`) are refused rather than one silently chosen.
+    /// Parameters FrameTap does not read are ignored, so that a client may add its own (a
+    /// cache buster, the console's `attempt`).
+    func text(_ name: String) throws(HTTPError) -> String? {
+        let values = query.values(name)
+        guard values.count <= 1 else {
+            throw .invalidParameter("\(name) is given \(values.count) times; give it once")
+        }
+        return values.first
+    }
+
     func int(_ name: String, in range: ClosedRange<Int>) throws(HTTPError) -> Int? {
-        guard let text = query[name] else { return nil }
+        guard let text = try text(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
             throw .invalidParameter("\(name) must be an integer \(range.lowerBound)...\(range.upperBound), got '\(text)'")
         }
@@ -91,7 +104,7 @@ struct QueryReader {
     }
 
     func unsigned(_ name: String) throws(HTTPError) -> UInt64? {
-        guard let text = query[name] else { return nil }
+        guard let text = try text(name) else { return nil }
         guard let value = UInt64(text) else {
             throw .invalidParameter("\(name) must be a non-negative integer, got '\(text)'")
         }
@@ -99,7 +112,7 @@ struct QueryReader {
     }
 
     func double(_ name: String, in range: ClosedRange<Double>) throws(HTTPError) -> Double? {
-        guard let text = query[name] else { return nil }
+        guard let text = try text(name) else { return nil }
         guard let value = Double(text), value.isFinite, range.contains(value) else {
             throw .invalidParameter("\(name) must be a number \(range.lowerBound)...\(range.upperBound), got '\(text)'")
         }
@@ -108,18 +121,18 @@ struct QueryReader {
 
     /// `true`/`1`/`yes` or `false`/`0`/`no`; a bare `?flush` means true.
     func bool(_ name: String) throws(HTTPError) -> Bool? {
-        guard let text = query[name] else { return nil }
+        guard let text = try text(name) else { return nil }
         switch text.lowercased() {
         case "", "true", "1", "yes": return true
         case "false", "0", "no": return false
-        default: throw .invalidParameter("\(name) must be true or false, got '\(text)'")
+        default: throw .invalidParameter("\(name) must be true or false (or 1 or 0, yes or no), got '\(text)'")
         }
     }
 
     func oneOf<T: RawRepresentable>(_ name: String, _ type: T.Type) throws(HTTPError) -> T?
     where T.RawValue == String, T: CaseIterable {
-        guard let text = query[name] else { return nil }
-        guard let value = T(rawValue: text) else {
+        guard let text = try text(name) else { return nil }
+        guard let value = T(rawValue: text) ?? T(rawValue: text.lowercased()) else {
             let allowed = T.allCases.map(\.rawValue).joined(separator: ", ")
             throw .invalidParameter("\(name) must be one of \(allowed), got '\(text)'")
         }

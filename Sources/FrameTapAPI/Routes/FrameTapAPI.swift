@@ -235,7 +235,7 @@ public struct FrameTapAPI: Sendable {
         // 400 either way (never silently ignored).
         let requested = try Self.pictureRequest(query, format: query.oneOf("format", PictureFormat.self) ?? .jpeg)
         let codec = try Self.statedCodec(query.oneOf("codec", VideoCodec.self), contentType: request.headers["Content-Type"])
-        let content = Self.pushContent(contentType: request.headers["Content-Type"])
+        let content = try Self.pushContent(contentType: request.headers["Content-Type"])
         let configuration = registry.configuration
         let limit = multipart ? min(configuration.maxSpoolBytes, configuration.maxBodyBytes ?? .max) : configuration.maxBodyBytes
         if let limit, let length = request.contentLength, length > limit { throw .bodyTooLarge(limit: limit) }
@@ -327,10 +327,19 @@ public struct FrameTapAPI: Sendable {
     /// `video/iso.segment`, `video/x-matroska`, `video/webm`, `video/x-flv`), an elementary
     /// stream (`video/H264`, `video/H265`), or nothing (no Content-Type, or another one such as
     /// `application/octet-stream`: the first bytes tell).
-    static func pushContent(contentType: String?) -> PushContent? {
+    /// A form's media type is refused before a byte is read: `curl -d` sends a file as
+    /// `application/x-www-form-urlencoded` without its line breaks, `curl -F` wraps it in
+    /// `multipart/form-data`; neither reaches FrameTap as the stream it was.
+    static func pushContent(contentType: String?) throws(HTTPError) -> PushContent? {
         guard let contentType else { return nil }
         if let format = ContainerFormat(mediaType: contentType) { return .container(format) }
         let mediaType = contentType.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() }
+        if mediaType == "application/x-www-form-urlencoded" || mediaType == "multipart/form-data" {
+            throw HTTPError(
+                status: .unsupportedMediaType, code: IngestErrorCode.contentTypeMismatch.rawValue,
+                detail: "a push is the stream's bytes as they are, not a form (\(mediaType ?? "")): curl -d and -F change "
+                    + "them; send the file with curl --data-binary @FILE")
+        }
         return mediaType == "video/h264" || mediaType == "video/h265" ? .elementaryStream : nil
     }
 

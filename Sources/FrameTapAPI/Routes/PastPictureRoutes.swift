@@ -32,7 +32,7 @@ extension FrameTapAPI {
     /// Exactly one of `t` (an RFC 3339 time, or milliseconds since 1970) and `seq`.
     static func pastPictureTarget(_ query: QueryReader) throws(HTTPError) -> PastPictureTarget {
         let number = try query.unsigned("seq")
-        let time = query.query["t"]
+        let time = try query.text("t")
         switch (time, number) {
         case (nil, let number?):
             return .number(number)

@@ -36,6 +36,8 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
         case closing(ContainerStream<Failure>, then: Next)
         case elementary(prefix: [UInt8], receivedAt: UInt64)
         case container(ContainerStream<Failure>)
+        /// The push was refused before a byte of it was read on: this event, then nothing.
+        case refused(IngestEvent<Failure>)
         case finished
     }
 
@@ -85,6 +87,9 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
             switch route {
             case .finished:
                 return nil
+            case .refused(let event):
+                setRoute(.finished)
+                return event
             case .undecided(let prefix, let receivedAt):
                 guard let decided = decide(prefix: prefix, receivedAt: receivedAt) else { return nil }
                 setRoute(decided)
@@ -167,8 +172,9 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
         var ended = state.withLock { $0.ended }
         func settled() -> Bool {
             if ended != nil { return true }
-            // A declared container still needs its first bytes: do they start a new file?
-            if declared != nil { return !prefix.isEmpty }
+            // A declared container still needs its first bytes: do they start a new file? And do
+            // they say what the declaration says (`contradiction`)?
+            if declared != nil { return prefix.count >= Sniffer.decisiveLength }
             return Sniffer.sniff(prefix[...], complete: false) != .needMoreBytes
         }
         while !settled() {
@@ -187,6 +193,11 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
             }
         }
         state.withLock { $0.ended = ended }
+        if let declared, let contradiction = Self.contradiction(declared, prefix: prefix[...], complete: ended != nil) {
+            let refusal = Failure(IngestError(.contentTypeMismatch, contradiction))
+            refuse(refusal)
+            return .refused(.stopped(.refused(refusal)))
+        }
         let content: PushContent
         if let declared {
             content = declared
@@ -220,6 +231,24 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
             if let open { return close(open, then: .elementary(prefix: prefix, receivedAt: receivedAt)) }
             return .elementary(prefix: prefix, receivedAt: receivedAt)
         }
+    }
+
+    /// Why the push's first bytes contradict its Content-Type, when they plainly do: they begin a
+    /// file of another container (an `ftyp` box, an EBML or FLV header, MPEG-TS sync bytes 188
+    /// apart). Bytes that begin nothing known (a piece of a container sent in several pushes)
+    /// contradict nothing.
+    static func contradiction(_ declared: PushContent, prefix: ArraySlice<UInt8>, complete: Bool) -> String? {
+        guard case .container(let found) = Sniffer.sniff(prefix, complete: complete),
+            found == .mpegTS || found.startsNewFile(prefix)
+        else { return nil }
+        let said: String
+        switch declared {
+        case .elementaryStream: said = "an H.264 or H.265 elementary stream"
+        case .container(let format) where format != found: said = format.displayName
+        case .container: return nil
+        }
+        return "the push's Content-Type says \(said), but its bytes are \(found.displayName): send it as "
+            + "\(found.mediaType), or without a Content-Type (the first bytes tell)"
     }
 
     /// Ends the open stream's input; its last samples come before what `then` says.

@@ -16,4 +16,7 @@ public enum IngestErrorCode: String, Sendable, CaseIterable {
     /// Bytes were offered to an upload that had already ended: a caller's mistake, answered as
     /// an invalid parameter.
     case uploadEnded = "invalid_parameter"
+    /// A push's Content-Type and its bytes disagree (an MP4 file sent as `video/mp2t`, a
+    /// container sent as `video/H264`), or it names a form, which no stream is.
+    case contentTypeMismatch = "content_type_mismatch"
 }
