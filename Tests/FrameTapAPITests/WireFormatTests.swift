@@ -503,14 +503,16 @@ import Timekeeping
         let refused = [
             #"{"bogus":1}"#: "unknown session option 'bogus'",
             #"{"quality":0}"#: "quality must be 1...100",
-            #"{"quality":true}"#: "session option 'quality' is invalid",
-            #"{"decode":7}"#: "session option 'decode' is invalid",
+            #"{"quality":true}"#: #"session option 'quality' must be a whole number (85, not "85")"#,
+            #"{"quality":"50"}"#: #"session option 'quality' must be a whole number (85, not "85")"#,
+            #"{"decode":7}"#: "session option 'decode' must be a string",
+            #"{"source":"rtsp://cam/1"}"#: #"session option 'source' must be an object (such as {"url": "rtsp://..."})"#,
             #"{"decode":"some"}"#: "decode must be all, keyframes, on-demand",
             #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",
             #"{"owner":"a b"}"#: "owner must be 1...64 characters from A-Z a-z 0-9 . _ ~ -",
             #"{"owner":""}"#: "owner must be 1...64 characters from A-Z a-z 0-9 . _ ~ -",
             "[1]": "session options must be a JSON object",
-            "{": "session options must be a JSON object",
+            "{": "session options are not valid JSON",
         ]
         for (body, detail) in refused {
             #expect(throws: HTTPError(status: .badRequest, code: "invalid_parameter", detail: detail), "\(body)") {

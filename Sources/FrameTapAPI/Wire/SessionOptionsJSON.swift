@@ -27,13 +27,28 @@ public struct SessionOptionsJSON: Codable {
         } catch let refusal as Refusal {
             if let error = refusal.sourceError { throw HTTPError(SessionError(error)) }
             throw .invalidParameter(refusal.detail)
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.dataCorrupted(let context) {
-            let member = context.codingPath.first?.stringValue
+        } catch DecodingError.typeMismatch(let type, let context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             throw .invalidParameter(
-                member.map { "session option '\($0)' is invalid" } ?? "session options must be a JSON object")
+                path.isEmpty
+                    ? "session options must be a JSON object"
+                    : "session option '\(path)' must be \(Self.kind(of: type))")
+        } catch DecodingError.dataCorrupted(let context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw .invalidParameter(
+                path.isEmpty ? "session options are not valid JSON" : "session option '\(path)' is invalid")
         } catch {
             throw .invalidParameter("session options are not valid JSON")
         }
+    }
+
+    /// What a member of `type` is, in JSON's words.
+    private static func kind(of type: Any.Type) -> String {
+        if type == String.self { return "a string" }
+        if type == Bool.self { return "true or false" }
+        if type is any BinaryInteger.Type { return "a whole number (85, not \"85\")" }
+        if type is any BinaryFloatingPoint.Type { return "a number" }
+        return "an object (such as {\"url\": \"rtsp://...\"})"
     }
 
     /// A member the decoder read but cannot take, and where it is in the body.
