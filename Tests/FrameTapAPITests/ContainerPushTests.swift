@@ -146,11 +146,16 @@ struct ContainerPushTests {
             // A Content-Type the first bytes plainly contradict, and a form, are named as such.
             for (file, contentType) in [
                 ("h264_320x240.mp4", "video/mp2t"), ("h264_320x240_aac.ts", "video/mp4"), ("h264_320x240.mkv", "video/x-flv"),
-                ("h264_320x240.flv", "video/H264"), ("h264_320x240.mp4", "application/x-www-form-urlencoded"),
+                ("h264_320x240.flv", "video/H264"), ("h264_320x240.mp4", "multipart/form-data; boundary=x"),
             ] {
                 let contradicted = try problem(file, contentType)
                 #expect(contradicted == (415, "content_type_mismatch"), "\(file) as \(contentType)")
             }
+            // curl --data-binary's default Content-Type says nothing: the bytes tell.
+            let binary = try post(
+                service.port, "/sessions/form/nalus?flush=true", try ContainerFixtures.bytes("h264_320x240.mp4"),
+                headers: [("Content-Type", "application/x-www-form-urlencoded")])
+            #expect(binary.status == 200)
             // The session still serves its last good picture.
             let picture = try request(service.port, "GET", "/sessions/r/frame/latest.jpg")
             #expect(picture.status == 200)

@@ -327,18 +327,18 @@ public struct FrameTapAPI: Sendable {
     /// `video/iso.segment`, `video/x-matroska`, `video/webm`, `video/x-flv`), an elementary
     /// stream (`video/H264`, `video/H265`), or nothing (no Content-Type, or another one such as
     /// `application/octet-stream`: the first bytes tell).
-    /// A form's media type is refused before a byte is read: `curl -d` sends a file as
-    /// `application/x-www-form-urlencoded` without its line breaks, `curl -F` wraps it in
-    /// `multipart/form-data`; neither reaches FrameTap as the stream it was.
+    /// A multipart form (`curl -F`) is refused before a byte is read: the file inside it is
+    /// wrapped in the form's boundaries and headers. (`application/x-www-form-urlencoded` is what
+    /// `curl --data-binary` sends by default, so it says nothing.)
     static func pushContent(contentType: String?) throws(HTTPError) -> PushContent? {
         guard let contentType else { return nil }
         if let format = ContainerFormat(mediaType: contentType) { return .container(format) }
         let mediaType = contentType.split(separator: ";").first.map { $0.trimmingWhitespace().lowercased() }
-        if mediaType == "application/x-www-form-urlencoded" || mediaType == "multipart/form-data" {
+        if mediaType == "multipart/form-data" {
             throw HTTPError(
                 status: .unsupportedMediaType, code: IngestErrorCode.contentTypeMismatch.rawValue,
-                detail: "a push is the stream's bytes as they are, not a form (\(mediaType ?? "")): curl -d and -F change "
-                    + "them; send the file with curl --data-binary @FILE")
+                detail: "a push is the stream's bytes as they are, not a form (multipart/form-data, as curl -F sends): "
+                    + "send the file with curl --data-binary @FILE")
         }
         return mediaType == "video/h264" || mediaType == "video/h265" ? .elementaryStream : nil
     }
