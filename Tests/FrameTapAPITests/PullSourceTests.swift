@@ -90,6 +90,33 @@ struct PullSourceTests {
         }
     }
 
+    @Test("a stored file behind an HTTP URL is read at its own pace, not as fast as it arrives")
+    func aStoredFileIsPacedToItsTimestamps() throws {
+        // 12 s of 25 fps MPEG-TS, served whole at once: 300 pictures the decoder could take in well under a second.
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("frametap-file-\(getpid()).ts").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try runProgram(
+            "/usr/bin/ffmpeg",
+            ["-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25",
+             "-t", "12", "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-f", "mpegts", path])
+        let file = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let server = try SourceServer { _ in .serve(file, contentType: "video/mp2t") }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            #expect(try Self.pull(service.port, "file", from: server.url("/file.ts")).status == 201)
+            // The first 5 s (SourcePacing.lead) go at once.
+            #expect(Self.decodes(service.port, "file", atLeast: 100))
+            let started = ContinuousClock.now
+            Thread.sleep(forTimeInterval: 2)
+            let decoded = try Self.framesDecoded(service.port, "file")
+            let seconds = Double(started.duration(to: .now).components.seconds) + 1
+            // Held to real time past the lead: at most 5 s + the time since, at 25 a second.
+            #expect(decoded <= Int((5 + 1 + seconds) * 25), "decoded \(decoded) in \(seconds) s")
+            #expect(decoded < 300)
+            #expect(try Self.source(service.port, "file")["reconnects"] as? Int == 0)
+        }
+    }
+
     @Test("a PUT of the same definition is a 200 that leaves a live pull as it is: no reconnect, no reset")
     func unchangedDefinitionTouchesNothing() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")

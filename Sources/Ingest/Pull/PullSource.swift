@@ -208,13 +208,21 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         // A source's Annex B bytes land in the pool's slabs, as an upload's do.
         var landing = SlabWriter()
         defer { landing.release() }
+        var pacing = SourcePacing()
         while true {
+            let asked = clock.uptime
             let next = stream.next()
+            let now = clock.uptime
             ignored.add(stream.ignoredPackets, since: &counted)
             switch next {
             case .sample(let sample):
+                if let due = pacing.sample(pts: sample.pts, readTook: now &- asked, now: now) {
+                    guard hold(until: due) else { return stopped }
+                }
                 guard outputs.append(.sample(sample, receivedAt: clock.uptime)) else { return stopped }
             case .bytes(let bytes):
+                // Annex B bytes carry no timestamps to hold them to; the read still counts.
+                _ = pacing.sample(pts: nil, readTook: now &- asked, now: now)
                 let receivedAt = clock.uptime
                 var taken = true
                 bytes.withUnsafeBytes { buffer in
@@ -232,6 +240,15 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     }
 
     private var stopped: ContainerError { ContainerError(.sourceEnded, "stopped") }
+
+    /// Waits until `due` (`SourcePacing`); false when the pull was stopped or let go meanwhile.
+    private func hold(until due: UInt64) -> Bool {
+        while clock.uptime < due {
+            if isStopped || interrupt.reason != nil || !isWanted { return false }
+            sleep(until: due)
+        }
+        return !isStopped && interrupt.reason == nil
+    }
 
     /// The capped exponential back-off: 0.5 s, 1 s, 2 s, ... up to `settings.retryMax`.
     private func retryDelay(after failures: Int) -> Duration {

@@ -1,0 +1,69 @@
+import Ingest
+import Testing
+
+/// When a pulled source's samples may go on (`SourcePacing`): values in, times out, no clock.
+@Suite(.timeLimit(.minutes(1))) struct SourcePacingTests {
+    static let millisecond: UInt64 = 1_000_000
+    /// 25 pictures a second in 90 kHz ticks.
+    static let ticksPerPicture: Int64 = 3_600
+
+    /// A stored file read faster than real time (no read waits): it runs up to `lead` ahead of
+    /// real time, then each sample is held to its own time.
+    @Test func aSourceReadFasterThanRealTimeIsHeldToItsTimestamps() {
+        var pacing = SourcePacing()
+        var now: UInt64 = 1_000 * Self.millisecond
+        let start = now
+        var held = 0
+        for picture in 0..<1_000 {
+            // 1 ms a sample to read and hand on: 40 times real time.
+            now += Self.millisecond
+            let pts = 900_000 + Int64(picture) * Self.ticksPerPicture
+            if let due = pacing.sample(pts: pts, readTook: 0, now: now) {
+                held += 1
+                // The sample's own time on the anchor's clock, less the lead allowed.
+                #expect(due == start + Self.millisecond + UInt64(picture) * 40 * Self.millisecond - SourcePacing.lead)
+                now = due
+            }
+        }
+        // 5 s of pictures go at once (125, at 1 ms each, 0.125 s), the rest at their time.
+        #expect(held >= 1_000 - 130 && held <= 1_000 - 120)
+        let media = 999 * 40 * Self.millisecond
+        #expect(now >= start + media - SourcePacing.lead && now <= start + media)
+    }
+
+    /// A live source makes the reader wait for each sample: it is never held, even when its
+    /// clock runs fast against this one's (1 % here, far more than any camera's drift) and
+    /// even after a burst of buffered pictures at connect.
+    @Test func aSourceTheReaderWaitsForIsNeverHeld() {
+        var pacing = SourcePacing()
+        var now: UInt64 = 0
+        var pts: Int64 = 0
+        // The burst: 3 s of pictures at once.
+        for _ in 0..<75 {
+            now += Self.millisecond
+            pts += Self.ticksPerPicture
+            #expect(pacing.sample(pts: pts, readTook: 0, now: now) == nil)
+        }
+        // Then 10 minutes live, each read waiting 35 of the picture's 40 ms (minus the 1 %).
+        for _ in 0..<15_000 {
+            now += 40 * Self.millisecond * 99 / 100
+            pts += Self.ticksPerPicture
+            #expect(pacing.sample(pts: pts, readTook: 35 * Self.millisecond, now: now) == nil)
+        }
+    }
+
+    /// A timestamp that jumps forward far past the lead, or goes back, is a new start, not a
+    /// reason to hold the stream for the jump's length.
+    @Test func aJumpInTheTimestampsStartsThePaceAgain() {
+        var pacing = SourcePacing()
+        #expect(pacing.sample(pts: 1_000_000, readTook: 0, now: Self.millisecond) == nil)
+        // An hour ahead (a camera's clock set), then back (a counter wrapped).
+        #expect(pacing.sample(pts: 1_000_000 + 3_600 * 90_000, readTook: 0, now: 2 * Self.millisecond) == nil)
+        #expect(pacing.sample(pts: 5, readTook: 0, now: 3 * Self.millisecond) == nil)
+        #expect(pacing.sample(pts: 5 + Self.ticksPerPicture, readTook: 0, now: 4 * Self.millisecond) == nil)
+        #expect(pacing.sample(pts: .max, readTook: 0, now: 5 * Self.millisecond) == nil)
+        #expect(pacing.sample(pts: .min, readTook: 0, now: 6 * Self.millisecond) == nil)
+        // Samples without timestamps are never held.
+        #expect(pacing.sample(pts: nil, readTook: 0, now: 7 * Self.millisecond) == nil)
+    }
+}
