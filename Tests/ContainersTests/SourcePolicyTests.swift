@@ -170,5 +170,14 @@ struct SourcePolicyTests {
         for bad in ["rtsp", "gopher://x", "rtsp://10.0.0.0/33", "rtsp://name/8", "rtsp://a*b.example", "rtsp://h:0", "rtsp://[fd00::"] {
             #expect(throws: ContainerError.self, "\(bad)") { try SourcePolicy(parsing: bad) }
         }
+        // A URL with a path, the mistake of a user who pasted a camera's URL, says so.
+        for url in ["rtsp://cam.local/stream1", "rtsp://cam.local:554/stream1", "rtsp://10.0.0.7/live/main"] {
+            #expect("\(url)") {
+                try SourcePolicy(parsing: url)
+            } throws: { error in
+                "\(error)".contains("not a path")
+            }
+        }
+        #expect(try Self.allowed(try SourcePolicy(parsing: "rtsp://10.0.0.0/8:554"), "rtsp://10.1.2.3:554/x"))
     }
 }

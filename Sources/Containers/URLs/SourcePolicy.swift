@@ -83,6 +83,13 @@ public struct SourcePolicy: Sendable, Equatable {
             }
             if after.hasPrefix(":") { port = Int(after.dropFirst()) ?? -1 } else if !after.isEmpty { throw invalid("unexpected '\(after)'") }
         } else {
+            // HOST/PREFIX[:PORT]: anything else after a '/' is a URL's path, which an entry has not.
+            if let slash = rest.firstIndex(of: "/") {
+                let prefix = rest[rest.index(after: slash)...].prefix { $0 != ":" }
+                guard !prefix.isEmpty, prefix.allSatisfy(\.isNumber) else {
+                    throw invalid("an entry allows a host and a port, not a path: write it SCHEME://HOST[:PORT]")
+                }
+            }
             if let colon = rest.lastIndex(of: ":") {
                 port = Int(rest[rest.index(after: colon)...]) ?? -1
                 rest = rest[..<colon]
