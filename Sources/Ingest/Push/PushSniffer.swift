@@ -172,9 +172,9 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
         var ended = state.withLock { $0.ended }
         func settled() -> Bool {
             if ended != nil { return true }
-            // A declared container still needs its first bytes: do they start a new file? And do
-            // they say what the declaration says (`contradiction`)?
-            if declared != nil { return prefix.count >= Sniffer.decisiveLength }
+            // A declared push needs its first bytes too: do they start a new file, and do they
+            // say what the declaration says (`contradiction`)? An Annex B start code settles it at
+            // once; only bytes that may begin MPEG-TS wait for its second sync byte.
             return Sniffer.sniff(prefix[...], complete: false) != .needMoreBytes
         }
         while !settled() {
