@@ -199,8 +199,13 @@ long ft_tls_client_exchange(int fd, unsigned int timeout_ms, const void *request
         client_error(error, error_size, "TLS credentials", code);
         return -1;
     }
-    code = gnutls_init(&session, GNUTLS_CLIENT);
-    if (code >= 0) code = gnutls_set_default_priority(session);
+    // No SIGPIPE for a write to a peer that has gone: the error comes back as a result.
+    code = gnutls_init(&session, GNUTLS_CLIENT | GNUTLS_NO_SIGNAL);
+    if (code < 0) {
+        session = NULL;
+    } else {
+        code = gnutls_set_default_priority(session);
+    }
     if (code >= 0) code = gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, credentials);
     if (code < 0) {
         client_error(error, error_size, "TLS session", code);

@@ -38,7 +38,8 @@ struct HealthcheckCommand: ParsableCommand {
         var address = host ?? served.host
         if address == "0.0.0.0" || address == "::" || address.isEmpty { address = "127.0.0.1" }
         let port = port ?? served.port
-        guard (1...65535).contains(port), timeout > 0 else { throw ValidationError("bad port or timeout") }
+        guard (1...65535).contains(port) else { throw ValidationError("the port must be 1...65535") }
+        guard timeout > 0, timeout <= 3600 else { throw ValidationError("the timeout must be more than 0 and at most 3600 seconds") }
         do {
             let status = try HealthProbe.status(
                 address: address, port: UInt16(port), tls: tls ?? served.tls, timeout: timeout)
@@ -53,18 +54,23 @@ struct HealthcheckCommand: ParsableCommand {
     }
 
     /// Where `serve` listens when started with no command line in this environment. A
-    /// configuration that does not read (the file was edited after the server started) falls
-    /// back to the environment's FRAMETAP_HOST and FRAMETAP_PORT, with a note.
+    /// configuration that does not hold together (edited after the server started, a secret's
+    /// file gone) gives what it still says: the environment's FRAMETAP_HOST, FRAMETAP_PORT and
+    /// FRAMETAP_TLS_CERT, then the file's `host`, `port` and `tls-cert` if it still reads.
     static func servedAddress(environment: [String: String]) -> (host: String, port: Int, tls: Bool) {
         do throws(ServeConfigurationError) {
             let settings = try ServeConfiguration(arguments: [], environment: environment)
             return (settings.http.host, Int(settings.http.port), settings.http.tls != nil)
         } catch {
-            printError("healthcheck: the configuration does not read (\(error)); using the environment")
+            printError("healthcheck: the configuration does not hold together (\(error)); using what it still says")
+            let file = environment["FRAMETAP_CONFIG"].flatMap { try? ConfigurationFile(path: $0, environment: environment) }
+            func value(_ variable: String, _ option: String) -> String? {
+                environment[variable] ?? file?.options.first { $0.option.name == option }?.text
+            }
             return (
-                environment["FRAMETAP_HOST"] ?? "127.0.0.1",
-                environment["FRAMETAP_PORT"].flatMap { Int($0.trimmingWhitespace()) } ?? 8080,
-                !(environment["FRAMETAP_TLS_CERT"] ?? "").isEmpty
+                value("FRAMETAP_HOST", "host") ?? "127.0.0.1",
+                value("FRAMETAP_PORT", "port").flatMap { Int($0.trimmingWhitespace()) } ?? 8080,
+                !(value("FRAMETAP_TLS_CERT", "tls-cert") ?? "").isEmpty
             )
         }
     }

@@ -103,10 +103,10 @@ struct PullSourceTests {
         let server = try SourceServer { _ in .serve(file, contentType: "video/mp2t") }
         defer { server.stop() }
         try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let started = ContinuousClock.now
             #expect(try Self.pull(service.port, "file", from: server.url("/file.ts")).status == 201)
             // The first 5 s (SourcePacing.lead) go at once.
             #expect(Self.decodes(service.port, "file", atLeast: 100))
-            let started = ContinuousClock.now
             Thread.sleep(forTimeInterval: 2)
             let decoded = try Self.framesDecoded(service.port, "file")
             let seconds = Double(started.duration(to: .now).components.seconds) + 1

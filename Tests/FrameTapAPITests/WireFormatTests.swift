@@ -503,9 +503,10 @@ import Timekeeping
         let refused = [
             #"{"bogus":1}"#: "unknown session option 'bogus'",
             #"{"quality":0}"#: "quality must be 1...100",
-            #"{"quality":true}"#: #"session option 'quality' must be a whole number (85, not "85")"#,
-            #"{"quality":"50"}"#: #"session option 'quality' must be a whole number (85, not "85")"#,
+            #"{"quality":true}"#: "session option 'quality' must be a whole number, without quotes",
+            #"{"quality":"50"}"#: "session option 'quality' must be a whole number, without quotes",
             #"{"decode":7}"#: "session option 'decode' must be a string",
+            #"{"quality":null}"#: "session option 'quality' must not be null (leave it out to keep it as it is)",
             #"{"source":"rtsp://cam/1"}"#: #"session option 'source' must be an object (such as {"url": "rtsp://..."})"#,
             #"{"decode":"some"}"#: "decode must be all, keyframes, on-demand",
             #"{"backend":"gpu"}"#: "backend must be auto, cuda, vaapi, software",

@@ -52,6 +52,34 @@ import Testing
         }
     }
 
+    /// Once a source has made the reader wait, it is live for the rest of the connection: a jump
+    /// of its timestamps within reach of the lead, or a backlog of 8 s after a stall, is taken as
+    /// it comes, not held.
+    @Test func aLiveSourceIsNeverHeldAfterAJumpOrAStall() {
+        var pacing = SourcePacing()
+        var now: UInt64 = 0
+        var pts: Int64 = 0
+        for _ in 0..<50 {
+            now += 40 * Self.millisecond
+            pts += Self.ticksPerPicture
+            #expect(pacing.sample(pts: pts, readTook: 38 * Self.millisecond, now: now) == nil)
+        }
+        // The timestamps jump 8 s ahead.
+        pts += 8 * 90_000
+        for _ in 0..<50 {
+            now += 40 * Self.millisecond
+            pts += Self.ticksPerPicture
+            #expect(pacing.sample(pts: pts, readTook: 38 * Self.millisecond, now: now) == nil)
+        }
+        // A stall of 8 s, then its backlog at once.
+        now += 8_000 * Self.millisecond
+        for _ in 0..<200 {
+            now += Self.millisecond
+            pts += Self.ticksPerPicture
+            #expect(pacing.sample(pts: pts, readTook: 0, now: now) == nil)
+        }
+    }
+
     /// A timestamp that jumps forward far past the lead, or goes back, is a new start, not a
     /// reason to hold the stream for the jump's length.
     @Test func aJumpInTheTimestampsStartsThePaceAgain() {

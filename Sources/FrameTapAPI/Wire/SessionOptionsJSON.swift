@@ -33,6 +33,9 @@ public struct SessionOptionsJSON: Codable {
                 path.isEmpty
                     ? "session options must be a JSON object"
                     : "session option '\(path)' must be \(Self.kind(of: type))")
+        } catch DecodingError.valueNotFound(_, let context) {
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw .invalidParameter("session option '\(path)' must not be null (leave it out to keep it as it is)")
         } catch DecodingError.dataCorrupted(let context) {
             let path = context.codingPath.map(\.stringValue).joined(separator: ".")
             throw .invalidParameter(
@@ -46,7 +49,7 @@ public struct SessionOptionsJSON: Codable {
     private static func kind(of type: Any.Type) -> String {
         if type == String.self { return "a string" }
         if type == Bool.self { return "true or false" }
-        if type is any BinaryInteger.Type { return "a whole number (85, not \"85\")" }
+        if type is any BinaryInteger.Type { return "a whole number, without quotes" }
         if type is any BinaryFloatingPoint.Type { return "a number" }
         return "an object (such as {\"url\": \"rtsp://...\"})"
     }

@@ -208,7 +208,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         // A source's Annex B bytes land in the pool's slabs, as an upload's do.
         var landing = SlabWriter()
         defer { landing.release() }
-        var pacing = SourcePacing()
+        // RTSP, RTMP and SRT carry live streams by nature; only an HTTP body may be a stored file.
+        var pacing: SourcePacing? = if case .httpGet = spec.url.scheme.opening { SourcePacing() } else { nil }
         while true {
             let asked = clock.uptime
             let next = stream.next()
@@ -216,13 +217,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             ignored.add(stream.ignoredPackets, since: &counted)
             switch next {
             case .sample(let sample):
-                if let due = pacing.sample(pts: sample.pts, readTook: now &- asked, now: now) {
-                    guard hold(until: due) else { return stopped }
+                if let due = pacing?.sample(pts: sample.pts, readTook: now &- asked, now: now), let end = hold(until: due) {
+                    return end
                 }
                 guard outputs.append(.sample(sample, receivedAt: clock.uptime)) else { return stopped }
             case .bytes(let bytes):
                 // Annex B bytes carry no timestamps to hold them to; the read still counts.
-                _ = pacing.sample(pts: nil, readTook: now &- asked, now: now)
+                _ = pacing?.sample(pts: nil, readTook: now &- asked, now: now)
                 let receivedAt = clock.uptime
                 var taken = true
                 bytes.withUnsafeBytes { buffer in
@@ -241,13 +242,15 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     private var stopped: ContainerError { ContainerError(.sourceEnded, "stopped") }
 
-    /// Waits until `due` (`SourcePacing`); false when the pull was stopped or let go meanwhile.
-    private func hold(until due: UInt64) -> Bool {
-        while clock.uptime < due {
-            if isStopped || interrupt.reason != nil || !isWanted { return false }
+    /// Waits until `due` (`SourcePacing`). Returns why the connection ends when it was stopped,
+    /// let go or refused meanwhile, as a read interrupted then would; nil to go on.
+    private func hold(until due: UInt64) -> ContainerError? {
+        while true {
+            if case .refused(let error) = interrupt.reason { return error }
+            if isStopped || interrupt.reason != nil || !isWanted { return stopped }
+            guard clock.uptime < due else { return nil }
             sleep(until: due)
         }
-        return !isStopped && interrupt.reason == nil
     }
 
     /// The capped exponential back-off: 0.5 s, 1 s, 2 s, ... up to `settings.retryMax`.

@@ -4,8 +4,9 @@
 /// A stored file behind an HTTP URL arrives as fast as the network gives it: unpaced, its
 /// pictures would be decoded at the decoder's speed and the file read again and again. A live
 /// source (a camera, a server relaying one) sets its own pace: the reader waits for it. So the
-/// pacing looks at who waits. A source that kept the reader waiting for a quarter of the last
-/// second is live, and its timestamps are taken as they come (whatever its clock's drift). One
+/// pacing looks at who waits. A source that kept the reader waiting for a quarter of a second
+/// is live, and from then on, for the rest of the connection, its samples are taken as they
+/// come: whatever its clock's drift, a jump in its timestamps, or the backlog after a stall. One
 /// that never did is let run up to `lead` ahead of real time, which covers the burst of buffered
 /// pictures some servers send at connect, and then held to its timestamps.
 ///
@@ -27,6 +28,8 @@ public struct SourcePacing: Sendable {
     }
 
     private var anchor: Anchor?
+    /// The source set the pace in a window of this connection.
+    private var isLive = false
     private var windowStart: UInt64?
     private var waited: UInt64 = 0
 
@@ -36,12 +39,15 @@ public struct SourcePacing: Sendable {
     /// units, `IndexedAccessUnit.ptsPerSecond`). Returns the uptime the sample may go on at,
     /// or nil for now.
     public mutating func sample(pts: Int64?, readTook: UInt64, now: UInt64) -> UInt64? {
+        guard !isLive else { return nil }
         waited += readTook
         let start = windowStart ?? now
         windowStart = start
         if now &- start >= Self.window {
-            // The source set the pace in this window: its time is real time.
-            if waited * Self.liveShare >= now &- start { anchor = nil }
+            if waited * Self.liveShare >= now &- start {
+                isLive = true
+                return nil
+            }
             windowStart = now
             waited = 0
         }

@@ -239,7 +239,7 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
     /// contradict nothing.
     static func contradiction(_ declared: PushContent, prefix: ArraySlice<UInt8>, complete: Bool) -> String? {
         guard case .container(let found) = Sniffer.sniff(prefix, complete: complete),
-            found == .mpegTS || found.startsNewFile(prefix)
+            found.startsNewFile(prefix) || (found == .mpegTS && Self.holdsThreeSyncBytes(prefix))
         else { return nil }
         let said: String
         switch declared {
@@ -249,6 +249,12 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
         }
         return "the push's Content-Type says \(said), but its bytes are \(found.displayName): send it as "
             + "\(found.mediaType), or without a Content-Type (the first bytes tell)"
+    }
+
+    /// MPEG-TS sync bytes at 0, 188 and 376: the sniffer's two are one chance in 65,536 for the
+    /// arbitrary bytes a piece of another container may begin with, too many to refuse a push on.
+    private static func holdsThreeSyncBytes(_ prefix: ArraySlice<UInt8>) -> Bool {
+        prefix.count > 376 && [0, 188, 376].allSatisfy { prefix[prefix.startIndex + $0] == 0x47 }
     }
 
     /// Ends the open stream's input; its last samples come before what `then` says.

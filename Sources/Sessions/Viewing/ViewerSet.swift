@@ -55,8 +55,9 @@ final class ViewerSet: Sendable {
 
     /// The newest picture for `request`: served at once when the client has an older one (or
     /// none), 304 when it has this one, or (with `wait`) held until a newer one comes or the
-    /// wait ends (then 304, or 404 `no_frame_yet` when the session still has no picture). `completion` runs exactly once, synchronously when the answer is
-    /// known now (cached picture, 304, error), otherwise on the encode queue or a timer.
+    /// wait ends (then 304, or 404 `no_frame_yet` when the session still has no picture).
+    /// `completion` runs exactly once, synchronously when the answer is known now (cached
+    /// picture, 304, error), otherwise on the encode queue or a timer.
     func requestPicture(
         _ request: PictureRequest, clientHas: PictureAnswerCondition, wait: Duration,
         completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
