@@ -21,19 +21,22 @@ public struct ConfigurationFile: Sendable {
     public let options: [Entry]
     public let sessions: [DeclaredSession]
 
-    /// Reads and checks the file at `path`.
-    public init(path: String, environment: [String: String]) throws(ServeConfigurationError) {
+    /// Reads and checks the file at `path`. Without `includingSessions`, its `sessions:` are
+    /// neither read nor checked (for a reader that wants only where the server listens).
+    public init(path: String, environment: [String: String], includingSessions: Bool = true) throws(ServeConfigurationError) {
         guard let bytes = FileManager.default.contents(atPath: path) else {
             throw ServeConfigurationError("cannot read the configuration file \(path)")
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ServeConfigurationError("the configuration file \(path) is not UTF-8 text")
         }
-        try self.init(path: path, text: text, environment: environment)
+        try self.init(path: path, text: text, environment: environment, includingSessions: includingSessions)
     }
 
     /// Checks `text`, the contents of the file at `path` (which errors name).
-    public init(path: String, text: String, environment: [String: String]) throws(ServeConfigurationError) {
+    public init(
+        path: String, text: String, environment: [String: String], includingSessions: Bool = true
+    ) throws(ServeConfigurationError) {
         self.path = path
         let reader = ConfigurationReader(path: path, environment: environment)
         let root: YAMLNode?
@@ -52,7 +55,7 @@ public struct ConfigurationFile: Sendable {
                 let key = try reader.key(keyNode, in: nil)
                 switch key {
                 case "serve": options = try reader.serveOptions(value)
-                case "sessions": sessions = try reader.sessions(value)
+                case "sessions": if includingSessions { sessions = try reader.sessions(value) }
                 default:
                     throw reader.error(
                         "unknown section", at: keyNode, key: key,

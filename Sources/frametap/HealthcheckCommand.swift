@@ -14,8 +14,8 @@ struct HealthcheckCommand: ParsableCommand {
         abstract: "Ask a running server's /healthz; exit 0 when it answers 200.",
         discussion: """
             The address, the port and whether to speak TLS come from what serve reads without a \
-            command line: FRAMETAP_HOST (0.0.0.0 and :: mean this machine), FRAMETAP_PORT, \
-            FRAMETAP_TLS_CERT and the file of FRAMETAP_CONFIG, in that order of precedence. \
+            command line: FRAMETAP_HOST (0.0.0.0 and :: mean this machine), FRAMETAP_PORT and \
+            FRAMETAP_TLS_CERT, then the serve: section of FRAMETAP_CONFIG's file. \
             The options below override them. Over TLS the certificate is not verified: the probe \
             asks only whether the server answers. Used by the container image's HEALTHCHECK.
             """
@@ -53,25 +53,28 @@ struct HealthcheckCommand: ParsableCommand {
         }
     }
 
-    /// Where `serve` listens when started with no command line in this environment. A
-    /// configuration that does not hold together (edited after the server started, a secret's
-    /// file gone) gives what it still says: the environment's FRAMETAP_HOST, FRAMETAP_PORT and
-    /// FRAMETAP_TLS_CERT, then the file's `host`, `port` and `tls-cert` if it still reads.
+    /// Where `serve` listens when started with no command line in this environment: its host,
+    /// port and TLS certificate from the environment, then from the file's `serve:` section, as
+    /// serve takes them. The file's sessions are not read: a camera's unset secret is serve's
+    /// business and must not send the probe to the wrong port.
     static func servedAddress(environment: [String: String]) -> (host: String, port: Int, tls: Bool) {
-        do throws(ServeConfigurationError) {
-            let settings = try ServeConfiguration(arguments: [], environment: environment)
-            return (settings.http.host, Int(settings.http.port), settings.http.tls != nil)
-        } catch {
-            printError("healthcheck: the configuration does not hold together (\(error)); using what it still says")
-            let file = environment["FRAMETAP_CONFIG"].flatMap { try? ConfigurationFile(path: $0, environment: environment) }
-            func value(_ variable: String, _ option: String) -> String? {
-                environment[variable] ?? file?.options.first { $0.option.name == option }?.text
+        var file: ConfigurationFile?
+        if let path = ServeOption.named("config")?.environmentVariable.flatMap({ environment[$0] }), !path.isEmpty {
+            do throws(ServeConfigurationError) {
+                file = try ConfigurationFile(path: path, environment: environment, includingSessions: false)
+            } catch {
+                printError("healthcheck: \(error); using the environment alone")
             }
-            return (
-                value("FRAMETAP_HOST", "host") ?? "127.0.0.1",
-                value("FRAMETAP_PORT", "port").flatMap { Int($0.trimmingWhitespace()) } ?? 8080,
-                !(value("FRAMETAP_TLS_CERT", "tls-cert") ?? "").isEmpty
-            )
         }
+        func value(_ name: String) -> String? {
+            let option = ServeOption.named(name)
+            return option?.environmentVariable.flatMap { environment[$0] }
+                ?? file?.options.first { $0.option.name == name }?.text
+        }
+        return (
+            value("host") ?? "127.0.0.1",
+            value("port").flatMap { Int($0.trimmingWhitespace()) } ?? 8080,
+            !(value("tls-cert") ?? "").isEmpty
+        )
     }
 }
