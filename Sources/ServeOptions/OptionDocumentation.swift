@@ -124,11 +124,13 @@ extension ServeConfiguration {
                 members.append("source:")
                 members.append("  url: \(yamlScalar(source.url.redacted))")
                 if let transport = source.transport { members.append("  transport: \(transport.rawValue)") }
+                if source.connect != .always { members.append("  connect: \(source.connect.rawValue)") }
             }
             if let codec = options.codec { members.append("codec: \(codec.rawValue)") }
             if let decode = options.decode { members.append("decode: \(decode.rawValue)") }
             if let backend = options.backend { members.append("backend: \(backend.rawValue)") }
             if let quality = options.quality { members.append("quality: \(quality)") }
+            if case .some(.some(let owner)) = options.owner { members.append("owner: \(yamlScalar(owner.rawValue))") }
             lines.append("  \(session.id):" + (members.isEmpty ? " {}" : "") + "  # \(session.origin)")
             lines += members.map { "    " + $0 }
         }

@@ -226,7 +226,9 @@ struct ConfigurationFileTests {
                   url: rtsp://cam.example/live
                   username: admin
                   password: ${PASSWORD}
+                  connect: on-demand
                 decode: on-demand
+                owner: site-a
             """)
         let environment = ["TOKEN": "token-value-123", "PASSWORD": "password-value-456", "FRAMETAP_PORT": "9100"]
         let configuration = try ServeConfiguration(arguments: ["--config", path, "--print-config"], environment: environment)
@@ -245,6 +247,8 @@ struct ConfigurationFileTests {
             path: "printed.yaml", text: printed.replacing("<redacted>", with: "x"), environment: [:])
         #expect(reread.options.map(\.option.name) == ["port", "max-sessions", "auth-token"])
         #expect(reread.sessions.map(\.options.decode) == [.onDemand])
+        #expect(reread.sessions.map { $0.options.source??.connect } == [.onDemand])
+        #expect(reread.sessions.map { $0.options.owner??.rawValue } == ["site-a"])
     }
 
     @Test func theExampleParses() throws {
