@@ -240,6 +240,22 @@ struct PullSourceTests {
         }
     }
 
+    @Test("an SRT call nobody takes says what it may be: no listener, or one that refused this caller")
+    func anSRTCallNobodyTakes() throws {
+        // A UDP port nothing listens on: the datagrams of the call go nowhere.
+        let reserved = try SourceServer { _ in .silent }
+        let port = reserved.port
+        reserved.stop()
+        // libsrt gives up on a call after 3 s, within the default connect timeout of 10 s.
+        try withService(sessions: Self.configure("srt://127.0.0.1") { $0.sourceConnectTimeout = .seconds(10) }) { service in
+            #expect(try Self.pull(service.port, "srt", from: "srt://127.0.0.1:\(port)").status == 201)
+            #expect(eventually(timeout: .seconds(20)) { Self.lastError(service.port, "srt") != nil })
+            let error = try #require(Self.lastError(service.port, "srt"))
+            #expect(error["code"] as? String == "source_failed")
+            #expect((error["message"] as? String)?.hasPrefix("the SRT listener did not take the call") == true, "\(error)")
+        }
+    }
+
     /// A pull on the service's manual clock (nothing waits out a back-off unless the test moves
     /// time), its source an HTTP server on a port that refuses connections until `back` starts one.
     static func withManualPull(

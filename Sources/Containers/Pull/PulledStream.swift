@@ -114,7 +114,7 @@ public final class PulledStream {
                 demuxer = try Demuxer(url: url, fence: opening.fence, options: options, interrupt: interrupt)
             } catch {
                 relay?.stop()
-                throw error
+                throw Self.explained(error, scheme: source.scheme)
             }
             reader = .demuxer(demuxer)
             formatName = demuxer.formatName
@@ -152,6 +152,18 @@ public final class PulledStream {
             case .interrupted: return .failed(Self.interruption(interrupt, "the source"))
             }
         }
+    }
+
+    /// libsrt says only "Input/output error" when a call is not taken, whether nobody listens
+    /// or the listener refused this caller: the message says what it may be.
+    private static func explained(_ error: ContainerError, scheme: PullScheme) -> ContainerError {
+        guard scheme == .srt, error.code == .sourceFailed, error.message.hasSuffix(libavErrorString(ft_averror(EIO))) else {
+            return error
+        }
+        return ContainerError(
+            .sourceFailed,
+            "the SRT listener did not take the call: it is not running or not reachable, or it refused this caller "
+                + "(a wrong passphrase or streamid reads the same) [\(error.message)]")
     }
 
     private static func interruption(_ interrupt: DemuxInterrupt, _ what: String) -> ContainerError {
