@@ -52,7 +52,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         wanted = Mutex(spec.connect == .always)
         status = Mutex(
             SourceStatus(
-                url: spec.url.redacted, transport: spec.transport, connect: spec.connect,
+                url: spec.url.redacted, transport: spec.transport ?? spec.url.scheme.transports.first,
+                connect: spec.connect,
                 state: spec.connect == .always ? .connecting : .idle, lastError: nil, reconnects: 0, connectedAt: nil,
                 format: nil, nextAttemptAt: nil))
     }

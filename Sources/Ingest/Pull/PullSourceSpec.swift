@@ -43,6 +43,7 @@ public struct SourceStatus: Sendable, Equatable {
 
     /// The URL with its credentials left out (`SourceURL.redacted`).
     public var url: String
+    /// The transport in use: the one asked for, or the scheme's default.
     public var transport: SourceTransport?
     /// When the pull is connected.
     public var connect: ConnectMode = .always
