@@ -9,13 +9,10 @@ public struct IndexedAccessUnit: Sendable {
     /// number is made from it (`PictureNumbering`), so it is never reused.
     public let index: Int64
     public let unit: CodedAccessUnit
-    /// Its presentation time in `IndexedAccessUnit.ptsPerSecond` units, when the container or
-    /// source it came in gave one (an Annex B push has none). It goes through the decoder with
-    /// its picture (`DecodedFrame.pts`).
+    /// Its presentation time, when the container or source it came in gave one (an Annex B
+    /// push has none), in the samples' time base (`DemuxedSample.ptsPerSecond`). It goes through
+    /// the decoder with its picture (`DecodedFrame.pts`).
     public let pts: Int64?
-
-    /// The time base of `pts`: 90 kHz, as MPEG-TS and RTP carry video time.
-    public static let ptsPerSecond: Int64 = 90_000
 
     public init(index: Int64, unit: CodedAccessUnit, pts: Int64? = nil) {
         self.index = index

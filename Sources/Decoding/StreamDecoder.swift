@@ -198,7 +198,8 @@ public final class StreamDecoder {
 
     /// Feeds one sample of a container's or a source's video track (a whole access unit: it
     /// goes on now, see `AccessUnitIngest.push(sample:)`), like `push(_:)`. `pts`: its
-    /// presentation time in 90 kHz units, when the container gave one.
+    /// presentation time in the samples' time base (`DemuxedSample.ptsPerSecond`), when the
+    /// container gave one.
     public func push(
         sample: UnsafeRawBufferPointer, described description: SampleDescription, pts: Int64? = nil,
         onAccessUnit: (IndexedAccessUnit) -> Void = { _ in }, onPicture: PictureHandler

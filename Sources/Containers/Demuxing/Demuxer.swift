@@ -12,9 +12,12 @@ public struct DemuxedSample: Sendable {
     public var description: SampleDescription
     /// The container marks it a random access point (informational: the codec's reader judges).
     public var isKeyframe: Bool
-    /// Its presentation time in 90 kHz units (`IndexedAccessUnit.ptsPerSecond`), rescaled from
-    /// the track's time base; nil when the container gave none.
+    /// Its presentation time in `ptsPerSecond` units, rescaled from the track's time base; nil
+    /// when the container gave none.
     public var pts: Int64?
+
+    /// The one time base of samples' timestamps: 90 kHz, as MPEG-TS and RTP carry video time.
+    public static let ptsPerSecond: Int32 = 90_000
 
     public init(payload: [UInt8], description: SampleDescription, isKeyframe: Bool, pts: Int64? = nil) {
         self.payload = payload
@@ -242,10 +245,10 @@ public final class Demuxer {
         }
     }
 
-    /// `pts` of a track with `timeBase` in 90 kHz units; nil for none.
+    /// `pts` of a track with `timeBase` in `DemuxedSample.ptsPerSecond` units; nil for none.
     static func pts90kHz(_ pts: Int64, in timeBase: AVRational) -> Int64? {
         guard pts != ft_av_nopts_value(), timeBase.num > 0, timeBase.den > 0 else { return nil }
-        return av_rescale_q(pts, timeBase, AVRational(num: 1, den: 90_000))
+        return av_rescale_q(pts, timeBase, AVRational(num: 1, den: DemuxedSample.ptsPerSecond))
     }
 
     // MARK: - The video track

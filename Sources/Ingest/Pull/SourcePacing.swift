@@ -1,3 +1,5 @@
+import Containers
+
 /// Holds a pulled source that runs ahead of real time to its own timestamps, and leaves a live
 /// one alone.
 ///
@@ -36,7 +38,7 @@ public struct SourcePacing: Sendable {
     public init() {}
 
     /// A read that took `readTook` nanoseconds ended at `now` with a sample stamped `pts` (90 kHz
-    /// units, `IndexedAccessUnit.ptsPerSecond`). Returns the uptime the sample may go on at,
+    /// units, `DemuxedSample.ptsPerSecond`). Returns the uptime the sample may go on at,
     /// or nil for now.
     public mutating func sample(pts: Int64?, readTook: UInt64, now: UInt64) -> UInt64? {
         guard !isLive else { return nil }
@@ -55,9 +57,8 @@ public struct SourcePacing: Sendable {
         guard let anchor, pts >= anchor.pts else { return restart(at: pts, now) }
         let delta = pts.subtractingReportingOverflow(anchor.pts)
         guard !delta.overflow else { return restart(at: pts, now) }
-        // A 90 kHz tick is 100,000 / 9 ns.
-        let ticks = UInt64(delta.partialValue).multipliedReportingOverflow(by: 100_000)
-        let due = anchor.uptime.addingReportingOverflow(ticks.partialValue / 9)
+        let ticks = UInt64(delta.partialValue).multipliedReportingOverflow(by: 1_000_000_000)
+        let due = anchor.uptime.addingReportingOverflow(ticks.partialValue / UInt64(DemuxedSample.ptsPerSecond))
         // Far ahead of where a held source can be: a jump in its timestamps, not a source running ahead.
         guard !ticks.overflow, !due.overflow, due.partialValue <= now &+ Self.lead &+ Self.jump else {
             return restart(at: pts, now)
