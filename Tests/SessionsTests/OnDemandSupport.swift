@@ -75,7 +75,7 @@ enum Streams {
 /// Session helpers for on-demand and history tests.
 enum OnDemand {
     static func configuration(
-        linger: Duration = .seconds(10), historySeconds: Duration = .seconds(10), historyBytes: Int = 64 << 20,
+        linger: Duration = .seconds(10), historySeconds: Duration = .seconds(3600), historyBytes: Int = 64 << 20,
         slots: Int = 2, queue: Int = 16, catchUpThreads: Int = 2
     ) -> ServerConfiguration {
         var configuration = testConfiguration()

@@ -23,13 +23,16 @@ enum Fixture {
 
 let quietLogger = Logger(label: "frametap.tests") { _ in SwiftLogNoOpLogHandler() }
 
+/// The history's age bound is an hour: a test's fixture arrives over however long the machine
+/// takes (seconds under a sanitizer, with every suite running), and only the tests of that bound
+/// set a shorter one.
 func testConfiguration(
     maxSessions: Int = 8, maxBodyBytes: Int? = nil, idleTimeout: Duration = .seconds(300),
     uploadQueueBytes: Int = 1 << 20, repeatInterval: Duration = .seconds(1)
 ) -> ServerConfiguration {
     ServerConfiguration(
         backend: .software, maxSessions: maxSessions, maxBodyBytes: maxBodyBytes, idleTimeout: idleTimeout,
-        uploadQueueBytes: uploadQueueBytes, mjpegRepeatInterval: repeatInterval)
+        uploadQueueBytes: uploadQueueBytes, mjpegRepeatInterval: repeatInterval, historySeconds: .seconds(3600))
 }
 
 /// A session of its own: with `services` shared with other sessions of the test, or (nil) with

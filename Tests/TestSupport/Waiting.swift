@@ -11,8 +11,17 @@ import Timekeeping
 
 /// How long a wait lasts when its caller names no limit. Everything the tests wait for takes
 /// milliseconds to a few seconds; the limit only has to end a wait that would never end, with
-/// room for a loaded 2-core machine.
-public let defaultWaitLimit: Duration = .seconds(30)
+/// room for a loaded 2-core machine. `FRAMETAP_TEST_WAIT_SCALE` (a whole number, 1 when unset)
+/// multiplies it for builds that run several times slower: `scripts/sanitize.sh` sets it.
+public let defaultWaitLimit: Duration = .seconds(30) * waitScale
+
+/// `FRAMETAP_TEST_WAIT_SCALE`, 1 to 20; 1 when unset or not a whole number in that range.
+let waitScale: Int = {
+    guard let text = ProcessInfo.processInfo.environment["FRAMETAP_TEST_WAIT_SCALE"], let scale = Int(text),
+        (1...20).contains(scale)
+    else { return 1 }
+    return scale
+}()
 
 /// A wait that passed its deadline, naming what it waited for.
 public struct WaitTimeout: Error, CustomStringConvertible {
