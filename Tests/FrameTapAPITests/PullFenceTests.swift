@@ -1,6 +1,7 @@
 import Containers
 import Foundation
 import Sessions
+import Synchronization
 import Testing
 import TestSupport
 
@@ -114,6 +115,39 @@ struct PullFenceTests {
             // libavformat opens the ports with a packet to each when it starts playing.
             #expect(eventually(timeout: .seconds(8)) { media.received >= 2 })
             #expect(camera.requests.contains { $0.hasPrefix("PLAY") }, "\(camera.requests)")
+        }
+    }
+
+    @Test("an RTSP camera whose RTP packets all carry one timestamp is cut off at 64 MiB for one picture")
+    func oneTimestampForEver() throws {
+        // Single-NAL-unit packets of a non-IDR slice, interleaved on channel 0, all at time 1000.
+        let payload: [UInt8] = [0x41] + [UInt8](repeating: 0x9A, count: 1_399)
+        let sequence = Mutex<UInt16>(0)
+        let camera = try SourceServer(host: "127.0.0.2") { _ in
+            .rtspStreaming(rtspCamera { _ in "RTP/AVP/TCP;unicast;interleaved=0-1" }) {
+                // 1,000 packets (1.4 MB) a send.
+                let first = sequence.withLock { number -> UInt16 in
+                    defer { number &+= 1_000 }
+                    return number
+                }
+                var frames: [UInt8] = []
+                frames.reserveCapacity(1_000 * (16 + payload.count))
+                for offset in 0..<UInt16(1_000) {
+                    let number = first &+ offset
+                    frames += [0x24, 0, UInt8((12 + payload.count) >> 8), UInt8((12 + payload.count) & 0xFF)]
+                    frames += [0x80, 96, UInt8(number >> 8), UInt8(number & 0xFF), 0, 0, 0x03, 0xE8, 0, 0, 0, 1]
+                    frames += payload
+                }
+                return frames
+            }
+        }
+        // The read timeout ends a read that gives no picture: long enough here for 64 MiB to arrive.
+        try withService(sessions: PullSourceTests.configure("rtsp://127.0.0.2") { $0.sourceReadTimeout = .seconds(30) }) { service in
+            let created = try Self.put(service.port, "cam", "rtsp://127.0.0.2:\(camera.port)/cam", transport: "tcp")
+            #expect(created.status == 201)
+            #expect(eventually(timeout: .seconds(30)) { Self.lastError(service.port, "cam")?["code"] as? String == "source_failed" })
+            let message = Self.lastError(service.port, "cam")?["message"] as? String ?? ""
+            #expect(message.contains("more than 64 MiB for one picture"), "\(message)")
         }
     }
 

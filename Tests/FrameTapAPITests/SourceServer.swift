@@ -47,6 +47,9 @@ final class SourceServerCore: @unchecked Sendable {
         /// with what this returns (a status line, headers and a body, without the CSeq, which is
         /// added); nil closes the connection.
         case rtsp(@Sendable (_ method: String, _ head: String) -> String?)
+        /// `.rtsp`, and once PLAY is answered, what `afterPlay` returns, again and again (interleaved
+        /// RTP frames, `$` and all) until it returns nil or the client leaves.
+        case rtspStreaming(@Sendable (_ method: String, _ head: String) -> String?, afterPlay: @Sendable () -> [UInt8]?)
     }
 
     let host: String
@@ -162,8 +165,13 @@ final class SourceServerCore: @unchecked Sendable {
         if case .rtspRedirect(let location) = behaviour {
             behaviour = .rtsp { _, _ in "RTSP/1.0 302 Moved Temporarily\r\nLocation: \(location)\r\n\r\n" }
         }
+        var afterPlay: (@Sendable () -> [UInt8]?)?
+        if case .rtspStreaming(let answer, let frames) = behaviour {
+            behaviour = .rtsp(answer)
+            afterPlay = frames
+        }
         switch behaviour {
-        case .rtspRedirect:
+        case .rtspRedirect, .rtspStreaming:
             return
         case .rtsp(let answer):
             // Every request on one connection (OPTIONS, DESCRIBE, SETUP, PLAY, ...); interleaved
@@ -194,6 +202,12 @@ final class SourceServerCore: @unchecked Sendable {
                 guard let reply = answer(method, text), let statusEnd = reply.range(of: "\r\n") else { return }
                 let withSequence = reply[..<statusEnd.upperBound] + "CSeq: \(cseq)\r\n" + reply[statusEnd.upperBound...]
                 guard send(connection, String(withSequence)) else { return }
+                if method == "PLAY", let afterPlay {
+                    while let frames = afterPlay() {
+                        guard send(connection, frames) else { return }
+                    }
+                    return
+                }
             }
         case .redirect(let location):
             send(connection, "HTTP/1.1 302 Found\r\nLocation: \(location)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")

@@ -68,6 +68,10 @@ public final class Demuxer {
     /// time arrives, which is when the Annex B reader would end it too, and the decode loop then
     /// gets one sample per picture instead of one per network packet.
     private var gathering: (pts: Int64, sample: DemuxedSample)?
+    /// The most bytes gathered into one access unit: eight times the largest NAL unit FrameTap
+    /// takes by default, far above any camera's picture. A sender whose pieces all carry one
+    /// timestamp would otherwise grow the unit for as long as it sends.
+    static let maxGatheredBytes = 64 << 20
     /// The chosen video track's stream index, and its description.
     private var videoStream: Int32?
     private var description: SampleDescription?
@@ -226,6 +230,14 @@ public final class Demuxer {
             var whole = description
             whole.samplesAreAccessUnits = true
             if gathering?.pts == pts, gathering?.sample.description == whole {
+                guard (gathering?.sample.payload.count ?? 0) + payload.count <= Self.maxGatheredBytes else {
+                    gathering = nil
+                    return .failed(
+                        ContainerError(
+                            .sourceFailed,
+                            "the source sent more than \(Self.maxGatheredBytes >> 20) MiB for one picture (its RTP packets all carry one timestamp)"
+                        ))
+                }
                 // In place: a copy taken out of `gathering` would copy the bytes on every piece.
                 gathering?.sample.payload.append(contentsOf: payload)
                 if isKeyframe { gathering?.sample.isKeyframe = true }

@@ -155,9 +155,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                         source: spec.url, transport: spec.transport, policy: settings.policy, interrupt: interrupt,
                         timeouts: .init(connect: settings.connectTimeout, read: settings.readTimeout),
                         seekWindow: settings.seekWindow)
-                    failures = 0
                     connected(format: stream.formatName)
-                    outcome = read(stream)
+                    let (end, proven) = read(stream)
+                    // Only a connection that gave some of the stream for a while starts the
+                    // back-off again: one that opens and fails at once (a login page, a stream
+                    // that never starts after PLAY) would otherwise be retried every 0.5 s.
+                    if proven { failures = 0 }
+                    outcome = end
                 } catch {
                     outcome = error
                 }
@@ -203,8 +207,23 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         return false
     }
 
-    /// Reads samples until the connection fails or the stream ends; returns why it stopped.
-    private func read(_ stream: PulledStream) -> ContainerError {
+    /// Reads samples until the connection fails or the stream ends; returns why it stopped, and
+    /// whether it proved itself: handed on some of the stream `PullSettings.provenAfter` or
+    /// more after it opened, or ended as a whole file of samples (a short file that loops).
+    private func read(_ stream: PulledStream) -> (end: ContainerError, proven: Bool) {
+        let openedAt = clock.uptime
+        var proven = false
+        var sampled = false
+        let end = readUntilEnd(stream) { isSample in
+            sampled = sampled || isSample
+            if !proven, clock.uptime &- openedAt >= PullSettings.provenAfter.nanoseconds { proven = true }
+        }
+        return (end, proven || (sampled && end.code == .sourceEnded))
+    }
+
+    /// `read(_:)`'s loop; `delivering` runs before each sample (true) or piece of Annex B
+    /// (false) is handed on.
+    private func readUntilEnd(_ stream: PulledStream, delivering: (_ isSample: Bool) -> Void) -> ContainerError {
         var counted: [String: Int] = [:]
         // A source's Annex B bytes land in the pool's slabs, as an upload's do.
         var landing = SlabWriter()
@@ -221,10 +240,12 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 if let due = pacing?.sample(pts: sample.pts, readTook: now &- asked, now: now), let end = hold(until: due) {
                     return end
                 }
+                delivering(true)
                 guard outputs.append(.sample(sample, receivedAt: clock.uptime)) else { return stopped }
             case .bytes(let bytes):
                 // Annex B bytes carry no timestamps to hold them to; the read still counts.
                 _ = pacing?.sample(pts: nil, readTook: now &- asked, now: now)
+                delivering(false)
                 let receivedAt = clock.uptime
                 var taken = true
                 bytes.withUnsafeBytes { buffer in

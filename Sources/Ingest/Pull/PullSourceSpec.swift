@@ -68,6 +68,9 @@ public struct SourceStatus: Sendable, Equatable {
 public struct PullSettings: Sendable {
     /// The first wait after a failure; it doubles up to `retryMax`.
     public static let firstRetryDelay: Duration = .milliseconds(500)
+    /// How long a connection hands on some of the stream before the back-off after it starts
+    /// again from `firstRetryDelay`.
+    public static let provenAfter: Duration = .seconds(5)
     /// A TCP connection that is refused at once costs a camera nothing; once a second finds it
     /// within about a second of its return.
     public static let defaultProbeInterval: Duration = .seconds(1)
