@@ -117,6 +117,20 @@ struct PullSourceTests {
         }
     }
 
+    @Test("a body that trickles in never opens: the stream's opening has the connect timeout as a whole")
+    func aTrickleNeverOpens() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        // A byte every 100 ms: each read well within the read timeout (1 s), the opening never.
+        let server = try SourceServer { _ in .serve(ts, contentType: nil, pieceSize: 1, pause: .milliseconds(100)) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/live.ts"))
+            #expect(created.status == 201)
+            #expect(Self.fails(service.port, "cam", with: "source_timeout"))
+            #expect((try? Self.source(service.port, "cam"))?["state"] as? String != "live")
+        }
+    }
+
     @Test("a PUT of the same definition is a 200 that leaves a live pull as it is: no reconnect, no reset")
     func unchangedDefinitionTouchesNothing() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")

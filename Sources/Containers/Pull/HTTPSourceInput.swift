@@ -18,11 +18,11 @@ public final class HTTPSourceInput: DemuxByteInput {
     private var connection: HTTPConnection?
 
     /// Connects and reads the response's headers, following redirects (each checked with
-    /// `check`). Throws `source_not_allowed` for a redirect `check` refuses, `source_failed` for
+    /// `check`). The body's reads then share the interrupt's deadline as it stands until
+    /// `renewDeadlineOnEachRead(_:)`: the opening of the stream has one deadline. Throws `source_not_allowed` for a redirect `check` refuses, `source_failed` for
     /// an HTTP error status, and what the connection did wrong otherwise.
     public init(
-        url: SourceURL, check: (SourceURL) -> ContainerError?, interrupt: DemuxInterrupt, connectTimeout: Duration,
-        readTimeout: Duration
+        url: SourceURL, check: (SourceURL) -> ContainerError?, interrupt: DemuxInterrupt, connectTimeout: Duration
     ) throws(ContainerError) {
         self.url = url
         var current = url
@@ -51,8 +51,6 @@ public final class HTTPSourceInput: DemuxByteInput {
             }
             self.url = current
             contentType = head.headers["content-type"]
-            connection.bodyReadTimeout = readTimeout
-            interrupt.setTimeout(readTimeout)
             self.connection = connection
             return
         }
@@ -61,6 +59,11 @@ public final class HTTPSourceInput: DemuxByteInput {
 
     public func close() {
         connection?.close()
+    }
+
+    /// From now on each read of the body may take up to `timeout` (once the stream is open).
+    public func renewDeadlineOnEachRead(_ timeout: Duration) {
+        connection?.bodyReadTimeout = timeout
     }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> DemuxInputRead {

@@ -63,8 +63,7 @@ public final class PulledStream {
         case .httpGet:
             relay = nil
             let input = try HTTPSourceInput(
-                url: source, check: { policy.check($0) }, interrupt: interrupt, connectTimeout: timeouts.connect,
-                readTimeout: timeouts.read)
+                url: source, check: { policy.check($0) }, interrupt: interrupt, connectTimeout: timeouts.connect)
             interrupt.setTimeout(timeouts.connect)
             let declared = input.contentType.flatMap(ContainerFormat.init(mediaType:))
             var prefix: [UInt8] = []
@@ -96,6 +95,9 @@ public final class PulledStream {
                 reader = .elementary(body)
                 formatName = "annexb"
             }
+            // Open within the connect timeout as a whole, however the bytes trickle in; read on
+            // with the read timeout for each read.
+            input.renewDeadlineOnEachRead(timeouts.read)
         case .libavformat(let opening):
             var options = opening.options
             if let option = opening.transportOption {
