@@ -77,4 +77,18 @@ struct RTSPAnswerCheckTests {
             #expect(throws: ContainerError.self, "\(bad.debugDescription)") { _ = try fresh.take(Array(bad.utf8)) }
         }
     }
+
+    @Test("a session description of more streams than a camera has is refused before the demuxer sets them up")
+    func tooManyStreams() throws {
+        func answer(streams: Int) -> [UInt8] {
+            let sdp = "v=0\r\n" + String(repeating: "m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n", count: streams)
+            return Array("RTSP/1.0 200 OK\r\nCSeq: 2\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)".utf8)
+        }
+        var check = try Self.check()
+        #expect(try !check.take(answer(streams: RTSPAnswerCheck.maxMediaSections)).isEmpty)
+        var fresh = try Self.check()
+        let error = #expect(throws: ContainerError.self) { _ = try fresh.take(answer(streams: RTSPAnswerCheck.maxMediaSections + 1)) }
+        #expect(error?.code == .sourceFailed)
+        #expect(error?.message.contains("more than 16 streams") == true, "\(error?.message ?? "")")
+    }
 }

@@ -13,6 +13,9 @@
 /// - an SDP `c=` address (read for multicast only, which is refused): unspecified, the
 ///   connected address, or an allowed one.
 ///
+/// An SDP of more than `maxMediaSections` streams is refused too: the demuxer sets up every one
+/// (over UDP, two sockets each), so a camera could make it open thousands.
+///
 /// Messages are rewritten in one strict form (status line, header lines, `Content-Length`),
 /// so what the demuxer's own, laxer parser reads is what was checked; anything that form
 /// cannot say is refused. Interleaved RTP (`$`, channel, length) passes unchanged.
@@ -30,6 +33,8 @@ struct RTSPAnswerCheck {
     static let maxHeadBytes = 64 << 10
     static let maxLineBytes = 4000
     static let maxBodyBytes = 1 << 20
+    /// Video, audio, metadata and a back channel are what cameras describe.
+    static let maxMediaSections = 16
 
     private var buffer: [UInt8] = []
 
@@ -240,11 +245,21 @@ struct RTSPAnswerCheck {
         return text + ";source=\(source.unmapped.text)"
     }
 
-    /// The `c=` lines of a session description (read as libavformat reads them).
+    /// The `c=` lines of a session description (read as libavformat reads them), and how many
+    /// streams (`m=`) it describes.
     private func checkAddresses(inSessionDescription body: [UInt8]) throws(ContainerError) {
         guard !body.isEmpty else { return }
+        var mediaSections = 0
         for rawLine in body.split(whereSeparator: { $0 == 0x0A || $0 == 0x0D }) {
             let line = rawLine.drop { $0 == 0x20 || $0 == 0x09 }
+            if line.starts(with: Array("m=".utf8)) {
+                mediaSections += 1
+                guard mediaSections <= Self.maxMediaSections else {
+                    throw ContainerError(
+                        .sourceFailed,
+                        "the RTSP server's session description has more than \(Self.maxMediaSections) streams (m=), more than a camera has")
+                }
+            }
             guard line.starts(with: Array("c=".utf8)) else { continue }
             let words = String(decoding: line.dropFirst(2), as: UTF8.self).split { $0 == " " || $0 == "\t" }
             guard words.count >= 3, words[0] == "IN", words[1] == "IP4" || words[1] == "IP6" else { continue }
