@@ -237,7 +237,7 @@ extension ServeOption {
             help: "Seconds a pull has to connect and read its stream's header."),
         seconds(
             "source-read-timeout", \.server.sourceReadTimeout, .range(0.1...86_400),
-            help: "Seconds a live pull may send nothing before it is lost and retried."),
+            help: "Seconds a live pull may go without sending a whole packet of its stream before it is lost and retried."),
         seconds(
             "source-retry-max", \.server.sourceRetryMax, .range(0.5...86_400),
             help: "The longest wait between a pull's attempts (the back-off starts at 0.5 s and doubles)."),

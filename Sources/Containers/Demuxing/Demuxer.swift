@@ -340,7 +340,7 @@ public final class Demuxer {
         switch interrupt.reason {
         case .refused(let error): return error
         case .timedOut:
-            return ContainerError(.sourceTimeout, opening ? "\(what) did not answer in time" : "\(what) sent nothing in time")
+            return ContainerError(.sourceTimeout, opening ? "\(what) did not answer in time" : "\(what) sent no whole packet of its stream in time")
         case .stopped, .letGo: return ContainerError(.sourceEnded, "stopped")
         case nil: break
         }
