@@ -108,6 +108,20 @@ int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]) {
     return 0;
 }
 
+int ft_mhd_peer_closed(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == NULL) {
+        return 0;
+    }
+    char byte;
+    ssize_t got = recv(info->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got == 0) {
+        return 1;
+    }
+    return got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);

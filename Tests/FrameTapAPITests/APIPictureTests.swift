@@ -242,6 +242,25 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
         }
     }
 
+    /// A viewer with nothing to be sent (no picture yet, or one it cannot have at its size) is
+    /// suspended with no repeat to write: its leaving is still noticed, within a heartbeat or two.
+    @Test func mjpegViewerWithNothingToSendIsForgottenWhenItLeaves() throws {
+        try withService { service in
+            let created = try request(
+                service.port, "PUT", "/sessions/empty", headers: [("Content-Type", "application/json")], body: Array("{}".utf8))
+            #expect(created.status == 201)
+            try pushFixture(service.port, session: "small")
+            for (name, target) in [("empty", "/sessions/empty/frames.mjpeg"), ("small", "/sessions/small/frames.mjpeg?width=5000")] {
+                let session = try #require(service.registry.find(try SessionID(name)))
+                let client = try RawClient(port: service.port)
+                try client.send("GET \(target) HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(eventually { session.viewerCount == 1 }, "\(target)")
+                client.close()
+                #expect(eventually(timeout: .seconds(10)) { session.viewerCount == 0 }, "\(target)")
+            }
+        }
+    }
+
     @Test func mjpegErrors() throws {
         try withService { service in
             try pushFixture(service.port, session: "m")

@@ -78,6 +78,11 @@ ssize_t ft_mhd_send_raw(struct MHD_Connection *connection, const void *data, siz
 /// with its status line and headers twice (a bug), without calling the application first.
 int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 
+/// 1 when the client has closed its side of the connection (or reset it), without reading
+/// anything: a peek at the socket. 0 while it is open or cannot be told. A suspended connection
+/// is not watched by libmicrohttpd, so a stream that has nothing to send asks this.
+int ft_mhd_peer_closed(struct MHD_Connection *connection);
+
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 

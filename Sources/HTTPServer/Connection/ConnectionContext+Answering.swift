@@ -221,6 +221,9 @@ extension ConnectionContext {
 
     enum StreamWait { case suspended, retry, stop }
 
+    /// Whether the client has closed the connection (a peek at its socket).
+    var peerHasClosed: Bool { ft_mhd_peer_closed(connection.pointer) != 0 }
+
     /// Reader side: nothing to send. Suspend unless a wake arrived since the last pull.
     func suspendForStream() -> StreamWait {
         state.withLock { state in

@@ -137,6 +137,10 @@ final class StreamResponse: Sendable {
             case .failure:
                 return ft_mhd_reader_end_with_error()
             case .pending:
+                // Nothing went out for a heartbeat and nothing will now: libmicrohttpd does not
+                // watch a suspended connection, so a client that left is looked for here (a
+                // viewer of a session with no picture yet would otherwise be held for ever).
+                if idle && context.peerHasClosed { return ft_mhd_reader_end_with_error() }
                 switch context.suspendForStream() {
                 case .suspended: return 0
                 case .retry: continue
