@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 
 uint16_t ft_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -120,6 +122,16 @@ int ft_mhd_peer_closed(struct MHD_Connection *connection) {
         return 1;
     }
     return got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+long ft_mhd_unsent_bytes(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int queued = 0;
+    if (info == NULL || ioctl(info->connect_fd, SIOCOUTQ, &queued) != 0) {
+        return -1;
+    }
+    return queued;
 }
 
 int ft_mhd_shutdown_write(struct MHD_Connection *connection) {

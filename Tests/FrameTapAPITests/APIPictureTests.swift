@@ -249,8 +249,8 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             let created = try request(
                 service.port, "PUT", "/sessions/empty", headers: [("Content-Type", "application/json")], body: Array("{}".utf8))
             #expect(created.status == 201)
-            try pushFixture(service.port, session: "small")
-            for (name, target) in [("empty", "/sessions/empty/frames.mjpeg"), ("small", "/sessions/small/frames.mjpeg?width=5000")] {
+            // The picture to come is enlarged too far: known only when it comes.
+            for (name, target) in [("empty", "/sessions/empty/frames.mjpeg"), ("empty", "/sessions/empty/frames.mjpeg?width=5000")] {
                 let session = try #require(service.registry.find(try SessionID(name)))
                 let client = try RawClient(port: service.port)
                 try client.send("GET \(target) HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -264,7 +264,8 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
     @Test func mjpegErrors() throws {
         try withService { service in
             try pushFixture(service.port, session: "m")
-            for query in ["fps=0", "fps=121", "fps=abc", "quality=0"] {
+            // A size the picture cannot be served at, as latest.jpg answers it.
+            for query in ["fps=0", "fps=121", "fps=abc", "quality=0", "width=5000"] {
                 let response = try request(service.port, "GET", "/sessions/m/frames.mjpeg?\(query)")
                 #expect(response.problem == Problem(400, "invalid_parameter"), "\(query)")
             }

@@ -250,4 +250,40 @@ import Testing
             #expect(eventually { broadcast.viewerCount == 0 })
         }
     }
+    /// A newest-wins source (a live view) is not pulled while the socket holds more than its last
+    /// chunk unsent: a client that stops reading costs a few chunks, not the kernel's megabytes;
+    /// an ordinary source is pulled until the send buffer is full.
+    @Test(arguments: [true, false]) func aSourceThatKeepsOnlyTheNewestWaitsForItsClient(newestWins: Bool) throws {
+        let source = EndlessSource(newestWins: newestWins)
+        try withServer(routes: { router in router.get("/live", access: .open) { _ in HTTPResponse(body: .stream(source)) } }) {
+            server in
+            let client = try RawClient(port: server.port, receiveBuffer: 16 << 10)
+            try client.send("GET /live HTTP/1.1\r\nHost: x\r\n\r\n")
+            Thread.sleep(forTimeInterval: 1)
+            let pulledWhileUnread = source.pulls
+            if newestWins {
+                #expect(pulledWhileUnread <= 8, "\(pulledWhileUnread) chunks of 64 KiB for a client that read nothing")
+            } else {
+                #expect(pulledWhileUnread > 8, "\(pulledWhileUnread) chunks")
+            }
+            // Reading again, the client takes what was queued, and a newest-wins source is
+            // pulled again.
+            _ = client.read(until: { $0.count > 512 << 10 })
+            if newestWins { #expect(source.pulls > pulledWhileUnread) }
+            client.close()
+        }
+    }
+}
+
+/// 64 KiB chunks for as long as it is pulled, counting the pulls.
+private final class EndlessSource: StreamSource {
+    let newestWins: Bool
+    private let count = Atomic<Int>(0)
+    init(newestWins: Bool) { self.newestWins = newestWins }
+    var pulls: Int { count.load(ordering: .relaxed) }
+    func next(waker: StreamWaker, idle: Bool) -> StreamPoll {
+        count.add(1, ordering: .relaxed)
+        return .chunk(StreamChunk(bytes: [UInt8](repeating: 0x55, count: 64 << 10)))
+    }
+    func close(_ reason: StreamCloseReason) {}
 }

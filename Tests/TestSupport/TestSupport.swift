@@ -21,10 +21,14 @@ public struct TestFailure: Error, CustomStringConvertible {
 public final class RawClient: @unchecked Sendable {
     private var fd: Int32
 
-    /// `source` binds the local end to that address first (e.g. 127.0.0.2, to be another client).
-    public init(port: UInt16, host: String = "127.0.0.1", source: String? = nil) throws {
+    /// `source` binds the local end to that address first (e.g. 127.0.0.2, to be another client);
+    /// `receiveBuffer` sets the socket's receive buffer (a client that holds little unread).
+    public init(port: UInt16, host: String = "127.0.0.1", source: String? = nil, receiveBuffer: Int? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
+        if var receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, socklen_t(MemoryLayout<Int32>.size))
+        }
         // Bounds connect and every send: a server that stops reading fails the send instead of
         // blocking the test for good.
         var limit = timeval(tv_sec: Int(Self.sendLimit.components.seconds), tv_usec: 0)

@@ -83,6 +83,10 @@ int ft_mhd_shutdown_write(struct MHD_Connection *connection);
 /// is not watched by libmicrohttpd, so a stream that has nothing to send asks this.
 int ft_mhd_peer_closed(struct MHD_Connection *connection);
 
+/// Bytes written to the connection's socket that the client has not yet acknowledged (the
+/// kernel's send queue, SIOCOUTQ), or -1 when it cannot be told.
+long ft_mhd_unsent_bytes(struct MHD_Connection *connection);
+
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 

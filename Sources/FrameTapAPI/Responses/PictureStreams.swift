@@ -18,6 +18,8 @@ final class MJPEGSource: StreamSource {
         self.boundary = boundary
     }
 
+    var newestWins: Bool { true }
+
     func next(waker: StreamWaker, idle: Bool) -> StreamPoll {
         if ended.load(ordering: .acquiring) { return .end }
         switch viewer.poll() {

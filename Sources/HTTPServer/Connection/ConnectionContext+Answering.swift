@@ -224,6 +224,12 @@ extension ConnectionContext {
     /// Whether the client has closed the connection (a peek at its socket).
     var peerHasClosed: Bool { ft_mhd_peer_closed(connection.pointer) != 0 }
 
+    /// Bytes in the socket's send queue the client has not taken yet; nil when unknown.
+    var unsentBytes: Int? {
+        let queued = ft_mhd_unsent_bytes(connection.pointer)
+        return queued < 0 ? nil : queued
+    }
+
     /// Reader side: nothing to send. Suspend unless a wake arrived since the last pull.
     func suspendForStream() -> StreamWait {
         state.withLock { state in

@@ -12,6 +12,8 @@ final class StreamResponse: Sendable {
         var offset = 0
         /// When bytes last went out (an `uptime`).
         var lastProgress: UInt64
+        /// The size of the last chunk the source gave.
+        var lastChunkBytes = 0
         var idleDue = false
         var endRequested = false
         /// When `endForShutdown` asked for the end (an `uptime`).
@@ -72,6 +74,23 @@ final class StreamResponse: Sendable {
         startHeartbeat()
     }
 
+    /// A newest-wins source may leave this much in the socket's send queue (or its last chunk,
+    /// when larger) before it is pulled again; the queue is looked at again this often.
+    static let unsentAllowance = 64 << 10
+    static let backlogRecheck = Duration.milliseconds(20)
+
+    /// Whether a newest-wins source must wait for the client to take what the socket holds.
+    private func waitsForClient() -> Bool {
+        guard source.newestWins, let unsent = context.unsentBytes else { return false }
+        let allowance = max(Self.unsentAllowance, reader.withLock { $0.lastChunkBytes })
+        return unsent > allowance
+    }
+
+    private func wakeUnlessReleased() {
+        guard !reader.withLock({ $0.released }) else { return }
+        context.wakeStream()
+    }
+
     /// stop(): end the stream cleanly at the next pull (after the chunk in flight).
     func endForShutdown() {
         let now = clock.uptime
@@ -124,9 +143,21 @@ final class StreamResponse: Sendable {
                 reader.withLock { $0.finishedNormally = true }
                 return ft_mhd_reader_end_of_stream()
             }
+            if waitsForClient() {
+                if context.peerHasClosed { return ft_mhd_reader_end_with_error() }
+                clock.schedule(at: clock.deadline(after: Self.backlogRecheck)) { [weak self] in self?.wakeUnlessReleased() }
+                switch context.suspendForStream() {
+                case .suspended: return 0
+                case .retry: continue
+                case .stop:
+                    reader.withLock { $0.finishedNormally = true }
+                    return ft_mhd_reader_end_of_stream()
+                }
+            }
             switch source.next(waker: waker, idle: idle) {
             case .chunk(let chunk):
                 reader.withLock { state in
+                    state.lastChunkBytes = chunk.byteCount
                     state.chunk = chunk
                     state.segment = 0
                     state.offset = 0

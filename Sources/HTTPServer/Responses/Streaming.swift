@@ -68,10 +68,17 @@ public protocol StreamSource: AnyObject, Sendable {
 
     /// Called exactly once when the server stops pulling: drop the waker and any resources.
     func close(_ reason: StreamCloseReason)
+
+    /// True for a source whose next chunk is always the newest (a live view): it is not pulled
+    /// while the socket still holds more than its last chunk unsent, so a slow client gets the
+    /// picture of when it is ready rather than a backlog in the kernel's send buffer (which
+    /// grows to megabytes: minutes of pictures for a slow client). False: every chunk counts.
+    var newestWins: Bool { get }
 }
 
 extension StreamSource {
     public func lastChunkBeforeShutdown() -> StreamChunk? { nil }
+    public var newestWins: Bool { false }
 }
 
 /// Multipart framing strict enough for GStreamer's multipartdemux and FFmpeg's mpjpeg

@@ -287,12 +287,14 @@ public final class Session: Sendable {
     }
 
     /// Registers an MJPEG viewer. Throws `.sessionNotFound` after close and `.invalidParameter`
-    /// for bad options (fps must be 0.1...120 when given).
+    /// for bad options (fps must be 0.1...120 when given; a size the newest picture cannot be
+    /// served at, as `latest.jpg` would answer).
     public func subscribe(_ request: PictureRequest, maxFPS: Double? = nil) throws(SessionError) -> Viewer {
         let request = try request.validated()
         if let maxFPS, !(0.1...120).contains(maxFPS) {
             throw SessionError(.invalidParameter, "fps must be 0.1...120")
         }
+        if let newest = viewers.newest { try pictures.check(newest, request) }
         let minInterval = maxFPS.map { UInt64(1e9 / $0) } ?? 0
         // An idle on-demand session connects and starts decoding for its viewer (who waits for
         // the first part).

@@ -127,6 +127,13 @@ final class PictureCache: Sendable {
     /// Which encoder the factory chose and why: what the session will encode with.
     var chosenEncoder: PictureEncoderIdentity { encoderFactory.identity }
 
+    /// Throws what `serve` would fail with for `published` as `request` asks (a size over the
+    /// limit or enlarged too far), without encoding.
+    func check(_ published: PublishedFrame, _ request: PictureRequest) throws(SessionError) {
+        let quality = request.effectiveQuality(sessionDefault: defaultQuality)
+        _ = try PictureKey(published: published, request: request, quality: quality, limit: sizeLimit)
+    }
+
     /// `published` as `request` asks, if it is already encoded; never encodes (MJPEG viewers
     /// skip to the newest picture when another reader already paid for it).
     func cachedServed(_ published: PublishedFrame, _ request: PictureRequest) -> ServedPicture? {
