@@ -185,7 +185,7 @@ extension ServeOption {
         seconds(
             "history-seconds", \.server.historySeconds, .above(0, atMost: 3600),
             help: "Seconds of compressed history each session keeps, from its oldest access unit to its newest, in whole GOPs.",
-            details: "several camera GOPs, enough to look at what just happened"),
+            details: "several camera GOPs at 1-2 s each; a stream whose keyframes are further apart needs more, since right after the oldest GOP is dropped little more than one is held"),
         integer(
             "history-bytes", \.server.historyBytes, .from(1 << 20), valueName: "bytes",
             help: "Bytes of compressed history each session keeps at most, in whole GOPs.",
