@@ -82,7 +82,7 @@ function showSignIn(onAccepted) {
     const token = input.value.trim();
     if (!token) {
       input.setAttribute('aria-invalid', 'true');
-      setText(message, 'Enter the token the server was started with (--auth-token).');
+      setText(message, 'Enter the token the server was started with (--auth-token), or an admin JWT.');
       input.focus();
       return;
     }
@@ -115,6 +115,12 @@ async function checkToken(token) {
     const response = await fetch('/sessions', { headers: { Authorization: `Bearer ${token}` }, cache: 'no-store' });
     if (response.ok) return 'accepted';
     if (response.status === 401) return 'The server did not accept this token.';
+    if (response.status === 403) {
+      // A valid token of too narrow a scope: trying again cannot help, another token can.
+      const problem = await response.json().catch(() => null);
+      const detail = problem && typeof problem.detail === 'string' ? ` (${problem.detail})` : '';
+      return `This token is valid but cannot run the console${detail}: it needs an admin token.`;
+    }
     return `The server answered ${response.status} ${response.statusText}; try again.`;
   } catch {
     return 'The server cannot be reached; try again in a moment.';
