@@ -20,6 +20,7 @@ export class HistoryScrubber {
     this.range = null;
     this.wanted = null;  // the time (ms since 1970) the slider points at
     this.shown = null;   // the time of the picture on screen
+    this.shownCaption = null;  // what the caption says of it
     this.loading = false;
     this.objectURL = null;
     this.controller = new AbortController();
@@ -91,7 +92,13 @@ export class HistoryScrubber {
       `${((to - from) / 1000).toFixed(1)} s held: ${formatCount(history.gops)} GOPs, ${formatCount(history.accessUnits)} access units, `
       + `${formatBytes(history.bytes)} (pictures ${history.firstSeq ?? '—'} to ${history.lastSeq ?? '—'}; `
       + `at most ${history.limits?.seconds ?? '?'} s and ${formatBytes(history.limits?.bytes ?? 0)}).`);
-    if (this.shown === null) this.seek(position - from);
+    if (this.shown === null) {
+      this.seek(position - from);
+    } else if (atNewest && !this.loading && this.shownCaption && this.shown < to - 1000) {
+      // Each picture from the past is a decode from its keyframe, so the newest is not fetched
+      // again on its own: the caption says a newer one is there (the live view above shows it).
+      setText(this.caption, `${this.shownCaption}. Newer pictures have come since: Newest shows the latest held.`);
+    }
   }
 
   /** Shows the picture at `offset` ms into the held range, once nothing else is on its way. */
@@ -115,12 +122,14 @@ export class HistoryScrubber {
           this.picture.src = this.objectURL;
           this.picture.hidden = false;
           const received = response.headers.get('X-Frame-Received-At');
-          setText(this.caption, `Picture #${response.headers.get('X-Frame-Seq') ?? '?'}`
-            + (received ? `, received ${new Date(received).toLocaleTimeString()}` : ''));
+          this.shownCaption = `Picture #${response.headers.get('X-Frame-Seq') ?? '?'}`
+            + (received ? `, received ${new Date(received).toLocaleTimeString()}` : '');
+          setText(this.caption, this.shownCaption);
           this.shown = time;
         } catch (error) {
           if (isAbort(error)) return;
           this.shown = time;
+          this.shownCaption = null;
           if (error instanceof ApiError && error.code === 'catchup_queue_full') {
             setText(this.caption, 'The server is busy decoding; trying again shortly.');
             this.shown = null;
