@@ -146,13 +146,8 @@ final class StreamResponse: Sendable {
             if waitsForClient() {
                 if context.peerHasClosed { return ft_mhd_reader_end_with_error() }
                 clock.schedule(at: clock.deadline(after: Self.backlogRecheck)) { [weak self] in self?.wakeUnlessReleased() }
-                switch context.suspendForStream() {
-                case .suspended: return 0
-                case .retry: continue
-                case .stop:
-                    reader.withLock { $0.finishedNormally = true }
-                    return ft_mhd_reader_end_of_stream()
-                }
+                if let answer = suspendUntilWoken() { return answer }
+                continue
             }
             switch source.next(waker: waker, idle: idle) {
             case .chunk(let chunk):
@@ -172,14 +167,20 @@ final class StreamResponse: Sendable {
                 // watch a suspended connection, so a client that left is looked for here (a
                 // viewer of a session with no picture yet would otherwise be held for ever).
                 if idle && context.peerHasClosed { return ft_mhd_reader_end_with_error() }
-                switch context.suspendForStream() {
-                case .suspended: return 0
-                case .retry: continue
-                case .stop:
-                    reader.withLock { $0.finishedNormally = true }
-                    return ft_mhd_reader_end_of_stream()
-                }
+                if let answer = suspendUntilWoken() { return answer }
             }
+        }
+    }
+
+    /// Suspends the connection until the stream is woken: the content reader's answer, or nil
+    /// to pull again at once (a wake came first).
+    private func suspendUntilWoken() -> Int? {
+        switch context.suspendForStream() {
+        case .suspended: return 0
+        case .retry: return nil
+        case .stop:
+            reader.withLock { $0.finishedNormally = true }
+            return ft_mhd_reader_end_of_stream()
         }
     }
 
