@@ -74,10 +74,10 @@ for sanitizer in "${SANITIZERS[@]}"; do
             ;;
     esac
     # Instrumented tests run several times slower: the watchdog gets a longer deadline and the
-    # tests' own waits (TestSupport's defaultWaitLimit) four times theirs. One run
-    # per test target: Swift Testing starts every test of a run at once, so on two cores an
-    # instrumented run of all 800-odd tests lasts about 10 minutes and tests waiting their turn
-    # ran past their time limits (even the pure ones).
+    # tests' own waits (TestSupport's defaultWaitLimit) four times theirs. One run per test
+    # target: Swift Testing starts every test of a run at once, so on two cores an instrumented
+    # run of all 800-odd tests lasts about 10 minutes and tests waiting their turn ran past their
+    # time limits (even the pure ones).
     for directory in Tests/*Tests/; do
         target=$(basename "$directory")
         step "$short-$target" env FRAMETAP_TEST_DEADLINE="${FRAMETAP_TEST_DEADLINE:-7200}" FRAMETAP_TEST_WAIT_SCALE=4 \

@@ -111,13 +111,12 @@ int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]) {
 }
 
 int ft_mhd_peer_closed(struct MHD_Connection *connection) {
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (info == NULL) {
+    int fd = ft_mhd_connection_fd(connection);
+    if (fd < 0) {
         return 0;
     }
     char byte;
-    ssize_t got = recv(info->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t got = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (got == 0) {
         return 1;
     }
@@ -125,10 +124,9 @@ int ft_mhd_peer_closed(struct MHD_Connection *connection) {
 }
 
 long ft_mhd_unsent_bytes(struct MHD_Connection *connection) {
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int fd = ft_mhd_connection_fd(connection);
     int queued = 0;
-    if (info == NULL || ioctl(info->connect_fd, SIOCOUTQ, &queued) != 0) {
+    if (fd < 0 || ioctl(fd, SIOCOUTQ, &queued) != 0) {
         return -1;
     }
     return queued;

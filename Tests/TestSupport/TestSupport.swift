@@ -26,8 +26,9 @@ public final class RawClient: @unchecked Sendable {
     public init(port: UInt16, host: String = "127.0.0.1", source: String? = nil, receiveBuffer: Int? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket failed: errno \(errno)") }
-        if var receiveBuffer {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, socklen_t(MemoryLayout<Int32>.size))
+        if let receiveBuffer {
+            var size = Int32(receiveBuffer)
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         // Bounds connect and every send: a server that stops reading fails the send instead of
         // blocking the test for good.

@@ -19,8 +19,9 @@ public final class HTTPSourceInput: DemuxByteInput {
 
     /// Connects and reads the response's headers, following redirects (each checked with
     /// `check`). The body's reads then share the interrupt's deadline as it stands until
-    /// `renewDeadlineOnEachRead(_:)`: the opening of the stream has one deadline. Throws `source_not_allowed` for a redirect `check` refuses, `source_failed` for
-    /// an HTTP error status, and what the connection did wrong otherwise.
+    /// `renewDeadlineOnEachRead(_:)`: the opening of the stream has one deadline. Throws
+    /// `source_not_allowed` for a redirect `check` refuses, `source_failed` for an HTTP error
+    /// status, and what the connection did wrong otherwise.
     public init(
         url: SourceURL, check: (SourceURL) -> ContainerError?, interrupt: DemuxInterrupt, connectTimeout: Duration
     ) throws(ContainerError) {

@@ -161,7 +161,7 @@ struct RTSPAnswerCheck {
         }
         // Only an answer's Transport is read (a SETUP's); a request the camera sends keeps none.
         if message.isResponse, let transport { headers.append("Transport: \(try checkedTransport(transport))") }
-        try checkAddresses(inSessionDescription: message.body)
+        try checkSessionDescription(message.body)
         var text = message.firstLine + "\r\n"
         for header in headers { text += header + "\r\n" }
         if !message.body.isEmpty { text += "Content-Length: \(message.body.count)\r\n" }
@@ -247,7 +247,7 @@ struct RTSPAnswerCheck {
 
     /// The `c=` lines of a session description (read as libavformat reads them), and how many
     /// streams (`m=`) it describes.
-    private func checkAddresses(inSessionDescription body: [UInt8]) throws(ContainerError) {
+    private func checkSessionDescription(_ body: [UInt8]) throws(ContainerError) {
         guard !body.isEmpty else { return }
         var mediaSections = 0
         for rawLine in body.split(whereSeparator: { $0 == 0x0A || $0 == 0x0D }) {
