@@ -11,7 +11,7 @@ import TestSupport
 /// CPU. The pretend device "encodes" the surface it is lent, a software picture standing in for
 /// an NV12 CUDA surface, with TurboJPEG straight from its planes, so its JPEGs are real and
 /// reading them downloads nothing.
-@Suite(.timeLimit(.minutes(5))) struct DeviceJPEGEncoderTests {
+@Suite(.timeLimit(.minutes(10))) struct DeviceJPEGEncoderTests {
     // MARK: Pretend hardware
 
     final class PretendDevice: DeviceJPEGPlatform, @unchecked Sendable {

@@ -2,7 +2,7 @@ import Ingest
 import Testing
 
 /// When a pulled source's samples may go on (`SourcePacing`): values in, times out, no clock.
-@Suite(.timeLimit(.minutes(1))) struct SourcePacingTests {
+@Suite(.timeLimit(.minutes(10))) struct SourcePacingTests {
     static let millisecond: UInt64 = 1_000_000
     /// 25 pictures a second in 90 kHz ticks.
     static let ticksPerPicture: Int64 = 3_600
