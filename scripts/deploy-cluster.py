@@ -8,7 +8,9 @@ place. Run by scripts/deploy-test.sh:
 1. Pushed sessions: 30 sessions pushed through HAProxy live on exactly one instance each (asked
    directly), spread over all three; each latest.jpg through HAProxy is the owning instance's own
    picture (all 30 differ) and X-FrameTap-Upstream names that instance; MJPEG, a long poll and a
-   live chunked push pass through unbuffered.
+   live chunked push pass through unbuffered. A session id spelt with a percent-encoded letter is
+   refused, ?session= of /events spelt so reaches the session's instance, and names that cannot be
+   session ids never enter the stick table.
 2. Cameras: a GStreamer RTSP server (smoke/rtsp-server.py --cameras 12) and a configuration file
    declaring them; `frametap sync --interval 2` puts each on one instance through HAProxy.
 3. One instance is killed (SIGKILL). Every camera is live again through HAProxy within 20 s (a
@@ -182,7 +184,7 @@ class Cluster:
     def upstream_instance(self, headers):
         upstream = headers.get("X-FrameTap-Upstream", "")
         for n, s in enumerate(self.instances):
-            if upstream == f"127.0.0.1:{s.port}":
+            if upstream == f"frametap-{n + 1}":
                 return n
         return None
 
@@ -290,6 +292,33 @@ def pushed_sessions(cluster, results):
     else:
         results.skip("a live push through HAProxy", "no ffmpeg")
     return owner, pictures
+
+
+def one_name_one_place(cluster, results, owner):
+    """A session has one spelling: a path that percent-encodes a letter of its id is refused (HAProxy
+    hashes the raw path, so it would reach another instance), ?session= of /events is decoded as
+    FrameTap decodes it and routed to the session's instance, and names that cannot be session ids
+    never enter the stick table."""
+    session = sid(0)
+    spelt = "%64" + session[1:]  # "d" percent-encoded
+    status, _, body = cluster.gw("GET", f"/sessions/{spelt}/frame/latest.jpg")
+    problem = json.loads(body) if status == 400 else {}
+    results.check("a session id with a percent-encoded letter is refused (400 encoded_unreserved) through HAProxy",
+                  problem.get("reason") == "encoded_unreserved", f"{status} {body[:200]!r}")
+    connection = http.client.HTTPConnection("127.0.0.1", cluster.gateway.port, timeout=10)
+    try:
+        connection.request("GET", f"/events?session={spelt}")
+        response = connection.getresponse()
+        routed = response.status, cluster.upstream_instance(response.headers)
+    finally:
+        connection.close()
+    results.check("/events?session= spelt with an escape reaches the session's instance", routed == (200, owner[session]),
+                  f"{routed} (the session is on instance {owner[session]})")
+    before = set(cluster.gateway.stuck())
+    for bogus in ["/sessions/not%20an%20id", "/sessions/" + "x" * 200, "/events?session=a%2Fb"]:
+        cluster.gw("GET", bogus)
+    added = set(cluster.gateway.stuck()) - before
+    results.check("names that cannot be session ids leave HAProxy's stick table alone", not added, added)
 
 
 # --- cameras -----------------------------------------------------------------------------------
@@ -474,6 +503,7 @@ def main():
         if not up:
             raise Failure("the cluster did not come up")
         pushed_owner, pushed_pictures = pushed_sessions(cluster, results)
+        one_name_one_place(cluster, results, pushed_owner)
         camera_owner = cameras_placed(cluster, results)
         victim, pushed_owner = lose_one(cluster, results, pushed_owner, pushed_pictures, camera_owner)
         come_back(cluster, results, victim, pushed_owner)

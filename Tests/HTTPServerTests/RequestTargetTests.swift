@@ -145,6 +145,13 @@ struct Rejection: Sendable, CustomTestStringConvertible {
         Rejection("/%2E%2E/x", .dotSegment, at: 1),
         Rejection("/x/%2e", .dotSegment, at: 3),
         Rejection("/x/.%2E", .dotSegment, at: 3),
+        // One session under two raw names: a proxy hashing the raw path would split them.
+        Rejection("/sessions/cam%41", .encodedUnreserved, at: 13),
+        Rejection("/sessions/cam%61/frame/latest.jpg", .encodedUnreserved, at: 13),
+        Rejection("/sessions/a%7Eb", .encodedUnreserved, at: 11),
+        Rejection("/sessions/x%2D1%5F2", .encodedUnreserved, at: 11),
+        Rejection("/sessions/a%2Eb", .encodedUnreserved, at: 11),
+        Rejection("/sessions/%30/frames.mjpeg", .encodedUnreserved, at: 10),
         Rejection("/" + String(repeating: "a", count: RequestTarget.maxLength), .tooLong, at: RequestTarget.maxLength),
     ]
 

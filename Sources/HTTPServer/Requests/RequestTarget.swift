@@ -14,6 +14,10 @@
 ///   no segment;
 /// - dot segments `.` and `..`, also encoded (`%2E%2E`): clients and proxies normalise them
 ///   away, so a server that sees one sees a path nobody meant;
+/// - an unreserved character (`A-Z a-z 0-9 - . _ ~`) percent-encoded in the path (`%41` for
+///   `A`): RFC 3986 makes `/sessions/cam%41` and `/sessions/camA` the same resource, but a
+///   proxy that routes on the raw path (HAProxy's `path`) sends them to different places, so one
+///   name would reach two sessions;
 /// - anything but origin form (no leading `/`: `*`, `http://host/...`, `host:port`), a fragment
 ///   (`#` never travels in a request), and targets longer than `maxLength` bytes.
 ///
@@ -147,6 +151,7 @@ public struct RequestTargetError: Error, Sendable, Equatable, CustomStringConver
         case invalidUTF8 = "invalid_utf8"
         case emptySegment = "empty_segment"
         case dotSegment = "dot_segment"
+        case encodedUnreserved = "encoded_unreserved"
     }
 
     /// The problem code of every rejection.
@@ -185,6 +190,8 @@ public struct RequestTargetError: Error, Sendable, Equatable, CustomStringConver
             "The path has an empty segment at byte \(offset) (\"//\" or a trailing \"/\")."
         case .dotSegment:
             "The path has a \".\" or \"..\" segment at byte \(offset) (also when percent-encoded)."
+        case .encodedUnreserved:
+            "The path has a percent-encoded letter, digit or one of - . _ ~ at byte \(offset): send it as it is."
         }
     }
 
@@ -216,6 +223,7 @@ private struct PieceDecoder {
         var index = range.lowerBound
         var changed = false
         var allASCII = true
+        var encodedUnreserved: Int?
         while index < range.upperBound {
             var byte = raw[index]
             var width = 1
@@ -226,7 +234,10 @@ private struct PieceDecoder {
                 byte = high << 4 | low
                 width = 3
                 changed = true
-                if byte == slash && kind == .pathSegment { throw RequestTargetError(.encodedSlash, at: index) }
+                if kind == .pathSegment {
+                    if byte == slash { throw RequestTargetError(.encodedSlash, at: index) }
+                    if encodedUnreserved == nil && Self.isUnreserved(byte) { encodedUnreserved = index }
+                }
             } else if byte == plus && kind == .queryComponent {
                 byte = UInt8(ascii: " ")
                 changed = true
@@ -241,8 +252,11 @@ private struct PieceDecoder {
         }
         let decoded = changed
             ? UnsafeBufferPointer(rebasing: scratch[0..<written]) : UnsafeBufferPointer(rebasing: raw[range])
-        if rejectDotSegments, kind == .pathSegment, decoded.count <= 2, decoded.allSatisfy({ $0 == dot }) {
-            throw RequestTargetError(.dotSegment, at: range.lowerBound)
+        // An encoded dot segment (`%2E%2E`) is a dot segment first, whichever way those are taken.
+        if kind == .pathSegment, decoded.count <= 2, decoded.allSatisfy({ $0 == dot }) {
+            if rejectDotSegments { throw RequestTargetError(.dotSegment, at: range.lowerBound) }
+        } else if let encodedUnreserved {
+            throw RequestTargetError(.encodedUnreserved, at: encodedUnreserved)
         }
         // ASCII is valid UTF-8, and the non-validating initialiser is the fast one.
         if allASCII { return String(decoding: decoded, as: UTF8.self) }
@@ -250,6 +264,16 @@ private struct PieceDecoder {
             throw RequestTargetError(.invalidUTF8, at: range.lowerBound)
         }
         return text
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), dot, UInt8(ascii: "_"), UInt8(ascii: "~"):
+            true
+        default:
+            false
+        }
     }
 
     @inline(__always)
