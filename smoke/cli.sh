@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The offline command line as a user meets it: outputs, sizes and the documented exit codes
-# for bad input, for H.264 and H.265. Needs no server.
+# for bad input, for H.264 and H.265, and serve's refusals before it listens. Starts no server
+# but one on ::1 for the health probe.
 #   smoke/cli.sh [path/to/frametap] [conformance corpus dir]
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +57,23 @@ check "serve --help lists an option with its variable" \
     "$("$BIN" serve --help | grep -o -e '--max-sessions <n>' -e 'FRAMETAP_MAX_SESSIONS' | wc -l)" 2
 check "the example configuration resolves" \
     "$(FRONT_DOOR_USER=u FRONT_DOOR_PASSWORD=p "$BIN" serve --config "$ROOT/deploy/frametap.yaml" --print-config | grep -c -e '^  max-sessions: 32  #' -e '^  front-door:')" 2
+
+"$BIN" serve --host localhost > /dev/null 2> "$TMP/stderr"; check "serve --host localhost is a usage error" "$?" 64
+grep -q "the host must be a numeric IPv4 or IPv6 address, not 'localhost'" "$TMP/stderr" \
+    && pass "--host localhost says why" || fail "--host localhost: $(head -c 200 "$TMP/stderr")"
+"$BIN" serve --tls-cert "$TMP/missing.pem" --tls-key "$TMP/missing.key" > /dev/null 2> "$TMP/stderr"
+check "serve with a TLS certificate that is not there is a usage error" "$?" 64
+
+# The health probe of a server on IPv6: its address as given, and :: asked on ::1.
+port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0)); print(s.getsockname()[1])')
+"$BIN" serve --host ::1 --port "$port" 2> "$TMP/serve6.log" &
+server=$!
+for _ in $(seq 100); do "$BIN" healthcheck --host ::1 --port "$port" > /dev/null 2>&1 && break; sleep 0.1; done
+"$BIN" healthcheck --host ::1 --port "$port" > "$TMP/health.log" 2>&1
+check "healthcheck --host ::1 asks a server on ::1" "$?" 0
+FRAMETAP_HOST=:: FRAMETAP_PORT=$port "$BIN" healthcheck > "$TMP/health.log" 2>&1
+check "healthcheck with FRAMETAP_HOST=:: asks ::1" "$?" 0
+kill -TERM "$server"; wait "$server"; check "the IPv6 server stops on SIGTERM" "$?" 0
 
 frames=$(manifest high_320x240.264 frames)
 "$BIN" decode "$FIXTURE" --output "$TMP/jpegs" 2> /dev/null

@@ -81,9 +81,19 @@ public struct ServeConfiguration: Sendable {
             resolved.first { $0.option.name == name && $0.text != nil }?.origin
         }
         var http = settings.http
+        // Checked here, not when the server starts: a start that cannot work is bad usage (64).
+        guard NumericAddress.isValid(http.host) else {
+            throw ServeConfigurationError(
+                "the host must be a numeric IPv4 or IPv6 address, not '\(http.host)' (this machine only: 127.0.0.1 or ::1; every address: 0.0.0.0 or ::)",
+                origin: origin("host"))
+        }
         switch (settings.tlsCertificate ?? "", settings.tlsKey ?? "") {
         case ("", ""): http.tls = nil
         case (let certificate, let key) where !certificate.isEmpty && !key.isEmpty:
+            for (path, name, what) in [(certificate, "tls-cert", "certificate"), (key, "tls-key", "key")]
+            where FileManager.default.contents(atPath: path) == nil {
+                throw ServeConfigurationError("cannot read the TLS \(what) file \(path)", origin: origin(name))
+            }
             http.tls = TLSFiles(certificatePath: certificate, keyPath: key)
         default:
             throw ServeConfigurationError("--tls-cert and --tls-key go together")

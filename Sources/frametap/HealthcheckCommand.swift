@@ -14,14 +14,14 @@ struct HealthcheckCommand: ParsableCommand {
         abstract: "Ask a running server's /healthz; exit 0 when it answers 200.",
         discussion: """
             The address, the port and whether to speak TLS come from what serve reads without a \
-            command line: FRAMETAP_HOST (0.0.0.0 and :: mean this machine), FRAMETAP_PORT and \
+            command line: FRAMETAP_HOST (0.0.0.0 and :: mean this machine's 127.0.0.1 and ::1), FRAMETAP_PORT and \
             FRAMETAP_TLS_CERT, then the serve: section of FRAMETAP_CONFIG's file. \
             The options below override them. Over TLS the certificate is not verified: the probe \
             asks only whether the server answers. Used by the container image's HEALTHCHECK.
             """
     )
 
-    @Option(help: "Numeric IPv4 address. [default: serve's --host, on this machine: 127.0.0.1]")
+    @Option(help: "Numeric IPv4 or IPv6 address. [default: serve's --host; 0.0.0.0 asks 127.0.0.1, :: asks ::1]")
     var host: String?
 
     @Option(help: "TCP port. [default: serve's --port, 8080]")
@@ -36,7 +36,10 @@ struct HealthcheckCommand: ParsableCommand {
     func run() throws {
         let served = Self.servedAddress(environment: ProcessInfo.processInfo.environment)
         var address = host ?? served.host
-        if address == "0.0.0.0" || address == "::" || address.isEmpty { address = "127.0.0.1" }
+        // A server listening on every address is asked on this machine's loopback of that family
+        // (one bound to :: takes IPv6 only).
+        if address == "0.0.0.0" || address.isEmpty { address = "127.0.0.1" }
+        if address == "::" || address == "[::]" { address = "::1" }
         let port = port ?? served.port
         guard (1...65535).contains(port) else { throw ValidationError("the port must be 1...65535") }
         guard timeout > 0, timeout <= 3600 else { throw ValidationError("the timeout must be more than 0 and at most 3600 seconds") }

@@ -74,6 +74,29 @@ struct CommandLineTests {
             try ServeConfiguration(arguments: ["--tls-cert", "/tmp/c.pem"], environment: [:])
         }
     }
+
+    /// What would stop the start anyway is refused with the rest of bad usage (exit 64), not by
+    /// the server failing to start (exit 1): a host name, TLS files that cannot be read.
+    @Test func whatTheServerCannotStartWithIsBadUsage() throws {
+        #expect(
+            throws: ServeConfigurationError(
+                "the host must be a numeric IPv4 or IPv6 address, not 'localhost' (this machine only: 127.0.0.1 or ::1; every address: 0.0.0.0 or ::)",
+                origin: .environment("FRAMETAP_HOST"))
+        ) {
+            try ServeConfiguration(arguments: [], environment: ["FRAMETAP_HOST": "localhost"])
+        }
+        for host in ["::1", "::", "0.0.0.0", "127.0.0.1", "fe80::1"] {
+            #expect(try ServeConfiguration(arguments: ["--host", host], environment: [:]).http.host == host)
+        }
+        let folder = try TemporaryFolder()
+        let certificate = try folder.write("server.pem", "certificate")
+        #expect(throws: ServeConfigurationError("cannot read the TLS key file /nonexistent/key.pem", origin: .commandLine("--tls-key"))) {
+            try ServeConfiguration(arguments: ["--tls-cert", certificate, "--tls-key", "/nonexistent/key.pem"], environment: [:])
+        }
+        #expect(throws: ServeConfigurationError("cannot read the TLS certificate file /nonexistent/c.pem", origin: .commandLine("--tls-cert"))) {
+            try ServeConfiguration(arguments: ["--tls-cert", "/nonexistent/c.pem", "--tls-key", certificate], environment: [:])
+        }
+    }
 }
 
 @Suite("Where a value comes from", .timeLimit(.minutes(10)))

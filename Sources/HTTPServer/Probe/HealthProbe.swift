@@ -13,29 +13,27 @@ public enum HealthProbe {
         public let description: String
     }
 
-    /// The status code of the answer's status line.
+    /// The status code of the answer's status line. `address` is numeric, IPv4 or IPv6 (with
+    /// or without brackets).
     public static func status(address: String, port: UInt16, tls: Bool, timeout: Double) throws(Failure) -> Int {
-        var socketAddress = sockaddr_in()
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, address, &socketAddress.sin_addr) == 1 else {
-            throw Failure(description: "'\(address)' is not a numeric IPv4 address")
+        let bare = address.hasPrefix("[") && address.hasSuffix("]") ? String(address.dropFirst().dropLast()) : address
+        guard let (family, socketAddress) = NumericAddress.socketAddress(bare, port: port) else {
+            throw Failure(description: "'\(address)' is not a numeric IPv4 or IPv6 address")
         }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var limit = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        let connected = withUnsafePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
+        let connected = socketAddress.withUnsafeBytes {
+            connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
         }
+        let hostField = family == AF_INET6 ? "[\(bare)]" : bare
         guard connected == 0 else {
-            throw Failure(description: "\(address):\(port): \(String(cString: strerror(errno)))")
+            throw Failure(description: "\(hostField):\(port): \(String(cString: strerror(errno)))")
         }
-        let request = Array("GET /healthz HTTP/1.0\r\nHost: \(address)\r\nConnection: close\r\n\r\n".utf8)
+        let request = Array("GET /healthz HTTP/1.0\r\nHost: \(hostField)\r\nConnection: close\r\n\r\n".utf8)
         let answer = tls ? try exchangeOverTLS(fd, request, timeout: timeout) : try exchange(fd, request)
         // "HTTP/1.1 200 OK"
         let line = String(decoding: answer.prefix { $0 != 0x0D && $0 != 0x0A }, as: UTF8.self)
