@@ -66,14 +66,16 @@ RUN export DEBIAN_FRONTEND=noninteractive \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 frametap \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin frametap
+        --shell /usr/sbin/nologin frametap \
+ && install -d -o 10001 -g 10001 -m 0700 /var/lib/frametap
 
 COPY --from=builder /out/frametap /usr/local/bin/frametap
 
 # Configuration is by FRAMETAP_* variables (see `frametap serve --help`), e.g.
 # FRAMETAP_MAX_SESSIONS, FRAMETAP_BACKEND, FRAMETAP_AUTH_TOKEN, FRAMETAP_LOG_LEVEL, or by a YAML
 # file mounted into the container and named by FRAMETAP_CONFIG (declared cameras included;
-# FRAMETAP_STATE_DIR on a volume keeps PUT sessions across restarts).
+# FRAMETAP_STATE_DIR=/var/lib/frametap on a volume keeps PUT sessions across restarts: the folder
+# belongs to the image's user, and a new volume mounted there takes its owner from it).
 ENV FRAMETAP_HOST=0.0.0.0 \
     FRAMETAP_PORT=8080 \
     NVIDIA_DRIVER_CAPABILITIES=compute,video,utility

@@ -50,6 +50,15 @@ public final class SessionStateStore: Sendable {
         }
         let store = SessionStateStore(directory: directory, descriptor: descriptor)
         unlink(store.temporaryPath)
+        // Every save writes this file first: a directory it cannot be made in (read-only, owned
+        // by someone else) would accept the start and then fail every PUT.
+        let probe = Glibc.open(store.temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard probe >= 0 else {
+            throw Failure(
+                description: "cannot write in the state directory \(directory): \(Self.errorText()); the sessions PUT makes could not be kept")
+        }
+        close(probe)
+        unlink(store.temporaryPath)
         return (store, try store.read())
     }
 

@@ -56,6 +56,21 @@ struct SessionStateStoreTests {
         _ = first
     }
 
+    /// A directory the state file cannot be written in stops the start, as one that cannot be
+    /// read does, instead of failing every PUT later. (Tests run as root, which every mode lets
+    /// write: a folder where the file's first step goes stands in for a read-only one.)
+    @Test func aDirectoryThatCannotBeWrittenStopsTheStart() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(
+            atPath: directory.file(SessionStateStore.fileName + ".tmp"), withIntermediateDirectories: false)
+        #expect {
+            _ = try SessionStateStore.open(directory: directory.path)
+        } throws: { error in
+            "\(error)".contains("cannot write in the state directory \(directory.path): Is a directory")
+        }
+    }
+
     @Test func aMissingDirectoryIsMade() throws {
         let parent = try TemporaryDirectory()
         defer { parent.remove() }
