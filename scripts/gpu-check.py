@@ -711,7 +711,7 @@ def on_demand_pictures(check, backend, path, picks):
             pictures[seq] = (pix_fmt, hashlib.md5(planar(body, pix_fmt, width, height)).hexdigest())
         metrics = server.metrics()
         reported = int(metric_value(metrics, "frametap_frame_downloads_total"))
-        WARM[backend] = (metric_value(metrics, "frametap_warm_decoder_hits"), metric_value(metrics, "frametap_warm_decoder_misses"))
+        WARM[backend] = (metric_value(metrics, "frametap_warm_decoder_hits_total"), metric_value(metrics, "frametap_warm_decoder_misses_total"))
         # How much of a request is the catch-up's decode (the slot's time: opening or lending the
         # decoder, feeding its GOP, the picture out), the rest being the answer's download/encode.
         count = metric_value(metrics, "frametap_catchup_seconds_count", {"kind": "history"})

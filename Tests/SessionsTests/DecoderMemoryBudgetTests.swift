@@ -53,7 +53,7 @@ import TestSupport
         let text = metrics.exposition()
         #expect(text.contains("frametap_decoder_memory_limit_bytes \(6 * 38016 + 1000)"))
         #expect(text.contains("frametap_decoder_memory_used_bytes \(6 * 38016)"))
-        #expect(text.contains("frametap_decoder_memory_refusals 1"))
+        #expect(text.contains("frametap_decoder_memory_refusals_total 1"))
         registry.shutdown()
     }
 }

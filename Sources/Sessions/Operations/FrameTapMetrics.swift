@@ -28,8 +28,9 @@ public final class FrameTapMetrics: Sendable {
     private struct Scraped {
         var backendLabels: Set<[String]> = []
         var deviceLabels: Set<String> = []
-        var downloads = 0
-        var downloadFailures = 0
+        /// What each count kept since start-up (by series name) was at the last scrape: a
+        /// counter series grows by the difference.
+        var counts: [String: Int] = [:]
     }
 
     private struct LabelledKey: Hashable {
@@ -76,6 +77,7 @@ public final class FrameTapMetrics: Sendable {
         activeSessions.set(0)
         mjpegClients.set(0)
         counter(Names.frameDownloads, [:]).increment(by: 0)
+        counter(Names.decoderMemoryRefusals, [:]).increment(by: 0)
         for reason in BackendFallback.Reason.allCases {
             for codec in VideoCodec.allCases {
                 counter(Names.fallbacks, ["reason": reason.rawValue, "codec": codec.rawValue]).increment(by: 0)
@@ -175,20 +177,26 @@ public final class FrameTapMetrics: Sendable {
         for status in sessions {
             byBackend[[status.backend.rawValue, status.device?.description ?? "none"], default: 0] += 1
         }
-        let (vanishedBackends, vanishedDevices, newDownloads, newFailures) = scraped.withLock { scraped in
+        // Counts kept elsewhere since start-up, exposed as counters.
+        var counts = [
+            (Names.frameDownloads, downloads.downloads), (Names.frameDownloadFailures, downloads.failures),
+            (Names.decoderMemoryRefusals, decoderMemory.usage.refusals),
+        ]
+        if let warmDecoders {
+            counts += [(Names.warmDecoderHits, warmDecoders.hits), (Names.warmDecoderMisses, warmDecoders.misses)]
+        }
+        if let slabs { counts.append((Names.slabsAllocated, slabs.allocated)) }
+        let (vanishedBackends, vanishedDevices, countsGrew) = scraped.withLock { scraped in
             let vanishedBackends = scraped.backendLabels.subtracting(byBackend.keys)
             scraped.backendLabels.formUnion(byBackend.keys)
             let deviceNames = Set(devices.map(\.device.description))
             let vanishedDevices = scraped.deviceLabels.subtracting(deviceNames)
             scraped.deviceLabels.formUnion(deviceNames)
-            defer {
-                scraped.downloads = downloads.downloads
-                scraped.downloadFailures = downloads.failures
+            let grew = counts.map { name, count in
+                defer { scraped.counts[name] = count }
+                return (name, count - scraped.counts[name, default: 0])
             }
-            return (
-                vanishedBackends, vanishedDevices, downloads.downloads - scraped.downloads,
-                downloads.failures - scraped.downloadFailures
-            )
+            return (vanishedBackends, vanishedDevices, grew)
         }
         func sessionsGauge(_ labels: [String]) -> Prometheus.Gauge {
             registry.makeGauge(
@@ -216,8 +224,7 @@ public final class FrameTapMetrics: Sendable {
         }
         for usage in devices { deviceGauge(usage.device.description).set(to: Double(usage.sessions)) }
         for device in vanishedDevices { deviceGauge(device).set(to: 0) }
-        counter(Names.frameDownloads, [:]).increment(by: max(0, newDownloads))
-        counter(Names.frameDownloadFailures, [:]).increment(by: max(0, newFailures))
+        for (name, grew) in countsGrew { counter(name, [:]).increment(by: max(0, grew)) }
         let memory = decoderMemory.usage
         func memoryGauge(_ name: String, _ help: String) -> Prometheus.Gauge {
             registry.makeGauge(descriptor: .init(metricName: name, unitName: "", helpText: help), labels: [])
@@ -226,8 +233,6 @@ public final class FrameTapMetrics: Sendable {
             .set(to: Double(decoderMemory.limit))
         memoryGauge(Names.decoderMemoryUsed, "Decoder memory the sessions' decoders are estimated to hold")
             .set(to: Double(memory.bytes))
-        memoryGauge(Names.decoderMemoryRefusals, "Streams refused since start-up because their decoder did not fit the budget")
-            .set(to: Double(memory.refusals))
         memoryGauge(Names.sessionsDecoding, "Sessions with a decoder open (on-demand sessions only while someone looks)")
             .set(to: Double(sessions.filter(\.decoding).count))
         if let catchUps {
@@ -239,10 +244,6 @@ public final class FrameTapMetrics: Sendable {
         if let warmDecoders {
             memoryGauge(Names.warmDecodersIdle, "Catch-up decoders kept open for the next catch-up")
                 .set(to: Double(warmDecoders.idle))
-            memoryGauge(Names.warmDecoderHits, "Catch-ups since start-up that found a warm decoder")
-                .set(to: Double(warmDecoders.hits))
-            memoryGauge(Names.warmDecoderMisses, "Catch-ups since start-up that opened a decoder")
-                .set(to: Double(warmDecoders.misses))
         }
         if let historyBytes {
             memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
@@ -253,8 +254,6 @@ public final class FrameTapMetrics: Sendable {
                 .set(to: Double(slabs.inUse))
             memoryGauge(Names.slabsIdle, "Slabs of the shared pool waiting to be used again")
                 .set(to: Double(slabs.idle))
-            memoryGauge(Names.slabsAllocated, "Slabs the shared pool allocated since start-up (a reused one counts once)")
-                .set(to: Double(slabs.allocated))
         }
         refreshEngines(engines)
     }
@@ -362,7 +361,7 @@ public final class FrameTapMetrics: Sendable {
         public static let sessionsByBackend = "frametap_sessions_by_backend"
         public static let decoderMemoryLimit = "frametap_decoder_memory_limit_bytes"
         public static let decoderMemoryUsed = "frametap_decoder_memory_used_bytes"
-        public static let decoderMemoryRefusals = "frametap_decoder_memory_refusals"
+        public static let decoderMemoryRefusals = "frametap_decoder_memory_refusals_total"
         public static let frameDownloads = "frametap_frame_downloads_total"
         public static let frameDownloadFailures = "frametap_frame_download_failures_total"
         public static let deviceSessions = "frametap_hardware_device_sessions"
@@ -377,12 +376,12 @@ public final class FrameTapMetrics: Sendable {
         public static let catchUpQueued = "frametap_catchup_queue_length"
         public static let sessionsDecoding = "frametap_sessions_decoding"
         public static let warmDecodersIdle = "frametap_warm_decoders_idle"
-        public static let warmDecoderHits = "frametap_warm_decoder_hits"
-        public static let warmDecoderMisses = "frametap_warm_decoder_misses"
+        public static let warmDecoderHits = "frametap_warm_decoder_hits_total"
+        public static let warmDecoderMisses = "frametap_warm_decoder_misses_total"
         public static let historyBytes = "frametap_history_bytes"
         public static let slabsInUse = "frametap_slabs_in_use"
         public static let slabsIdle = "frametap_slabs_idle"
-        public static let slabsAllocated = "frametap_slabs_allocated"
+        public static let slabsAllocated = "frametap_slabs_allocated_total"
     }
 }
 
