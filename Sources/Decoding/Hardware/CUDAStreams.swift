@@ -39,7 +39,7 @@ enum CUDAStreams {
         _ = functions.popContext(&popped)
         guard created == 0, let stream else { return nil }
 
-        guard var buffer = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA),
+        guard let buffer = av_hwdevice_ctx_alloc(AV_HWDEVICE_TYPE_CUDA),
             let device = UnsafeMutableRawPointer(buffer.pointee.data)?.assumingMemoryBound(to: AVHWDeviceContext.self)
         else {
             destroy(stream, in: cudaContext)
