@@ -102,16 +102,25 @@ public enum OptionDocumentation {
 
 extension ServeConfiguration {
     /// The configuration as a configuration file: each option given and where it came from,
-    /// each default as a comment, and the declared sessions. Secrets and a source's credentials
-    /// are redacted.
+    /// each default as a comment, and the declared sessions. A secret is its option's variable
+    /// (`${FRAMETAP_AUTH_TOKEN}`); a source's credentials are redacted.
     public var printed: String {
         let defaults = ServeSettings.defaults
-        var lines = ["# frametap serve: each option as resolved (command line, environment, file, default)", "serve:"]
+        var lines = ["# frametap serve: each option as resolved (command line, environment, file, default)"]
+        lines += unknownVariableMessages.map { "# \($0)" }
+        lines.append("serve:")
         for entry in resolved where entry.option.isInFile {
             let name = entry.option.name
             if let text = entry.text {
-                let value = entry.option.isSecret ? "<redacted>" : yamlScalar(text)
-                lines.append("  \(name): \(value)  # \(entry.origin)")
+                // A secret is not shown: its option's own variable stands in for it, so the output
+                // reads back with the secret from there, or is refused, naming the variable. A
+                // stand-in text would read back as a token anyone knows, and leaving the line out as
+                // a server without the secret.
+                if entry.option.isSecret, let variable = entry.option.environmentVariable {
+                    lines.append("  \(name): ${\(variable)}  # \(entry.origin), not shown")
+                } else {
+                    lines.append("  \(name): \(yamlScalar(text))  # \(entry.origin)")
+                }
             } else {
                 lines.append("  # \(name): \(entry.option.defaultValue(defaults).text)  (default)")
             }

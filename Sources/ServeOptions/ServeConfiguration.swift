@@ -34,6 +34,10 @@ public struct ServeConfiguration: Sendable {
     public var encoder: PictureEncoderChoice
     /// Every option of the table, in its order.
     public let resolved: [Resolved]
+    /// `FRAMETAP_*` variables of the environment that no option reads, each with what it may be a
+    /// misspelling of: said at start (and by `--print-config`), not refused, since other tools may
+    /// use the prefix too.
+    public private(set) var unknownVariables: [(variable: String, suggestion: String?)] = []
 
     public init(arguments: [String], environment: [String: String]) throws(ServeConfigurationError) {
         try self.init(commandLine: CommandLineOptions(arguments), environment: environment)
@@ -69,6 +73,16 @@ public struct ServeConfiguration: Sendable {
             }
         }
         try self.init(settings, resolved: resolved, declaredSessions: file?.sessions ?? [])
+        let known = ServeOption.all.compactMap(\.environmentVariable)
+        unknownVariables = environment.keys.filter { $0.hasPrefix(ServeOption.environmentPrefix) && !known.contains($0) }.sorted()
+            .map { ($0, nearestName(to: $0, among: known)) }
+    }
+
+    /// The start-up log's line for each of `unknownVariables`.
+    public var unknownVariableMessages: [String] {
+        unknownVariables.map { variable, suggestion in
+            "\(variable) is not the variable of any option and is ignored" + (suggestion.map { " (did you mean \($0)?)" } ?? "")
+        }
     }
 
     /// The text `option` resolved to, wherever it came from; nil for its default.

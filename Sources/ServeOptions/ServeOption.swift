@@ -64,9 +64,12 @@ public struct ServeOption: Sendable {
 
     public var commandLineName: String { "--" + name }
 
+    /// What every option's environment variable starts with.
+    public static let environmentPrefix = "FRAMETAP_"
+
     /// `FRAMETAP_` and the name in upper case with `_` for `-`; nil for a command-line-only option.
     public var environmentVariable: String? {
-        scope == .commandLine ? nil : "FRAMETAP_" + name.uppercased().replacing("-", with: "_")
+        scope == .commandLine ? nil : Self.environmentPrefix + name.uppercased().replacing("-", with: "_")
     }
 
     public var isInFile: Bool { scope == .everywhere }

@@ -17,7 +17,7 @@ extension ServeOption {
             details: "the command line and the environment win over it; see [the configuration file](#the-configuration-file)"),
         ServeOption(
             "print-config", valueName: nil, accepts: nil,
-            help: "Print the configuration these options resolve to, as a configuration file (secrets redacted), and exit.",
+            help: "Print the configuration these options resolve to, as a configuration file (each secret as its variable, `${FRAMETAP_AUTH_TOKEN}`), and exit.",
             scope: .commandLine,
             defaultValue: { _ in .described("off") },
             apply: { _, settings in settings.printConfiguration = true }),

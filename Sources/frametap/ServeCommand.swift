@@ -86,6 +86,7 @@ struct ServeCommand: ParsableCommand {
         LoggingSystem.bootstrap { label in SwitchedLogHandler(label: label, level: level) }
         LibavLogFilter.install()
         let logger = Logger(label: "frametap")
+        for message in settings.unknownVariableMessages { logger.warning("\(message)") }
         // What the sessions share at run time, built once: the one real clock of the process
         // starts here, and every part reads it from here on.
         let clock = SystemClock()

@@ -236,16 +236,23 @@ struct ConfigurationFileTests {
         let printed = configuration.printed
         #expect(!printed.contains("token-value-123"))
         #expect(!printed.contains("password-value-456"))
-        #expect(printed.contains("  auth-token: <redacted>  # \(path):2:3\n"))
+        #expect(printed.contains("  auth-token: ${FRAMETAP_AUTH_TOKEN}  # \(path):2:3, not shown\n"))
         #expect(printed.contains("  port: 9100  # FRAMETAP_PORT\n"))
         #expect(printed.contains("  max-sessions: 7  # \(path):3:3\n"))
         #expect(printed.contains("  # history-seconds: 10  (default)\n"))
         #expect(printed.contains("      url: \"rtsp://***@cam.example:554/live\"\n"))
 
-        // What it prints reads back as the same configuration (less the redacted secrets).
+        // What it prints reads back as the same configuration, the secret from its variable, and
+        // is refused, naming the variable, where that is not set.
         let reread = try ConfigurationFile(
-            path: "printed.yaml", text: printed.replacing("<redacted>", with: "x"), environment: [:])
+            path: "printed.yaml", text: printed, environment: ["FRAMETAP_AUTH_TOKEN": "token-value-123"])
         #expect(reread.options.map(\.option.name) == ["port", "max-sessions", "auth-token"])
+        #expect(reread.options.first { $0.option.name == "auth-token" }?.text == "token-value-123")
+        #expect {
+            _ = try ConfigurationFile(path: "printed.yaml", text: printed, environment: [:])
+        } throws: { error in
+            "\(error)".contains("FRAMETAP_AUTH_TOKEN")
+        }
         #expect(reread.sessions.map(\.options.decode) == [.onDemand])
         #expect(reread.sessions.map { $0.options.source??.connect } == [.onDemand])
         #expect(reread.sessions.map { $0.options.owner??.rawValue } == ["site-a"])

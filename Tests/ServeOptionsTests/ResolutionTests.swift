@@ -119,6 +119,20 @@ struct PrecedenceTests {
         #expect(try resolved([], [:]) == (ServerConfiguration().maxSessions, .defaultValue))
     }
 
+    /// A misspelt variable is not silently ignored: the start says so, with the option's own.
+    @Test func aVariableNoOptionReadsIsNamedWithTheNearestOne() throws {
+        let configuration = try ServeConfiguration(
+            arguments: [], environment: ["FRAMETAP_MAX_SESION": "3", "FRAMETAP_WHATEVER": "1", "FRAMETAP_PORT": "9", "PATH": "/bin"])
+        #expect(configuration.server.maxSessions != 3)
+        #expect(
+            configuration.unknownVariableMessages == [
+                "FRAMETAP_MAX_SESION is not the variable of any option and is ignored (did you mean FRAMETAP_MAX_SESSIONS?)",
+                "FRAMETAP_WHATEVER is not the variable of any option and is ignored",
+            ])
+        #expect(configuration.printed.hasPrefix(
+            "# frametap serve: each option as resolved (command line, environment, file, default)\n# FRAMETAP_MAX_SESION is not"))
+    }
+
     @Test func anOverriddenValueIsStillChecked() throws {
         let folder = try TemporaryFolder()
         let file = try folder.write("frametap.yaml", "serve:\n  port: 99999\n")
