@@ -96,4 +96,36 @@ import Testing
             #expect(!events.all.contains(.headerTimeout) && !events.all.contains(.bodyTimeout))
         }
     }
+
+    /// A connection closed at the header deadline having sent nothing since it opened, or since
+    /// its last answer, is `idle` (a proxy's kept-alive connection): counted apart from
+    /// `headerTimeout`, which stays for a head begun and not finished.
+    @Test func aConnectionThatSendsNothingIsClosedAsIdle() throws {
+        let clock = ManualClock()
+        let events = Recorder<ConnectionEvent>()
+        try withServer(clock: clock, configure: {
+            $0.headerTimeout = .seconds(10)
+            $0.shutdownGracePeriod = .zero
+            $0.connectionObserver = { events.record($0) }
+        }) { router in
+            router.get("/healthz", access: .open) { _ in .text("ok") }
+        } _: { (server: HTTPServer) throws in
+            let silent = try RawClient(port: server.port)
+            let keptAlive = try RawClient(port: server.port)
+            try keptAlive.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let answer = keptAlive.read(until: { find(Array("ok".utf8), in: $0) != nil })
+            #expect(find(Array("ok".utf8), in: answer) != nil)
+            let late = try RawClient(port: server.port)
+            // Every connection accepted, and TCP's record of the last data (10 ms ticks) clearly
+            // after the late one's wait began.
+            Thread.sleep(forTimeInterval: 0.3)
+            try late.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            Thread.sleep(forTimeInterval: 0.05)
+            clock.advance(by: .seconds(11))
+            #expect(eventually { events.all.count == 3 }, "\(events.all)")
+            #expect(events.all.filter { $0 == .idle }.count == 2, "\(events.all)")
+            #expect(events.all.filter { $0 == .headerTimeout }.count == 1, "\(events.all)")
+            _ = silent
+        }
+    }
 }

@@ -155,6 +155,7 @@ public struct FrameTapAPI: Sendable {
         case .refusedAtConnectionLimit: metrics.recordConnectionRefused(limit: "connections")
         case .refusedAtAddressLimit: metrics.recordConnectionRefused(limit: "address")
         case .headerTimeout: metrics.recordConnectionClosed(reason: "header_timeout")
+        case .idle: metrics.recordConnectionClosed(reason: "idle")
         case .bodyTimeout: metrics.recordConnectionClosed(reason: "body_timeout")
         case .evicted: metrics.recordConnectionClosed(reason: "evicted")
         }

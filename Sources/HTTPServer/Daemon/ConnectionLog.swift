@@ -21,10 +21,16 @@ final class ConnectionLog: Sendable {
         case .refusedAtConnectionLimit: (kind, message) = ("refused", "connection refused: the server holds its maximum of connections")
         case .refusedAtAddressLimit: (kind, message) = ("refused-address", "connection refused: its address holds its maximum of connections")
         case .headerTimeout: (kind, message) = ("header-timeout", "connection closed: its request head did not arrive in time")
+        case .idle: (kind, message) = ("idle", "connection closed: no request came on it within the header timeout")
         case .bodyTimeout: (kind, message) = ("body-timeout", "upload answered 408 and closed: its body went too slowly")
         case .evicted: (kind, message) = ("evicted", "connection closed to make room: it had made no progress for longest")
         }
-        write(kind, message, level: event == .refusedAtConnectionLimit ? .warning : .info)
+        let level: Logger.Level = switch event {
+        case .refusedAtConnectionLimit: .warning
+        case .idle: .debug
+        default: .info
+        }
+        write(kind, message, level: level)
     }
 
     /// Any other line, limited per kind (`kind`: what stays the same from one to the next).

@@ -92,8 +92,11 @@ public enum ConnectionEvent: Sendable, Equatable {
     case refusedAtConnectionLimit
     /// Closed as soon as it was accepted: its address had `maxConnectionsPerIP` open.
     case refusedAtAddressLimit
-    /// Its head did not arrive within `headerTimeout`.
+    /// Its head did not arrive within `headerTimeout`, though some of it, or something, did.
     case headerTimeout
+    /// Nothing arrived within `headerTimeout` of its opening or its previous request's end: a
+    /// keep-alive connection held for a next request (a proxy's pool), closed to free the slot.
+    case idle
     /// Its body delivered too little within `bodyTimeout` (answered 408, then closed).
     case bodyTimeout
     /// Closed to make room, having made no progress for longest while the server was near its
@@ -379,6 +382,7 @@ final class ServerCore: Sendable {
         let event: ConnectionEvent
         switch cut {
         case .headerTimeout: event = .headerTimeout
+        case .idle: event = .idle
         case .bodyTimeout: event = .bodyTimeout
         case .evicted: event = .evicted
         }

@@ -84,7 +84,7 @@ public final class FrameTapMetrics: Sendable {
             }
         }
         for limit in ["connections", "address"] { counter(Names.connectionsRefused, ["limit": limit]).increment(by: 0) }
-        for reason in ["header_timeout", "body_timeout", "evicted"] {
+        for reason in ["header_timeout", "idle", "body_timeout", "evicted"] {
             counter(Names.connectionsClosed, ["reason": reason]).increment(by: 0)
         }
         for kind in ["wake", "history"] {
@@ -149,7 +149,8 @@ public final class FrameTapMetrics: Sendable {
         counter(Names.connectionsRefused, ["limit": limit]).increment()
     }
 
-    /// A connection the HTTP server closed on its own, by why: `header_timeout`, `body_timeout`
+    /// A connection the HTTP server closed on its own, by why: `header_timeout` (a head begun
+    /// and not finished), `idle` (nothing sent: a kept-alive connection), `body_timeout`
     /// (answered 408 first), `evicted` (made room, near the connection limit).
     public func recordConnectionClosed(reason: String) {
         counter(Names.connectionsClosed, ["reason": reason]).increment()
