@@ -14,6 +14,8 @@ final class StreamResponse: Sendable {
         var lastProgress: UInt64
         /// The size of the last chunk the source gave.
         var lastChunkBytes = 0
+        /// Looks at the send queue in a row that found the client still behind.
+        var backlogRechecks = 0
         var idleDue = false
         var endRequested = false
         /// When `endForShutdown` asked for the end (an `uptime`).
@@ -75,15 +77,26 @@ final class StreamResponse: Sendable {
     }
 
     /// A newest-wins source may leave this much in the socket's send queue (or its last chunk,
-    /// when larger) before it is pulled again; the queue is looked at again this often.
+    /// when larger) before it is pulled again. The queue is looked at again after
+    /// `backlogRecheck`, twice as long each time the client is still behind, up to
+    /// `longestBacklogRecheck`: a client that drains soon is served soon, and one that is gone
+    /// without a word (its TCP retrying for minutes) costs a look twice a second.
     static let unsentAllowance = 64 << 10
     static let backlogRecheck = Duration.milliseconds(20)
+    static let longestBacklogRecheck = Duration.milliseconds(500)
 
-    /// Whether a newest-wins source must wait for the client to take what the socket holds.
-    private func waitsForClient() -> Bool {
-        guard source.newestWins, let unsent = context.unsentBytes else { return false }
-        let allowance = max(Self.unsentAllowance, reader.withLock { $0.lastChunkBytes })
-        return unsent > allowance
+    /// When a newest-wins source must wait for the client to take what the socket holds: how
+    /// long until the queue is looked at again; nil when it need not wait.
+    private func waitForClient() -> Duration? {
+        guard source.newestWins, let unsent = context.unsentBytes else { return nil }
+        return reader.withLock { state -> Duration? in
+            guard unsent > max(Self.unsentAllowance, state.lastChunkBytes) else {
+                state.backlogRechecks = 0
+                return nil
+            }
+            defer { state.backlogRechecks += 1 }
+            return min(Self.backlogRecheck * (1 << min(state.backlogRechecks, 8)), Self.longestBacklogRecheck)
+        }
     }
 
     private func wakeUnlessReleased() {
@@ -143,9 +156,9 @@ final class StreamResponse: Sendable {
                 reader.withLock { $0.finishedNormally = true }
                 return ft_mhd_reader_end_of_stream()
             }
-            if waitsForClient() {
+            if let recheck = waitForClient() {
                 if context.peerHasClosed { return ft_mhd_reader_end_with_error() }
-                clock.schedule(at: clock.deadline(after: Self.backlogRecheck)) { [weak self] in self?.wakeUnlessReleased() }
+                clock.schedule(at: clock.deadline(after: recheck)) { [weak self] in self?.wakeUnlessReleased() }
                 if let answer = suspendUntilWoken() { return answer }
                 continue
             }
