@@ -151,6 +151,54 @@ struct PullFenceTests {
         }
     }
 
+    /// An RTMP server that starts a 16 MiB message on chunk stream after chunk stream and ends
+    /// none: libavformat's RTMP protocol would gather them all (gigabytes in seconds). FrameTap's
+    /// relay ends the connection at 64 MiB without a picture.
+    @Test("an RTMP server that never ends a message is cut off at 64 MiB")
+    func rtmpMessagesThatNeverEnd() throws {
+        let server = try SourceServer(host: "127.0.0.2") { connection in
+            func receive(_ count: Int) -> [UInt8]? {
+                var bytes = [UInt8](repeating: 0, count: count)
+                var got = 0
+                while got < count {
+                    let n = bytes.withUnsafeMutableBytes { recv(connection, $0.baseAddress! + got, count - got, 0) }
+                    if n <= 0 { return nil }
+                    got += n
+                }
+                return bytes
+            }
+            func send(_ bytes: [UInt8]) -> Bool {
+                var sent = 0
+                while sent < bytes.count {
+                    let n = bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+                    if n <= 0 { return false }
+                    sent += n
+                }
+                return true
+            }
+            // The handshake: C0 C1 in, S0 S1 (version 0: no digest) S2 out, C2 in.
+            guard let c0c1 = receive(1 + 1536) else { return }
+            guard send([3] + [UInt8](repeating: 0, count: 1536) + Array(c0c1.dropFirst())), receive(1536) != nil else { return }
+            // Chunks of 1 MiB from here on, then on chunk stream after chunk stream a video message
+            // of 16 MiB - 1 whose first chunk only ever comes.
+            let chunkSize = 1 << 20
+            guard send([0x02, 0, 0, 0, 0, 0, 4, 0x01, 0, 0, 0, 0] + [0x00, 0x10, 0x00, 0x00]) else { return }
+            let filler = [UInt8](repeating: 0x17, count: chunkSize)
+            // 100 MiB, chunk streams 3 to 102 (from 64 on, named in a second byte).
+            for stream in 3..<103 {
+                let basic: [UInt8] = stream < 64 ? [UInt8(stream)] : [0, UInt8(stream - 64)]
+                guard send(basic + [0, 0, 0, 0xFF, 0xFF, 0xFF, 0x09, 1, 0, 0, 0] + filler) else { return }
+            }
+        }
+        try withService(sessions: PullSourceTests.configure("rtmp://127.0.0.2") { $0.sourceReadTimeout = .seconds(30) }) { service in
+            let created = try Self.put(service.port, "cam", "rtmp://127.0.0.2:\(server.port)/live/cam")
+            #expect(created.status == 201)
+            #expect(eventually(timeout: .seconds(30)) { Self.lastError(service.port, "cam")?["code"] as? String == "source_failed" })
+            let message = Self.lastError(service.port, "cam")?["message"] as? String ?? ""
+            #expect(message.contains("more than 64 MiB without a whole picture"), "\(message)")
+        }
+    }
+
     @Test("H3: an RTSP redirect to a forbidden host is refused before any connection is made there")
     func redirectNeverConnects() throws {
         let canary = try SourceServer(host: "127.0.0.3") { _ in .silent }

@@ -19,6 +19,12 @@ final class SourceServer: Sendable {
         core = try SourceServerCore(host: host, port: port, routes: routes)
     }
 
+    /// A server of another protocol: `converse` has each connection as it is accepted (nothing
+    /// read from it yet) and speaks first or not, as its protocol does.
+    init(host: String = "127.0.0.1", converse: @escaping @Sendable (_ connection: Int32) -> Void) throws {
+        core = try SourceServerCore(host: host, port: 0, routes: { _ in .silent }, converse: converse)
+    }
+
     deinit { core.stop() }
 
     var host: String { core.host }
@@ -56,6 +62,7 @@ final class SourceServerCore: @unchecked Sendable {
     private(set) var port: UInt16 = 0
     private let listener: Int32
     private let routes: @Sendable (String) -> Behaviour
+    private let converse: (@Sendable (_ connection: Int32) -> Void)?
     private let state = Mutex(State())
 
     private struct State {
@@ -69,9 +76,13 @@ final class SourceServerCore: @unchecked Sendable {
     }
 
     /// `port` 0: any free port (a test that brings a source back on the port it had names it).
-    init(host: String = "127.0.0.1", port requestedPort: UInt16 = 0, routes: @escaping @Sendable (String) -> Behaviour) throws {
+    init(
+        host: String = "127.0.0.1", port requestedPort: UInt16 = 0, routes: @escaping @Sendable (String) -> Behaviour,
+        converse: (@Sendable (_ connection: Int32) -> Void)? = nil
+    ) throws {
         self.host = host
         self.routes = routes
+        self.converse = converse
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var reuse: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
@@ -151,6 +162,7 @@ final class SourceServerCore: @unchecked Sendable {
                 close(connection)
             }
         }
+        if let converse { return converse(connection) }
         var head: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while find([13, 10, 13, 10], in: head) == nil {

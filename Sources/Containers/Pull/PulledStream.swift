@@ -18,8 +18,8 @@ public enum PulledOutput: Sendable {
 
 /// One connection to a source, read on the pulling thread, opened as its scheme's row in
 /// `PullScheme.all` says: RTSP, RTMP and SRT through libavformat's protocols and demuxers,
-/// fenced in (`LibavFence`), RTSP behind FrameTap's relay of its control connection
-/// (`RTSPControlRelay`); HTTP(S) through FrameTap's own GET (`HTTPSourceInput`) and then, like a
+/// fenced in (`LibavFence`), RTSP and RTMP behind FrameTap's relay of their connection
+/// (`SourceRelay`); HTTP(S) through FrameTap's own GET (`HTTPSourceInput`) and then, like a
 /// push, a container's demuxer or the Annex B bytes as they are. libavformat is only ever
 /// given a URL rebuilt from the checked parts. Reconnecting is the caller's business: a failed
 /// or ended stream is not reused.
@@ -42,8 +42,10 @@ public final class PulledStream {
     }
 
     private let reader: Reader
-    /// RTSP: the relay the demuxer talks to the camera through.
-    private let relay: RTSPControlRelay?
+    /// RTSP and RTMP: ends the relay the demuxer talks to the source through.
+    private let stopRelay: (@Sendable () -> Void)?
+    /// Counted for an RTMP relay's budget.
+    private let pictures = DeliveredPictures()
     private let interrupt: DemuxInterrupt
     private let timeouts: Timeouts
     /// What the source is read as: `rtsp`, `flv`, `mpegts`, `annexb`, ...
@@ -61,7 +63,7 @@ public final class PulledStream {
         interrupt.setTimeout(timeouts.connect)
         switch source.scheme.opening {
         case .httpGet:
-            relay = nil
+            stopRelay = nil
             let input = try HTTPSourceInput(
                 url: source, check: { policy.check($0) }, interrupt: interrupt, connectTimeout: timeouts.connect)
             interrupt.setTimeout(timeouts.connect)
@@ -104,18 +106,29 @@ public final class PulledStream {
                 options[option] = (transport ?? source.scheme.transports[0]).rawValue
             }
             var url = source.openedText()
-            if opening.relaysControl {
-                let relay = try RTSPControlRelay(source: source, policy: policy, interrupt: interrupt)
+            switch opening.relay {
+            case .rtspControl:
+                let relay = try SourceRelay(source: source, policy: policy, interrupt: interrupt) { target, connected, host, port in
+                    RTSPAnswerCheck(current: target, connectedAddress: connected, policy: policy, relayHost: host, relayPort: port)
+                }
                 url = relay.localURL
-                self.relay = relay
-            } else {
-                relay = nil
+                stopRelay = { relay.stop() }
+            case .rtmpConnection:
+                let pictures = self.pictures
+                let relay = try SourceRelay(source: source, policy: policy, interrupt: interrupt) { _, _, _, _ in
+                    RTMPByteBudget(pictures: pictures)
+                }
+                url = relay.localURL
+                if let tcURL = RTMPConnectURL.tcURL(of: source) { options["rtmp_tcurl"] = tcURL }
+                stopRelay = { relay.stop() }
+            case nil:
+                stopRelay = nil
             }
             let demuxer: Demuxer
             do {
                 demuxer = try Demuxer(url: url, fence: opening.fence, options: options, interrupt: interrupt)
             } catch {
-                relay?.stop()
+                stopRelay?()
                 throw Self.explained(error, scheme: source.scheme)
             }
             reader = .demuxer(demuxer)
@@ -126,7 +139,7 @@ public final class PulledStream {
     deinit {
         // The demuxer ends its session (an RTSP TEARDOWN goes through the relay) before the relay.
         if case .demuxer(let demuxer) = reader { demuxer.close() }
-        relay?.stop()
+        stopRelay?()
     }
 
     /// Packets of other tracks left out so far, by kind.
@@ -141,7 +154,9 @@ public final class PulledStream {
         switch reader {
         case .demuxer(let demuxer):
             switch demuxer.next() {
-            case .sample(let sample): return .sample(sample)
+            case .sample(let sample):
+                pictures.add()
+                return .sample(sample)
             case .end: return .end
             case .failed(let error): return .failed(error)
             }

@@ -1,5 +1,5 @@
 /// What an RTSP camera sends on its control connection, checked and rewritten before
-/// libavformat's RTSP demuxer reads it (`RTSPControlRelay` carries the connection). The
+/// libavformat's RTSP demuxer reads it (`SourceRelay` carries the connection). The
 /// demuxer acts on three things a camera says, each a place it could be sent elsewhere:
 ///
 /// - a 3xx answer's `Location`: it connects there. The target must be of a scheme the source's
@@ -19,7 +19,7 @@
 /// Messages are rewritten in one strict form (status line, header lines, `Content-Length`),
 /// so what the demuxer's own, laxer parser reads is what was checked; anything that form
 /// cannot say is refused. Interleaved RTP (`$`, channel, length) passes unchanged.
-struct RTSPAnswerCheck {
+struct RTSPAnswerCheck: SourceRelayCheck {
     /// Where the camera is: the URL FrameTap connected for, and the address it connected to.
     var current: SourceURL
     var connectedAddress: IPAddress

@@ -33,7 +33,7 @@ public struct LibavFence: Sendable, Equatable {
 /// `--allow-sources` entries match a URL by its scheme's `name`, its host and its port, and
 /// the same check judges every other address a source makes FrameTap reach: an HTTP or RTSP
 /// redirect's target (only to `redirectSchemes`), and for RTSP the media addresses a camera
-/// names (see `RTSPControlRelay`).
+/// names (see `RTSPAnswerCheck`).
 public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
     /// How libavformat opens a source of this scheme.
     public struct LibavOpening: Sendable, Equatable {
@@ -42,9 +42,17 @@ public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
         public let options: [String: String]
         /// The option the chosen transport sets (`rtsp_transport`), if the scheme has a choice.
         public let transportOption: String?
-        /// FrameTap carries the control connection itself (`RTSPControlRelay`): libavformat
-        /// connects only to the relay.
-        public let relaysControl: Bool
+        /// The connection FrameTap carries itself (`SourceRelay`), libavformat connecting only
+        /// to the relay; nil: libavformat connects to the source.
+        public let relay: Relay?
+    }
+
+    /// What a `SourceRelay` checks of what a source says.
+    public enum Relay: Sendable, Equatable {
+        /// RTSP's control connection: every answer (`RTSPAnswerCheck`).
+        case rtspControl
+        /// RTMP's one connection: no more than 64 MiB without a whole picture (`RTMPByteBudget`).
+        case rtmpConnection
     }
 
     /// How a source of this scheme is opened.
@@ -108,16 +116,18 @@ public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
             LibavOpening(
                 fence: LibavFence(protocols: ["rtsp", "rtp", "udp", "tcp"], demuxer: "rtsp"),
                 // Only the video is set up: audio would be received only to be dropped.
-                options: ["allowed_media_types": "video"], transportOption: "rtsp_transport", relaysControl: true)),
+                options: ["allowed_media_types": "video"], transportOption: "rtsp_transport", relay: .rtspControl)),
         redirectSchemes: ["rtsp"])
 
-    /// RTMP (a play request to a server): libavformat's RTMP protocol, which hands out FLV.
+    /// RTMP (a play request to a server): libavformat's RTMP protocol, which hands out FLV,
+    /// connected to FrameTap's relay, which connects to the address it checked and ends a
+    /// connection that sends too much without a whole picture.
     public static let rtmp = PullScheme(
         name: "rtmp", defaultPort: 1935, transports: [.tcp],
         opening: .libavformat(
             LibavOpening(
                 fence: LibavFence(protocols: ["rtmp", "tcp"], demuxer: "flv"), options: [:], transportOption: nil,
-                relaysControl: false)))
+                relay: .rtmpConnection)))
 
     /// SRT as a caller: MPEG-TS, as SRT carries it.
     public static let srt = PullScheme(
@@ -125,7 +135,7 @@ public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
         opening: .libavformat(
             LibavOpening(
                 fence: LibavFence(protocols: ["srt"], demuxer: "mpegts"), options: [:], transportOption: nil,
-                relaysControl: false)),
+                relay: nil)),
         secretParameters: ["streamid"],
         check: { url throws(ContainerError) in
             // A listener or rendezvous would wait for whoever calls, on an address of this machine.

@@ -4,18 +4,30 @@ import Synchronization
     import Glibc
 #endif
 
-/// An RTSP pull's control connection, carried by FrameTap. libavformat's RTSP demuxer makes the
-/// SETUP and follows redirects inside itself, with state no caller can see, so it is never
-/// given the camera's address: it connects to this relay on loopback, the relay connects to
-/// the camera at an address it checked against `--allow-sources` (resolved once: the address
-/// checked is the address connected to), and everything the camera says passes
-/// `RTSPAnswerCheck` before the demuxer reads it. A redirect is checked before anything
-/// connects there; the demuxer then connects to the relay again, and the relay to the target.
-/// What the demuxer sends passes unchanged.
+/// What a relay lets through of what the source says (`SourceRelay`).
+protocol SourceRelayCheck {
+    /// The source's bytes as the demuxer may read them, or why the connection ends here.
+    mutating func take(_ bytes: some Collection<UInt8>) throws(ContainerError) -> [UInt8]
+    /// Where the source sent the demuxer (an allowed redirect): the demuxer's next connection
+    /// goes there. Read once the demuxer has closed.
+    var redirect: SourceURL? { get }
+}
+
+/// A pull's TCP connection, carried by FrameTap, for protocols whose connection libavformat
+/// makes inside itself, with state no caller can see: RTSP's control connection (it makes the
+/// SETUP and follows redirects) and RTMP's one connection. The demuxer is never given the
+/// source's address: it connects to this relay on loopback, the relay connects to the source at
+/// an address it checked against `--allow-sources` (resolved once: the address checked is the
+/// address connected to), and everything the source says passes the scheme's check before the
+/// demuxer reads it: `RTSPAnswerCheck` (answers, redirects, transports), or `RTMPByteBudget`
+/// (no more than 64 MiB without a whole picture, which libavformat would hold in its own
+/// buffers). A redirect is checked before anything connects there; the demuxer then connects to
+/// the relay again, and the relay to the target. What the demuxer sends passes unchanged.
 ///
-/// The RTSP requests the camera receives name the relay's address (`rtsp://127.0.0.1:PORT/path`),
-/// as through any port forward; RTSP servers route by path.
-final class RTSPControlRelay: Sendable {
+/// What the source receives names the relay's address (`rtsp://127.0.0.1:PORT/path`), as through
+/// any port forward; RTSP and RTMP servers route by path (RTMP's tcUrl is given the source's own
+/// address, `RTMPConnectURL`).
+final class SourceRelay<Check: SourceRelayCheck>: Sendable {
     /// The URL the demuxer opens: the source's credentials, path and query at the relay's address.
     let localURL: String
 
@@ -25,16 +37,20 @@ final class RTSPControlRelay: Sendable {
     private let source: SourceURL
     private let policy: SourcePolicy
     private let interrupt: DemuxInterrupt
+    private let makeCheck: @Sendable (_ target: SourceURL, _ connected: IPAddress, _ relayHost: String, _ relayPort: Int) -> Check
     private let stopped = Atomic<Bool>(false)
 
     /// Redirects followed at most, as HTTP sources do.
-    static let maxRedirects = 5
+    static var maxRedirects: Int { 5 }
     /// Bytes held for the slower side before the relay stops reading the other.
-    static let bufferLimit = 1 << 20
+    static var bufferLimit: Int { 1 << 20 }
 
     /// Resolves and checks the source's host, then listens on loopback (of the address's family,
     /// so that the demuxer's UDP sockets are of the camera's family too).
-    init(source: SourceURL, policy: SourcePolicy, interrupt: DemuxInterrupt) throws(ContainerError) {
+    init(
+        source: SourceURL, policy: SourcePolicy, interrupt: DemuxInterrupt,
+        check makeCheck: @escaping @Sendable (_ target: SourceURL, _ connected: IPAddress, _ relayHost: String, _ relayPort: Int) -> Check
+    ) throws(ContainerError) {
         let addresses = try Self.checkedAddresses(of: source, policy: policy)
         let loopback = addresses[0].bytes.count == 4 ? "127.0.0.1" : "::1"
         let (listener, port) = try Self.listen(on: IPAddress(loopback)!)
@@ -44,8 +60,9 @@ final class RTSPControlRelay: Sendable {
         self.source = source
         self.policy = policy
         self.interrupt = interrupt
+        self.makeCheck = makeCheck
         localURL = source.openedText(host: loopback, port: port)
-        BlockingThread.start(name: "rtsp-relay") { [self] in run(firstAddresses: addresses) }
+        BlockingThread.start(name: "\(source.scheme.name)-relay") { [self] in run(firstAddresses: addresses) }
     }
 
     /// Ends the relay: its connections close within 100 ms.
@@ -77,8 +94,7 @@ final class RTSPControlRelay: Sendable {
                 return
             }
             defer { close(upstream.socket) }
-            var check = RTSPAnswerCheck(
-                current: target, connectedAddress: upstream.address, policy: policy, relayHost: relayHost, relayPort: relayPort)
+            var check = makeCheck(target, upstream.address, relayHost, relayPort)
             guard case .redirected(let next) = relay(client: client, upstream: upstream.socket, check: &check) else { return }
             do throws(ContainerError) {
                 addresses = try Self.checkedAddresses(of: next, policy: policy)
@@ -106,7 +122,7 @@ final class RTSPControlRelay: Sendable {
     }
 
     /// Carries bytes both ways until a side closes; the camera's through `check`.
-    private func relay(client: Int32, upstream: Int32, check: inout RTSPAnswerCheck) -> Outcome {
+    private func relay(client: Int32, upstream: Int32, check: inout Check) -> Outcome {
         var toUpstream: [UInt8] = []
         var toClient: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
@@ -211,7 +227,7 @@ final class RTSPControlRelay: Sendable {
         else {
             let why = String(cString: strerror(errno))
             if listener >= 0 { close(listener) }
-            throw ContainerError(.sourceFailed, "cannot listen on \(address.text) for the RTSP relay: \(why)")
+            throw ContainerError(.sourceFailed, "cannot listen on \(address.text) for the relay: \(why)")
         }
         var actual = sockaddr_storage()
         var actualLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
