@@ -117,6 +117,26 @@ struct PullSourceTests {
         }
     }
 
+    /// A body read as Annex B in which no access unit of H.264 or H.265 ever comes (noise) is
+    /// given up after 64 MiB, instead of being read for ever.
+    @Test func annexBWithoutAPictureIsGivenUp() throws {
+        var generator = SplitMix64(seed: 7)
+        var noise = [UInt8](repeating: 0, count: 72 << 20)
+        noise.withUnsafeMutableBytes { bytes in
+            for index in stride(from: 0, to: bytes.count, by: 8) { bytes.storeBytes(of: generator.next(), toByteOffset: index, as: UInt64.self) }
+        }
+        let body = noise
+        let server = try SourceServer { _ in .serve(body, contentType: nil) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1") { $0.sourceReadTimeout = .seconds(30) }) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/noise"))
+            #expect(created.status == 201)
+            #expect(eventually(timeout: .seconds(60)) { Self.lastError(service.port, "cam")?["code"] as? String == "source_failed" })
+            let message = Self.lastError(service.port, "cam")?["message"] as? String ?? ""
+            #expect(message.contains("64 MiB read as Annex B without one whole picture"), "\(message)")
+        }
+    }
+
     @Test("a body that trickles in never opens: the stream's opening has the connect timeout as a whole")
     func aTrickleNeverOpens() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")

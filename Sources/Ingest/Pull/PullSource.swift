@@ -36,6 +36,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     private let logger: Logger
     private let observer: any PullObserver
     private let ignored: IgnoredPackets
+    /// Access units the session made of what this source handed on, for `maxBytesWithoutAccessUnit`.
+    private let accessUnits = Atomic<Int>(0)
+
+    /// Annex B bytes a source may send without the session making one access unit of them: a
+    /// body of noise, or of another format the sniffing took for Annex B, would otherwise be read
+    /// for ever at whatever rate it comes. A real stream's largest picture is a few MiB.
+    public static var maxBytesWithoutAccessUnit: Int { 64 << 20 }
 
     public init(
         spec: PullSourceSpec, settings: PullSettings, clock: any ServiceClock, logger: Logger, observer: any PullObserver,
@@ -56,6 +63,10 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 connect: spec.connect,
                 state: spec.connect == .always ? .connecting : .idle, lastError: nil, reconnects: 0, connectedAt: nil,
                 format: nil, nextAttemptAt: nil))
+    }
+
+    public func accessUnitAssembled() {
+        accessUnits.add(1, ordering: .relaxed)
     }
 
     /// Starts pulling on a thread of its own.
@@ -230,6 +241,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         defer { landing.release() }
         // RTSP, RTMP and SRT carry live streams by nature; only an HTTP body may be a stored file.
         var pacing: SourcePacing? = if case .httpGet = spec.url.scheme.opening { SourcePacing() } else { nil }
+        var accessUnitsSeen = accessUnits.load(ordering: .relaxed)
+        var bytesWithoutAccessUnit = 0
         while true {
             let asked = clock.uptime
             let next = stream.next()
@@ -245,6 +258,18 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             case .bytes(let bytes):
                 // Annex B bytes carry no timestamps to hold them to; the read still counts.
                 _ = pacing?.sample(pts: nil, readTook: now &- asked, now: now)
+                let accessUnitsNow = accessUnits.load(ordering: .relaxed)
+                if accessUnitsNow != accessUnitsSeen {
+                    accessUnitsSeen = accessUnitsNow
+                    bytesWithoutAccessUnit = 0
+                }
+                bytesWithoutAccessUnit += bytes.count
+                guard bytesWithoutAccessUnit <= Self.maxBytesWithoutAccessUnit else {
+                    return ContainerError(
+                        .sourceFailed,
+                        "the source sent \(Self.maxBytesWithoutAccessUnit >> 20) MiB read as Annex B without one whole picture "
+                            + "of H.264 or H.265 in it")
+                }
                 delivering(false)
                 let receivedAt = clock.uptime
                 var taken = true

@@ -19,6 +19,13 @@ public protocol IngestSource<Failure>: AnyObject, Sendable {
     var totalBytes: Int { get }
     /// The input is over for its consumer: whatever the source holds goes (on the decode queue).
     func close()
+    /// The consumer made a whole access unit of what this input handed on (any thread).
+    func accessUnitAssembled()
+}
+
+extension IngestSource {
+    /// Only a pulled source of Annex B bytes keeps count (`PullSource`).
+    public func accessUnitAssembled() {}
 }
 
 /// What an input hands its consumer, in order: bytes, samples, stream breaks, and how it ended.

@@ -480,7 +480,10 @@ final class DecodeLoop: Sendable {
             guard let stream = slot.stream else { return nil }
             let errors = body(
                 stream,
-                { unit in history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime) },
+                { unit in
+                    history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime)
+                    job.source.accessUnitAssembled()
+                },
                 { frame, number in
                     let published = PublishedFrame(
                         frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
