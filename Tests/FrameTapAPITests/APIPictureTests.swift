@@ -85,6 +85,9 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
                 #expect(problem["type"] as? String == "urn:frametap:problem:invalid_parameter")
                 #expect(problem["title"] is String && problem["detail"] is String)
             }
+            // A '+' is a space in a query: the message says so rather than show ' 160' unexplained.
+            let signed = try jsonObject(try request(service.port, "GET", "/sessions/p/frame/latest.jpg?width=+160").body)
+            #expect((signed["detail"] as? String)?.hasSuffix("got ' 160' (a '+' in a query is a space: write the number without a sign)") == true)
             // A parameter no route reads is the client's own business (a cache buster).
             #expect(try request(service.port, "GET", "/sessions/p/frame/latest.jpg?_=1732800000&width=64").status == 200)
         }

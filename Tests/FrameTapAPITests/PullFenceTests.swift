@@ -157,25 +157,8 @@ struct PullFenceTests {
     @Test("an RTMP server that never ends a message is cut off at 64 MiB")
     func rtmpMessagesThatNeverEnd() throws {
         let server = try SourceServer(host: "127.0.0.2") { connection in
-            func receive(_ count: Int) -> [UInt8]? {
-                var bytes = [UInt8](repeating: 0, count: count)
-                var got = 0
-                while got < count {
-                    let n = bytes.withUnsafeMutableBytes { recv(connection, $0.baseAddress! + got, count - got, 0) }
-                    if n <= 0 { return nil }
-                    got += n
-                }
-                return bytes
-            }
-            func send(_ bytes: [UInt8]) -> Bool {
-                var sent = 0
-                while sent < bytes.count {
-                    let n = bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
-                    if n <= 0 { return false }
-                    sent += n
-                }
-                return true
-            }
+            func receive(_ count: Int) -> [UInt8]? { SourceServerCore.receive(connection, exactly: count) }
+            func send(_ bytes: [UInt8]) -> Bool { SourceServerCore.sendAll(connection, bytes) }
             // The handshake: C0 C1 in, S0 S1 (version 0: no digest) S2 out, C2 in.
             guard let c0c1 = receive(1 + 1536) else { return }
             guard send([3] + [UInt8](repeating: 0, count: 1536) + Array(c0c1.dropFirst())), receive(1536) != nil else { return }

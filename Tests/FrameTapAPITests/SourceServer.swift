@@ -258,7 +258,22 @@ final class SourceServerCore: @unchecked Sendable {
     private func send(_ connection: Int32, _ text: String) -> Bool { send(connection, Array(text.utf8)) }
 
     @discardableResult
-    private func send(_ connection: Int32, _ bytes: [UInt8]) -> Bool {
+    private func send(_ connection: Int32, _ bytes: [UInt8]) -> Bool { Self.sendAll(connection, bytes) }
+
+    /// Exactly `count` bytes from `connection`, or nil when it ends first.
+    static func receive(_ connection: Int32, exactly count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = bytes.withUnsafeMutableBytes { recv(connection, $0.baseAddress! + got, count - got, 0) }
+            if n <= 0 { return nil }
+            got += n
+        }
+        return bytes
+    }
+
+    /// All of `bytes` to `connection`; false when it fails first.
+    static func sendAll(_ connection: Int32, _ bytes: [UInt8]) -> Bool {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { Glibc.send(connection, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }

@@ -19,24 +19,17 @@ struct RTMPByteBudget: SourceRelayCheck {
     static let limit = 64 << 20
 
     private let pictures: DeliveredPictures
-    private var picturesSeen: Int
-    private var sinceLastPicture = 0
+    private var budget: ProgressBudget
 
     init(pictures: DeliveredPictures) {
         self.pictures = pictures
-        picturesSeen = pictures.total
+        budget = ProgressBudget(limit: Self.limit, progress: pictures.total)
     }
 
     var redirect: SourceURL? { nil }
 
     mutating func take(_ bytes: some Collection<UInt8>) throws(ContainerError) -> [UInt8] {
-        let total = pictures.total
-        if total != picturesSeen {
-            picturesSeen = total
-            sinceLastPicture = 0
-        }
-        sinceLastPicture += bytes.count
-        guard sinceLastPicture <= Self.limit else {
+        guard budget.spend(bytes.count, progress: pictures.total) else {
             throw ContainerError(
                 .sourceFailed, "the RTMP server sent more than \(Self.limit >> 20) MiB without a whole picture")
         }

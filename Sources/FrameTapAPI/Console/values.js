@@ -32,7 +32,8 @@ function objectTable(rows) {
   return h('div', { class: 'table-scroll' },
     h('table', {},
       h('thead', {}, h('tr', {}, columns.map((column) => h('th', { scope: 'col' }, humanizeKey(column))))),
-      h('tbody', {}, rows.map((row) => h('tr', {}, columns.map((column) => h('td', {}, renderValue(row[column], column))))))));
+      h('tbody', {}, rows.map((row) => h('tr', {}, columns.map((column) =>
+        h('td', typeof row[column] === 'number' ? { class: 'number' } : {}, renderValue(row[column], column))))))));
 }
 
 export function isObject(value) {

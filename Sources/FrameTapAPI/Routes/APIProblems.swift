@@ -98,7 +98,8 @@ struct QueryReader {
     func int(_ name: String, in range: ClosedRange<Int>) throws(HTTPError) -> Int? {
         guard let text = try text(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
-            throw .invalidParameter("\(name) must be an integer \(range.lowerBound)...\(range.upperBound), got '\(text)'")
+            throw .invalidParameter(
+                "\(name) must be an integer \(range.lowerBound)...\(range.upperBound), got '\(text)'\(Self.spaceHint(text))")
         }
         return value
     }
@@ -106,7 +107,7 @@ struct QueryReader {
     func unsigned(_ name: String) throws(HTTPError) -> UInt64? {
         guard let text = try text(name) else { return nil }
         guard let value = UInt64(text) else {
-            throw .invalidParameter("\(name) must be a non-negative integer, got '\(text)'")
+            throw .invalidParameter("\(name) must be a non-negative integer, got '\(text)'\(Self.spaceHint(text))")
         }
         return value
     }
@@ -114,9 +115,15 @@ struct QueryReader {
     func double(_ name: String, in range: ClosedRange<Double>) throws(HTTPError) -> Double? {
         guard let text = try text(name) else { return nil }
         guard let value = Double(text), value.isFinite, range.contains(value) else {
-            throw .invalidParameter("\(name) must be a number \(range.lowerBound)...\(range.upperBound), got '\(text)'")
+            throw .invalidParameter(
+                "\(name) must be a number \(range.lowerBound)...\(range.upperBound), got '\(text)'\(Self.spaceHint(text))")
         }
         return value
+    }
+
+    /// A number with a space in it most likely had a `+` (a space in a query) or an encoded one.
+    private static func spaceHint(_ text: String) -> String {
+        text.contains(" ") ? " (a '+' in a query is a space: write the number without a sign)" : ""
     }
 
     /// `true`/`1`/`yes` or `false`/`0`/`no`; a bare `?flush` means true.

@@ -241,8 +241,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         defer { landing.release() }
         // RTSP, RTMP and SRT carry live streams by nature; only an HTTP body may be a stored file.
         var pacing: SourcePacing? = if case .httpGet = spec.url.scheme.opening { SourcePacing() } else { nil }
-        var accessUnitsSeen = accessUnits.load(ordering: .relaxed)
-        var bytesWithoutAccessUnit = 0
+        var annexB = ProgressBudget(limit: Self.maxBytesWithoutAccessUnit, progress: accessUnits.load(ordering: .relaxed))
         while true {
             let asked = clock.uptime
             let next = stream.next()
@@ -258,13 +257,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             case .bytes(let bytes):
                 // Annex B bytes carry no timestamps to hold them to; the read still counts.
                 _ = pacing?.sample(pts: nil, readTook: now &- asked, now: now)
-                let accessUnitsNow = accessUnits.load(ordering: .relaxed)
-                if accessUnitsNow != accessUnitsSeen {
-                    accessUnitsSeen = accessUnitsNow
-                    bytesWithoutAccessUnit = 0
-                }
-                bytesWithoutAccessUnit += bytes.count
-                guard bytesWithoutAccessUnit <= Self.maxBytesWithoutAccessUnit else {
+                guard annexB.spend(bytes.count, progress: accessUnits.load(ordering: .relaxed)) else {
                     return ContainerError(
                         .sourceFailed,
                         "the source sent \(Self.maxBytesWithoutAccessUnit >> 20) MiB read as Annex B without one whole picture "
