@@ -19,7 +19,8 @@ fi
 # A suite's limit counts from when its test was started, not from when it got a thread: Swift
 # Testing starts every test of a run at once, and on two cores a pure test has waited 70 s for
 # the decoding tests ahead of it. Ten minutes is the floor; the hang switch runs only on its own.
-if grep -rnE 'timeLimit\(\.minutes\([1-9]\)\)' Tests --include='*.swift' | grep -v '^Tests/TestSupportTests/HangSwitchTests.swift:'; then
+if grep -rnE 'timeLimit\([[:space:]]*\.(minutes\([[:space:]]*0*[1-9][[:space:]]*\)|seconds\()' Tests --include='*.swift' \
+    | grep -v '^Tests/TestSupportTests/HangSwitchTests.swift:'; then
     echo "check-test-waits: the time limits above are under the 10 minutes a test may wait for a thread in a full run"
     failed=1
 fi

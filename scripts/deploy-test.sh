@@ -229,8 +229,8 @@ assert container["args"][0] == "sync"
 mount = next(m for m in container["volumeMounts"] if args["config"].startswith(m["mountPath"] + "/"))
 volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
 assert volume["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"] and args["config"].endswith("/" + key)
-# Applied as it is, the Deployment starts: every Secret key it reads is in the file.
-secret = docs["Secret"]
+# Applied as they are, the Deployment starts: every Secret key it reads is in sync-secret.yaml.
+secret = yaml.safe_load(open(os.path.join(root, "deploy/k8s/sync-secret.yaml")))
 for ref in (e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})):
     assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"], ref
 gateway = [d for d in yaml.safe_load_all(open(os.path.join(root, "deploy/k8s/gateway.yaml"))) if d["kind"] == "Service"][0]
@@ -241,7 +241,7 @@ assert args["instances"] == f'http://{service["metadata"]["name"]}:{service["spe
 PY
 then
     if CAMERA_USER=viewer CAMERA_PASSWORD='s3cret:pw' "$BINARY" serve --config "$T/cameras.yaml" --print-config > "$T/cameras.log" 2>&1; then
-        pass "deploy/k8s/sync.yaml: its cameras are a configuration file FrameTap accepts; sync reads it and its Secret, finds the gateway and the pods"
+        pass "deploy/k8s/sync.yaml: its cameras are a configuration file FrameTap accepts; sync reads it and the Secret of sync-secret.yaml, finds the gateway and the pods"
     else
         cat "$T/cameras.log"; fail "deploy/k8s/sync.yaml's cameras.yaml is refused"
     fi

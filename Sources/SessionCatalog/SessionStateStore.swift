@@ -54,8 +54,8 @@ public final class SessionStateStore: Sendable {
         // by someone else) would accept the start and then fail every PUT.
         let probe = Glibc.open(store.temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard probe >= 0 else {
-            throw Failure(
-                description: "cannot write in the state directory \(directory): \(Self.errorText()); the sessions PUT makes could not be kept")
+            let reason = Self.errorText()
+            throw Failure(description: "cannot write in the state directory \(directory): \(reason); the sessions PUT makes could not be kept")
         }
         close(probe)
         unlink(store.temporaryPath)

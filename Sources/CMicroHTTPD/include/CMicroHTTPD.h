@@ -90,6 +90,10 @@ long ft_mhd_unsent_bytes(struct MHD_Connection *connection);
 /// The socket of a connection, or -1.
 int ft_mhd_connection_fd(struct MHD_Connection *connection);
 
+/// Bytes the socket has received since it was opened (TCP_INFO's tcpi_bytes_received), or
+/// UINT64_MAX when it cannot be told.
+uint64_t ft_tcp_bytes_received(int fd);
+
 /// The client's address as 16 bytes (an IPv4 address as ::ffff:a.b.c.d), to count connections
 /// per address. Returns 0 when it is not an IP address.
 int ft_mhd_client_address(struct MHD_Connection *connection, uint8_t out[16]);

@@ -97,8 +97,9 @@ extension ConnectionContext {
         case .ready(let response): Self.discard(response, outcome == .serverShutdown ? .serverShutdown : .clientGone)
         case .notYet: break
         }
-        core.forget(self)
+        // The wait for the next head begins before the request stops counting as active.
         core.deadlines.requestEnded(connection.pointer)
+        core.forget(self)
         core.configuration.requestObserver?(
             RequestRecord(
                 method: method, route: route, status: status,

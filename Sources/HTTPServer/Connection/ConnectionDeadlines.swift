@@ -40,8 +40,9 @@ final class ConnectionDeadlines: Sendable {
     /// Why a connection was closed by the server rather than by its client or libmicrohttpd.
     enum Cut: Sendable {
         /// `headerTimeout` passed with part of a head sent, or on a connection that sent nothing
-        /// since it opened or its previous request ended (`idle`): a keep-alive connection a
-        /// client or a proxy holds for its next request, which is nothing to worry about.
+        /// since it opened or its previous request ended (`idle`, by TCP's count of the bytes
+        /// received): a keep-alive connection a client or a proxy holds for its next request,
+        /// which is nothing to worry about. Over TLS the handshake counts as something sent.
         case headerTimeout, idle, bodyTimeout, evicted
     }
 
@@ -68,9 +69,9 @@ final class ConnectionDeadlines: Sendable {
         var deadline: UInt64?
         var deadlineCut: Cut?
         var evicted = false
-        /// When the present wait for a head began, on the kernel's monotonic clock (which TCP's
-        /// own times are measured on), to tell at its deadline whether anything came since.
-        var headSinceMonotonic: Duration = .zero
+        /// The bytes the socket had received when the present wait for a head began (none when
+        /// it opened), to tell at its deadline whether anything came since.
+        var bytesBeforeHead: UInt64 = 0
     }
 
     private struct Connections {
@@ -145,6 +146,9 @@ final class ConnectionDeadlines: Sendable {
     /// Connections cut off at a deadline so far.
     var expiredCount: Int { expired.load(ordering: .relaxed) }
 
+    /// Connections opened and not yet closed.
+    var openCount: Int { connections.withLock { $0.entries.count } }
+
     /// Request bodies being read now, each with its deadline running.
     var bodiesBeingRead: Int {
         connections.withLock { state in
@@ -165,7 +169,7 @@ final class ConnectionDeadlines: Sendable {
         let evicted = connections.withLock { state -> Bool in
             state.entries[newKey] = Entry(
                 fd: fd, serial: state.nextSerial, worker: worker, address: address, phase: .head(since: now),
-                deadline: deadline, deadlineCut: .headerTimeout, headSinceMonotonic: Self.monotonicNow())
+                deadline: deadline, deadlineCut: .headerTimeout)
             state.nextSerial += 1
             let open = state.openByWorker[worker, default: 0] + 1
             state.openByWorker[worker] = open
@@ -266,12 +270,12 @@ final class ConnectionDeadlines: Sendable {
     func requestEnded(_ connection: OpaquePointer) {
         let now = clock.uptime
         let deadline = clock.deadline(after: headerTimeout)
-        let monotonic = Self.monotonicNow()
+        let received = ft_tcp_bytes_received(ft_mhd_connection_fd(connection))
         update(connection) { entry in
             entry.phase = .head(since: now)
             entry.deadline = deadline
             entry.deadlineCut = .headerTimeout
-            entry.headSinceMonotonic = monotonic
+            entry.bytesBeforeHead = received
         }
     }
 
@@ -354,7 +358,8 @@ final class ConnectionDeadlines: Sendable {
                     }
                     // Under the lock: the socket cannot have been closed (and its number reused) yet.
                     var cut = entry.deadlineCut
-                    if cut == .headerTimeout, Self.nothingReceived(on: entry.fd, since: entry.headSinceMonotonic) { cut = .idle }
+                    let received = ft_tcp_bytes_received(entry.fd)
+                    if cut == .headerTimeout, received != .max, received == entry.bytesBeforeHead { cut = .idle }
                     _ = shutdown(entry.fd, Int32(SHUT_RDWR))
                     if let cut { cuts.append(cut) } else { expired.add(1, ordering: .relaxed) }
                     continue
@@ -377,23 +382,6 @@ final class ConnectionDeadlines: Sendable {
             onCut(.bodyTimeout)
             if !onBodyTimeout(body) { cutNow(body) }
         }
-    }
-
-    /// Whether the socket has received no data since `since` (CLOCK_MONOTONIC), by TCP's own
-    /// record of when data last came. Its resolution is the kernel's tick (up to 10 ms), so data
-    /// within 50 ms after `since` counts as none: only the name of the cut depends on it.
-    private static func nothingReceived(on fd: Int32, since: Duration) -> Bool {
-        var info = tcp_info()
-        var size = socklen_t(MemoryLayout<tcp_info>.size)
-        guard getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &size) == 0 else { return false }
-        let lastDataAt = monotonicNow() - .milliseconds(Int64(info.tcpi_last_data_recv))
-        return lastDataAt <= since + .milliseconds(50)
-    }
-
-    private static func monotonicNow() -> Duration {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
     }
 
     /// Whether the peer has closed its sending side and nothing it sent is left unread (or the

@@ -168,6 +168,9 @@ public final class HTTPServer: Sendable {
     /// Requests currently being handled (including suspended and streaming ones).
     public var activeRequestCount: Int { core.activeCount }
 
+    /// Connections libmicrohttpd has accepted and not yet closed.
+    public var openConnectionCount: Int { core.deadlines.openCount }
+
     public func start() throws(HTTPServerError) {
         try daemon.withLock { (state: inout DaemonState?) throws(HTTPServerError) in
             guard state == nil else { return }

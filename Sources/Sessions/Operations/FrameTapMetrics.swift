@@ -193,9 +193,12 @@ public final class FrameTapMetrics: Sendable {
             let deviceNames = Set(devices.map(\.device.description))
             let vanishedDevices = scraped.deviceLabels.subtracting(deviceNames)
             scraped.deviceLabels.formUnion(deviceNames)
+            // Two scrapes at once may come here in either order: the older count, coming second,
+            // adds nothing and leaves the newer one as the mark, so nothing is counted twice.
             let grew = counts.map { name, count in
-                defer { scraped.counts[name] = count }
-                return (name, count - scraped.counts[name, default: 0])
+                let before = scraped.counts[name, default: 0]
+                scraped.counts[name] = max(before, count)
+                return (name, count - before)
             }
             return (vanishedBackends, vanishedDevices, grew)
         }
