@@ -8,10 +8,12 @@ import VideoCoding
 public enum Codecs {
     /// The reader of an elementary stream of `codec`. `emulateFFmpegProbe`: hold pictures until
     /// the first parameter sets, as the ffmpeg CLI's stream probe does (see `ParameterSetWait`).
-    public static func reader(for codec: VideoCodec, emulateFFmpegProbe: Bool = false) -> any AccessUnitReader {
+    /// `live`: a session's stream, which never passes on a picture before the stream's first
+    /// random-access point (the CLI emulating ffmpeg passes H.265's on, as ffmpeg decodes them).
+    public static func reader(for codec: VideoCodec, emulateFFmpegProbe: Bool = false, live: Bool = false) -> any AccessUnitReader {
         switch codec {
         case .h264: H264.ElementaryStreamReader(emulateFFmpegProbe: emulateFFmpegProbe)
-        case .h265: H265.ElementaryStreamReader(emulateFFmpegProbe: emulateFFmpegProbe)
+        case .h265: H265.ElementaryStreamReader(emulateFFmpegProbe: emulateFFmpegProbe, live: live)
         }
     }
 }

@@ -63,6 +63,8 @@ public final class AccessUnitIngest {
     /// What the splitter reported during one push, handled after it; reused.
     private var events: [SplitterEvent] = []
     private let emulateFFmpegProbe: Bool
+    /// A session's stream (`Codecs.reader(for:emulateFFmpegProbe:live:)`).
+    private let live: Bool
     /// Where the current stream began, for the end-of-stream check of unsplittable input.
     private var bytesAtStreamStart = 0
     private var unitsAtStreamStart = 0
@@ -100,12 +102,13 @@ public final class AccessUnitIngest {
     /// on from its predecessor's `nextIndex`).
     public init(
         maxNALBytes: Int = AnnexBSplitter.defaultMaxNALBytes, keyframesOnly: Bool = false, codec: VideoCodec? = nil,
-        emulateFFmpegProbe: Bool = false, firstIndex: Int64 = 0
+        emulateFFmpegProbe: Bool = false, live: Bool = false, firstIndex: Int64 = 0
     ) throws(DecodeError) {
         guard maxNALBytes > 0 else { throw DecodeError(.invalidOptions, "maxNALBytes must be positive") }
         splitter = AnnexBSplitter(maxNALBytes: maxNALBytes)
         self.keyframesOnly = keyframesOnly
         self.emulateFFmpegProbe = emulateFFmpegProbe
+        self.live = live
         codecIsStated = codec != nil
         nextIndex = firstIndex
         if let codec { read(codec) }
@@ -358,7 +361,7 @@ public final class AccessUnitIngest {
     private func read(_ codec: VideoCodec) {
         countAccessUnits()
         self.codec = codec
-        var reader = Codecs.reader(for: codec, emulateFFmpegProbe: emulateFFmpegProbe)
+        var reader = Codecs.reader(for: codec, emulateFFmpegProbe: emulateFFmpegProbe, live: live)
         reader.keyframesOnly = keyframesOnly
         self.reader = reader
         accessUnitsReported = 0

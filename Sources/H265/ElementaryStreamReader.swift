@@ -32,10 +32,12 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     /// `emulateFFmpegProbe`: read as the ffmpeg CLI does: pictures are held until the stream's
     /// first parameter sets arrive, as the CLI's stream probe finds them before its decoder
-    /// starts, and those before the first IRAP are decoded (see above).
-    public init(emulateFFmpegProbe: Bool = false) {
+    /// starts, and those before the first IRAP are decoded (see above), unless `live`: a
+    /// session's stream, whose pictures before its first IRAP are dropped whatever else it
+    /// emulates.
+    public init(emulateFFmpegProbe: Bool = false, live: Bool = false) {
         wait = ParameterSetWait(active: emulateFFmpegProbe)
-        decodesBeforeRandomAccessPoint = emulateFFmpegProbe
+        decodesBeforeRandomAccessPoint = emulateFFmpegProbe && !live
     }
 
     public mutating func push(_ unit: AnnexBUnit, _ report: (ReaderEvent) -> Void) {

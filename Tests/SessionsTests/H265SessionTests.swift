@@ -32,6 +32,24 @@ import VideoCoding
         #expect(status.latestFrame?.width == 176 && status.latestFrame?.height == 144)
     }
 
+    /// A stream with no IRAP picture (its keyframes cut out, as when one joins mid-GOP) gives no
+    /// picture: libavcodec would decode each against references it invents (grey smears), which
+    /// a live session never serves, before or after a good stream. The CLI, which emulates the
+    /// ffmpeg CLI, does decode them (`ElementaryStreamReader`).
+    @Test func aStreamWithoutAKeyframeGivesNoPicture() async throws {
+        let good = try Fixture.bytes(Self.stream)
+        let keyless = HEVCEdits.stream(HEVCEdits.units(good).filter { !(16...23).contains(HEVCEdits.type($0)) })
+        for pushedBefore in [false, true] {
+            let session = try makeSession()
+            if pushedBefore { #expect(try await push(good, to: session, flush: true).frames == Self.frames) }
+            let latest = session.latestSequence
+            let summary = try await push(keyless, to: session, flush: true)
+            #expect(summary.frames == 0, "after a good stream: \(pushedBefore)")
+            #expect(session.status().counters.framesDroppedBeforeKeyframe > 0)
+            #expect(session.latestSequence == latest)
+        }
+    }
+
     /// A new session fed a stream whose SPS cannot be used: the push fails with its code.
     @Test(arguments: [
         (HEVCEdits.SPSChange(bitDepthLuma: 17), DecodeError.Code.invalidData),

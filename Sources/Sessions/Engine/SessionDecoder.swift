@@ -48,7 +48,7 @@ struct SessionDecoder {
         let options = context.decoderOptions(backend: backend, mode: mode)
         let ingest = try AccessUnitIngest(
             maxNALBytes: context.configuration.maxNALBytes, keyframesOnly: mode == .keyframes, codec: codec,
-            emulateFFmpegProbe: options.emulateFFmpegProbe)
+            emulateFFmpegProbe: options.emulateFFmpegProbe, live: true)
         let streamDecoder: StreamDecoder
         if mode == .onDemand {
             let plan = try BackendSelection.plan(options: try options.validated())
