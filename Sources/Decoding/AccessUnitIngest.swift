@@ -321,7 +321,7 @@ public final class AccessUnitIngest {
         if let said = pushCodec, let other = parameterSetCodec, other != said {
             refuse(
                 "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
-                    + "\(other.displayName) parameter sets; nothing of it was decoded", into: &errors)
+                    + "\(other.displayName) parameter sets; the push is refused from there on", into: &errors)
             return
         }
         guard let codec else {
@@ -350,7 +350,7 @@ public final class AccessUnitIngest {
                 DecodeError(
                     .codecMismatch,
                     "this push carries \(other.displayName) parameter sets, but the session's stream is "
-                        + "\(codec.displayName) (\(why)); nothing of it was decoded"),
+                        + "\(codec.displayName) (\(why)); the push is refused from there on"),
                 in: &errors)
             return
         }

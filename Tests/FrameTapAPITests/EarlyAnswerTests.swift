@@ -147,9 +147,12 @@ final class EndlessPush: Sendable {
     /// ends with a problem part, the same problem the JSON answer would be.
     @Test func aFailedMultipartPushEndsWithAProblemPart() throws {
         try withService(sessions: { $0.pictureSizeLimit = .init(maxPixels: 50_000) }) { service in
+            // The last: H.265 after the pictures of an H.264 stream, refused from there on.
+            let mixed = try Fixtures.bytes("baseline_176x144.264") + Fixtures.bytes("main_bframes_176x144.265")
             for (body, code, status) in [
                 (Array("this is not an H.264 stream".utf8), "invalid_data", 422),
                 (try Fixtures.bytes("high_320x240.264"), "picture_too_large", 422),
+                (mixed, "codec_mismatch", 415),
             ] {
                 let json = try post(service.port, "/sessions/j\(code)/nalus?flush=true", body)
                 #expect(json.status == status)

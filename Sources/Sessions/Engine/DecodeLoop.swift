@@ -287,7 +287,7 @@ final class DecodeLoop: Sendable {
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
                 if let refusal = errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
-                    job.upload?.refuse(SessionError(refusal))
+                    refuseRest(of: job, refusal)
                 }
             case .sample(let sample, let receivedAt):
                 let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
@@ -298,7 +298,7 @@ final class DecodeLoop: Sendable {
                     }
                 }.errors
                 if let refusal = errors.first(where: { $0.code == .codecMismatch }) {
-                    job.upload?.refuse(SessionError(refusal))
+                    refuseRest(of: job, refusal)
                 }
             case .streamBreak:
                 // A pulled source's connection ended: its stream ends with it.
@@ -319,6 +319,13 @@ final class DecodeLoop: Sendable {
                 endJob(job)
             }
         }
+    }
+
+    /// The rest of a push is refused: a live upload is answered with `refusal` now; a spooled one
+    /// (a multipart answer's) reads to its end, none of it decoded, and ends with it.
+    private func refuseRest(of job: IngestJob, _ refusal: DecodeError) {
+        job.progress.withValue { $0.refuse(refusal) }
+        job.upload?.refuse(SessionError(refusal))
     }
 
     /// A push's outcome is known: a JSON answer is sent and its job ends now; a multipart

@@ -10,11 +10,18 @@ struct UploadProgress {
     private(set) var frames = 0
     private(set) var errors = 0
     private(set) var firstError: DecodeError?
+    /// Why the rest of the push was refused (another codec's stream in it): the push failed,
+    /// whatever it decoded before.
+    private(set) var refusal: DecodeError?
     private var firstErrorRecord: ErrorRecord?
     private var countersAtBegin: SessionCounters?
     private var loggedCodes: Set<DecodeError.Code> = []
 
     var hasBegun: Bool { countersAtBegin != nil }
+
+    mutating func refuse(_ error: DecodeError) {
+        if refusal == nil { refusal = error }
+    }
 
     mutating func begin(counters: SessionCounters) {
         if countersAtBegin == nil { countersAtBegin = counters }
@@ -51,10 +58,12 @@ struct UploadProgress {
             decodeErrors: errors, error: firstErrorRecord, flushed: flushed)
     }
 
-    /// A flushed upload that produced no picture but errors failed, and so did one that carried
-    /// not a single NAL unit but errors (garbage into a running stream): the client must be able
-    /// to tell "your stream is broken" from "no pictures yet". Anything else succeeded.
+    /// A push refused from some point on failed; so did a flushed upload that produced no
+    /// picture but errors, and one that carried not a single NAL unit but errors (garbage into a
+    /// running stream): the client must be able to tell "your stream is broken" from "no
+    /// pictures yet". Anything else succeeded.
     func outcome(summary: UploadSummary, flushed: Bool) -> Result<UploadSummary, SessionError> {
+        if let refusal { return .failure(SessionError(refusal)) }
         if frames == 0, let firstError, flushed || summary.nalUnits.isEmpty { return .failure(SessionError(firstError)) }
         return .success(summary)
     }
