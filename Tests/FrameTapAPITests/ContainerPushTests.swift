@@ -143,6 +143,15 @@ struct ContainerPushTests {
             #expect(needsSeeking == (422, "container_needs_seeking"))
             let annexB = try problem("", "video/mp4", body: try Fixtures.bytes("high_320x240.264"))
             #expect(annexB == (422, "invalid_container"))
+            // MPEG-TS whose elementary streams' packets never start a PES (the tables do, so the
+            // video track is found): not one sample, which is no 200.
+            var unstarted = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+            for packet in stride(from: 0, to: unstarted.count - 187, by: 188) {
+                let pid = Int(unstarted[packet + 1] & 0x1F) << 8 | Int(unstarted[packet + 2])
+                if (0x100..<0x200).contains(pid) { unstarted[packet + 1] &= ~0x40 }
+            }
+            let noSample = try problem("", "video/mp2t", body: unstarted)
+            #expect(noSample == (422, "invalid_container"))
             // A Content-Type the first bytes plainly contradict, and a form, are named as such.
             for (file, contentType) in [
                 ("h264_320x240.mp4", "video/mp2t"), ("h264_320x240_aac.ts", "video/mp4"), ("h264_320x240.mkv", "video/x-flv"),

@@ -85,7 +85,7 @@ public final class ContainerStream<Failure: IngestFailure>: Sendable {
             let outcome: ContainerError?
             do throws(ContainerError) {
                 let demuxer = try Demuxer(container: format, input: feed, seekWindow: seekWindow, interrupt: interrupt)
-                outcome = Self.run(demuxer, into: outputs, feed: feed, ignored: ignored, counted: &counted)
+                outcome = Self.run(demuxer, format: format, into: outputs, feed: feed, ignored: ignored, counted: &counted)
             } catch {
                 outcome = error
             }
@@ -97,18 +97,26 @@ public final class ContainerStream<Failure: IngestFailure>: Sendable {
         }
     }
 
-    /// Reads samples until the input ends or the demuxer fails; returns the failure.
+    /// Reads samples until the input ends or the demuxer fails; returns the failure. A container
+    /// that ends without one video sample read is one: its samples lie past its end, its sizes
+    /// lie, or it holds none, and a push of it would otherwise be a 200 with nothing in it.
     private static func run(
-        _ demuxer: Demuxer, into outputs: DemuxOutputQueue, feed: PushFeed<Failure>, ignored: IgnoredPackets,
-        counted: inout [String: Int]
+        _ demuxer: Demuxer, format: ContainerFormat, into outputs: DemuxOutputQueue, feed: PushFeed<Failure>,
+        ignored: IgnoredPackets, counted: inout [String: Int]
     ) -> ContainerError? {
+        var samples = 0
         while true {
             let next = demuxer.next()
             ignored.add(demuxer.ignoredPackets, since: &counted)
             switch next {
             case .sample(let sample):
+                samples += 1
                 guard outputs.append(.sample(sample, receivedAt: feed.lastReceivedAt)) else { return nil }
             case .end:
+                guard samples > 0 else {
+                    return ContainerError(
+                        .invalidContainer, "the \(format.rawValue) container ended without one video sample that could be read")
+                }
                 return nil
             case .failed(let error):
                 return error
