@@ -63,6 +63,25 @@ import Testing
     }
 
     /// After a flush the next POST starts a fresh stream: the same file again gives every picture again.
+    /// A live push of noise is refused once 64 MiB of it made no access unit, with what it
+    /// decoded kept: the client is told while it sends, not after however much it sends.
+    @Test func noiseIsRefusedAfter64MiBWithoutAnAccessUnit() throws {
+        var generator = SplitMix64(seed: 11)
+        var noise = [UInt8](repeating: 0, count: 66 << 20)
+        noise.withUnsafeMutableBytes { bytes in
+            for index in stride(from: 0, to: bytes.count, by: 8) { bytes.storeBytes(of: generator.next(), toByteOffset: index, as: UInt64.self) }
+        }
+        try withService { service in
+            try pushFixture(service.port, session: "n")
+            let before = try jsonObject(try request(service.port, "GET", "/sessions/n").body)["latestFrame"] as? [String: Any]
+            let response = try post(service.port, "/sessions/n/nalus", noise)
+            #expect(response.problem == Problem(422, "invalid_data"))
+            #expect(response.problemDetail.contains("64 MiB of this push made no access unit"), "\(response.text.prefix(300))")
+            let after = try jsonObject(try request(service.port, "GET", "/sessions/n").body)["latestFrame"] as? [String: Any]
+            #expect(after?["seq"] as? Int == before?["seq"] as? Int)
+        }
+    }
+
     @Test func flushStartsAFreshStream() throws {
         let entry = try Fixtures.entry("baseline_176x144.264")
         let bytes = try Fixtures.bytes("baseline_176x144.264")

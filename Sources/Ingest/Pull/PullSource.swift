@@ -36,7 +36,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     private let logger: Logger
     private let observer: any PullObserver
     private let ignored: IgnoredPackets
-    /// Access units the session made of what this source handed on, for `maxBytesWithoutAccessUnit`.
+    /// Access units the session assembled of its stream so far, for `maxBytesWithoutAccessUnit`.
     private let accessUnits = Atomic<Int>(0)
 
     /// Annex B bytes a source may send without the session making one access unit of them: a
@@ -65,8 +65,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 format: nil, nextAttemptAt: nil))
     }
 
-    public func accessUnitAssembled() {
-        accessUnits.add(1, ordering: .relaxed)
+    public func accessUnitsAssembled(total: Int) {
+        accessUnits.store(total, ordering: .relaxed)
     }
 
     /// Starts pulling on a thread of its own.

@@ -19,13 +19,15 @@ public protocol IngestSource<Failure>: AnyObject, Sendable {
     var totalBytes: Int { get }
     /// The input is over for its consumer: whatever the source holds goes (on the decode queue).
     func close()
-    /// The consumer made a whole access unit of what this input handed on (any thread).
-    func accessUnitAssembled()
+    /// The consumer has assembled `total` access units of its stream so far, also those it then
+    /// dropped (before a keyframe, or not keyframes in keyframes mode): the stream is video
+    /// (any thread).
+    func accessUnitsAssembled(total: Int)
 }
 
 extension IngestSource {
     /// Only a pulled source of Annex B bytes keeps count (`PullSource`).
-    public func accessUnitAssembled() {}
+    public func accessUnitsAssembled(total: Int) {}
 }
 
 /// What an input hands its consumer, in order: bytes, samples, stream breaks, and how it ended.

@@ -281,13 +281,22 @@ final class DecodeLoop: Sendable {
             if beginning, job.isMultipart { onDemand.multipartAnswerBegan() }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
+                let stepped = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
                     stream.push(bytes, onAccessUnit: onAccessUnit, onPicture: onPicture)
-                }.errors
+                }
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
-                if let refusal = errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
+                if let refusal = stepped.errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
                     refuseRest(of: job, refusal)
+                } else if job.upload != nil,
+                    !job.progress.withValue({ $0.spend(bytes.count, accessUnitsAssembled: stepped.accessUnitsAssembled) })
+                {
+                    refuseRest(
+                        of: job,
+                        DecodeError(
+                            .invalidData,
+                            "\(UploadProgress.maxBytesWithoutAccessUnit >> 20) MiB of this push made no access unit of "
+                                + "H.264 or H.265; the push is refused from there on"))
                 }
             case .sample(let sample, let receivedAt):
                 let errors = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
@@ -478,7 +487,7 @@ final class DecodeLoop: Sendable {
     private func step(
         receivedAt: UInt64?, job: IngestJob,
         _ body: (StreamDecoder, (IndexedAccessUnit) -> Void, StreamDecoder.PictureHandler) -> [DecodeError]
-    ) -> (pictures: Int, errors: [DecodeError]) {
+    ) -> (pictures: Int, accessUnitsAssembled: Int, errors: [DecodeError]) {
         var pictures = 0
         var newestOfStep: PublishedFrame?
         let stamp = ReceiveStamp(clock: context.clock, receivedAt: receivedAt)
@@ -489,7 +498,6 @@ final class DecodeLoop: Sendable {
                 stream,
                 { unit in
                     history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime)
-                    job.source.accessUnitAssembled()
                 },
                 { frame, number in
                     let published = PublishedFrame(
@@ -506,13 +514,14 @@ final class DecodeLoop: Sendable {
             guard let snapshot = slot.snapshot() else { return nil }
             return (errors, snapshot)
         }
-        guard let (errors, snapshot) = outcome else { return (0, []) }
-        guard !isClosed else { return (0, errors) }
+        guard let (errors, snapshot) = outcome else { return (0, 0, []) }
+        job.source.accessUnitsAssembled(total: snapshot.counters.accessUnits)
+        guard !isClosed else { return (0, snapshot.counters.accessUnits, errors) }
         reporter.stepped(snapshot, errors: errors, pictures: pictures, receivedAt: receivedAt)
         if let newestOfStep { newest.publish(newestOfStep) }
         let now = context.clock.now
         job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now, logger: context.logger) }
-        return (pictures, errors)
+        return (pictures, snapshot.counters.accessUnits, errors)
     }
 
     /// A new newest picture (decode queue): requests waiting for an on-demand connection's first

@@ -1,3 +1,4 @@
+import Containers
 import Decoding
 import FoundationEssentials
 import Ingest
@@ -10,6 +11,11 @@ struct UploadProgress {
     private(set) var frames = 0
     private(set) var errors = 0
     private(set) var firstError: DecodeError?
+    /// A live push's bytes that made no access unit: garbage is refused after this many, not
+    /// read for as long as its client sends it.
+    static let maxBytesWithoutAccessUnit = 64 << 20
+    private var withoutAccessUnit = ProgressBudget(limit: maxBytesWithoutAccessUnit, progress: 0)
+
     /// Why the rest of the push was refused (another codec's stream in it): the push failed,
     /// whatever it decoded before.
     private(set) var refusal: DecodeError?
@@ -18,6 +24,13 @@ struct UploadProgress {
     private var loggedCodes: Set<DecodeError.Code> = []
 
     var hasBegun: Bool { countersAtBegin != nil }
+
+    /// `count` more bytes read, the stream's access units assembled so far (also those dropped
+    /// before a keyframe) being `accessUnitsAssembled`; false once `maxBytesWithoutAccessUnit`
+    /// came without one.
+    mutating func spend(_ count: Int, accessUnitsAssembled: Int) -> Bool {
+        withoutAccessUnit.spend(count, progress: accessUnitsAssembled)
+    }
 
     mutating func refuse(_ error: DecodeError) {
         if refusal == nil { refusal = error }
