@@ -62,7 +62,6 @@ import Testing
         }
     }
 
-    /// After a flush the next POST starts a fresh stream: the same file again gives every picture again.
     /// A live push of noise is refused once 64 MiB of it made no access unit, with what it
     /// decoded kept: the client is told while it sends, not after however much it sends.
     @Test func noiseIsRefusedAfter64MiBWithoutAnAccessUnit() throws {
@@ -74,6 +73,7 @@ import Testing
         try withService { service in
             try pushFixture(service.port, session: "n")
             let before = try jsonObject(try request(service.port, "GET", "/sessions/n").body)["latestFrame"] as? [String: Any]
+            #expect(before != nil)
             let response = try post(service.port, "/sessions/n/nalus", noise)
             #expect(response.problem == Problem(422, "invalid_data"))
             #expect(response.problemDetail.contains("64 MiB of this push made no access unit"), "\(response.text.prefix(300))")
@@ -82,6 +82,7 @@ import Testing
         }
     }
 
+    /// After a flush the next POST starts a fresh stream: the same file again gives every picture again.
     @Test func flushStartsAFreshStream() throws {
         let entry = try Fixtures.entry("baseline_176x144.264")
         let bytes = try Fixtures.bytes("baseline_176x144.264")

@@ -171,7 +171,19 @@ final class EndlessPush: Sendable {
                 #expect(problem["code"] as? String == code)
                 #expect(problem["status"] as? Int == status)
                 #expect(parts.dropLast().allSatisfy { $0.headers["Content-Type"] == "image/jpeg" })
+                if code == "codec_mismatch" {
+                    // Every picture of the H.264 part, the one the end of the stream drains too.
+                    let alone = try post(service.port, "/sessions/alone/nalus?flush=true", try Fixtures.bytes("baseline_176x144.264"))
+                    #expect(parts.count - 1 == (try jsonObject(alone.body)["frames"] as? Int))
+                }
             }
+            // Refused without a flush, the push leaves nothing behind: the next push is read.
+            let unflushed = try post(
+                service.port, "/sessions/again/nalus", mixed, headers: [("Accept", "multipart/mixed")])
+            #expect(unflushed.status == 200)
+            let next = try post(service.port, "/sessions/again/nalus?flush=true", try Fixtures.bytes("baseline_176x144.264"))
+            #expect(next.status == 200, "\(next.text.prefix(300))")
+            #expect((try jsonObject(next.body)["frames"] as? Int ?? 0) > 0)
         }
     }
 

@@ -247,12 +247,12 @@ public struct FrameTapAPI: Sendable {
         } catch {
             throw HTTPError(error)
         }
-        // A session this push made goes again when the push failed before an access unit of it
-        // was read: refused, or its client gone (a malformed body, a disconnect at once). One
-        // that the shutdown ended stays, for a state directory to keep.
+        // A session this push made goes again when the push is refused before anything was
+        // read. One whose client left, or that the shutdown ended, keeps what it counted (its
+        // client's next push finds its uploadsAborted).
         let registry = registry
         let failed: @Sendable (SessionError) -> Void = { error in
-            guard created, error.code != .shuttingDown else { return }
+            guard created, error.code != .uploadAborted, error.code != .shuttingDown else { return }
             registry.discardIfUnused(session)
         }
         let handoff = AnswerHandoff()

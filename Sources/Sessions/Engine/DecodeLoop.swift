@@ -288,7 +288,7 @@ final class DecodeLoop: Sendable {
                 // reaches the decoder, and its client gets the problem now.
                 if let refusal = stepped.errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
                     refuseRest(of: job, refusal)
-                } else if job.upload != nil,
+                } else if job.upload != nil, !job.isMultipart,
                     !job.progress.withValue({ $0.spend(bytes.count, accessUnitsAssembled: stepped.accessUnitsAssembled) })
                 {
                     refuseRest(
@@ -315,6 +315,10 @@ final class DecodeLoop: Sendable {
             case .end:
                 if job.flush {
                     endOfStream(job)
+                } else if job.progress.withValue({ $0.refusal != nil }) {
+                    // Refused from some point on (a spooled push reads to its end): what it left
+                    // unfinished goes, and the next push is read again.
+                    decoder.withValue { $0.stream?.abandonIncompleteUnit() }
                 } else {
                     step(receivedAt: nil, job: job) { stream, _, _ in stream.endPush() }
                 }
@@ -345,7 +349,7 @@ final class DecodeLoop: Sendable {
             job.complete(outcome) { uploadEnded($0, bytes: job.source.totalBytes) }
             endJob(job)
         case .multipart(let answer):
-            answer.conclude(outcome)
+            answer.conclude(outcome, keepingPictures: job.progress.withValue { $0.refusal != nil })
         case .pull:
             endJob(job)
         }

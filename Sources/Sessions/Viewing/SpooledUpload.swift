@@ -142,12 +142,13 @@ public final class SpooledUpload: Sendable {
     }
 
     /// The decode loop reached the upload's end (or it failed): the answer ends with this after
-    /// the pictures still waiting.
-    func conclude(_ outcome: Result<UploadSummary, SessionError>) {
+    /// the pictures still waiting. A failure drops them, unless `keepingPictures`: a push
+    /// refused from some point on still answers with what it decoded before.
+    func conclude(_ outcome: Result<UploadSummary, SessionError>, keepingPictures: Bool = false) {
         let reader = state.withLock { state -> (@Sendable () -> Void)? in
             guard state.outcome == nil else { return nil }
             state.outcome = outcome
-            if case .failure = outcome { state.pending = [] }
+            if case .failure = outcome, !keepingPictures { state.pending = [] }
             return state.readerCanProceed ? state.takeCallback() : nil
         }
         reader?()
