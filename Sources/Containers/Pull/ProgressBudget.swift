@@ -2,6 +2,9 @@
 /// made) before its connection is given up: what a protocol or a reader gathers without handing
 /// anything on is bounded by it. One per connection, on the thread that reads it.
 public struct ProgressBudget: Sendable {
+    /// What every source gets: a real stream's largest picture is a few MiB.
+    public static let standardLimit = 64 << 20
+
     public let limit: Int
     private var progressSeen: Int
     private var spent = 0

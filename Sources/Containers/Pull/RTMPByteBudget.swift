@@ -13,10 +13,9 @@ final class DeliveredPictures: Sendable {
 /// gathers each message (up to 16 MiB, on any number of chunk streams at once) in buffers of its
 /// own and hands nothing on until one is whole, so a server that starts messages and never ends
 /// them would grow those buffers without bound: the relay ends the connection once `limit`
-/// bytes came since the last picture (or since the connection began). A real stream's largest
-/// keyframe is a few MiB.
+/// bytes came since the last picture (or since the connection began).
 struct RTMPByteBudget: SourceRelayCheck {
-    static let limit = 64 << 20
+    static let limit = ProgressBudget.standardLimit
 
     private let pictures: DeliveredPictures
     private var budget: ProgressBudget

@@ -358,8 +358,11 @@ final class ConnectionDeadlines: Sendable {
                     }
                     // Under the lock: the socket cannot have been closed (and its number reused) yet.
                     var cut = entry.deadlineCut
-                    let received = ft_tcp_bytes_received(entry.fd)
-                    if cut == .headerTimeout, received != .max, received == entry.bytesBeforeHead { cut = .idle }
+                    if cut == .headerTimeout, case let received = ft_tcp_bytes_received(entry.fd), received != .max,
+                        received == entry.bytesBeforeHead
+                    {
+                        cut = .idle
+                    }
                     _ = shutdown(entry.fd, Int32(SHUT_RDWR))
                     if let cut { cuts.append(cut) } else { expired.add(1, ordering: .relaxed) }
                     continue

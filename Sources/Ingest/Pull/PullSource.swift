@@ -41,8 +41,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     /// Annex B bytes a source may send without the session making one access unit of them: a
     /// body of noise, or of another format the sniffing took for Annex B, would otherwise be read
-    /// for ever at whatever rate it comes. A real stream's largest picture is a few MiB.
-    public static var maxBytesWithoutAccessUnit: Int { 64 << 20 }
+    /// for ever at whatever rate it comes.
+    public static var maxBytesWithoutAccessUnit: Int { ProgressBudget.standardLimit }
 
     public init(
         spec: PullSourceSpec, settings: PullSettings, clock: any ServiceClock, logger: Logger, observer: any PullObserver,

@@ -500,9 +500,7 @@ final class DecodeLoop: Sendable {
             guard let stream = slot.stream else { return nil }
             let errors = body(
                 stream,
-                { unit in
-                    history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime)
-                },
+                { unit in history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime) },
                 { frame, number in
                     let published = PublishedFrame(
                         frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,

@@ -13,7 +13,7 @@ struct UploadProgress {
     private(set) var firstError: DecodeError?
     /// A live push's bytes that made no access unit: garbage is refused after this many, not
     /// read for as long as its client sends it.
-    static let maxBytesWithoutAccessUnit = 64 << 20
+    static let maxBytesWithoutAccessUnit = ProgressBudget.standardLimit
     private var withoutAccessUnit = ProgressBudget(limit: maxBytesWithoutAccessUnit, progress: 0)
 
     /// Why the rest of the push was refused (another codec's stream in it): the push failed,
