@@ -25,7 +25,10 @@ public func fuzzStreamFront(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
     whole.read(input, pieces: [input.count], endEarly: false)
     let chunked = FrontRun(stated: stated, emulateCLI: emulateCLI, cap: cap)
     chunked.read(input, pieces: pieces, endEarly: true)
-    require(chunked.events == whole.events, "the same reader events for \(pieces.count) pieces with early ends")
+    require(
+        chunked.events == whole.events,
+        "the same reader events for pieces \(pieces) with early ends, codec \(stated.map { "\($0)" } ?? "detected"), "
+            + "CLI emulation \(emulateCLI), cap \(cap): \(firstDifference(chunked.events, whole.events))")
     require(chunked.codec == whole.codec, "the same codec for any chunking")
 
     let units = AnnexBSplitter.split(input, maxNALBytes: cap)
@@ -42,6 +45,13 @@ public func fuzzStreamFront(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
     return 0
 }
 
+/// Where two runs' events part, for the message of a broken invariant.
+func firstDifference(_ chunked: [Event], _ whole: [Event]) -> String {
+    let index = zip(chunked, whole).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(chunked.count, whole.count)
+    func shown(_ events: [Event]) -> String { index < events.count ? String(String(describing: events[index]).prefix(600)) : "nothing" }
+    return "\(chunked.count) events against \(whole.count); event \(index) is \(shown(chunked)) in pieces, \(shown(whole)) whole"
+}
+
 /// What a reader said, with every field compared.
 enum Event: Equatable {
     case accessUnit(units: [[UInt8]], sets: [[UInt8]], keys: [ParameterSetKey], sequence: SequenceFacts, keyframe: Bool, intra: Bool)
@@ -53,7 +63,9 @@ enum Event: Equatable {
 }
 
 /// StreamDecoder's reading, minus the decoder: the codec stated or detected (units held until
-/// a parameter set names it), another codec's parameter sets refused, the rest to the reader.
+/// a parameter set names it), the rest to the reader. Another codec's parameter set ends the
+/// access unit under way as its first bytes say, then starts a new stream of that codec if the
+/// codec was detected and no picture came yet, or refuses the rest of the stream.
 final class FrontRun {
     let stated: VideoCodec?
     let emulateCLI: Bool
@@ -63,6 +75,8 @@ final class FrontRun {
     private var reader: (any AccessUnitReader)?
     private var held: [AnnexBUnit] = []
     private var judgedPictures = 0
+    private var hasPictures = false
+    private var refusing = false
 
     init(stated: VideoCodec?, emulateCLI: Bool, cap: Int) {
         self.stated = stated
@@ -79,10 +93,7 @@ final class FrontRun {
             splitter.push(Array(input[offset..<offset + piece])) { split.append($0) }
             offset += piece
             split.forEach(take)
-            if endEarly, let prefix = splitter.pendingUnitPrefix, var reader, reader.nextUnitEndsAccessUnit(prefix: prefix) {
-                reader.endAccessUnit(record)
-                self.reader = reader
-            }
+            if endEarly, !refusing, let prefix = splitter.pendingUnitPrefix { endAccessUnit(ifEndedByUnitStarting: prefix) }
         }
         var split: [SplitterEvent] = []
         splitter.finish { split.append($0) }
@@ -99,11 +110,19 @@ final class FrontRun {
         let reader = Codecs.reader(for: codec, emulateFFmpegProbe: emulateCLI)
         require(reader.codec == codec, "Codecs.reader gives the codec's own reader")
         self.reader = reader
+        judgedPictures = 0
+    }
+
+    private func endAccessUnit(ifEndedByUnitStarting prefix: ArraySlice<UInt8>) {
+        guard var reader, reader.nextUnitEndsAccessUnit(prefix: prefix) else { return }
+        reader.endAccessUnit(record)
+        self.reader = reader
     }
 
     private func take(_ event: SplitterEvent) {
         switch event {
         case .unit(let unit):
+            guard !refusing else { return }
             let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
             guard let codec else {
                 guard let detected = parameterSetCodec else {
@@ -117,7 +136,16 @@ final class FrontRun {
                 push(unit)
                 return
             }
-            if let other = parameterSetCodec, other != codec { return }  // StreamDecoder's codec_mismatch
+            if let other = parameterSetCodec, other != codec {
+                endAccessUnit(ifEndedByUnitStarting: ArraySlice(unit.bytes.prefix(AnnexBSplitter.prefixLength)))
+                guard stated != nil || hasPictures else {
+                    start(other)
+                    push(unit)
+                    return
+                }
+                refusing = true  // codec_mismatch
+                return
+            }
             push(unit)
         case .dropped(_, let prefix):
             guard var reader else { return }
@@ -138,6 +166,7 @@ final class FrontRun {
         case .accessUnit(let unit):
             check(unit)
             judgedPictures += 1
+            hasPictures = true
             events.append(
                 .accessUnit(
                     units: unit.nalUnits.map { Array($0.bytes) }, sets: unit.parameterSets.map { Array($0.bytes) },
