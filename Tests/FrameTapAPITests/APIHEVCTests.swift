@@ -204,6 +204,26 @@ import TestSupport
         }
     }
 
+    /// A codec stated while a stream of the other codec is under way takes over at the next
+    /// stream start; until then the status names the running stream's codec, as detected, and
+    /// the stated one beside it.
+    @Test func aCodecStatedDuringAStreamOfTheOtherTakesOverAtTheNextStart() throws {
+        try withService { service in
+            #expect(try post(service.port, "/sessions/cam/nalus", try Fixtures.bytes("high_320x240.264")).status == 200)
+            #expect(try request(service.port, "PUT", "/sessions/cam", body: Array(#"{"codec":"h265"}"#.utf8)).status == 200)
+            let during = try jsonObject(request(service.port, "GET", "/sessions/cam").body)
+            #expect(during["codec"] as? String == "h264" && during["codecStated"] as? Bool == false)
+            #expect(during["statedCodec"] as? String == "h265")
+
+            #expect(try post(service.port, "/sessions/cam/nalus?flush=true", []).status == 200)
+            let accepted = try post(service.port, "/sessions/cam/nalus?flush=true", try Fixtures.bytes(Self.main))
+            #expect(accepted.status == 200)
+            let after = try jsonObject(request(service.port, "GET", "/sessions/cam").body)
+            #expect(after["codec"] as? String == "h265" && after["codecStated"] as? Bool == true)
+            #expect(after["statedCodec"] as? String == "h265")
+        }
+    }
+
     /// A push's `?codec=` and its Content-Type (`video/H265`, `video/H264`, any case, with
     /// parameters) say what it carries: bytes of the other codec are refused 415, and a push
     /// that says another codec than the session's stream is refused before any byte is read.

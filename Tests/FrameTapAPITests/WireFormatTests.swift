@@ -56,7 +56,7 @@ import Timekeeping
         counters.decodeErrors = 2
         counters.uploadsAborted = 1
         return SessionStatus(
-            id: try SessionID("cam-1"), codec: .h264, codecStated: true, backend: .software,
+            id: try SessionID("cam-1"), codec: .h264, codecStated: true, statedCodec: .h264, backend: .software,
             backendReason: "software: NVDEC cannot decode \"High 4:4:4\"; fell back",
             encoder: PictureEncoderIdentity(name: "nvjpeg", reason: "--encoder auto: a GPU"),
             device: .renderNode("/dev/dri/renderD128"),
@@ -122,7 +122,7 @@ import Timekeeping
         + #""source":{"connect":"always","connectedAt":null,"failures":4,"format":"rtsp","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
         + #""nextAttemptAt":"2026-01-01T00:01:01.500Z","reconnects":3,"state":"retrying","transport":"tcp","#
-        + #""url":"rtsp://***@10.0.0.7:554/stream1"},"subscribers":2,"uploading":true}"#
+        + #""url":"rtsp://***@10.0.0.7:554/stream1"},"statedCodec":"h264","subscribers":2,"uploading":true}"#
 
     static let freshStatusJSON =
         #"{"backend":"software","backendReason":"software: chosen","codec":null,"codecStated":false,"#
@@ -135,7 +135,7 @@ import Timekeeping
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"#
         + #""origin":"api","owner":null,"persisted":true,"quality":85,"#
-        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"subscribers":0,"uploading":false}"#
+        + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"statedCodec":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).
     /// Timestamps are Foundation's ISO 8601 with milliseconds, character for character, and

@@ -39,7 +39,7 @@ const counterLabels = {
 
 /** Status members drawn by name; any other (a device, fallbacks, ...) is listed generically. */
 const knownStatusKeys = new Set([
-  'id', 'codec', 'codecStated', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt',
+  'id', 'codec', 'codecStated', 'statedCodec', 'backend', 'backendReason', 'backendFallback', 'decode', 'decoding', 'decoder', 'quality', 'createdAt',
   'lastActivityAt', 'format',
   'counters', 'latestFrame', 'lastError', 'subscribers', 'waiting', 'uploading', 'rates', 'source', 'owner', 'origin',
   'persisted',
@@ -266,9 +266,7 @@ export class SessionView {
     const frame = status.latestFrame;
     const age = entry.pictureAge();
     renderFacts(this.statusFacts, [
-      ['Codec', status.codec
-        ? `${codecName(status.codec)} (${status.codecStated ? 'stated for the session' : 'detected from its parameter sets'})`
-        : 'not known yet: the first parameter set tells'],
+      ['Codec', describeCodec(status)],
       // The reason already names the back end ("software: VA-API unavailable: ...").
       ['Back end', status.backendReason ?? status.backend ?? '—'],
       ['Decoding', describeDecoding(status)],
@@ -401,6 +399,17 @@ function describeReceiving(status) {
   if (status.uploading) return 'yes, an upload is running';
   if (status.source?.state === 'live') return 'yes, pulled live from its source';
   return 'no';
+}
+
+/** The running stream's codec and how it is known; a codec stated for the next stream beside it. */
+function describeCodec(status) {
+  const stated = status.statedCodec ?? null;
+  if (!status.codec) {
+    return stated ? `${codecName(stated)} (stated for the session)` : 'not known yet: the first parameter set tells';
+  }
+  if (status.codecStated) return `${codecName(status.codec)} (stated for the session)`;
+  const detected = `${codecName(status.codec)} (detected from its parameter sets)`;
+  return stated && stated !== status.codec ? `${detected}; ${codecName(stated)} stated, from the next stream` : detected;
 }
 
 /** "all pictures", "keyframes only", "on demand: decoding live"... */

@@ -14,6 +14,7 @@ struct SessionStatusJSON: WireObject {
             "id": status.id.rawValue,
             "codec": status.codec?.rawValue,
             "codecStated": status.codecStated,
+            "statedCodec": status.statedCodec?.rawValue,
             "backend": status.backend.rawValue,
             "backendReason": status.backendReason,
             "encoder": PictureEncoderJSON(status.encoder),

@@ -325,7 +325,8 @@ public final class Session: Sendable {
         let facts = loop.reporter.facts
         let source = loop.pull?.snapshot
         return SessionStatus(
-            id: id, codec: facts.codec, codecStated: facts.statedCodec != nil, backend: facts.backend, backendReason: facts.backendReason,
+            id: id, codec: facts.codec, codecStated: facts.statedCodec != nil && facts.codec == facts.statedCodec,
+            statedCodec: facts.statedCodec, backend: facts.backend, backendReason: facts.backendReason,
             encoder: pictures.encoderIdentity ?? pictures.chosenEncoder, device: facts.device,
             fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: loop.onDemand.activity,
             quality: pictures.defaultQuality, createdAt: createdAt, lastActivityAt: context.activity.lastDate,

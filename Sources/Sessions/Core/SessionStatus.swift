@@ -86,7 +86,11 @@ public struct SessionStatus: Sendable {
     /// The stream's codec: stated (`PUT`, a push's `?codec=` or Content-Type) or detected from its
     /// first parameter set; nil until known.
     public var codec: VideoCodec?
+    /// `codec` is the stated one.
     public var codecStated: Bool
+    /// The codec stated for the session (`PUT`); while a stream of the other codec is under way,
+    /// it takes over at the next stream start, and `codec` is still the running stream's.
+    public var statedCodec: VideoCodec? = nil
     public var backend: DecoderBackend
     public var backendReason: String
     /// The picture encoder and why it serves: as it said after its last encode, or before the
