@@ -110,6 +110,24 @@ import Testing
         }
     }
 
+    /// A request libmicrohttpd refuses before its head reaches the access handler (a
+    /// Content-Length it cannot parse) is recorded without a method: none was read.
+    @Test func aRequestRefusedBeforeItsHeadWasReadHasNoMethod() throws {
+        let records = Recorder<RequestRecord>()
+        try withServer(
+            configure: { $0.requestObserver = { records.record($0) } },
+            routes: { $0.get("/items/{id}", access: .open) { _ in .text("x") } }
+        ) { (server: HTTPServer) throws in
+            let client = try RawClient(port: server.port)
+            try client.send("POST /items/1 HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n")
+            _ = client.read(timeout: .seconds(3))
+            _ = try request(server.port, "GET", "/items/1")
+            #expect(eventually { records.all.count == 2 })
+            let methods = records.all.map { "\($0.method.map { "\($0)" } ?? "nil") \($0.status?.code ?? 0)" }.sorted()
+            #expect(methods == ["GET 200", "nil 400"])
+        }
+    }
+
     @Test func multipartFramingIsStrict() {
         let header = Multipart.partHeader(
             boundary: "b0", contentType: "image/jpeg", contentLength: 3, headers: [("X-Part", "9")])

@@ -133,7 +133,7 @@ public struct FrameTapAPI: Sendable {
         metrics.recordRequest(route: record.route ?? "unmatched", status: status, duration: record.duration)
         // Built only for a line that is written: most requests write none.
         var metadata: Logger.Metadata {
-            ["method": "\(record.method)", "route": "\(record.route ?? "unmatched")", "status": "\(status)"]
+            ["method": "\(record.method.map { "\($0)" } ?? "unread")", "route": "\(record.route ?? "unmatched")", "status": "\(status)"]
         }
         if record.outcome == .answeredEarly {
             // The server stopped listening to a body on purpose (deleted session, limit, shutdown).

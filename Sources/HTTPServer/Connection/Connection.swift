@@ -64,7 +64,9 @@ final class ConnectionContext: Sendable {
     struct State {
         /// The access handler's first call (the headers) happened.
         var started = false
-        var request: HTTPRequest
+        /// Nil until the access handler's first call read the head (libmicrohttpd may refuse a
+        /// request before that, see `answerUnparsableContentLength`).
+        var request: HTTPRequest?
         var route: Router<ServerCore.AccessCheck?>.Route?
         var stage = Stage.headers
         var answer = Answer.notYet
@@ -95,7 +97,7 @@ final class ConnectionContext: Sendable {
         self.id = id
         self.startedAt = core.clock.uptime
         self.rawTarget = rawTarget
-        self.state = Mutex(State(request: HTTPRequest(method: .get, segments: [])))
+        self.state = Mutex(State())
     }
 
     var hasStarted: Bool { state.withLock { $0.started } }
@@ -279,7 +281,7 @@ final class ConnectionContext: Sendable {
         let next: Next = state.withLock { state in
             switch state.stage {
             case .bufferingBody(let body):
-                state.request.body = body
+                state.request?.body = body
             case .streamingBody(let sink, _):
                 finishedSink = sink
             case .discardingBody:
@@ -289,9 +291,10 @@ final class ConnectionContext: Sendable {
             }
             state.stage = .complete
             core.deadlines.bodyEnded(connection.pointer)
-            guard case .notYet = state.answer, let route = state.route, case .buffered(let handler) = route.action
+            guard case .notYet = state.answer, let route = state.route, case .buffered(let handler) = route.action,
+                let request = state.request
             else { return .answer }
-            return .run(handler, state.request)
+            return .run(handler, request)
         }
         finishedSink?.finish()
         switch next {

@@ -58,7 +58,7 @@ extension ConnectionContext {
     /// NOTIFY_COMPLETED: the request is over (answered, or the connection died); or its
     /// connection closed without it (see `ServerCore.connectionNotified`). Runs once.
     func completed(_ code: MHD_RequestTerminationCode) {
-        let ending = state.withLock { state -> (Stage, Answer, String?, HTTPMethod)? in
+        let ending = state.withLock { state -> (Stage, Answer, String?, HTTPMethod?)? in
             guard !state.closed else { return nil }
             state.closed = true
             state.suspended = false
@@ -73,7 +73,7 @@ extension ConnectionContext {
                 default: state.answer = .notYet
                 }
             }
-            return (state.stage, state.answer, state.route?.pattern, state.request.method)
+            return (state.stage, state.answer, state.route?.pattern, state.request?.method)
         }
         guard let (stage, answer, route, method) = ending else { return }
         var outcome: RequestRecord.Outcome =

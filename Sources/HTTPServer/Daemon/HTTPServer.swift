@@ -116,7 +116,9 @@ public struct RequestRecord: Sendable {
         case failed
     }
 
-    public let method: HTTPMethod
+    /// Nil when libmicrohttpd refused the request before its head reached FrameTap (a
+    /// malformed Content-Length or chunk size).
+    public let method: HTTPMethod?
     /// The matched route pattern, or nil (unknown path).
     public let route: String?
     /// The status sent, or nil when the connection ended before an answer was queued.
