@@ -41,7 +41,7 @@ public func fuzzStreamFront(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
         describedInPieces.accessUnits == described.accessUnits && describedInPieces.keyframes == described.keyframes,
         "the same access units and keyframes for any chunking")
     require(describedInPieces.problems == described.problems, "the same problems for any chunking")
-    if stated == nil { require(described.codec == whole.codec, "the probe and the reader path detect the same codec") }
+    if stated == nil { require(described.codec == whole.firstCodec, "the probe and the reader path detect the same codec") }
     return 0
 }
 
@@ -71,6 +71,8 @@ final class FrontRun {
     let emulateCLI: Bool
     let cap: Int
     private(set) var codec: VideoCodec?
+    /// The codec read first (the one a probe describes), before any new stream of another.
+    private(set) var firstCodec: VideoCodec?
     private(set) var events: [Event] = []
     private var reader: (any AccessUnitReader)?
     private var held: [AnnexBUnit] = []
@@ -107,6 +109,7 @@ final class FrontRun {
 
     private func start(_ codec: VideoCodec) {
         self.codec = codec
+        if firstCodec == nil { firstCodec = codec }
         let reader = Codecs.reader(for: codec, emulateFFmpegProbe: emulateCLI)
         require(reader.codec == codec, "Codecs.reader gives the codec's own reader")
         self.reader = reader
