@@ -8,7 +8,8 @@
 # corpus in .fuzz/corpus/<target>, kept between runs so later runs start where earlier ones
 # stopped. A crash, a broken invariant (a trap), a leak, a timeout or running out of memory
 # stops that target and makes the whole run fail; the input is kept in .fuzz/crashes/<target>/
-# and the full log in .fuzz/logs/<target>.log. Replay one with:
+# and the full log in .fuzz/logs/<target>.log; the end of the output names the broken check and
+# prints a small input (shrunk first) in base64. Replay one with:
 #   SWIFT_BACKTRACE=enable=no .build-fuzz/<target> .fuzz/crashes/<target>/crash-...
 set -u
 
@@ -25,6 +26,27 @@ mkdir -p "$root/logs"
 total=0
 failed=""
 report=""
+details=""
+
+# What a failure's reader needs where only the end of the output is kept (a CI log): the
+# broken check, and the input shrunk by libFuzzer (for at most 20 s) and printed in base64 when
+# it is small enough to paste, so the failure replays without the machine it happened on.
+reproducer() {
+    local target=$1 artifact=$2 log=$3
+    local minimized=$artifact.minimized
+    SWIFT_BACKTRACE=enable=no "$build/$target" -minimize_crash=1 -max_total_time=20 -timeout=10 -rss_limit_mb=2048 \
+        -exact_artifact_path="$minimized" "$artifact" >"$log.minimize" 2>&1
+    [ -s "$minimized" ] || minimized=$artifact
+    echo "fuzz: $target failed: $(grep -m 1 -E 'Fatal error|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log" | cut -c1-600)"
+    local size
+    size=$(stat -c %s "$minimized")
+    if [ "$size" -le 3072 ]; then
+        echo "fuzz: $target input, $size bytes: base64 -d > crash <<< $(base64 -w 0 "$minimized")"
+        echo "fuzz: then: SWIFT_BACKTRACE=enable=no $build/$target crash"
+    else
+        echo "fuzz: $target input: $minimized ($size bytes, too long to print)"
+    fi
+}
 for target in "$@"; do
     corpus=$root/corpus/$target
     crashes=$root/crashes/$target
@@ -60,6 +82,7 @@ for target in "$@"; do
         if [ -n "$artifact" ]; then
             echo "fuzz:   input: $artifact"
             echo "fuzz:   replay: SWIFT_BACKTRACE=enable=no $build/$target $artifact"
+            details="$details$(reproducer "$target" "$artifact" "$log")"$'\n'
         fi
     fi
     report="$report$line"$'\n'
@@ -70,6 +93,7 @@ echo "fuzz: executions per target (${seconds}s each)"
 printf '%s' "$report"
 printf '%-16s %12d executions\n' "total" "$total"
 if [ -n "$failed" ]; then
+    printf '%s' "$details"
     echo "fuzz: FAILED:$failed"
     exit 1
 fi
