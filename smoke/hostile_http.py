@@ -2,7 +2,8 @@
 
   * heads libmicrohttpd would read another way (obs-fold, whitespace before a colon, a NUL or
     another control character in a value, `Transfer-Encoding: chunked ` with a trailing space or
-    tab, a Content-Length of 2^63 or more, `Expect: foo`, a target over 8 KiB), each followed by
+    tab, a Content-Length of 2^63 or more, `Expect: foo`, a target over 8 KiB, a chunk size that
+    is not hexadecimal, a chunk not ended by CRLF), each followed by
     a smuggled request: one problem answer with its code, the connection closed, nothing else run;
   * floods of query parameters, of headers and of long targets: each answered (or closed by
     libmicrohttpd's own 414/431), and the server's RSS does not grow with their number;
@@ -57,6 +58,12 @@ EDGE_CASES = [
      b"PUT /sessions/hostile-edge HTTP/1.1\r\nHost: frametap\r\nContent-Length: 9223372036854775809\r\n\r\n{}"),
     ("an unknown expectation", 417, "expectation_failed",
      b"POST /sessions/hostile-edge/nalus HTTP/1.1\r\nHost: frametap\r\nExpect: foo\r\nContent-Length: 4\r\n\r\nabcd"),
+    ("a push whose chunk size is not hexadecimal", 400, "invalid_chunked_encoding",
+     b"POST /sessions/hostile-edge/nalus HTTP/1.1\r\nHost: frametap\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"4\r\n\x00\x00\x00\x01\r\nzz\r\nabcd\r\n0\r\n\r\n" + SMUGGLED),
+    ("a PUT whose chunk is not ended by CRLF", 400, "invalid_chunked_encoding",
+     b"PUT /sessions/hostile-edge HTTP/1.1\r\nHost: frametap\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"2\r\n{}xx\r\n0\r\n\r\n" + SMUGGLED),
     ("a 9000-byte target", 414, "request_target_too_long",
      b"GET /healthz?" + b"a" * 9000 + b" HTTP/1.1\r\nHost: frametap\r\n\r\n"),
 ]

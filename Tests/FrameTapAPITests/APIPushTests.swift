@@ -296,6 +296,33 @@ import Testing
         }
     }
 
+    /// A chunked push whose framing breaks (a chunk size that is not hexadecimal) is answered
+    /// with a problem, not libmicrohttpd's HTML page; the whole chunks before it were decoded and
+    /// stay, and a push that broke before anything of it made a session leaves none behind.
+    @Test func aChunkedPushWhoseFramingBreaksIsAProblemAndKeepsWhatCameBefore() throws {
+        try withService { service in
+            let bytes = try Fixtures.bytes("baseline_176x144.264")
+            let client = try RawClient(port: service.port)
+            try client.send(
+                "POST /sessions/broken/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + String(bytes.count, radix: 16) + "\r\n")
+            try client.send(bytes)
+            try client.send("\r\nzz\r\nabc\r\n")
+            let answer = try parseResponse(client.readToEnd())
+            #expect(answer.status == 400 && answer.headers["Content-Type"] == "application/problem+json")
+            #expect(try jsonObject(answer.body)["code"] as? String == "invalid_chunked_encoding")
+            let session = try #require(service.registry.find(try SessionID("broken")))
+            #expect(eventually { session.status().counters.framesDecoded > 0 }, "the pictures of the chunk before the fault")
+            #expect(eventually { session.status().lastError?.code == "invalid_chunked_encoding" })
+
+            let nothing = try RawClient(port: service.port)
+            try nothing.send("POST /sessions/never/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+            let refused = try parseResponse(nothing.readToEnd())
+            #expect(try jsonObject(refused.body)["code"] as? String == "invalid_chunked_encoding")
+            #expect(eventually { (try? request(service.port, "GET", "/sessions/never").status) == 404 })
+        }
+    }
+
     @Test func aForcedHardwareBackendThatIsMissingIsUnavailable() throws {
         let renderNodes = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/dri"))?.filter { $0.hasPrefix("renderD") } ?? []
         guard renderNodes.isEmpty else { return }  // a machine with VA-API would open it

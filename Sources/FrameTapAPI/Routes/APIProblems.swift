@@ -29,7 +29,7 @@ extension HTTPError {
             switch code {
             case .bodyTooLarge, .spoolFull: .contentTooLarge
             case .spoolFailed: .internalServerError
-            case .uploadEnded: .badRequest
+            case .uploadEnded, .invalidChunkedEncoding: .badRequest
             case .contentTypeMismatch: .unsupportedMediaType
             }
         case .container(let code):

@@ -27,6 +27,9 @@ final class UploadSink: RequestBodySink {
         case .serverShutdown: queue.abort(.serverShutdown)
         case .tooLarge(let limit):
             queue.abort(.refused(SessionError(IngestError(.bodyTooLarge, "request body exceeds \(limit) bytes"))))
+        case .malformedChunk:
+            queue.abort(
+                .refused(SessionError(IngestError(.invalidChunkedEncoding, "the upload's chunked encoding broke; nothing after the fault was read"))))
         case .answeredEarly: queue.abort(.answered)
         }
     }

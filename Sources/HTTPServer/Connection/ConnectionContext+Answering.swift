@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Glibc
 import FoundationEssentials
 import Synchronization
 import Timekeeping
@@ -32,6 +33,46 @@ extension ConnectionContext {
         _ = bytes.withUnsafeBytes { ft_mhd_send_raw(connection.pointer, $0.baseAddress, $0.count, 1000) }
         _ = ft_mhd_shutdown_write(connection.pointer)
         return true
+    }
+
+    /// libmicrohttpd 0.9.75 answers a chunked body whose framing breaks with a page of HTML of its
+    /// own, and logs the reason first, on this connection's thread, which is when this runs: when
+    /// this connection is reading a chunked body and has not answered, the problem is written
+    /// directly and the socket's sending side shut, so the HTML never reaches the client, and the
+    /// body's sink learns why it ends. Returns whether it answered.
+    func answerMalformedChunk() -> Bool {
+        let (answered, sink) = state.withLock { state -> (Bool, (any RequestBodySink)?) in
+            guard let body = Self.unansweredChunkedBody(in: state) else { return (false, nil) }
+            let answered = answerEarlyLocked(.problem(RequestEdge.malformedChunk()), &state)
+            guard case .streamed(let sink) = body else { return (answered, nil) }
+            return (answered, sink)
+        }
+        sink?.abort(.malformedChunk)
+        return answered
+    }
+
+    /// Whether this connection could be the one whose chunked body broke: it reads one, on
+    /// the calling thread, and has not answered yet.
+    var readsChunkedBodyOnThisThread: Bool {
+        pthread_equal(thread, pthread_self()) != 0 && state.withLock { Self.unansweredChunkedBody(in: $0) != nil }
+    }
+
+    private enum ChunkedBody {
+        case buffered
+        case streamed(any RequestBodySink)
+    }
+
+    private static func unansweredChunkedBody(in state: State) -> ChunkedBody? {
+        guard !state.closed, state.request?.headers["Transfer-Encoding"] != nil else { return nil }
+        switch state.answer {
+        case .notYet, .pending: break
+        case .ready, .queued, .sentEarly: return nil
+        }
+        switch state.stage {
+        case .bufferingBody: return .buffered
+        case .streamingBody(let sink, _): return .streamed(sink)
+        case .headers, .discardingBody, .complete: return nil
+        }
     }
 
     /// Sends `response` now, mid-body, from whichever thread decided it (see the type's

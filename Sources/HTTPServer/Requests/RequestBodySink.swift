@@ -31,6 +31,9 @@ public enum RequestBodyAbort: Sendable, Equatable {
     case tooLarge(limit: Int)
     /// The server is shutting down; it answers 503 itself.
     case serverShutdown
+    /// The body's chunked framing broke; the server answers 400 `invalid_chunked_encoding`
+    /// itself. The bytes before the fault were whole chunks.
+    case malformedChunk
     /// The answer was decided before the body ended (the consumer's own failure, usually)
     /// and has been sent; nothing more follows.
     case answeredEarly

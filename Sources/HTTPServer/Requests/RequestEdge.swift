@@ -67,6 +67,14 @@ enum RequestEdge {
         return nil
     }
 
+    /// libmicrohttpd stopped reading a chunked body whose framing broke.
+    static func malformedChunk() -> HTTPError {
+        problem(
+            .badRequest, "invalid_chunked_encoding",
+            "The chunked body is malformed (a chunk size that is not hexadecimal, or a chunk not ended by CRLF); "
+                + "nothing after the fault was read.")
+    }
+
     static func malformedLength(_ value: String) -> HTTPError {
         problem(.badRequest, "invalid_content_length", "Content-Length '\(value)' is not a length.")
     }

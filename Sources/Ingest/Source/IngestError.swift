@@ -19,4 +19,7 @@ public enum IngestErrorCode: String, Sendable, CaseIterable {
     /// A push's Content-Type and its bytes disagree (an MP4 file sent as `video/mp2t`, a
     /// container sent as `video/H264`), or it names a form, which no stream is.
     case contentTypeMismatch = "content_type_mismatch"
+    /// The upload's chunked framing broke (a chunk size that is not hexadecimal, a chunk not
+    /// ended by CRLF): what came before the fault is taken, nothing after it is read.
+    case invalidChunkedEncoding = "invalid_chunked_encoding"
 }
