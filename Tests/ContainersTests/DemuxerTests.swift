@@ -20,6 +20,35 @@ struct DemuxerTests {
     }
 }
 
+@Suite("Demuxer: MPEG-TS keyframes larger than libavformat's PES buffer", .timeLimit(.minutes(10)))
+struct LargePESTests {
+    static let ffmpeg = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
+        .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
+
+    /// 1080p with noise at a fixed quantiser: its IDR pictures are about 290 KB, so libavformat
+    /// hands each on in two pieces. The pictures equal the ffmpeg CLI's decode of the same file.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: ffmpeg), "needs the ffmpeg CLI"))
+    func aKeyframeHandedOnInPiecesIsDecodedWhole() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("large-pes-\(UUID().uuidString).ts")
+        defer { try? FileManager.default.removeItem(at: file) }
+        _ = try runProgram(Self.ffmpeg, [
+            "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=25", "-frames:v", "6",
+            "-vf", "noise=alls=10:allf=t", "-c:v", "libx264", "-preset", "ultrafast", "-qp", "30", "-g", "3",
+            "-f", "mpegts", file.path,
+        ])
+        let bytes = Array(try Data(contentsOf: file))
+        let reference = MD5.hex(try runProgram(Self.ffmpeg, [
+            "-nostdin", "-loglevel", "error", "-flags", "unaligned", "-i", file.path,
+            "-autoscale", "0", "-fps_mode", "passthrough", "-f", "rawvideo", "-",
+        ]))
+        let result = try DemuxedDecode.run(bytes, container: .mpegTS, pieceSize: 64 << 10)
+        #expect(result.failure == nil)
+        #expect(result.errors.isEmpty, "\(result.errors)")
+        #expect(result.frames.count == 6 && result.samples == 6, "one sample per picture, the keyframes joined")
+        #expect(result.rawMD5 == reference)
+    }
+}
+
 @Suite("Demuxer: what it refuses, and bad containers", .timeLimit(.minutes(10)))
 struct DemuxerRefusalTests {
     @Test("a VP8 WebM is refused as unsupported_codec naming VP8")

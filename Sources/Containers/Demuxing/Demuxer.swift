@@ -72,6 +72,10 @@ public final class Demuxer {
     /// takes by default, far above any camera's picture. A sender whose pieces all carry one
     /// timestamp would otherwise grow the unit for as long as it sends.
     static let maxGatheredBytes = 64 << 20
+    /// MPEG-TS only: a PES libavformat cut into pieces, joined (see `PESPieces`).
+    private var pesPieces: PESPieces?
+    /// Samples made whole before the one `next` returned: returned first.
+    private var ready: [DemuxedSample] = []
     /// The chosen video track's stream index, and its description.
     private var videoStream: Int32?
     private var description: SampleDescription?
@@ -161,6 +165,7 @@ public final class Demuxer {
         if name == "mpegts" {
             mergedStreams = MergedStreamOwnership()
             mergedStreams?.observe(context)
+            pesPieces = PESPieces(maxBytes: Self.maxGatheredBytes)
         }
         if let failure = chooseVideoTrack(final: !streamsMayAppear) {
             close()
@@ -186,6 +191,10 @@ public final class Demuxer {
     /// The next sample of the video track; blocks until it is read.
     public func next() -> DemuxerOutput {
         guard let format else { return .end }
+        if !ready.isEmpty {
+            samples += 1
+            return .sample(ready.removeFirst())
+        }
         while true {
             let status = av_read_frame(format, packet)
             mergedStreams?.observe(format)
@@ -195,6 +204,10 @@ public final class Demuxer {
                 if let gathered = gathering {
                     gathering = nil
                     return .sample(gathered.sample)
+                }
+                if let joined = pesPieces?.finish() {
+                    samples += 1
+                    return .sample(joined)
                 }
                 if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
@@ -215,11 +228,28 @@ public final class Demuxer {
             let payload = UnsafeBufferPointer(start: data, count: Int(packet.pointee.size))
             let isKeyframe = packet.pointee.flags & AV_PKT_FLAG_KEY != 0
             guard !packetsAreAccessUnits else {
+                let sample = DemuxedSample(
+                    payload: Array(payload), description: description, isKeyframe: isKeyframe,
+                    pts: Self.pts90kHz(packet.pointee.pts, in: stream.pointee.time_base))
+                guard var pieces = pesPieces else {
+                    samples += 1
+                    return .sample(sample)
+                }
+                let step = pieces.take(
+                    sample, position: packet.pointee.pos, hasTimestamp: packet.pointee.pts != ft_av_nopts_value())
+                pesPieces = pieces
+                switch step {
+                case .tooLarge:
+                    return .failed(
+                        ContainerError(
+                            .invalidContainer,
+                            "\(what) carried more than \(Self.maxGatheredBytes >> 20) MiB in one PES packet (one picture)"))
+                case .samples(let whole):
+                    ready += whole
+                }
+                guard !ready.isEmpty else { continue }
                 samples += 1
-                return .sample(
-                    DemuxedSample(
-                        payload: Array(payload), description: description, isKeyframe: isKeyframe,
-                        pts: Self.pts90kHz(packet.pointee.pts, in: stream.pointee.time_base)))
+                return .sample(ready.removeFirst())
             }
             let pts = packet.pointee.pts
             guard pts != ft_av_nopts_value() else {
