@@ -64,8 +64,8 @@ enum Event: Equatable {
 
 /// StreamDecoder's reading, minus the decoder: the codec stated or detected (units held until
 /// a parameter set names it), the rest to the reader. Another codec's parameter set ends the
-/// access unit under way as its first bytes say, then starts a new stream of that codec if the
-/// codec was detected and no picture came yet, or refuses the rest of the stream.
+/// access unit under way, then starts a new stream of that codec if the codec was detected and
+/// no picture came yet, or refuses the rest of the stream.
 final class FrontRun {
     let stated: VideoCodec?
     let emulateCLI: Bool
@@ -140,7 +140,10 @@ final class FrontRun {
                 return
             }
             if let other = parameterSetCodec, other != codec {
-                endAccessUnit(ifEndedByUnitStarting: ArraySlice(unit.bytes.prefix(AnnexBSplitter.prefixLength)))
+                if var reader {
+                    reader.endAccessUnit(record)
+                    self.reader = reader
+                }
                 guard stated != nil || hasPictures else {
                     start(other)
                     push(unit)

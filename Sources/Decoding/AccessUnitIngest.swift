@@ -319,7 +319,7 @@ public final class AccessUnitIngest {
         guard !refusingPush else { return }
         let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
         if let said = pushCodec, let other = parameterSetCodec, other != said {
-            endAccessUnit(endedBy: unit, into: &errors)
+            endAccessUnit(into: &errors)
             refuse(
                 "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
                     + "\(other.displayName) parameter sets; the push is refused from there on", into: &errors)
@@ -339,7 +339,7 @@ public final class AccessUnitIngest {
             return
         }
         if let other = parameterSetCodec, other != codec {
-            endAccessUnit(endedBy: unit, into: &errors)
+            endAccessUnit(into: &errors)
             guard codecIsStated || streamHasPictures else {
                 // A new stream of another codec, before any picture of it: read it as that.
                 read(other)
@@ -412,21 +412,18 @@ public final class AccessUnitIngest {
     /// the next unit is complete: for a camera sending one slice per picture, that is one
     /// picture interval sooner. The access units are the same either way.
     private func endAccessUnitEarly(into errors: inout [DecodeError]) {
-        guard !refusingPush, let prefix = splitter.pendingUnitPrefix else { return }
-        endAccessUnit(ifEndedByUnitStarting: prefix, into: &errors)
+        guard !refusingPush, let prefix = splitter.pendingUnitPrefix, reader?.nextUnitEndsAccessUnit(prefix: prefix) == true
+        else { return }
+        endAccessUnit(into: &errors)
     }
 
-    /// A unit that is not read still ends the access unit under way where its first bytes say
-    /// so, as `endAccessUnitEarly` does when those bytes arrive before the rest: a picture
-    /// before a refused parameter set is handed on however the stream was cut into pieces, and
-    /// it counts as the stream's picture when another codec's parameter set would start a new
-    /// stream.
-    private func endAccessUnit(endedBy unit: AnnexBUnit, into errors: inout [DecodeError]) {
-        endAccessUnit(ifEndedByUnitStarting: ArraySlice(unit.bytes.prefix(AnnexBSplitter.prefixLength)), into: &errors)
-    }
-
-    private func endAccessUnit(ifEndedByUnitStarting prefix: ArraySlice<UInt8>, into errors: inout [DecodeError]) {
-        guard var reader, reader.nextUnitEndsAccessUnit(prefix: prefix) else { return }
+    /// Ends the access unit under way. A parameter set of the other codec does so: it belongs to no
+    /// picture of this stream, whether it is refused or starts a new one. `endAccessUnitEarly`
+    /// ends it in some of these cases already, when the set's first bytes end a piece, so
+    /// ending it here in all of them keeps where a picture ends apart from how the stream was cut
+    /// into pieces. The picture counts as the stream's when the set would start a new stream.
+    private func endAccessUnit(into errors: inout [DecodeError]) {
+        guard var reader else { return }
         self.reader = nil
         reader.endAccessUnit { report($0, into: &errors) }
         self.reader = reader

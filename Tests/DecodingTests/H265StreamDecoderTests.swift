@@ -75,19 +75,19 @@ struct H265StreamDecoderTests {
         #expect(decoder.codec == codec)
     }
 
-    /// A detected H.265 stream's first picture, then an H.264 PPS whose header reads in H.265
-    /// as a base-layer unit that ends an access unit (pic_parameter_set_id 31 puts a 0x04 after
-    /// the 0x68). Ending the picture makes the H.265 stream one with a picture, so the PPS is
-    /// refused, with the H.264 stream after it, rather than starting that stream; the same
-    /// whether the PPS arrives whole or its first bytes, at the end of a piece, end the picture
-    /// early.
-    @Test(arguments: [false, true])
-    func anotherCodecsParameterSetEndsThePictureBeforeItHoweverItArrives(_ cutInsideTheSet: Bool) throws {
+    /// A detected H.265 stream's first picture, then an H.264 stream: its first parameter set
+    /// ends the picture, which makes the H.265 stream one with a picture, so the H.264 stream is
+    /// refused rather than started (with the H.265 picture lost). The same whether the set
+    /// arrives whole or its first bytes end a piece; and whether its header reads in H.265 as a
+    /// unit of another layer (an SPS, `0x67`) or as a base-layer unit that ends an access unit
+    /// anyway (a PPS with pic_parameter_set_id 31, `0x68 0x04`).
+    @Test(arguments: [false, true], [false, true])
+    func anotherCodecsParameterSetEndsThePictureBeforeItHoweverItArrives(_ cutInsideTheSet: Bool, _ ppsFirst: Bool) throws {
         let units = HEVCEdits.units(try Self.bytes("main_bframes_176x144.265"))
         let firstSlice = try #require(units.firstIndex { HEVCEdits.type($0) < 32 })
         let picture = HEVCEdits.stream(Array(units[...firstSlice]))
         let h264PPS: [UInt8] = [0x68, 0x04, 0x08, 0x80]
-        let stream = picture + HEVCEdits.stream([h264PPS]) + (try Self.bytes("baseline_176x144.264"))
+        let stream = picture + (ppsFirst ? HEVCEdits.stream([h264PPS]) : []) + (try Self.bytes("baseline_176x144.264"))
         let decoder = try StreamDecoder(options: Self.live)
         let cut = cutInsideTheSet ? picture.count + 4 + 3 : stream.count
         let pushed = [decoder.push(Array(stream[..<cut])), decoder.push(Array(stream[cut...])), decoder.finish()]

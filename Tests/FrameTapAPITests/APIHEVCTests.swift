@@ -221,6 +221,13 @@ import TestSupport
             let after = try jsonObject(request(service.port, "GET", "/sessions/cam").body)
             #expect(after["codec"] as? String == "h265" && after["codecStated"] as? Bool == true)
             #expect(after["statedCodec"] as? String == "h265")
+
+            // Stated again during the stated stream: that stream stays stated until it ends.
+            #expect(try post(service.port, "/sessions/cam/nalus", try Fixtures.bytes(Self.main)).status == 200)
+            #expect(try request(service.port, "PUT", "/sessions/cam", body: Array(#"{"codec":"h264"}"#.utf8)).status == 200)
+            let restated = try jsonObject(request(service.port, "GET", "/sessions/cam").body)
+            #expect(restated["codec"] as? String == "h265" && restated["codecStated"] as? Bool == true)
+            #expect(restated["statedCodec"] as? String == "h264")
         }
     }
 

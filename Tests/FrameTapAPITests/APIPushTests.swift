@@ -297,8 +297,9 @@ import Testing
     }
 
     /// A chunked push whose framing breaks (a chunk size that is not hexadecimal) is answered
-    /// with a problem, not libmicrohttpd's HTML page; the whole chunks before it were decoded and
-    /// stay, and a push that broke before anything of it made a session leaves none behind.
+    /// with a problem, not libmicrohttpd's HTML page; a live push's whole chunks before it were
+    /// decoded and stay, and a push that broke before anything of it made a session leaves none
+    /// behind.
     @Test func aChunkedPushWhoseFramingBreaksIsAProblemAndKeepsWhatCameBefore() throws {
         try withService { service in
             let bytes = try Fixtures.bytes("baseline_176x144.264")
@@ -320,6 +321,18 @@ import Testing
             let refused = try parseResponse(nothing.readToEnd())
             #expect(try jsonObject(refused.body)["code"] as? String == "invalid_chunked_encoding")
             #expect(eventually { (try? request(service.port, "GET", "/sessions/never").status) == 404 })
+
+            // Answered as multipart/mixed, a push is decoded once its body is whole: refused whole.
+            let multipart = try RawClient(port: service.port)
+            try multipart.send(
+                "POST /sessions/parts/nalus HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + String(bytes.count, radix: 16) + "\r\n")
+            try multipart.send(bytes)
+            try multipart.send("\r\nzz\r\nabc\r\n")
+            let parts = try parseResponse(multipart.readToEnd())
+            #expect(parts.status == 400 && parts.headers["Content-Type"] == "application/problem+json")
+            #expect(try jsonObject(parts.body)["code"] as? String == "invalid_chunked_encoding")
+            #expect(eventually { (try? request(service.port, "GET", "/sessions/parts").status) == 404 }, "refused, not aborted")
         }
     }
 

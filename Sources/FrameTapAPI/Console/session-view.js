@@ -407,9 +407,8 @@ function describeCodec(status) {
   if (!status.codec) {
     return stated ? `${codecName(stated)} (stated for the session)` : 'not known yet: the first parameter set tells';
   }
-  if (status.codecStated) return `${codecName(status.codec)} (stated for the session)`;
-  const detected = `${codecName(status.codec)} (detected from its parameter sets)`;
-  return stated && stated !== status.codec ? `${detected}; ${codecName(stated)} stated, from the next stream` : detected;
+  const running = `${codecName(status.codec)} (${status.codecStated ? 'stated for the session' : 'detected from its parameter sets'})`;
+  return stated && stated !== status.codec ? `${running}; ${codecName(stated)} stated, from the next stream` : running;
 }
 
 /** "all pictures", "keyframes only", "on demand: decoding live"... */

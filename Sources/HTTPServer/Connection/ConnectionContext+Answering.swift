@@ -37,41 +37,60 @@ extension ConnectionContext {
 
     /// libmicrohttpd 0.9.75 answers a chunked body whose framing breaks with a page of HTML of its
     /// own, and logs the reason first, on this connection's thread, which is when this runs: when
-    /// this connection is reading a chunked body and has not answered, the problem is written
-    /// directly and the socket's sending side shut, so the HTML never reaches the client, and the
-    /// body's sink learns why it ends. Returns whether it answered.
+    /// this connection reads a chunked body it has not answered, its body's sink learns why the
+    /// body ends (first, so that the refusal is what the push records), then the problem is
+    /// written directly and the socket's sending side shut, so the HTML never reaches the client;
+    /// the consumer's own answer, which follows, is dropped. Returns whether the problem went out.
     func answerMalformedChunk() -> Bool {
-        let (answered, sink) = state.withLock { state -> (Bool, (any RequestBodySink)?) in
-            guard let body = Self.unansweredChunkedBody(in: state) else { return (false, nil) }
-            let answered = answerEarlyLocked(.problem(RequestEdge.malformedChunk()), &state)
-            guard case .streamed(let sink) = body else { return (answered, nil) }
-            return (answered, sink)
+        let body = state.withLock { state -> ChunkedBody? in
+            guard Self.readsChunkedBody(state), Self.hasNotAnswered(state) else { return nil }
+            if case .streamingBody(let sink, _) = state.stage { return .streamed(sink) }
+            return .buffered
         }
-        sink?.abort(.malformedChunk)
-        return answered
+        guard let body else { return false }
+        if case .streamed(let sink) = body { sink.abort(.malformedChunk) }
+        return state.withLock { state in
+            // The sink's consumer may have answered in between; then that answer stands.
+            if case .sentEarly = state.answer { return true }
+            guard Self.readsChunkedBody(state), Self.hasNotAnswered(state) else { return false }
+            answerEarlyLocked(.problem(RequestEdge.malformedChunk()), &state, consumerWillAnswer: body.hasSink)
+            return true
+        }
     }
 
-    /// Whether this connection could be the one whose chunked body broke: it reads one, on
-    /// the calling thread, and has not answered yet.
-    var readsChunkedBodyOnThisThread: Bool {
-        pthread_equal(thread, pthread_self()) != 0 && state.withLock { Self.unansweredChunkedBody(in: $0) != nil }
+    /// Whether this connection could be the one whose chunked body broke: libmicrohttpd is
+    /// reading a chunked body for it on the calling thread, answered or not (one whose answer
+    /// went out early is still read, to drop the rest).
+    var mayBeReadingChunkedBodyOnThisThread: Bool {
+        pthread_equal(thread, pthread_self()) != 0 && state.withLock { Self.readsChunkedBody($0) }
     }
 
     private enum ChunkedBody {
         case buffered
         case streamed(any RequestBodySink)
+
+        var hasSink: Bool {
+            if case .streamed = self { true } else { false }
+        }
     }
 
-    private static func unansweredChunkedBody(in state: State) -> ChunkedBody? {
-        guard !state.closed, state.request?.headers["Transfer-Encoding"] != nil else { return nil }
-        switch state.answer {
-        case .notYet, .pending: break
-        case .ready, .queued, .sentEarly: return nil
-        }
+    /// A suspended connection is not read, so its body cannot be the one that broke.
+    private static func readsChunkedBody(_ state: State) -> Bool {
+        guard !state.closed, !state.suspended, state.request?.headers["Transfer-Encoding"] != nil else { return false }
         switch state.stage {
-        case .bufferingBody: return .buffered
-        case .streamingBody(let sink, _): return .streamed(sink)
-        case .headers, .discardingBody, .complete: return nil
+        case .bufferingBody, .streamingBody, .discardingBody: return true
+        case .headers, .complete: return false
+        }
+    }
+
+    private static func hasNotAnswered(_ state: State) -> Bool {
+        switch state.stage {
+        case .bufferingBody, .streamingBody: break
+        case .headers, .discardingBody, .complete: return false
+        }
+        switch state.answer {
+        case .notYet, .pending: return true
+        case .ready, .queued, .sentEarly: return false
         }
     }
 
@@ -83,12 +102,14 @@ extension ConnectionContext {
     /// this with the connection's end (after `closed` the socket may be gone). Returns whether
     /// the answer was written whole. The first early answer is the one sent: a second one (the
     /// body's reader and the answer's worker can both decide to answer, each under its own hold of
-    /// the lock) changes nothing, and the body goes on being dropped.
+    /// the lock) changes nothing, and the body goes on being dropped. `consumerWillAnswer`: the
+    /// body's sink was told why it ends, so its consumer still answers the pending promise (that
+    /// answer is then dropped); cancelling it would cut the consumer's own ending short.
     @discardableResult
-    func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State) -> Bool {
+    func answerEarlyLocked(_ response: HTTPResponse, _ state: inout State, consumerWillAnswer: Bool = false) -> Bool {
         guard !state.closed else { return false }
         if case .sentEarly = state.answer { return true }
-        if case .pending(let promise, _) = state.answer {
+        if !consumerWillAnswer, case .pending(let promise, _) = state.answer {
             // Whoever held it learns the request is over before the client can act on the answer.
             promise.cancel(answering: nil)
         }

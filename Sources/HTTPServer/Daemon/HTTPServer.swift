@@ -117,7 +117,7 @@ public struct RequestRecord: Sendable {
     }
 
     /// Nil when libmicrohttpd refused the request before its head reached FrameTap (a
-    /// malformed Content-Length or chunk size).
+    /// Content-Length it cannot parse).
     public let method: HTTPMethod?
     /// The matched route pattern, or nil (unknown path).
     public let route: String?
@@ -534,13 +534,14 @@ final class ServerCore: Sendable {
                 return
             }
         }
-        if message.hasPrefix("Error processing request"), message.contains("chunked encoding") {
-            // See ConnectionContext.answerMalformedChunk. Two chunked bodies read on this thread
-            // at once cannot be told apart: then libmicrohttpd's own answer goes out.
-            let candidates = liveContexts.filter(\.readsChunkedBodyOnThisThread)
+        if message.hasPrefix("Error processing request"), message.contains("chunked encod") {
+            // See ConnectionContext.answerMalformedChunk ("chunked encoding was syntactically
+            // incorrect", "chunked encoded request is too large"). Two chunked bodies read on this
+            // thread at once cannot be told apart: then libmicrohttpd's own answer goes out.
+            let candidates = liveContexts.filter(\.mayBeReadingChunkedBodyOnThisThread)
             if candidates.count == 1, candidates[0].answerMalformedChunk() {
                 expectLog(startingWith: "Failed to send")
-                configuration.logger.info("a chunked body's framing broke; answered 400 invalid_chunked_encoding")
+                configuration.logger.debug("libmicrohttpd: \(message) (answered 400 invalid_chunked_encoding instead)")
                 return
             }
         }

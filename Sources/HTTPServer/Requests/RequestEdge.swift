@@ -71,7 +71,7 @@ enum RequestEdge {
     static func malformedChunk() -> HTTPError {
         problem(
             .badRequest, "invalid_chunked_encoding",
-            "The chunked body is malformed (a chunk size that is not hexadecimal, or a chunk not ended by CRLF); "
+            "The chunked body is malformed (a chunk size that is not hexadecimal or too large, or a chunk not ended by CRLF); "
                 + "nothing after the fault was read.")
     }
 

@@ -325,7 +325,7 @@ public final class Session: Sendable {
         let facts = loop.reporter.facts
         let source = loop.pull?.snapshot
         return SessionStatus(
-            id: id, codec: facts.codec, codecStated: facts.statedCodec != nil && facts.codec == facts.statedCodec,
+            id: id, codec: facts.codec, codecStated: facts.codec != nil && facts.codecIsStated,
             statedCodec: facts.statedCodec, backend: facts.backend, backendReason: facts.backendReason,
             encoder: pictures.encoderIdentity ?? pictures.chosenEncoder, device: facts.device,
             fallbacks: Array(facts.fallbacks), decode: facts.decodeMode, decoder: loop.onDemand.activity,

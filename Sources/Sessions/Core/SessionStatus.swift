@@ -86,7 +86,7 @@ public struct SessionStatus: Sendable {
     /// The stream's codec: stated (`PUT`, a push's `?codec=` or Content-Type) or detected from its
     /// first parameter set; nil until known.
     public var codec: VideoCodec?
-    /// `codec` is the stated one.
+    /// `codec` was stated for the running stream, not detected.
     public var codecStated: Bool
     /// The codec stated for the session (`PUT`); while a stream of the other codec is under way,
     /// it takes over at the next stream start, and `codec` is still the running stream's.

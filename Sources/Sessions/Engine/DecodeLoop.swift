@@ -64,6 +64,7 @@ final class DecodeLoop: Sendable {
         let joined = stream.streamDecoder
         let facts = DecodeReporter.Facts(
             backendChoice: stream.backendChoice, statedCodec: stream.statedCodec, codec: joined.codec,
+            codecIsStated: joined.codecIsStated,
             backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)

@@ -19,6 +19,9 @@ final class DecodeReporter: Sendable {
         var statedCodec: VideoCodec?
         /// The stream's codec, stated or detected; nil until known.
         var codec: VideoCodec?
+        /// The running stream's codec was stated (its decoder was made with `statedCodec`, which
+        /// a `PUT` may have changed since, for the next stream).
+        var codecIsStated: Bool
         var backend: DecoderBackend
         var backendReason: String
         /// The hardware device decoding now; nil in software.
@@ -33,7 +36,10 @@ final class DecodeReporter: Sendable {
         /// Takes what the decoder says now.
         fileprivate mutating func update(_ snapshot: DecoderSnapshot) {
             counters.merge(decoder: snapshot.counters)
-            if let codec = snapshot.codec { self.codec = codec }
+            if let codec = snapshot.codec {
+                self.codec = codec
+                codecIsStated = snapshot.codecIsStated
+            }
             backend = snapshot.backend
             backendReason = snapshot.backendReason
             device = snapshot.device

@@ -238,7 +238,7 @@ struct SessionDecoder {
         var counters = SessionCounters()
         counters.stream = stream.counters
         return DecoderSnapshot(
-            counters: counters, codec: stream.codec, backend: stream.backend, backendReason: stream.backendReason,
+            counters: counters, codec: stream.codec, codecIsStated: stream.codecIsStated, backend: stream.backend, backendReason: stream.backendReason,
             device: stream.device, format: stream.format, fallbacks: stream.fallbacks)
     }
 }
@@ -247,6 +247,7 @@ struct SessionDecoder {
 struct DecoderSnapshot: Sendable {
     let counters: SessionCounters
     let codec: VideoCodec?
+    let codecIsStated: Bool
     let backend: DecoderBackend
     let backendReason: String
     let device: HardwareDeviceID?
