@@ -253,9 +253,17 @@ public final class Demuxer {
             }
             let pts = packet.pointee.pts
             guard pts != ft_av_nopts_value() else {
-                // No timestamp to gather by: the pieces go on as pieces, the reader finds the units.
+                // No timestamp to gather by: the pieces go on as pieces, the reader finds the
+                // units; after what was gathered before them.
+                let piece = DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe)
+                guard let gathered = gathering?.sample else {
+                    samples += 1
+                    return .sample(piece)
+                }
+                gathering = nil
+                ready.append(piece)
                 samples += 1
-                return .sample(DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe))
+                return .sample(gathered)
             }
             var whole = description
             whole.samplesAreAccessUnits = true
