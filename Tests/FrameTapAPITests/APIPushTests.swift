@@ -303,35 +303,33 @@ import Testing
     @Test func aChunkedPushWhoseFramingBreaksIsAProblemAndKeepsWhatCameBefore() throws {
         try withService { service in
             let bytes = try Fixtures.bytes("baseline_176x144.264")
-            let client = try RawClient(port: service.port)
-            try client.send(
-                "POST /sessions/broken/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    + String(bytes.count, radix: 16) + "\r\n")
-            try client.send(bytes)
-            try client.send("\r\nzz\r\nabc\r\n")
-            let answer = try parseResponse(client.readToEnd())
-            #expect(answer.status == 400 && answer.headers["Content-Type"] == "application/problem+json")
-            #expect(try jsonObject(answer.body)["code"] as? String == "invalid_chunked_encoding")
+            /// `bytes` as one chunk to `session` (none when `whole` is false), then a chunk size
+            /// that is not hexadecimal; the answer must be the problem.
+            func pushBroken(_ session: String, whole: Bool, headers: String = "") throws {
+                let client = try RawClient(port: service.port)
+                try client.send(
+                    "POST /sessions/\(session)/nalus HTTP/1.1\r\nHost: x\r\n\(headers)Transfer-Encoding: chunked\r\n\r\n")
+                if whole {
+                    try client.send(String(bytes.count, radix: 16) + "\r\n")
+                    try client.send(bytes)
+                    try client.send("\r\n")
+                }
+                try client.send("zz\r\nabc\r\n")
+                let answer = try parseResponse(client.readToEnd())
+                #expect(answer.status == 400 && answer.headers["Content-Type"] == "application/problem+json", "\(session)")
+                #expect(try jsonObject(answer.body)["code"] as? String == "invalid_chunked_encoding", "\(session)")
+            }
+
+            try pushBroken("broken", whole: true)
             let session = try #require(service.registry.find(try SessionID("broken")))
             #expect(eventually { session.status().counters.framesDecoded > 0 }, "the pictures of the chunk before the fault")
             #expect(eventually { session.status().lastError?.code == "invalid_chunked_encoding" })
 
-            let nothing = try RawClient(port: service.port)
-            try nothing.send("POST /sessions/never/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
-            let refused = try parseResponse(nothing.readToEnd())
-            #expect(try jsonObject(refused.body)["code"] as? String == "invalid_chunked_encoding")
+            try pushBroken("never", whole: false)
             #expect(eventually { (try? request(service.port, "GET", "/sessions/never").status) == 404 })
 
             // Answered as multipart/mixed, a push is decoded once its body is whole: refused whole.
-            let multipart = try RawClient(port: service.port)
-            try multipart.send(
-                "POST /sessions/parts/nalus HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    + String(bytes.count, radix: 16) + "\r\n")
-            try multipart.send(bytes)
-            try multipart.send("\r\nzz\r\nabc\r\n")
-            let parts = try parseResponse(multipart.readToEnd())
-            #expect(parts.status == 400 && parts.headers["Content-Type"] == "application/problem+json")
-            #expect(try jsonObject(parts.body)["code"] as? String == "invalid_chunked_encoding")
+            try pushBroken("parts", whole: true, headers: "Accept: multipart/mixed\r\n")
             #expect(eventually { (try? request(service.port, "GET", "/sessions/parts").status) == 404 }, "refused, not aborted")
         }
     }
