@@ -88,9 +88,13 @@ extension Process {
     }
 }
 
+/// How long `eventually` polls when its caller names no limit: scaled like `defaultWaitLimit`,
+/// since under a sanitizer a condition that holds in milliseconds can take seconds.
+public let defaultPollLimit: Duration = .seconds(5) * waitScale
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; whether it held. Blocks the
 /// calling thread: for synchronous tests. Used inside `#expect`, which names the condition.
-public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) -> Bool {
+public func eventually(timeout: Duration = defaultPollLimit, _ condition: () -> Bool) -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }
@@ -101,7 +105,7 @@ public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool)
 
 /// Polls `condition` every 5 ms until it holds or `timeout` passes; whether it held. Sleeps the
 /// task, not the thread: for asynchronous tests.
-public func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+public func eventually(timeout: Duration = defaultPollLimit, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }
