@@ -1,4 +1,4 @@
-import Containers
+@testable import Containers
 import Decoding
 import Foundation
 import Testing
@@ -24,6 +24,26 @@ struct DemuxerTests {
 struct LargePESTests {
     static let ffmpeg = ["/usr/bin/ffmpeg", "/usr/local/bin/ffmpeg"]
         .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "/usr/bin/ffmpeg"
+
+    /// A video PES that never ends (its packets go on without another start): joined up to the
+    /// bound, then refused as invalid_container, not gathered for as long as it is sent.
+    @Test func aPESThatNeverEndsIsRefusedAtTheBound() throws {
+        let fixture = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let packets = stride(from: 0, to: fixture.count - 187, by: 188).map { Array(fixture[$0..<$0 + 188]) }
+        func pid(_ packet: [UInt8]) -> Int { Int(packet[1] & 0x1F) << 8 | Int(packet[2]) }
+        let start = try #require(packets.firstIndex { $0[1] & 0x40 != 0 && $0[4..<24].starts(with: [0, 0, 1, 0xE0]) })
+        let video = pid(packets[start])
+        var stream = packets[...start].filter { pid($0) != video || $0 == packets[start] }.flatMap { $0 }
+        var counter = packets[start][3] & 0x0F
+        let payload = [UInt8](repeating: 0x55, count: 184)
+        while stream.count < Demuxer.maxGatheredBytes + (4 << 20) {
+            counter = (counter + 1) & 0x0F
+            stream += [0x47, UInt8(video >> 8), UInt8(video & 0xFF), 0x10 | counter] + payload
+        }
+        let result = try DemuxedDecode.run(stream, container: .mpegTS, pieceSize: 1 << 20)
+        #expect(result.failure?.code == .invalidContainer, "\(String(describing: result.failure))")
+        #expect(result.failure?.message.contains("64 MiB") == true)
+    }
 
     /// 1080p with noise at a fixed quantiser: its IDR pictures are about 290 KB, so libavformat
     /// hands each on in two pieces. The pictures equal the ffmpeg CLI's decode of the same file.
