@@ -34,6 +34,9 @@ public final class AccessUnitDecoder {
     /// Sequences refused for want of memory: unlike a size refusal, that may change, so each is
     /// judged again when the stream sends its parameter sets again.
     private var refusedForMemory: Set<Int> = []
+    /// The size of the last picture held back for passing the size limit (its error is
+    /// recorded once per size).
+    private var oversizeHeldBack: (width: Int, height: Int)?
     private let backends: BackendSupervisor
     private let options: DecoderOptions
     private var numbering = PictureNumbering()
@@ -163,6 +166,18 @@ public final class AccessUnitDecoder {
         counters.framesDecoded += decoded.frames.count
         for frame in decoded.frames {
             let number = numbering.number(frame)
+            // The sequence was admitted from FrameTap's reading of its SPS, but libavcodec reads
+            // the parameter sets itself: one FrameTap could not read (and so never checked) can
+            // give it another size. A picture past the limit is never handed on.
+            do throws(DecodeError) {
+                try options.sizeLimit.check(width: frame.width, height: frame.height)
+            } catch {
+                if oversizeHeldBack?.width != frame.width || oversizeHeldBack?.height != frame.height {
+                    oversizeHeldBack = (frame.width, frame.height)
+                    record(error, in: &errors)
+                }
+                continue
+            }
             pictureHandler?(frame, number)
         }
         for error in decoded.errors {
