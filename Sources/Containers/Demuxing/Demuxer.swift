@@ -192,8 +192,7 @@ public final class Demuxer {
     public func next() -> DemuxerOutput {
         guard let format else { return .end }
         if !ready.isEmpty {
-            samples += 1
-            return .sample(ready.removeFirst())
+            return handOn(ready.removeFirst())
         }
         while true {
             let status = av_read_frame(format, packet)
@@ -203,11 +202,10 @@ public final class Demuxer {
                 // The access unit being gathered is whole: nothing more of it will come.
                 if let gathered = gathering {
                     gathering = nil
-                    return .sample(gathered.sample)
+                    return handOn(gathered.sample)
                 }
                 if let joined = pesPieces?.finish() {
-                    samples += 1
-                    return .sample(joined)
+                    return handOn(joined)
                 }
                 if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
@@ -231,10 +229,7 @@ public final class Demuxer {
                 let sample = DemuxedSample(
                     payload: Array(payload), description: description, isKeyframe: isKeyframe,
                     pts: Self.pts90kHz(packet.pointee.pts, in: stream.pointee.time_base))
-                guard var pieces = pesPieces else {
-                    samples += 1
-                    return .sample(sample)
-                }
+                guard var pieces = pesPieces else { return handOn(sample) }
                 let step = pieces.take(
                     sample, position: packet.pointee.pos, hasTimestamp: packet.pointee.pts != ft_av_nopts_value())
                 pesPieces = pieces
@@ -248,22 +243,17 @@ public final class Demuxer {
                     ready += whole
                 }
                 guard !ready.isEmpty else { continue }
-                samples += 1
-                return .sample(ready.removeFirst())
+                return handOn(ready.removeFirst())
             }
             let pts = packet.pointee.pts
             guard pts != ft_av_nopts_value() else {
                 // No timestamp to gather by: the pieces go on as pieces, the reader finds the
                 // units; after what was gathered before them.
                 let piece = DemuxedSample(payload: Array(payload), description: description, isKeyframe: isKeyframe)
-                guard let gathered = gathering?.sample else {
-                    samples += 1
-                    return .sample(piece)
-                }
+                guard let gathered = gathering?.sample else { return handOn(piece) }
                 gathering = nil
                 ready.append(piece)
-                samples += 1
-                return .sample(gathered)
+                return handOn(gathered)
             }
             var whole = description
             whole.samplesAreAccessUnits = true
@@ -289,10 +279,15 @@ public final class Demuxer {
                     pts: Self.pts90kHz(pts, in: stream.pointee.time_base))
             )
             if let finished {
-                samples += 1
-                return .sample(finished)
+                return handOn(finished)
             }
         }
+    }
+
+    /// Every sample goes out through here, so `samples` counts each once.
+    private func handOn(_ sample: DemuxedSample) -> DemuxerOutput {
+        samples += 1
+        return .sample(sample)
     }
 
     /// `pts` of a track with `timeBase` in `DemuxedSample.ptsPerSecond` units; nil for none.
