@@ -195,10 +195,8 @@ public final class AccessUnitIngest {
             samplePTS = pts
             defer { samplePTS = nil }
             for unit in units { handle(unit, into: &errors) }
-            guard !refusingPush, var reader else { return }
-            self.reader = nil
-            reader.endAccessUnit { report($0, into: &errors) }
-            self.reader = reader
+            guard !refusingPush else { return }
+            endAccessUnit(into: &errors)
         }
     }
 
