@@ -163,9 +163,15 @@ public final class AccessUnitDecoder {
     // MARK: - 5, 6: decode, number
 
     private func append(_ decoded: DecodeOutput, to errors: inout [DecodeError]) {
-        counters.framesDecoded += decoded.frames.count
         for frame in decoded.frames {
             let number = numbering.number(frame)
+            // Numbered, so the pictures after it keep their numbers, but never shown: what it
+            // shows is not yet the stream's picture.
+            if frame.precedesRecovery {
+                counters.framesDroppedBeforeKeyframe += 1
+                continue
+            }
+            counters.framesDecoded += 1
             // The sequence was admitted from FrameTap's reading of its SPS, but libavcodec reads
             // the parameter sets itself: one FrameTap could not read (and so never checked) can
             // give it another size. A picture past the limit is never handed on.

@@ -93,6 +93,11 @@ public final class DecodedFrame: Sendable {
     /// concealment (corrupt or missing slices, missing references): `decode_error_flags` or
     /// `AV_FRAME_FLAG_CORRUPT`. Such a picture is still output, as the ffmpeg CLI outputs it.
     public let hasDecodeErrors: Bool
+    /// Decoded before the stream recovered at the point decoding started from (an H.264
+    /// recovery point: intra refresh, or pictures before an I picture that was not an IDR).
+    /// libavcodec outputs such pictures only when asked to (`LibavDecoder` asks, so that each
+    /// still takes its place in the numbering) and flags them; nobody is shown one.
+    public let precedesRecovery: Bool
     /// Display (cropped) size.
     public let width: Int
     public let height: Int
@@ -116,11 +121,16 @@ public final class DecodedFrame: Sendable {
     }
 
     /// Takes ownership of `frame`, which must hold system-memory pixels.
+    /// `flagsUnrecovered`: the decoder was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT`, so its
+    /// `AV_FRAME_FLAG_CORRUPT` marks a picture before recovery (`precedesRecovery`).
     public convenience init(
-        taking frame: sending UnsafeMutablePointer<AVFrame>, pts: Int64?, downloads: FrameDownloadCounter = .shared
+        taking frame: sending UnsafeMutablePointer<AVFrame>, pts: Int64?, downloads: FrameDownloadCounter = .shared,
+        flagsUnrecovered: Bool = false
     ) {
         let format = AVPixelFormat(frame.pointee.format)
-        self.init(pixelFormat: format, decodedBy: .software, pixels: .system(frame), pts: pts, downloads: downloads)
+        self.init(
+            pixelFormat: format, decodedBy: .software, pixels: .system(frame), pts: pts, downloads: downloads,
+            flagsUnrecovered: flagsUnrecovered)
     }
 
     /// Takes ownership of `surface`, a hardware frame (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`).
@@ -128,19 +138,20 @@ public final class DecodedFrame: Sendable {
     /// (`AVCodecContext.sw_pix_fmt`): the picture is presented in it when the download allows.
     convenience init(
         takingSurface surface: sending UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
-        pts: Int64?, downloads: FrameDownloadCounter
+        pts: Int64?, downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false
     ) {
         let downloaded = Self.transferFormat(of: surface)
         let presented = Self.presentedFormat(downloaded: downloaded, softwareFormat: softwareFormat)
         self.init(
             pixelFormat: presented, decodedBy: decodedBy,
-            pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), pts: pts, downloads: downloads)
+            pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), pts: pts, downloads: downloads,
+            flagsUnrecovered: flagsUnrecovered)
     }
 
     /// The metadata is read from the frame `pixels` holds, before the lock takes it over.
     init(
         pixelFormat: AVPixelFormat, decodedBy: DecoderBackend, pixels: sending Pixels, pts: Int64?,
-        downloads: FrameDownloadCounter
+        downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false
     ) {
         let frame: UnsafePointer<AVFrame>
         switch pixels {
@@ -154,8 +165,9 @@ public final class DecodedFrame: Sendable {
         self.accessUnitIndex = opaque == ft_av_nopts_value() ? nil : opaque
         self.isKeyframe = frame.pointee.key_frame != 0  // FFmpeg 5.1 has no AV_FRAME_FLAG_KEY yet
         self.pictureType = PictureType(frame.pointee.pict_type)
-        self.hasDecodeErrors =
-            frame.pointee.decode_error_flags != 0 || frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0
+        let flaggedCorrupt = frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0
+        self.precedesRecovery = flagsUnrecovered && flaggedCorrupt
+        self.hasDecodeErrors = frame.pointee.decode_error_flags != 0 || (flaggedCorrupt && !flagsUnrecovered)
         // Hardware frames keep their left/top crop until the download (libavcodec can only
         // shrink a surface from the right and bottom); software frames come fully cropped.
         let cropX = Int(frame.pointee.crop_left) + Int(frame.pointee.crop_right)

@@ -113,13 +113,20 @@ public final class LibavDecoder: PictureDecoder {
     /// from its stream probe; `hardware` nil means software.
     private static func openContext(
         codec videoCodec: VideoCodec, options: DecoderOptions, hardware: (device: HardwareDeviceContext, negotiation: FormatNegotiation)?,
-        reorderDelay: Int32 = 0, threads: Int? = nil
+        reorderDelay: Int32 = 0, threads: Int? = nil, outputsUnrecovered: Bool = true
     ) throws(DecodeError) -> UnsafeMutablePointer<AVCodecContext> {
         guard let codec = avcodec_find_decoder(videoCodec.libavID), let context = avcodec_alloc_context3(codec) else {
             throw DecodeError(.allocationFailed, "could not allocate an \(videoCodec.displayName) decoder context")
         }
         // Exact crops at odd offsets (e.g. 300x168 from 304x176) need unaligned plane pointers.
         context.pointee.flags |= Int32(AV_CODEC_FLAG_UNALIGNED)
+        // H.264's decoder leaves out the pictures it decodes before the stream recovers at a
+        // start point that is not an IDR (a recovery point, an I picture). Asked, it outputs them
+        // flagged instead (`DecodedFrame.precedesRecovery`), so that they still take their places
+        // in the numbering: pictures after them keep the numbers a decoder that started earlier
+        // gives them. Nothing else changes (a picture it would output is output unflagged).
+        // The reorder probe counts pictures as the CLI's probe does, so it does not ask.
+        if videoCodec == .h264 && outputsUnrecovered { context.pointee.flags |= Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         context.pointee.thread_count = Int32(threads ?? options.threads)
         switch options.threadType {
         case .frame: context.pointee.thread_type = FF_THREAD_FRAME
@@ -336,7 +343,8 @@ public final class LibavDecoder: PictureDecoder {
     private func startReorderProbe() {
         guard reorderProbe == nil else { return }
         // Like avformat_find_stream_info's decoder: software, one thread.
-        guard let context = try? Self.openContext(codec: codec, options: options, hardware: nil, threads: 1) else {
+        guard let context = try? Self.openContext(
+            codec: codec, options: options, hardware: nil, threads: 1, outputsUnrecovered: false) else {
             return  // without a probe the decoder still works, it just learns reordering later
         }
         reorderProbe = ReorderProbe(context: context)
@@ -403,6 +411,9 @@ public final class LibavDecoder: PictureDecoder {
         }
     }
 
+    /// The context was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT` (see `openContext`).
+    private var flagsUnrecovered: Bool { codecContext.pointee.flags & Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) != 0 }
+
     /// Reads every frame the decoder has ready.
     private func receiveFrames(into output: inout DecodeOutput) {
         while true {
@@ -441,11 +452,12 @@ public final class LibavDecoder: PictureDecoder {
         if format == AV_PIX_FMT_CUDA || format == AV_PIX_FMT_VAAPI {
             let picture = DecodedFrame(
                 takingSurface: handedOver, softwareFormat: codecContext.pointee.sw_pix_fmt,
-                decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, pts: pts, downloads: options.frameDownloads)
+                decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, pts: pts, downloads: options.frameDownloads,
+                flagsUnrecovered: flagsUnrecovered)
             deviceFrames.admit(picture)
             return picture
         }
-        return DecodedFrame(taking: handedOver, pts: pts, downloads: options.frameDownloads)
+        return DecodedFrame(taking: handedOver, pts: pts, downloads: options.frameDownloads, flagsUnrecovered: flagsUnrecovered)
     }
 
     /// A hardware decoder whose picture came out in system memory: libavcodec decoded it in

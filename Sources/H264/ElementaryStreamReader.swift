@@ -121,7 +121,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
         return CodedAccessUnit(
             codec: .h264, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
             parameterSets: sets, sequence: sequenceFacts(sps), isKeyframe: unit.isIDR || unit.isRandomAccessPoint,
-            isIntra: unit.isIDR || unit.primarySliceType == .i, isLeading: isLeading(unit, sps: sps))
+            isIntra: unit.isIDR || unit.primarySliceType == .i, isLeading: isLeading(unit, sps: sps),
+            recoversGradually: !unit.isIDR && unit.isRandomAccessPoint
+                && ((unit.recoveryPoint?.recoveryFrameCount ?? 0) > 0 || unit.primarySliceType != .i))
     }
 
     /// Whether `unit` is a leading picture of the recovery point before it: H.264 has no NAL type

@@ -23,10 +23,15 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
     /// precedes it). Such pictures come first in their keyframe's output order, right after the
     /// keyframe in decoding order; an IDR has none.
     public var isLeading: Bool
+    /// A keyframe after which the pictures become exact only some pictures later (an H.264
+    /// recovery point of intra refresh, or one that is not an I picture): a decoder starting
+    /// here shows none of them before then (`DecodedFrame.precedesRecovery`), so a decoder
+    /// after one of those pictures starts at the keyframe before.
+    public var recoversGradually: Bool
 
     public init(
         codec: VideoCodec, nalUnits: [AnnexBUnit], parameterSets: [ParameterSetUnit], sequence: SequenceFacts,
-        isKeyframe: Bool, isIntra: Bool, isLeading: Bool = false
+        isKeyframe: Bool, isIntra: Bool, isLeading: Bool = false, recoversGradually: Bool = false
     ) {
         self.codec = codec
         self.nalUnits = nalUnits
@@ -35,6 +40,7 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
         self.isKeyframe = isKeyframe
         self.isIntra = isIntra
         self.isLeading = isLeading
+        self.recoversGradually = recoversGradually
     }
 }
 

@@ -73,6 +73,39 @@ struct StreamDecoderTests {
         }
     }
 
+    /// A stream joined at an H.264 recovery point of intra refresh: libavcodec decodes its first
+    /// pictures but shows none until the stream has recovered. Those hidden pictures still take
+    /// their places in the numbering, so the first one shown has the number a decoder that
+    /// started at the stream's IDR gives it, and a decode from the past (which starts at such a
+    /// point) agrees with the live one. What is shown is what the CLI shows, and the hidden ones
+    /// are counted as dropped.
+    @Test(arguments: [Self.live, TestSupport.cliEquivalent])
+    func picturesBeforeRecoveryKeepTheirPlacesInTheNumbering(_ options: DecoderOptions) throws {
+        let whole = try TestSupport.bytes(
+            of: TestSupport.stream("recovery-numbering", size: "176x144", frames: 40, x264Params: "keyint=12:intra-refresh=1:bframes=0"))
+        let units = AnnexBSplitter.split(whole)
+        let sequenceSets = units.filter { $0.bytes[0] & 0x1F == 7 }
+        try #require(sequenceSets.count >= 3, "x264 repeats its SPS at each recovery point")
+        let joined = [0, 0, 1] + whole[sequenceSets[1].streamOffset...]
+        let file = TestSupport.directory.appendingPathComponent("recovery-numbering-joined.h264")
+        try Data(joined).write(to: file)
+        let reference = try TestSupport.ffmpegFrameMD5s(file)
+
+        let decoder = try StreamDecoder(options: options)
+        var shown: [(number: UInt64, md5: String)] = []
+        let collect: (DecodedFrame, UInt64) -> Void = { shown.append(($1, TestSupport.frameMD5($0))) }
+        _ = joined.withUnsafeBytes { decoder.push($0, onPicture: collect) }
+        _ = decoder.finish(onPicture: collect)
+
+        #expect(shown.map(\.md5) == reference)
+        let hidden = decoder.counters.framesDroppedBeforeKeyframe
+        #expect(hidden > 0, "the first pictures after the recovery point are not shown")
+        #expect(decoder.counters.framesDecoded == reference.count)
+        // Every access unit has a number: the hidden ones come first, then the shown ones in order.
+        #expect(shown.map(\.number) == Array(UInt64(hidden + 1)...UInt64(hidden + reference.count)))
+        #expect(hidden + reference.count == decoder.counters.accessUnits)
+    }
+
     @Test func countsWhatPassesThrough() throws {
         let file = try TestSupport.stream("counted", size: "64x48", frames: 12, x264Params: "keyint=6:bframes=1")
         let bytes = try TestSupport.bytes(of: file)

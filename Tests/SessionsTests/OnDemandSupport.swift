@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 import TestSupport
 import Timekeeping
+import VideoCoding
 
 @testable import Sessions
 
@@ -62,6 +63,22 @@ enum Streams {
     /// the GOP before.
     static func h264OpenGOP() throws -> [UInt8] {
         try make("opengop.264", encoder: "libx264", frames: 40, parameters: "keyint=8:min-keyint=8:scenecut=0:bframes=2:open-gop=1")
+    }
+
+    /// H.264 intra refresh: one IDR, then a recovery point every 12 pictures, from which the
+    /// pictures become exact only some pictures later (libavcodec hides the ones before).
+    static func h264IntraRefresh() throws -> [UInt8] {
+        try make("intrarefresh.264", encoder: "libx264", frames: 50, parameters: "keyint=12:intra-refresh=1:bframes=0")
+    }
+
+    /// The same stream joined at its second recovery point (a camera joined mid-stream): no IDR
+    /// at all, and the first pictures are not shown.
+    static func h264IntraRefreshJoined() throws -> [UInt8] {
+        let stream = try h264IntraRefresh()
+        let units = AnnexBSplitter.split(stream)
+        let sequenceSets = units.filter { $0.bytes[0] & 0x1F == 7 }
+        guard sequenceSets.count >= 2 else { throw TestFailure("the intra-refresh stream repeats no SPS") }
+        return [0, 0, 1] + stream[sequenceSets[1].streamOffset...]
     }
 
     /// H.265 with B-frames and an IDR every 8 pictures.

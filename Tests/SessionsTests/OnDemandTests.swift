@@ -14,6 +14,7 @@ struct PictureIdentityTests {
     static let streams: [String] = [
         "bframes.264", "opengop.264", "bframes.265", "main_bframes_176x144.264", "main_bframes_176x144.265",
         "open_gop_176x144.265", "radl_176x144.265", "res_change_176x144_320x240.264", "res_change_176x144_320x240.265",
+        "intrarefresh.264", "intrarefresh-joined.264",
     ]
 
     static func stream(_ name: String) throws -> [UInt8] {
@@ -21,6 +22,8 @@ struct PictureIdentityTests {
         case "bframes.264": try Streams.h264BFrames()
         case "opengop.264": try Streams.h264OpenGOP()
         case "bframes.265": try Streams.h265BFrames()
+        case "intrarefresh.264": try Streams.h264IntraRefresh()
+        case "intrarefresh-joined.264": try Streams.h264IntraRefreshJoined()
         default: try Fixture.bytes(name)
         }
     }
@@ -82,7 +85,11 @@ struct PictureIdentityTests {
     /// keyframe and shows the newest picture decode=all shows at that point, with its number.
     /// With a frame-threaded catch-up decoder (the default, 2 threads) the newest picture out
     /// may be one picture older: a frame thread holds one back.
-    @Test(arguments: ["bframes.264", "opengop.264", "bframes.265", "open_gop_176x144.265", "res_change_176x144_320x240.265"], [1, 2])
+    @Test(
+        arguments: [
+            "bframes.264", "opengop.264", "bframes.265", "open_gop_176x144.265", "res_change_176x144_320x240.265",
+            "intrarefresh.264",
+        ], [1, 2])
     func aWokenSessionShowsTheLivePicture(_ name: String, catchUpThreads: Int) async throws {
         let stream = try Self.stream(name)
         let live = try await OnDemand.livePictures(stream)

@@ -52,6 +52,9 @@ final class CompressedHistory: Sendable {
         let followsPrevious: Bool
         /// It has leading pictures (`CodedAccessUnit.isLeading`).
         var hasLeading = false
+        /// Its keyframe recovers gradually (`CodedAccessUnit.recoversGradually`): its first
+        /// pictures come out of a decoder that starts there only as hidden ones.
+        let recoversGradually: Bool
         /// The slabs its units were first to keep alive, in bytes.
         var slabBytes = 0
         /// It passed the byte bound alone and its units were dropped.
@@ -191,6 +194,7 @@ final class CompressedHistory: Sendable {
                 state.gops.append(
                     GOP(
                         startsAtKeyframe: indexed.unit.isKeyframe, followsPrevious: !state.broken && !state.gops.isEmpty,
+                        recoversGradually: indexed.unit.isKeyframe && indexed.unit.recoversGradually,
                         firstIndex: indexed.index, endIndex: indexed.index))
                 state.broken = false
             }
@@ -251,15 +255,17 @@ final class CompressedHistory: Sendable {
 
     /// Where a catch-up to the newest picture starts: the last GOP decoding can start from —
     /// unless it holds fewer units than a decoder needs to output one of its pictures (`delay`,
-    /// the units it holds back, + the pictures the stream reorders), then the one before (a
-    /// live decoder shows one of that GOP's pictures by now) — and one GOP earlier again when
-    /// that one has leading pictures. Nil when none is held.
+    /// the units it holds back, + the pictures the stream reorders), or its keyframe recovers
+    /// gradually, then the one before (a live decoder shows one of that GOP's pictures by now;
+    /// a decoder reaches that keyframe recovered) — and one GOP earlier again when that one has
+    /// leading pictures. Nil when none is held.
     func catchUpStart(delay: Int) -> Int64? {
         state.withLock { state in
             guard var position = state.gops.lastIndex(where: \.isDecodable) else { return nil }
             let newest = state.gops[state.gops.count - 1].endIndex
             let reordered = state.gops[position].units.last?.indexed.unit.sequence.reorderedPictures ?? 16
-            if newest - state.gops[position].firstIndex < Int64(reordered + delay), Self.predecessorUsable(position, in: state.gops) {
+            let tooFew = newest - state.gops[position].firstIndex < Int64(reordered + delay)
+            if tooFew || state.gops[position].recoversGradually, Self.predecessorUsable(position, in: state.gops) {
                 position -= 1
             }
             return Self.startOfDecode(for: position, in: state.gops)
@@ -407,9 +413,14 @@ final class CompressedHistory: Sendable {
             ? gops[position - 1].firstIndex : gops[position].firstIndex
     }
 
+    /// A picture of the GOP at `position` is decoded from the GOP before: it may be a leading
+    /// picture, or one its keyframe has not yet recovered by (which that GOP's pictures have,
+    /// decoded in one run through both).
     private static func plan(for position: Int, in gops: [GOP], target: DecodePlan.Target) -> DecodePlan {
         var units: [Unit] = []
-        if gops[position].hasLeading && predecessorUsable(position, in: gops) { units += gops[position - 1].units }
+        if gops[position].hasLeading || gops[position].recoversGradually, predecessorUsable(position, in: gops) {
+            units += gops[position - 1].units
+        }
         units += gops[position].units
         let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
         return DecodePlan(units: units, drainAfter: drainAfter, target: target)
