@@ -81,6 +81,30 @@ struct PictureIdentityTests {
         session.close()
     }
 
+    /// Intra refresh whose oldest GOPs were dropped: the oldest GOP held starts at a recovery
+    /// point with no GOP before it, so its first pictures cannot be shown; the history says it
+    /// holds pictures from the GOP after, and every one of those is served as decode=all gave it.
+    @Test func anIntraRefreshHistoryServesEveryPictureItSaysItHolds() async throws {
+        let stream = try Streams.h264IntraRefresh()
+        let live = try await OnDemand.livePictures(stream)
+        let room = Int(Double(stream.count) * 0.55) + live.count * CompressedHistory.unitOverhead
+        let session = try makeSession(configuration: OnDemand.configuration(historyBytes: room))
+        _ = try await push(stream, to: session, flush: true)
+        let held = session.historySummary()
+        let first = try #require(held.firstSeq)
+        let last = try #require(held.lastSeq)
+        #expect(held.gopsDropped > 0, "the oldest GOPs were dropped")
+        #expect(first > 1 && (first - 1) % 12 == 0, "held from a recovery point: \(first)")
+        var served = 0
+        for number in first...last where live[number] != nil {
+            let answer = try await OnDemand.pastPicture(session, .number(number))
+            #expect(try answer.get().served.map { Array($0.picture.bytes) } == live[number], "#\(number)")
+            served += 1
+        }
+        #expect(served >= 12)
+        session.close()
+    }
+
     /// A session woken in the middle of a GOP (the push stops there) catches up from the last
     /// keyframe and shows the newest picture decode=all shows at that point, with its number.
     /// With a frame-threaded catch-up decoder (the default, 2 threads) the newest picture out

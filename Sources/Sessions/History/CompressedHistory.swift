@@ -393,7 +393,16 @@ final class CompressedHistory: Sendable {
         summary.accessUnits = state.gops.reduce(0) { $0 + $1.units.count }
         let decodable = state.gops.filter(\.isDecodable)
         summary.gops = decodable.count
-        if let first = decodable.first, let last = state.gops.last {
+        // A GOP that recovers gradually, with no GOP before it to decode from, shows its first
+        // pictures only once recovered (how many libavcodec decides): held from the next one.
+        let servable = state.gops.indices.filter { position in
+            state.gops[position].isDecodable
+                && (!state.gops[position].recoversGradually || predecessorUsable(position, in: state.gops))
+        }
+        if let firstServable = servable.first ?? state.gops.indices.first(where: { state.gops[$0].isDecodable }),
+            let last = state.gops.last
+        {
+            let first = state.gops[firstServable]
             summary.from = first.units.first?.receivedAt
             summary.to = last.units.last?.receivedAt ?? decodable.last?.units.last?.receivedAt
             summary.firstSeq = UInt64(first.firstIndex) + 1
