@@ -98,7 +98,9 @@ public final class AccessUnitDecoder {
             // The stream's first picture opened the decoder, whose probe took it: it comes out now,
             // not with the second picture.
             if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &errors) }
-            if keyframesOnly { drain(into: &errors) }
+            // An intra picture comes out at once. Pictures of a GOP that recovers gradually
+            // (which keyframes-only reading passes on whole) need the ones before them: no drain.
+            if keyframesOnly && unit.unit.isIntra { drain(into: &errors) }
         }
     }
 

@@ -22,6 +22,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
     /// The picture order count of the last recovery point that is not an IDR, while the pictures
     /// right after it may still be its leading pictures (see `isLeading(_:sps:)`).
     private var openKeyframe: (picOrderCntLsb: Int, maxPicOrderCntLsb: Int)?
+    /// The last keyframe recovers gradually (intra refresh): no picture of its GOP decodes
+    /// alone, so keyframes-only mode decodes all of them rather than show nothing.
+    private var decodesThroughRecovery = false
 
     /// `emulateFFmpegProbe`: hold pictures until the stream's first SPS and PPS arrive, as the
     /// ffmpeg CLI's stream probe finds them before its decoder starts (see `ParameterSetWait`).
@@ -95,7 +98,8 @@ public struct ElementaryStreamReader: AccessUnitReader {
             if let coded = coded(earlier) { report(.accessUnit(coded)) }
         }
         guard verdict.decodeThis, let coded = coded(unit) else { return }
-        if keyframesOnly && !coded.isIntra {
+        if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }
+        if keyframesOnly && !coded.isIntra && !decodesThroughRecovery {
             report(.skippedNotKeyframe(count: 1))
             return
         }

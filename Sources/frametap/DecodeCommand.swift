@@ -59,7 +59,7 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "Write every Nth decoded picture (1 = all).")
     var every = 1
 
-    @Flag(help: "Decode only keyframes (H.264 IDR or recovery point, H.265 IRAP): much less CPU for thumbnails.")
+    @Flag(help: "Decode only keyframes (H.264 IDR or recovery point, H.265 IRAP): much less CPU for thumbnails. A stream with intra refresh instead (recovery points that are not intra pictures) is decoded whole.")
     var keyframesOnly = false
 
     @Option(help: "Output width; with only one of width/height the aspect ratio is kept.")

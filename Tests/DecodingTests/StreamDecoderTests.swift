@@ -73,6 +73,22 @@ struct StreamDecoderTests {
         }
     }
 
+    /// An x264 intra-refresh stream (one IDR, then a recovery point every 12 pictures) joined at
+    /// its second recovery point, as a camera joined mid-stream: no IDR at all.
+    static func joinedIntraRefresh() throws -> URL {
+        let file = TestSupport.directory.appendingPathComponent("intra-refresh-joined.h264")
+        if FileManager.default.fileExists(atPath: file.path) { return file }
+        let whole = try TestSupport.bytes(
+            of: TestSupport.stream("intra-refresh-whole", size: "176x144", frames: 40, x264Params: "keyint=12:intra-refresh=1:bframes=0"))
+        let sequenceSets = AnnexBSplitter.split(whole).filter { $0.bytes[0] & 0x1F == 7 }
+        guard sequenceSets.count >= 3 else { throw TestFailure("x264 repeats no SPS at its recovery points") }
+        let partial = TestSupport.directory.appendingPathComponent("intra-refresh-joined.\(UUID().uuidString)")
+        try Data([0, 0, 1] + whole[sequenceSets[1].streamOffset...]).write(to: partial)
+        // Concurrent tests may make it too: the first one in stays.
+        if (try? FileManager.default.moveItem(at: partial, to: file)) == nil { try? FileManager.default.removeItem(at: partial) }
+        return file
+    }
+
     /// A stream joined at an H.264 recovery point of intra refresh: libavcodec decodes its first
     /// pictures but shows none until the stream has recovered. Those hidden pictures still take
     /// their places in the numbering, so the first one shown has the number a decoder that
@@ -81,14 +97,8 @@ struct StreamDecoderTests {
     /// are counted as dropped.
     @Test(arguments: [Self.live, TestSupport.cliEquivalent])
     func picturesBeforeRecoveryKeepTheirPlacesInTheNumbering(_ options: DecoderOptions) throws {
-        let whole = try TestSupport.bytes(
-            of: TestSupport.stream("recovery-numbering", size: "176x144", frames: 40, x264Params: "keyint=12:intra-refresh=1:bframes=0"))
-        let units = AnnexBSplitter.split(whole)
-        let sequenceSets = units.filter { $0.bytes[0] & 0x1F == 7 }
-        try #require(sequenceSets.count >= 3, "x264 repeats its SPS at each recovery point")
-        let joined = [0, 0, 1] + whole[sequenceSets[1].streamOffset...]
-        let file = TestSupport.directory.appendingPathComponent("recovery-numbering-joined.h264")
-        try Data(joined).write(to: file)
+        let file = try Self.joinedIntraRefresh()
+        let joined = try TestSupport.bytes(of: file)
         let reference = try TestSupport.ffmpegFrameMD5s(file)
 
         let decoder = try StreamDecoder(options: options)
@@ -104,6 +114,17 @@ struct StreamDecoderTests {
         // Every access unit has a number: the hidden ones come first, then the shown ones in order.
         #expect(shown.map(\.number) == Array(UInt64(hidden + 1)...UInt64(hidden + reference.count)))
         #expect(hidden + reference.count == decoder.counters.accessUnits)
+    }
+
+    /// Intra refresh has no picture that decodes alone: keyframes-only mode decodes such a
+    /// stream whole (and shows what the CLI shows) instead of showing nothing.
+    @Test func keyframesOnlyDecodesAnIntraRefreshStreamWhole() throws {
+        let joined = try TestSupport.bytes(of: Self.joinedIntraRefresh())
+        let reference = try TestSupport.ffmpegFrameMD5s(Self.joinedIntraRefresh())
+        let decoded = try TestSupport.streamDecodeAll(joined, options: Self.live, keyframesOnly: true)
+        #expect(decoded.frames.map(TestSupport.frameMD5) == reference)
+        #expect(decoded.decoder.counters.framesSkippedNotKeyframe == 0)
+        #expect(decoded.decoder.counters.framesDroppedBeforeKeyframe > 0)
     }
 
     @Test func countsWhatPassesThrough() throws {

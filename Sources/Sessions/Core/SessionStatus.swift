@@ -8,7 +8,8 @@ import VideoCoding
 public enum DecodeMode: String, Sendable, CaseIterable {
     case all
     /// Only random-access pictures (IDR / recovery point); the rest are skipped before the
-    /// decoder, which makes a high-rate thumbnail session far cheaper.
+    /// decoder, which makes a high-rate thumbnail session far cheaper. An intra-refresh stream,
+    /// which has no picture that decodes alone, is decoded whole.
     case keyframes
     /// Every picture, but only while someone looks: ingest keeps the access units as compressed
     /// history, and a decoder runs only from a request for a picture (catching up from the last
