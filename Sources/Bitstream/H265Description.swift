@@ -54,6 +54,8 @@ struct H265Describer: CodecDescriber {
         var kind: String?
         if unit.isIRAP {
             kind = unit.isIDR ? "IDR" : unit.isCRA ? "CRA" : unit.isBLA ? "BLA" : "IRAP"
+        } else if unit.hasPicture && H265.RecoveryPoint(in: unit) != nil {
+            kind = "recovery point"
         }
         description.recordAccessUnit(hasPicture: unit.hasPicture, keyframe: kind, offset: unit.streamOffset)
     }

@@ -134,7 +134,8 @@ public struct KeyframeDescription: Sendable, Equatable {
     /// Its index among all access units.
     public var accessUnit: Int
     public var offset: Int
-    /// "IDR"; H.264 "recovery point"; H.265 "CRA", "BLA" or "IRAP" (a reserved IRAP type).
+    /// "IDR"; "recovery point" (a recovery point SEI); H.265 "CRA", "BLA" or "IRAP" (a reserved
+    /// IRAP type).
     public var kind: String
 }
 

@@ -40,6 +40,9 @@ public final class AccessUnitDecoder {
     private let backends: BackendSupervisor
     private let options: DecoderOptions
     private var numbering = PictureNumbering()
+    /// Access units whose pictures this decoder hides when they come out: `recovering` ones of a
+    /// GOP it started at (H.265 recovery points; H.264 flags its pictures itself).
+    private var hiddenUnits: Set<Int64> = []
     /// Where pictures go during a `decode` or `drain` (set only for the call's duration).
     private var pictureHandler: ((DecodedFrame, UInt64) -> Void)?
 
@@ -89,6 +92,7 @@ public final class AccessUnitDecoder {
                 counters.framesSkippedLeading += 1
                 return
             }
+            if unit.unit.recovering && numbering.lastGOPStartedFresh { hide(unit.index) }
             let announced = options.probeOnlyUnannouncedReordering && unit.unit.sequence.reorderDelayAnnounced
             if backends.isProbingReorderDelay, announced {
                 // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
@@ -98,9 +102,9 @@ public final class AccessUnitDecoder {
             // The stream's first picture opened the decoder, whose probe took it: it comes out now,
             // not with the second picture.
             if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &errors) }
-            // An intra picture comes out at once. Pictures of a GOP that recovers gradually
-            // (which keyframes-only reading passes on whole) need the ones before them: no drain.
-            if keyframesOnly && unit.unit.isIntra { drain(into: &errors) }
+            // An intra picture comes out at once. A GOP that recovers gradually (which keyframes-only
+            // reading passes on whole) is decoded as one run, its keyframe included: no drain.
+            if keyframesOnly && unit.unit.isIntra && !unit.unit.recoversGradually { drain(into: &errors) }
         }
     }
 
@@ -113,6 +117,14 @@ public final class AccessUnitDecoder {
     private func drain(into errors: inout [DecodeError]) {
         append(backends.drain(), to: &errors)
         numbering.streamEnded()
+        hiddenUnits = []
+    }
+
+    /// Marks a unit whose picture is not to be shown. Bounded: a unit libavcodec never outputs
+    /// a picture for (a damaged one) would otherwise stay marked until the next drain.
+    private func hide(_ index: Int64) {
+        if hiddenUnits.count >= 256, let oldest = hiddenUnits.min() { hiddenUnits.remove(oldest) }
+        hiddenUnits.insert(index)
     }
 
     private func handingOut(
@@ -169,7 +181,8 @@ public final class AccessUnitDecoder {
             let number = numbering.number(frame)
             // Numbered, so the pictures after it keep their numbers, but never shown: what it
             // shows is not yet the stream's picture.
-            if frame.precedesRecovery {
+            let hidden = frame.accessUnitIndex.map { hiddenUnits.remove($0) != nil } ?? false
+            if frame.precedesRecovery || hidden {
                 counters.framesDroppedBeforeKeyframe += 1
                 continue
             }

@@ -67,6 +67,9 @@ struct PictureNumbering {
         return true
     }
 
+    /// This decoder started at the keyframe of the last GOP admitted (nothing before it).
+    var lastGOPStartedFresh: Bool { gops.last?.startedFresh ?? false }
+
     /// A picture came out: its number. A picture without an index (never expected) or one that
     /// would not be newer than the last is numbered after the last, so numbers stay unique.
     mutating func number(_ frame: DecodedFrame) -> UInt64 {

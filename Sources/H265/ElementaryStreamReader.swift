@@ -1,9 +1,14 @@
 import VideoCoding
 
 /// An H.265 elementary stream read for a decoder: NAL units → access units of the base layer
-/// (§7.4.2.4.4) → random access (`RandomAccess`: nothing before the first IRAP, and the RASL
-/// pictures of an IRAP that starts decoding are skipped) → decodable access units with the
-/// VPS, SPS and PPS they use.
+/// (§7.4.2.4.4) → random access (`RandomAccess`: nothing before the first IRAP or recovery
+/// point, and the RASL pictures of an IRAP that starts decoding are skipped) → decodable access
+/// units with the VPS, SPS and PPS they use.
+///
+/// A picture with a recovery point SEI is a keyframe too: a stream without IRAP pictures (intra
+/// refresh, intra pictures of another NAL type) marks where decoding can start with it. Its
+/// pictures before recovery (by picture order count) are marked `recovering`, and a decoder that
+/// starts there does not show them (see `markRecovery`).
 ///
 /// Pictures before the first IRAP (a stream joined mid-GOP, or after an end of sequence):
 /// libavcodec decodes every one that is not RASL against reference pictures it makes up (grey,
@@ -23,6 +28,13 @@ public struct ElementaryStreamReader: AccessUnitReader {
     private var assembler = AccessUnitAssembler()
     private var wait: ParameterSetWait<AccessUnit>
     private var randomAccess = RandomAccess()
+    private var pictureOrder = PictureOrderCounter()
+    /// The picture order count from which the pictures after the last keyframe are shown, while
+    /// that keyframe is a recovery point that recovers gradually.
+    private var recoveryShownFrom: Int?
+    /// The last keyframe recovers gradually: keyframes-only mode decodes its whole GOP, since no
+    /// picture of it decodes alone.
+    private var decodesThroughRecovery = false
     /// Pictures before the first IRAP (but RASL) go to the decoder, as libavcodec decodes them.
     private let decodesBeforeRandomAccessPoint: Bool
     private var outsideBaseLayerReported = 0
@@ -103,12 +115,15 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     /// `sets`: the parameter sets the picture is decoded with.
     private mutating func pass(_ unit: AccessUnit, with sets: ParameterSets, _ report: (ReaderEvent) -> Void) {
-        guard let coded = coded(unit, with: sets) else {
+        let order = pictureOrder.count(unit)
+        guard var coded = coded(unit, with: sets) else {
             // Its parameter sets are unknown: libavcodec could not decode it either.
             report(.droppedBeforeKeyframe(count: 1))
             return
         }
-        switch randomAccess.verdict(for: unit) {
+        let recoveryPoint = unit.isIRAP ? nil : RecoveryPoint(in: unit)
+        markRecovery(&coded, at: recoveryPoint, order: order)
+        switch randomAccess.verdict(for: unit, atRecoveryPoint: recoveryPoint != nil) {
         case .skipBeforeRandomAccessPoint where decodesBeforeRandomAccessPoint && !unit.isRASL && !keyframesOnly:
             report(.accessUnit(coded))
         case .skipBeforeRandomAccessPoint:
@@ -116,11 +131,30 @@ public struct ElementaryStreamReader: AccessUnitReader {
         case .skipRASL:
             report(.skippedLeading(count: 1))
         case .decode:
-            if keyframesOnly && !coded.isIntra {
+            if keyframesOnly && !coded.isIntra && !decodesThroughRecovery {
                 report(.skippedNotKeyframe(count: 1))
             } else {
                 report(.accessUnit(coded))
             }
+        }
+    }
+
+    /// A recovery point SEI makes its picture a keyframe. When it recovers gradually (the correct
+    /// pictures begin `recovery_poc_cnt` after it in output order), the pictures below that
+    /// count are marked `recovering` until the next keyframe; libavcodec 5.1 decodes them
+    /// against the references it makes up for the missing ones, and outputs them. Emulating the
+    /// CLI, which shows them, nothing is marked.
+    private mutating func markRecovery(_ coded: inout CodedAccessUnit, at point: RecoveryPoint?, order: Int?) {
+        if coded.isKeyframe {
+            recoveryShownFrom = nil
+        } else if let point {
+            coded.isKeyframe = true
+            coded.recoversGradually = point.recoveryPOCCount > 0
+            recoveryShownFrom = coded.recoversGradually ? order.map { $0 + point.recoveryPOCCount } : nil
+        }
+        if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }
+        if let shownFrom = recoveryShownFrom, !decodesBeforeRandomAccessPoint {
+            coded.recovering = order.map { $0 < shownFrom } ?? true
         }
     }
 

@@ -28,6 +28,11 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
     /// here shows none of them before then (`DecodedFrame.precedesRecovery`), so a decoder
     /// after one of those pictures starts at the keyframe before.
     public var recoversGradually: Bool
+    /// Its picture comes before the recovery of the keyframe before it, which recovers
+    /// gradually: a decoder that started at that keyframe does not show it. Set by H.265's reader
+    /// (by picture order count, against the recovery point SEI's); H.264's decoder in libavcodec
+    /// judges this itself (`DecodedFrame.precedesRecovery`).
+    public var recovering = false
 
     public init(
         codec: VideoCodec, nalUnits: [AnnexBUnit], parameterSets: [ParameterSetUnit], sequence: SequenceFacts,

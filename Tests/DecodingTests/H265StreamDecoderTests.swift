@@ -154,6 +154,51 @@ struct H265StreamDecoderTests {
         #expect(live.frames.map(TestSupport.frameMD5) == Array(reference.suffix(14)))
     }
 
+    /// x265 with an intra picture every 12 that is not an IRAP (a TRAIL_R of I slices), each
+    /// picture referring only to the one before it, so decoding from any of those intra pictures
+    /// is exact; joined at its second one, with a recovery point SEI (recovery_poc_cnt 3) in
+    /// front of each: no IRAP at all, as a camera that marks its entry points with the SEI.
+    static func joinedAtRecoveryPoints() throws -> [UInt8] {
+        let url = TestSupport.directory.appendingPathComponent("x265-intra-not-irap.265")
+        if !FileManager.default.fileExists(atPath: url.path) {
+            let partial = TestSupport.directory.appendingPathComponent("x265-intra-not-irap.\(UUID().uuidString).265")
+            _ = try runProgram(TestSupport.ffmpegPath, [
+                "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=30", "-frames:v", "48",
+                // Forced intra pictures before min-keyint are not keyframes: x265 codes them as TRAIL_R.
+                "-force_key_frames", "expr:eq(mod(n,12),0)", "-c:v", "libx265", "-preset", "ultrafast", "-x265-params",
+                "keyint=1000:min-keyint=1000:scenecut=0:bframes=0:ref=1:open-gop=0:log-level=error:pools=1:frame-threads=1",
+                "-f", "hevc", partial.path,
+            ])
+            if (try? FileManager.default.moveItem(at: partial, to: url)) == nil { try? FileManager.default.removeItem(at: partial) }
+        }
+        let whole = try TestSupport.bytes(of: url)
+        return HEVCEdits.joinedAtRecoveryPoints(whole, firstPicture: 12, every: 12, pocCount: 3)
+    }
+
+    /// Decoding starts at a recovery point SEI when no IRAP comes. Its first three pictures in
+    /// output order are not shown (recovery_poc_cnt 3) but keep their numbers; the rest are the
+    /// CLI's (which shows every picture, emulated as such). Keyframes-only mode decodes such a
+    /// stream whole, as none of its GOPs' pictures is shown alone.
+    @Test func aStreamWithoutIRAPStartsAtItsFirstRecoveryPoint() throws {
+        let bytes = try Self.joinedAtRecoveryPoints()
+        let reference = try TestSupport.ffmpegFrameMD5s(Self.file(bytes, "recovery-points"), format: "hevc")
+        #expect(reference.count == 36)
+        let cli = try TestSupport.streamDecodeAll(bytes, pieces: 1...700)
+        #expect(cli.frames.map(TestSupport.frameMD5) == reference)
+
+        for keyframesOnly in [false, true] {
+            let decoder = try StreamDecoder(options: Self.live, keyframesOnly: keyframesOnly)
+            var shown: [(number: UInt64, md5: String)] = []
+            let collect: (DecodedFrame, UInt64) -> Void = { shown.append(($1, TestSupport.frameMD5($0))) }
+            _ = bytes.withUnsafeBytes { decoder.push($0, onPicture: collect) }
+            _ = decoder.finish(onPicture: collect)
+            #expect(shown.map(\.md5) == Array(reference.dropFirst(3)), "keyframes only: \(keyframesOnly)")
+            #expect(shown.map(\.number) == Array(4...36), "keyframes only: \(keyframesOnly)")
+            #expect(decoder.counters.framesDroppedBeforeKeyframe == 3)
+            #expect(decoder.counters.framesSkippedNotKeyframe == 0)
+        }
+    }
+
     /// Joined without parameter sets in front: the CLI's probe finds the first ones further on
     /// and its decoder starts with them, so the pictures before them decode too.
     @Test func picturesBeforeTheFirstParameterSetsAreTheCLIs() throws {

@@ -104,6 +104,22 @@ import VideoCoding
         #expect(access.verdict(for: AccessUnit(nalUnits: [stream.sps.nal])) == .decode)
     }
 
+    /// recovery_point SEI payloads (§D.2.8): recovery_poc_cnt is signed.
+    @Test func recoveryPointPayloads() throws {
+        let three = try RecoveryPoint(payload: [0x35])  // se 3 = 00110, exact 1, broken 0, alignment 1
+        #expect(three == RecoveryPoint(recoveryPOCCount: 3, exactMatch: true, brokenLink: false))
+        let minusTwo = try RecoveryPoint(payload: [0x2D])  // se -2 = 00101, exact 1, broken 0
+        #expect(minusTwo.recoveryPOCCount == -2)
+        #expect(try RecoveryPoint(payload: [0xD0]).recoveryPOCCount == 0)
+        #expect(throws: BitstreamError.self) { try RecoveryPoint(payload: [0x00]) }
+        // The unit tests' SEI builder writes what the parser reads.
+        let sei = HEVCEdits.recoveryPointSEI(pocCount: 9)
+        let nal = try #require(NALUnit(bytes: sei))
+        let message = try #require(try SEIMessage.messages(in: nal).first)
+        #expect(message.payloadType == SEIMessage.recoveryPointType)
+        #expect(try RecoveryPoint(payload: message.payload).recoveryPOCCount == 9)
+    }
+
     /// How many pictures the ffmpeg CLI decodes from the bytes, when it is installed.
     private func expectFFmpegOutputs(_ expected: Int, _ bytes: [UInt8]) throws {
         guard let ffmpeg = Streams.ffmpeg else { return }

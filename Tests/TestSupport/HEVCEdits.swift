@@ -42,6 +42,42 @@ public enum HEVCEdits {
     /// nal_unit_type of a unit.
     public static func type(_ unit: [UInt8]) -> Int { Int(unit[0] >> 1) & 0x3F }
 
+    /// A prefix SEI unit holding one recovery_point message (§D.2.8) with this
+    /// recovery_poc_cnt (0...15) and exact_match_flag 1.
+    public static func recoveryPointSEI(pocCount: Int) -> [UInt8] {
+        precondition((0...15).contains(pocCount))
+        // se(v) of a positive count k is ue(2k - 1); then exact_match_flag 1, broken_link_flag 0,
+        // and the payload's alignment (a 1, then 0s); then rbsp_trailing_bits.
+        let code = pocCount == 0 ? 0 : 2 * pocCount - 1
+        let length = Int.bitWidth - (code + 1).leadingZeroBitCount
+        var bits = Array(repeating: false, count: length - 1) + (0..<length).reversed().map { (code + 1) >> $0 & 1 == 1 }
+        bits += [true, false, true]
+        while bits.count % 8 != 0 { bits.append(false) }
+        let payload = stride(from: 0, to: bits.count, by: 8).map { start in
+            bits[start..<(start + 8)].reduce(UInt8(0)) { $0 << 1 | ($1 ? 1 : 0) }
+        }
+        return [0x4E, 0x01, 6, UInt8(payload.count)] + payload + [0x80]
+    }
+
+    /// `stream` joined at its picture `firstPicture` (its VPS, SPS and PPS kept in front), with a
+    /// recovery point SEI of `pocCount` in front of every picture whose number is a multiple of
+    /// `every` (counted in the whole stream): a stream without IRAP pictures that marks where
+    /// decoding can start, as a camera joined mid-stream.
+    public static func joinedAtRecoveryPoints(_ stream: [UInt8], firstPicture: Int, every: Int, pocCount: Int) -> [UInt8] {
+        let all = units(stream)
+        let parameterSets = all.filter { (32...34).contains(type($0)) }
+        var joined = parameterSets
+        var picture = -1
+        for unit in all where type(unit) < 32 {
+            // A picture's first slice segment has first_slice_segment_in_pic_flag set.
+            if unit.count > 2 && unit[2] & 0x80 != 0 { picture += 1 }
+            guard picture >= firstPicture else { continue }
+            if picture % every == 0 && unit[2] & 0x80 != 0 { joined.append(recoveryPointSEI(pocCount: pocCount)) }
+            joined.append(unit)
+        }
+        return self.stream(joined)
+    }
+
     /// `stream` with every SPS changed.
     public static func changingSPS(_ stream: [UInt8], _ change: SPSChange) -> [UInt8] {
         self.stream(units(stream).map { type($0) == 33 ? changing($0, change) : $0 })
