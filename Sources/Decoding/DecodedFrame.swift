@@ -90,8 +90,9 @@ public final class DecodedFrame: Sendable {
     public let isKeyframe: Bool
     public let pictureType: PictureType
     /// libavcodec could not decode all of this picture and filled the damage in by error
-    /// concealment (corrupt or missing slices, missing references): `decode_error_flags` or
-    /// `AV_FRAME_FLAG_CORRUPT`. Such a picture is still output, as the ffmpeg CLI outputs it.
+    /// concealment (corrupt or missing slices, missing references): `decode_error_flags`, or
+    /// `AV_FRAME_FLAG_CORRUPT` where that flag does not mean `precedesRecovery`. Such a picture is
+    /// still output, as the ffmpeg CLI outputs it.
     public let hasDecodeErrors: Bool
     /// Decoded before the stream recovered at the point decoding started from (an H.264
     /// recovery point: intra refresh, or pictures before an I picture that was not an IDR).
@@ -122,15 +123,16 @@ public final class DecodedFrame: Sendable {
 
     /// Takes ownership of `frame`, which must hold system-memory pixels.
     /// `flagsUnrecovered`: the decoder was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT`, so its
-    /// `AV_FRAME_FLAG_CORRUPT` marks a picture before recovery (`precedesRecovery`).
+    /// `AV_FRAME_FLAG_CORRUPT` marks a picture before recovery (`precedesRecovery`);
+    /// `unrecoveredAnyway`: the decoder knows it is one without the flag.
     public convenience init(
         taking frame: sending UnsafeMutablePointer<AVFrame>, pts: Int64?, downloads: FrameDownloadCounter = .shared,
-        flagsUnrecovered: Bool = false
+        flagsUnrecovered: Bool = false, unrecoveredAnyway: Bool = false
     ) {
         let format = AVPixelFormat(frame.pointee.format)
         self.init(
             pixelFormat: format, decodedBy: .software, pixels: .system(frame), pts: pts, downloads: downloads,
-            flagsUnrecovered: flagsUnrecovered)
+            flagsUnrecovered: flagsUnrecovered, unrecoveredAnyway: unrecoveredAnyway)
     }
 
     /// Takes ownership of `surface`, a hardware frame (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`).
@@ -138,20 +140,20 @@ public final class DecodedFrame: Sendable {
     /// (`AVCodecContext.sw_pix_fmt`): the picture is presented in it when the download allows.
     convenience init(
         takingSurface surface: sending UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
-        pts: Int64?, downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false
+        pts: Int64?, downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false, unrecoveredAnyway: Bool = false
     ) {
         let downloaded = Self.transferFormat(of: surface)
         let presented = Self.presentedFormat(downloaded: downloaded, softwareFormat: softwareFormat)
         self.init(
             pixelFormat: presented, decodedBy: decodedBy,
             pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), pts: pts, downloads: downloads,
-            flagsUnrecovered: flagsUnrecovered)
+            flagsUnrecovered: flagsUnrecovered, unrecoveredAnyway: unrecoveredAnyway)
     }
 
     /// The metadata is read from the frame `pixels` holds, before the lock takes it over.
     init(
         pixelFormat: AVPixelFormat, decodedBy: DecoderBackend, pixels: sending Pixels, pts: Int64?,
-        downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false
+        downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false, unrecoveredAnyway: Bool = false
     ) {
         let frame: UnsafePointer<AVFrame>
         switch pixels {
@@ -166,7 +168,7 @@ public final class DecodedFrame: Sendable {
         self.isKeyframe = frame.pointee.key_frame != 0  // FFmpeg 5.1 has no AV_FRAME_FLAG_KEY yet
         self.pictureType = PictureType(frame.pointee.pict_type)
         let flaggedCorrupt = frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0
-        self.precedesRecovery = flagsUnrecovered && flaggedCorrupt
+        self.precedesRecovery = unrecoveredAnyway || (flagsUnrecovered && flaggedCorrupt)
         self.hasDecodeErrors = frame.pointee.decode_error_flags != 0 || (flaggedCorrupt && !flagsUnrecovered)
         // Hardware frames keep their left/top crop until the download (libavcodec can only
         // shrink a surface from the right and bottom); software frames come fully cropped.

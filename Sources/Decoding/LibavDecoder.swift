@@ -11,6 +11,10 @@ import VideoCoding
 /// - `decode(accessUnit:)` takes complete access units (StreamDecoder assembles them), one
 ///   packet each, so a picture does not wait for the next one to start.
 ///
+/// H.264 pictures decoded before the stream recovered at a start point that is not an IDR come
+/// out too, marked `DecodedFrame.precedesRecovery` (see `openContext`): a caller that shows
+/// pictures leaves those out, as `AccessUnitDecoder` does after numbering them.
+///
 /// Not thread-safe: the C contexts are owned by one worker (a session or the CLI loop) and
 /// must only be used from it. Frames it returns are immutable and `Sendable`.
 public final class LibavDecoder: PictureDecoder {
@@ -124,7 +128,8 @@ public final class LibavDecoder: PictureDecoder {
         // start point that is not an IDR (a recovery point, an I picture). Asked, it outputs them
         // flagged instead (`DecodedFrame.precedesRecovery`), so that they still take their places
         // in the numbering: pictures after them keep the numbers a decoder that started earlier
-        // gives them. Nothing else changes (a picture it would output is output unflagged).
+        // gives them. A picture it would output is output unflagged (`drain` keeps the pictures it
+        // releases at the end unflagged ones).
         // The reorder probe counts pictures as the CLI's probe does, so it does not ask.
         if videoCodec == .h264 && outputsUnrecovered { context.pointee.flags |= Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         context.pointee.thread_count = Int32(threads ?? options.threads)
@@ -239,12 +244,23 @@ public final class LibavDecoder: PictureDecoder {
         _ = parse(input, count: 0, pts: nil, into: &output)
         if reorderProbe != nil { finishReorderProbe(into: &output) }
 
+        // H.264's decoder flags the pictures it has not recovered only as they leave its
+        // reordering; those it releases at the end of the stream come out unflagged. Without the
+        // flag it keeps them back, as the CLI's decoder does (nothing after them needs a number).
+        // With frame threads some still come out: while the stream has shown no picture since
+        // it started, every picture released at its end is one before recovery.
+        let outputsUnrecovered = flagsUnrecovered
+        if outputsUnrecovered { codecContext.pointee.flags &= ~Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
+        draining = true
         let status = avcodec_send_packet(codecContext, nil)
         if status < 0 {
             record(DecodeError(averror: status, "libavcodec failed at the end of the stream"), in: &output)
         }
         receiveFrames(into: &output)
+        draining = false
+        showedSinceFlush = false
         avcodec_flush_buffers(codecContext)
+        if outputsUnrecovered { codecContext.pointee.flags |= Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         if let freshParser = av_parser_init(Int32(codec.libavID.rawValue)) {
             av_parser_close(parser)
             parser = freshParser
@@ -413,6 +429,10 @@ public final class LibavDecoder: PictureDecoder {
 
     /// The context was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT` (see `openContext`).
     private var flagsUnrecovered: Bool { codecContext.pointee.flags & Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) != 0 }
+    /// H.264 only: a picture not before recovery came out since the decoder started or was
+    /// drained; and `drain` is releasing the last pictures (see there).
+    private var showedSinceFlush = false
+    private var draining = false
 
     /// Reads every frame the decoder has ready.
     private func receiveFrames(into output: inout DecodeOutput) {
@@ -424,7 +444,8 @@ public final class LibavDecoder: PictureDecoder {
                 return
             }
             do {
-                let picture = try wrapReceivedFrame()
+                let picture = try wrapReceivedFrame(unrecoveredAnyway: codec == .h264 && draining && !showedSinceFlush)
+                if !picture.precedesRecovery { showedSinceFlush = true }
                 output.frames.append(picture)
                 if picture.decodedBy == .software { noteDecodedInSoftware(picture, into: &output) }
             } catch {
@@ -436,7 +457,7 @@ public final class LibavDecoder: PictureDecoder {
     /// Moves the received picture into a `DecodedFrame`. A hardware picture stays on the device
     /// (downloaded when first read); at most `deviceFramesHeld` of them at a time. Leaves
     /// `frame` empty for the next `avcodec_receive_frame`.
-    private func wrapReceivedFrame() throws(DecodeError) -> DecodedFrame {
+    private func wrapReceivedFrame(unrecoveredAnyway: Bool) throws(DecodeError) -> DecodedFrame {
         defer { av_frame_unref(frame) }
         guard let owned = av_frame_alloc() else {
             throw DecodeError(.allocationFailed, "av_frame_alloc")
@@ -453,11 +474,13 @@ public final class LibavDecoder: PictureDecoder {
             let picture = DecodedFrame(
                 takingSurface: handedOver, softwareFormat: codecContext.pointee.sw_pix_fmt,
                 decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, pts: pts, downloads: options.frameDownloads,
-                flagsUnrecovered: flagsUnrecovered)
+                flagsUnrecovered: flagsUnrecovered, unrecoveredAnyway: unrecoveredAnyway)
             deviceFrames.admit(picture)
             return picture
         }
-        return DecodedFrame(taking: handedOver, pts: pts, downloads: options.frameDownloads, flagsUnrecovered: flagsUnrecovered)
+        return DecodedFrame(
+            taking: handedOver, pts: pts, downloads: options.frameDownloads, flagsUnrecovered: flagsUnrecovered,
+            unrecoveredAnyway: unrecoveredAnyway)
     }
 
     /// A hardware decoder whose picture came out in system memory: libavcodec decoded it in

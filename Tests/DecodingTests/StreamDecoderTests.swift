@@ -116,6 +116,33 @@ struct StreamDecoderTests {
         #expect(hidden + reference.count == decoder.counters.accessUnits)
     }
 
+    /// With B-frames, a stream joined at a recovery point that ends before it recovered: the
+    /// pictures libavcodec releases at the end (its reordering, its frame threads) are not
+    /// shown either, as the CLI shows none. Whole, the joined stream is the CLI's.
+    @Test(arguments: [1, 2, 3])
+    func aStreamThatEndsBeforeRecoveryShowsNothing(_ threads: Int) throws {
+        let whole = try TestSupport.bytes(
+            of: TestSupport.stream("intra-refresh-b", size: "176x144", frames: 60, x264Params: "keyint=20:intra-refresh=1:bframes=2"))
+        let units = AnnexBSplitter.split(whole)
+        let sequenceSets = units.filter { $0.bytes[0] & 0x1F == 7 }
+        try #require(sequenceSets.count >= 2)
+        let joinedUnits = units.filter { $0.streamOffset >= sequenceSets[1].streamOffset }
+        let pictures = joinedUnits.filter { [1, 5].contains($0.bytes[0] & 0x1F) }
+        let annexB: ([AnnexBUnit]) -> [UInt8] = { units in units.flatMap { unit -> [UInt8] in [0, 0, 1] + Array(unit.bytes) } }
+        let joined = annexB(joinedUnits)
+        let truncated = annexB(joinedUnits.filter { $0.streamOffset < pictures[10].streamOffset })
+        var options = TestSupport.cliEquivalent
+        options.threads = threads
+        for (name, bytes) in [("truncated", truncated), ("whole", joined)] as [(String, [UInt8])] {
+            let file = TestSupport.directory.appendingPathComponent("intra-refresh-b-\(name).h264")
+            try Data(bytes).write(to: file)
+            let reference = try TestSupport.ffmpegFrameMD5s(file, threads: threads)
+            let decoded = try TestSupport.streamDecodeAll(bytes, options: options)
+            #expect(decoded.frames.map(TestSupport.frameMD5) == reference, "\(name), \(threads) threads")
+            if name == "truncated" { #expect(reference.isEmpty) }
+        }
+    }
+
     /// Intra refresh has no picture that decodes alone: keyframes-only mode decodes such a
     /// stream whole (and shows what the CLI shows) instead of showing nothing.
     @Test func keyframesOnlyDecodesAnIntraRefreshStreamWhole() throws {
