@@ -247,8 +247,8 @@ public final class LibavDecoder: PictureDecoder {
         // H.264's decoder flags the pictures it has not recovered only as they leave its
         // reordering; those it releases at the end of the stream come out unflagged. Without the
         // flag it keeps them back, as the CLI's decoder does (nothing after them needs a number).
-        // With frame threads some still come out: while the stream has shown no picture since
-        // it started, every picture released at its end is one before recovery.
+        // With frame threads some still come out: when the stream has output pictures before
+        // recovery since it started and no other, every picture released at its end is one too.
         let outputsUnrecovered = flagsUnrecovered
         if outputsUnrecovered { codecContext.pointee.flags &= ~Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         draining = true
@@ -259,6 +259,7 @@ public final class LibavDecoder: PictureDecoder {
         receiveFrames(into: &output)
         draining = false
         showedSinceFlush = false
+        hidSinceFlush = false
         avcodec_flush_buffers(codecContext)
         if outputsUnrecovered { codecContext.pointee.flags |= Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         if let freshParser = av_parser_init(Int32(codec.libavID.rawValue)) {
@@ -429,9 +430,10 @@ public final class LibavDecoder: PictureDecoder {
 
     /// The context was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT` (see `openContext`).
     private var flagsUnrecovered: Bool { codecContext.pointee.flags & Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) != 0 }
-    /// H.264 only: a picture not before recovery came out since the decoder started or was
-    /// drained; and `drain` is releasing the last pictures (see there).
+    /// H.264 only: a picture not before recovery, and one before it, came out since the decoder
+    /// started or was drained; and `drain` is releasing the last pictures (see there).
     private var showedSinceFlush = false
+    private var hidSinceFlush = false
     private var draining = false
 
     /// Reads every frame the decoder has ready.
@@ -444,8 +446,9 @@ public final class LibavDecoder: PictureDecoder {
                 return
             }
             do {
-                let picture = try wrapReceivedFrame(unrecoveredAnyway: codec == .h264 && draining && !showedSinceFlush)
-                if !picture.precedesRecovery { showedSinceFlush = true }
+                let picture = try wrapReceivedFrame(
+                    unrecoveredAnyway: codec == .h264 && draining && hidSinceFlush && !showedSinceFlush)
+                if picture.precedesRecovery { hidSinceFlush = true } else { showedSinceFlush = true }
                 output.frames.append(picture)
                 if picture.decodedBy == .software { noteDecodedInSoftware(picture, into: &output) }
             } catch {

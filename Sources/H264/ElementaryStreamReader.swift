@@ -126,8 +126,19 @@ public struct ElementaryStreamReader: AccessUnitReader {
             codec: .h264, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
             parameterSets: sets, sequence: sequenceFacts(sps), isKeyframe: unit.isIDR || unit.isRandomAccessPoint,
             isIntra: unit.isIDR || unit.primarySliceType == .i, isLeading: isLeading(unit, sps: sps),
-            recoversGradually: !unit.isIDR && unit.isRandomAccessPoint
-                && ((unit.recoveryPoint?.recoveryFrameCount ?? 0) > 0 || unit.primarySliceType != .i))
+            recoveryDistance: recoveryDistance(unit, sps: sps))
+    }
+
+    /// `CodedAccessUnit.recoveryDistance` of a recovery point that is not an IDR: libavcodec
+    /// shows its pictures from `recovery_frame_cnt` reference pictures after it (an I picture
+    /// with a count of 0 at once), and between two reference pictures come at most as many
+    /// others as the stream reorders (its B pictures).
+    private mutating func recoveryDistance(_ unit: AccessUnit, sps: SequenceParameterSet) -> Int {
+        guard !unit.isIDR, unit.isRandomAccessPoint else { return 0 }
+        let count = unit.recoveryPoint?.recoveryFrameCount ?? 0
+        guard count > 0 || unit.primarySliceType != .i else { return 0 }
+        let reordered = sequenceFacts(sps).reorderedPictures
+        return (count + 1) * (1 + reordered)
     }
 
     /// Whether `unit` is a leading picture of the recovery point before it: H.264 has no NAL type

@@ -149,7 +149,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
             recoveryShownFrom = nil
         } else if let point {
             coded.isKeyframe = true
-            coded.recoversGradually = point.recoveryPOCCount > 0
+            // Picture order counts grow by at least 1 a picture; reordering may bring pictures
+            // of lower counts after it.
+            coded.recoveryDistance = point.recoveryPOCCount > 0 ? point.recoveryPOCCount + coded.sequence.reorderedPictures + 1 : 0
             recoveryShownFrom = coded.recoversGradually ? order.map { $0 + point.recoveryPOCCount } : nil
         }
         if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }

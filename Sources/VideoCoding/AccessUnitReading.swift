@@ -23,11 +23,13 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
     /// precedes it). Such pictures come first in their keyframe's output order, right after the
     /// keyframe in decoding order; an IDR has none.
     public var isLeading: Bool
-    /// A keyframe after which the pictures become exact only some pictures later (an H.264
-    /// recovery point of intra refresh, or one that is not an I picture): a decoder starting
-    /// here shows none of them before then (`DecodedFrame.precedesRecovery`), so a decoder
-    /// after one of those pictures starts at the keyframe before.
-    public var recoversGradually: Bool
+    /// For a keyframe after which the pictures become exact only some pictures later (a
+    /// recovery point of intra refresh): how many access units after it a decoder that starts
+    /// here may still not show, at most (from the recovery point SEI's count; libavcodec decides
+    /// exactly for H.264). A decoder after a picture within them starts at a keyframe before.
+    /// 0 for a keyframe whose pictures are exact at once, and for every other unit.
+    public var recoveryDistance: Int
+    public var recoversGradually: Bool { recoveryDistance > 0 }
     /// Its picture comes before the recovery of the keyframe before it, which recovers
     /// gradually: a decoder that started at that keyframe does not show it. Set by H.265's reader
     /// (by picture order count, against the recovery point SEI's); H.264's decoder in libavcodec
@@ -36,7 +38,7 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
 
     public init(
         codec: VideoCodec, nalUnits: [AnnexBUnit], parameterSets: [ParameterSetUnit], sequence: SequenceFacts,
-        isKeyframe: Bool, isIntra: Bool, isLeading: Bool = false, recoversGradually: Bool = false
+        isKeyframe: Bool, isIntra: Bool, isLeading: Bool = false, recoveryDistance: Int = 0
     ) {
         self.codec = codec
         self.nalUnits = nalUnits
@@ -45,7 +47,7 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
         self.isKeyframe = isKeyframe
         self.isIntra = isIntra
         self.isLeading = isLeading
-        self.recoversGradually = recoversGradually
+        self.recoveryDistance = recoveryDistance
     }
 }
 

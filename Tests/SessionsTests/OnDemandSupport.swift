@@ -71,6 +71,13 @@ enum Streams {
         try make("intrarefresh.264", encoder: "libx264", frames: 50, parameters: "keyint=12:intra-refresh=1:bframes=0")
     }
 
+    /// Intra refresh with B-frames: the recovery takes more reference pictures than a GOP has
+    /// pictures (x264: the macroblock columns + the B-frames - 1), so a picture from the past is
+    /// decoded from more than one GOP back.
+    static func h264IntraRefreshBFrames() throws -> [UInt8] {
+        try make("intrarefresh-b.264", encoder: "libx264", frames: 60, parameters: "keyint=10:intra-refresh=1:bframes=3")
+    }
+
     /// The same stream joined at its second recovery point (a camera joined mid-stream): no IDR
     /// at all, and the first pictures are not shown.
     static func h264IntraRefreshJoined() throws -> [UInt8] {

@@ -52,9 +52,9 @@ final class CompressedHistory: Sendable {
         let followsPrevious: Bool
         /// It has leading pictures (`CodedAccessUnit.isLeading`).
         var hasLeading = false
-        /// Its keyframe recovers gradually (`CodedAccessUnit.recoversGradually`): its first
-        /// pictures come out of a decoder that starts there only as hidden ones.
-        let recoversGradually: Bool
+        /// Its keyframe recovers gradually (`CodedAccessUnit.recoveryDistance`): a decoder that
+        /// starts there may not show the pictures of up to this many units from it.
+        let recoveryDistance: Int
         /// The slabs its units were first to keep alive, in bytes.
         var slabBytes = 0
         /// It passed the byte bound alone and its units were dropped.
@@ -194,7 +194,7 @@ final class CompressedHistory: Sendable {
                 state.gops.append(
                     GOP(
                         startsAtKeyframe: indexed.unit.isKeyframe, followsPrevious: !state.broken && !state.gops.isEmpty,
-                        recoversGradually: indexed.unit.isKeyframe && indexed.unit.recoversGradually,
+                        recoveryDistance: indexed.unit.isKeyframe ? indexed.unit.recoveryDistance : 0,
                         firstIndex: indexed.index, endIndex: indexed.index))
                 state.broken = false
             }
@@ -255,20 +255,20 @@ final class CompressedHistory: Sendable {
 
     /// Where a catch-up to the newest picture starts: the last GOP decoding can start from —
     /// unless it holds fewer units than a decoder needs to output one of its pictures (`delay`,
-    /// the units it holds back, + the pictures the stream reorders), or its keyframe recovers
-    /// gradually, then the one before (a live decoder shows one of that GOP's pictures by now;
-    /// a decoder reaches that keyframe recovered) — and one GOP earlier again when that one has
-    /// leading pictures. Nil when none is held.
+    /// the units it holds back, + the pictures the stream reorders), then the one before (a live
+    /// decoder shows one of that GOP's pictures by now) — and earlier again when that one has
+    /// leading pictures, or while a start that recovers gradually would not yet show the newest
+    /// picture out (`startOfDecode`). Nil when none is held.
     func catchUpStart(delay: Int) -> Int64? {
         state.withLock { state in
             guard var position = state.gops.lastIndex(where: \.isDecodable) else { return nil }
             let newest = state.gops[state.gops.count - 1].endIndex
             let reordered = state.gops[position].units.last?.indexed.unit.sequence.reorderedPictures ?? 16
-            let tooFew = newest - state.gops[position].firstIndex < Int64(reordered + delay)
-            if tooFew || state.gops[position].recoversGradually, Self.predecessorUsable(position, in: state.gops) {
+            let lag = Int64(reordered + delay)
+            if newest - state.gops[position].firstIndex < lag, Self.predecessorUsable(position, in: state.gops) {
                 position -= 1
             }
-            return Self.startOfDecode(for: position, in: state.gops)
+            return state.gops[Self.startOfDecode(for: position, reaching: newest - 1 - lag, in: state.gops)].firstIndex
         }
     }
 
@@ -393,13 +393,15 @@ final class CompressedHistory: Sendable {
         summary.accessUnits = state.gops.reduce(0) { $0 + $1.units.count }
         let decodable = state.gops.filter(\.isDecodable)
         summary.gops = decodable.count
-        // A GOP that recovers gradually, with no GOP before it to decode from, shows its first
-        // pictures only once recovered (how many libavcodec decides): held from the next one.
-        let servable = state.gops.indices.filter { position in
-            state.gops[position].isDecodable
-                && (!state.gops[position].recoversGradually || predecessorUsable(position, in: state.gops))
+        // A GOP whose first picture no decode reaches recovered (it, or the GOPs it would start
+        // from, recover gradually with no GOP held before them) is not counted as held: held
+        // from the first one that is.
+        let servable = state.gops.indices.first { position in
+            guard state.gops[position].isDecodable else { return false }
+            let first = state.gops[position].firstIndex
+            return recovered(first, from: startOfDecode(for: position, reaching: first, in: state.gops), in: state.gops)
         }
-        if let firstServable = servable.first ?? state.gops.indices.first(where: { state.gops[$0].isDecodable }),
+        if let firstServable = servable ?? state.gops.indices.first(where: { state.gops[$0].isDecodable }),
             let last = state.gops.last
         {
             let first = state.gops[firstServable]
@@ -417,19 +419,31 @@ final class CompressedHistory: Sendable {
             && !gops[position - 1].endsStream
     }
 
-    private static func startOfDecode(for position: Int, in gops: [GOP]) -> Int64 {
-        gops[position].hasLeading && predecessorUsable(position, in: gops)
-            ? gops[position - 1].firstIndex : gops[position].firstIndex
+    /// The GOP a decode that is to show the picture of unit `index`, in the GOP at `position`,
+    /// starts at: the GOP before when that one has leading pictures (which may be the picture),
+    /// and earlier again while the start recovers gradually and `index` lies within its recovery.
+    private static func startOfDecode(for position: Int, reaching index: Int64, in gops: [GOP]) -> Int {
+        var start = position
+        if gops[start].hasLeading && predecessorUsable(start, in: gops) { start -= 1 }
+        while !recovered(index, from: start, in: gops) && predecessorUsable(start, in: gops) { start -= 1 }
+        return start
     }
 
-    /// A picture of the GOP at `position` is decoded from the GOP before: it may be a leading
-    /// picture, or one its keyframe has not yet recovered by (which that GOP's pictures have,
-    /// decoded in one run through both).
+    /// A decoder that starts at the GOP at `start` shows the picture of unit `index` (as far as
+    /// the recovery of its keyframe goes).
+    private static func recovered(_ index: Int64, from start: Int, in gops: [GOP]) -> Bool {
+        index - gops[start].firstIndex >= Int64(gops[start].recoveryDistance)
+    }
+
     private static func plan(for position: Int, in gops: [GOP], target: DecodePlan.Target) -> DecodePlan {
-        var units: [Unit] = []
-        if gops[position].hasLeading || gops[position].recoversGradually, predecessorUsable(position, in: gops) {
-            units += gops[position - 1].units
+        let index: Int64
+        switch target {
+        case .accessUnit(let unit): index = unit
+        // Numbers follow output order, as recovery does (`recoveryDistance` allows for reordering).
+        case .number(let number): index = Int64(number) - 1
         }
+        var units: [Unit] = []
+        for earlier in startOfDecode(for: position, reaching: index, in: gops)..<position { units += gops[earlier].units }
         units += gops[position].units
         let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
         return DecodePlan(units: units, drainAfter: drainAfter, target: target)
