@@ -209,7 +209,7 @@ struct DecodeCommand: ParsableCommand {
         // Refused pictures among decoded ones: the refusal, as scripts retry such a stream on auto.
         if let refusal = run.firstRefusal { summary += "; hardware refused: \(refusal.message)" }
         if counters.framesDroppedBeforeKeyframe > 0 {
-            summary += "; \(counters.framesDroppedBeforeKeyframe) picture(s) before the first keyframe dropped"
+            summary += "; \(counters.framesDroppedBeforeKeyframe) picture(s) before the first keyframe, or before the stream recovered, not shown"
         }
         if counters.framesSkippedLeading > 0 {
             summary += "; \(counters.framesSkippedLeading) leading picture(s) of the first keyframe skipped (RASL)"
@@ -252,7 +252,7 @@ struct DecodeCommand: ParsableCommand {
         }
         if counters.framesRejectedTooLarge > 0, let error { return error.message }
         if counters.framesDroppedBeforeKeyframe > 0 && !names.randomAccess.contains(where: { counts[$0] != nil }) {
-            return "no \(names.randomAccessTitle) to start decoding from"
+            return "no \(names.randomAccessTitle) to start decoding from, or the stream ended before it recovered"
         }
         return error?.message ?? "the decoder produced no picture"
     }

@@ -28,7 +28,7 @@ const counterLabels = {
   bytes: ['Bytes received', formatBytes],
   framesDecoded: ['Pictures decoded', formatCount],
   accessUnits: ['Access units', formatCount],
-  framesDroppedBeforeKeyframe: ['Dropped before a keyframe', formatCount],
+  framesDroppedBeforeKeyframe: ['Not shown: before a keyframe or recovery', formatCount],
   framesRejectedTooLarge: ['Rejected as too large', formatCount],
   framesSkippedNotKeyframe: ['Skipped (keyframes only)', formatCount],
   framesSkippedLeading: ['Leading pictures skipped (RASL)', formatCount],
