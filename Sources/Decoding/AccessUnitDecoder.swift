@@ -43,6 +43,8 @@ public final class AccessUnitDecoder {
     /// Access units whose pictures this decoder hides when they come out: `recovering` ones of a
     /// GOP it started at (H.265 recovery points; H.264 flags its pictures itself).
     private var hiddenUnits: Set<Int64> = []
+    /// The last keyframe sent recovers gradually.
+    private var inGradualGOP = false
     /// Where pictures go during a `decode` or `drain` (set only for the call's duration).
     private var pictureHandler: ((DecodedFrame, UInt64) -> Void)?
 
@@ -103,8 +105,9 @@ public final class AccessUnitDecoder {
             // not with the second picture.
             if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &errors) }
             // An intra picture comes out at once. A GOP that recovers gradually (which keyframes-only
-            // reading passes on whole) is decoded as one run, its keyframe included: no drain.
-            if keyframesOnly && unit.unit.isIntra && !unit.unit.recoversGradually { drain(into: &errors) }
+            // reading passes on whole) is decoded as one run, its intra pictures included: no drain.
+            if unit.unit.isKeyframe { inGradualGOP = unit.unit.recoversGradually }
+            if keyframesOnly && unit.unit.isIntra && !inGradualGOP { drain(into: &errors) }
         }
     }
 

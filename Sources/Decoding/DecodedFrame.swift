@@ -123,16 +123,15 @@ public final class DecodedFrame: Sendable {
 
     /// Takes ownership of `frame`, which must hold system-memory pixels.
     /// `flagsUnrecovered`: the decoder was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT`, so its
-    /// `AV_FRAME_FLAG_CORRUPT` marks a picture before recovery (`precedesRecovery`);
-    /// `unrecoveredAnyway`: the decoder knows it is one without the flag.
+    /// `AV_FRAME_FLAG_CORRUPT` marks a picture before recovery (`precedesRecovery`).
     public convenience init(
         taking frame: sending UnsafeMutablePointer<AVFrame>, pts: Int64?, downloads: FrameDownloadCounter = .shared,
-        flagsUnrecovered: Bool = false, unrecoveredAnyway: Bool = false
+        flagsUnrecovered: Bool = false
     ) {
         let format = AVPixelFormat(frame.pointee.format)
         self.init(
             pixelFormat: format, decodedBy: .software, pixels: .system(frame), pts: pts, downloads: downloads,
-            flagsUnrecovered: flagsUnrecovered, unrecoveredAnyway: unrecoveredAnyway)
+            flagsUnrecovered: flagsUnrecovered)
     }
 
     /// Takes ownership of `surface`, a hardware frame (`AV_PIX_FMT_CUDA`/`AV_PIX_FMT_VAAPI`).
@@ -140,20 +139,20 @@ public final class DecodedFrame: Sendable {
     /// (`AVCodecContext.sw_pix_fmt`): the picture is presented in it when the download allows.
     convenience init(
         takingSurface surface: sending UnsafeMutablePointer<AVFrame>, softwareFormat: AVPixelFormat, decodedBy: DecoderBackend,
-        pts: Int64?, downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false, unrecoveredAnyway: Bool = false
+        pts: Int64?, downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false
     ) {
         let downloaded = Self.transferFormat(of: surface)
         let presented = Self.presentedFormat(downloaded: downloaded, softwareFormat: softwareFormat)
         self.init(
             pixelFormat: presented, decodedBy: decodedBy,
             pixels: .device(surface, DeviceDownload(transfer: Self.downloadSurface)), pts: pts, downloads: downloads,
-            flagsUnrecovered: flagsUnrecovered, unrecoveredAnyway: unrecoveredAnyway)
+            flagsUnrecovered: flagsUnrecovered)
     }
 
     /// The metadata is read from the frame `pixels` holds, before the lock takes it over.
     init(
         pixelFormat: AVPixelFormat, decodedBy: DecoderBackend, pixels: sending Pixels, pts: Int64?,
-        downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false, unrecoveredAnyway: Bool = false
+        downloads: FrameDownloadCounter, flagsUnrecovered: Bool = false
     ) {
         let frame: UnsafePointer<AVFrame>
         switch pixels {
@@ -168,7 +167,7 @@ public final class DecodedFrame: Sendable {
         self.isKeyframe = frame.pointee.key_frame != 0  // FFmpeg 5.1 has no AV_FRAME_FLAG_KEY yet
         self.pictureType = PictureType(frame.pointee.pict_type)
         let flaggedCorrupt = frame.pointee.flags & AV_FRAME_FLAG_CORRUPT != 0
-        self.precedesRecovery = unrecoveredAnyway || (flagsUnrecovered && flaggedCorrupt)
+        self.precedesRecovery = flagsUnrecovered && flaggedCorrupt
         self.hasDecodeErrors = frame.pointee.decode_error_flags != 0 || (flaggedCorrupt && !flagsUnrecovered)
         // Hardware frames keep their left/top crop until the download (libavcodec can only
         // shrink a surface from the right and bottom); software frames come fully cropped.

@@ -245,21 +245,16 @@ public final class LibavDecoder: PictureDecoder {
         if reorderProbe != nil { finishReorderProbe(into: &output) }
 
         // H.264's decoder flags the pictures it has not recovered only as they leave its
-        // reordering; those it releases at the end of the stream come out unflagged. Without the
-        // flag it keeps them back, as the CLI's decoder does (nothing after them needs a number).
-        // With frame threads some still come out: when the stream has output pictures before
-        // recovery since it started and no other, every picture released at its end is one too.
+        // reordering; those it releases at the end of the stream would come out unflagged.
+        // Without the flag it keeps them back, as the CLI's decoder does (nothing after them
+        // needs a number). Frame threads still release flagged ones decoded before.
         let outputsUnrecovered = flagsUnrecovered
         if outputsUnrecovered { codecContext.pointee.flags &= ~Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
-        draining = true
         let status = avcodec_send_packet(codecContext, nil)
         if status < 0 {
             record(DecodeError(averror: status, "libavcodec failed at the end of the stream"), in: &output)
         }
         receiveFrames(into: &output)
-        draining = false
-        showedSinceFlush = false
-        hidSinceFlush = false
         avcodec_flush_buffers(codecContext)
         if outputsUnrecovered { codecContext.pointee.flags |= Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         if let freshParser = av_parser_init(Int32(codec.libavID.rawValue)) {
@@ -428,13 +423,10 @@ public final class LibavDecoder: PictureDecoder {
         }
     }
 
-    /// The context was opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT` (see `openContext`).
-    private var flagsUnrecovered: Bool { codecContext.pointee.flags & Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) != 0 }
-    /// H.264 only: a picture not before recovery, and one before it, came out since the decoder
-    /// started or was drained; and `drain` is releasing the last pictures (see there).
-    private var showedSinceFlush = false
-    private var hidSinceFlush = false
-    private var draining = false
+    /// The decoding context is opened with `AV_CODEC_FLAG_OUTPUT_CORRUPT` (see `openContext`), so
+    /// its `AV_FRAME_FLAG_CORRUPT` marks a picture before recovery, also on the pictures frame
+    /// threads release while `drain` has the flag off.
+    private var flagsUnrecovered: Bool { codec == .h264 }
 
     /// Reads every frame the decoder has ready.
     private func receiveFrames(into output: inout DecodeOutput) {
@@ -446,9 +438,7 @@ public final class LibavDecoder: PictureDecoder {
                 return
             }
             do {
-                let picture = try wrapReceivedFrame(
-                    unrecoveredAnyway: codec == .h264 && draining && hidSinceFlush && !showedSinceFlush)
-                if picture.precedesRecovery { hidSinceFlush = true } else { showedSinceFlush = true }
+                let picture = try wrapReceivedFrame()
                 output.frames.append(picture)
                 if picture.decodedBy == .software { noteDecodedInSoftware(picture, into: &output) }
             } catch {
@@ -460,7 +450,7 @@ public final class LibavDecoder: PictureDecoder {
     /// Moves the received picture into a `DecodedFrame`. A hardware picture stays on the device
     /// (downloaded when first read); at most `deviceFramesHeld` of them at a time. Leaves
     /// `frame` empty for the next `avcodec_receive_frame`.
-    private func wrapReceivedFrame(unrecoveredAnyway: Bool) throws(DecodeError) -> DecodedFrame {
+    private func wrapReceivedFrame() throws(DecodeError) -> DecodedFrame {
         defer { av_frame_unref(frame) }
         guard let owned = av_frame_alloc() else {
             throw DecodeError(.allocationFailed, "av_frame_alloc")
@@ -477,13 +467,12 @@ public final class LibavDecoder: PictureDecoder {
             let picture = DecodedFrame(
                 takingSurface: handedOver, softwareFormat: codecContext.pointee.sw_pix_fmt,
                 decodedBy: format == AV_PIX_FMT_CUDA ? .cuda : .vaapi, pts: pts, downloads: options.frameDownloads,
-                flagsUnrecovered: flagsUnrecovered, unrecoveredAnyway: unrecoveredAnyway)
+                flagsUnrecovered: flagsUnrecovered)
             deviceFrames.admit(picture)
             return picture
         }
         return DecodedFrame(
-            taking: handedOver, pts: pts, downloads: options.frameDownloads, flagsUnrecovered: flagsUnrecovered,
-            unrecoveredAnyway: unrecoveredAnyway)
+            taking: handedOver, pts: pts, downloads: options.frameDownloads, flagsUnrecovered: flagsUnrecovered)
     }
 
     /// A hardware decoder whose picture came out in system memory: libavcodec decoded it in

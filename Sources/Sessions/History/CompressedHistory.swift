@@ -268,7 +268,8 @@ final class CompressedHistory: Sendable {
             if newest - state.gops[position].firstIndex < lag, Self.predecessorUsable(position, in: state.gops) {
                 position -= 1
             }
-            return state.gops[Self.startOfDecode(for: position, reaching: newest - 1 - lag, in: state.gops)].firstIndex
+            let newestShown = max(newest - 1 - lag, state.gops[position].firstIndex)
+            return state.gops[Self.startOfDecode(for: position, reaching: newestShown, in: state.gops)].firstIndex
         }
     }
 
@@ -395,7 +396,7 @@ final class CompressedHistory: Sendable {
         summary.gops = decodable.count
         // A GOP whose first picture no decode reaches recovered (it, or the GOPs it would start
         // from, recover gradually with no GOP held before them) is not counted as held: held
-        // from the first one that is.
+        // from the first one that is. Each look walks back at most `maxGOPsBackForRecovery`.
         let servable = state.gops.indices.first { position in
             guard state.gops[position].isDecodable else { return false }
             let first = state.gops[position].firstIndex
@@ -425,14 +426,23 @@ final class CompressedHistory: Sendable {
     private static func startOfDecode(for position: Int, reaching index: Int64, in gops: [GOP]) -> Int {
         var start = position
         if gops[start].hasLeading && predecessorUsable(start, in: gops) { start -= 1 }
-        while !recovered(index, from: start, in: gops) && predecessorUsable(start, in: gops) { start -= 1 }
+        while !recovered(index, from: start, in: gops) && predecessorUsable(start, in: gops)
+            && position - start < maxGOPsBackForRecovery
+        {
+            start -= 1
+        }
         return start
     }
+
+    /// How far back a decode goes for a recovery, at most: a stream whose recovery points all
+    /// claim longer recoveries (every unit one, each with the largest count) costs no more than
+    /// this many GOPs a decode, and its pictures are then not held.
+    static let maxGOPsBackForRecovery = 8
 
     /// A decoder that starts at the GOP at `start` shows the picture of unit `index` (as far as
     /// the recovery of its keyframe goes).
     private static func recovered(_ index: Int64, from start: Int, in gops: [GOP]) -> Bool {
-        index - gops[start].firstIndex >= Int64(gops[start].recoveryDistance)
+        gops[start].recoveryDistance == 0 || index - gops[start].firstIndex >= Int64(gops[start].recoveryDistance)
     }
 
     private static func plan(for position: Int, in gops: [GOP], target: DecodePlan.Target) -> DecodePlan {
