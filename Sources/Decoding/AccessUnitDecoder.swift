@@ -40,9 +40,11 @@ public final class AccessUnitDecoder {
     private let backends: BackendSupervisor
     private let options: DecoderOptions
     private var numbering = PictureNumbering()
-    /// Access units whose pictures this decoder hides when they come out: `recovering` ones of a
-    /// GOP it started at (H.265 recovery points; H.264 flags its pictures itself).
+    /// Access units whose pictures this decoder hides when they come out: those below the
+    /// picture order count an H.265 recovery point it started at recovers from (H.264 flags its
+    /// pictures itself), and that count, until an IRAP.
     private var hiddenUnits: Set<Int64> = []
+    private var shownFromPictureOrder: Int?
     /// The last keyframe sent recovers gradually.
     private var inGradualGOP = false
     /// Where pictures go during a `decode` or `drain` (set only for the call's duration).
@@ -94,7 +96,12 @@ public final class AccessUnitDecoder {
                 counters.framesSkippedLeading += 1
                 return
             }
-            if unit.unit.recovering && numbering.lastGOPStartedFresh { hide(unit.index) }
+            if unit.unit.isKeyframe && unit.unit.recoveryDistance == 0 {
+                shownFromPictureOrder = nil
+            } else if unit.unit.isKeyframe && numbering.lastGOPStartedFresh {
+                shownFromPictureOrder = unit.unit.shownFromPictureOrder
+            }
+            if let shownFrom = shownFromPictureOrder, let order = unit.unit.pictureOrder, order < shownFrom { hide(unit.index) }
             let announced = options.probeOnlyUnannouncedReordering && unit.unit.sequence.reorderDelayAnnounced
             if backends.isProbingReorderDelay, announced {
                 // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
@@ -121,6 +128,7 @@ public final class AccessUnitDecoder {
         append(backends.drain(), to: &errors)
         numbering.streamEnded()
         hiddenUnits = []
+        shownFromPictureOrder = nil
     }
 
     /// Marks a unit whose picture is not to be shown. Bounded: a unit libavcodec never outputs

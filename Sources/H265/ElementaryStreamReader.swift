@@ -7,8 +7,8 @@ import VideoCoding
 ///
 /// A picture with a recovery point SEI is a keyframe too: a stream without IRAP pictures (intra
 /// refresh, intra pictures of another NAL type) marks where decoding can start with it. Its
-/// pictures before recovery (by picture order count) are marked `recovering`, and a decoder that
-/// starts there does not show them (see `markRecovery`).
+/// pictures before recovery (by picture order count) are not shown by a decoder that starts
+/// there (see `markRecovery`).
 ///
 /// Pictures before the first IRAP (a stream joined mid-GOP, or after an end of sequence):
 /// libavcodec decodes every one that is not RASL against reference pictures it makes up (grey,
@@ -29,9 +29,6 @@ public struct ElementaryStreamReader: AccessUnitReader {
     private var wait: ParameterSetWait<AccessUnit>
     private var randomAccess = RandomAccess()
     private var pictureOrder = PictureOrderCounter()
-    /// The picture order count from which the pictures after the last keyframe are shown, while
-    /// that keyframe is a recovery point that recovers gradually.
-    private var recoveryShownFrom: Int?
     /// The last keyframe recovers gradually: keyframes-only mode decodes its whole GOP, since no
     /// picture of it decodes alone.
     private var decodesThroughRecovery = false
@@ -121,7 +118,8 @@ public struct ElementaryStreamReader: AccessUnitReader {
             report(.droppedBeforeKeyframe(count: 1))
             return
         }
-        let recoveryPoint = unit.isIRAP ? nil : RecoveryPoint(in: unit)
+        // A leading picture belongs to the IRAP before it: no point to start from.
+        let recoveryPoint = unit.isIRAP || unit.isRASL || unit.isRADL ? nil : RecoveryPoint(in: unit)
         markRecovery(&coded, at: recoveryPoint, order: order)
         switch randomAccess.verdict(for: unit, atRecoveryPoint: recoveryPoint != nil) {
         case .skipBeforeRandomAccessPoint where decodesBeforeRandomAccessPoint && !unit.isRASL && !keyframesOnly:
@@ -140,24 +138,23 @@ public struct ElementaryStreamReader: AccessUnitReader {
     }
 
     /// A recovery point SEI makes its picture a keyframe. When it recovers gradually (the correct
-    /// pictures begin `recovery_poc_cnt` after it in output order), the pictures below that
-    /// count are marked `recovering` until the next keyframe; libavcodec 5.1 decodes them
-    /// against the references it makes up for the missing ones, and outputs them. Emulating the
-    /// CLI, which shows them, nothing is marked.
+    /// pictures begin `recovery_poc_cnt` after it in output order), it carries the count they
+    /// begin at (`CodedAccessUnit.shownFromPictureOrder`), which a decoder starting there holds
+    /// its pictures against; libavcodec 5.1 decodes the ones below it against the references it
+    /// makes up for the missing ones, and outputs them. Emulating the CLI, which shows them,
+    /// nothing is marked.
     private mutating func markRecovery(_ coded: inout CodedAccessUnit, at point: RecoveryPoint?, order: Int?) {
-        if coded.isKeyframe {
-            recoveryShownFrom = nil
-        } else if let point {
+        if let point, !coded.isKeyframe {
             coded.isKeyframe = true
-            // Picture order counts grow by at least 1 a picture; reordering may bring pictures
-            // of lower counts after it.
-            coded.recoveryDistance = point.recoveryPOCCount > 0 ? point.recoveryPOCCount + coded.sequence.reorderedPictures + 1 : 0
-            recoveryShownFrom = coded.recoversGradually ? order.map { $0 + point.recoveryPOCCount } : nil
+            if point.recoveryPOCCount > 0, let order {
+                // Picture order counts grow by at least 1 a picture; reordering may bring pictures
+                // of lower counts after it.
+                coded.recoveryDistance = point.recoveryPOCCount + coded.sequence.reorderedPictures + 1
+                if !decodesBeforeRandomAccessPoint { coded.shownFromPictureOrder = order + point.recoveryPOCCount }
+            }
         }
         if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }
-        if let shownFrom = recoveryShownFrom, !decodesBeforeRandomAccessPoint {
-            coded.recovering = order.map { $0 < shownFrom } ?? true
-        }
+        if !decodesBeforeRandomAccessPoint { coded.pictureOrder = order }
     }
 
     /// `unit` as a decoder takes it: with the VPS, SPS and PPS of `sets` it uses (in that

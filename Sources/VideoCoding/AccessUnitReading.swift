@@ -30,11 +30,13 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
     /// 0 for a keyframe whose pictures are exact at once, and for every other unit.
     public var recoveryDistance: Int
     public var recoversGradually: Bool { recoveryDistance > 0 }
-    /// Its picture comes before the recovery of the keyframe before it, which recovers
-    /// gradually: a decoder that started at that keyframe does not show it. Set by H.265's reader
-    /// (by picture order count, against the recovery point SEI's); H.264's decoder in libavcodec
-    /// judges this itself (`DecodedFrame.precedesRecovery`).
-    public var recovering = false
+    /// H.265, set by its reader (H.264's decoder in libavcodec judges recovery itself,
+    /// `DecodedFrame.precedesRecovery`): the picture's order count (PicOrderCntVal, counted from
+    /// the stream's start or its last IRAP that resets it), and on a keyframe that recovers
+    /// gradually, the count from which its pictures are correct. A decoder that starts at such a
+    /// keyframe does not show the pictures below that count, up to the next IRAP.
+    public var pictureOrder: Int?
+    public var shownFromPictureOrder: Int?
 
     public init(
         codec: VideoCodec, nalUnits: [AnnexBUnit], parameterSets: [ParameterSetUnit], sequence: SequenceFacts,

@@ -158,7 +158,7 @@ struct H265StreamDecoderTests {
     /// picture referring only to the one before it, so decoding from any of those intra pictures
     /// is exact; joined at its second one, with a recovery point SEI (recovery_poc_cnt 3) in
     /// front of each: no IRAP at all, as a camera that marks its entry points with the SEI.
-    static func joinedAtRecoveryPoints() throws -> [UInt8] {
+    static func joinedAtRecoveryPoints(pocCount: Int = 3) throws -> [UInt8] {
         let url = TestSupport.directory.appendingPathComponent("x265-intra-not-irap.265")
         if !FileManager.default.fileExists(atPath: url.path) {
             let partial = TestSupport.directory.appendingPathComponent("x265-intra-not-irap.\(UUID().uuidString).265")
@@ -172,16 +172,18 @@ struct H265StreamDecoderTests {
             if (try? FileManager.default.moveItem(at: partial, to: url)) == nil { try? FileManager.default.removeItem(at: partial) }
         }
         let whole = try TestSupport.bytes(of: url)
-        return HEVCEdits.joinedAtRecoveryPoints(whole, firstPicture: 12, every: 12, pocCount: 3)
+        return HEVCEdits.joinedAtRecoveryPoints(whole, firstPicture: 12, every: 12, pocCount: pocCount)
     }
 
-    /// Decoding starts at a recovery point SEI when no IRAP comes. Its first three pictures in
-    /// output order are not shown (recovery_poc_cnt 3) but keep their numbers; the rest are the
-    /// CLI's (which shows every picture, emulated as such). Keyframes-only mode decodes such a
-    /// stream whole, as none of its GOPs' pictures is shown alone.
-    @Test func aStreamWithoutIRAPStartsAtItsFirstRecoveryPoint() throws {
-        let bytes = try Self.joinedAtRecoveryPoints()
-        let reference = try TestSupport.ffmpegFrameMD5s(Self.file(bytes, "recovery-points"), format: "hevc")
+    /// Decoding starts at a recovery point SEI when no IRAP comes. Its first pictures in output
+    /// order are not shown (recovery_poc_cnt of them, also when that reaches past the next
+    /// recovery point) but keep their numbers; the rest are the CLI's (which shows every
+    /// picture, emulated as such). Keyframes-only mode decodes such a stream whole, as none of
+    /// its GOPs' pictures is shown alone.
+    @Test(arguments: [3, 15])
+    func aStreamWithoutIRAPStartsAtItsFirstRecoveryPoint(_ pocCount: Int) throws {
+        let bytes = try Self.joinedAtRecoveryPoints(pocCount: pocCount)
+        let reference = try TestSupport.ffmpegFrameMD5s(Self.file(bytes, "recovery-points-\(pocCount)"), format: "hevc")
         #expect(reference.count == 36)
         let cli = try TestSupport.streamDecodeAll(bytes, pieces: 1...700)
         #expect(cli.frames.map(TestSupport.frameMD5) == reference)
@@ -192,9 +194,9 @@ struct H265StreamDecoderTests {
             let collect: (DecodedFrame, UInt64) -> Void = { shown.append(($1, TestSupport.frameMD5($0))) }
             _ = bytes.withUnsafeBytes { decoder.push($0, onPicture: collect) }
             _ = decoder.finish(onPicture: collect)
-            #expect(shown.map(\.md5) == Array(reference.dropFirst(3)), "keyframes only: \(keyframesOnly)")
-            #expect(shown.map(\.number) == Array(4...36), "keyframes only: \(keyframesOnly)")
-            #expect(decoder.counters.framesDroppedBeforeKeyframe == 3)
+            #expect(shown.map(\.md5) == Array(reference.dropFirst(pocCount)), "keyframes only: \(keyframesOnly)")
+            #expect(shown.map(\.number) == Array(UInt64(pocCount + 1)...36), "keyframes only: \(keyframesOnly)")
+            #expect(decoder.counters.framesDroppedBeforeKeyframe == pocCount)
             #expect(decoder.counters.framesSkippedNotKeyframe == 0)
         }
     }

@@ -91,12 +91,12 @@ enum Streams {
     /// H.265 without IRAP pictures after its first: an intra picture every 12 that is not an
     /// IRAP, each picture referring only to the one before; joined at its second, with a
     /// recovery point SEI (recovery_poc_cnt 3) in front of each.
-    static func h265RecoveryPoints() throws -> [UInt8] {
+    static func h265RecoveryPoints(pocCount: Int = 3) throws -> [UInt8] {
         let whole = try make(
             "intra-not-irap.265", encoder: "libx265", frames: 48,
             parameters: "keyint=1000:min-keyint=1000:scenecut=0:bframes=0:ref=1:open-gop=0:log-level=error:pools=1:frame-threads=1",
             extra: ["-force_key_frames", "expr:eq(mod(n,12),0)"])
-        return HEVCEdits.joinedAtRecoveryPoints(whole, firstPicture: 12, every: 12, pocCount: 3)
+        return HEVCEdits.joinedAtRecoveryPoints(whole, firstPicture: 12, every: 12, pocCount: pocCount)
     }
 
     /// H.265 with B-frames and an IDR every 8 pictures.

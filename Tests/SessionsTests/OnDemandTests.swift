@@ -14,7 +14,7 @@ struct PictureIdentityTests {
     static let streams: [String] = [
         "bframes.264", "opengop.264", "bframes.265", "main_bframes_176x144.264", "main_bframes_176x144.265",
         "open_gop_176x144.265", "radl_176x144.265", "res_change_176x144_320x240.264", "res_change_176x144_320x240.265",
-        "intrarefresh.264", "intrarefresh-joined.264", "intrarefresh-b.264", "recoverypoints.265",
+        "intrarefresh.264", "intrarefresh-joined.264", "intrarefresh-b.264", "recoverypoints.265", "recoverypoints-long.265",
     ]
 
     static func stream(_ name: String) throws -> [UInt8] {
@@ -26,6 +26,7 @@ struct PictureIdentityTests {
         case "intrarefresh-joined.264": try Streams.h264IntraRefreshJoined()
         case "intrarefresh-b.264": try Streams.h264IntraRefreshBFrames()
         case "recoverypoints.265": try Streams.h265RecoveryPoints()
+        case "recoverypoints-long.265": try Streams.h265RecoveryPoints(pocCount: 15)
         default: try Fixture.bytes(name)
         }
     }
