@@ -45,7 +45,7 @@ public final class StreamDecoder {
         public var framesDecoded = 0
         /// Pictures not decoded because their parameter sets were unknown, or because they came
         /// before the first point decoding could start from, and pictures decoded but not shown
-        /// because the stream had not yet recovered at that point (H.264 intra refresh). The
+        /// because the stream had not yet recovered at that point (intra refresh). The
         /// ffmpeg CLI would not have output any of them.
         public var framesDroppedBeforeKeyframe = 0
         /// Leading pictures (H.265 RASL) of the random access point decoding started at: they
