@@ -128,9 +128,9 @@ public final class LibavDecoder: PictureDecoder {
         // start point that is not an IDR (a recovery point, an I picture). Asked, it outputs them
         // flagged instead (`DecodedFrame.precedesRecovery`), so that they still take their places
         // in the numbering: pictures after them keep the numbers a decoder that started earlier
-        // gives them. A picture it would output is output unflagged (`drain` keeps the pictures it
-        // releases at the end unflagged ones).
-        // The reorder probe counts pictures as the CLI's probe does, so it does not ask.
+        // gives them. A picture it would output anyway comes out unflagged, as before (and `drain`
+        // turns the flag off for the end of a stream: see there). The reorder probe counts
+        // pictures as the CLI's probe does, so it does not ask.
         if videoCodec == .h264 && outputsUnrecovered { context.pointee.flags |= Int32(AV_CODEC_FLAG_OUTPUT_CORRUPT) }
         context.pointee.thread_count = Int32(threads ?? options.threads)
         switch options.threadType {
