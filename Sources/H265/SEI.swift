@@ -19,12 +19,6 @@ public struct RecoveryPoint: Sendable, Equatable {
     public var exactMatch: Bool
     public var brokenLink: Bool
 
-    public init(recoveryPOCCount: Int, exactMatch: Bool, brokenLink: Bool) {
-        self.recoveryPOCCount = recoveryPOCCount
-        self.exactMatch = exactMatch
-        self.brokenLink = brokenLink
-    }
-
     public init(payload: [UInt8]) throws(BitstreamError) {
         var reader = BitReader(payload)
         // -MaxPicOrderCntLsb / 2 ... MaxPicOrderCntLsb / 2 - 1, and MaxPicOrderCntLsb is at most 2^16.

@@ -107,7 +107,7 @@ import VideoCoding
     /// recovery_point SEI payloads (§D.2.8): recovery_poc_cnt is signed.
     @Test func recoveryPointPayloads() throws {
         let three = try RecoveryPoint(payload: [0x35])  // se 3 = 00110, exact 1, broken 0, alignment 1
-        #expect(three == RecoveryPoint(recoveryPOCCount: 3, exactMatch: true, brokenLink: false))
+        #expect(three.recoveryPOCCount == 3 && three.exactMatch && !three.brokenLink)
         let minusTwo = try RecoveryPoint(payload: [0x2D])  // se -2 = 00101, exact 1, broken 0
         #expect(minusTwo.recoveryPOCCount == -2)
         #expect(try RecoveryPoint(payload: [0xD0]).recoveryPOCCount == 0)
