@@ -107,7 +107,14 @@ public final class AccessUnitDecoder {
                 // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
                 append(backends.endReorderProbe(), to: &errors)
             }
-            append(backends.decode(unit.unit, index: unit.index, pts: unit.pts), to: &errors)
+            let decodersBefore = backends.decodersMade
+            let decoded = backends.decode(unit.unit, index: unit.index, pts: unit.pts)
+            if backends.decodersMade != decodersBefore, unit.unit.isKeyframe {
+                // A decoder that took over at this keyframe (a switch, a move) starts afresh here.
+                shownFromPictureOrder = unit.unit.shownFromPictureOrder
+                if let shownFrom = shownFromPictureOrder, let order = unit.unit.pictureOrder, order < shownFrom { hide(unit.index) }
+            }
+            append(decoded, to: &errors)
             // The stream's first picture opened the decoder, whose probe took it: it comes out now,
             // not with the second picture.
             if backends.isProbingReorderDelay, announced { append(backends.endReorderProbe(), to: &errors) }

@@ -202,6 +202,20 @@ struct DeviceFailureFallbackTests {
         #expect(output.errors.allSatisfy { $0.code == .decoderFailure }, "\(output.errors)")
     }
 
+    /// A switch to software at an H.265 recovery point that recovers gradually: the software
+    /// decoder starts afresh there, so it does not show the pictures below the point's recovery
+    /// count (which a decoder that went on through it would), and they keep their numbers.
+    @Test func aDecoderThatTakesOverAtARecoveryPointShowsOnlyRecoveredPictures() throws {
+        let bytes = try H265StreamDecoderTests.joinedAtRecoveryPoints(pocCount: 3)
+        // Recovery points at access units 1, 13 and 25; 15-17 fail on the "GPU".
+        let factory = PretendHardwareFactory(failing: { (15...17).contains($0) })
+        let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)
+        let (_, numbers) = pushAllNumbered(bytes, into: decoder)
+        #expect(decoder.backend == .software && decoder.fallbacks.map(\.reason) == [.deviceErrors])
+        #expect(!numbers.contains(25) && !numbers.contains(26) && !numbers.contains(27), "\(numbers)")
+        #expect(Array(numbers.suffix(9)) == Array(28...36))
+    }
+
     @Test func scatteredDeviceErrorsDoNotSwitch() throws {
         let factory = PretendHardwareFactory(failing: { $0 % 2 == 0 })
         let decoder = try StreamDecoder(options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: factory)

@@ -181,6 +181,9 @@ public final class BackendSupervisor {
 
     /// With `DecoderOptions.emulateFFmpegProbe`: whether the decoder still probes the reorder
     /// delay, and ending that probe (see `LibavDecoder`).
+    /// Decoders made for the stream so far: a new one (a switch, a move, another codec) starts
+    /// afresh at the access unit it is given first.
+    public private(set) var decodersMade = 0
     public var isProbingReorderDelay: Bool { decoder?.isProbingReorderDelay ?? false }
 
     public func endReorderProbe() -> DecodeOutput {
@@ -216,6 +219,7 @@ public final class BackendSupervisor {
             do throws(DecodeError) {
                 let opened = try factory.makeDecoder(plan, codec: codec, options: options)
                 decoder = opened
+                decodersMade += 1
                 backendReason = placementNote.map { "\(plan.reason), \($0)" } ?? plan.reason
                 return opened
             } catch {
@@ -329,6 +333,7 @@ public final class BackendSupervisor {
         }
         append(previous.drain(), to: &output)
         decoder = replacement
+        decodersMade += 1
         plan = destination
         backendReason = destination.reason
         parameterSetsSent = [:]
@@ -386,6 +391,7 @@ public final class BackendSupervisor {
             reason: why.reason, codec: previous.codec, from: previous.backend, to: .software, device: plan.lease?.device,
             message: why.message, afterFrames: picturesOut))
         decoder = replacement
+        decodersMade += 1
         plan = software
         placementNote = nil
         backendReason = software.reason
