@@ -217,7 +217,10 @@ final class FrontRun {
             "the crop lies inside the coded picture")
         require((8...16).contains(format.bitDepth) && (8...16).contains(format.bitDepthChroma), "bit depths 8 to 16")
         require((1...16).contains(unit.sequence.bufferedPictures), "1 to 16 pictures buffered")
-        if codec == .h265 && unit.isKeyframe { require(unit.isIntra, "an H.265 IRAP picture is intra") }
+        if codec == .h265 && unit.isKeyframe && !unit.isIntra {
+            // Not an IRAP: a recovery point, which its prefix SEI says.
+            require(unit.nalUnits.contains { $0.bytes[0] >> 1 & 0x3F == 39 }, "an H.265 keyframe is intra or a recovery point")
+        }
     }
 }
 
