@@ -96,12 +96,6 @@ public final class AccessUnitDecoder {
                 counters.framesSkippedLeading += 1
                 return
             }
-            if unit.unit.isKeyframe && unit.unit.recoveryDistance == 0 {
-                shownFromPictureOrder = nil
-            } else if unit.unit.isKeyframe && numbering.lastGOPStartedFresh {
-                shownFromPictureOrder = unit.unit.shownFromPictureOrder
-            }
-            if let shownFrom = shownFromPictureOrder, let order = unit.unit.pictureOrder, order < shownFrom { hide(unit.index) }
             let announced = options.probeOnlyUnannouncedReordering && unit.unit.sequence.reorderDelayAnnounced
             if backends.isProbingReorderDelay, announced {
                 // The SPS says how much the stream reorders: nothing left for the CLI's probe to learn.
@@ -109,11 +103,9 @@ public final class AccessUnitDecoder {
             }
             let decodersBefore = backends.decodersMade
             let decoded = backends.decode(unit.unit, index: unit.index, pts: unit.pts)
-            if backends.decodersMade != decodersBefore, unit.unit.isKeyframe {
-                // A decoder that took over at this keyframe (a switch, a move) starts afresh here.
-                shownFromPictureOrder = unit.unit.shownFromPictureOrder
-                if let shownFrom = shownFromPictureOrder, let order = unit.unit.pictureOrder, order < shownFrom { hide(unit.index) }
-            }
+            // Its picture may be among them: judged before they are handed out. A decoder that
+            // took over at this unit (a switch, a move) started afresh here too.
+            followRecovery(unit, startedHere: numbering.lastGOPStartedFresh || backends.decodersMade != decodersBefore)
             append(decoded, to: &errors)
             // The stream's first picture opened the decoder, whose probe took it: it comes out now,
             // not with the second picture.
@@ -136,6 +128,18 @@ public final class AccessUnitDecoder {
         numbering.streamEnded()
         hiddenUnits = []
         shownFromPictureOrder = nil
+    }
+
+    /// H.265 recovery points (H.264's decoder judges recovery itself): from a keyframe that
+    /// recovers gradually, which the decoder `startedHere`, the pictures below the count it
+    /// recovers from are hidden, until a keyframe that needs no recovery.
+    private func followRecovery(_ unit: IndexedAccessUnit, startedHere: Bool) {
+        if unit.unit.isKeyframe && !unit.unit.recoversGradually {
+            shownFromPictureOrder = nil
+        } else if unit.unit.isKeyframe && startedHere {
+            shownFromPictureOrder = unit.unit.shownFromPictureOrder
+        }
+        if let shownFrom = shownFromPictureOrder, let order = unit.unit.pictureOrder, order < shownFrom { hide(unit.index) }
     }
 
     /// Marks a unit whose picture is not to be shown. Bounded: a unit libavcodec never outputs

@@ -256,8 +256,8 @@ public struct AccessUnitAssembler: Sendable {
 
     private mutating func readSEI(_ nal: NALUnit) {
         do {
-            for message in try SEIMessage.messages(in: nal) where message.payloadType == SEIMessage.recoveryPointType {
-                current.recoveryPoint = try RecoveryPoint(payload: message.payload)
+            if let payload = try SEIMessage.payload(ofType: SEIMessage.recoveryPointType, inRBSP: nal.rbsp()) {
+                current.recoveryPoint = try RecoveryPoint(payload: payload)
                 current.isRandomAccessPoint = true
             }
         } catch {

@@ -122,22 +122,22 @@ public struct ElementaryStreamReader: AccessUnitReader {
                 key: ParameterSetKey(.pps, ppsId), bytes: ppsUnit.bytes,
                 carriedByAccessUnit: unit.nalUnits.contains { $0.type == .pps && $0.bytes == ppsUnit.bytes }),
         ]
+        let sequence = sequenceFacts(sps)
         return CodedAccessUnit(
             codec: .h264, nalUnits: unit.nalUnits.map { AnnexBUnit(bytes: $0.bytes, streamOffset: $0.streamOffset) },
-            parameterSets: sets, sequence: sequenceFacts(sps), isKeyframe: unit.isIDR || unit.isRandomAccessPoint,
+            parameterSets: sets, sequence: sequence, isKeyframe: unit.isIDR || unit.isRandomAccessPoint,
             isIntra: unit.isIDR || unit.primarySliceType == .i, isLeading: isLeading(unit, sps: sps),
-            recoveryDistance: recoveryDistance(unit, sps: sps))
+            recoveryDistance: Self.recoveryDistance(unit, reordered: sequence.reorderedPictures))
     }
 
     /// `CodedAccessUnit.recoveryDistance` of a recovery point that is not an IDR: libavcodec
     /// shows its pictures from `recovery_frame_cnt` reference pictures after it (an I picture
     /// with a count of 0 at once), and between two reference pictures come at most as many
     /// others as the stream reorders (its B pictures).
-    private mutating func recoveryDistance(_ unit: AccessUnit, sps: SequenceParameterSet) -> Int {
+    private static func recoveryDistance(_ unit: AccessUnit, reordered: Int) -> Int {
         guard !unit.isIDR, unit.isRandomAccessPoint else { return 0 }
         let count = unit.recoveryPoint?.recoveryFrameCount ?? 0
         guard count > 0 || unit.primarySliceType != .i else { return 0 }
-        let reordered = sequenceFacts(sps).reorderedPictures
         return (count + 1) * (1 + reordered)
     }
 

@@ -1,8 +1,8 @@
 /// Which pictures a decoder that starts somewhere in a stream can decode, and which it must
 /// skip (§8.1.3, §8.3.1, §C.5.2.2): nothing before the first IRAP picture or recovery point
-/// (§D.3.8), whose references are missing, and none of the RASL pictures of an IRAP with NoRaslOutputFlag (a CRA that starts
-/// decoding, the first CRA after an end of sequence, every BLA), which refer to pictures
-/// before it. RADL pictures refer only to their IRAP and what follows, so they are decoded.
+/// (§D.3.8), whose references are missing, and none of the RASL pictures of an IRAP with
+/// NoRaslOutputFlag (a CRA that starts decoding, the first CRA after an end of sequence, every
+/// BLA), which refer to pictures before it. RADL pictures refer only to their IRAP and what follows, so they are decoded.
 ///
 /// libavcodec skips those RASL pictures itself (it outputs nothing for them), so a layer that
 /// feeds it may as well not send them and count them here. Where libavcodec differs: it

@@ -31,13 +31,11 @@ public struct RecoveryPoint: Sendable, Equatable {
     /// there is none or none could be read (a decoder then cannot start there either).
     public init?(in unit: AccessUnit) {
         for nal in unit.nalUnits where nal.type == .prefixSEI && nal.layerId == 0 {
-            guard let messages = try? SEIMessage.messages(in: nal) else { continue }
-            for message in messages where message.payloadType == SEIMessage.recoveryPointType {
-                if let point = try? RecoveryPoint(payload: message.payload) {
-                    self = point
-                    return
-                }
-            }
+            guard let payload = try? SEIMessage.payload(ofType: SEIMessage.recoveryPointType, inRBSP: nal.rbsp()),
+                let point = try? RecoveryPoint(payload: payload)
+            else { continue }
+            self = point
+            return
         }
         return nil
     }

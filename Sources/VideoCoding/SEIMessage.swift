@@ -15,6 +15,29 @@ public struct SEIMessage: Sendable, Equatable {
     /// 0xFF (each adding 255) ended by one byte below 0xFF. A payload that runs past the end throws.
     public static func messages(inRBSP rbsp: [UInt8]) throws(BitstreamError) -> [SEIMessage] {
         var messages: [SEIMessage] = []
+        try walk(rbsp) { type, payload in
+            messages.append(SEIMessage(payloadType: type, payload: Array(rbsp[payload])))
+            return true
+        }
+        return messages
+    }
+
+    /// The payload of the first message of `type`, nil when there is none; the other messages'
+    /// payloads are not copied (an SEI unit on every picture costs no allocation for them).
+    public static func payload(ofType type: Int, inRBSP rbsp: [UInt8]) throws(BitstreamError) -> [UInt8]? {
+        var found: [UInt8]?
+        try walk(rbsp) { messageType, payload in
+            guard messageType == type else { return true }
+            found = Array(rbsp[payload])
+            return false
+        }
+        return found
+    }
+
+    /// Calls `body` with each message's type and payload range, while it returns true.
+    private static func walk(
+        _ rbsp: [UInt8], _ body: (Int, Range<Int>) -> Bool
+    ) throws(BitstreamError) {
         var offset = 0
         func readCodedValue() throws(BitstreamError) -> Int {
             var value = 0
@@ -35,9 +58,8 @@ public struct SEIMessage: Sendable, Equatable {
             guard size <= rbsp.count - offset else {
                 throw BitstreamError(.invalidData, "SEI payload of type \(type) claims \(size) bytes, \(rbsp.count - offset) left")
             }
-            messages.append(SEIMessage(payloadType: type, payload: Array(rbsp[offset..<(offset + size)])))
+            guard body(type, offset..<(offset + size)) else { return }
             offset += size
         }
-        return messages
     }
 }

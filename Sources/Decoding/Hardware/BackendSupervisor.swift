@@ -179,11 +179,12 @@ public final class BackendSupervisor {
         return output
     }
 
-    /// With `DecoderOptions.emulateFFmpegProbe`: whether the decoder still probes the reorder
-    /// delay, and ending that probe (see `LibavDecoder`).
     /// Decoders made for the stream so far: a new one (a switch, a move, another codec) starts
     /// afresh at the access unit it is given first.
     public private(set) var decodersMade = 0
+
+    /// With `DecoderOptions.emulateFFmpegProbe`: whether the decoder still probes the reorder
+    /// delay, and ending that probe (see `LibavDecoder`).
     public var isProbingReorderDelay: Bool { decoder?.isProbingReorderDelay ?? false }
 
     public func endReorderProbe() -> DecodeOutput {

@@ -436,7 +436,7 @@ final class CompressedHistory: Sendable {
 
     /// How far back a decode goes for a recovery, at most: a stream whose recovery points all
     /// claim longer recoveries (every unit one, each with the largest count) costs no more than
-    /// this many GOPs a decode, and its pictures are then not held.
+    /// this many GOPs a decode, and the history does not count its pictures as held.
     static let maxGOPsBackForRecovery = 8
 
     /// A decoder that starts at the GOP at `start` shows the picture of unit `index` (as far as
