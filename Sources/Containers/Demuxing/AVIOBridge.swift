@@ -21,9 +21,11 @@ final class AVIOBridge {
     /// The input said to stop.
     private(set) var interrupted = false
 
-    init(input: any DemuxByteInput, windowCapacity: Int) throws(ContainerError) {
+    /// `offset`: the stream offset of the input's first byte, which libavformat then reads
+    /// positions from (a demuxer started afresh inside a stream, `MP4BoxScreen`).
+    init(input: any DemuxByteInput, windowCapacity: Int, startingAt offset: Int = 0) throws(ContainerError) {
         self.input = input
-        window = SeekWindow(capacity: windowCapacity)
+        window = SeekWindow(capacity: windowCapacity, startingAt: offset)
         guard let buffer = av_malloc(Self.bufferSize) else {
             throw ContainerError(.invalidContainer, "could not allocate the demuxer's input buffer")
         }
@@ -45,6 +47,7 @@ final class AVIOBridge {
             throw ContainerError(.invalidContainer, "could not allocate the demuxer's input")
         }
         context.pointee.seekable = 0
+        context.pointee.pos = Int64(offset)
         self.context = context
         // Unretained: the bridge outlives its context (freed in deinit), and only the demuxer
         // that holds the bridge calls back into it.

@@ -59,8 +59,30 @@ public final class Demuxer {
 
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private let packet: UnsafeMutablePointer<AVPacket>
-    private let bridge: AVIOBridge?
+    private var closed = false
+    private var bridge: AVIOBridge?
     private let callback: InterruptCallback
+    /// What `format` was opened with, to open it again over a fresh bridge.
+    private let fence: LibavFence
+    private let options: [String: String]
+    /// A pushed MP4's boxes, checked before libavformat reads them (see `MP4BoxScreen`).
+    private let screen: MP4BoxScreen?
+    /// Index entries (all tracks) after which a fragmented MP4's demuxer starts afresh at the next
+    /// fragment: libavformat keeps an entry for every sample it read, and more for every
+    /// fragment, for as long as the stream lasts.
+    var freshStartAfterIndexEntries = 1 << 15
+    /// Index entries past which an MP4 that cannot start afresh (its moov describes samples as
+    /// well as its fragments) is refused.
+    static let maxIndexEntries = 4 * MP4BoxScreen.Limits().samplesInMovie
+    /// Demuxers started afresh inside this stream.
+    private(set) var freshStarts = 0
+    /// Added to the video track's timestamps after a fresh start, so that they go on from where
+    /// the previous demuxer's left off (fragments without a decode time start again from 0).
+    private var timestampShift: Int64 = 0
+    /// The video track's last decode time (90 kHz, shifted) and the step to it from the one
+    /// before; whether the next sample is the first since a fresh start.
+    private var lastDecodeTime: (dts: Int64, step: Int64)?
+    private var firstSampleSinceFreshStart = false
     /// Packets are whole access units (containers); false: pieces of one (RTP packets).
     private let packetsAreAccessUnits: Bool
     /// RTP pieces gathered into the access unit they belong to (all the pieces of one access
@@ -94,13 +116,14 @@ public final class Demuxer {
     public convenience init(
         container: ContainerFormat, input: any DemuxByteInput, seekWindow: Int, interrupt: DemuxInterrupt
     ) throws(ContainerError) {
-        let bridge = try AVIOBridge(input: input, windowCapacity: seekWindow)
+        let screen = container == .mp4 ? MP4BoxScreen(input: input) : nil
+        let bridge = try AVIOBridge(input: screen ?? input, windowCapacity: seekWindow)
         var options: [String: String] = [:]
         // A new PMT version (a changed PID, a re-muxed stream) keeps the same streams rather
         // than adding new ones the chosen track would not follow.
         if container == .mpegTS { options["merge_pmt_versions"] = "1" }
         try self.init(
-            url: nil, fence: .ownInput(container), bridge: bridge, options: options, interrupt: interrupt,
+            url: nil, fence: .ownInput(container), bridge: bridge, screen: screen, options: options, interrupt: interrupt,
             samplesAreAccessUnits: true, describe: container.displayName)
     }
 
@@ -111,22 +134,55 @@ public final class Demuxer {
         url: String, fence: LibavFence, options: [String: String], interrupt: DemuxInterrupt
     ) throws(ContainerError) {
         try self.init(
-            url: url, fence: fence, bridge: nil, options: options, interrupt: interrupt, samplesAreAccessUnits: nil,
-            describe: "the source")
+            url: url, fence: fence, bridge: nil, screen: nil, options: options, interrupt: interrupt,
+            samplesAreAccessUnits: nil, describe: "the source")
     }
 
     /// `samplesAreAccessUnits` nil: decided by the demuxer (RTP pieces are not).
     private init(
-        url: String?, fence: LibavFence, bridge: AVIOBridge?, options: [String: String], interrupt: DemuxInterrupt,
-        samplesAreAccessUnits: Bool?, describe what: String
+        url: String?, fence: LibavFence, bridge: AVIOBridge?, screen: MP4BoxScreen?, options: [String: String],
+        interrupt: DemuxInterrupt, samplesAreAccessUnits: Bool?, describe what: String
     ) throws(ContainerError) {
         guard let packet = av_packet_alloc() else { throw ContainerError(.invalidContainer, "could not allocate a packet") }
-        guard var context = avformat_alloc_context() else {
+        let callback = InterruptCallback(interrupt: interrupt)
+        let context: UnsafeMutablePointer<AVFormatContext>
+        do {
+            context = try Self.open(url: url, fence: fence, bridge: bridge, screen: screen, options: options, callback: callback, what: what)
+        } catch {
             var packet: UnsafeMutablePointer<AVPacket>? = packet
             av_packet_free(&packet)
-            throw ContainerError(.invalidContainer, "could not allocate a demuxer")
+            throw error
         }
-        let callback = InterruptCallback(interrupt: interrupt)
+        self.format = context
+        self.packet = packet
+        self.bridge = bridge
+        self.callback = callback
+        self.fence = fence
+        self.options = options
+        self.screen = screen
+        self.what = what
+        let name = context.pointee.iformat.map { String(cString: $0.pointee.name) } ?? "unknown"
+        formatName = name
+        packetsAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
+        // MPEG-TS knows its streams once it has read the PMT, which opening waits for.
+        streamsMayAppear = context.pointee.ctx_flags & Int32(AVFMTCTX_NOHEADER) != 0 && name != "mpegts"
+        if name == "mpegts" {
+            mergedStreams = MergedStreamOwnership()
+            mergedStreams?.observe(context)
+            pesPieces = PESPieces(maxBytes: Self.maxGatheredBytes)
+        }
+        if let failure = chooseVideoTrack(final: !streamsMayAppear) {
+            close()
+            throw failure
+        }
+    }
+
+    /// Opens `url`, or the input behind `bridge`, inside `fence`; blocks until the header is read.
+    private static func open(
+        url: String?, fence: LibavFence, bridge: AVIOBridge?, screen: MP4BoxScreen?, options: [String: String],
+        callback: InterruptCallback, what: String
+    ) throws(ContainerError) -> UnsafeMutablePointer<AVFormatContext> {
+        guard let context = avformat_alloc_context() else { throw ContainerError(.invalidContainer, "could not allocate a demuxer") }
         context.pointee.interrupt_callback = AVIOInterruptCB(
             callback: { opaque in
                 guard let opaque else { return 0 }
@@ -147,30 +203,9 @@ public final class Demuxer {
         av_dict_free(&dictionary)
         guard status >= 0, let opened = optional else {
             // avformat_open_input freed the context.
-            var packet: UnsafeMutablePointer<AVPacket>? = packet
-            av_packet_free(&packet)
-            throw Self.error(status, opening: true, what: what, bridge: bridge, interrupt: interrupt)
+            throw error(status, opening: true, what: what, bridge: bridge, screen: screen, interrupt: callback.interrupt)
         }
-        context = opened
-        self.format = context
-        self.packet = packet
-        self.bridge = bridge
-        self.callback = callback
-        self.what = what
-        let name = context.pointee.iformat.map { String(cString: $0.pointee.name) } ?? "unknown"
-        formatName = name
-        packetsAreAccessUnits = samplesAreAccessUnits ?? !(name == "rtsp" || name == "sdp" || name == "rtp")
-        // MPEG-TS knows its streams once it has read the PMT, which opening waits for.
-        streamsMayAppear = context.pointee.ctx_flags & Int32(AVFMTCTX_NOHEADER) != 0 && name != "mpegts"
-        if name == "mpegts" {
-            mergedStreams = MergedStreamOwnership()
-            mergedStreams?.observe(context)
-            pesPieces = PESPieces(maxBytes: Self.maxGatheredBytes)
-        }
-        if let failure = chooseVideoTrack(final: !streamsMayAppear) {
-            close()
-            throw failure
-        }
+        return opened
     }
 
     deinit { close() }
@@ -180,6 +215,9 @@ public final class Demuxer {
         if let opened = format {
             mergedStreams?.restore(opened)
             avformat_close_input(&format)
+        }
+        if !closed {
+            closed = true
             var packet: UnsafeMutablePointer<AVPacket>? = self.packet
             av_packet_free(&packet)
         }
@@ -190,15 +228,19 @@ public final class Demuxer {
 
     /// The next sample of the video track; blocks until it is read.
     public func next() -> DemuxerOutput {
-        guard let format else { return .end }
         if !ready.isEmpty {
             return handOn(ready.removeFirst())
         }
-        while true {
+        // `format` is read again on every turn: a fresh start replaces it.
+        while let format {
             let status = av_read_frame(format, packet)
             mergedStreams?.observe(format)
             if status == ft_averror_eagain() { continue }
             guard status >= 0 else {
+                if screen?.pausedAt != nil {
+                    if let failure = startAfresh() { return .failed(failure) }
+                    continue
+                }
                 // The access unit being gathered is whole: nothing more of it will come.
                 if let gathered = gathering {
                     gathering = nil
@@ -207,14 +249,18 @@ public final class Demuxer {
                 if let joined = pesPieces?.finish() {
                     return handOn(joined)
                 }
-                if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) {
+                if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false)
+                    && screen?.refusal == nil
+                {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
                     return .end
                 }
-                return .failed(Self.error(status, opening: false, what: what, bridge: bridge, interrupt: callback.interrupt))
+                return .failed(
+                    Self.error(status, opening: false, what: what, bridge: bridge, screen: screen, interrupt: callback.interrupt))
             }
             defer { av_packet_unref(packet) }
             if packet.pointee.pos >= 0 { bridge?.retain(from: Int(packet.pointee.pos)) }
+            if let screen, let failure = watchIndex(of: format, screen) { return .failed(failure) }
             let index = packet.pointee.stream_index
             if videoStream == nil, let failure = chooseVideoTrack(final: false) { return .failed(failure) }
             guard let videoStream, index == videoStream, let stream = format.pointee.streams[Int(index)] else {
@@ -228,7 +274,7 @@ public final class Demuxer {
             guard !packetsAreAccessUnits else {
                 let sample = DemuxedSample(
                     payload: Array(payload), description: description, isKeyframe: isKeyframe,
-                    pts: Self.pts90kHz(packet.pointee.pts, in: stream.pointee.time_base))
+                    pts: continuousPTS(in: stream.pointee.time_base))
                 guard var pieces = pesPieces else { return handOn(sample) }
                 let step = pieces.take(
                     sample, position: packet.pointee.pos, hasTimestamp: packet.pointee.pts != ft_av_nopts_value())
@@ -282,6 +328,77 @@ public final class Demuxer {
                 return handOn(finished)
             }
         }
+        return .end
+    }
+
+    // MARK: - Starting afresh (fragmented MP4)
+
+    /// Asks the screen to stop before the next fragment once libavformat's index is large, or
+    /// refuses a stream whose index grows past the bound with no way to start afresh.
+    private func watchIndex(of format: UnsafeMutablePointer<AVFormatContext>, _ screen: MP4BoxScreen) -> ContainerError? {
+        var entries = 0
+        for index in 0..<Int(format.pointee.nb_streams) {
+            if let stream = format.pointee.streams[index] { entries += Int(avformat_index_get_entries_count(stream)) }
+        }
+        guard entries >= freshStartAfterIndexEntries else { return nil }
+        if screen.initSegment != nil {
+            screen.pauseBeforeNextFragment()
+            return nil
+        }
+        guard entries <= Self.maxIndexEntries else {
+            return ContainerError(
+                .invalidContainer,
+                "the MP4 is refused: it went on past \(Self.maxIndexEntries) samples, and its moov describes samples of its "
+                    + "own, so FrameTap cannot start reading its fragments afresh (send fragments after a moov without samples)")
+        }
+        return nil
+    }
+
+    /// The screen stopped before a fragment: the demuxer that read up to it returned all its
+    /// samples, so a fresh one reads on from that fragment, after the file's `ftyp` and `moov`
+    /// again, at the offsets the stream gives them (a fragment may name absolute ones).
+    private func startAfresh() -> ContainerError? {
+        guard let screen, let offset = screen.pausedAt, let initSegment = screen.initSegment, let old = bridge else {
+            return ContainerError(.invalidContainer, "could not read on into the next fragment")
+        }
+        avformat_close_input(&format)
+        screen.resume()
+        do {
+            let fresh = try AVIOBridge(
+                input: PrefixedInput(prefix: initSegment, rest: screen), windowCapacity: old.windowCapacity,
+                startingAt: offset - initSegment.count)
+            bridge = fresh
+            format = try Self.open(
+                url: nil, fence: fence, bridge: fresh, screen: screen, options: options, callback: callback, what: what)
+        } catch {
+            return error
+        }
+        freshStarts += 1
+        firstSampleSinceFreshStart = true
+        extradataSeen = (nil, 0)
+        let previous = videoStream
+        videoStream = nil
+        if let failure = chooseVideoTrack(final: true) { return failure }
+        guard videoStream == previous else {
+            return ContainerError(.invalidContainer, "the MP4's video track moved when its demuxer started afresh")
+        }
+        return nil
+    }
+
+    /// The current packet's presentation time in 90 kHz units, going on across fresh starts.
+    private func continuousPTS(in timeBase: AVRational) -> Int64? {
+        guard screen != nil, let decodeTime = Self.pts90kHz(packet.pointee.dts, in: timeBase) else {
+            return Self.pts90kHz(packet.pointee.pts, in: timeBase)
+        }
+        if firstSampleSinceFreshStart, let last = lastDecodeTime, decodeTime + timestampShift < last.dts {
+            timestampShift = last.dts + last.step - decodeTime
+        }
+        firstSampleSinceFreshStart = false
+        let shifted = decodeTime + timestampShift
+        // libavformat leaves packet durations unset here: the step is the last difference.
+        let step = lastDecodeTime.map { shifted > $0.dts ? shifted - $0.dts : $0.step } ?? 0
+        lastDecodeTime = (shifted, step)
+        return Self.pts90kHz(packet.pointee.pts, in: timeBase).map { $0 + timestampShift }
     }
 
     /// Every sample goes out through here, so `samples` counts each once.
@@ -368,8 +485,9 @@ public final class Demuxer {
     // MARK: - Errors
 
     private static func error(
-        _ status: Int32, opening: Bool, what: String, bridge: AVIOBridge?, interrupt: DemuxInterrupt
+        _ status: Int32, opening: Bool, what: String, bridge: AVIOBridge?, screen: MP4BoxScreen?, interrupt: DemuxInterrupt
     ) -> ContainerError {
+        if let refusal = screen?.refusal { return refusal }
         switch interrupt.reason {
         case .refused(let error): return error
         case .timedOut:

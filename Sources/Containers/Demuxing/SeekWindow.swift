@@ -28,9 +28,15 @@ struct SeekWindow {
     private var chunkOffsets: [Int] = []
     private var headIndex = 0
 
-    init(capacity: Int) {
-        precondition(capacity >= 0)
+    /// `offset`: where the first byte appended lies in the stream (a demuxer started afresh
+    /// inside one reads offsets as the stream numbers them).
+    init(capacity: Int, startingAt offset: Int = 0) {
+        precondition(capacity >= 0 && offset >= 0)
         self.capacity = capacity
+        start = offset
+        end = offset
+        cursor = offset
+        retainedFrom = offset
     }
 
     /// Bytes held right now.
