@@ -106,11 +106,12 @@ struct FragmentedFreshStartTests {
         var mostHeld = 0
     }
 
-    static func demux(_ bytes: [UInt8], freshStartAfter entries: Int) throws -> Run {
+    static func demux(_ bytes: [UInt8], freshStartAfter entries: Int, mostEntries: Int? = nil) throws -> Run {
         let demuxer = try Demuxer(
             container: .mp4, input: InMemoryInput(bytes, pieceSize: 700), seekWindow: 32 << 20,
             interrupt: DemuxInterrupt(clock: SystemClock()))
         demuxer.freshStartAfterIndexEntries = entries
+        if let mostEntries { demuxer.mostIndexEntries = mostEntries }
         var run = Run()
         loop: while true {
             switch demuxer.next() {
@@ -176,6 +177,27 @@ struct FragmentedFreshStartTests {
             search = at + 4
         }
         try Self.expectSameSamples(undated, "no tfdt")
+    }
+
+    @Test("fragments after a moov with samples of its own cannot start afresh: refused past the bound", .enabled(if: FileManager.default.isExecutableFile(atPath: ffmpeg), "needs the ffmpeg CLI"))
+    func fragmentsAfterAMovieWithSamples() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("fresh-start-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let source = folder.appendingPathComponent("in.mp4")
+        try Data(try ContainerFixtures.bytes("h264_320x240.mp4")).write(to: source)
+        let output = folder.appendingPathComponent("out.mp4")
+        // Without empty_moov, ffmpeg puts the first fragment's samples in the moov.
+        _ = try runProgram(Self.ffmpeg, [
+            "-nostdin", "-loglevel", "error", "-y", "-i", source.path, "-c", "copy", "-movflags", "frag_every_frame", output.path,
+        ])
+        let bytes = Array(try Data(contentsOf: output))
+        let whole = try Self.demux(bytes, freshStartAfter: 3)
+        #expect(whole.failure == nil && whole.samples.count == 20 && whole.freshStarts == 0)
+        let bounded = try Self.demux(bytes, freshStartAfter: 3, mostEntries: 10)
+        #expect(bounded.failure?.code == .invalidContainer)
+        #expect(bounded.failure?.message.contains("went on past 10 samples") == true, "\(String(describing: bounded.failure))")
+        #expect(bounded.samples.count < 20)
     }
 
     @Test("a moov that describes samples of its own cannot start afresh: read whole below the bound")

@@ -73,7 +73,7 @@ public final class Demuxer {
     var freshStartAfterIndexEntries = 1 << 15
     /// Index entries past which an MP4 that cannot start afresh (its moov describes samples as
     /// well as its fragments) is refused.
-    static let maxIndexEntries = 4 * MP4BoxScreen.Limits().samplesInMovie
+    var mostIndexEntries = 4 * MP4BoxScreen.Limits().samplesInMovie
     /// Demuxers started afresh inside this stream.
     private(set) var freshStarts = 0
     /// Added to the video track's timestamps after a fresh start, so that they go on from where
@@ -345,10 +345,10 @@ public final class Demuxer {
             screen.pauseBeforeNextFragment()
             return nil
         }
-        guard entries <= Self.maxIndexEntries else {
+        guard entries <= mostIndexEntries else {
             return ContainerError(
                 .invalidContainer,
-                "the MP4 is refused: it went on past \(Self.maxIndexEntries) samples, and its moov describes samples of its "
+                "the MP4 is refused: it went on past \(mostIndexEntries) samples, and its moov describes samples of its "
                     + "own, so FrameTap cannot start reading its fragments afresh (send fragments after a moov without samples)")
         }
         return nil
