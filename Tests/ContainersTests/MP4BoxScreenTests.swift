@@ -58,15 +58,63 @@ struct MP4BoxScreenTests {
         #expect(try Self.demux(fixture).samples == 20)
     }
 
-    @Test("a trun hidden in a top-level meta box is counted too (libavformat parses boxes by type wherever it descends)")
+    static let hugeRun: [UInt8] = [0, 0, 0, 16] + Array("trun".utf8) + [0, 0, 0, 0, 0x04, 0x00, 0x21, 0x01]
+
+    /// `box` of `type` with `payload`, its size in front.
+    static func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+        let size = UInt32(8 + payload.count)
+        return [UInt8(size >> 24), UInt8(size >> 16 & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size & 0xFF)] + Array(type.utf8) + payload
+    }
+
+    static func size(at offset: Int, in bytes: [UInt8]) -> UInt32 {
+        bytes[offset..<(offset + 4)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+    }
+
+    /// `inserted` put at `offset`, and the size of each box that starts at one of `enclosing`
+    /// grown by it.
+    static func insert(_ inserted: [UInt8], at offset: Int, into bytes: [UInt8], enclosing: [Int]) -> [UInt8] {
+        var result = bytes
+        for at in enclosing {
+            let size = Self.size(at: at, in: bytes)
+            Self.put(size + UInt32(inserted.count), at: at, in: &result)
+        }
+        result.insert(contentsOf: inserted, at: offset)
+        return result
+    }
+
+    @Test("a trun in a top-level meta box, after junk and an hdlr as libavformat finds them, is counted too")
     func aFragmentHiddenInMetadata() throws {
-        var bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
         let moof = try Self.offset(of: "moof", in: bytes)
-        let trun: [UInt8] = [0, 0, 0, 16] + Array("trun".utf8) + [0, 0, 0, 0, 0x04, 0x00, 0x21, 0x01]
-        let meta: [UInt8] = [0, 0, 0, UInt8(12 + trun.count)] + Array("meta".utf8) + [0, 0, 0, 0] + trun
-        bytes.insert(contentsOf: meta, at: moof)
-        let result = try Self.demux(bytes)
+        // libavformat looks for the hdlr 4 bytes at a time, then reads boxes from there.
+        let handler = Self.box("hdlr", [UInt8](repeating: 0, count: 25))
+        let meta = Self.box("meta", [0, 0, 0, 0, 1, 2, 3, 4] + handler + Self.hugeRun)
+        var hidden = bytes
+        hidden.insert(contentsOf: meta, at: moof)
+        let result = try Self.demux(hidden)
         #expect(result.failure?.message.contains("67117313 samples") == true, "\(String(describing: result.failure))")
+    }
+
+    @Test("a stsz in a sample entry, where libavformat reads boxes after the entry's fields, is counted; junk after it too", arguments: [0, 3])
+    func aSampleTableHiddenInASampleEntry(junk: Int) throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240.mp4")
+        let enclosing = try ["moov", "trak", "mdia", "minf", "stbl", "stsd"].map { try Self.offset(of: $0, in: bytes) }
+        // The first sample entry: after the stsd's header, version and flags, and entry count.
+        let entry = enclosing.last! + 16
+        #expect(Array(bytes[(entry + 4)..<(entry + 8)]) == Array("avc1".utf8))
+        let hidden = Self.box("stsz", [0, 0, 0, 0, 0, 0, 0, 1, 0x04, 0x00, 0x21, 0x01]) + [UInt8](repeating: 0, count: junk)
+        let changed = Self.insert(hidden, at: entry + Int(Self.size(at: entry, in: bytes)), into: bytes, enclosing: enclosing + [entry])
+        let result = try Self.demux(changed)
+        #expect(result.failure?.message.contains("67117333 samples") == true, "\(String(describing: result.failure))")
+    }
+
+    @Test("a compressed moov (cmov) is refused: libavformat would unpack and read it where no screen sees it")
+    func aCompressedMovie() throws {
+        var bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        let udta = try Self.offset(of: "udta", in: bytes)
+        bytes.replaceSubrange((udta + 4)..<(udta + 8), with: Array("cmov".utf8))
+        let result = try Self.demux(bytes)
+        #expect(result.failure?.message.contains("compressed (cmov)") == true, "\(String(describing: result.failure))")
     }
 
     @Test("a moov larger than its bound, or one that runs to the end of the input, is refused")
@@ -106,12 +154,13 @@ struct FragmentedFreshStartTests {
         var mostHeld = 0
     }
 
-    static func demux(_ bytes: [UInt8], freshStartAfter entries: Int, mostEntries: Int? = nil) throws -> Run {
+    static func demux(_ bytes: [UInt8], freshStartAfter samples: Int, samplesWithoutFreshStart: Int? = nil) throws -> Run {
+        var limits = MP4BoxScreen.Limits()
+        limits.freshStartAfterSamples = samples
+        if let samplesWithoutFreshStart { limits.samplesWithoutFreshStart = samplesWithoutFreshStart }
         let demuxer = try Demuxer(
             container: .mp4, input: InMemoryInput(bytes, pieceSize: 700), seekWindow: 32 << 20,
-            interrupt: DemuxInterrupt(clock: SystemClock()))
-        demuxer.freshStartAfterIndexEntries = entries
-        if let mostEntries { demuxer.mostIndexEntries = mostEntries }
+            interrupt: DemuxInterrupt(clock: SystemClock()), mp4Limits: limits)
         var run = Run()
         loop: while true {
             switch demuxer.next() {
@@ -194,9 +243,9 @@ struct FragmentedFreshStartTests {
         let bytes = Array(try Data(contentsOf: output))
         let whole = try Self.demux(bytes, freshStartAfter: 3)
         #expect(whole.failure == nil && whole.samples.count == 20 && whole.freshStarts == 0)
-        let bounded = try Self.demux(bytes, freshStartAfter: 3, mostEntries: 10)
+        let bounded = try Self.demux(bytes, freshStartAfter: 3, samplesWithoutFreshStart: 10)
         #expect(bounded.failure?.code == .invalidContainer)
-        #expect(bounded.failure?.message.contains("went on past 10 samples") == true, "\(String(describing: bounded.failure))")
+        #expect(bounded.failure?.message.contains("declared more than 10 samples") == true, "\(String(describing: bounded.failure))")
         #expect(bounded.samples.count < 20)
     }
 

@@ -65,15 +65,11 @@ public final class Demuxer {
     /// What `format` was opened with, to open it again over a fresh bridge.
     private let fence: LibavFence
     private let options: [String: String]
-    /// A pushed MP4's boxes, checked before libavformat reads them (see `MP4BoxScreen`).
+    /// A pushed MP4's boxes, checked before libavformat reads them; it also says when a long
+    /// fragmented MP4 is to start a fresh demuxer (see `MP4BoxScreen`).
     private let screen: MP4BoxScreen?
-    /// Index entries (all tracks) after which a fragmented MP4's demuxer starts afresh at the next
-    /// fragment: libavformat keeps an entry for every sample it read, and more for every
-    /// fragment, for as long as the stream lasts.
-    var freshStartAfterIndexEntries = 1 << 15
-    /// Index entries past which an MP4 that cannot start afresh (its moov describes samples as
-    /// well as its fragments) is refused.
-    var mostIndexEntries = 4 * MP4BoxScreen.Limits().samplesInMovie
+    /// The failure `next` returned; returned again.
+    private var failure: ContainerError?
     /// Demuxers started afresh inside this stream.
     private(set) var freshStarts = 0
     /// Added to the video track's timestamps after a fresh start, so that they go on from where
@@ -116,7 +112,15 @@ public final class Demuxer {
     public convenience init(
         container: ContainerFormat, input: any DemuxByteInput, seekWindow: Int, interrupt: DemuxInterrupt
     ) throws(ContainerError) {
-        let screen = container == .mp4 ? MP4BoxScreen(input: input) : nil
+        try self.init(container: container, input: input, seekWindow: seekWindow, interrupt: interrupt, mp4Limits: .init())
+    }
+
+    /// `mp4Limits`: what an MP4 may declare (`MP4BoxScreen.Limits`).
+    convenience init(
+        container: ContainerFormat, input: any DemuxByteInput, seekWindow: Int, interrupt: DemuxInterrupt,
+        mp4Limits: MP4BoxScreen.Limits
+    ) throws(ContainerError) {
+        let screen = container == .mp4 ? MP4BoxScreen(input: input, limits: mp4Limits) : nil
         let bridge = try AVIOBridge(input: screen ?? input, windowCapacity: seekWindow)
         var options: [String: String] = [:]
         // A new PMT version (a changed PID, a re-muxed stream) keeps the same streams rather
@@ -228,6 +232,7 @@ public final class Demuxer {
 
     /// The next sample of the video track; blocks until it is read.
     public func next() -> DemuxerOutput {
+        if let failure { return .failed(failure) }
         if !ready.isEmpty {
             return handOn(ready.removeFirst())
         }
@@ -238,7 +243,10 @@ public final class Demuxer {
             if status == ft_averror_eagain() { continue }
             guard status >= 0 else {
                 if screen?.pausedAt != nil {
-                    if let failure = startAfresh() { return .failed(failure) }
+                    if let failure = startAfresh() {
+                        self.failure = failure
+                        return .failed(failure)
+                    }
                     continue
                 }
                 // The access unit being gathered is whole: nothing more of it will come.
@@ -260,7 +268,6 @@ public final class Demuxer {
             }
             defer { av_packet_unref(packet) }
             if packet.pointee.pos >= 0 { bridge?.retain(from: Int(packet.pointee.pos)) }
-            if let screen, let failure = watchIndex(of: format, screen) { return .failed(failure) }
             let index = packet.pointee.stream_index
             if videoStream == nil, let failure = chooseVideoTrack(final: false) { return .failed(failure) }
             guard let videoStream, index == videoStream, let stream = format.pointee.streams[Int(index)] else {
@@ -333,27 +340,6 @@ public final class Demuxer {
 
     // MARK: - Starting afresh (fragmented MP4)
 
-    /// Asks the screen to stop before the next fragment once libavformat's index is large, or
-    /// refuses a stream whose index grows past the bound with no way to start afresh.
-    private func watchIndex(of format: UnsafeMutablePointer<AVFormatContext>, _ screen: MP4BoxScreen) -> ContainerError? {
-        var entries = 0
-        for index in 0..<Int(format.pointee.nb_streams) {
-            if let stream = format.pointee.streams[index] { entries += Int(avformat_index_get_entries_count(stream)) }
-        }
-        guard entries >= freshStartAfterIndexEntries else { return nil }
-        if screen.initSegment != nil {
-            screen.pauseBeforeNextFragment()
-            return nil
-        }
-        guard entries <= mostIndexEntries else {
-            return ContainerError(
-                .invalidContainer,
-                "the MP4 is refused: it went on past \(mostIndexEntries) samples, and its moov describes samples of its "
-                    + "own, so FrameTap cannot start reading its fragments afresh (send fragments after a moov without samples)")
-        }
-        return nil
-    }
-
     /// The screen stopped before a fragment: the demuxer that read up to it returned all its
     /// samples, so a fresh one reads on from that fragment, after the file's `ftyp` and `moov`
     /// again, at the offsets the stream gives them (a fragment may name absolute ones).
@@ -390,15 +376,16 @@ public final class Demuxer {
         guard screen != nil, let decodeTime = Self.pts90kHz(packet.pointee.dts, in: timeBase) else {
             return Self.pts90kHz(packet.pointee.pts, in: timeBase)
         }
-        if firstSampleSinceFreshStart, let last = lastDecodeTime, decodeTime + timestampShift < last.dts {
-            timestampShift = last.dts + last.step - decodeTime
+        // Wrapping arithmetic: a container's times may be anything, and are only passed on.
+        if firstSampleSinceFreshStart, let last = lastDecodeTime, decodeTime &+ timestampShift < last.dts {
+            timestampShift = last.dts &+ last.step &- decodeTime
         }
         firstSampleSinceFreshStart = false
-        let shifted = decodeTime + timestampShift
+        let shifted = decodeTime &+ timestampShift
         // libavformat leaves packet durations unset here: the step is the last difference.
-        let step = lastDecodeTime.map { shifted > $0.dts ? shifted - $0.dts : $0.step } ?? 0
+        let step = lastDecodeTime.map { shifted > $0.dts ? shifted &- $0.dts : $0.step } ?? 0
         lastDecodeTime = (shifted, step)
-        return Self.pts90kHz(packet.pointee.pts, in: timeBase).map { $0 + timestampShift }
+        return Self.pts90kHz(packet.pointee.pts, in: timeBase).map { $0 &+ timestampShift }
     }
 
     /// Every sample goes out through here, so `samples` counts each once.
@@ -410,7 +397,9 @@ public final class Demuxer {
     /// `pts` of a track with `timeBase` in `DemuxedSample.ptsPerSecond` units; nil for none.
     static func pts90kHz(_ pts: Int64, in timeBase: AVRational) -> Int64? {
         guard pts != ft_av_nopts_value(), timeBase.num > 0, timeBase.den > 0 else { return nil }
-        return av_rescale_q(pts, timeBase, AVRational(num: 1, den: DemuxedSample.ptsPerSecond))
+        let rescaled = av_rescale_q(pts, timeBase, AVRational(num: 1, den: DemuxedSample.ptsPerSecond))
+        // libavutil's answer when the result does not fit.
+        return rescaled == Int64.min ? nil : rescaled
     }
 
     // MARK: - The video track

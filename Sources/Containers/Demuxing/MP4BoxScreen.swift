@@ -9,13 +9,16 @@
 ///
 /// Boxes are searched wherever libavformat might parse them, not only where the standard puts
 /// them: libavformat reads a sample table box inside any box it descends into. So the screen
-/// descends into the containers it knows, into sample descriptions, and into any box whose
-/// payload is a sequence of boxes.
+/// descends into the containers it knows and into any box whose payload is a sequence of boxes,
+/// and searches sample descriptions and `meta` boxes byte by byte (libavformat finds their
+/// boxes after fields whose length varies). A compressed `moov` (`cmov`), which libavformat
+/// unpacks and parses where no screen sees it, is refused.
 ///
-/// It also marks where a fragmented MP4's fragments begin: `Demuxer` asks it to stop before the
-/// next `moof` (`pauseBeforeNextFragment`) to start a fresh demuxer there over `initSegment`,
-/// since libavformat's index grows by an entry for every sample of every fragment for as long
-/// as the stream lasts.
+/// libavformat's index grows by an entry for every sample the fragments declare, for as long as
+/// the stream lasts. So the screen counts them: once `Limits.freshStartAfterSamples` are declared,
+/// it stops before the next `moof` (`pausedAt`) for `Demuxer` to start a fresh demuxer there
+/// over `initSegment`. A stream that cannot start afresh is refused past
+/// `Limits.samplesWithoutFreshStart`.
 ///
 /// Used on the demuxer's thread only.
 final class MP4BoxScreen: DemuxByteInput {
@@ -32,6 +35,12 @@ final class MP4BoxScreen: DemuxByteInput {
         var boxBytes = 16 << 20
         /// Largest `ftyp` and `moov` kept to start a fresh demuxer at a fragment.
         var initSegmentBytes = 1 << 20
+        /// Samples declared (all tracks) after which the input stops before the next `moof`,
+        /// for a fresh demuxer to read on from there.
+        var freshStartAfterSamples = 1 << 15
+        /// Samples a demuxer may be declared when the stream cannot start afresh (its `moov`
+        /// describes samples too, or is larger than `initSegmentBytes`).
+        var samplesWithoutFreshStart = 1 << 22
     }
 
     let limits: Limits
@@ -44,8 +53,10 @@ final class MP4BoxScreen: DemuxByteInput {
     /// fragment it starts at. Nil until the `moov` is read, or when the `moov` holds samples
     /// (a fresh demuxer would look for them again) or is larger than `initSegmentBytes`.
     private(set) var initSegment: [UInt8]?
-    /// The offset of the `moof` the input stopped before (`pauseBeforeNextFragment`).
+    /// The offset of the `moof` the input stopped before, for a fresh start.
     private(set) var pausedAt: Int?
+    /// Samples declared to the current demuxer, all tracks together: its index.
+    private(set) var samplesDeclared = 0
 
     /// Bytes ready to hand on: a box gathered whole, or the header of one passed through.
     private var ready: [UInt8] = []
@@ -55,7 +66,8 @@ final class MP4BoxScreen: DemuxByteInput {
     private var passing: Int? = 0
     /// No more bytes will be handed on after `ready`.
     private var ended = false
-    private var pauseRequested = false
+    /// The input said to stop: every read says so from then on.
+    private var interrupted = false
     /// The header of the `moof` the input stopped before.
     private var heldHeader: [UInt8] = []
     private var fileType: [UInt8]?
@@ -66,19 +78,15 @@ final class MP4BoxScreen: DemuxByteInput {
         self.limits = limits
     }
 
-    /// Stops the input before the next `moof` (when there is an `initSegment` to start again with).
-    func pauseBeforeNextFragment() {
-        pauseRequested = initSegment != nil
-    }
-
-    /// Goes on after a pause, from the `moof` it stopped before.
+    /// Goes on after a pause, from the `moof` it stopped before, for a fresh demuxer.
     func resume() {
         pausedAt = nil
+        samplesDeclared = 0
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> DemuxInputRead {
         while true {
-            if refusal != nil { return .interrupted }
+            if refusal != nil || interrupted { return .interrupted }
             if readyOffset < ready.count {
                 let count = min(buffer.count, ready.count - readyOffset)
                 ready.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[readyOffset..<(readyOffset + count)])) }
@@ -90,9 +98,12 @@ final class MP4BoxScreen: DemuxByteInput {
             if passing != 0 {
                 let wanted = min(buffer.count, passing ?? .max)
                 let result = input.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]))
-                if case .bytes(let count) = result {
+                switch result {
+                case .bytes(let count):
                     passing = passing.map { $0 - count }
                     delivered += count
+                case .interrupted: interrupted = true
+                case .end: break
                 }
                 return result
             }
@@ -122,8 +133,7 @@ final class MP4BoxScreen: DemuxByteInput {
             // libavformat stops reading boxes here too.
             return endHere(.end)
         }
-        if type == BoxType.moof && pauseRequested {
-            pauseRequested = false
+        if type == BoxType.moof && initSegment != nil && samplesDeclared >= limits.freshStartAfterSamples {
             heldHeader = ready
             ready.removeAll(keepingCapacity: true)
             pausedAt = delivered
@@ -143,16 +153,21 @@ final class MP4BoxScreen: DemuxByteInput {
             return refuse("its \(name) box is \(size) bytes; FrameTap reads \(name) boxes of up to \(bound >> 20) MiB")
         }
         let stop = fill(to: size)
-        if stop == .interrupted { return .interrupted }
+        if stop == .interrupted { return endHere(.interrupted) }
         // A box cut short is still parsed by libavformat as far as it goes: checked all the same.
         let tally = Self.tally(ready)
         if let problem = Self.problem(in: tally, limits: limits) { return refuse(problem) }
         if isMovie {
             let segment = (fileType ?? []) + ready
             initSegment = tally.movieSamples == 0 && segment.count <= limits.initSegmentBytes ? segment : nil
-        } else if type == BoxType.ftyp {
-            fileType = ready
         }
+        samplesDeclared += tally.movieSamples + tally.fragmentSamples
+        if initSegment == nil && samplesDeclared > limits.samplesWithoutFreshStart {
+            return refuse(
+                "it declared more than \(limits.samplesWithoutFreshStart) samples, and FrameTap cannot start reading it afresh "
+                    + "at a fragment (that needs a moov without samples of its own, of at most \(limits.initSegmentBytes >> 20) MiB)")
+        }
+        if type == BoxType.ftyp { fileType = ready }
         ended = stop != nil
         return nil
     }
@@ -170,7 +185,10 @@ final class MP4BoxScreen: DemuxByteInput {
 
     /// Hands on what `ready` holds (a header, whole or cut short), then stops as `stop` says.
     private func endHere(_ stop: DemuxInputRead) -> DemuxInputRead? {
-        guard stop != .interrupted else { return .interrupted }
+        guard stop != .interrupted else {
+            interrupted = true
+            return .interrupted
+        }
         guard !ready.isEmpty else { return .end }
         ended = true
         return nil
@@ -191,6 +209,8 @@ final class MP4BoxScreen: DemuxByteInput {
         var fragmentSamples = 0
         /// The largest sample size a table or a default declares.
         var largestSample = 0
+        /// A compressed `moov` (`cmov`) lies in the box.
+        var compressedMovie = false
     }
 
     /// The tally of `box`, a whole top-level box, header included.
@@ -202,6 +222,9 @@ final class MP4BoxScreen: DemuxByteInput {
 
     /// Why libavformat must not read a box of `tally`, or nil.
     static func problem(in tally: Tally, limits: Limits) -> String? {
+        if tally.compressedMovie {
+            return "its moov is compressed (cmov), which FrameTap does not read"
+        }
         if tally.movieSamples > limits.samplesInMovie {
             return "its sample tables describe \(tally.movieSamples) samples; FrameTap reads MP4s of up to "
                 + "\(limits.samplesInMovie) samples (split the file, or send it as fragmented MP4)"
@@ -220,42 +243,70 @@ final class MP4BoxScreen: DemuxByteInput {
     private static func walk(_ bytes: [UInt8], _ range: Range<Int>, depth: Int, tally: inout Tally) {
         guard depth < 16 else { return }
         forEachBox(in: bytes, range) { type, payload in
-            switch type {
-            case BoxType.stsz: sampleSizes(bytes, payload, tally: &tally)
-            case BoxType.stz2: compactSampleSizes(bytes, payload, tally: &tally)
-            case BoxType.trun: trackRun(bytes, payload, tally: &tally)
-            case BoxType.tfhd:
-                // version and flags, track; then the optional fields the flags name, in order.
-                let flags = fullBoxFlags(bytes, payload)
-                var offset = payload.lowerBound + 8
-                if flags & 0x01 != 0 { offset += 8 }
-                if flags & 0x02 != 0 { offset += 4 }
-                if flags & 0x08 != 0 { offset += 4 }
-                if flags & 0x10 != 0, offset + 4 <= payload.upperBound { declare(sampleBytes: uint32(bytes, at: offset), &tally) }
-            case BoxType.trex:
-                if payload.count >= 20 { declare(sampleBytes: uint32(bytes, at: payload.lowerBound + 16), &tally) }
-            case BoxType.stsd:
-                // version and flags, an entry count, then sample entries whose own fields
-                // (their length depends on the kind of track) come before the boxes they hold.
-                guard payload.count > 8 else { return }
-                forEachBox(in: bytes, (payload.lowerBound + 8)..<payload.upperBound) { _, entry in
-                    for fields in [8, 28, 44, 64, 78] where entry.count > fields {
-                        let inner = (entry.lowerBound + fields)..<entry.upperBound
-                        if tiles(bytes, inner) {
-                            walk(bytes, inner, depth: depth + 1, tally: &tally)
-                            break
-                        }
+            if BoxType.declaringSamples.contains(type) || type == BoxType.cmov {
+                count(type, bytes, payload, tally: &tally)
+            } else if type == BoxType.stsd {
+                sampleEntries(bytes, payload, depth: depth, tally: &tally)
+            } else if type == BoxType.meta {
+                // libavformat looks for an `hdlr` 4 bytes at a time, and reads boxes from there.
+                var offset = payload.lowerBound
+                while offset + 8 < payload.upperBound {
+                    if uint32(bytes, at: offset) == BoxType.hdlr {
+                        walk(bytes, (offset - 4)..<payload.upperBound, depth: depth + 1, tally: &tally)
+                        break
                     }
+                    offset += 4
                 }
-            case BoxType.meta:
-                // A full box in MP4, a plain one in QuickTime.
-                let inner = tiles(bytes, payload) || payload.count < 4 ? payload : (payload.lowerBound + 4)..<payload.upperBound
-                walk(bytes, inner, depth: depth + 1, tally: &tally)
-            default:
-                if BoxType.containers.contains(type) || (!BoxType.leaves.contains(type) && tiles(bytes, payload)) {
-                    walk(bytes, payload, depth: depth + 1, tally: &tally)
-                }
+            } else if BoxType.containers.contains(type) || (!BoxType.leaves.contains(type) && tiles(bytes, payload)) {
+                walk(bytes, payload, depth: depth + 1, tally: &tally)
             }
+        }
+    }
+
+    /// libavformat reads a sample entry's boxes after the entry's own fields, whose length
+    /// depends on the kind of track, its version and a palette: every length they may take is
+    /// tried (a decoy at one hides nothing at another).
+    private static func sampleEntries(_ bytes: [UInt8], _ payload: Range<Int>, depth: Int, tally: inout Tally) {
+        guard payload.count > 8 else { return }
+        forEachBox(in: bytes, (payload.lowerBound + 8)..<payload.upperBound) { _, entry in
+            // Reserved and data reference (8), then: data and timecode (26), sound versions 0, 1
+            // and 2 (28, 44, 64), video (78).
+            var lengths = [8, 26, 28, 44, 64, 78]
+            // A video entry of 1, 2, 4 or 8 bits, not grey, whose colour table is in the file:
+            // its palette comes before its boxes.
+            let pixelDepth = Int(uint32(bytes, at: entry.lowerBound + 72) & 0xFFFF)
+            let colourTable = uint32(bytes, at: entry.lowerBound + 74) & 0xFFFF
+            if entry.count >= 86, [1, 2, 4, 8].contains(pixelDepth & 0x1F), pixelDepth & 0x20 == 0, colourTable == 0 {
+                let first = Int(uint32(bytes, at: entry.lowerBound + 78))
+                let last = Int(uint32(bytes, at: entry.lowerBound + 82) & 0xFFFF)
+                lengths.append(86 + (first <= last && last <= 255 ? (last - first + 1) * 8 : 0))
+            }
+            for length in lengths where entry.count > length {
+                walk(bytes, (entry.lowerBound + length)..<entry.upperBound, depth: depth + 1, tally: &tally)
+            }
+        }
+    }
+
+    /// What a box that declares samples (or a `cmov`) adds to `tally`.
+    private static func count(_ type: UInt32, _ bytes: [UInt8], _ payload: Range<Int>, tally: inout Tally) {
+        switch type {
+        case BoxType.stsz: sampleSizes(bytes, payload, tally: &tally)
+        case BoxType.stz2: compactSampleSizes(bytes, payload, tally: &tally)
+        case BoxType.trun: trackRun(bytes, payload, tally: &tally)
+        case BoxType.tfhd:
+            // version and flags, track; then the optional fields the flags name, in order.
+            let flags = fullBoxFlags(bytes, payload)
+            var offset = payload.lowerBound + 8
+            if flags & 0x01 != 0 { offset += 8 }
+            if flags & 0x02 != 0 { offset += 4 }
+            if flags & 0x08 != 0 { offset += 4 }
+            if flags & 0x10 != 0, offset + 4 <= payload.upperBound { declare(sampleBytes: uint32(bytes, at: offset), &tally) }
+        case BoxType.trex:
+            if payload.count >= 20 { declare(sampleBytes: uint32(bytes, at: payload.lowerBound + 16), &tally) }
+        case BoxType.cmov:
+            tally.compressedMovie = true
+        default:
+            break
         }
     }
 
@@ -364,7 +415,10 @@ private enum BoxType {
 
     static let moov = code("moov"), hoov = code("hoov"), moof = code("moof"), ftyp = code("ftyp"), meta = code("meta")
     static let stsz = code("stsz"), stz2 = code("stz2"), trun = code("trun"), tfhd = code("tfhd"), trex = code("trex")
-    static let stsd = code("stsd")
+    static let stsd = code("stsd"), cmov = code("cmov"), hdlr = code("hdlr")
+
+    /// Boxes that declare samples or their sizes.
+    static let declaringSamples: Set<UInt32> = [stsz, stz2, trun, tfhd, trex]
 
     /// Top-level boxes libavformat does not parse, passed straight through.
     static let passedThrough: Set<UInt32> = [code("mdat"), code("free"), code("skip"), code("wide")]
