@@ -129,6 +129,36 @@ struct MP4BoxScreenTests {
         #expect(try Self.demux(open).failure?.message.contains("runs to the end") == true)
     }
 
+    @Test("an MP4 cut anywhere inside its moov is invalid_container (or ends with no sample), never unsupported_codec or no_video_track")
+    func cutInsideTheMovie() throws {
+        for file in ["h264_320x240.mp4", "h264_320x240_fragmented.mp4", "h265_176x144.mp4"] {
+            let bytes = try ContainerFixtures.bytes(file)
+            let moov = try Self.offset(of: "moov", in: bytes)
+            for cut in stride(from: 9, to: moov + Int(Self.size(at: moov, in: bytes)), by: 7) {
+                // No failure and no sample is what a push reports as invalid_container too.
+                let result = try Self.demux(Array(bytes.prefix(cut)))
+                #expect(result.failure.map { $0.code == .invalidContainer } ?? (result.samples == 0), "\(file) cut at \(cut): \(String(describing: result.failure))")
+            }
+        }
+    }
+
+    @Test("zeros after the file, garbage after it, and a last mdat that runs to the end are read as libavformat reads them")
+    func endings() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240.mp4")
+        let padded = try Self.demux(bytes + [UInt8](repeating: 0, count: 100_000))
+        #expect(padded.failure == nil && padded.frames.count == 20, "\(String(describing: padded.failure))")
+        var generator = SystemRandomNumberGenerator()
+        let garbage = try Self.demux(bytes + (0..<100_000).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        #expect(garbage.frames.count == 20)
+        if let message = garbage.failure?.message {
+            #expect(message.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F }, "\(message)")
+        }
+        var open = bytes
+        Self.put(0, at: try Self.offset(of: "mdat", in: bytes), in: &open)
+        let toTheEnd = try Self.demux(open)
+        #expect(toTheEnd.failure == nil && toTheEnd.frames.count == 20, "\(String(describing: toTheEnd.failure))")
+    }
+
     @Test("each fixture passes the screen unchanged", arguments: ["h264_320x240.mp4", "h264_320x240_aac.mp4", "h264_320x240_moov_at_end.mp4", "h264_320x240_fragmented.mp4", "h265_176x144.mp4", "h265_176x144_fragmented.mp4"])
     func fixturesPass(file: String) throws {
         let bytes = try ContainerFixtures.bytes(file)

@@ -175,7 +175,11 @@ public final class Demuxer {
             mergedStreams?.observe(context)
             pesPieces = PESPieces(maxBytes: Self.maxGatheredBytes)
         }
-        if let failure = chooseVideoTrack(final: !streamsMayAppear) {
+        if var failure = chooseVideoTrack(final: !streamsMayAppear) {
+            if let box = screen?.cutShortBox {
+                // Its tracks are what libavformat made of a header cut short: that is the failure.
+                failure = ContainerError(.invalidContainer, "the MP4 ended inside its \(box) box, before its header did")
+            }
             close()
             throw failure
         }
@@ -257,9 +261,10 @@ public final class Demuxer {
                 if let joined = pesPieces?.finish() {
                     return handOn(joined)
                 }
-                if status == ft_averror_eof() && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false)
-                    && screen?.refusal == nil
-                {
+                // An MP4 whose last box runs to the end: libavformat looks for a box after it,
+                // and calls the lack of one invalid data.
+                let atEnd = status == ft_averror_eof() || screen?.endedInBoxToTheEnd == true
+                if atEnd && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) && screen?.refusal == nil {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
                     return .end
                 }
@@ -419,6 +424,14 @@ public final class Demuxer {
             case AV_CODEC_ID_H264, AV_CODEC_ID_HEVC:
                 videoStream = Int32(index)
                 return nil
+            case AV_CODEC_ID_NONE:
+                // libavformat knows no codec for it (or its description was cut short): named by
+                // the container's tag when it gave one.
+                let tag = parameters.pointee.codec_tag
+                let letters = (0..<4).map { UInt8(truncatingIfNeeded: tag >> (8 * $0)) }
+                if tag != 0, letters.allSatisfy({ (0x20...0x7E).contains($0) }) {
+                    unsupported.append("'\(String(decoding: letters, as: UTF8.self))'")
+                }
             default:
                 unsupported.append(String(cString: avcodec_get_name(parameters.pointee.codec_id)))
             }

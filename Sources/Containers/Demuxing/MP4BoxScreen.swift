@@ -57,6 +57,11 @@ final class MP4BoxScreen: DemuxByteInput {
     private(set) var pausedAt: Int?
     /// Samples declared to the current demuxer, all tracks together: its index.
     private(set) var samplesDeclared = 0
+    /// The type of the box the input ended inside, if it did.
+    private(set) var cutShortBox: String?
+    /// The last top-level box ran to the end of the input (size 0), and the input ended:
+    /// libavformat, looking for the box after it, finds none.
+    private(set) var endedInBoxToTheEnd = false
 
     /// Bytes ready to hand on: a box gathered whole, or the header of one passed through.
     private var ready: [UInt8] = []
@@ -64,6 +69,8 @@ final class MP4BoxScreen: DemuxByteInput {
     /// Payload bytes of the current top-level box still to pass straight through; nil: all
     /// that follows (a box that runs to the input's end).
     private var passing: Int? = 0
+    /// The type of the box passed through now.
+    private var passingType: UInt32 = 0
     /// No more bytes will be handed on after `ready`.
     private var ended = false
     /// The input said to stop: every read says so from then on.
@@ -103,7 +110,8 @@ final class MP4BoxScreen: DemuxByteInput {
                     passing = passing.map { $0 - count }
                     delivered += count
                 case .interrupted: interrupted = true
-                case .end: break
+                case .end:
+                    if passing == nil { endedInBoxToTheEnd = true } else { cutShortBox = BoxType.name(passingType) }
                 }
                 return result
             }
@@ -127,11 +135,11 @@ final class MP4BoxScreen: DemuxByteInput {
         if size == 1 {
             if let stop = fill(to: 16) { return endHere(stop) }
             let large = Self.uint64(ready, at: 8)
-            guard large >= 16, large <= UInt64(Int.max) else { return endHere(.end) }
+            guard large >= 16, large <= UInt64(Int.max) else { return endHere(.end, cutShort: false) }
             size = Int(large)
         } else if size != 0 && size < 8 {
             // libavformat stops reading boxes here too.
-            return endHere(.end)
+            return endHere(.end, cutShort: false)
         }
         if type == BoxType.moof && initSegment != nil && samplesDeclared >= limits.freshStartAfterSamples {
             heldHeader = ready
@@ -139,8 +147,11 @@ final class MP4BoxScreen: DemuxByteInput {
             pausedAt = delivered
             return .end
         }
-        if BoxType.passedThrough.contains(type) {
+        // libavformat parses no box of a type that is not four printable characters (zeros
+        // padding a file, garbage after it): such boxes pass through as media data does.
+        if BoxType.passedThrough.contains(type) || !BoxType.isPrintable(type) {
             passing = size == 0 ? nil : size - ready.count
+            passingType = type
             return nil
         }
         let isMovie = type == BoxType.moov || type == BoxType.hoov
@@ -154,6 +165,7 @@ final class MP4BoxScreen: DemuxByteInput {
         }
         let stop = fill(to: size)
         if stop == .interrupted { return endHere(.interrupted) }
+        if stop != nil { cutShortBox = name }
         // A box cut short is still parsed by libavformat as far as it goes: checked all the same.
         let tally = Self.tally(ready)
         if let problem = Self.problem(in: tally, limits: limits) { return refuse(problem) }
@@ -184,12 +196,13 @@ final class MP4BoxScreen: DemuxByteInput {
     }
 
     /// Hands on what `ready` holds (a header, whole or cut short), then stops as `stop` says.
-    private func endHere(_ stop: DemuxInputRead) -> DemuxInputRead? {
+    private func endHere(_ stop: DemuxInputRead, cutShort: Bool = true) -> DemuxInputRead? {
         guard stop != .interrupted else {
             interrupted = true
             return .interrupted
         }
         guard !ready.isEmpty else { return .end }
+        if stop == .end && cutShort { cutShortBox = ready.count >= 8 ? BoxType.name(Self.uint32(ready, at: 4)) : "next" }
         ended = true
         return nil
     }
@@ -409,8 +422,14 @@ private enum BoxType {
         name.withUTF8Buffer { $0.reduce(0) { $0 << 8 | UInt32($1) } }
     }
 
+    /// The type's four characters, or its number in hexadecimal when they are not printable.
     static func name(_ type: UInt32) -> String {
-        String(decoding: (0..<4).map { UInt8(truncatingIfNeeded: type >> (24 - 8 * $0)) }, as: UTF8.self)
+        guard isPrintable(type) else { return "0x" + String(type, radix: 16) }
+        return String(decoding: (0..<4).map { UInt8(truncatingIfNeeded: type >> (24 - 8 * $0)) }, as: UTF8.self)
+    }
+
+    static func isPrintable(_ type: UInt32) -> Bool {
+        (0..<4).allSatisfy { (0x20...0x7E).contains(type >> (8 * $0) & 0xFF) }
     }
 
     static let moov = code("moov"), hoov = code("hoov"), moof = code("moof"), ftyp = code("ftyp"), meta = code("meta")
