@@ -31,6 +31,28 @@ import Testing
         #expect(now >= start + media - SourcePacing.lead && now <= start + media)
     }
 
+    /// A 2 s file read again each time it ends, 0.5 s after: each replay goes on from where the
+    /// last one's schedule ended, so beyond the lead the file plays at its own speed. Each
+    /// connection's pacing started afresh before, and a file shorter than the lead then played
+    /// whole at once every 0.5 s.
+    @Test func aShortFileReadAgainAndAgainPlaysAtItsOwnSpeed() {
+        var pacing = SourcePacing()
+        var now: UInt64 = 1_000 * Self.millisecond
+        let start = now
+        let replays = 20
+        for _ in 0..<replays {
+            for picture in 0..<50 {
+                now += Self.millisecond
+                if let due = pacing.sample(pts: Int64(picture) * Self.ticksPerPicture, readTook: 0, now: now) { now = due }
+            }
+            pacing.fileEnded()
+            now += 500 * Self.millisecond
+        }
+        let media = UInt64(replays) * 50 * 40 * Self.millisecond
+        #expect(now - start >= media - SourcePacing.lead, "\((now - start) / Self.millisecond) ms for \(media / Self.millisecond) ms of pictures")
+        #expect(now - start <= media + UInt64(replays) * 600 * Self.millisecond)
+    }
+
     /// A live source makes the reader wait for each sample: it is never held, even when its
     /// clock runs fast against this one's (1 % here, far more than any camera's drift) and
     /// even after a burst of buffered pictures at connect.

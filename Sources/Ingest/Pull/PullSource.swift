@@ -146,6 +146,9 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     private func run() {
         var failures = 0
+        // RTSP, RTMP and SRT carry live streams by nature; only an HTTP body may be a stored file.
+        let paced = if case .httpGet = spec.url.scheme.opening { true } else { false }
+        var pacing: SourcePacing? = paced ? SourcePacing() : nil
         // Whether the next attempt follows a failed or lost one (an on-demand connection made
         // after its idle time is no reconnect).
         var reconnecting = false
@@ -167,12 +170,19 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                         timeouts: .init(connect: settings.connectTimeout, read: settings.readTimeout),
                         seekWindow: settings.seekWindow)
                     connected(format: stream.formatName)
-                    let (end, proven) = read(stream)
+                    let (end, proven) = read(stream, pacing: &pacing)
                     // Only a connection that gave some of the stream for a while starts the
                     // back-off again: one that opens and fails at once (a login page, a stream
                     // that never starts after PLAY) would otherwise be retried every 0.5 s.
                     if proven { failures = 0 }
                     outcome = end
+                    // A file read to its end plays again on its own schedule; anything else
+                    // starts afresh.
+                    if end.code == .sourceEnded && proven {
+                        pacing?.fileEnded()
+                    } else {
+                        pacing = paced ? SourcePacing() : nil
+                    }
                 } catch {
                     outcome = error
                 }
@@ -221,11 +231,11 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     /// Reads samples until the connection fails or the stream ends; returns why it stopped, and
     /// whether it proved itself: handed on some of the stream `PullSettings.provenAfter` or
     /// more after it opened, or ended as a whole file of samples (a short file that loops).
-    private func read(_ stream: PulledStream) -> (end: ContainerError, proven: Bool) {
+    private func read(_ stream: PulledStream, pacing: inout SourcePacing?) -> (end: ContainerError, proven: Bool) {
         let openedAt = clock.uptime
         var proven = false
         var sampled = false
-        let end = readUntilEnd(stream) { isSample in
+        let end = readUntilEnd(stream, pacing: &pacing) { isSample in
             sampled = sampled || isSample
             if !proven, clock.uptime &- openedAt >= PullSettings.provenAfter.nanoseconds { proven = true }
         }
@@ -234,13 +244,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     /// `read(_:)`'s loop; `delivering` runs before each sample (true) or piece of Annex B
     /// (false) is handed on.
-    private func readUntilEnd(_ stream: PulledStream, delivering: (_ isSample: Bool) -> Void) -> ContainerError {
+    private func readUntilEnd(
+        _ stream: PulledStream, pacing: inout SourcePacing?, delivering: (_ isSample: Bool) -> Void
+    ) -> ContainerError {
         var counted: [String: Int] = [:]
         // A source's Annex B bytes land in the pool's slabs, as an upload's do.
         var landing = SlabWriter()
         defer { landing.release() }
-        // RTSP, RTMP and SRT carry live streams by nature; only an HTTP body may be a stored file.
-        var pacing: SourcePacing? = if case .httpGet = spec.url.scheme.opening { SourcePacing() } else { nil }
         var annexB = ProgressBudget(limit: Self.maxBytesWithoutAccessUnit, progress: accessUnits.load(ordering: .relaxed))
         while true {
             let asked = clock.uptime

@@ -12,7 +12,11 @@ import Containers
 /// that never did is let run up to `lead` ahead of real time, which covers the burst of buffered
 /// pictures some servers send at connect, and then held to its timestamps.
 ///
-/// A value, one per connection: the pull's thread asks it, for each sample, when it may go on.
+/// A stored file that ends is read again on the next connection, its timestamps starting over:
+/// `fileEnded()` has that replay go on from where this one's schedule ended, so that a file
+/// shorter than `lead` plays at its own speed too rather than all at once every time.
+///
+/// A value, one per pull: the pull's thread asks it, for each sample, when it may go on.
 public struct SourcePacing: Sendable {
     /// How far ahead of real time a source may run before it is held.
     public static let lead: UInt64 = 5_000_000_000
@@ -30,6 +34,10 @@ public struct SourcePacing: Sendable {
     }
 
     private var anchor: Anchor?
+    /// When the last sample was due, and the step to it from the one before.
+    private var lastDue: (uptime: UInt64, step: UInt64)?
+    /// Where the next anchor lies at the earliest: the end of the last replay's schedule.
+    private var resumeAt: UInt64 = 0
     /// The source set the pace in a window of this connection.
     private var isLive = false
     private var windowStart: UInt64?
@@ -54,21 +62,34 @@ public struct SourcePacing: Sendable {
             waited = 0
         }
         guard let pts else { return nil }
-        guard let anchor, pts >= anchor.pts else { return restart(at: pts, now) }
+        if anchor == nil || pts < anchor!.pts {
+            anchor = Anchor(pts: pts, uptime: max(now, resumeAt))
+            resumeAt = 0
+        }
+        let anchor = anchor!
         let delta = pts.subtractingReportingOverflow(anchor.pts)
-        guard !delta.overflow else { return restart(at: pts, now) }
         let ticks = UInt64(delta.partialValue).multipliedReportingOverflow(by: 1_000_000_000)
         let due = anchor.uptime.addingReportingOverflow(ticks.partialValue / UInt64(DemuxedSample.ptsPerSecond))
         // Far ahead of where a held source can be: a jump in its timestamps, not a source running ahead.
-        guard !ticks.overflow, !due.overflow, due.partialValue <= now &+ Self.lead &+ Self.jump else {
-            return restart(at: pts, now)
+        guard !delta.overflow, !ticks.overflow, !due.overflow, due.partialValue <= now &+ Self.lead &+ Self.jump else {
+            self.anchor = Anchor(pts: pts, uptime: now)
+            lastDue = nil
+            return nil
         }
+        let step = lastDue.map { due.partialValue > $0.uptime ? due.partialValue - $0.uptime : $0.step } ?? 0
+        lastDue = (due.partialValue, step)
         guard due.partialValue > now &+ Self.lead else { return nil }
         return due.partialValue - Self.lead
     }
 
-    private mutating func restart(at pts: Int64, _ now: UInt64) -> UInt64? {
-        anchor = Anchor(pts: pts, uptime: now)
-        return nil
+    /// The connection ended with the whole file read (not a live source): the next one replays
+    /// it from its first timestamp, one step after this one's last was due.
+    public mutating func fileEnded() {
+        if !isLive, let lastDue { resumeAt = lastDue.uptime &+ lastDue.step }
+        anchor = nil
+        lastDue = nil
+        isLive = false
+        windowStart = nil
+        waited = 0
     }
 }
