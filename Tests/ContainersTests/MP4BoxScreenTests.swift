@@ -159,6 +159,37 @@ struct MP4BoxScreenTests {
         #expect(toTheEnd.failure == nil && toTheEnd.frames.count == 20, "\(String(describing: toTheEnd.failure))")
     }
 
+    @Test("a box whose end lies past 2^62 bytes ends the input: libavformat cannot skip it and would read inside it")
+    func aBoxThatCannotBeSkipped() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        let moof = try Self.offset(of: "moof", in: bytes)
+        for type in ["free", "\u{0}\u{1}\u{2}\u{3}"] {
+            let huge = UInt64(Int64.max) - UInt64(moof) - 100
+            let largeSize = (0..<8).map { UInt8(truncatingIfNeeded: huge >> (56 - 8 * $0)) }
+            var changed = bytes
+            changed.insert(contentsOf: [0, 0, 0, 1] + Array(type.utf8) + largeSize + Self.hugeRun, at: moof)
+            let screen = MP4BoxScreen(input: InMemoryInput(changed, pieceSize: 333))
+            var delivered = 0
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while case .bytes(let count) = buffer.withUnsafeMutableBytes({ screen.read(into: $0) }) { delivered += count }
+            #expect(delivered == moof + 16, "\(type.utf8.map { $0 }): nothing after the box's header is handed on")
+        }
+    }
+
+    @Test("an audio-only MP4 whose moov is whole but whose media data is cut stays no_video_track")
+    func aWholeMovieCutAfter() throws {
+        // The fixture's moov is at its end: moved first (its offsets then point wrong, which a
+        // header read alone never sees), then the input cut inside the media data's header and after it.
+        let fixture = try ContainerFixtures.bytes("audio_only.mp4")
+        let moov = try Self.offset(of: "moov", in: fixture)
+        let mdat = try Self.offset(of: "mdat", in: fixture)
+        let bytes = Array(fixture[0..<28]) + Array(fixture[moov...]) + Array(fixture[mdat..<moov])
+        let end = 28 + fixture.count - moov
+        for cut in [end + 4, end + 12] {
+            #expect(try Self.demux(Array(bytes.prefix(cut))).failure?.code == .noVideoTrack, "cut at \(cut)")
+        }
+    }
+
     @Test("each fixture passes the screen unchanged", arguments: ["h264_320x240.mp4", "h264_320x240_aac.mp4", "h264_320x240_moov_at_end.mp4", "h264_320x240_fragmented.mp4", "h265_176x144.mp4", "h265_176x144_fragmented.mp4"])
     func fixturesPass(file: String) throws {
         let bytes = try ContainerFixtures.bytes(file)

@@ -53,6 +53,15 @@ import Testing
         #expect(now - start <= media + UInt64(replays) * 600 * Self.millisecond)
     }
 
+    /// Timestamps whose difference does not fit in 64 bits start the pace again; nothing traps.
+    @Test func timestampsFarApartStartThePaceAgain() {
+        var pacing = SourcePacing()
+        #expect(pacing.sample(pts: -1, readTook: 0, now: 1_000) == nil)
+        #expect(pacing.sample(pts: .max, readTook: 0, now: 2_000) == nil)
+        #expect(pacing.sample(pts: .min, readTook: 0, now: 3_000) == nil)
+        #expect(pacing.sample(pts: .max, readTook: 0, now: 4_000) == nil)
+    }
+
     /// A live source makes the reader wait for each sample: it is never held, even when its
     /// clock runs fast against this one's (1 % here, far more than any camera's drift) and
     /// even after a burst of buffered pictures at connect.

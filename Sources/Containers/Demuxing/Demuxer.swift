@@ -176,7 +176,7 @@ public final class Demuxer {
             pesPieces = PESPieces(maxBytes: Self.maxGatheredBytes)
         }
         if var failure = chooseVideoTrack(final: !streamsMayAppear) {
-            if let box = screen?.cutShortBox {
+            if let screen, let box = screen.cutShortBox, !screen.readWholeMovie {
                 // Its tracks are what libavformat made of a header cut short: that is the failure.
                 failure = ContainerError(.invalidContainer, "the MP4 ended inside its \(box) box, before its header did")
             }
@@ -263,7 +263,8 @@ public final class Demuxer {
                 }
                 // An MP4 whose last box runs to the end: libavformat looks for a box after it,
                 // and calls the lack of one invalid data.
-                let atEnd = status == ft_averror_eof() || screen?.endedInBoxToTheEnd == true
+                let atEnd = status == ft_averror_eof()
+                    || (screen?.endedInBoxToTheEnd == true && status == ft_averror_invaliddata() && bridge?.failedSeek == nil)
                 if atEnd && callback.interrupt.reason == nil && !(bridge?.interrupted ?? false) && screen?.refusal == nil {
                     if videoStream == nil, let failure = chooseVideoTrack(final: true) { return .failed(failure) }
                     return .end

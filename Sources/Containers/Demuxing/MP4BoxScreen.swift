@@ -59,6 +59,8 @@ final class MP4BoxScreen: DemuxByteInput {
     private(set) var samplesDeclared = 0
     /// The type of the box the input ended inside, if it did.
     private(set) var cutShortBox: String?
+    /// A whole `moov` was handed on.
+    private(set) var readWholeMovie = false
     /// The last top-level box ran to the end of the input (size 0), and the input ended:
     /// libavformat, looking for the box after it, finds none.
     private(set) var endedInBoxToTheEnd = false
@@ -141,6 +143,9 @@ final class MP4BoxScreen: DemuxByteInput {
             // libavformat stops reading boxes here too.
             return endHere(.end, cutShort: false)
         }
+        // A box that would end past 2^62 bytes: libavformat cannot skip it and would read on
+        // inside it, where nothing would be checked. No file is that long: the input ends here.
+        if size > (1 << 62) - delivered { return endHere(.end, cutShort: false) }
         if type == BoxType.moof && initSegment != nil && samplesDeclared >= limits.freshStartAfterSamples {
             heldHeader = ready
             ready.removeAll(keepingCapacity: true)
@@ -170,6 +175,7 @@ final class MP4BoxScreen: DemuxByteInput {
         let tally = Self.tally(ready)
         if let problem = Self.problem(in: tally, limits: limits) { return refuse(problem) }
         if isMovie {
+            readWholeMovie = readWholeMovie || stop == nil
             let segment = (fileType ?? []) + ready
             initSegment = tally.movieSamples == 0 && segment.count <= limits.initSegmentBytes ? segment : nil
         }

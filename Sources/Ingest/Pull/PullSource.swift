@@ -160,6 +160,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             retryRequested.withLock { $0 = false }
             update(.connecting)
             let outcome: ContainerError
+            var fileRead = false
             if let refusal = settings.policy.check(spec.url) {
                 // The policy is fixed, but a host name's addresses may have moved out of it.
                 outcome = refusal
@@ -176,18 +177,19 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                     // that never starts after PLAY) would otherwise be retried every 0.5 s.
                     if proven { failures = 0 }
                     outcome = end
-                    // A file read to its end plays again on its own schedule; anything else
-                    // starts afresh.
-                    if end.code == .sourceEnded && proven {
-                        pacing?.fileEnded()
-                    } else {
-                        pacing = paced ? SourcePacing() : nil
-                    }
+                    fileRead = end.code == .sourceEnded && proven
                 } catch {
                     outcome = error
                 }
             }
             if isStopped { break }
+            // A file read to its end plays again on its own schedule; anything else (a failure,
+            // a connection let go) starts afresh.
+            if fileRead && interrupt.reason == nil && isWanted {
+                pacing?.fileEnded()
+            } else {
+                pacing = paced ? SourcePacing() : nil
+            }
             if interrupt.reason == .letGo || !isWanted {
                 // Let go on purpose: no failure, and the next connection is no reconnect.
                 becomeIdle()

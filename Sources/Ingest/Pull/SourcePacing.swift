@@ -68,10 +68,10 @@ public struct SourcePacing: Sendable {
         }
         let anchor = anchor!
         let delta = pts.subtractingReportingOverflow(anchor.pts)
-        let ticks = UInt64(delta.partialValue).multipliedReportingOverflow(by: 1_000_000_000)
-        let due = anchor.uptime.addingReportingOverflow(ticks.partialValue / UInt64(DemuxedSample.ptsPerSecond))
+        let ticks = delta.overflow ? nil : UInt64(delta.partialValue).multipliedReportingOverflow(by: 1_000_000_000)
+        let due = ticks.map { anchor.uptime.addingReportingOverflow($0.partialValue / UInt64(DemuxedSample.ptsPerSecond)) }
         // Far ahead of where a held source can be: a jump in its timestamps, not a source running ahead.
-        guard !delta.overflow, !ticks.overflow, !due.overflow, due.partialValue <= now &+ Self.lead &+ Self.jump else {
+        guard let ticks, let due, !ticks.overflow, !due.overflow, due.partialValue <= now &+ Self.lead &+ Self.jump else {
             self.anchor = Anchor(pts: pts, uptime: now)
             lastDue = nil
             return nil
