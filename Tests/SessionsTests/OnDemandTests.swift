@@ -185,6 +185,22 @@ struct OnDemandLifeCycleTests {
         registry.shutdown()
     }
 
+    /// A picture decoded on demand from access units that arrived 30 s before is 30 s old: its
+    /// age counts from its access unit's arrival, not from the decode (which made a lost
+    /// camera's last picture look fresh).
+    @Test func aPictureDecodedOnDemandIsAsOldAsItsAccessUnit() async throws {
+        let clock = ManualClock()
+        let (registry, _, _) = OnDemand.registryWithEvents(linger: .seconds(10), clock: clock)
+        let session = try registry.openSession(try SessionID("old")).session
+        _ = try await push(try Streams.h264BFrames(), to: session, flush: false)
+        clock.advance(by: .seconds(30))
+        let served = try #require(try await picture(session).get().served)
+        #expect(served.ageMilliseconds(now: clock.uptime) >= 30_000)
+        let age = try #require(session.status().latestFrame?.ageMs)
+        #expect(age >= 30_000)
+        registry.shutdown()
+    }
+
     /// A session deleted while it catches up: the waiting request is told, and the catch-up
     /// slot and the decoder memory are given back.
     @Test func deleteDuringACatchUp() async throws {

@@ -505,7 +505,7 @@ final class DecodeLoop: Sendable {
                 { frame, number in
                     let published = PublishedFrame(
                         frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
-                        receivedAt: frame.accessUnitIndex.flatMap(history.receivedAt))
+                        arrival: frame.accessUnitIndex.flatMap(history.arrival))
                     pictures += 1
                     // A picture libavcodec concealed errors in (an error of this step) never
                     // replaces a good one as the newest, and the newest only ever moves on.
@@ -530,7 +530,7 @@ final class DecodeLoop: Sendable {
     /// A new newest picture (decode queue): requests waiting for an on-demand connection's first
     /// picture go on if it is of that connection's bytes.
     private func pictureWasPublished(_ picture: PublishedFrame) {
-        connection.picturePublished { picture.frame.accessUnitIndex.flatMap(history.receivedUptime) }
+        connection.picturePublished { picture.frame.accessUnitIndex.flatMap(history.arrival)?.uptime }
     }
 
     // MARK: - Configuration

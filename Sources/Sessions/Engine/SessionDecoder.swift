@@ -156,7 +156,7 @@ struct SessionDecoder {
             guard !frame.hasDecodeErrors, number > best?.sequence ?? 0 else { return }
             best = PublishedFrame(
                 frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,
-                receivedAt: frame.accessUnitIndex.flatMap(history.receivedAt))
+                arrival: frame.accessUnitIndex.flatMap(history.arrival))
         }
         defer { run.best = best }
         switch history.read(from: run.cursor, limit: unitsAtMost) {

@@ -356,14 +356,9 @@ final class CompressedHistory: Sendable {
         }
     }
 
-    /// When the access unit `index` arrived, while it is held.
-    func receivedAt(_ index: Int64) -> Date? {
-        unit(index)?.receivedAt
-    }
-
-    /// When the access unit `index` arrived, as the session's uptime, while it is held.
-    func receivedUptime(_ index: Int64) -> UInt64? {
-        unit(index)?.receivedUptime
+    /// When the access unit `index` arrived (wall time, and the session's uptime), while it is held.
+    func arrival(_ index: Int64) -> (date: Date, uptime: UInt64)? {
+        unit(index).map { ($0.receivedAt, $0.receivedUptime) }
     }
 
     private func unit(_ index: Int64) -> Unit? {

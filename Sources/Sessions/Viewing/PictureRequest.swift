@@ -111,24 +111,26 @@ struct PublishedFrame: Sendable {
     let frame: DecodedFrame
     let sequence: UInt64
     let backend: DecoderBackend
-    /// When the decoder handed the picture out, on the session's clock: wall time (for
-    /// `Last-Modified`) and monotonic time (for ages). A picture from the past is stamped with
-    /// when its access unit arrived instead.
+    /// When the decoder handed the picture out, on the session's clock (for `Last-Modified`). A
+    /// picture from the past is stamped with when its access unit arrived instead.
     let decodedAt: Date
-    let decodedAtUptime: UInt64
+    /// The monotonic time its age counts from: when its access unit arrived, when known (a
+    /// picture decoded on demand from an access unit that came long before is that old), else
+    /// when it was decoded.
+    let agedFromUptime: UInt64
     /// When its access unit's bytes arrived, while the history knew it.
     let receivedAt: Date?
 
     init(
         frame: DecodedFrame, sequence: UInt64, backend: DecoderBackend, at clock: any ServiceClock,
-        receivedAt: Date? = nil
+        arrival: (date: Date, uptime: UInt64)? = nil
     ) {
         self.frame = frame
         self.sequence = sequence
         self.backend = backend
         decodedAt = clock.now
-        decodedAtUptime = clock.uptime
-        self.receivedAt = receivedAt
+        agedFromUptime = arrival?.uptime ?? clock.uptime
+        receivedAt = arrival?.date
     }
 
     /// A picture decoded from the history: its age is counted from when its bytes arrived.
@@ -137,14 +139,14 @@ struct PublishedFrame: Sendable {
         self.sequence = sequence
         backend = frame.decodedBy
         decodedAt = receivedAt
-        decodedAtUptime = receivedUptime
+        agedFromUptime = receivedUptime
         self.receivedAt = receivedAt
     }
 
     func info(now: UInt64) -> LatestFrameInfo {
         LatestFrameInfo(
             seq: sequence, pts: frame.pts, keyframe: frame.isKeyframe, width: frame.width, height: frame.height,
-            ageMs: Int((now &- decodedAtUptime) / 1_000_000))
+            ageMs: Int((now &- agedFromUptime) / 1_000_000))
     }
 }
 
@@ -160,8 +162,8 @@ public struct ServedPicture: Sendable {
     /// Wall-clock decode time (for `Last-Modified`).
     public let decodedAt: Date
     public let backend: DecoderBackend
-    /// Monotonic decode time, for `ageMilliseconds(now:)`.
-    public let decodedAtUptime: UInt64
+    /// The monotonic time its age counts from (`PublishedFrame.agedFromUptime`).
+    public let agedFromUptime: UInt64
     /// When the bytes of its access unit arrived, when known.
     public let receivedAt: Date?
 
@@ -173,12 +175,13 @@ public struct ServedPicture: Sendable {
         isKeyframe = published.frame.isKeyframe
         decodedAt = published.decodedAt
         backend = published.backend
-        decodedAtUptime = published.decodedAtUptime
+        agedFromUptime = published.agedFromUptime
         receivedAt = published.receivedAt
     }
 
-    /// Milliseconds between the decode and `now` (a `ServiceClock.uptime` reading).
-    public func ageMilliseconds(now: UInt64) -> Int { Int((now &- decodedAtUptime) / 1_000_000) }
+    /// Milliseconds between when its access unit arrived (or it was decoded) and `now` (a
+    /// `ServiceClock.uptime` reading).
+    public func ageMilliseconds(now: UInt64) -> Int { Int((now &- agedFromUptime) / 1_000_000) }
 }
 
 /// What a long-polling client already has: the entity tags of its `If-None-Match` (parsed by the
