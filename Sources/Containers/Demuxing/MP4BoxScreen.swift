@@ -4,15 +4,16 @@
 /// has tens of millions of samples, and the demuxer then allocates and fills an index entry for
 /// each (24 bytes, more with their timing) before it reads one. So every top-level box the demuxer
 /// parses is gathered whole (up to a bound) and its sample tables are checked against `Limits`
-/// before it is handed on; media data (`mdat`) and padding pass straight through. A box that
-/// breaks a limit ends the input with `refusal` (`invalid_container`).
+/// before it is handed on; media data (`mdat`), padding, and boxes whose type is not four
+/// printable characters (libavformat skips those) pass straight through. A box that breaks a
+/// limit ends the input with `refusal` (`invalid_container`).
 ///
 /// Boxes are searched wherever libavformat might parse them, not only where the standard puts
 /// them: libavformat reads a sample table box inside any box it descends into. So the screen
-/// descends into the containers it knows and into any box whose payload is a sequence of boxes,
-/// and searches sample descriptions and `meta` boxes byte by byte (libavformat finds their
-/// boxes after fields whose length varies). A compressed `moov` (`cmov`), which libavformat
-/// unpacks and parses where no screen sees it, is refused.
+/// descends into the containers it knows and into any box whose payload is a sequence of boxes;
+/// reads a `meta` from the first `hdlr` found 4 bytes at a time, as libavformat does; and reads
+/// a sample entry's boxes after each length its fields may take. A compressed `moov` (`cmov`),
+/// which libavformat unpacks and parses where no screen sees it, is refused.
 ///
 /// libavformat's index grows by an entry for every sample the fragments declare, for as long as
 /// the stream lasts. So the screen counts them: once `Limits.freshStartAfterSamples` are declared,
@@ -31,7 +32,7 @@ final class MP4BoxScreen: DemuxByteInput {
         var sampleBytes = Demuxer.maxGatheredBytes
         /// Largest `moov`.
         var movieBoxBytes = 64 << 20
-        /// Largest other top-level box that libavformat parses (all but media data and padding).
+        /// Largest other top-level box that libavformat parses.
         var boxBytes = 16 << 20
         /// Largest `ftyp` and `moov` kept to start a fresh demuxer at a fragment.
         var initSegmentBytes = 1 << 20
