@@ -62,11 +62,14 @@ public struct SourcePacing: Sendable {
             waited = 0
         }
         guard let pts else { return nil }
-        if anchor == nil || pts < anchor!.pts {
+        let anchor: Anchor
+        if let current = self.anchor, pts >= current.pts {
+            anchor = current
+        } else {
             anchor = Anchor(pts: pts, uptime: max(now, resumeAt))
+            self.anchor = anchor
             resumeAt = 0
         }
-        let anchor = anchor!
         let delta = pts.subtractingReportingOverflow(anchor.pts)
         let ticks = delta.overflow ? nil : UInt64(delta.partialValue).multipliedReportingOverflow(by: 1_000_000_000)
         let due = ticks.map { anchor.uptime.addingReportingOverflow($0.partialValue / UInt64(DemuxedSample.ptsPerSecond)) }
