@@ -52,6 +52,32 @@ struct PictureIdentityTests {
         #expect(try await OnDemand.isNotInHistory(session, .number((live.keys.max() ?? 0) + 1000)))
     }
 
+    /// A stream pushed without a flush: its newest GOP may still grow, so a picture only a drain
+    /// would give out has no number yet. Every number asked for is the live decode's picture, or
+    /// `not_in_history`, never another picture (a drain at the edge numbered the last pictures as
+    /// if the access unit the reader still held were not coming: the last number gave the picture
+    /// after it). Cut inside the stream too, where the edge is a GOP's middle.
+    @Test(arguments: ["bframes.264", "bframes.265"], [1.0, 0.55])
+    func picturesAtTheLiveEdgeAreTheLiveOnesOrNotYetHeld(_ name: String, share: Double) async throws {
+        let stream = try Self.stream(name)
+        let live = try await OnDemand.livePictures(stream)
+        let session = try makeSession(configuration: OnDemand.configuration())
+        _ = try await push(Array(stream.prefix(Int(Double(stream.count) * share))), to: session, flush: false)
+        var served = 0
+        for (number, bytes) in live.sorted(by: { $0.key < $1.key }) {
+            let answer = try await OnDemand.pastPicture(session, .number(number))
+            switch answer {
+            case .success(let picture):
+                #expect(picture.served?.sequence == number, "\(name) #\(number)")
+                #expect(picture.served.map { Array($0.picture.bytes) == bytes } == true, "\(name) #\(number): another picture")
+                served += 1
+            case .failure(let error):
+                #expect(error.code == .notInHistory, "\(name) #\(number): \(error)")
+            }
+        }
+        #expect(served >= Int(Double(live.count) * share) - 8, "\(name): \(served) of \(live.count) served")
+    }
+
     /// When the GOP before an open GOP is no longer held, its leading pictures cannot be
     /// decoded (`not_in_history`), and its other pictures keep their numbers and bytes: the
     /// decoder skips the leading ones and counts them.

@@ -91,6 +91,10 @@ final class CompressedHistory: Sendable {
         var units: [Unit]
         var drainAfter: Set<Int64>
         let target: Target
+        /// The target's GOP is the newest held and the stream goes on: more of its access units
+        /// may come, and a picture that only a drain would give out has no number yet (its place
+        /// in output order depends on pictures not received).
+        var atOpenEdge = false
     }
 
     /// What is held (`GET /sessions/{id}/history`, and the range a `not_in_history` names).
@@ -451,6 +455,8 @@ final class CompressedHistory: Sendable {
         for earlier in startOfDecode(for: position, reaching: index, in: gops)..<position { units += gops[earlier].units }
         units += gops[position].units
         let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
-        return DecodePlan(units: units, drainAfter: drainAfter, target: target)
+        var plan = DecodePlan(units: units, drainAfter: drainAfter, target: target)
+        plan.atOpenEdge = position == gops.count - 1 && !gops[position].endsStream
+        return plan
     }
 }

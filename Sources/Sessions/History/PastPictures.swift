@@ -187,7 +187,8 @@ struct PastPictureDecode {
             onErrors: { errors in
                 if let error = errors.last, found == nil { lastError = error }
             })
-        if !finished { _ = decoder.drain(onPicture: look) }
+        // At the open edge a drain would number pictures as if nothing more were to come.
+        if !finished && !plan.atOpenEdge { _ = decoder.drain(onPicture: look) }
         guard let found, let index = found.frame.accessUnitIndex,
             let unit = plan.units.first(where: { $0.index == index })
         else {
