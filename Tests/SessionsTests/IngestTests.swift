@@ -106,8 +106,12 @@ import TestSupport
         #expect(status.counters.uploadsAborted == 1)
         #expect((session.latestSequence ?? 0) >= before)
         #expect(try await picture(session).get().served != nil)
-        // The camera reconnects: a new upload is accepted at once.
-        _ = try session.beginUpload(flush: false) { _ in }
+        // The camera reconnects: a new upload is accepted at once, and the unit the broken one
+        // was cut inside is not this one's damage.
+        let again = try await upload(stream, to: session, flush: true)
+        let summary = try again.get()
+        #expect(summary.decodeErrors == 0, "\(String(describing: summary.error))")
+        #expect(summary.frames == Fixture.baselineFrames)
     }
 
     @Test func garbageIsCountedAndThePictureSurvives() async throws {
