@@ -141,8 +141,14 @@ struct ContainerPushTests {
             #expect(truncated == (422, "invalid_container"))
             let needsSeeking = try problem("h264_320x240_moov_at_end.mp4", "video/mp4")
             #expect(needsSeeking == (422, "container_needs_seeking"))
-            let annexB = try problem("", "video/mp4", body: try Fixtures.bytes("high_320x240.264"))
-            #expect(annexB == (422, "invalid_container"))
+            // An elementary stream said to be a container: named as such, whatever the container.
+            for (stream, contentType) in [
+                ("high_320x240.264", "video/mp4"), ("high_320x240.264", "video/mp2t"), ("main10_320x240.265", "video/x-flv"),
+                ("main10_320x240.265", "video/x-matroska"),
+            ] {
+                let annexB = try problem("", contentType, body: try Fixtures.bytes(stream))
+                #expect(annexB == (415, "content_type_mismatch"), "\(stream) as \(contentType)")
+            }
             // MPEG-TS whose elementary streams' packets never start a PES (the tables do, so the
             // video track is found): not one sample, which is no 200.
             var unstarted = try ContainerFixtures.bytes("h264_320x240_aac.ts")
