@@ -281,14 +281,11 @@ public final class AccessUnitIngest {
     /// keeps the next push's first start code from closing it as if it were whole. Parameter
     /// sets and the access unit assembled so far stay.
     public func abandonIncompleteUnit() {
-        let discardedBefore = splitter.discardedBytes
         splitter.abandonIncompleteUnit()
-        // The cut unit is the broken push's, which was answered for it (`upload_aborted`): no
-        // damage for the push that ends the stream to be answered with.
-        discardedBytesReported += splitter.discardedBytes - discardedBefore
-        // A push refused for its codec was dropped on purpose, its cut last unit with it: that
-        // is no damage for the end of the stream to report (the refusal was the push's answer).
-        if refusingPush { discardedBytesReported = splitter.discardedBytes }
+        // What the broken or refused push made the splitter drop (the cut unit, bytes before its
+        // first start code) is that push's, which was answered for it (`upload_aborted`, the
+        // refusal): no damage for the push that ends the stream to be answered with.
+        discardedBytesReported = splitter.discardedBytes
         refusingPush = false
     }
 

@@ -149,6 +149,13 @@ struct ContainerPushTests {
                 let annexB = try problem("", contentType, body: try Fixtures.bytes(stream))
                 #expect(annexB == (415, "content_type_mismatch"), "\(stream) as \(contentType)")
             }
+            // An MP4 whose first box is 265 bytes long begins 00 00 01 09, as an H.264 delimiter
+            // does: its box type says what it is. (Fragments count their offsets from their moof,
+            // so a box before them moves nothing.)
+            let padded = [0, 0, 1, 9] + Array("free".utf8) + [UInt8](repeating: 0, count: 257)
+                + (try ContainerFixtures.bytes("h264_320x240_fragmented.mp4"))
+            let mp4 = try post(service.port, "/sessions/box/nalus?flush=true", padded, headers: [("Content-Type", "video/mp4")])
+            #expect(mp4.status == 200, "\(String(decoding: mp4.body, as: UTF8.self))")
             // MPEG-TS whose elementary streams' packets never start a PES (the tables do, so the
             // video track is found): not one sample, which is no 200.
             var unstarted = try ContainerFixtures.bytes("h264_320x240_aac.ts")

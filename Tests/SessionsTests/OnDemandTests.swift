@@ -78,6 +78,24 @@ struct PictureIdentityTests {
         #expect(served >= Int(Double(live.count) * share) - 8, "\(name): \(served) of \(live.count) served")
     }
 
+    /// A stream that cannot reorder (Baseline) pushed without a flush, asked for by the time of
+    /// its newest access unit from a catch-up decoder with frame threads (which holds pictures
+    /// back until a drain): the answer is that unit's own picture, the live decode's, not an
+    /// earlier one standing in for it.
+    @Test func theNewestPictureByTimeIsItsOwn() async throws {
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let live = try await OnDemand.livePictures(stream)
+        let session = try makeSession(configuration: OnDemand.configuration(catchUpThreads: 2))
+        _ = try await push(stream, to: session, flush: false)
+        let held = session.historySummary()
+        let newest = try #require(held.to)
+        let last = try #require(held.lastSeq)
+        let served = try #require(try await OnDemand.pastPicture(session, .time(newest)).get().served)
+        #expect(served.sequence == last)
+        #expect(Array(served.picture.bytes) == live[last])
+        session.close()
+    }
+
     /// When the GOP before an open GOP is no longer held, its leading pictures cannot be
     /// decoded (`not_in_history`), and its other pictures keep their numbers and bytes: the
     /// decoder skips the leading ones and counts them.

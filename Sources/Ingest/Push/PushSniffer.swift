@@ -196,7 +196,10 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
         // Annex B said to be a container contradicts it only when the push does not go on with
         // an open stream of it: a piece of a container may begin with a length that reads as a
         // start code.
-        let continuing = slot.current.map { !$0.hasFinished } ?? false
+        let continuing = slot.current.map { open in
+            if case .container(let format) = declared { return !open.hasFinished && open.format == format }
+            return false
+        } ?? false
         if let declared,
             let contradiction = Self.contradiction(declared, prefix: prefix[...], complete: ended != nil)
                 ?? (continuing ? nil : Self.elementaryStreamContradiction(declared, prefix: prefix[...]))
@@ -262,19 +265,24 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
     /// H.264 or H.265 elementary stream: a start code, then an access unit delimiter or a
     /// sequence (or video) parameter set whose first bytes are what the codec writes there.
     static func elementaryStreamContradiction(_ declared: PushContent, prefix: ArraySlice<UInt8>) -> String? {
-        guard case .container(let format) = declared else { return nil }
+        // Bytes that begin a known container box (an MP4 box of 256 to 511 bytes reads as a
+        // start code) are that container's.
+        guard case .container(let format) = declared, case .elementaryStream = Sniffer.sniff(prefix, complete: false) else {
+            return nil
+        }
         let start = prefix.starts(with: [0, 0, 0, 1]) ? 4 : prefix.starts(with: [0, 0, 1]) ? 3 : nil
         guard let start, prefix.count >= start + 3 else { return nil }
         let header = prefix[prefix.startIndex + start]
         let next = prefix[prefix.startIndex + start + 1]
         let codec: (name: String, mediaType: String)?
-        // H.264: forbidden bit clear; an AUD (9), or an SPS (7) of a profile H.264 defines.
+        // H.264: an AUD (its header byte is 9 exactly, its payload byte a picture type and the
+        // stop bit), or an SPS (7) of a profile H.264 defines.
         let h264Profiles: Set<UInt8> = [66, 77, 88, 100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135]
         // H.265: forbidden bit clear, layer 0 and temporal id 1 (the second byte is 1); a VPS
         // (32), an SPS (33) or an AUD (35).
         if header & 0x80 == 0, next == 1, [32, 33, 35].contains(header >> 1) {
             codec = ("H.265", "video/H265")
-        } else if header & 0x80 == 0, header & 0x1F == 9 || (header & 0x1F == 7 && h264Profiles.contains(next)) {
+        } else if (header == 0x09 && next & 0x1F == 0x10) || (header & 0x80 == 0 && header & 0x1F == 7 && h264Profiles.contains(next)) {
             codec = ("H.264", "video/H264")
         } else {
             codec = nil
