@@ -44,10 +44,10 @@ final class MP4BoxScreen: DemuxByteInput {
         var samplesWithoutFreshStart = 1 << 22
     }
 
-    let limits: Limits
+    private let limits: Limits
     private let input: any DemuxByteInput
     /// Bytes handed on so far: the offset in the MP4 of the next one.
-    private(set) var delivered = 0
+    private var delivered = 0
     /// Why the input was ended early; the demuxer reports it.
     private(set) var refusal: ContainerError?
     /// The `ftyp` and a `moov` that describes no sample: what a fresh demuxer reads before the
@@ -57,7 +57,7 @@ final class MP4BoxScreen: DemuxByteInput {
     /// The offset of the `moof` the input stopped before, for a fresh start.
     private(set) var pausedAt: Int?
     /// Samples declared to the current demuxer, all tracks together: its index.
-    private(set) var samplesDeclared = 0
+    private var samplesDeclared = 0
     /// The type of the box the input ended inside, if it did.
     private(set) var cutShortBox: String?
     /// A whole `moov` was handed on.
@@ -82,6 +82,8 @@ final class MP4BoxScreen: DemuxByteInput {
     private var heldHeader: [UInt8] = []
     private var fileType: [UInt8]?
     private var scratch = [UInt8](repeating: 0, count: 32 << 10)
+    /// `ready` keeps its storage for the next box up to this size (a large `moov` gives it back).
+    private static let keptBufferBytes = 1 << 20
 
     init(input: any DemuxByteInput, limits: Limits = Limits()) {
         self.input = input
@@ -128,7 +130,7 @@ final class MP4BoxScreen: DemuxByteInput {
     /// gather and check it, or stop before it. Returns what `read` returns when the input stops.
     private func takeNextBox() -> DemuxInputRead? {
         // `ready` is reused for every box: headers and fragments come many times a second.
-        if ready.capacity > limits.initSegmentBytes { ready = [] } else { ready.removeAll(keepingCapacity: true) }
+        if ready.capacity > Self.keptBufferBytes { ready = [] } else { ready.removeAll(keepingCapacity: true) }
         readyOffset = 0
         ready += heldHeader
         heldHeader = []
@@ -222,7 +224,7 @@ final class MP4BoxScreen: DemuxByteInput {
     // MARK: - Checking a box
 
     /// What the sample tables in a box claim, wherever they lie in it.
-    struct Tally {
+    private struct Tally {
         /// Samples of `stsz` and `stz2` boxes.
         var movieSamples = 0
         /// Samples of `trun` boxes.
@@ -234,14 +236,14 @@ final class MP4BoxScreen: DemuxByteInput {
     }
 
     /// The tally of `box`, a whole top-level box, header included.
-    static func tally(_ box: [UInt8]) -> Tally {
+    private static func tally(_ box: [UInt8]) -> Tally {
         var tally = Tally()
         walk(box, 0..<box.count, depth: 0, tally: &tally)
         return tally
     }
 
     /// Why libavformat must not read a box of `tally`, or nil.
-    static func problem(in tally: Tally, limits: Limits) -> String? {
+    private static func problem(in tally: Tally, limits: Limits) -> String? {
         if tally.compressedMovie {
             return "its moov is compressed (cmov), which FrameTap does not read"
         }

@@ -196,10 +196,8 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
         // Annex B said to be a container contradicts it only when the push does not go on with
         // an open stream of it: a piece of a container may begin with a length that reads as a
         // start code.
-        let continuing = slot.current.map { open in
-            if case .container(let format) = declared { return !open.hasFinished && open.format == format }
-            return false
-        } ?? false
+        let continuing =
+            if case .container(let format)? = declared, let open = slot.current { !open.hasFinished && open.format == format } else { false }
         if let declared,
             let contradiction = Self.contradiction(declared, prefix: prefix[...], complete: ended != nil)
                 ?? (continuing ? nil : Self.elementaryStreamContradiction(declared, prefix: prefix[...]))
