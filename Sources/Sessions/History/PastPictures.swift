@@ -191,7 +191,8 @@ struct PastPictureDecode {
             // More of this GOP may come: a drain gives out pictures that later access units may
             // yet come before in output order, so their numbers are not known. Such units can
             // come before at most as many decoded pictures as the stream reorders: all but the
-            // last that many pictures the drain gives out keep their places.
+            // last that many pictures the drain gives out keep their places. A picture asked for
+            // by time whose own is among the rest is the newest settled one received by then.
             let reordered = plan.units.last?.indexed.unit.sequence.reorderedPictures ?? 16
             var unsettled: [(frame: DecodedFrame, number: UInt64)] = []
             _ = decoder.drain { frame, number in
@@ -204,9 +205,6 @@ struct PastPictureDecode {
         } else if !finished {
             _ = decoder.drain(onPicture: look)
         }
-        // The picture of a unit at the open edge is its own or none: an earlier one would stand
-        // in for it only because its own is still unsettled.
-        if plan.atOpenEdge, case .accessUnit(let index) = plan.target, found?.frame.accessUnitIndex != index { found = nil }
         guard let found, let index = found.frame.accessUnitIndex,
             let unit = plan.units.first(where: { $0.index == index })
         else {
