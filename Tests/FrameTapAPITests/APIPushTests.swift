@@ -8,6 +8,18 @@ import Testing
 
 /// `POST /sessions/{id}/nalus`: JSON and multipart answers, stream continuity, limits, errors.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct APIPushTests {
+    /// The JSON summary unless `multipart/mixed` is asked for at least as much as JSON.
+    @Test(arguments: [
+        (nil, false), ("multipart/mixed", true), ("application/json, multipart/mixed", true),
+        ("application/json;q=0.5, multipart/mixed", true), ("application/json, multipart/mixed;q=0.5", false),
+        ("multipart/mixed;q=0", false), ("multipart/mixed; q=0.000", false), ("*/*", false),
+        ("*/*;q=0.1, MULTIPART/MIXED;q=0.2", true), ("multipart/*", false),
+        ("application/json;q=0, multipart/mixed;q=0.001", true),
+    ])
+    func multipartIsAnsweredWhenAskedForAtLeastAsMuchAsJSON(accept: String?, multipart: Bool) {
+        #expect(FrameTapAPI.acceptsMultipart(accept) == multipart, "\(accept ?? "no Accept")")
+    }
+
     @Test func flushAnswersTheFrameCountOfTheManifest() throws {
         try withService { service in
             for name in ["baseline_176x144.264", "main_bframes_176x144.264", "high_320x240.264"] {

@@ -345,18 +345,24 @@ public struct FrameTapAPI: Sendable {
         return mediaType == "video/h264" || mediaType == "video/h265" ? .elementaryStream : nil
     }
 
-    /// True when the client lists `multipart/mixed` (with a non-zero q) in Accept.
+    /// True when the client lists `multipart/mixed` with a non-zero q, and at least as high a q as
+    /// the JSON summary (`application/json`, when it is listed: a wildcard names neither answer).
     static func acceptsMultipart(_ accept: String?) -> Bool {
         guard let accept else { return false }
+        var multipartQuality: Double?
+        var jsonQuality: Double?
         for item in accept.split(separator: ",") {
             let parts = item.split(separator: ";").map { $0.trimmingWhitespace().lowercased() }
-            guard parts.first == "multipart/mixed" else { continue }
-            let zeroQuality = parts.dropFirst().contains { parameter in
-                parameter.hasPrefix("q=") && (Double(parameter.dropFirst(2)) ?? 1) == 0
+            let quality = parts.dropFirst().lazy.filter { $0.hasPrefix("q=") }.compactMap { Double($0.dropFirst(2)) }
+                .first.map { min(max($0, 0), 1) } ?? 1
+            switch parts.first {
+            case "multipart/mixed": multipartQuality = max(multipartQuality ?? 0, quality)
+            case "application/json": jsonQuality = max(jsonQuality ?? 0, quality)
+            default: break
             }
-            if !zeroQuality { return true }
         }
-        return false
+        guard let multipartQuality, multipartQuality > 0 else { return false }
+        return multipartQuality >= (jsonQuality ?? 0)
     }
 
     static func pictureRequest(_ query: QueryReader, format: PictureFormat) throws(HTTPError) -> PictureRequest {
