@@ -63,6 +63,14 @@ grep -q "the host must be a numeric IPv4 or IPv6 address, not 'localhost'" "$TMP
     && pass "--host localhost says why" || fail "--host localhost: $(head -c 200 "$TMP/stderr")"
 "$BIN" serve --tls-cert "$TMP/missing.pem" --tls-key "$TMP/missing.key" > /dev/null 2> "$TMP/stderr"
 check "serve with a TLS certificate that is not there is a usage error" "$?" 64
+# An empty variable (a template's unset value) never turns access control off: it is refused.
+printf 'serve:\n  auth-token: from-the-file\n' > "$TMP/token.yaml"
+FRAMETAP_AUTH_TOKEN= "$BIN" serve --config "$TMP/token.yaml" > /dev/null 2> "$TMP/stderr"
+check "an empty FRAMETAP_AUTH_TOKEN is a usage error" "$?" 64
+grep -q "FRAMETAP_AUTH_TOKEN: is empty" "$TMP/stderr" && pass "the empty variable is named" \
+    || fail "empty FRAMETAP_AUTH_TOKEN: $(head -c 200 "$TMP/stderr")"
+"$BIN" sync --config "$TMP/token.yaml" --url http://127.0.0.1:9 --once --token $'abc\r\nX-Injected: yes' > /dev/null 2> "$TMP/stderr"
+check "sync with a token holding a line break is a usage error" "$?" 64
 
 # The health probe of a server on IPv6: its address as given, and :: asked on ::1.
 port=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0)); print(s.getsockname()[1])')

@@ -103,7 +103,7 @@ public enum OptionDocumentation {
 extension ServeConfiguration {
     /// The configuration as a configuration file: each option given and where it came from,
     /// each default as a comment, and the declared sessions. A secret is its option's variable
-    /// (`${FRAMETAP_AUTH_TOKEN}`); a source's credentials are redacted.
+    /// (`${FRAMETAP_AUTH_TOKEN}`), a source URL with credentials `${SOURCE_URL_<ID>}`.
     public var printed: String {
         let defaults = ServeSettings.defaults
         var lines = ["# frametap serve: each option as resolved (command line, environment, file, default)"]
@@ -131,7 +131,15 @@ extension ServeConfiguration {
             var members: [String] = []
             if case .some(.some(let source)) = options.source {
                 members.append("source:")
-                members.append("  url: \(yamlScalar(source.url.redacted))")
+                let url = source.url
+                if url.redacted == url.openedText() {
+                    members.append("  url: \(yamlScalar(url.openedText()))")
+                } else {
+                    // As a secret option: a variable stands in for the whole URL, so the output
+                    // reads back with the URL from there, or is refused naming it; the `***` of the
+                    // redacted URL would read back as a user name.
+                    members.append("  url: ${\(Self.urlVariable(of: session.id))}  # \(url.redacted), credentials not shown")
+                }
                 if let transport = source.transport { members.append("  transport: \(transport.rawValue)") }
                 if source.connect != .always { members.append("  connect: \(source.connect.rawValue)") }
             }
@@ -144,6 +152,14 @@ extension ServeConfiguration {
             lines += members.map { "    " + $0 }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+extension ServeConfiguration {
+    /// The variable `printed` writes for a declared source URL with credentials:
+    /// `SOURCE_URL_` and the session's id in capitals, `_` for what a variable's name cannot hold.
+    static func urlVariable(of id: SessionID) -> String {
+        "SOURCE_URL_" + String(id.rawValue.uppercased().map { $0.isASCII && ($0.isLetter || $0.isNumber) ? $0 : "_" })
     }
 }
 

@@ -109,8 +109,9 @@ public struct ServeConfiguration: Sendable {
                 throw ServeConfigurationError("cannot read the TLS \(what) file \(path)", origin: origin(name))
             }
             http.tls = TLSFiles(certificatePath: certificate, keyPath: key)
-        default:
-            throw ServeConfigurationError("--tls-cert and --tls-key go together")
+        case (let certificate, _):
+            throw ServeConfigurationError(
+                "--tls-cert and --tls-key go together", origin: origin(certificate.isEmpty ? "tls-key" : "tls-cert"))
         }
         var jwks: String?
         if let path = settings.jwksFile, !path.isEmpty {
@@ -157,7 +158,7 @@ public struct ServeConfiguration: Sendable {
         do {
             try option.apply(text, &settings)
         } catch {
-            let shown = option.isSecret ? "" : ", not '\(text)'"
+            let shown = option.isSecret || text.isEmpty ? "" : ", not '\(text)'"
             throw ServeConfigurationError(
                 error.message + shown, origin: origin, key: origin.isFile ? "serve." + option.name : nil)
         }

@@ -203,15 +203,24 @@ extension ServeOption {
             })
     }
 
-    /// Text taken as it is (a path, a token); an empty text is the same as none.
+    /// Text taken as it is (a path, a token), after `check`. An empty text is refused: a
+    /// variable left empty by a template (`FRAMETAP_AUTH_TOKEN: ${TOKEN}` with no `TOKEN`) must
+    /// not turn access control, TLS or the kept sessions off; leaving the option out does.
     static func text(
         _ name: String, _ path: any WritableKeyPath<ServeSettings, String?> & Sendable, valueName: String,
-        scope: Scope = .everywhere, isSecret: Bool = false, help: String, details: String? = nil
+        scope: Scope = .everywhere, isSecret: Bool = false, help: String, details: String? = nil,
+        check: @escaping @Sendable (String) throws(OptionValueError) -> Void = { _ in }
     ) -> ServeOption {
         ServeOption(
             name, valueName: valueName, accepts: nil, help: help, details: details, scope: scope, isSecret: isSecret,
             defaultValue: { $0[keyPath: path].map(DefaultValue.literal) ?? .described("none") },
-            apply: { text, settings in settings[keyPath: path] = text })
+            apply: { text, settings throws(OptionValueError) in
+                guard !text.trimmingWhitespace().isEmpty else {
+                    throw OptionValueError("is empty: leave the option out for none")
+                }
+                try check(text)
+                settings[keyPath: path] = text
+            })
     }
 
     /// Reads a whole number within `bounds`, or says what it must be.

@@ -1,5 +1,6 @@
 import Containers
 import Decoding
+import FrameTapAPI
 import FoundationEssentials
 import HTTPServer
 import Imaging
@@ -251,8 +252,14 @@ extension ServeOption {
         text(
             "jwt-secret", \.jwtSecret, valueName: "secret", isSecret: true,
             help:
-                "Accept HS256 JWTs signed with this secret (at least 32 bytes), scoped by their `frametap:scope` and `frametap:sessions` claims."
-        ),
+                "Accept HS256 JWTs signed with this secret (at least 32 bytes), scoped by their `frametap:scope` and `frametap:sessions` claims.",
+            check: { text throws(OptionValueError) in
+                do throws(AccessControlError) {
+                    try AccessControl.Credentials.checkSecret(text)
+                } catch {
+                    throw OptionValueError(error.message)
+                }
+            }),
         text(
             "jwks-file", \.jwksFile, valueName: "file",
             help: "Accept RS256 and ES256 JWTs signed by a key of this JWKS file (`{\"keys\": [...]}`); read at start.",

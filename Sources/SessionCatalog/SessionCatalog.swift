@@ -296,12 +296,14 @@ public struct RestoreOutcome: Sendable {
 }
 
 extension SessionOptions {
-    /// Whether every member this `PUT` gives is what `definition` says (so it changes nothing).
+    /// Whether every member this `PUT` gives that shapes the session is what `definition` says
+    /// (so it changes nothing). The `owner` is not among them: the file keeps a declared session
+    /// whoever says they do, so `frametap sync`'s restating `PUT`, which names its owner, is
+    /// answered as any other.
     func restates(_ definition: SessionOptions) -> Bool {
         (backend == nil || backend == definition.backend) && (codec == nil || codec == definition.codec)
             && (decode == nil || decode == definition.decode) && (quality == nil || quality == definition.quality)
             && (source == nil || (source ?? nil) == definition.pulled)
-            && (owner == nil || (owner ?? nil) == (definition.owner ?? nil))
     }
 
     /// These options with `change`'s members over them (`source: null` removes the source).

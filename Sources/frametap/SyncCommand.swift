@@ -87,6 +87,10 @@ struct SyncCommand: ParsableCommand {
             } else {
                 secret = token ?? environment["FRAMETAP_AUTH_TOKEN"]
             }
+            // It goes into a header line as it is: a line break would end the line and add others.
+            if let secret, secret.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw SyncError("the token holds a control character (a line break?); a bearer token is one line of text")
+            }
             let owner: SessionOwner
             do {
                 owner = try SessionOwner(self.owner)

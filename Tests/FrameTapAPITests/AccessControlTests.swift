@@ -1,3 +1,4 @@
+import Crypto
 import CryptoExtras
 import Foundation
 @testable import FrameTapAPI
@@ -108,7 +109,7 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         #expect(!access.isEnabled)
         #expect(access.decide(token: nil, need: .admin) == .allowed)
         #expect(access.decide(token: "anything", need: .push(session: "cam1")) == .allowed)
-        // Empty values, as an empty environment variable gives them, also mean "none".
+        // Empty values also mean "none" here (serve's options refuse them before, see ServeOption.text).
         #expect(!(try AccessControl(adminToken: "", jwtSecret: "", jwks: nil, clock: SystemClock())).isEnabled)
     }
 
@@ -461,6 +462,36 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
         let token = try await Self.hs256(
             Claims(scope: "admin"), header: ["crit": .array([.string("exp2")]), "exp2": .int(1)])
         #expect(access.decide(token: token, need: .admin) == .invalidToken("the token has critical header extensions"))
+    }
+
+    /// A member named twice: FrameTap's decoder would take one, another library the other.
+    @Test func claimsOrHeaderMembersNamedTwiceAreRefused() throws {
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
+        func signed(header: String, claims: String) -> String {
+            let input = Self.base64URL(Data(header.utf8)) + "." + Self.base64URL(Data(claims.utf8))
+            let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(Self.secret.utf8)))
+            return input + "." + Self.base64URL(Data(mac))
+        }
+        let exp = Int(Self.now.timeIntervalSince1970) + 3600
+        let header = #"{"alg":"HS256","typ":"JWT"}"#
+        let single = #"{"frametap:scope":"admin","frametap:sessions":[],"exp":\#(exp)}"#
+        #expect(access.decide(token: signed(header: header, claims: single), need: .admin) == .allowed)
+        for claims in [
+            #"{"frametap:scope":"view","frametap:sessions":["a"],"exp":\#(exp),"frametap:scope":"admin"}"#,
+            #"{"frametap:scope":"view","frametap:sessions":["a"],"exp":\#(exp),"frametap:scope":"admin"}"#,
+        ] {
+            #expect(
+                access.decide(token: signed(header: header, claims: claims), need: .view(session: "a"))
+                    == .invalidToken("the token's claims name frametap:scope twice"))
+        }
+        // Names inside values are not members of the top level.
+        let nested = #"{"frametap:scope":"admin","frametap:sessions":[],"exp":\#(exp),"x":{"exp":1,"y":[{"exp":2}]}}"#
+        #expect(access.decide(token: signed(header: header, claims: nested), need: .admin) == .allowed)
+        let twiceAlg = #"{"alg":"HS256","typ":"JWT","alg":"none"}"#
+        #expect(
+            access.decide(token: signed(header: twiceAlg, claims: single), need: .admin)
+                == .invalidToken("the token's header name alg twice"))
     }
 
     // MARK: Configuration

@@ -69,6 +69,18 @@ import Timekeeping
             }
             #expect(try request(port, "GET", "/sessions", headers: [("Authorization", "Basic eDp5")]).status == 401)
 
+            // Two tokens are refused whatever their order: which one counted would depend on it.
+            for (target, headers) in [
+                ("/sessions/cam1?access_token=garbage&access_token=\(viewer)", [(String, String)]()),
+                ("/sessions/cam1?access_token=\(viewer)&access_token=garbage", []),
+                ("/sessions", Self.bearer(viewer) + Self.bearer("the-admin-token")),
+                ("/sessions/cam1?access_token=\(viewer)", Self.bearer("garbage")),
+            ] {
+                let twice = try request(port, "GET", target, headers: headers)
+                #expect(twice.status == 400 && Self.code(twice) == "invalid_parameter", "\(target)")
+                #expect(twice.headers["WWW-Authenticate"]?.contains("invalid_request") == true)
+            }
+
             // The admin token does everything.
             for target in ["/sessions", "/metrics", "/system", "/sessions/cam1/frame/latest.jpg"] {
                 #expect(try request(port, "GET", target, headers: Self.bearer("the-admin-token")).status == 200, "\(target)")

@@ -161,6 +161,7 @@ struct SharedTokenAuthorizer: RequestAuthorizer {
         switch PresentedToken(request) {
         case .none: return .unauthorized(invalidToken: false, realm: "test-realm")
         case .malformed: return .unauthorized(invalidToken: true, realm: "test-realm")
+        case .ambiguous: return .ambiguousToken(realm: "test-realm")
         case .bearer(let presented): return presented == token ? nil : .unauthorized(invalidToken: true, realm: "test-realm")
         }
     }

@@ -240,12 +240,15 @@ struct ConfigurationFileTests {
         #expect(printed.contains("  port: 9100  # FRAMETAP_PORT\n"))
         #expect(printed.contains("  max-sessions: 7  # \(path):3:3\n"))
         #expect(printed.contains("  # history-seconds: 10  (default)\n"))
-        #expect(printed.contains("      url: \"rtsp://***@cam.example:554/live\"\n"))
+        #expect(printed.contains("      url: ${SOURCE_URL_DOOR}  # rtsp://***@cam.example:554/live, credentials not shown\n"))
 
         // What it prints reads back as the same configuration, the secret from its variable, and
         // is refused, naming the variable, where that is not set.
         let reread = try ConfigurationFile(
-            path: "printed.yaml", text: printed, environment: ["FRAMETAP_AUTH_TOKEN": "token-value-123"])
+            path: "printed.yaml", text: printed,
+            environment: [
+                "FRAMETAP_AUTH_TOKEN": "token-value-123", "SOURCE_URL_DOOR": "rtsp://admin:password-value-456@cam.example/live",
+            ])
         #expect(reread.options.map(\.option.name) == ["port", "max-sessions", "auth-token"])
         #expect(reread.options.first { $0.option.name == "auth-token" }?.text == "token-value-123")
         #expect {
@@ -253,6 +256,15 @@ struct ConfigurationFileTests {
         } throws: { error in
             "\(error)".contains("FRAMETAP_AUTH_TOKEN")
         }
+        #expect {
+            _ = try ConfigurationFile(path: "printed.yaml", text: printed, environment: ["FRAMETAP_AUTH_TOKEN": "t"])
+        } throws: { error in
+            "\(error)".contains("SOURCE_URL_DOOR")
+        }
+        #expect(
+            reread.sessions.map { $0.options.source??.url.openedText() }
+                == configuration.declaredSessions.map { $0.options.source??.url.openedText() })
+        #expect(ServeConfiguration.urlVariable(of: try SessionID("cam-1.yard")) == "SOURCE_URL_CAM_1_YARD")
         #expect(reread.sessions.map(\.options.decode) == [.onDemand])
         #expect(reread.sessions.map { $0.options.source??.connect } == [.onDemand])
         #expect(reread.sessions.map { $0.options.owner??.rawValue } == ["site-a"])

@@ -67,11 +67,32 @@ struct CommandLineTests {
             try ServeConfiguration(arguments: ["--backend", "gpu"], environment: [:])
         }
         // A secret is never repeated in a message.
-        #expect(throws: ServeConfigurationError("access control: the JWT secret must be at least 32 bytes for HS256, it has 5")) {
+        #expect(
+            throws: ServeConfigurationError(
+                "the JWT secret must be at least 32 bytes for HS256, it has 5", origin: .commandLine("--jwt-secret"))
+        ) {
             try ServeConfiguration(arguments: ["--jwt-secret", "short"], environment: [:])
         }
-        #expect(throws: ServeConfigurationError("--tls-cert and --tls-key go together")) {
+        // Also where a place of higher precedence overrides it.
+        #expect(
+            throws: ServeConfigurationError(
+                "the JWT secret must be at least 32 bytes for HS256, it has 5", origin: .environment("FRAMETAP_JWT_SECRET"))
+        ) {
+            try ServeConfiguration(
+                arguments: ["--jwt-secret", String(repeating: "s", count: 32)], environment: ["FRAMETAP_JWT_SECRET": "short"])
+        }
+        #expect(throws: ServeConfigurationError("--tls-cert and --tls-key go together", origin: .commandLine("--tls-cert"))) {
             try ServeConfiguration(arguments: ["--tls-cert", "/tmp/c.pem"], environment: [:])
+        }
+        // An empty value (a template's unset variable) is refused, never "none": it would turn
+        // access control, TLS or the kept sessions off under a file that sets them.
+        for variable in ["FRAMETAP_AUTH_TOKEN", "FRAMETAP_JWT_SECRET", "FRAMETAP_JWKS_FILE", "FRAMETAP_TLS_CERT", "FRAMETAP_STATE_DIR"] {
+            #expect(throws: ServeConfigurationError("is empty: leave the option out for none", origin: .environment(variable))) {
+                try ServeConfiguration(arguments: [], environment: [variable: ""])
+            }
+        }
+        #expect(throws: ServeConfigurationError("is empty: leave the option out for none", origin: .commandLine("--auth-token"))) {
+            try ServeConfiguration(arguments: ["--auth-token", " "], environment: [:])
         }
     }
 

@@ -36,6 +36,9 @@ struct SessionCatalogTests {
         let (session, created) = try catalog.put(SessionID("yard"), SessionOptions(codec: .h265))
         #expect(!created && session.id.rawValue == "yard")
         _ = try catalog.put(SessionID("yard"), SessionOptions())
+        // frametap sync names its owner in the PUT that restates a camera: the file still keeps it.
+        _ = try catalog.put(SessionID("yard"), SessionOptions(codec: .h265, owner: .some(try SessionOwner("frametap-sync"))))
+        #expect(try catalog.registry.session(SessionID("yard")).status().standing == .declared)
         do {
             _ = try catalog.put(SessionID("yard"), SessionOptions(quality: 40))
             Issue.record("a declared session was changed")

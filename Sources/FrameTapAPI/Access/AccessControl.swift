@@ -74,6 +74,11 @@ public struct AccessControl: Sendable {
         ///   - jwtSecret: the HS256 secret, at least 32 bytes (RFC 7518 §3.2); nil or empty for none.
         ///   - jwks: the contents of a JWKS file (`{"keys": [...]}`) with RS256 and ES256 public keys.
         /// - Throws: a message fit for the start-up log when the secret or the JWKS is unusable.
+        /// Refuses an HS256 secret too short to sign with, before any token is checked.
+        public static func checkSecret(_ secret: String) throws(AccessControlError) {
+            _ = try TokenVerifier.Keys(secret: secret, jwks: nil)
+        }
+
         public init(adminToken: String?, jwtSecret: String?, jwks: String?) throws(AccessControlError) {
             self.adminToken = adminToken.flatMap { $0.isEmpty ? nil : Array($0.utf8) }
             let secret = jwtSecret.flatMap { $0.isEmpty ? nil : $0 }

@@ -64,6 +64,7 @@ extension AccessControl: RequestAuthorizer {
             }
             token = nil
         case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.", realm: Self.realm)
+        case .ambiguous: return .ambiguousToken(realm: Self.realm)
         case .bearer(let presented): token = presented
         }
         switch decide(token: token, need: need) {

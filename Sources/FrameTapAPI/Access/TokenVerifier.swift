@@ -57,7 +57,19 @@ struct TokenVerifier: Sendable {
         guard candidates.contains(where: { $0.isValidSignature(signature, for: bytes[..<signatureDot]) }) else {
             throw TokenRejection("the token's signature is not valid")
         }
+        for (part, segment) in zip(["header", "claims"], bytes[..<signatureDot].split(separator: UInt8(ascii: "."))) {
+            if let json = Self.base64URLDecoded(segment), let name = JSONMemberNames.firstRepeated(in: json) {
+                throw TokenRejection("the token's \(part) name \(name.prefix(40)) twice")
+            }
+        }
         return try claims.grant()
+    }
+
+    /// A JWT segment's bytes (base64url without padding, RFC 7515 §2).
+    static func base64URLDecoded(_ segment: ArraySlice<UInt8>) -> Data? {
+        var text = String(decoding: segment, as: UTF8.self).replacing("-", with: "+").replacing("_", with: "/")
+        text += String(repeating: "=", count: (4 - text.utf8.count % 4) % 4)
+        return Data(base64Encoded: text)
     }
 
     /// The verification keys, each bound to the one algorithm it verifies.

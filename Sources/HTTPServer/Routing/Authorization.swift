@@ -15,17 +15,25 @@ public enum PresentedToken: Sendable, Equatable {
     case none
     /// An Authorization header that is not `Bearer <token>`.
     case malformed
+    /// More than one token: two Authorization headers, two `access_token` parameters, or one of
+    /// each. RFC 6750 §2 allows one way per request; which one a server took would depend on
+    /// the order, which a proxy in between may change or add to.
+    case ambiguous
     case bearer(String)
 
     public init(_ request: HTTPRequest) {
-        if let header = request.headers["Authorization"] {
+        let readsQuery = request.method == .get || request.method == .head
+        let presented = request.headers.values("Authorization").count + (readsQuery ? request.query.values("access_token").count : 0)
+        if presented > 1 {
+            self = .ambiguous
+        } else if let header = request.headers["Authorization"] {
             let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
             guard parts.count == 2, parts[0].lowercased() == "bearer" else {
                 self = .malformed
                 return
             }
             self = .bearer(String(parts[1]).trimmingSpaces())
-        } else if request.method == .get || request.method == .head, let token = request.query["access_token"] {
+        } else if readsQuery, let token = request.query["access_token"] {
             self = .bearer(token)
         } else {
             self = .none
@@ -44,6 +52,15 @@ extension HTTPError {
             status: .unauthorized, code: "unauthorized",
             detail: detail ?? (invalidToken ? "The bearer token is not valid." : "A bearer token is required."),
             headers: ["WWW-Authenticate": challenge])
+    }
+
+    /// 400 `invalid_parameter` (RFC 6750's `invalid_request`): the request presents more than
+    /// one token (`PresentedToken.ambiguous`).
+    public static func ambiguousToken(realm: String) -> HTTPError {
+        HTTPError(
+            status: .badRequest, code: "invalid_parameter",
+            detail: "The request carries more than one bearer token (Authorization headers, access_token parameters): send one.",
+            headers: ["WWW-Authenticate": #"Bearer realm="\#(realm)", error="invalid_request""#])
     }
 
     /// 403: the token is valid but does not allow this request.
