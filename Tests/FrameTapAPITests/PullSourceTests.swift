@@ -511,6 +511,27 @@ struct PullSourceTests {
         }
     }
 
+    @Test("connect on-demand: a long poll waits for the first picture no longer than its own wait")
+    func onDemandLongPollKeepsToItsWait() throws {
+        let server = try SourceServer { _ in .silent }
+        defer { server.stop() }
+        let clock = ManualClock()
+        try withService(sessions: Self.configure("http://127.0.0.1"), clock: clock) { service in
+            let body = #"{"source": {"url": "\#(server.url("/never"))", "connect": "on-demand"}}"#
+            #expect(try Self.put(service.port, "cam", body).status == 201)
+            let poll = try RawClient(port: service.port)
+            defer { poll.close() }
+            // The first picture may take 2 s here (connect and read timeouts of 1 s); this request waits 1 s.
+            try poll.send("GET /sessions/cam/frame/latest.jpg?wait=1000 HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(eventually(timeout: .seconds(5)) { server.requests.count == 1 }, "the pull did not connect")
+            clock.advance(by: .seconds(1))
+            let answer = String(
+                decoding: poll.read(until: { find(Array("on demand)".utf8), in: $0) != nil }), as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 503"), "\(answer)")
+            #expect(answer.contains(#""code":"source_not_ready""#) && answer.contains("within 1 s"), "\(answer)")
+        }
+    }
+
     @Test("DELETE stops a pull at once, even in the middle of a blocked connection")
     func deleteInterrupts() throws {
         let server = try SourceServer { _ in .silent }

@@ -25,6 +25,8 @@ import TestSupport
     /// What happens to the machine, as the executor reports it.
     enum Event: CustomStringConvertible, Sendable {
         case demanded(DecodeDemand, waiter: UInt64?, at: Double)
+        /// A long poll's request, which waits `limit` seconds at most.
+        case demandedWaiting(waiter: UInt64, limit: Double, at: Double)
         case viewerLeft(at: Double)
         case connected(at: Double)
         case failed
@@ -38,6 +40,7 @@ import TestSupport
         var description: String {
             switch self {
             case .demanded(let reason, let waiter, let at): "\(reason.rawValue) by \(waiter.map { "#\($0)" } ?? "nobody waiting") at \(at) s"
+            case .demandedWaiting(let waiter, let limit, let at): "request #\(waiter) waiting \(limit) s at \(at) s"
             case .viewerLeft(let at): "viewer left at \(at) s"
             case .connected(let at): "connected at \(at) s"
             case .failed: "attempt failed"
@@ -94,6 +97,23 @@ import TestSupport
         Transition(
             start: .connecting, event: .demanded(.pictureRequest, waiter: 2, at: 101), state: .connecting(.pictureRequest),
             actions: [.scheduleWaitDeadline(token: 2, at: at(121))], answersAtOnce: false),
+        // A long poll waits for as long as it said, when that is shorter than a first picture may take.
+        Transition(
+            start: .connecting, event: .demandedWaiting(waiter: 2, limit: 3, at: 101), state: .connecting(.pictureRequest),
+            actions: [.scheduleWaitDeadline(token: 2, at: at(104))], answersAtOnce: false),
+        Transition(
+            start: .connecting, event: .demandedWaiting(waiter: 2, limit: 30, at: 101), state: .connecting(.pictureRequest),
+            actions: [.scheduleWaitDeadline(token: 2, at: at(121))], answersAtOnce: false),
+        Transition(
+            start: Start(name: "connecting, #2 waiting 3 s", events: Start.connecting.events + [.demandedWaiting(waiter: 2, limit: 3, at: 101)]),
+            event: .waitExpired(token: 2, at: 104), state: .connecting(.pictureRequest),
+            actions: [
+                .answer(
+                    [2],
+                    SessionError(
+                        .sourceNotReady, "no picture came from the source within 3 s of the request (it connects on demand)",
+                        retryAfterSeconds: 1))
+            ]),
         Transition(
             start: .connecting, event: .connected(at: 101), state: .connecting(.pictureRequest),
             actions: [.wakeDecoder(.pictureRequest)]),
@@ -257,6 +277,8 @@ extension ConnectionDemand: TableDrivenMachine {
         let at = ConnectionDemandTests.at
         switch event {
         case .demanded(let reason, let waiter, let time): return demanded(reason, waiter: waiter, at: at(time))
+        case .demandedWaiting(let waiter, let limit, let time):
+            return demanded(.pictureRequest, waiter: waiter, waitLimit: UInt64(limit * 1e9), at: at(time))
         case .viewerLeft(let time): return viewerLeft(at: at(time))
         case .connected(let time): return connected(at: at(time))
         case .failed: return connectionFailed(ConnectionDemandTests.failure)

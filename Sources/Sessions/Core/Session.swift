@@ -257,8 +257,12 @@ public final class Session: Sendable {
         }
         context.activity.touch()
         let wait = min(max(wait, .zero), context.configuration.maxLongPoll)
-        let answer: @Sendable () -> Void = { [viewers, id] in
-            viewers.requestPicture(request, clientHas: clientHas, wait: wait) { result in
+        // The wait counts from the request: time spent connecting an on-demand pull is part of it.
+        let deadline = clock.uptime.addingSaturated(wait.nanoseconds)
+        let answer: @Sendable () -> Void = { [viewers, id, clock] in
+            let now = clock.uptime
+            let left = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
+            viewers.requestPicture(request, clientHas: clientHas, wait: left) { result in
                 completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
             }
         }
@@ -275,7 +279,7 @@ public final class Session: Sendable {
         }
         // A pull that connects on demand is connected first, and the request waits for its
         // first picture; then the decoder is asked, as for any session.
-        let connecting = loop.connection.demand(.pictureRequest) { [id] error in
+        let connecting = loop.connection.demand(.pictureRequest, waitLimit: wait > .zero ? wait : nil) { [id] error in
             guard let error else { return decode() }
             completion(.failure(error.code == .sessionNotFound ? .notFound(id) : error))
         }

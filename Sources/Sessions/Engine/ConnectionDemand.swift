@@ -59,6 +59,8 @@ struct ConnectionDemand {
     struct Waiter: Equatable {
         let token: UInt64
         let deadline: UInt64
+        /// How long it waits (nanoseconds): `firstPictureWait`, or less where its client said so.
+        let wait: UInt64
     }
 
     private(set) var state: State
@@ -111,8 +113,9 @@ struct ConnectionDemand {
     // MARK: - Demand
 
     /// Someone wants pictures now: `waiter` (a request that waits for the first picture, if the
-    /// connection has none yet) is answered by a later `answer` action.
-    mutating func demanded(_ reason: DecodeDemand, waiter: UInt64?, at now: UInt64) -> [Action] {
+    /// connection has none yet) is answered by a later `answer` action, within `firstPictureWait`
+    /// or the shorter `waitLimit` its client gave (a long poll's `wait`, nanoseconds).
+    mutating func demanded(_ reason: DecodeDemand, waiter: UInt64?, waitLimit: UInt64? = nil, at now: UInt64) -> [Action] {
         guard isOnDemand else { return [] }
         linger.demanded(at: now)
         var actions: [Action] = []
@@ -124,12 +127,12 @@ struct ConnectionDemand {
             connectedAt = nil
             failure = nil
             actions.append(.connect)
-            actions += wait(waiter, at: now)
+            actions += wait(waiter, limit: waitLimit, at: now)
         case .connecting:
             if let failure, let waiter {
                 actions.append(.answer([waiter], failure))
             } else {
-                actions += wait(waiter, at: now)
+                actions += wait(waiter, limit: waitLimit, at: now)
             }
         case .always, .closed:
             break
@@ -144,10 +147,11 @@ struct ConnectionDemand {
         return scheduleLingerCheck()
     }
 
-    private mutating func wait(_ waiter: UInt64?, at now: UInt64) -> [Action] {
+    private mutating func wait(_ waiter: UInt64?, limit: UInt64?, at now: UInt64) -> [Action] {
         guard let waiter else { return [] }
-        let deadline = now.addingSaturated(firstPictureWait)
-        waiters.append(Waiter(token: waiter, deadline: deadline))
+        let wait = min(firstPictureWait, limit ?? .max)
+        let deadline = now.addingSaturated(wait)
+        waiters.append(Waiter(token: waiter, deadline: deadline, wait: wait))
         return [.scheduleWaitDeadline(token: waiter, at: deadline)]
     }
 
@@ -189,8 +193,7 @@ struct ConnectionDemand {
         guard let index = waiters.firstIndex(where: { $0.token == token }), waiters[index].deadline <= now else {
             return []
         }
-        waiters.remove(at: index)
-        let seconds = Double(firstPictureWait) / 1e9
+        let seconds = Double(waiters.remove(at: index).wait) / 1e9
         let wait = seconds == seconds.rounded() ? "\(Int(seconds))" : "\(seconds)"
         let error = SessionError(
             .sourceNotReady, "no picture came from the source within \(wait) s of the request (it connects on demand)",

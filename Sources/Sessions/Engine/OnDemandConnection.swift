@@ -55,8 +55,11 @@ final class OnDemandConnection: Sendable {
 
     /// Someone wants pictures now. An idle on-demand pull is connected and `whenReady` is called
     /// (with nil, or the error that ended the wait) once a picture of the connection came; a
-    /// live one has its linger extended. Otherwise it is `.ready` at once.
-    func demand(_ reason: DecodeDemand, whenReady: (@Sendable (SessionError?) -> Void)? = nil) -> DemandOutcome {
+    /// live one has its linger extended. Otherwise it is `.ready` at once. `waitLimit`: how long
+    /// the caller waits at most, when less than a first picture may take.
+    func demand(
+        _ reason: DecodeDemand, waitLimit: Duration? = nil, whenReady: (@Sendable (SessionError?) -> Void)? = nil
+    ) -> DemandOutcome {
         let now = clock.uptime
         let (token, actions, atOnce) = state.withLock { state -> (UInt64?, [Action], Bool) in
             var token: UInt64?
@@ -64,7 +67,8 @@ final class OnDemandConnection: Sendable {
                 token = state.nextToken
                 state.nextToken += 1
             }
-            let actions = state.machine.demanded(reason, waiter: token, at: now)
+            let actions = state.machine.demanded(
+                reason, waiter: token, waitLimit: waitLimit?.nanoseconds, at: now)
             if let token, let whenReady, state.machine.waiters.contains(where: { $0.token == token }) {
                 state.waiting[token] = whenReady
             }
