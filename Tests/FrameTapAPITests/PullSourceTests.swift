@@ -151,6 +151,35 @@ struct PullSourceTests {
         }
     }
 
+    @Test("a body that opened and then trickles is lost at its read timeout: a whole packet is due in it, not a byte")
+    func aTrickleAfterTheOpeningIsLost() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        // The first 8 KB of the 24 KB at once (the opening and some pictures), then a byte every 50 ms:
+        // each read within the read timeout (1 s), a whole packet never.
+        let server = try SourceServer { _ in .trickle(ts, contentType: "video/mp2t", fastBytes: 8_000, pause: .milliseconds(50)) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/live.ts"))
+            #expect(created.status == 201)
+            #expect(Self.fails(service.port, "cam", with: "source_timeout"))
+            let message = Self.lastError(service.port, "cam")?["message"] as? String ?? ""
+            #expect(message.contains("sent no whole packet of its stream in time"), "\(message)")
+        }
+    }
+
+    @Test("a body whose first bytes are another container than its Content-Type says is read as its bytes say")
+    func theBytesOutweighTheContentType() throws {
+        let flv = try ContainerFixtures.bytes("h264_320x240.flv")
+        let server = try SourceServer { _ in .serve(flv, contentType: "video/mp2t", pieceSize: 4000, pause: .milliseconds(20)) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/named-as.ts"))
+            #expect(created.status == 201)
+            #expect(Self.decodes(service.port, "cam", atLeast: 5))
+            #expect((try? Self.source(service.port, "cam"))?["format"] as? String == "flv")
+        }
+    }
+
     @Test("a PUT of the same definition is a 200 that leaves a live pull as it is: no reconnect, no reset")
     func unchangedDefinitionTouchesNothing() throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")

@@ -43,6 +43,9 @@ final class SourceServerCore: @unchecked Sendable {
         /// 200 with these bytes and Content-Type (nil: none), in pieces of `pieceSize` with
         /// `pause` between them; `stallAfter`: stop sending (but keep the connection) after so many bytes.
         case serve([UInt8], contentType: String?, pieceSize: Int = 1 << 16, pause: Duration = .zero, stallAfter: Int? = nil)
+        /// 200 with `fastBytes` of these bytes at once, then one byte every `pause`: a source
+        /// that keeps sending, too slowly to make a whole packet in time.
+        case trickle([UInt8], contentType: String?, fastBytes: Int, pause: Duration)
         case redirect(String)
         case status(Int)
         /// Reads the request and never answers.
@@ -241,6 +244,15 @@ final class SourceServerCore: @unchecked Sendable {
                 if pause > .zero { Thread.sleep(forTimeInterval: Double(pause.nanoseconds) / 1e9) }
             }
             if stallAfter != nil { waitForPeerClose(connection) }
+        case .trickle(let bytes, let contentType, let fastBytes, let pause):
+            var headers = "HTTP/1.1 200 OK\r\nConnection: close\r\n"
+            if let contentType { headers += "Content-Type: \(contentType)\r\n" }
+            guard send(connection, headers + "\r\n"), send(connection, Array(bytes.prefix(fastBytes))) else { return }
+            for byte in bytes.dropFirst(fastBytes) {
+                if state.withLock({ $0.stopped }) { return }
+                Thread.sleep(forTimeInterval: Double(pause.nanoseconds) / 1e9)
+                guard send(connection, [byte]) else { return }
+            }
         }
     }
 

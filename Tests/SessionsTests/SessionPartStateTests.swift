@@ -99,18 +99,28 @@ import TestSupport
                 frame: try DecodedFrameFactory.tiny(), sequence: 1, backend: .software, at: ManualClock()),
             picture: try EncodedPictureFactory.tiny(), etag: "\"1\"")
         viewer.ready = picture
-        guard case .picture(_, false) = viewer.deliver(at: 1000, repeatInterval: 10_000) else {
+        guard case .picture(_, false) = viewer.deliver(at: 1000, repeatInterval: 10_000, newest: 1) else {
             Issue.record("the first part goes at once")
             return
         }
         viewer.ready = picture
-        #expect(viewer.deliver(at: 1400, repeatInterval: 10_000).isNone, "the fps gate holds it")
-        #expect(!viewer.deliver(at: 1500, repeatInterval: 10_000).isNone)
-        #expect(viewer.deliver(at: 2000, repeatInterval: 10_000).isNone, "nothing new and no repeat due")
-        guard case .picture(_, true) = viewer.deliver(at: 11_500, repeatInterval: 10_000) else {
+        #expect(viewer.deliver(at: 1400, repeatInterval: 10_000, newest: 1).isNone, "the fps gate holds it")
+        #expect(!viewer.deliver(at: 1500, repeatInterval: 10_000, newest: 1).isNone)
+        #expect(viewer.deliver(at: 2000, repeatInterval: 10_000, newest: 1).isNone, "nothing new and no repeat due")
+        guard case .picture(_, true) = viewer.deliver(at: 11_500, repeatInterval: 10_000, newest: 1) else {
             Issue.record("after the repeat interval the last part goes again")
             return
         }
+        // A viewer slower to read a part than the repeat interval: a newer picture exists and
+        // may go, so it waits for that one's encode instead of getting the old one again.
+        #expect(viewer.deliver(at: 30_000, repeatInterval: 10_000, newest: 2).isNone, "no repeat while a newer picture may go")
+        #expect(!viewer.hasDeliverable(at: 30_000, repeatInterval: 10_000, newest: 2))
+        #expect(!viewer.deliver(at: 30_000, repeatInterval: 10_000, newest: 1).isNone, "nothing newer: the repeat goes")
+        // With the fps gate closed the newer picture cannot go yet: the repeat still does.
+        var capped = ViewerState(request: PictureRequest(), minInterval: 50_000)
+        capped.ready = picture
+        _ = capped.deliver(at: 1000, repeatInterval: 10_000, newest: 1)
+        #expect(!capped.deliver(at: 11_000, repeatInterval: 10_000, newest: 2).isNone, "the gate holds the newer one")
     }
 }
 

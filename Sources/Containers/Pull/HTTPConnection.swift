@@ -23,9 +23,6 @@ public final class HTTPConnection {
     private let interrupt: DemuxInterrupt
     /// The endpoint as errors name it (never with credentials).
     private let name: String
-    /// Set: every read of the body may wait this long for its next bytes (the deadline is set
-    /// anew before each read). Nil: the interrupt's deadline as the caller set it holds.
-    public var bodyReadTimeout: Duration?
     /// Bytes read past the headers, not yet handed out.
     private var pending: [UInt8] = []
     private var pendingOffset = 0
@@ -191,7 +188,6 @@ public final class HTTPConnection {
             return .bytes(count)
         }
         guard let connection else { return .end }
-        if let bodyReadTimeout { interrupt.setTimeout(bodyReadTimeout) }
         let got = avio_read_partial(connection, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(buffer.count))
         if got > 0 { return .bytes(Int(got)) }
         return interruptedOrEnd()

@@ -18,8 +18,8 @@ public final class HTTPSourceInput: DemuxByteInput {
     private var connection: HTTPConnection?
 
     /// Connects and reads the response's headers, following redirects (each checked with
-    /// `check`). The body's reads then share the interrupt's deadline as it stands until
-    /// `renewDeadlineOnEachRead(_:)`: the opening of the stream has one deadline. Throws
+    /// `check`). The body's reads share the interrupt's deadline as its reader sets it (a whole
+    /// packet's, not a read's: a source that trickles bytes runs into it). Throws
     /// `source_not_allowed` for a redirect `check` refuses, `source_failed` for an HTTP error
     /// status, and what the connection did wrong otherwise.
     public init(
@@ -60,11 +60,6 @@ public final class HTTPSourceInput: DemuxByteInput {
 
     public func close() {
         connection?.close()
-    }
-
-    /// From now on each read of the body may take up to `timeout` (once the stream is open).
-    public func renewDeadlineOnEachRead(_ timeout: Duration) {
-        connection?.bodyReadTimeout = timeout
     }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> DemuxInputRead {

@@ -67,28 +67,32 @@ public final class PulledStream {
             let input = try HTTPSourceInput(
                 url: source, check: { policy.check($0) }, interrupt: interrupt, connectTimeout: timeouts.connect)
             interrupt.setTimeout(timeouts.connect)
-            let declared = input.contentType.flatMap(ContainerFormat.init(mediaType:))
+            // The first bytes tell, as for a push: a web server's Content-Type comes from a file's
+            // name (an FLV saved as .ts is served as video/mp2t), so it only decides where the
+            // bytes do not. A body that sends nothing runs into the connect timeout here.
             var prefix: [UInt8] = []
-            var format = declared
-            if format == nil {
-                // No container named: the first bytes tell, as for a push without a Content-Type.
-                var buffer = [UInt8](repeating: 0, count: Sniffer.decisiveLength)
-                sniffing: while prefix.count < Sniffer.decisiveLength {
-                    let wanted = Sniffer.decisiveLength - prefix.count
-                    let result = buffer.withUnsafeMutableBytes { input.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
-                    switch result {
-                    case .bytes(let count): prefix += buffer.prefix(count)
-                    case .end: break sniffing
-                    case .interrupted: throw Self.interruption(interrupt, "the source")
-                    }
-                    switch Sniffer.sniff(prefix[...], complete: false) {
-                    case .needMoreBytes: continue
-                    case .container(let found): format = found; break sniffing
-                    case .elementaryStream: break sniffing
-                    }
+            var sniffed = SniffedContent.needMoreBytes
+            var buffer = [UInt8](repeating: 0, count: Sniffer.decisiveLength)
+            sniffing: while prefix.count < Sniffer.decisiveLength {
+                let wanted = Sniffer.decisiveLength - prefix.count
+                let result = buffer.withUnsafeMutableBytes { input.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
+                switch result {
+                case .bytes(let count): prefix += buffer.prefix(count)
+                case .end: break sniffing
+                case .interrupted: throw Self.interruption(interrupt, "the source")
                 }
-                if format == nil, case .container(let found) = Sniffer.sniff(prefix[...], complete: true) { format = found }
+                sniffed = Sniffer.sniff(prefix[...], complete: false)
+                if sniffed != .needMoreBytes { break sniffing }
             }
+            if sniffed == .needMoreBytes { sniffed = Sniffer.sniff(prefix[...], complete: true) }
+            let declared = input.contentType.flatMap(ContainerFormat.init(mediaType:))
+            let format: ContainerFormat? =
+                switch sniffed {
+                case .container(let found): found
+                // A start code is Annex B whatever the label; other bytes are the label's to read.
+                case .elementaryStream, .needMoreBytes:
+                    prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1]) ? nil : declared
+                }
             let body = PrefixedInput(prefix: prefix, rest: input)
             if let format {
                 reader = .demuxer(try Demuxer(container: format, input: body, seekWindow: seekWindow, interrupt: interrupt))
@@ -97,9 +101,10 @@ public final class PulledStream {
                 reader = .elementary(body)
                 formatName = "annexb"
             }
-            // Open within the connect timeout as a whole, however the bytes trickle in; read on
-            // with the read timeout for each read.
-            input.renewDeadlineOnEachRead(timeouts.read)
+            // Open within the connect timeout as a whole, however the bytes trickle in; then each
+            // whole packet (`next()`), or each access unit of Annex B (`progressed()`), within the
+            // read timeout, however the bytes trickle in.
+            if case .elementary = reader { interrupt.setTimeout(timeouts.read) }
         case .libavformat(let opening):
             var options = opening.options
             if let option = opening.transportOption {
@@ -142,17 +147,23 @@ public final class PulledStream {
         stopRelay?()
     }
 
+    /// An Annex B body made a whole access unit: the next may take up to the read timeout.
+    public func progressed() {
+        if case .elementary = reader { interrupt.setTimeout(timeouts.read) }
+    }
+
     /// Packets of other tracks left out so far, by kind.
     public var ignoredPackets: [String: Int] {
         if case .demuxer(let demuxer) = reader { return demuxer.ignoredPackets }
         return [:]
     }
 
-    /// The next sample (or bytes), blocking up to the read timeout.
+    /// The next sample, blocking up to the read timeout; or the next bytes of an Annex B body,
+    /// blocking up to the deadline `progressed()` last set.
     public func next() -> PulledOutput {
-        interrupt.setTimeout(timeouts.read)
         switch reader {
         case .demuxer(let demuxer):
+            interrupt.setTimeout(timeouts.read)
             switch demuxer.next() {
             case .sample(let sample):
                 pictures.add()

@@ -253,7 +253,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         // A source's Annex B bytes land in the pool's slabs, as an upload's do.
         var landing = SlabWriter()
         defer { landing.release() }
-        var annexB = ProgressBudget(limit: Self.maxBytesWithoutAccessUnit, progress: accessUnits.load(ordering: .relaxed))
+        var accessUnitsSeen = accessUnits.load(ordering: .relaxed)
+        var annexB = ProgressBudget(limit: Self.maxBytesWithoutAccessUnit, progress: accessUnitsSeen)
         while true {
             let asked = clock.uptime
             let next = stream.next()
@@ -269,7 +270,12 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             case .bytes(let bytes):
                 // Annex B bytes carry no timestamps to hold them to; the read still counts.
                 _ = pacing?.sample(pts: nil, readTook: now &- asked, now: now)
-                guard annexB.spend(bytes.count, progress: accessUnits.load(ordering: .relaxed)) else {
+                let assembled = accessUnits.load(ordering: .relaxed)
+                if assembled != accessUnitsSeen {
+                    accessUnitsSeen = assembled
+                    stream.progressed()
+                }
+                guard annexB.spend(bytes.count, progress: assembled) else {
                     return ContainerError(
                         .sourceFailed,
                         "the source sent \(Self.maxBytesWithoutAccessUnit >> 20) MiB read as Annex B without one whole picture "

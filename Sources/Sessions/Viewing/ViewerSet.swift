@@ -117,7 +117,7 @@ final class ViewerSet: Sendable {
             guard !state.closed, var viewer = state.viewers[id] else { return .ended }
             let now = clock.uptime
             skipToCachedNewest(&viewer, newest: state.newest)
-            if let part = viewer.deliver(at: now, repeatInterval: repeatInterval) {
+            if let part = viewer.deliver(at: now, repeatInterval: repeatInterval, newest: state.newest?.sequence ?? 0) {
                 state.viewers[id] = viewer
                 return part
             }
@@ -137,7 +137,7 @@ final class ViewerSet: Sendable {
             guard !state.closed, var viewer = state.viewers[id] else { return true }
             let now = clock.uptime
             skipToCachedNewest(&viewer, newest: state.newest)
-            if viewer.hasDeliverable(at: now, repeatInterval: repeatInterval) {
+            if viewer.hasDeliverable(at: now, repeatInterval: repeatInterval, newest: state.newest?.sequence ?? 0) {
                 state.viewers[id] = viewer
                 return true
             }
@@ -158,7 +158,7 @@ final class ViewerSet: Sendable {
             guard !state.closed, var viewer = state.viewers[id], viewer.callback != nil else { return nil }
             let now = clock.uptime
             skipToCachedNewest(&viewer, newest: state.newest)
-            if viewer.hasDeliverable(at: now, repeatInterval: repeatInterval) {
+            if viewer.hasDeliverable(at: now, repeatInterval: repeatInterval, newest: state.newest?.sequence ?? 0) {
                 defer { viewer.callback = nil; state.viewers[id] = viewer }
                 return viewer.callback
             }
@@ -344,15 +344,21 @@ struct ViewerState {
         lastDeliveredAt == 0 || now >= lastDeliveredAt + minInterval
     }
 
-    func repeatDue(at now: UInt64, interval: UInt64) -> Bool {
-        lastPicture != nil && now >= lastDeliveredAt + interval
+    /// The last picture goes again a repeat interval after the last part, while no newer one
+    /// may go instead: with a newer picture and the fps gate open, the viewer waits for that
+    /// picture's encode. The interval counts from when a part was handed out, so a viewer that
+    /// takes longer than it to read a part would otherwise get the old picture again each time.
+    func repeatDue(at now: UInt64, interval: UInt64, newest: UInt64) -> Bool {
+        guard lastPicture != nil, now >= lastDeliveredAt + interval else { return false }
+        return !(newest > lastDeliveredSequence && gateOpen(at: now))
     }
 
-    func hasDeliverable(at now: UInt64, repeatInterval: UInt64) -> Bool {
-        (ready != nil && gateOpen(at: now)) || repeatDue(at: now, interval: repeatInterval)
+    func hasDeliverable(at now: UInt64, repeatInterval: UInt64, newest: UInt64) -> Bool {
+        (ready != nil && gateOpen(at: now)) || repeatDue(at: now, interval: repeatInterval, newest: newest)
     }
 
-    mutating func deliver(at now: UInt64, repeatInterval: UInt64) -> ViewerPoll? {
+    /// `newest`: the sequence of the session's newest picture.
+    mutating func deliver(at now: UInt64, repeatInterval: UInt64, newest: UInt64) -> ViewerPoll? {
         if let ready, gateOpen(at: now) {
             self.ready = nil
             lastDeliveredSequence = ready.sequence
@@ -360,7 +366,7 @@ struct ViewerState {
             lastPicture = ready
             return .picture(ready, repeated: false)
         }
-        if let lastPicture, repeatDue(at: now, interval: repeatInterval) {
+        if let lastPicture, repeatDue(at: now, interval: repeatInterval, newest: newest) {
             lastDeliveredAt = now
             return .picture(lastPicture, repeated: true)
         }
