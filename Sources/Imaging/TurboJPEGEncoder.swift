@@ -88,8 +88,23 @@ public final class TurboJPEGEncoder: PictureEncoding {
     {
         let (inputFormat, subsampling) = PixelFormats.jpegInput(for: source.format)
         let nativeSize = size.width == source.width && size.height == source.height
+        // A matrix other than JPEG's is converted with the range (from the source's range), or
+        // after whatever made the planes full range (`inFullRange`).
+        let color = JPEGColor(matrix: source.matrix, height: source.height, fullRange: source.range == .full)
+        let inFullRange = JPEGColor(matrix: source.matrix, height: source.height, fullRange: true)
         let planes: PlanePointers
-        if nativeSize && source.format == inputFormat && source.range == .full {
+        if nativeSize && source.format == inputFormat && (source.range == .full || rangeExpansion == .builtIn),
+            let color, let layout = PlaneLayout(pixelFormat: inputFormat, width: size.width, height: size.height)
+        {
+            let output = scratch.planes(for: layout)
+            var written = PlanePointers()
+            for plane in 0..<layout.planeCount {
+                written.data[plane] = output.data[plane].map { UnsafePointer($0) }
+                written.strides[plane] = output.strides[plane]
+            }
+            color.apply(source.planes, to: written, layout: layout)
+            planes = written
+        } else if nativeSize && source.format == inputFormat && source.range == .full {
             planes = source.planes  // the zero-copy path: TurboJPEG reads the decoder's planes
         } else if nativeSize && source.format == inputFormat && rangeExpansion == .builtIn {
             planes = expandRange(source)
@@ -98,6 +113,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
             // and range together. swscale's generic path for it cost more than the JPEG itself
             // (H2 in BENCHMARKS.md).
             planes = narrow(source, depth: depth, to: inputFormat)
+            convertInPlace(planes, inFullRange, format: inputFormat, size: size)
         } else if inputFormat == AV_PIX_FMT_GRAY8 && source.range == .limited {
             // swscale converts a grey picture deeper than 8 bits (gray10/gray12: H.265
             // monochrome) to gray8 without the range change it is asked for, scaled or not
@@ -107,9 +123,16 @@ public final class TurboJPEGEncoder: PictureEncoding {
             expandLumaInPlace(planes, width: size.width, height: size.height)
         } else {
             planes = try convert(source, to: inputFormat, size: size, outputFullRange: true, rgbColorspace: nil)
+            convertInPlace(planes, inFullRange, format: inputFormat, size: size)
         }
         return try compress(
             planes, width: size.width, height: size.height, subsampling: subsampling, quality: quality)
+    }
+
+    /// `color` on planes this encoder wrote (full range, 8-bit), where they are.
+    private func convertInPlace(_ planes: PlanePointers, _ color: JPEGColor?, format: AVPixelFormat, size: (width: Int, height: Int)) {
+        guard let color, let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else { return }
+        color.apply(planes, to: planes, layout: layout)
     }
 
     private func expandRange(_ source: SourcePicture) -> PlanePointers {

@@ -62,6 +62,48 @@ import Testing
                 psnr(smooth.rgb, try stream.ffmpegFirstFrameSmoothChroma()))
     }
 
+    /// JPEG is BT.601 for every decoder that reads it: a BT.709 picture's JPEG, decoded, shows
+    /// the colours its RGB rendering (which reads BT.709) shows, at its own size and scaled, from
+    /// either range; a JPEG of its samples as they are would shift them (about 25 dB apart).
+    @Test(arguments: [("yuv420p", false), ("yuvj420p", true), ("yuv420p10le", false), ("yuv444p", false)])
+    func aBT709PictureKeepsItsColours(pixelFormat: String, fullRange: Bool) throws {
+        let stream = try TestStream.make(
+            pixelFormat: pixelFormat, extra: ["-colorspace", "bt709", "-color_range", fullRange ? "pc" : "tv"])
+        defer { stream.remove() }
+        let frame = try stream.firstFrame()
+        #expect(frame.colorMatrix == .bt709)
+        #expect(frame.colorRange == (fullRange ? .full : .limited))
+        let encoder = try TurboJPEGEncoder()
+        for width in [320, 160] {
+            let jpeg = try decodeJPEG(
+                try encoder.encode(frame, PictureOptions(format: .jpeg, width: width, quality: 95)), smoothChroma: false)
+            let rgb = try encoder.encode(frame, PictureOptions(format: .rgb, width: width)).withUnsafeBytes { Array($0) }
+            // Scaled, the two paths filter the sharp test pattern differently (YCbCr planes
+            // against RGB): 8x8 block means compare their colours without their edges.
+            let value = psnr(blockMeans(jpeg.rgb, width: jpeg.width), blockMeans(rgb, width: jpeg.width))
+            #expect(value >= 40, "width \(width): PSNR of 8x8 block means \(value) dB")
+            if width == 320 { #expect(psnr(jpeg.rgb, rgb) >= 34) }
+        }
+    }
+
+    /// Each channel's mean over each whole 8x8 block of packed RGB, rounded to a byte.
+    private func blockMeans(_ rgb: [UInt8], width: Int) -> [UInt8] {
+        let height = rgb.count / (width * 3)
+        var means: [UInt8] = []
+        for top in stride(from: 0, to: height - 7, by: 8) {
+            for left in stride(from: 0, to: width - 7, by: 8) {
+                for channel in 0..<3 {
+                    var sum = 0
+                    for row in top..<(top + 8) {
+                        for column in left..<(left + 8) { sum += Int(rgb[(row * width + column) * 3 + channel]) }
+                    }
+                    means.append(UInt8((sum + 32) / 64))
+                }
+            }
+        }
+        return means
+    }
+
     @Test(arguments: RangeExpansionMethod.allCases)
     func limitedRangeMatchesFFmpeg(method: RangeExpansionMethod) throws {
         let stream = try TestStream.make(pixelFormat: "yuv420p")

@@ -91,6 +91,11 @@ final class NvJPEGEncoder: PictureEncoding {
         guard frame.pixelFormat == AV_PIX_FMT_YUV420P || frame.pixelFormat == AV_PIX_FMT_YUVJ420P else {
             return "this session's pictures are \(frame.pixelFormatName), and the GPU path takes 8-bit 4:2:0 only"
         }
+        // The device's kernels change the range only; TurboJPEG's path also converts the matrix.
+        if JPEGColor(matrix: frame.colorMatrix, height: frame.height, fullRange: true) != nil {
+            return "this session's pictures are coded in \(frame.colorMatrix.rawValue) colours (\(frame.height) lines), "
+                + "and the GPU path writes BT.601's alone"
+        }
         return nil
     }
 
