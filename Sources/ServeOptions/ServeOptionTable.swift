@@ -220,7 +220,7 @@ extension ServeOption {
             help:
                 "The sources pull sessions may pull from: SCHEME `rtsp`, `rtmp`, `srt`, `http`, `https` or `*`; HOST a name, `*.suffix`, an address, a network (`10.0.0.0/8`, `[fd00::]/8`) or `*`.",
             details:
-                "a pull is checked when it starts; the pulls of declared sessions need no entry (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
+                "a pull is checked when it starts, and keeps the list it started with for its reconnections and redirects (a reload narrows what pulls start from then on; delete and make a pull again to check it again); the pulls of declared sessions need no entry (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
             isList: true, changesWithoutRestart: true,
             defaultValue: { _ in .described("none: pulling is off") },
             apply: { text, settings throws(OptionValueError) in

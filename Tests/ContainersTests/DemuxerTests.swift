@@ -79,6 +79,30 @@ struct DemuxerRefusalTests {
         #expect(result.samples == 0)
     }
 
+    /// The pre-Enhanced-RTMP extension some cameras and servers send: libavformat 5.1 knows no
+    /// codec for it, which read as a container without video.
+    @Test("H.265 under FLV's codec id 12 is refused as unsupported_codec saying so")
+    func flvCodecTwelve() throws {
+        var flv = try ContainerFixtures.bytes("h264_320x240.flv")
+        // The FLV header, then tags after each 4-byte previous-tag size: a video tag's first data
+        // byte holds its codec id in the low four bits (7, AVC).
+        var offset = Int(flv[5]) << 24 | Int(flv[6]) << 16 | Int(flv[7]) << 8 | Int(flv[8])
+        offset += 4
+        var patched = 0
+        while offset + 11 < flv.count {
+            let size = Int(flv[offset + 1]) << 16 | Int(flv[offset + 2]) << 8 | Int(flv[offset + 3])
+            if flv[offset] == 9, size > 0 {
+                flv[offset + 11] = flv[offset + 11] & 0xF0 | 12
+                patched += 1
+            }
+            offset += 11 + size + 4
+        }
+        #expect(patched > 0)
+        let result = try DemuxedDecode.run(flv, container: .flv)
+        #expect(result.failure?.code == .unsupportedCodec)
+        #expect(result.failure?.message.contains("FLV's codec id 12") == true, "\(result.failure?.message ?? "")")
+    }
+
     @Test("audio only is refused as no_video_track", arguments: [("audio_only.mp4", ContainerFormat.mp4), ("audio_only.ts", .mpegTS)])
     func noVideoTrack(file: String, container: ContainerFormat) throws {
         let result = try DemuxedDecode.run(try ContainerFixtures.bytes(file), container: container)

@@ -29,7 +29,8 @@ struct SourceURLTests {
             "rtsp://127.0.0.3:19403:cam.example.com:554/x", "rtmp://a:1:b/live", "srt://h:1:2", "rtsp://cam.example.com:554:80/x",
             "rtsp://[127.0.0.1]/x", "rtsp://[::1]x/y", "rtsp://h:+554/x", "rtsp://h:554 /x", "rtsp://h:5x4/x", "rtsp://h:/x",
             "rtsp://%31%32%37.0.0.1/x", "rtsp://" + String(repeating: "a", count: 254) + "/x",
-            "srt://h:9000?mode=listener", "srt://h:9000?latency=20&MODE=rendezvous",
+            "srt://h:9000?mode=listener", "srt://h:9000?latency=20&MODE=rendezvous", "srt://h:9000?passphrase=short",
+            "srt://h:9000?passphrase=" + String(repeating: "p", count: 80),
         ] {
             #expect(throws: ContainerError.self, "\(bad)") { try SourceURL(bad) }
         }
@@ -40,6 +41,7 @@ struct SourceURLTests {
         #expect(try SourceURL("RTSP://Cam.Example.COM/x").openedText() == "rtsp://cam.example.com:554/x")
         #expect(try SourceURL("rtsp://[FD00::1]/x").openedText() == "rtsp://[fd00::1]:554/x")
         #expect(try SourceURL("srt://h:0900?mode=caller").openedText() == "srt://h:900/?mode=caller")
+        #expect(try SourceURL("srt://h:9000?passphrase=ten%20chars!").port == 9000)
         #expect(try SourceURL("rtsp://h:554/x").openedText(host: "127.0.0.1", port: 40000) == "rtsp://127.0.0.1:40000/x")
         // At the length limit, a URL whose opened form is longer (the default port, a '/' before
         // its query) is refused: what is opened and saved must read back.
@@ -101,7 +103,7 @@ struct SourceURLTests {
     func redaction() throws {
         #expect(try SourceURL("rtsp://admin:pa55@cam:554/s").redacted == "rtsp://***@cam:554/s")
         #expect(try SourceURL("rtsp://admin@cam/s").redacted == "rtsp://***@cam:554/s")
-        #expect(try SourceURL("srt://h:9000?mode=caller&passphrase=secret123").redacted == "srt://h:9000/?mode=caller&passphrase=***")
+        #expect(try SourceURL("srt://h:9000?mode=caller&passphrase=secret1234").redacted == "srt://h:9000/?mode=caller&passphrase=***")
         #expect(try SourceURL("https://u:p@h/a?token=abc&x=1").redacted == "https://***@h:443/a?token=***&x=1")
         #expect(try SourceURL("rtmp://h/live/cam").description == "rtmp://h:1935/live/cam")
         #expect(!(try SourceURL("rtsp://u:topsecret@h/x").redacted.contains("topsecret")))

@@ -432,6 +432,14 @@ public final class Demuxer {
                 let letters = (0..<4).map { UInt8(truncatingIfNeeded: tag >> (8 * $0)) }
                 if tag != 0, letters.allSatisfy({ (0x20...0x7E).contains($0) }) {
                     unsupported.append("'\(String(decoding: letters, as: UTF8.self))'")
+                } else if tag == 12, formatName == "flv" {
+                    // The common extension before Enhanced RTMP; libavformat 5.1 reads neither.
+                    return ContainerError(
+                        .unsupportedCodec,
+                        "the video track is H.265 under FLV's codec id 12, an extension this libavformat does not read: "
+                            + "send H.265 as MPEG-TS, fragmented MP4, Matroska or RTSP")
+                } else {
+                    unsupported.append(tag == 0 ? "of a codec libavformat does not know" : "of the container's codec \(tag)")
                 }
             default:
                 unsupported.append(String(cString: avcodec_get_name(parameters.pointee.codec_id)))

@@ -142,6 +142,14 @@ public struct PullScheme: Sendable, Hashable, CustomStringConvertible {
             for (name, value) in url.queryParameters where name.lowercased() == "mode" && value.lowercased() != "caller" {
                 throw ContainerError(.invalidSource, "FrameTap pulls SRT as a caller; mode=\(value.prefix(16)) is not pulled")
             }
+            // libsrt takes 10 to 79 characters and refuses the call otherwise, which would read as
+            // a listener that turned the caller away.
+            for (name, value) in url.queryParameters where name.lowercased() == "passphrase" {
+                let characters = value.utf8.count - 2 * value.utf8.filter { $0 == UInt8(ascii: "%") }.count
+                guard (10...79).contains(characters) else {
+                    throw ContainerError(.invalidSource, "an SRT passphrase has 10 to 79 characters; this one has \(characters)")
+                }
+            }
         })
 
     public static let http = PullScheme(
