@@ -10,6 +10,22 @@ import Sessions
 /// On-demand sessions and pictures from the past over HTTP: `decode: on-demand`, the status's
 /// `decoding`, `frame/at.*`, `/history`, and their problems.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct APIHistoryTests {
+    /// `t`: RFC 3339 with any number of fraction digits, a day the calendar has, or milliseconds.
+    @Test func timesAreRFC3339OrMilliseconds() {
+        let noon = Date(timeIntervalSince1970: 1_795_953_600)  // 2026-11-29T12:00:00Z
+        #expect(FrameTapAPI.parseTime("2026-11-29T12:00:00Z") == noon)
+        #expect(FrameTapAPI.parseTime("2026-11-29T13:00:00+01:00") == noon)
+        #expect(FrameTapAPI.parseTime("2026-11-29T13:00:00 01:00") == noon, "a + that a query read as a space")
+        #expect(FrameTapAPI.parseTime("1795953600000") == noon)
+        #expect(FrameTapAPI.parseTime("2026-11-29t12:00:00.250z") == noon.addingTimeInterval(0.25))
+        let long = FrameTapAPI.parseTime("2026-11-29T12:00:00.2501234567890123Z")
+        #expect(long.map { abs($0.timeIntervalSince(noon) - 0.25) < 0.0005 } == true, "\(String(describing: long))")
+        #expect(FrameTapAPI.parseTime("2024-02-29T00:00:00Z") != nil)
+        for impossible in ["2026-02-29T00:00:00Z", "2026-02-30T00:00:00Z", "2026-04-31T00:00:00Z", "2026-13-01T00:00:00Z", "2026-11-29", "yesterday"] {
+            #expect(FrameTapAPI.parseTime(impossible) == nil, "\(impossible)")
+        }
+    }
+
     @Test func onDemandSessionsDecodeOnlyWhenAPictureIsAskedFor() throws {
         try withService { service in
             let port = service.port
@@ -71,6 +87,14 @@ import Sessions
             // The client has it: no decode, 304.
             let cached = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5&width=88", headers: [("If-None-Match", "\"5-w88\"")])
             #expect(cached.status == 304)
+            // `*` holds a picture that exists, not a number never given out.
+            let any = [("If-None-Match", "*")]
+            #expect(try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5", headers: any).status == 304)
+            for number in ["0", "999999999"] {
+                let never = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=\(number)", headers: any)
+                let code = try jsonObject(never.body)["code"] as? String
+                #expect(never.status == 404 && code == "not_in_history", "\(number)")
+            }
             // By time: RFC 3339, and milliseconds since 1970. A time names its whole millisecond, so
             // the range's own ends (published to the millisecond) are held.
             let byTime = try request(port, "GET", "/sessions/past/frame/at.jpg?t=\(to)")

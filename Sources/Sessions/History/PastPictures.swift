@@ -85,7 +85,13 @@ extension Session {
         let quality = request.effectiveQuality(sessionDefault: pictures.defaultQuality)
         if case .number(let number) = target {
             let etag = PictureETag.make(sequence: number, request: request, effectiveQuality: quality)
-            if clientHas.holds(etag) { return completion(.success(.notModified(etag: etag))) }
+            // `*` holds whatever exists (RFC 9110 §13.1.2): a number never given out is not it.
+            if clientHas.entityTags.contains(etag)
+                || (clientHas.anyEntityTag && number >= 1
+                    && number <= max(viewers.newest?.sequence ?? 0, history.summary.lastSeq ?? 0))
+            {
+                return completion(.success(.notModified(etag: etag)))
+            }
             if let newest = viewers.newest, newest.sequence == number {
                 return pictures.serve(newest, request) { completion($0.map { .picture($0) }) }
             }
