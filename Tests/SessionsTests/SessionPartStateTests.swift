@@ -92,6 +92,19 @@ import TestSupport
         #expect(state.expireWaiter(id, defaultQuality: 85).isNone, "a waiter expires once")
     }
 
+    /// An MJPEG viewer's size once the stream's fell below half of it: the largest the picture
+    /// may be served at, of the shape asked for.
+    @Test func aViewersSizeFitsAStreamThatShrank() throws {
+        let frame = try DecodedFrameFactory.tiny()
+        let (width, height) = (frame.width, frame.height)
+        #expect(PictureRequest(width: width).fitting(frame) == PictureRequest(width: width))
+        #expect(PictureRequest(width: 3 * width).fitting(frame) == PictureRequest(width: 2 * width))
+        #expect(PictureRequest(height: 5 * height, quality: 70).fitting(frame) == PictureRequest(height: 2 * height, quality: 70))
+        let both = PictureRequest(width: 4 * width, height: 3 * height).fitting(frame)
+        #expect(both == PictureRequest(width: 2 * width, height: 3 * height / 2))
+        #expect(PictureRequest().fitting(frame) == PictureRequest())
+    }
+
     @Test func viewerPacingGatesAndRepeats() throws {
         var viewer = ViewerState(request: PictureRequest(), minInterval: 500)
         let picture = ServedPicture(

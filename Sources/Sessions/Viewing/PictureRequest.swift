@@ -29,6 +29,21 @@ public struct PictureRequest: Sendable, Equatable {
     }
 
     func effectiveQuality(sessionDefault: Int) -> Int { quality ?? sessionDefault }
+
+    /// For a viewer that stays while the stream goes on (MJPEG): this size, made smaller where
+    /// it would enlarge `frame` more than `PictureKey.maxUpscale` times (the stream's size fell
+    /// after the viewer came), keeping the shape it asks for. A single request is refused
+    /// instead (400): it can ask again.
+    func fitting(_ frame: DecodedFrame) -> PictureRequest {
+        let limits = [(width, frame.width), (height, frame.height)].compactMap { asked, source in
+            asked.map { Double(source * PictureKey.maxUpscale) / Double($0) }
+        }
+        guard let factor = limits.min(), factor < 1 else { return self }
+        var fitted = self
+        fitted.width = width.map { max(1, Int((Double($0) * factor).rounded(.down))) }
+        fitted.height = height.map { max(1, Int((Double($0) * factor).rounded(.down))) }
+        return fitted
+    }
 }
 
 /// Entity tags of served pictures: `"<seq>"` for the source size at the standard quality,

@@ -176,7 +176,7 @@ final class ViewerSet: Sendable {
         guard let newest, newest.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0) else {
             return
         }
-        if let cached = pictures.cachedServed(newest, viewer.request) { viewer.ready = cached }
+        if let cached = pictures.cachedServed(newest, viewer.request.fitting(newest.frame)) { viewer.ready = cached }
     }
 
     private func run(_ plan: ViewerPlan) {
@@ -383,7 +383,7 @@ struct ViewerState {
         let gateOpen = gateOpen(at: now)
         if let newest, newerExists, gateOpen, requestedSequence < newest.sequence {
             requestedSequence = newest.sequence
-            plan.encode = (id, newest, request)
+            plan.encode = (id, newest, request.fitting(newest.frame))
         }
         var due: UInt64?
         if !gateOpen, newerExists || ready != nil {
