@@ -135,6 +135,15 @@ struct DemuxerRefusalTests {
     /// A PAT and PMT whose only stream has a type libavutil has no name for (found by the
     /// container-samples fuzz target): the verdict names it "unknown" instead of crashing on the
     /// name libavutil does not give.
+    @Test("bytes that are not MPEG-TS, read as MPEG-TS, are invalid_container, not a container without tracks")
+    func noiseAsTransportStream() throws {
+        var generator = SplitMix64(seed: 3)
+        let noise = (0..<(256 << 10)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        let result = try DemuxedDecode.run(noise, container: .mpegTS)
+        #expect(result.failure?.code == .invalidContainer, "\(String(describing: result.failure))")
+        #expect(result.failure?.message.contains("not MPEG-TS") == true)
+    }
+
     @Test("a track of a kind libavutil cannot name is no_video_track, not a crash")
     func unnamedTrackKind() throws {
         let encoded = """

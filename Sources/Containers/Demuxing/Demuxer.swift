@@ -455,6 +455,12 @@ public final class Demuxer {
             let kinds = (0..<Int(format.pointee.nb_streams)).compactMap { index -> String? in
                 (format.pointee.streams[index]?.pointee.codecpar?.pointee.codec_type).map(Self.name(of:))
             }
+            if kinds.isEmpty, formatName == "mpegts" {
+                // libavformat makes MPEG-TS tracks from the programme tables: bytes of another
+                // kind (noise, a stream that is not MPEG-TS) give none.
+                return ContainerError(
+                    .invalidContainer, "no MPEG-TS programme table came: the bytes are not MPEG-TS, or name no programme")
+            }
             return ContainerError(
                 .noVideoTrack,
                 kinds.isEmpty ? "the container holds no track" : "the container holds no video track, only \(kinds.joined(separator: ", "))")
