@@ -167,6 +167,23 @@ struct PullSourceTests {
         }
     }
 
+    @Test("a chunked body that breaks its framing fails at once, saying so", arguments: ["zz", "ffffffffffffffffffff"])
+    func malformedChunkedBody(size: String) throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: video/mp2t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let body = Array(head.utf8) + Array(String(ts.count, radix: 16).utf8) + [13, 10] + ts + [13, 10] + Array("\(size)\r\n".utf8)
+        let server = try SourceServer { _ in .raw(body) }
+        defer { server.stop() }
+        // A read timeout far longer than the test waits: the failure is the framing's, not a timeout.
+        try withService(sessions: Self.configure("http://127.0.0.1") { $0.sourceReadTimeout = .seconds(60) }) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/live.ts"))
+            #expect(created.status == 201)
+            #expect(Self.fails(service.port, "cam", with: "source_failed"))
+            let message = Self.lastError(service.port, "cam")?["message"] as? String ?? ""
+            #expect(message.contains("malformed chunked body"), "\(message)")
+        }
+    }
+
     @Test("a body whose first bytes are another container than its Content-Type says is read as its bytes say")
     func theBytesOutweighTheContentType() throws {
         let flv = try ContainerFixtures.bytes("h264_320x240.flv")

@@ -46,6 +46,8 @@ final class SourceServerCore: @unchecked Sendable {
         /// 200 with `fastBytes` of these bytes at once, then one byte every `pause`: a source
         /// that keeps sending, too slowly to make a whole packet in time.
         case trickle([UInt8], contentType: String?, fastBytes: Int, pause: Duration)
+        /// These bytes as they are (status line, headers and all), then the connection held.
+        case raw([UInt8])
         case redirect(String)
         case status(Int)
         /// Reads the request and never answers.
@@ -244,6 +246,9 @@ final class SourceServerCore: @unchecked Sendable {
                 if pause > .zero { Thread.sleep(forTimeInterval: Double(pause.nanoseconds) / 1e9) }
             }
             if stallAfter != nil { waitForPeerClose(connection) }
+        case .raw(let bytes):
+            guard send(connection, bytes) else { return }
+            waitForPeerClose(connection)
         case .trickle(let bytes, let contentType, let fastBytes, let pause):
             var headers = "HTTP/1.1 200 OK\r\nConnection: close\r\n"
             if let contentType { headers += "Content-Type: \(contentType)\r\n" }

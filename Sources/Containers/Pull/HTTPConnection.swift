@@ -131,15 +131,20 @@ public final class HTTPConnection {
                         body = .chunked(remaining: remaining - count)
                         if remaining - count == 0 {
                             // The CRLF after the chunk's data.
-                            guard case .some = try? readLine() else { return .end }
-                            body = .chunked(remaining: nil)
+                            switch Result(catching: { () throws(ContainerError) in try readLine() }) {
+                            case .success(let line) where line.isEmpty: body = .chunked(remaining: nil)
+                            case .success: return malformedChunk("a chunk's data runs past its size")
+                            case .failure: return .end
+                            }
                         }
                     }
                     return result
                 }
                 guard let line = try? readLine() else { return interruptedOrEnd() }
                 let sizeText = line.prefix { $0 != ";" }.filter { $0 != " " }
-                guard let size = Int(sizeText, radix: 16), size >= 0 else { return .end }
+                guard let size = Int(sizeText, radix: 16), size >= 0 else {
+                    return malformedChunk("a chunk size of '\(sizeText.prefix(20))' is no hexadecimal number that fits")
+                }
                 if size == 0 {
                     finished = true
                     continue
@@ -148,6 +153,13 @@ public final class HTTPConnection {
             }
         }
         return .end
+    }
+
+    /// A chunked body that breaks its framing: the connection fails now, saying why, rather
+    /// than reading on as if the body had ended or waiting out the read timeout.
+    private func malformedChunk(_ why: String) -> DemuxInputRead {
+        interrupt.refuse(ContainerError(.sourceFailed, "\(name) sent a malformed chunked body: \(why)"))
+        return .interrupted
     }
 
     /// The whole body, for answers known to be small: more than `limit` bytes is an error, and
