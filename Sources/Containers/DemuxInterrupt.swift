@@ -53,6 +53,15 @@ public final class DemuxInterrupt: Sendable {
         state.withLock { $0.deadline = deadline }
     }
 
+    /// `setTimeout(timeout)`, but never later than `latest` (uptime).
+    public func setTimeout(_ timeout: Duration, notAfter latest: UInt64) {
+        let deadline = min(clock.uptime + timeout.nanoseconds, latest)
+        state.withLock { $0.deadline = deadline }
+    }
+
+    /// The clock's uptime, which deadlines count on.
+    public var uptime: UInt64 { clock.uptime }
+
     /// Gives up with `error` at the next check (the first refusal stays).
     func refuse(_ error: ContainerError) {
         state.withLock { state in

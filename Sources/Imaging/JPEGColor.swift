@@ -60,10 +60,11 @@ struct JPEGColor: Equatable {
         }
     }
 
-    /// Converts the planes of `layout` (8-bit planar YCbCr) from `input` into `output`, which may be
-    /// the same planes.
+    /// Converts the planes of `layout` (8-bit planar YCbCr, three planes: the caller never asks
+    /// for a grey one) from `input` into `output`, which may be the same planes.
     func apply(_ input: PlanePointers, to output: PlanePointers, layout: PlaneLayout) {
-        guard layout.planeCount == 3, let descriptor = av_pix_fmt_desc_get(layout.pixelFormat) else { return }
+        guard let descriptor = av_pix_fmt_desc_get(layout.pixelFormat) else { return }
+        precondition(layout.planeCount == 3, "JPEGColor converts YCbCr, not \(layout.planeCount) planes")
         var inputs: [UnsafePointer<UInt8>?] = [input.data[0], input.data[1], input.data[2]]
         var outputs: [UnsafeMutablePointer<UInt8>?] = (0..<3).map { output.data[$0].map(UnsafeMutablePointer.init(mutating:)) }
         guard inputs.allSatisfy({ $0 != nil }), outputs.allSatisfy({ $0 != nil }) else { return }

@@ -90,8 +90,10 @@ public final class TurboJPEGEncoder: PictureEncoding {
         let nativeSize = size.width == source.width && size.height == source.height
         // A matrix other than JPEG's is converted with the range (from the source's range), or
         // after whatever made the planes full range (`inFullRange`).
-        let color = JPEGColor(matrix: source.matrix, height: source.height, fullRange: source.range == .full)
-        let inFullRange = JPEGColor(matrix: source.matrix, height: source.height, fullRange: true)
+        // A grey picture has no chroma, and its luma is the same under every matrix.
+        let hasChroma = inputFormat != AV_PIX_FMT_GRAY8
+        let color = hasChroma ? JPEGColor(matrix: source.matrix, height: source.height, fullRange: source.range == .full) : nil
+        let inFullRange = hasChroma ? JPEGColor(matrix: source.matrix, height: source.height, fullRange: true) : nil
         let planes: PlanePointers
         if nativeSize && source.format == inputFormat && (source.range == .full || rangeExpansion == .builtIn),
             let color, let layout = PlaneLayout(pixelFormat: inputFormat, width: size.width, height: size.height)

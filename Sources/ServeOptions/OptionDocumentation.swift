@@ -126,6 +126,7 @@ extension ServeConfiguration {
             }
         }
         lines.append(declaredSessions.isEmpty ? "sessions: {}" : "sessions:")
+        var urlVariables = Set<String>()
         for session in declaredSessions {
             let options = session.options
             var members: [String] = []
@@ -138,7 +139,15 @@ extension ServeConfiguration {
                     // As a secret option: a variable stands in for the whole URL, so the output
                     // reads back with the URL from there, or is refused naming it; the `***` of the
                     // redacted URL would read back as a user name.
-                    members.append("  url: ${\(Self.urlVariable(of: session.id))}  # \(url.redacted), credentials not shown")
+                    // Ids that differ in case or punctuation (cam-1, cam.1) would share a name.
+                    let base = Self.urlVariable(of: session.id)
+                    var variable = base
+                    var count = 1
+                    while !urlVariables.insert(variable).inserted {
+                        count += 1
+                        variable = "\(base)_\(count)"
+                    }
+                    members.append("  url: ${\(variable)}  # \(url.redacted), credentials not shown")
                 }
                 if let transport = source.transport { members.append("  transport: \(transport.rawValue)") }
                 if source.connect != .always { members.append("  connect: \(source.connect.rawValue)") }

@@ -494,6 +494,15 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
                 == .invalidToken("the token's header name alg twice"))
     }
 
+    @Test func memberNamesCompareScalarByScalar() {
+        func repeated(_ json: String) -> String? { JSONMemberNames.firstRepeated(in: Array(json.utf8)) }
+        #expect(repeated(#"{"a":1,"b":{"a":2},"c":[{"a":3}],"d":"\",\"a\":"}"#) == nil)
+        #expect(repeated(#"{"a":1,"\u0061":2}"#) == "a")
+        #expect(repeated(#"{"\u00e9":1,"e\u0301":2}"#) == nil, "canonically equal, different scalars")
+        #expect(repeated(#"{"\ud800x":1,"x":2}"#) == nil, "a lone surrogate is not nothing")
+        #expect(repeated(#"{"\ud83d\ude00":1,"\u{1F600}":2}"#.replacingOccurrences(of: "\\u{1F600}", with: "\u{1F600}")) == "\u{1F600}")
+    }
+
     // MARK: Configuration
 
     @Test func aShortSecretIsAStartUpError() {

@@ -167,6 +167,18 @@ struct PullSourceTests {
         }
     }
 
+    @Test("an Annex B body that opened and then trickles is lost within twice its read timeout of its last access unit")
+    func anAnnexBTrickleIsLost() throws {
+        let stream = try Fixtures.bytes("high_320x240.264")
+        let server = try SourceServer { _ in .trickle(stream, contentType: nil, fastBytes: 6_000, pause: .milliseconds(50)) }
+        defer { server.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1")) { service in
+            let created = try Self.pull(service.port, "cam", from: server.url("/live.264"))
+            #expect(created.status == 201)
+            #expect(Self.fails(service.port, "cam", with: "source_timeout"))
+        }
+    }
+
     @Test("a chunked body that breaks its framing fails at once, saying so", arguments: ["zz", "ffffffffffffffffffff"])
     func malformedChunkedBody(size: String) throws {
         let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")

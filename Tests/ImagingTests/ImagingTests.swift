@@ -165,17 +165,21 @@ import Testing
         #expect(maxChannelSpread <= 2)
     }
 
-    @Test func grayFramesBecomeGrayscaleJPEGs() throws {
+    /// Also at HD sizes and with a matrix other than BT.601 stated or assumed (from 720 lines up),
+    /// where a colour picture's JPEG converts its matrix and a grey one has nothing to convert.
+    @Test(arguments: [(33, 17, AVCOL_SPC_UNSPECIFIED), (1280, 720, AVCOL_SPC_UNSPECIFIED), (64, 48, AVCOL_SPC_BT709)])
+    func grayFramesBecomeGrayscaleJPEGs(width: Int, height: Int, colorspace: AVColorSpace) throws {
+        let encoder = try TurboJPEGEncoder()
         for range in [AVCOL_RANGE_MPEG, AVCOL_RANGE_JPEG] {
-            let frame = try makeFrame(AV_PIX_FMT_GRAY8, width: 33, height: 17, range: range) { _, x, _ in
+            let frame = try makeFrame(AV_PIX_FMT_GRAY8, width: width, height: height, range: range, colorspace: colorspace) { _, x, _ in
                 x < 16 ? 16 : 235
             }
-            let picture = try TurboJPEGEncoder().encode(frame, PictureOptions(quality: 100))
+            let picture = try encoder.encode(frame, PictureOptions(quality: 100))
             let decoded = try decodeJPEG(picture)
             #expect(decoded.subsampling == Int32(TJSAMP_GRAY.rawValue))
-            #expect(decoded.width == 33 && decoded.height == 17)
-            let dark = Int(decoded.rgb[3 * (8 * 33 + 4)])
-            let light = Int(decoded.rgb[3 * (8 * 33 + 28)])
+            #expect(decoded.width == width && decoded.height == height)
+            let dark = Int(decoded.rgb[3 * (8 * width + 4)])
+            let light = Int(decoded.rgb[3 * (8 * width + 28)])
             if range == AVCOL_RANGE_MPEG {
                 #expect(abs(dark - 0) <= 2 && abs(light - 255) <= 2, "limited gray expanded: \(dark) \(light)")
             } else {

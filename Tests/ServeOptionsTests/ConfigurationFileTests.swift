@@ -270,6 +270,26 @@ struct ConfigurationFileTests {
         #expect(reread.sessions.map { $0.options.owner??.rawValue } == ["site-a"])
     }
 
+    /// Ids that differ in case or punctuation get variables of their own.
+    @Test func printedSourceVariablesAreDistinct() throws {
+        let folder = try TemporaryFolder()
+        let path = try folder.write(
+            "f.yaml",
+            """
+            sessions:
+              cam-1:
+                source: {url: "rtsp://a:b@cam.example/one"}
+              cam.1:
+                source: {url: "rtsp://a:b@cam.example/two"}
+              cam-2:
+                source: {url: "rtsp://cam.example/three"}
+            """)
+        let printed = try ServeConfiguration(arguments: ["--config", path], environment: [:]).printed
+        #expect(printed.contains("url: ${SOURCE_URL_CAM_1}  #"))
+        #expect(printed.contains("url: ${SOURCE_URL_CAM_1_2}  #"))
+        #expect(printed.contains("url: \"rtsp://cam.example:554/three\"") || printed.contains("url: rtsp://cam.example:554/three"))
+    }
+
     @Test func theExampleParses() throws {
         let path = repositoryRoot + "/deploy/frametap.yaml"
         let environment = ["FRONT_DOOR_USER": "viewer", "FRONT_DOOR_PASSWORD": "pass word"]

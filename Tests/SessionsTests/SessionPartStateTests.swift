@@ -129,6 +129,15 @@ import TestSupport
         #expect(viewer.deliver(at: 30_000, repeatInterval: 10_000, newest: 2).isNone, "no repeat while a newer picture may go")
         #expect(!viewer.hasDeliverable(at: 30_000, repeatInterval: 10_000, newest: 2))
         #expect(!viewer.deliver(at: 30_000, repeatInterval: 10_000, newest: 1).isNone, "nothing newer: the repeat goes")
+        // Waiting for the newer picture's encode: no timer for a repeat time already past.
+        let newer = PublishedFrame(frame: try DecodedFrameFactory.tiny(), sequence: 2, backend: .software, at: ManualClock())
+        let waiting = viewer.plan(id: 1, newest: newer, now: 50_000, repeatInterval: 10_000)
+        #expect(waiting.encode?.picture.sequence == 2)
+        #expect(waiting.timer == nil, "the encode's completion wakes the viewer")
+        // That encode failed: the last picture is repeated until a newer one comes.
+        viewer.failedSequence = 2
+        #expect(!viewer.deliver(at: 50_000, repeatInterval: 10_000, newest: 2).isNone, "repeated after a failed encode")
+        #expect(viewer.plan(id: 1, newest: newer, now: 50_000, repeatInterval: 10_000).timer != nil)
         // With the fps gate closed the newer picture cannot go yet: the repeat still does.
         var capped = ViewerState(request: PictureRequest(), minInterval: 50_000)
         capped.ready = picture

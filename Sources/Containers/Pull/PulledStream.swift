@@ -48,6 +48,8 @@ public final class PulledStream {
     private let pictures = DeliveredPictures()
     private let interrupt: DemuxInterrupt
     private let timeouts: Timeouts
+    /// When an Annex B body last made a whole access unit (or opened): uptime.
+    private var annexBProgressAt: UInt64 = 0
     /// What the source is read as: `rtsp`, `flv`, `mpegts`, `annexb`, ...
     public let formatName: String
 
@@ -89,9 +91,12 @@ public final class PulledStream {
             let format: ContainerFormat? =
                 switch sniffed {
                 case .container(let found): found
-                // A start code is Annex B whatever the label; other bytes are the label's to read.
+                // A start code is Annex B whatever the label, unless it is the size of an MP4 box
+                // the sniffer does not know (`uuid`, `emsg`: 256 to 511 bytes long); other bytes
+                // are the label's to read.
                 case .elementaryStream, .needMoreBytes:
-                    prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1]) ? nil : declared
+                    (prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1])) && Sniffer.boxType(prefix[...]) == nil
+                        ? nil : declared
                 }
             let body = PrefixedInput(prefix: prefix, rest: input)
             if let format {
@@ -102,9 +107,8 @@ public final class PulledStream {
                 formatName = "annexb"
             }
             // Open within the connect timeout as a whole, however the bytes trickle in; then each
-            // whole packet (`next()`), or each access unit of Annex B (`progressed()`), within the
-            // read timeout, however the bytes trickle in.
-            if case .elementary = reader { interrupt.setTimeout(timeouts.read) }
+            // whole packet within the read timeout (`next()`).
+            annexBProgressAt = interrupt.uptime
         case .libavformat(let opening):
             var options = opening.options
             if let option = opening.transportOption {
@@ -147,9 +151,9 @@ public final class PulledStream {
         stopRelay?()
     }
 
-    /// An Annex B body made a whole access unit: the next may take up to the read timeout.
+    /// An Annex B body made a whole access unit.
     public func progressed() {
-        if case .elementary = reader { interrupt.setTimeout(timeouts.read) }
+        annexBProgressAt = interrupt.uptime
     }
 
     /// Packets of other tracks left out so far, by kind.
@@ -159,7 +163,9 @@ public final class PulledStream {
     }
 
     /// The next sample, blocking up to the read timeout; or the next bytes of an Annex B body,
-    /// blocking up to the deadline `progressed()` last set.
+    /// blocking up to the read timeout but never past twice it after the last access unit
+    /// (`progressed()`): a unit is known whole only when the next one begins, and a body that
+    /// trickles bytes without ever making one is lost.
     public func next() -> PulledOutput {
         switch reader {
         case .demuxer(let demuxer):
@@ -172,6 +178,7 @@ public final class PulledStream {
             case .failed(let error): return .failed(error)
             }
         case .elementary(let input):
+            interrupt.setTimeout(timeouts.read, notAfter: annexBProgressAt &+ 2 * timeouts.read.nanoseconds)
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
             let result = buffer.withUnsafeMutableBytes { input.read(into: $0) }
             switch result {

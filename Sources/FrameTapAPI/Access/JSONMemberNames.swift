@@ -7,7 +7,8 @@ enum JSONMemberNames {
     /// escapes are read (`"a"` and `"\u0061"` are one name); nil when none does, or when `json`
     /// is not an object (the decoder refuses that on its own).
     static func firstRepeated(in json: some Collection<UInt8>) -> String? {
-        var seen: Set<String> = []
+        // Names compare scalar by scalar, as JSON does (String's equality is canonical).
+        var seen: Set<[Unicode.Scalar]> = []
         var depth = 0
         var expectsName = false
         var index = json.startIndex
@@ -19,7 +20,7 @@ enum JSONMemberNames {
                 guard let (text, end) = string(in: json, from: index) else { return nil }
                 index = end
                 if depth == 1, expectsName {
-                    if !seen.insert(text).inserted { return text }
+                    if !seen.insert(Array(text.unicodeScalars)).inserted { return text }
                     expectsName = false
                 }
             case UInt8(ascii: "{"), UInt8(ascii: "["):
@@ -50,6 +51,11 @@ enum JSONMemberNames {
         while index != json.endIndex {
             let byte = json[index]
             json.formIndex(after: &index)
+            // A high surrogate not followed by a low one stands as U+FFFD, as a decoder reads it.
+            if pendingHigh != nil, byte != UInt8(ascii: "\\") || index == json.endIndex || json[index] != UInt8(ascii: "u") {
+                scalars.append("\u{FFFD}")
+                pendingHigh = nil
+            }
             if byte == UInt8(ascii: "\"") {
                 flushRaw()
                 return (String(scalars), index)
@@ -71,11 +77,14 @@ enum JSONMemberNames {
                     json.formIndex(after: &index)
                 }
                 if (0xD800..<0xDC00).contains(value) {
+                    if pendingHigh != nil { scalars.append("\u{FFFD}") }
                     pendingHigh = value
                     continue
                 }
                 if (0xDC00..<0xE000).contains(value), let high = pendingHigh {
                     value = 0x10000 + ((high - 0xD800) << 10) + (value - 0xDC00)
+                } else if pendingHigh != nil {
+                    scalars.append("\u{FFFD}")
                 }
                 scalars.append(Unicode.Scalar(value) ?? "\u{FFFD}")
             case UInt8(ascii: "b"): scalars.append("\u{8}")

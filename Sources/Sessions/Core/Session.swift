@@ -240,7 +240,8 @@ public final class Session: Sendable {
     /// caught up to the newest picture (503 `catchup_queue_full` when no catch-up can be queued).
     /// An idle pull that connects on demand is connected before that, and the request waits for
     /// the connection's first picture (503 `source_not_ready` when the attempt fails or no
-    /// picture comes within `--source-connect-timeout` + `--source-read-timeout`).
+    /// picture comes within `--source-connect-timeout` + `--source-read-timeout`, or within
+    /// `wait` when that is given and shorter: the wait counts from the request).
     public func requestPicture(
         _ request: PictureRequest, clientHas: PictureAnswerCondition = PictureAnswerCondition(), wait: Duration = .zero,
         completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void

@@ -83,18 +83,17 @@ extension Session {
         guard !loop.isClosed else { return completion(.failure(.notFound(id))) }
         context.activity.touch()
         let quality = request.effectiveQuality(sessionDefault: pictures.defaultQuality)
+        // `*` holds whatever exists (RFC 9110 §13.1.2): the newest picture, or one the history
+        // holds (found below); a number never given out, or no longer held, is not it.
+        var anyHeldTag: String?
         if case .number(let number) = target {
             let etag = PictureETag.make(sequence: number, request: request, effectiveQuality: quality)
-            // `*` holds whatever exists (RFC 9110 §13.1.2): a number never given out is not it.
-            if clientHas.entityTags.contains(etag)
-                || (clientHas.anyEntityTag && number >= 1
-                    && number <= max(viewers.newest?.sequence ?? 0, history.summary.lastSeq ?? 0))
-            {
-                return completion(.success(.notModified(etag: etag)))
-            }
+            if clientHas.entityTags.contains(etag) { return completion(.success(.notModified(etag: etag))) }
             if let newest = viewers.newest, newest.sequence == number {
+                if clientHas.anyEntityTag { return completion(.success(.notModified(etag: etag))) }
                 return pictures.serve(newest, request) { completion($0.map { .picture($0) }) }
             }
+            if clientHas.anyEntityTag { anyHeldTag = etag }
         }
         let lookup: CompressedHistory.Lookup
         switch target {
@@ -112,6 +111,7 @@ extension Session {
         case .notHeld(let summary): return completion(.failure(HistorySummary(summary).notHeld))
         case .plan(let found): plan = found
         }
+        if let anyHeldTag { return completion(.success(.notModified(etag: anyHeldTag))) }
         let facts = loop.reporter.facts
         let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
         let factory = context.services.catchUpPool.warmDecoders.lender(

@@ -182,7 +182,7 @@ final class ViewerSet: Sendable {
     private func run(_ plan: ViewerPlan) {
         if let encode = plan.encode {
             pictures.serve(encode.picture, encode.request) { [weak self] result in
-                self?.encoded(encode.viewer, result)
+                self?.encoded(encode.viewer, sequence: encode.picture.sequence, result)
             }
         }
         if let timer = plan.timer {
@@ -190,8 +190,16 @@ final class ViewerSet: Sendable {
         }
     }
 
-    private func encoded(_ id: UInt64, _ result: Result<ServedPicture, SessionError>) {
-        // A failed encode skips the picture (the cache recorded the error); the next one tries again.
+    private func encoded(_ id: UInt64, sequence: UInt64, _ result: Result<ServedPicture, SessionError>) {
+        // A failed encode skips the picture (the cache recorded the error); the next one tries
+        // again, and until it comes the last picture is repeated as if nothing newer had.
+        if case .failure = result {
+            state.withLock { state in
+                guard var viewer = state.viewers[id] else { return }
+                viewer.failedSequence = max(viewer.failedSequence, sequence)
+                state.viewers[id] = viewer
+            }
+        }
         if case .success(let served) = result {
             state.withLock { state in
                 guard var viewer = state.viewers[id],
@@ -331,6 +339,8 @@ struct ViewerState {
     var ready: ServedPicture?
     /// Highest sequence whose encode this viewer asked for.
     var requestedSequence: UInt64 = 0
+    /// Highest sequence whose encode for this viewer failed.
+    var failedSequence: UInt64 = 0
     var callback: (@Sendable () -> Void)?
     /// Uptime the pending pacing timer fires at.
     var timerDue: UInt64?
@@ -350,7 +360,12 @@ struct ViewerState {
     /// takes longer than it to read a part would otherwise get the old picture again each time.
     func repeatDue(at now: UInt64, interval: UInt64, newest: UInt64) -> Bool {
         guard lastPicture != nil, now >= lastDeliveredAt + interval else { return false }
-        return !(newest > lastDeliveredSequence && gateOpen(at: now))
+        return !newerMayGo(at: now, newest: newest)
+    }
+
+    /// A picture newer than the last part, whose encode has not failed, and the fps gate open.
+    func newerMayGo(at now: UInt64, newest: UInt64) -> Bool {
+        newest > max(lastDeliveredSequence, failedSequence) && gateOpen(at: now)
     }
 
     func hasDeliverable(at now: UInt64, repeatInterval: UInt64, newest: UInt64) -> Bool {
@@ -389,7 +404,9 @@ struct ViewerState {
         if !gateOpen, newerExists || ready != nil {
             due = lastDeliveredAt + minInterval
         }
-        if lastPicture != nil {
+        // No repeat timer while a newer picture may go: its encode's completion wakes the viewer
+        // (a timer for a repeat time already past would fire again and again meanwhile).
+        if lastPicture != nil, !newerMayGo(at: now, newest: newest?.sequence ?? 0) {
             let repeatAt = lastDeliveredAt + repeatInterval
             due = min(due ?? repeatAt, repeatAt)
         }
