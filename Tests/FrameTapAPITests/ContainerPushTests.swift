@@ -347,4 +347,52 @@ struct ContainerFreshnessTests {
             _ = client.readToEnd()
         }
     }
+
+    /// A multipart answer's client that leaves early abandons the rest of its push: what the
+    /// container stream had read ahead of the answer is not decoded into the next push.
+    @Test func anAbandonedMultipartPushLeavesNothingForTheNext() throws {
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        try withService { service in
+            let client = try RawClient(port: service.port, receiveBuffer: 16 << 10)
+            try client.send(
+                Array(
+                    ("POST /sessions/ab/nalus?flush=true&format=yuv HTTP/1.1\r\nHost: x\r\nContent-Type: video/mp2t\r\n"
+                        + "Accept: multipart/mixed\r\nContent-Length: \(ts.count)\r\n\r\n").utf8) + ts)
+            let first = client.read(until: { find(Array("X-Frame-Seq: 2".utf8), in: $0) != nil })
+            #expect(find(Array("X-Frame-Seq: 1".utf8), in: first) != nil, "no first part")
+            client.close()
+            let ended = eventually(timeout: .seconds(10)) {
+                (try? jsonObject(try request(service.port, "GET", "/sessions/ab").body))?["uploading"] as? Bool == false
+            }
+            #expect(ended, "the abandoned push did not end")
+            let next = try post(service.port, "/sessions/ab/nalus?flush=true", ts, headers: [("Content-Type", "video/mp2t")])
+            #expect(next.status == 200)
+            #expect(try jsonObject(next.body)["frames"] as? Int == 20, "\(String(decoding: next.body, as: UTF8.self))")
+        }
+    }
+
+    /// Bad input never costs what was decoded: a flushed FLV that turns to noise answers its
+    /// problem after every picture it had, also the ones its decoder held back (B-frames), and
+    /// as multipart/mixed every one of them goes out before the problem part.
+    @Test(arguments: [false, true])
+    func aContainerThatBreaksKeepsEveryPictureBefore(multipart: Bool) throws {
+        var generator = SplitMix64(seed: 11)
+        let flv = try ContainerFixtures.bytes("h264_320x240.flv") + (0..<5000).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        try withService { service in
+            var headers = [("Content-Type", "video/x-flv")]
+            if multipart { headers.append(("Accept", "multipart/mixed")) }
+            let response = try post(service.port, "/sessions/broken/nalus?flush=true&format=yuv", flv, headers: headers)
+            if multipart {
+                #expect(response.status == 200)
+                let (parts, closed) = try parseMultipart(response.body, boundary: try boundary(of: response.headers["Content-Type"]))
+                #expect(closed)
+                #expect(parts.filter { $0.headers["Content-Type"] != "application/problem+json" }.count == 20)
+                #expect(parts.last?.headers["Content-Type"] == "application/problem+json")
+            } else {
+                #expect(response.status == 422)
+            }
+            let counters = (try jsonObject(try request(service.port, "GET", "/sessions/broken").body))["counters"] as? [String: Any]
+            #expect(counters?["framesDecoded"] as? Int == 20, "\(String(describing: counters))")
+        }
+    }
 }

@@ -327,9 +327,14 @@ final class DecodeLoop: Sendable {
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
                 decoder.withValue { $0.stream?.abandonIncompleteUnit() }
+                // A push refused from some point on (its container broke, a limit) keeps what it
+                // decoded before: a flushed one also gets the pictures its decoder still held,
+                // and a multipart answer sends every picture before its problem part.
+                let refused = if case .refused = stop { true } else { false }
+                if refused, job.flush { endOfStream(job) }
                 let error = stopped(stop)
                 if case .multipart(let answer) = job.answer { answer.uploadEnded(.failure(error)) }
-                conclude(job, .failure(error))
+                conclude(job, .failure(error), keepingPictures: refused)
                 endJob(job)
             }
         }
@@ -344,13 +349,13 @@ final class DecodeLoop: Sendable {
 
     /// A push's outcome is known: a JSON answer is sent and its job ends now; a multipart
     /// answer ends once its last part is out (`multipartAnswerEnded`).
-    private func conclude(_ job: IngestJob, _ outcome: Result<UploadSummary, SessionError>) {
+    private func conclude(_ job: IngestJob, _ outcome: Result<UploadSummary, SessionError>, keepingPictures: Bool = false) {
         switch job.answer {
         case .summary:
             job.complete(outcome) { uploadEnded($0, bytes: job.source.totalBytes) }
             endJob(job)
         case .multipart(let answer):
-            answer.conclude(outcome, keepingPictures: job.progress.withValue { $0.refusal != nil })
+            answer.conclude(outcome, keepingPictures: keepingPictures || job.progress.withValue { $0.refusal != nil })
         case .pull:
             endJob(job)
         }
@@ -406,6 +411,20 @@ final class DecodeLoop: Sendable {
                 : SessionError(.uploadAborted, "the client disconnected before the answer ended")
             if !serverShutdown { reporter.record(error) }
             uploadEnded(.failure(error), bytes: job.source.totalBytes)
+            // What the spool had handed on and was not decoded yet (a container stream reads
+            // ahead), and the pictures its decoder still held, are the abandoned push's: its
+            // stream ends here (those pictures are published, as a flush would), and none of it
+            // is decoded into the next push. Only for the push being decoded, and on the decode
+            // queue, so that no step of the loop runs between the cut and the next push.
+            decodeQueue.async { [self] in
+                if !serverShutdown, state.withLock({ $0.jobs.first === job }) {
+                    containers.stop()
+                    decoder.withValue { $0.stream?.abandonIncompleteUnit() }
+                    endOfStream(job)
+                }
+                endJob(job)
+            }
+            return
         }
         endJob(job)
     }
