@@ -37,6 +37,8 @@ expect_exit "decode of an empty file" 4 "$BIN" decode "$TMP/empty.264" --output 
 expect_exit "decode of garbage between start codes" 1 "$BIN" decode "$TMP/startcodes.bin" --output "$TMP/out"
 expect_exit "probe of a missing file" 3 "$BIN" probe "$TMP/missing.264"
 expect_exit "probe of bytes without start codes" 4 "$BIN" probe "$TMP/noise.bin"
+expect_exit "decode of an MPEG-TS file (its packets hold start codes)" 4 "$BIN" decode "$FIXTURES/Containers/h264_320x240_aac.ts" --output "$TMP/out"
+expect_exit "probe of an MPEG-TS file" 4 "$BIN" probe "$FIXTURES/Containers/h264_320x240_aac.ts"
 "$BIN" decode "$FIXTURE" --every 0 > /dev/null 2>&1; check "decode --every 0 is a usage error" "$?" 64
 "$BIN" decode "$FIXTURE" --quality 101 > /dev/null 2>&1; check "decode --quality 101 is a usage error" "$?" 64
 "$BIN" decode "$FIXTURE" --max-nal-bytes 0 > /dev/null 2>&1; check "decode --max-nal-bytes 0 is a usage error" "$?" 64

@@ -1,3 +1,4 @@
+import Containers
 import FoundationEssentials
 import ArgumentParser
 import Decoding
@@ -80,6 +81,19 @@ struct CommandFailure: Error, CustomStringConvertible {
     let exitCode: ExitCode
 
     var description: String { message }
+
+    /// An input whose first bytes begin a container (exit 4): the offline commands read Annex B,
+    /// and MPEG-TS would otherwise read as Annex B with garbage pictures (its packets hold start
+    /// codes). Nil for anything else, and while `first` is too short to tell.
+    static func container(_ first: some Collection<UInt8>, input: String) -> CommandFailure? {
+        guard case .container(let format) = Sniffer.sniff(ArraySlice(first.prefix(Sniffer.decisiveLength)), complete: false)
+        else { return nil }
+        return CommandFailure(
+            message: "\(input) is \(format.displayName), not an H.264 or H.265 Annex B stream: push it to frametap serve, "
+                + "which reads containers, or take its video out first (ffmpeg -i IN -map 0:v -c copy -f h264 OUT.264; "
+                + "-f hevc for H.265)",
+            exitCode: ExitStatus.notVideo)
+    }
 
     /// Reading the input or writing the output failed (exit 3).
     static func io(_ message: String) -> CommandFailure {

@@ -8,7 +8,8 @@ struct FrameTapCommand: ParsableCommand {
         abstract: "H.264 and H.265 in, pictures out: an HTTP frame service and its offline tools.",
         discussion: """
             Exit codes: 0 success; 1 no decodable picture or decoding failed; 3 input or output \
-            error; 4 the input is neither H.264 nor H.265 (no start code, or no parameter set of either); 64 bad usage.
+            error; 4 the input is neither H.264 nor H.265 (no start code, or no parameter set of either), or is \
+            a container file; 64 bad usage.
             """,
         version: SystemInfo.version,
         subcommands: [ServeCommand.self, SyncCommand.self, DecodeCommand.self, ProbeCommand.self, HealthcheckCommand.self]

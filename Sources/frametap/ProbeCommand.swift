@@ -67,7 +67,7 @@ struct ProbeCommand: ParsableCommand {
             description = try Self.describe(path: input, codec: codec, maxNALBytes: maxNALBytes)
         } catch {
             printError("frametap: error: \(error.message)")
-            throw ExitStatus.inputOutput
+            throw error.exitCode
         }
         guard description.codec != nil else {
             let why =
@@ -93,8 +93,13 @@ extension ProbeCommand {
     static func describe(path: String, codec: VideoCodec?, maxNALBytes: Int) throws(CommandFailure) -> StreamDescription {
         var probe = StreamProbe(codec: codec, maxNALBytes: maxNALBytes)
         var reader = try InputReader(path: path)
+        var first = true
         do {
-            try reader.forEachChunk { probe.push($0) }
+            try reader.forEachChunk { chunk in
+                if first, let refusal = CommandFailure.container(chunk, input: path) { throw refusal }
+                first = false
+                probe.push(chunk)
+            }
         } catch let error as CommandFailure {
             throw error
         } catch {
