@@ -35,10 +35,15 @@ export function sessionCommands(id, origin, withToken, codec = 'h264') {
   ];
 }
 
-/** The commands as a list, each with a Copy button; `codec` is the session's, when known. */
-export function commandList(id, codec = null) {
+/**
+ * The commands as a list, each with a Copy button; `codec` is the session's, when known;
+ * `pushes` false leaves out the push commands (a session that pulls its stream takes none).
+ */
+export function commandList(id, codec = null, { pushes = true } = {}) {
   const withToken = Boolean(currentToken());
-  const items = sessionCommands(id, location.origin, withToken, codec ?? 'h264').map(([label, command], index) => {
+  const commands = sessionCommands(id, location.origin, withToken, codec ?? 'h264')
+    .filter(([label]) => pushes || !label.startsWith('Push'));
+  const items = commands.map(([label, command], index) => {
     const code = h('code', { id: `command-${index}` }, command);
     const button = h('button', { type: 'button', class: 'copy-button', 'aria-describedby': `command-label-${index}` }, 'Copy');
     button.addEventListener('click', () => copyText(command, code, button));

@@ -109,5 +109,7 @@ export function isEditable(element) {
   if (!(element instanceof HTMLElement)) return false;
   if (element.isContentEditable) return true;
   if (element instanceof HTMLTextAreaElement || element instanceof HTMLSelectElement) return true;
-  return element instanceof HTMLInputElement && !['button', 'checkbox', 'radio', 'submit', 'reset', 'file'].includes(element.type);
+  // A slider takes the arrow keys but no text: Escape still goes back from it.
+  return element instanceof HTMLInputElement
+    && !['button', 'checkbox', 'radio', 'submit', 'reset', 'file', 'range'].includes(element.type);
 }

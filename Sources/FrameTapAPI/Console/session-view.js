@@ -125,7 +125,7 @@ export class SessionView {
     this.bitRateChart = new TimeChart({ title: 'Bit rate', format: formatBitRate, windowMs: HISTORY_MS });
     this.rateNote = h('p', { class: 'help' });
     this.commands = h('div', { class: 'command-holder' }, commandList(id));
-    this.commandsCodec = null;
+    this.commandsKey = null;
     this.history = new HistoryScrubber(id);
 
     const section = (title, ...children) => {
@@ -257,10 +257,12 @@ export class SessionView {
     if (formatRows.length) renderFacts(this.formatFacts, formatRows);
     else this.formatFacts.replaceChildren(h('p', { class: 'help' }, 'Known once the stream\'s sequence parameter set (SPS) arrived.'));
 
-    // The commands push the session's codec once the stream (or its PUT) says which.
-    if ((status.codec ?? null) !== this.commandsCodec) {
-      this.commandsCodec = status.codec ?? null;
-      this.commands.replaceChildren(commandList(this.id, this.commandsCodec));
+    // The commands push the session's codec once the stream (or its PUT) says which; a session
+    // that pulls its stream takes no push (the server answers 409 session_busy).
+    const commandsKey = `${status.codec ?? ''}/${status.source ? 'pull' : 'push'}`;
+    if (commandsKey !== this.commandsKey) {
+      this.commandsKey = commandsKey;
+      this.commands.replaceChildren(commandList(this.id, status.codec ?? null, { pushes: !status.source }));
     }
 
     const frame = status.latestFrame;

@@ -135,6 +135,13 @@ export class ThumbnailFeed {
     const backoff = new Backoff();
     for (;;) {
       await whenVisible(signal);
+      // With more feeds than slots, a session the page's status says has nothing newer than
+      // this card waits without a slot, so that idle sessions' long polls never hold back the
+      // live ones.
+      if (slots.crowded && this.latestSeq() === this.seq) {
+        await sleep(CROWDED_INTERVAL_MS, signal);
+        continue;
+      }
       await slots.acquire(signal);
       const started = performance.now();
       let response;
