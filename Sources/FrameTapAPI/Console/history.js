@@ -92,7 +92,9 @@ export class HistoryScrubber {
       `${((to - from) / 1000).toFixed(1)} s held: ${formatCount(history.gops)} GOPs, ${formatCount(history.accessUnits)} access units, `
       + `${formatBytes(history.bytes)} (pictures ${history.firstSeq ?? '—'} to ${history.lastSeq ?? '—'}; `
       + `at most ${history.limits?.seconds ?? '?'} s and ${formatBytes(history.limits?.bytes ?? 0)}).`);
-    if (this.shown === null) {
+    // No picture yet, or the last one asked for at the newest end was not had (the stream moved
+    // on, or it was cut there): ask again at the newest end.
+    if (this.shown === null || (atNewest && !this.loading && this.shownCaption === null)) {
       this.seek(position - from);
     } else if (atNewest && !this.loading && this.shownCaption && this.shown < to - 1000) {
       // Each picture from the past is a decode from its keyframe, so the newest is not fetched
@@ -135,6 +137,15 @@ export class HistoryScrubber {
             this.shown = null;
             await sleep(1000, signal).catch(() => {});
           } else if (error instanceof ApiError && error.code === 'not_in_history') {
+            // The range on screen may be up to RANGE_INTERVAL_MS old, and the oldest moments go as
+            // the stream moves on: a time before what is held now shows the oldest held instead.
+            const held = await getJSON(sessionPath(this.id, '/history'), { signal }).catch(() => null);
+            const from = held?.from ? Date.parse(held.from) : NaN;
+            if (Number.isFinite(from) && time < from && this.wanted === time) {
+              this.wanted = from;
+              this.shown = null;
+              continue;
+            }
             setText(this.caption, 'That moment is no longer held.');
           } else {
             setText(this.caption, `No picture: ${error.message}`);

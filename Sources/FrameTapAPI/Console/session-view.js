@@ -226,11 +226,17 @@ export class SessionView {
 
   showGone(id, reason) {
     this.stopStream();
+    // The later "not found" of the status poll keeps why the session ended.
+    this.goneReason = reason ?? this.goneReason ?? null;
     setText(this.mjpegState, 'No live stream: the session does not exist.');
     this.goneMessage.hidden = false;
-    setText(this.goneMessage, reason
-      ? `Session ${id} ended: ${removalReasons[reason] ?? reason}. A new push to ${id} starts it again.`
+    setText(this.goneMessage, this.goneReason
+      ? `Session ${id} ended: ${removalReasons[this.goneReason] ?? this.goneReason}. A new push to ${id} starts it again.`
       : `There is no session named ${id} (yet). This page shows it as soon as something is pushed to it.`);
+    // What described the session is no longer true of anything: no badges, no source to retry.
+    this.backendBadge.hidden = true;
+    this.uploadingBadge.hidden = true;
+    this.renderSource(null);
   }
 
   render(entry) {
@@ -241,6 +247,8 @@ export class SessionView {
       this.mjpegBackoff.reset();
       setText(this.mjpegState, '');
     }
+    this.goneReason = null;
+    this.backendBadge.hidden = false;
     setText(this.backendBadge, status.backend ?? 'starting');
     this.backendBadge.title = status.backendReason ?? '';
     this.uploadingBadge.hidden = !status.uploading;
