@@ -89,11 +89,11 @@ public final class TurboJPEGEncoder: PictureEncoding {
         let (inputFormat, subsampling) = PixelFormats.jpegInput(for: source.format)
         let nativeSize = size.width == source.width && size.height == source.height
         // A matrix other than JPEG's is converted with the range (from the source's range), or
-        // after whatever made the planes full range (`inFullRange`).
-        // A grey picture has no chroma, and its luma is the same under every matrix.
-        let hasChroma = inputFormat != AV_PIX_FMT_GRAY8
-        let color = hasChroma ? JPEGColor(matrix: source.matrix, height: source.height, fullRange: source.range == .full) : nil
-        let inFullRange = hasChroma ? JPEGColor(matrix: source.matrix, height: source.height, fullRange: true) : nil
+        // after whatever made the planes full range (`convertInPlace`). A grey picture has no
+        // chroma, and its luma is the same under every matrix.
+        let color =
+            inputFormat == AV_PIX_FMT_GRAY8
+            ? nil : JPEGColor(matrix: source.matrix, height: source.height, fullRange: source.range == .full)
         let planes: PlanePointers
         if nativeSize && source.format == inputFormat && (source.range == .full || rangeExpansion == .builtIn),
             let color, let layout = PlaneLayout(pixelFormat: inputFormat, width: size.width, height: size.height)
@@ -115,7 +115,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
             // and range together. swscale's generic path for it cost more than the JPEG itself
             // (H2 in BENCHMARKS.md).
             planes = narrow(source, depth: depth, to: inputFormat)
-            convertInPlace(planes, inFullRange, format: inputFormat, size: size)
+            convertInPlace(planes, of: source, format: inputFormat, size: size)
         } else if inputFormat == AV_PIX_FMT_GRAY8 && source.range == .limited {
             // swscale converts a grey picture deeper than 8 bits (gray10/gray12: H.265
             // monochrome) to gray8 without the range change it is asked for, scaled or not
@@ -125,15 +125,19 @@ public final class TurboJPEGEncoder: PictureEncoding {
             expandLumaInPlace(planes, width: size.width, height: size.height)
         } else {
             planes = try convert(source, to: inputFormat, size: size, outputFullRange: true, rgbColorspace: nil)
-            convertInPlace(planes, inFullRange, format: inputFormat, size: size)
+            convertInPlace(planes, of: source, format: inputFormat, size: size)
         }
         return try compress(
             planes, width: size.width, height: size.height, subsampling: subsampling, quality: quality)
     }
 
-    /// `color` on planes this encoder wrote (full range, 8-bit), where they are.
-    private func convertInPlace(_ planes: PlanePointers, _ color: JPEGColor?, format: AVPixelFormat, size: (width: Int, height: Int)) {
-        guard let color, let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else { return }
+    /// `source`'s matrix to JPEG's, on planes this encoder wrote (full range, 8-bit), where they are.
+    private func convertInPlace(
+        _ planes: PlanePointers, of source: SourcePicture, format: AVPixelFormat, size: (width: Int, height: Int)
+    ) {
+        guard format != AV_PIX_FMT_GRAY8, let color = JPEGColor(matrix: source.matrix, height: source.height, fullRange: true),
+            let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height)
+        else { return }
         color.apply(planes, to: planes, layout: layout)
     }
 

@@ -34,11 +34,13 @@ struct InputReader {
         buffer = [UInt8](repeating: 0, count: chunkSize)
     }
 
-    /// Calls `body` with each piece until end of input.
+    /// Calls `body` with each piece until end of input. The offline commands read Annex B: an
+    /// input whose first piece begins a container is refused (exit 4) before `body` sees it.
     mutating func forEachChunk(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         defer { if descriptor != STDIN_FILENO { close(descriptor) } }
         let fd = descriptor
         let path = path
+        var first = true
         try buffer.withUnsafeMutableBytes { storage in
             while true {
                 let count = read(fd, storage.baseAddress, storage.count)
@@ -47,7 +49,10 @@ struct InputReader {
                     throw CommandFailure.io("cannot read \(path): \(String(cString: strerror(errno)))")
                 }
                 if count == 0 { return }
-                try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
+                let chunk = UnsafeRawBufferPointer(rebasing: storage[0..<count])
+                if first, let refusal = CommandFailure.container(chunk, input: path) { throw refusal }
+                first = false
+                try body(chunk)
             }
         }
     }

@@ -164,12 +164,7 @@ struct DecodeCommand: ParsableCommand {
         let run = DecodeRun(encoder: encoder, sink: sink, options: pictureOptions, every: every, comparison: comparison)
         do {
             var reader = try InputReader(path: input)
-            var first = true
-            try reader.forEachChunk { chunk in
-                if first, let refusal = CommandFailure.container(chunk, input: input) { throw refusal }
-                first = false
-                try run.decoded(decoder.push(chunk, onPicture: run.write))
-            }
+            try reader.forEachChunk { chunk in try run.decoded(decoder.push(chunk, onPicture: run.write)) }
             try run.decoded(decoder.finish(onPicture: run.write))
         } catch {
             run.progress.finishLine()

@@ -93,13 +93,8 @@ extension ProbeCommand {
     static func describe(path: String, codec: VideoCodec?, maxNALBytes: Int) throws(CommandFailure) -> StreamDescription {
         var probe = StreamProbe(codec: codec, maxNALBytes: maxNALBytes)
         var reader = try InputReader(path: path)
-        var first = true
         do {
-            try reader.forEachChunk { chunk in
-                if first, let refusal = CommandFailure.container(chunk, input: path) { throw refusal }
-                first = false
-                probe.push(chunk)
-            }
+            try reader.forEachChunk { probe.push($0) }
         } catch let error as CommandFailure {
             throw error
         } catch {
