@@ -319,9 +319,12 @@ public final class AccessUnitIngest {
         let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
         if let said = pushCodec, let other = parameterSetCodec, other != said {
             endAccessUnit(into: &errors)
+            let claim = pushSays == said
+                ? "this push says it is \(said.displayName) (its codec parameter or Content-Type)"
+                : "the container's video track is \(said.displayName)"
             refuse(
-                "this push says it is \(said.displayName) (its codec parameter or Content-Type) but carries "
-                    + "\(other.displayName) parameter sets; the push is refused from there on", into: &errors)
+                "\(claim) but carries \(other.displayName) parameter sets; the push is refused from there on",
+                into: &errors)
             return
         }
         guard let codec else {

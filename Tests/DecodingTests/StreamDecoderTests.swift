@@ -298,6 +298,20 @@ struct StreamDecoderTests {
         #expect(TestSupport.rawMD5(accepted.frames) == Fixtures.md5("baseline_176x144.264"))
     }
 
+    /// A container track said to be H.264 whose samples carry H.265: the refusal names the
+    /// track, not the push, which said nothing.
+    @Test func aTrackThatContradictsItsCodecIsNamedAsTheTrack() throws {
+        let decoder = try StreamDecoder(options: .lowLatency(backend: .software))
+        decoder.beginPush(saying: nil)
+        let track = SampleDescription(codec: .h264, configuration: [], samplesAreAccessUnits: true)
+        let errors = try Fixtures.bytes("main_bframes_176x144.265").withUnsafeBytes { bytes in
+            decoder.push(sample: bytes, described: track) { _ in }
+        }
+        #expect(errors.map(\.code) == [.codecMismatch])
+        #expect(errors.first?.message.contains("the container's video track is H.264 but carries H.265") == true, "\(errors)")
+        #expect(errors.first?.message.contains("says") == false, "\(errors)")
+    }
+
     /// A stated codec holds across streams; a detected one only within its stream.
     @Test func aStatedCodecHoldsAcrossStreamsADetectedOneWithinItsStream() throws {
         let stated = try StreamDecoder(options: .lowLatency(backend: .software), codec: .h265)
