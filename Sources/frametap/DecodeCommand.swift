@@ -339,10 +339,21 @@ final class PictureSink {
             return
         }
         directory = destination
-        do {
-            try FileManager.default.createDirectory(atPath: destination, withIntermediateDirectories: true)
-        } catch {
-            throw CommandFailure.io("cannot create the output directory \(destination): \(error)")
+        try Self.makeDirectory(destination)
+    }
+
+    /// `mkdir -p`, failing with the system's reason for the part that could not be made.
+    private static func makeDirectory(_ path: String) throws(CommandFailure) {
+        var made = path.hasPrefix("/") ? "/" : ""
+        for part in path.split(separator: "/") {
+            made += made.isEmpty || made.hasSuffix("/") ? String(part) : "/\(part)"
+            guard mkdir(made, 0o755) != 0 else { continue }
+            let reason = errno
+            var status = stat()
+            if reason == EEXIST, stat(made, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { continue }
+            let why = reason == EEXIST ? "it exists and is not a directory" : String(cString: strerror(reason))
+            let part = made == path ? "" : " (at \(made))"
+            throw CommandFailure.io("cannot create the output directory \(path)\(part): \(why)")
         }
     }
 
