@@ -266,8 +266,34 @@ struct SnifferTests {
         #expect(Sniffer.sniff([0, 0, 0, 1, 0x67, 0x64][...], complete: false) == .elementaryStream)
         #expect(Sniffer.sniff([0, 0, 1][...], complete: false) == .elementaryStream)
         #expect(Sniffer.sniff([0x47, 1, 2][...], complete: false) == .needMoreBytes)
-        #expect(Sniffer.sniff(Array("hello, world".utf8)[...], complete: false) == .elementaryStream)
+        // Bytes without a start code could still be MPEG-TS cut inside a packet until 752 are in.
+        #expect(Sniffer.sniff(Array("hello, world".utf8)[...], complete: false) == .needMoreBytes)
+        #expect(Sniffer.sniff(Array("hello, world".utf8)[...], complete: true) == .elementaryStream)
+        #expect(Sniffer.sniff(Array(repeating: UInt8(ascii: "x"), count: Sniffer.decisiveLength)[...], complete: false) == .elementaryStream)
         #expect(Sniffer.sniff([][...], complete: true) == .elementaryStream)
+    }
+
+    @Test("MPEG-TS cut inside a packet is MPEG-TS; Annex B cut anywhere is not")
+    func cutInsideAPacket() throws {
+        for file in ["h264_320x240_aac.ts", "h265_176x144.ts", "h264_320x240_pid_change.ts"] {
+            let bytes = try ContainerFixtures.bytes(file)
+            for cut in [1, 100, 187, 188 * 7 + 50] {
+                let rest = bytes.dropFirst(cut)
+                #expect(Sniffer.sniff(rest.prefix(Sniffer.decisiveLength), complete: false) == .container(.mpegTS), "\(file) from \(cut)")
+                #expect(Sniffer.sniff(rest.prefix(Sniffer.decisiveLength - 1), complete: false) != .elementaryStream, "\(file) from \(cut)")
+            }
+        }
+        let annexB = try ["baseline_176x144.264", "high_320x240.264", "main_bframes_176x144.265"].map { try Fixtures.bytes($0) }
+        for bytes in annexB {
+            for cut in stride(from: 1, to: min(bytes.count - 1000, 40_000), by: 97) {
+                let rest = bytes.dropFirst(cut)
+                #expect(Sniffer.sniff(rest.prefix(Sniffer.decisiveLength), complete: false) == .elementaryStream, "from \(cut)")
+            }
+        }
+        // Too short to tell: a push that ends there is Annex B (its own path reports garbage).
+        let short = try ContainerFixtures.bytes("h264_320x240_aac.ts").dropFirst(100).prefix(400)
+        #expect(Sniffer.sniff(short, complete: false) == .needMoreBytes)
+        #expect(Sniffer.sniff(short, complete: true) == .elementaryStream)
     }
 
     @Test("media types name their container; others name none")

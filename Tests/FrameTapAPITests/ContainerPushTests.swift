@@ -56,6 +56,17 @@ struct ContainerPushTests {
         }
     }
 
+    @Test("MPEG-TS that begins inside a packet, without a Content-Type, is read as MPEG-TS")
+    func mpegTSCutInsideAPacket() throws {
+        let file = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        try withService { service in
+            let response = try post(service.port, "/sessions/cut/nalus?flush=true", Array(file.dropFirst(100)))
+            #expect(response.status == 200, "\(response.text)")
+            let summary = try jsonObject(response.body)
+            #expect(summary["frames"] as? Int == 20 && summary["decodeErrors"] as? Int == 0, "\(response.text.prefix(400))")
+        }
+    }
+
     @Test(
         "each picture of a container push keeps its sample's presentation time, in 90 kHz, live and from the history",
         // FrameTap decodes the PID-change file's two video tracks as one stream; ffprobe decodes two.

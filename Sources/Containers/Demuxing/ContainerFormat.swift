@@ -82,8 +82,9 @@ public enum SniffedContent: Sendable, Equatable {
 
 /// Tells containers from an Annex B stream by their first bytes, as `file(1)` would.
 public enum Sniffer {
-    /// Bytes that always settle it (an MPEG-TS guess is checked at its second sync byte).
-    public static let decisiveLength = 189
+    /// Bytes that always settle it (an MPEG-TS guess is checked at its second sync byte, or at
+    /// its fourth when the bytes begin inside a packet).
+    public static let decisiveLength = 188 + 3 * 188
 
     /// `complete`: `prefix` is the whole push (no more bytes will come to settle it).
     public static func sniff(_ prefix: ArraySlice<UInt8>, complete: Bool) -> SniffedContent {
@@ -100,7 +101,27 @@ public enum Sniffer {
             if let second, second < prefix.endIndex { return prefix[second] == 0x47 ? .container(.mpegTS) : .elementaryStream }
             return complete ? .container(.mpegTS) : .needMoreBytes
         }
-        return .elementaryStream
+        if prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1]) { return .elementaryStream }
+        return mpegTSCutInsideAPacket(prefix, complete: complete)
+    }
+
+    /// MPEG-TS whose first bytes are the end of a packet (a recording read from some offset,
+    /// a stream joined late): four sync bytes 188 apart from an offset within the first 188.
+    /// Four, not two, because Annex B without a start code at its very start (leading garbage)
+    /// is arbitrary bytes here: one chance in 2^32 per offset of taking it for MPEG-TS.
+    static func mpegTSCutInsideAPacket(_ prefix: ArraySlice<UInt8>, complete: Bool) -> SniffedContent {
+        var undecided = false
+        for offset in 1..<188 {
+            var syncBytes = 0
+            var position = prefix.startIndex + offset
+            while syncBytes < 4, position < prefix.endIndex, prefix[position] == 0x47 {
+                syncBytes += 1
+                position += 188
+            }
+            if syncBytes == 4 { return .container(.mpegTS) }
+            if position >= prefix.endIndex { undecided = true }
+        }
+        return undecided && !complete ? .needMoreBytes : .elementaryStream
     }
 
     /// Top-level boxes an MP4 or a fragment of one starts with.
