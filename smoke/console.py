@@ -416,6 +416,15 @@ def scenario(results, server, token, fixtures, work, shots, options):
         if options.get("layouts"):
             check_layouts(r, page)
         if token:
+            # A token the server stops accepting (an expired JWT): the box reopens saying why.
+            page.js("sessionStorage.setItem('frametap.token', 'no-longer-accepted')")
+            page.js("location.hash = '#/system'")
+            reason = page.wait_js("const d = document.getElementById('sign-in-dialog');"
+                                  " const t = document.getElementById('sign-in-message').textContent;"
+                                  " return d.open && /no longer accepts/.test(t) && t")
+            r("a token no longer accepted reopens the box saying why", bool(reason), f"message {reason!r}")
+            page.find("#sign-in-token").send_keys(token, Keys.ENTER)
+            r("signing in again closes it", page.wait_js("return !document.getElementById('sign-in-dialog').open") is True)
             page.find("#sign-out").click()
             r("sign-out asks for the token again", page.wait_js("return document.getElementById('sign-in-dialog').open") is True)
 

@@ -6,14 +6,16 @@ import { authHeaders, signInRequired } from './auth.js';
 export class ApiError extends Error {
   /**
    * `status` is 0 when no answer came (network down, server restarting); `code` is the
-   * problem's stable code (e.g. `session_not_found`) or `network`.
+   * problem's stable code (e.g. `session_not_found`) or `network`; `detail` the problem's own
+   * words, empty when it had none.
    */
-  constructor(message, { status = 0, code = 'network', title = '' } = {}) {
+  constructor(message, { status = 0, code = 'network', title = '', detail = '' } = {}) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
     this.title = title;
+    this.detail = detail;
   }
 
   /** No answer, or one from a server (or proxy) that is restarting or overloaded: worth retrying. */
@@ -46,7 +48,7 @@ export async function apiFetch(path, { method = 'GET', body, headers = {}, signa
   if (response.ok || response.status === 304 || allow.includes(response.status)) return response;
   const problem = await readProblem(response.status, response.statusText, response.headers.get('Content-Type'),
     () => response.text());
-  if (problem.status === 401) signInRequired();
+  if (problem.status === 401) signInRequired(problem.detail);
   throw problem;
 }
 
@@ -76,7 +78,10 @@ async function readProblem(status, statusText, contentType, readBody) {
   }
   const fallback = status === 401 ? 'Sign-in required.' : `The server answered ${status}${statusText ? ` ${statusText}` : ''}.`;
   const message = problem?.detail || problem?.title || fallback;
-  return new ApiError(message, { status, code: problem?.code ?? `http_${status}`, title: problem?.title ?? '' });
+  return new ApiError(message, {
+    status, code: problem?.code ?? `http_${status}`, title: problem?.title ?? '',
+    detail: typeof problem?.detail === 'string' ? problem.detail : '',
+  });
 }
 
 /**
@@ -118,7 +123,7 @@ export function uploadFile(id, file, { flush = true, onProgress = () => {}, sign
       }
       const problem = await readProblem(xhr.status, xhr.statusText, xhr.getResponseHeader('Content-Type'),
         async () => xhr.responseText);
-      if (problem.status === 401) signInRequired();
+      if (problem.status === 401) signInRequired(problem.detail);
       reject(problem);
     });
     xhr.addEventListener('error', () => reject(new ApiError('The upload failed: the connection to the server was lost.')));

@@ -46,13 +46,19 @@ export function withAccessToken(path) {
 
 /**
  * Called when the server answered 401: forgets the rejected token, shows the sign-in box (once
- * for any number of callers) and resolves when a token was accepted.
+ * for any number of callers) and resolves when a token was accepted. `detail`: the server's
+ * reason, when the caller has it (an expired JWT says so).
  */
-export function signInRequired() {
+export function signInRequired(detail = '') {
   if (!pendingSignIn) {
+    const wasSignedIn = currentToken() !== null;
     storeToken(null);
+    // A box that reopens by itself must say why, or it reads as a fault of the page.
+    const why = wasSignedIn
+      ? `The server no longer accepts the token this page signed in with${detail ? ` (${detail})` : ''}. Sign in again.`
+      : '';
     pendingSignIn = new Promise((resolve) => {
-      showSignIn(() => {
+      showSignIn(why, () => {
         pendingSignIn = null;
         resolve();
       });
@@ -65,13 +71,13 @@ export function isSigningIn() {
   return pendingSignIn !== null;
 }
 
-function showSignIn(onAccepted) {
+function showSignIn(why, onAccepted) {
   const dialog = byId('sign-in-dialog');
   const form = byId('sign-in-form');
   const input = byId('sign-in-token');
   const message = byId('sign-in-message');
   const submit = byId('sign-in-submit');
-  setText(message, '');
+  setText(message, why);
   input.value = '';
   input.removeAttribute('aria-invalid');
 
