@@ -447,6 +447,9 @@ public final class AccessUnitIngest {
             counters.framesSkippedLeading += count
         case .skippedNotKeyframe(let count):
             counters.framesSkippedNotKeyframe += count
+            // Skipped, they still hold their places: a keyframe keeps the number `decode: all`
+            // gives it, and a switch of mode keeps the numbers after it.
+            nextIndex += Int64(count)
         case .outsideBaseLayer(let count):
             counters.unitsOutsideBaseLayer += count
         case .unreadableParameterSet(let error):

@@ -204,6 +204,9 @@ struct StreamDecoderTests {
         #expect(keyframes.count == 4)
         #expect(keyframes.allSatisfy { $0.isKeyframe })
         #expect(keyframes.map(TestSupport.frameMD5) == all.filter(\.isKeyframe).map(TestSupport.frameMD5))
+        // The units skipped keep their places: each keyframe has the index a full decode gives it.
+        #expect(keyframes.map(\.accessUnitIndex) == all.filter(\.isKeyframe).map(\.accessUnitIndex))
+        #expect(keyframes.map(\.accessUnitIndex) == [0, 5, 10, 15])
         #expect(decoder.counters.framesSkippedNotKeyframe == 16)
     }
 

@@ -96,6 +96,27 @@ import Timekeeping
         }
     }
 
+    /// A keyframe has the number `decode: all` gives it (the skipped pictures keep their
+    /// places), and the bytes; a skipped picture's number is a gap the 404 explains.
+    @Test func keyframesKeepTheirNumbers() throws {
+        try withService { service in
+            let bytes = try Fixtures.bytes("repeat_headers_176x144.264")
+            _ = try request(service.port, "PUT", "/sessions/kf", body: Array(#"{"decode":"keyframes"}"#.utf8))
+            let answer = try post(service.port, "/sessions/kf/nalus?flush=true&format=yuv", bytes, headers: [("Accept", "multipart/mixed")])
+            let parts = try parseMultipart(answer.body, boundary: boundary(of: answer.headers["Content-Type"])).parts
+            #expect(parts.map { $0.headers["X-Frame-Seq"] } == ["1", "9", "17"])
+            _ = try post(service.port, "/sessions/all/nalus?flush=true", bytes)
+            for number in [1, 9, 17] {
+                let keyframe = try request(service.port, "GET", "/sessions/kf/frame/at.yuv?seq=\(number)")
+                let full = try request(service.port, "GET", "/sessions/all/frame/at.yuv?seq=\(number)")
+                #expect(keyframe.status == 200 && keyframe.body == full.body, "picture \(number)")
+            }
+            let skipped = try request(service.port, "GET", "/sessions/kf/frame/at.jpg?seq=10")
+            #expect(skipped.problem == Problem(404, "not_in_history"))
+            #expect(skipped.text.contains("no picture has the number 10"), "\(skipped.text)")
+        }
+    }
+
     @Test func idleSessionsAreRemoved() throws {
         try withService(sessions: { $0.idleTimeout = .milliseconds(500) }) { (service: FrameTapService) throws in
             #expect(try request(service.port, "PUT", "/sessions/idle").status == 201)

@@ -60,6 +60,22 @@ public struct HistorySummary: Sendable, Equatable {
             "the session's history holds pictures \(firstSeq) to \(lastSeq), received from \(first) to \(last)",
             facts: ["heldFrom": first, "heldTo": last, "firstSeq": String(firstSeq), "lastSeq": String(lastSeq)])
     }
+
+    /// The problem for `target`: for a number inside the range held that no picture has, why
+    /// (numbers count access units, so some are never a picture's). Only below `newest`, the
+    /// newest picture out: a number above it may be a picture still inside the decoder.
+    func notHeld(_ target: PastPictureTarget, newest: UInt64?) -> SessionError {
+        let held = notHeld
+        guard case .number(let number) = target, let firstSeq, let newest, (firstSeq..<newest).contains(number) else {
+            return held
+        }
+        return SessionError(
+            .notInHistory,
+            "no picture has the number \(number): numbers count access units, so an access unit that is not "
+                + "a picture of its own leaves a gap (the second field of a field pair, a picture the decoder "
+                + "could not output, every picture but the keyframes of a `decode: keyframes` session); "
+                + held.message, facts: held.facts)
+    }
 }
 
 extension Session {
@@ -108,7 +124,7 @@ extension Session {
         }
         let plan: CompressedHistory.DecodePlan
         switch lookup {
-        case .notHeld(let summary): return completion(.failure(HistorySummary(summary).notHeld))
+        case .notHeld(let summary): return completion(.failure(HistorySummary(summary).notHeld(target, newest: viewers.newest?.sequence)))
         case .plan(let found): plan = found
         }
         if let anyHeldTag { return completion(.success(.notModified(etag: anyHeldTag))) }
@@ -117,7 +133,7 @@ extension Session {
         let factory = context.services.catchUpPool.warmDecoders.lender(
             making: context.services.decoderFactory, for: plan.units.first?.indexed.unit.sequence.format)
         let metrics = context.metrics
-        let admission = context.services.catchUpPool.request { [clock, pictures, history] permit in
+        let admission = context.services.catchUpPool.request { [clock, pictures, history, viewers] permit in
             DispatchQueue.global().async {
                 let started = clock.uptime
                 let (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
@@ -129,7 +145,7 @@ extension Session {
                     pictures.serve(published, request) { completion($0.map { .picture($0) }) }
                 case .none:
                     metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
-                    completion(.failure(HistorySummary(history.summary).notHeld))
+                    completion(.failure(HistorySummary(history.summary).notHeld(target, newest: viewers.newest?.sequence)))
                 case .failed(let error):
                     metrics.recordCatchUp(kind: .history, result: "failed")
                     completion(.failure(SessionError(error)))
