@@ -82,6 +82,12 @@ public final class AccessUnitIngest {
     private var pushCodec: VideoCodec?
     /// The current stream handed on a picture: a detected codec no longer changes in it.
     private var streamHasPictures = false
+    /// Units of the current stream in layers above the base layer (SVC, MVC, H.265's), which
+    /// are not decoded.
+    private var streamUnitsOutsideBaseLayer = 0
+    /// The codec's NAL unit types that carry only such layers (H.264's; H.265's reader counts
+    /// its own by layer id).
+    private var extensionTypeNames: Set<String> = []
     /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteUnit`
     /// or `finish`), so none of it reaches a decoder.
     private var refusingPush = false
@@ -240,8 +246,10 @@ public final class AccessUnitIngest {
             reportUnsplittableBytes(into: &errors)
             reader?.finish { report($0, into: &errors) }
             reportUnknownCodec(into: &errors)
+            reportOnlyOtherLayers(into: &errors)
             countAccessUnits()
             streamHasPictures = false
+            streamUnitsOutsideBaseLayer = 0
             refusingPush = false
             forgetSampleDescription()
         }
@@ -369,11 +377,14 @@ public final class AccessUnitIngest {
         reader.keyframesOnly = keyframesOnly
         self.reader = reader
         accessUnitsReported = 0
+        extensionTypeNames = NALUnitNames.of(codec).extensions
     }
 
     private func read(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
         guard var reader else { return }
-        counters.nalUnits[reader.typeName(of: unit), default: 0] += 1
+        let typeName = reader.typeName(of: unit)
+        counters.nalUnits[typeName, default: 0] += 1
+        if !extensionTypeNames.isEmpty, extensionTypeNames.contains(typeName) { streamUnitsOutsideBaseLayer += 1 }
         self.reader = nil  // the reader's events touch this object's state while it reads
         reader.push(unit) { report($0, into: &errors) }
         self.reader = reader
@@ -405,6 +416,19 @@ public final class AccessUnitIngest {
             DecodeError(
                 .unknownCodec,
                 "neither H.264 nor H.265: \(units) NAL units and no parameter set of either codec; nothing was decoded"),
+            in: &errors)
+    }
+
+    /// At the end of a stream that gave no picture: units of other layers were all it had, so
+    /// its silence is an error of the input, not an empty success.
+    private func reportOnlyOtherLayers(into errors: inout [DecodeError]) {
+        guard !streamHasPictures, streamUnitsOutsideBaseLayer > 0 else { return }
+        record(
+            DecodeError(
+                .unsupportedStream,
+                "the stream holds \(streamUnitsOutsideBaseLayer) NAL units of layers above the base layer (SVC, MVC "
+                    + "or H.265's layer extensions) and no picture of the base layer, the only layer decoded; "
+                    + "nothing was decoded"),
             in: &errors)
     }
 
@@ -452,6 +476,7 @@ public final class AccessUnitIngest {
             nextIndex += Int64(count)
         case .outsideBaseLayer(let count):
             counters.unitsOutsideBaseLayer += count
+            streamUnitsOutsideBaseLayer += count
         case .unreadableParameterSet(let error):
             record(DecodeError(error), in: &errors)
         }

@@ -301,6 +301,26 @@ struct StreamDecoderTests {
         #expect(TestSupport.rawMD5(accepted.frames) == Fixtures.md5("baseline_176x144.264"))
     }
 
+    /// A stream of nothing but layers above the base layer (an MVC or SVC stream's other views)
+    /// ends in `unsupported_stream`, not an empty success; one whose base layer decodes does not.
+    @Test func onlyOtherLayersIsAnErrorOfTheStream() throws {
+        let units = AnnexBSplitter.split(try Fixtures.bytes("baseline_176x144.264"))
+        let parameterSets = units.prefix { $0.bytes.first.map { $0 & 0x1F == 7 || $0 & 0x1F == 8 } ?? false }
+        #expect(parameterSets.count == 2)
+        let extensionSlice: [UInt8] = [0, 0, 0, 1, 0x74, 0x80, 0x12, 0x34, 0x56, 0x78]  // type 20
+        let onlyExtensions = parameterSets.flatMap { [0, 0, 0, 1] + $0.bytes } + Array((0..<3).map { _ in extensionSlice }.joined())
+        let decoder = try StreamDecoder(options: .lowLatency(backend: .software))
+        var errors = decoder.push(onlyExtensions).errors
+        errors += decoder.finish().errors
+        #expect(errors.map(\.code) == [.unsupportedStream], "\(errors)")
+        #expect(errors.first?.message.contains("no picture of the base layer") == true)
+
+        let withBaseLayer = units.flatMap { [0, 0, 0, 1] + $0.bytes + extensionSlice }
+        let both = try StreamDecoder(options: .lowLatency(backend: .software))
+        let output = pushAll(withBaseLayer, into: both)
+        #expect(!output.frames.isEmpty && output.errors.isEmpty, "\(output.errors)")
+    }
+
     /// A container track said to be H.264 whose samples carry H.265: the refusal names the
     /// track, not the push, which said nothing.
     @Test func aTrackThatContradictsItsCodecIsNamedAsTheTrack() throws {
