@@ -757,6 +757,31 @@ def check_module_functions(r, page):
     for name, got, want in cases:
         r(f"module function: {name}", got == want, f"got {got!r}, want {want!r}")
 
+    # A camera share whose push is refused ends without a flush: a flush would end the stream of
+    # whoever else pushes to that session. Requests are counted at the page's own fetch.
+    requests = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        (async () => {
+          const camera = await import('/console/camera.js');
+          const urls = [];
+          const original = window.fetch;
+          window.fetch = (url, init) => { urls.push(String(url)); return original(url, init); };
+          try {
+            const queue = new camera.PushQueue('refused-share', 'video/x-flv');
+            queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 0x67, 0x42, 0, 0x1e, 1, 2, 3])]));
+            const deadline = Date.now() + 10000;
+            while (!queue.failed && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+            await queue.finish();
+            return [queue.failed, urls];
+          } finally {
+            window.fetch = original;
+          }
+        })().then(done, (error) => done([null, [String(error)]]));
+    """)
+    failed, urls = requests
+    r("a refused camera push sends no flush after it", failed is True and len(urls) == 1 and "flush" not in urls[0],
+      f"failed {failed}, requests {urls}")
+
 
 def check_restart(r, page, server, pushes, work, fixtures, token):
     """The server goes away and comes back on the same port: the page says it is reconnecting,

@@ -108,12 +108,52 @@ import Timekeeping
         for _ in 0..<200 { sink.emit(.formatChanged) }
         #expect(log.newestID - start == UInt64(SessionEventSink.burst))
         clock.advance(by: .seconds(1))
+        let beforeRefill = log.newestID
         for _ in 0..<200 { sink.emit(.formatChanged) }
-        #expect(log.newestID - start == UInt64(SessionEventSink.burst + SessionEventSink.perSecond))
+        // The first admitted after the drops says how many went: never a silent gap.
+        let admitted = UInt64(SessionEventSink.burst + SessionEventSink.perSecond) + 1
+        #expect(log.newestID - start == admitted)
+        guard case .events(let refilled, _) = log.read(after: beforeRefill) else {
+            Issue.record("expected events")
+            return
+        }
+        #expect(refilled.first?.kind == .eventsDropped && refilled.first?.details.dropped == 150)
+        #expect(refilled.dropFirst().allSatisfy { $0.kind == .formatChanged })
         sink.silence()
         clock.advance(by: .seconds(10))
         sink.emit(.uploadEnded)
-        #expect(log.newestID - start == UInt64(SessionEventSink.burst + SessionEventSink.perSecond))
+        #expect(log.newestID - start == admitted)
+    }
+
+    /// An upload's end goes exactly when its start went: a reader sees no upload that never ends,
+    /// and a start dropped takes its end with it.
+    @Test func anUploadsEndFollowsItsStart() throws {
+        let clock = ManualClock()
+        let log = SessionEventLog(capacity: 4096, clock: clock)
+        let sink = SessionEventSink(log: log, session: try SessionID("pushes"))
+        let start = log.newestID
+        for _ in 0..<200 {
+            sink.emit(.uploadStarted)
+            sink.emit(.uploadEnded)
+        }
+        func all(after id: UInt64) -> [SessionEvent] {
+            var cursor = id
+            var events: [SessionEvent] = []
+            while case .events(let batch, let next) = log.read(after: cursor), !batch.isEmpty {
+                events += batch
+                cursor = next
+            }
+            return events
+        }
+        let events = all(after: start)
+        #expect(events.count == 100 && events.filter { $0.kind == .uploadStarted }.count == 50)
+        #expect(zip(events, events.dropFirst()).allSatisfy { pair in pair.0.kind != pair.1.kind })
+        // A rare event after the flood still comes, after the count of what was dropped.
+        clock.advance(by: .seconds(1))
+        sink.emit(.error) { $0.code = "codec_mismatch" }
+        let after = all(after: events.last?.id ?? start)
+        #expect(after.map(\.kind) == [.eventsDropped, .error])
+        #expect(after.first?.details.dropped == 300)
     }
 
     @Test func ratesCountPicturesAndBitsOverTheWindow() {

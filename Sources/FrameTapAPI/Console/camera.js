@@ -49,6 +49,8 @@ export class PushQueue {
     this.onSent = onSent ?? (() => {});
     this.bytesSent = 0;
     this.requests = 0;
+    /** A push was refused or lost: this page's stream is over, so no flush ends it. */
+    this.failed = false;
   }
 
   add(piece) {
@@ -71,6 +73,7 @@ export class PushQueue {
       this.requests += 1;
       this.onSent(this);
     } catch (error) {
+      this.failed = true;
       if (!this.closed) this.onError(error);
     } finally {
       this.sending = false;
@@ -78,12 +81,17 @@ export class PushQueue {
     if (!this.closed) this.sendNext();
   }
 
-  /** Sends what is left with ?flush=true, so the last pictures come out, then stops. */
+  /**
+   * Sends what is left with ?flush=true, so the last pictures come out, then stops. Not after a
+   * failed push: a 409 means another client pushes to the session, and a flush would end its
+   * stream mid-GOP.
+   */
   async finish() {
     this.closed = true;
     while (this.sending) await new Promise((resolve) => setTimeout(resolve, 20));
     const body = new Blob(this.pending);
     this.pending = [];
+    if (this.failed) return;
     try {
       await apiFetch(sessionPath(this.sessionId, '/nalus?flush=true'), {
         method: 'POST', body, headers: { 'Content-Type': this.contentType },

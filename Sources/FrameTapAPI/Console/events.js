@@ -9,7 +9,7 @@ import { Backoff, isAbort, sleep } from './connection.js';
 
 export const EVENT_TYPES = [
   'session.created', 'session.removed', 'picture.first', 'format.changed', 'backend.selected', 'session.error',
-  'upload.started', 'upload.ended', 'viewers.changed', 'resync', 'config.applied', 'config.rejected',
+  'upload.started', 'upload.ended', 'viewers.changed', 'events.dropped', 'resync', 'config.applied', 'config.rejected',
 ];
 
 /** How often a page without /events asks again (the server may have been upgraded meanwhile). */

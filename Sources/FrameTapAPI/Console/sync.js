@@ -98,6 +98,10 @@ export class SessionSync extends EventTarget {
       return;
     }
     switch (type) {
+      case 'events.dropped':
+        // Some of its events never came: its state is whatever the server says now.
+        this.refreshSession(id);
+        break;
       case 'session.created':
         store.patch(id, { backend: data.backend ?? null, decode: data.decode ?? null }, { create: true });
         this.refreshSession(id);

@@ -32,6 +32,7 @@ struct SessionEventJSON: SparseWireObject {
             "url": details.url,
             "reconnects": details.reconnects,
             "container": details.container,
+            "dropped": details.dropped,
             "origin": details.origin,
             "file": details.file,
             "line": details.line,

@@ -32,6 +32,9 @@ public struct SessionEvent: Sendable {
         /// A pull that connects on demand let its connection go: nobody asked for its pictures
         /// for the linger (`reason`: `idle`).
         case sourceReleased = "source.released"
+        /// Some of the session's events were dropped for its budget (`dropped`: how many): its
+        /// state is in `GET /sessions/{id}`. It comes before the next event admitted.
+        case eventsDropped = "events.dropped"
         /// Not a session's event: the configuration file was read (at start, on `SIGHUP`, when it
         /// changed on disk) and its difference applied (`changes`: the sessions created, removed,
         /// updated, restarted; `restartNeeded`: options that take effect only at a restart).
@@ -79,6 +82,8 @@ public struct SessionEventDetails: Sendable {
     public var reconnects: Int?
     /// What a push carried (`mpegts`, `mp4`, `matroska`, `flv`, `annexb`).
     public var container: String?
+    /// Events of the session dropped for its budget since the last one admitted.
+    public var dropped: Int?
     /// Who asked for a created session (`SessionOrigin`).
     public var origin: String?
     /// The configuration file, and the place in it an error is at.
@@ -217,35 +222,66 @@ public final class SessionEventLog: Sendable {
 /// Each session has a budget (`burst` events at once, `perSecond` on average): events mark
 /// changes, but a hostile stream can change its format or fail differently on every picture, and
 /// one session's flood must not push every other session's events out of the shared history.
-/// Past the budget events are dropped (the state stays right in `GET /sessions`). Once the
-/// session is removed it is silenced: nothing of it follows its `session.removed`.
+/// Past the budget events are dropped (the state stays right in `GET /sessions`), never
+/// silently: the next event admitted is preceded by `events.dropped` with their number. An
+/// upload's `upload.ended` goes exactly when its `upload.started` went, so a reader never sees
+/// an upload begin that does not end. Once the session is removed it is silenced: nothing of
+/// it follows its `session.removed`.
 final class SessionEventSink: Sendable {
     static let burst = 50.0
     static let perSecond = 10.0
 
+    private struct Budget {
+        var tokens = SessionEventSink.burst
+        var at: UInt64
+        var silenced = false
+        /// Dropped since the last event admitted.
+        var dropped = 0
+        /// The upload under way had its `upload.started` admitted (a session has one at a time).
+        var uploadStartAdmitted = false
+
+        /// Whether `kind` goes, and how many were dropped before it (to say first).
+        mutating func admit(_ kind: SessionEvent.Kind, now: UInt64) -> (admitted: Bool, droppedBefore: Int) {
+            guard !silenced else { return (false, 0) }
+            let elapsed = Double(now &- at) / 1e9
+            tokens = min(SessionEventSink.burst, tokens + elapsed * SessionEventSink.perSecond)
+            at = now
+            let admitted: Bool
+            switch kind {
+            case .uploadEnded:
+                admitted = uploadStartAdmitted
+                uploadStartAdmitted = false
+            default:
+                admitted = tokens >= 1
+                if admitted { tokens -= 1 }
+                if kind == .uploadStarted { uploadStartAdmitted = admitted }
+            }
+            guard admitted else {
+                dropped += 1
+                return (false, 0)
+            }
+            defer { dropped = 0 }
+            return (true, dropped)
+        }
+    }
+
     let log: SessionEventLog?
     let session: SessionID
-    private let budget: Mutex<(tokens: Double, at: UInt64, silenced: Bool)>
+    private let budget: Mutex<Budget>
 
     init(log: SessionEventLog?, session: SessionID) {
         self.log = log
         self.session = session
-        budget = Mutex((Self.burst, log?.clock.uptime ?? 0, false))
+        budget = Mutex(Budget(at: log?.clock.uptime ?? 0))
     }
 
     func emit(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) {
         guard let log else { return }
         let now = log.clock.uptime
-        let admitted = budget.withLock { budget -> Bool in
-            guard !budget.silenced else { return false }
-            let elapsed = Double(now &- budget.at) / 1e9
-            budget.tokens = min(Self.burst, budget.tokens + elapsed * Self.perSecond)
-            budget.at = now
-            guard budget.tokens >= 1 else { return false }
-            budget.tokens -= 1
-            return true
-        }
-        if admitted { log.publish(kind, session: session, details: .with(fill)) }
+        let (admitted, droppedBefore) = budget.withLock { $0.admit(kind, now: now) }
+        guard admitted else { return }
+        if droppedBefore > 0 { log.publish(.eventsDropped, session: session, details: .with { $0.dropped = droppedBefore }) }
+        log.publish(kind, session: session, details: .with(fill))
     }
 
     /// The session was removed: its `session.removed` is the last of it.
