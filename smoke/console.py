@@ -765,7 +765,10 @@ def check_module_functions(r, page):
           const camera = await import('/console/camera.js');
           const urls = [];
           const original = window.fetch;
-          window.fetch = (url, init) => { urls.push(String(url)); return original(url, init); };
+          window.fetch = (url, init) => {
+            if (String(url).includes('/nalus')) urls.push(String(url));
+            return original(url, init);
+          };
           try {
             const queue = new camera.PushQueue('refused-share', 'video/x-flv');
             queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 0x67, 0x42, 0, 0x1e, 1, 2, 3])]));
