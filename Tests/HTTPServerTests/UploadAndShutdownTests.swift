@@ -242,8 +242,10 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
 
         #expect(try parseResponse(waiting.readToEnd()).problem == Problem(503, "shutting_down"))
         #expect(abandoned.load(ordering: .relaxed) == 1)
-        // A long poll gets its own timeout answer: to the client that means "nothing new".
-        #expect(try parseResponse(polling.readToEnd()).status == 304)
+        // A long poll too, not its timeout answer: a 304 would tell a client that has no
+        // picture at all that its copy is current.
+        let poll = try parseResponse(polling.readToEnd())
+        #expect(poll.problem == Problem(503, "shutting_down") && poll.headers["Retry-After"] == "1")
         let stream = try parseResponse(streamStart + viewer.readToEnd())
         #expect(stream.chunkedComplete)
         #expect(broadcast.viewerCount == 0)

@@ -140,7 +140,9 @@ extension ConnectionContext {
             promise.arm(timeout: timeout, clock: core.clock, onTimeout: deferred.onTimeout)
         }
         if core.isDraining {
-            promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
+            // A long poll too: its timeout answer (a 304) would tell a client with no picture that
+            // its copy is current.
+            promise.cancel(answering: .problem(.shuttingDown()))
             return
         }
         deferred.start(promise)

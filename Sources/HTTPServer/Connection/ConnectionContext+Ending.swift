@@ -27,7 +27,7 @@ extension ConnectionContext {
         enum Work {
             case none
             case stream(StreamResponse)
-            case pending(ResponsePromise, DeferredResponse)
+            case pending(ResponsePromise)
             case upload(any RequestBodySink)
         }
         let work: Work = state.withLock { state in
@@ -37,15 +37,17 @@ extension ConnectionContext {
                 answerEarlyLocked(.problem(.shuttingDown()), &state)
                 return .upload(sink)
             }
-            if case .pending(let promise, let deferred) = state.answer { return .pending(promise, deferred) }
+            if case .pending(let promise, _) = state.answer { return .pending(promise) }
             if let stream = state.stream { return .stream(stream) }
             return .none
         }
         switch work {
         case .none: break
         case .stream(let stream): stream.endForShutdown()
-        case .pending(let promise, let deferred):
-            promise.cancel(answering: deferred.timeout != nil ? deferred.onTimeout() : .problem(.shuttingDown()))
+        case .pending(let promise):
+            // A long poll too: its timeout answer (a 304) would tell a client with no picture that
+            // its copy is current.
+            promise.cancel(answering: .problem(.shuttingDown()))
         case .upload: break
         }
     }
