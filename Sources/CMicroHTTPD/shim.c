@@ -170,7 +170,9 @@ struct MHD_Daemon *ft_mhd_start(const struct ft_mhd_config *config,
             v6.sin6_family = AF_INET6;
             v6.sin6_port = htons(config->port);
             bind_address = (const struct sockaddr *)&v6;
-            flags |= MHD_USE_IPv6;
+            // "::" is every address, IPv4 ones included (as IPv4-mapped): libmicrohttpd would
+            // otherwise set IPV6_V6ONLY and refuse every IPv4 client.
+            flags |= IN6_IS_ADDR_UNSPECIFIED(&v6.sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
         } else {
             *error_out = FT_MHD_BAD_BIND_HOST;
             return NULL;

@@ -21,6 +21,22 @@ import Testing
         }
     }
 
+    /// `::` is every address, IPv4 clients' too; `::1` is this machine's IPv6 loopback only.
+    @Test func everyIPv6AddressTakesIPv4Clients() throws {
+        try withServer(
+            configure: { $0.host = "::" },
+            routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }
+        ) { (server: HTTPServer) throws in
+            #expect(try request(server.port, "GET", "/healthz").status == 200)
+        }
+        try withServer(
+            configure: { $0.host = "::1" },
+            routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }
+        ) { (server: HTTPServer) throws in
+            #expect(throws: (any Error).self) { _ = try request(server.port, "GET", "/healthz") }
+        }
+    }
+
     /// The server names no problem types of its own: without a prefix, `type` is left out.
     @Test func aProblemWithoutATypePrefixHasNoType() throws {
         try withServer(routes: { $0.get("/healthz", access: .open) { _ in .text("ok") } }) { (server: HTTPServer) throws in
