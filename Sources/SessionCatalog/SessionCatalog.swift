@@ -99,6 +99,24 @@ public final class SessionCatalog: Sendable {
         }
     }
 
+    /// The session a push goes to, made when there is none. An id the file declares whose
+    /// session could not be made at its reading (the session limit, a pull that did not start)
+    /// is made now as the file declares it: the file's session, kept from the idle timeout, with
+    /// its codec and options. Any other id is a client's session.
+    public func openForPush(_ id: SessionID) throws(SessionError) -> (session: Session, created: Bool) {
+        if let session = registry.find(id) { return (session, false) }
+        return try definitions.withLock { definitions throws(SessionError) in
+            guard let declaration = definitions.declaration(of: id) else { return try registry.openSession(id) }
+            let policy = declaration.options.pulled.map { registry.limits.current.sourcePolicy.admitting($0.url) }
+            do throws(SessionError) {
+                return try apply(declaration.options, to: id, standing: .declared, policy: policy)
+            } catch {
+                registry.remove(id, reason: "failed")
+                throw error
+            }
+        }
+    }
+
     private static func declaredRefusal(_ declaration: SessionDeclaration, doing: String) -> SessionError {
         let place = declaration.place.map { " (\($0))" } ?? ""
         return SessionError(

@@ -36,6 +36,25 @@ struct DeclaredSessionRouteTests {
         }
     }
 
+    /// A declaration that could not be made (the session limit) is still the file's: a push to
+    /// its id makes the declared session, with its codec, kept from the idle timeout.
+    @Test func aPushMakesADeclaredSessionThatCouldNotBeMadeAsTheFileSays() throws {
+        try withService(sessions: { $0.maxSessions = 1 }) { service in
+            #expect(try request(service.port, "PUT", "/sessions/client").status == 201)
+            let outcome = service.catalog.declare([
+                SessionDeclaration(id: try SessionID("yard"), options: SessionOptions(codec: .h264), place: "f.yaml:3:3")
+            ])
+            #expect(outcome.failed.map(\.error.code) == [.tooManySessions])
+            #expect(try request(service.port, "DELETE", "/sessions/client").status == 204)
+
+            let refused = try post(service.port, "/sessions/yard/nalus?flush=true", Fixtures.bytes("main_bframes_176x144.265"))
+            #expect(refused.problem == Problem(415, "codec_mismatch"), "\(refused.text)")
+            let status = try jsonObject(request(service.port, "GET", "/sessions/yard").body)
+            #expect(status["origin"] as? String == "declared" && status["statedCodec"] as? String == "h264", "\(status)")
+            #expect(try post(service.port, "/sessions/yard/nalus?flush=true", Fixtures.bytes("baseline_176x144.264")).status == 200)
+        }
+    }
+
     @Test func readingsAreEventsAndShowInSystem() throws {
         try withService { service in
             let events = try EventReader(port: service.port)

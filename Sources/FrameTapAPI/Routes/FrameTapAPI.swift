@@ -243,7 +243,7 @@ public struct FrameTapAPI: Sendable {
         let session: Session
         let created: Bool
         do {
-            (session, created) = try registry.openSession(id)
+            (session, created) = try catalog.openForPush(id)
         } catch {
             throw HTTPError(error)
         }
@@ -252,7 +252,8 @@ public struct FrameTapAPI: Sendable {
         // client's next push finds its uploadsAborted).
         let registry = registry
         let failed: @Sendable (SessionError) -> Void = { error in
-            guard created, error.code != .uploadAborted, error.code != .shuttingDown else { return }
+            guard created, error.code != .uploadAborted, error.code != .shuttingDown, session.standing.origin != .declared
+            else { return }
             registry.discardIfUnused(session)
         }
         let handoff = AnswerHandoff()
