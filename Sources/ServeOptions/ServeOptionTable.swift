@@ -139,7 +139,7 @@ extension ServeOption {
         // Sessions and uploads
         integer(
             "max-sessions", \.server.maxSessions, .from(1),
-            help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After`.",
+            help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After` (none when every session is kept, so none will expire).",
             details: "a lower value removes no session; it refuses new ones", changesWithoutRestart: true),
         seconds(
             "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),

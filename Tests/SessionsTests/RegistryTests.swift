@@ -45,6 +45,20 @@ import TestSupport
         _ = try sessions.openSession(SessionID("one"))
     }
 
+    /// When every session is kept, none will expire: no Retry-After, and the detail says so.
+    @Test func aLimitOfKeptSessionsPromisesNoRetry() throws {
+        let sessions = registry(testConfiguration(maxSessions: 2, idleTimeout: .seconds(60)))
+        _ = try sessions.openSession(SessionID("declared"), standing: .declared)
+        _ = try sessions.openSession(SessionID("kept"), standing: SessionStanding(origin: .api, persisted: true))
+        do {
+            _ = try sessions.openSession(SessionID("three"))
+            Issue.record("expected too_many_sessions")
+        } catch {
+            #expect(error.code == .tooManySessions && error.retryAfterSeconds == nil)
+            #expect(error.message.contains("none will expire"), "\(error.message)")
+        }
+    }
+
     @Test func idleSessionsAreEvictedBusyOnesAreNot() throws {
         let metrics = FrameTapMetrics()
         let clock = ManualClock()

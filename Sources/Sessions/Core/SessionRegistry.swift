@@ -67,9 +67,12 @@ public final class SessionRegistry: Sendable {
         let existing = try table.withLock { table throws(SessionError) -> Session? in
             if let session = table.sessions[id] { return session }
             guard table.sessions.count + table.reserved < maxSessions else {
+                let retryAfter = retryAfterSeconds(table.sessions.values)
+                let kept = retryAfter == nil ? ": every one is kept (declared, or kept by --state-dir), so none will expire; "
+                    + "delete one or raise --max-sessions" : ""
                 throw SessionError(
-                    .tooManySessions, "the server holds its maximum of \(maxSessions) sessions",
-                    retryAfterSeconds: retryAfterSeconds(table.sessions.values))
+                    .tooManySessions, "the server holds its maximum of \(maxSessions) sessions\(kept)",
+                    retryAfterSeconds: retryAfter)
             }
             table.reserved += 1
             return nil
@@ -272,8 +275,10 @@ public final class SessionRegistry: Sendable {
         memoryReturn.soon()
     }
 
-    /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are busy.
-    private func retryAfterSeconds(_ sessions: some Sequence<Session>) -> Int {
+    /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are
+    /// busy; nil when none ever expires (all kept), so no retry would help.
+    private func retryAfterSeconds(_ sessions: some Sequence<Session>) -> Int? {
+        guard sessions.contains(where: { $0.standing.expiresWhenIdle }) else { return nil }
         let now = clock.uptime
         let timeout = limits.current.idleTimeout
         let soonest = sessions.compactMap { $0.nanosecondsUntilIdle(now: now, timeout: timeout) }.min()
