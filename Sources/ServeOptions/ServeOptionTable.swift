@@ -144,7 +144,7 @@ extension ServeOption {
         seconds(
             "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),
             help:
-                "Seconds without upload, viewer or request before a session nobody keeps is removed: one a push made, or one made by `PUT` without `--state-dir`.",
+                "Seconds without upload, viewer or picture request before a session nobody keeps is removed: one a push made, or one made by `PUT` without `--state-dir`. Reading its status or history keeps nothing alive.",
             details:
                 "declared sessions, and sessions made by `PUT` on a server with `--state-dir`, stay until they are deleted or undeclared (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
             changesWithoutRestart: true),
