@@ -502,6 +502,12 @@ final class ServerCore: Sendable {
         expectLog(startingWith: "Application reported internal error")
     }
 
+    /// A stream ends because its client left (a viewer closed its tab): libmicrohttpd logs that
+    /// as an application error.
+    func expectStreamEndedForDepartedClient() {
+        expectLog(startingWith: "Closing connection (application error generating response)")
+    }
+
     /// libmicrohttpd reports what the server did on purpose in the same words as real trouble;
     /// the lines expected that way are logged at debug level instead of as warnings.
     /// An expectation lapses after a second, so one that never comes cannot hide a real error later.
@@ -563,8 +569,10 @@ final class ServerCore: Sendable {
             logs.note(event)
             return
         }
+        let departed = ["closed by remote", "reset by peer", "Broken pipe"]
         if message.hasPrefix("Connection was closed by remote side") || message.hasPrefix("Connection socket is closed when reading")
             || message.hasPrefix("Socket has been disconnected when reading")
+            || (message.hasPrefix("Failed to send") && departed.contains(where: message.contains))
         {
             // A client that left mid-request, or one the server cut off: nothing to act on.
             configuration.logger.debug("libmicrohttpd: \(message)")

@@ -157,7 +157,7 @@ final class StreamResponse: Sendable {
                 return ft_mhd_reader_end_of_stream()
             }
             if let recheck = waitForClient() {
-                if context.peerHasClosed { return ft_mhd_reader_end_with_error() }
+                if context.peerHasClosed { return endForDepartedClient() }
                 clock.schedule(at: clock.deadline(after: recheck)) { [weak self] in self?.wakeUnlessReleased() }
                 if let answer = suspendUntilWoken() { return answer }
                 continue
@@ -179,10 +179,16 @@ final class StreamResponse: Sendable {
                 // Nothing went out for a heartbeat and nothing will now: libmicrohttpd does not
                 // watch a suspended connection, so a client that left is looked for here (a
                 // viewer of a session with no picture yet would otherwise be held for ever).
-                if idle && context.peerHasClosed { return ft_mhd_reader_end_with_error() }
+                if idle && context.peerHasClosed { return endForDepartedClient() }
                 if let answer = suspendUntilWoken() { return answer }
             }
         }
+    }
+
+    /// Ends the answer of a client that left; libmicrohttpd's line for it is expected, not a warning.
+    private func endForDepartedClient() -> Int {
+        context.core.expectStreamEndedForDepartedClient()
+        return ft_mhd_reader_end_with_error()
     }
 
     /// Suspends the connection until the stream is woken: the content reader's answer, or nil
