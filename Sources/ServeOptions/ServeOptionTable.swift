@@ -45,6 +45,21 @@ extension ServeOption {
         integer(
             "max-connections-per-ip", \.http.maxConnectionsPerIP, .from(0),
             help: "Open connections per client address at most; `0` = no limit (behind a proxy, where every client is the proxy)."),
+        ServeOption(
+            "allow-origins", valueName: "list", accepts: "`*`, or comma-separated `SCHEME://HOST[:PORT]`",
+            help:
+                "Pages of other origins that may read answers (CORS): `*` for any, or a list such as `https://dash.example.com,http://localhost:3000`.",
+            details:
+                "a preflight `OPTIONS` is answered 204 before access control; every header is exposed (`ETag`, `X-Frame-Seq`); no cookies are involved: tokens go in `Authorization` or `access_token`. See [Pages of other origins](#pages-of-other-origins-cors)",
+            isList: true,
+            defaultValue: { _ in .described("none: same-origin pages only") },
+            apply: { text, settings throws(OptionValueError) in
+                do throws(CrossOriginPolicyError) {
+                    settings.http.crossOrigin = try CrossOriginPolicy(parsing: text)
+                } catch {
+                    throw OptionValueError(error.message)
+                }
+            }),
         seconds(
             "header-timeout", \.http.headerTimeout, .above(0, atMost: 3600),
             help: "Seconds a connection has to send a request's headers (slow-loris), from opening or from its previous answer."),

@@ -142,6 +142,15 @@ final class ConnectionContext: Sendable {
             case .notFound:
                 rejection = .notFound("No route for \(request.path).")
             case .methodNotAllowed(let allowed):
+                if let preflight = core.configuration.crossOrigin?.preflight(request, allowed: allowed) {
+                    // Answered at the final call, before any access check: a preflight has no token.
+                    state.withLock {
+                        $0.request = request
+                        $0.stage = .complete
+                        $0.answer = .ready(preflight)
+                    }
+                    return MHD_Result.YES
+                }
                 rejection = .methodNotAllowed(allowed: allowed)
             case .found(let matched, let parameters):
                 route = matched

@@ -116,6 +116,8 @@ extension ConnectionContext {
         let discardDuration = core.configuration.maxDiscardDuration
         state.stage = .discardingBody(dropped: 0, until: core.clock.deadline(after: discardDuration))
         state.answer = .sentEarly(response.status)
+        var response = response
+        core.configuration.crossOrigin?.decorate(&response.headers, for: state.request)
         let bytes = EarlyResponse.serialize(response, for: core.configuration, clock: core.clock)
         let written = bytes.withUnsafeBytes { buffer in
             ft_mhd_send_raw(connection.pointer, buffer.baseAddress, buffer.count, 100)
@@ -157,9 +159,10 @@ extension ConnectionContext {
                 switch state.answer {
                 case .notYet:
                     return .queue(.problem(.internalError("The route produced no answer.")))
-                case .ready(let response):
+                case .ready(var response):
                     if case .deferred = response.special { return .retry }  // starts on the next turn
                     state.answer = .queued(response.status)
+                    core.configuration.crossOrigin?.decorate(&response.headers, for: state.request)
                     return .queue(response)
                 case .pending(let promise, _):
                     if core.isStopping { return .cancelForStop(promise) }

@@ -36,6 +36,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var connectionTimeout: Duration = .seconds(60)
     /// When set, the server speaks HTTPS only, with this certificate (reloaded by `reloadTLS()`).
     public var tls: TLSFiles?
+    /// Pages of other origins that may read answers (CORS); nil: none (the browser's default).
+    public var crossOrigin: CrossOriginPolicy?
     /// How long `stop()` lets in-flight requests finish before closing them.
     public var shutdownGracePeriod: Duration = .seconds(10)
     /// A streaming connection with nothing to send pulls its source with `idle: true` this

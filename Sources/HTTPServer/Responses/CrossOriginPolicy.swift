@@ -1,0 +1,100 @@
+/// Which pages of other origins may read the server's answers (CORS, the Fetch standard): any
+/// origin, or a list. A browser sends `Origin` with a cross-origin `fetch` or `EventSource`;
+/// an answer to an allowed origin names it in `Access-Control-Allow-Origin` and exposes every
+/// header (a page can read `ETag` and `X-Frame-Seq`), and a preflight `OPTIONS` is answered
+/// 204 before routing and access control, as the standard requires (it carries no token).
+/// Credentials (cookies) are never allowed: tokens go in `Authorization` or `access_token`.
+public struct CrossOriginPolicy: Sendable, Equatable {
+    /// `*`: every origin.
+    public let allowsEveryOrigin: Bool
+    /// Serialized origins (`https://dash.example.com`, `http://localhost:3000`), lower case.
+    public let origins: Set<String>
+
+    /// How long a browser may keep a preflight's answer.
+    static let preflightMaxAgeSeconds = 600
+
+    /// `list`: `*`, or origins separated by commas (`scheme://host[:port]`, scheme `http` or
+    /// `https`, nothing after the authority). Throws a message naming the entry that is not one.
+    public init(parsing list: String) throws(CrossOriginPolicyError) {
+        let entries = list.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
+        guard !entries.isEmpty else { throw CrossOriginPolicyError("no origin listed") }
+        var every = false
+        var origins: Set<String> = []
+        for entry in entries {
+            if entry == "*" {
+                every = true
+                continue
+            }
+            guard let origin = Self.origin(entry) else {
+                let which = entries.count > 1 ? " ('\(entry)' is not)" : ""
+                throw CrossOriginPolicyError(
+                    "every entry must be * or an origin, scheme://host[:port] (http or https, no path)\(which)")
+            }
+            origins.insert(origin)
+        }
+        allowsEveryOrigin = every
+        self.origins = every ? [] : origins
+    }
+
+    /// `entry` as the browser serializes an origin (lower case, no default port), or nil.
+    private static func origin(_ entry: String) -> String? {
+        let lower = entry.lowercased()
+        let scheme: String
+        if lower.hasPrefix("http://") {
+            scheme = "http"
+        } else if lower.hasPrefix("https://") {
+            scheme = "https"
+        } else {
+            return nil
+        }
+        var authority = String(lower.dropFirst(scheme.count + 3))
+        if authority.hasSuffix("/") { authority.removeLast() }
+        guard !authority.isEmpty, !authority.contains(where: { "/?#@ ".contains($0) }) else { return nil }
+        let defaultPort = scheme == "http" ? ":80" : ":443"
+        if authority.hasSuffix(defaultPort) { authority.removeLast(defaultPort.count) }
+        return "\(scheme)://\(authority)"
+    }
+
+    /// The request's `Origin` when this policy lets its page read the answer.
+    func allowedOrigin(of request: HTTPRequest?) -> String? {
+        guard let origin = request?.headers["Origin"], origin != "null" else { return nil }
+        return allowsEveryOrigin || origins.contains(origin.lowercased()) ? origin : nil
+    }
+
+    /// Adds what lets an allowed origin's page read `headers`' answer.
+    func decorate(_ headers: inout HTTPHeaders, for request: HTTPRequest?) {
+        if !allowsEveryOrigin { headers.add("Vary", "Origin") }
+        guard let origin = allowedOrigin(of: request) else { return }
+        headers.set("Access-Control-Allow-Origin", allowsEveryOrigin ? "*" : origin)
+        headers.set("Access-Control-Expose-Headers", "*")
+    }
+
+    /// The answer to a preflight: an `OPTIONS` from an allowed origin asking for one of the
+    /// route's methods. Nil for any other request (it is answered as it would be without CORS).
+    func preflight(_ request: HTTPRequest, allowed: [HTTPMethod]) -> HTTPResponse? {
+        guard request.method == .options, allowedOrigin(of: request) != nil,
+            let asked = request.headers["Access-Control-Request-Method"], allowed.contains(HTTPMethod(asked))
+        else { return nil }
+        var headers = HTTPHeaders()
+        headers.set("Access-Control-Allow-Methods", allowed.map(\.rawValue).joined(separator: ", "))
+        // The request headers a page may send: what it asks for, as the standard lets a server
+        // answer (the route's own checks still apply to the request itself).
+        if let askedHeaders = request.headers["Access-Control-Request-Headers"], !askedHeaders.isEmpty {
+            headers.set("Access-Control-Allow-Headers", askedHeaders)
+        }
+        headers.set("Access-Control-Max-Age", String(Self.preflightMaxAgeSeconds))
+        headers.set("Cache-Control", "no-store")
+        return HTTPResponse(status: .noContent, headers: headers)
+    }
+}
+
+public struct CrossOriginPolicyError: Error, Sendable {
+    public let message: String
+    init(_ message: String) { self.message = message }
+}
+
+extension Substring {
+    fileprivate func trimmingSpaces() -> String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    }
+}
