@@ -10,7 +10,9 @@
      with its pictures, the server decodes at the camera's rate, Stop ends the stream;
   c. the same with MediaRecorder WebM (?encoder=mediarecorder, the path of browsers without
      WebCodecs);
-  d. a server with --auth-token: the page signs in, and the camera share works with the token.
+  d. a server with --auth-token: the page signs in, and the camera share works with the token;
+  e. the server restarts under a share: the page says it will share again, and does, from a
+     new keyframe, into the restarted server's session.
 
     smoke/camera.py --binary .build/debug/frametap [--output DIR]
 
@@ -185,6 +187,35 @@ def share_camera(r, driver, server, output, session, encoder, token=None, label=
     r.check(f"{label}: Stop sharing ends the stream: no picture after it", before == after, f"{before} then {after}")
 
 
+def share_across_a_restart(r, driver, server, output, session):
+    print("== e. the server restarts under a camera share", flush=True)
+    driver.get(server.base + "/")
+    driver.find_element(By.ID, "open-camera").click()
+    name = driver.find_element(By.ID, "camera-session-name")
+    name.clear()
+    name.send_keys(session)
+    driver.find_element(By.ID, "camera-start").click()
+    decoding = lambda: ((session_status(server.base, session) or {}).get("counters", {}).get("framesDecoded") or 0) >= 30
+    if not r.check("e: sharing started and decodes", wait(decoding)):
+        return
+    r.check("e: the server stopped with exit 0 under the share", server.stop() == 0)
+    panel = lambda: driver.find_element(By.ID, "camera-panel")
+    said = wait(lambda: panel().get_attribute("data-reconnecting") == "true"
+                and driver.find_element(By.ID, "camera-message").text, 15)
+    r.check("e: the page says it will share again", bool(said) and "Sharing again" in said, said)
+    driver.save_screenshot(os.path.join(output, "e-reconnecting.png"))
+    server.start()
+    r.check("e: the restarted server decodes the share again (from a keyframe)", wait(decoding, 40),
+            json.dumps(session_status(server.base, session))[:300])
+    r.check("e: the page says nothing more of it",
+            wait(lambda: panel().get_attribute("data-reconnecting") == "false"
+                 and not driver.find_element(By.ID, "camera-message").text, 15))
+    errors = (session_status(server.base, session) or {}).get("counters", {}).get("framesDroppedBeforeKeyframe")
+    r.check("e: its first push started at a keyframe", errors == 0, f"framesDroppedBeforeKeyframe {errors}")
+    driver.find_element(By.ID, "camera-stop").click()
+    r.check("e: Stop ends the share", wait(lambda: panel().get_attribute("data-sharing") is None, 10))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
@@ -201,6 +232,7 @@ def main():
             recorder_webm(r, driver, server, work)
             share_camera(r, driver, server, arguments.output, "phone-1", "webcodecs", label="b")
             share_camera(r, driver, server, arguments.output, "phone-2", "mediarecorder", label="c")
+            share_across_a_restart(r, driver, server, arguments.output, "phone-4")
         finally:
             driver.quit()
         r.check("the server stopped with exit 0", server.stop() == 0)

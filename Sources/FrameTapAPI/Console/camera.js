@@ -114,7 +114,11 @@ export class CameraPanel extends DisclosurePanel {
     this.stopButton = byId('camera-stop');
     this.preview = byId('camera-preview');
     this.state = byId('camera-state');
+    /** The camera while it is shared (kept across reconnections), its session and encoder. */
+    this.camera = null;
+    /** The share that encodes and pushes now; null while waiting to share again. */
     this.share = null;
+    this.retry = { timer: null, delay: 0 };
 
     this.form.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -132,7 +136,7 @@ export class CameraPanel extends DisclosurePanel {
   }
 
   mayClose() {
-    return !this.share;  // sharing: the panel shows it
+    return !this.camera;  // sharing: the panel shows it
   }
 
   async start() {
@@ -160,10 +164,9 @@ export class CameraPanel extends DisclosurePanel {
         audio: false,
       });
       this.preview.srcObject = stream;
-      this.share = encoder === 'webcodecs'
-        ? new WebCodecsShare(id, stream, (text) => this.report(text), (error) => this.failed(error))
-        : new RecorderShare(id, stream, (text) => this.report(text), (error) => this.failed(error));
-      await this.share.start();
+      this.camera = { id, stream, encoder };
+      this.retry.delay = 0;
+      await this.startShare();
       this.panel.dataset.sharing = id;
       this.panel.dataset.encoder = encoder;
       this.stopButton.hidden = false;
@@ -177,8 +180,54 @@ export class CameraPanel extends DisclosurePanel {
     }
   }
 
-  report(text) {
+  /** A share of the camera: a new encoder, so its first push starts a stream (a keyframe, or WebM's header). */
+  async startShare() {
+    const { id, stream, encoder } = this.camera;
+    const report = (text) => this.pushed(text);
+    const fail = (error) => this.shareFailed(share, error);
+    const share = encoder === 'webcodecs' ? new WebCodecsShare(id, stream, report, fail) : new RecorderShare(id, stream, report, fail);
+    this.share = share;
+    await share.start();
+  }
+
+  /** A push went through: a share that was reconnecting is back. */
+  pushed(text) {
     setText(this.state, text);
+    if (this.retry.delay > 0) {
+      this.retry.delay = 0;
+      setText(this.message, '');
+      this.panel.dataset.reconnecting = 'false';
+    }
+  }
+
+  shareFailed(share, error) {
+    if (share !== this.share) return;  // a share already given up reports its last pushes
+    // The server went away (a restart, a proxy, the network): share again when it is back, from
+    // a new keyframe, rather than leave a phone's camera ended until someone notices.
+    if (error instanceof ApiError && error.isTransient && this.camera) {
+      this.reconnect(share, error);
+      return;
+    }
+    this.failed(error);
+  }
+
+  async reconnect(share, error) {
+    this.share = null;
+    this.retry.delay = Math.min(Math.max(1000, this.retry.delay * 2), 10_000);
+    const seconds = Math.round(this.retry.delay / 1000);
+    setText(this.message, `${error.message} Sharing again in ${seconds} s (from a new keyframe).`);
+    this.panel.dataset.reconnecting = 'true';
+    await share.stop({ keepCamera: true });
+    if (!this.camera) return;  // stopped meanwhile
+    this.retry.timer = setTimeout(async () => {
+      this.retry.timer = null;
+      if (!this.camera || this.share) return;
+      try {
+        await this.startShare();
+      } catch (startError) {
+        this.failed(startError);
+      }
+    }, this.retry.delay);
   }
 
   failed(error) {
@@ -191,13 +240,22 @@ export class CameraPanel extends DisclosurePanel {
 
   async stop() {
     const share = this.share;
+    const camera = this.camera;
     this.share = null;
+    this.camera = null;
+    clearTimeout(this.retry.timer);
+    this.retry = { timer: null, delay: 0 };
     delete this.panel.dataset.sharing;
+    delete this.panel.dataset.reconnecting;
     this.preview.srcObject = null;
     this.stopButton.hidden = true;
     this.startButton.hidden = false;
     setText(this.state, '');
-    await share?.stop();
+    if (share) {
+      await share.stop();
+    } else {
+      for (const track of camera?.stream.getTracks() ?? []) track.stop();
+    }
   }
 }
 
@@ -290,9 +348,10 @@ class WebCodecsShare {
     next();
   }
 
-  async stop() {
+  /** `keepCamera`: the camera goes on for the next share (a reconnection). */
+  async stop({ keepCamera = false } = {}) {
     this.stopped = true;
-    for (const track of this.stream.getTracks()) track.stop();
+    if (!keepCamera) for (const track of this.stream.getTracks()) track.stop();
     try {
       if (this.encoder?.state === 'configured') await this.encoder.flush();
     } catch {
@@ -323,13 +382,14 @@ class RecorderShare {
     this.recorder.start(200);
   }
 
-  async stop() {
-    if (this.recorder?.state !== 'inactive') {
+  /** `keepCamera`: the camera goes on for the next share (a reconnection). */
+  async stop({ keepCamera = false } = {}) {
+    if (this.recorder && this.recorder.state !== 'inactive') {
       const stopped = new Promise((resolve) => this.recorder.addEventListener('stop', resolve, { once: true }));
       this.recorder.stop();
       await stopped;
     }
-    for (const track of this.stream.getTracks()) track.stop();
+    if (!keepCamera) for (const track of this.stream.getTracks()) track.stop();
     await this.queue.finish();
   }
 }
