@@ -112,6 +112,9 @@ public final class ConfigurationStatus: Sendable {
 
     /// A reading was refused: the running configuration stays.
     public func recordRejected(_ trigger: Trigger, _ rejection: Rejection) {
+        var rejection = rejection
+        // A reading that failed as a whole (the file cannot be read) is still that file's.
+        if rejection.file == nil { rejection.file = file }
         let at = clock.now
         state.withLock { state in
             state.lastReading = Reading(at: at, trigger: trigger, rejection: rejection, changes: [:], restartNeeded: [])
@@ -122,13 +125,13 @@ public final class ConfigurationStatus: Sendable {
         logger.error(
             "configuration not reloaded; the running one stays",
             metadata: [
-                "trigger": "\(trigger.rawValue)", "file": "\(rejection.file ?? file ?? "")",
+                "trigger": "\(trigger.rawValue)", "file": "\(rejection.file ?? "")",
                 "line": "\(rejection.line.map(String.init) ?? "")", "reason": "\(rejection.message)",
             ])
         var details = SessionEventDetails()
         details.reason = trigger.rawValue
         details.message = rejection.message
-        details.file = rejection.file ?? file
+        details.file = rejection.file
         details.line = rejection.line
         details.column = rejection.column
         events.publish(.configRejected, session: nil, details: details)

@@ -163,6 +163,21 @@ struct ReloadTests {
         #expect(events.first?.details.line == line && events.first?.session == nil)
     }
 
+    /// A file gone (deleted, a volume unmounted) is a rejected reading of that file: `/system`
+    /// and the event name it, though no line is at fault.
+    @Test func aFileThatCannotBeReadIsNamed() throws {
+        let folder = try TemporaryFolder()
+        let path = try folder.write("f.yaml", "serve:\n  max-sessions: 4\n")
+        let server = try start(path)
+        try FileManager.default.removeItem(atPath: path)
+        guard case .rejected = server.reloader.reloadNow(.signal) else {
+            Issue.record("a missing file was applied")
+            return
+        }
+        let rejection = try #require(server.status.snapshot.lastReading?.rejection)
+        #expect(rejection.file == path && rejection.line == nil && rejection.message.contains("cannot read"))
+    }
+
     @Test func declaredSessionsMustFitTheLimits() throws {
         let folder = try TemporaryFolder()
         let path = try folder.write(
