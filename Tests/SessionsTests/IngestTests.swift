@@ -180,6 +180,20 @@ import TestSupport
         #expect(error.code == .sessionNotFound)
     }
 
+    /// A pusher whose session the configuration file took over learns that, not "deleted".
+    @Test func aSessionTakenOverSaysSoToItsPusher() async throws {
+        let session = try makeSession()
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false) { answer.set($0) }
+        try await send(Array(try Fixture.bytes(Fixture.baseline).prefix(3000)), to: queue)
+        session.close(reason: "declared")
+        guard case .failure(let error) = try await answer.value(waitingFor: "the taken-over session's upload answer") else {
+            Issue.record("expected session_not_found")
+            return
+        }
+        #expect(error.code == .sessionNotFound && error.message.contains("configuration file now declares"), "\(error)")
+    }
+
     @Test func shutdownStopsDecodingAtOnce() async throws {
         let session = try makeSession(configuration: testConfiguration(uploadQueueBytes: 1 << 20))
         let answer = Outcome<Result<UploadSummary, SessionError>>()

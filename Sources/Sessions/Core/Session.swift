@@ -407,11 +407,25 @@ public final class Session: Sendable {
     /// Frees the decoder (and its hardware context), the cached pictures and queued upload
     /// bytes; refuses uploads in progress (their clients are answered `session_not_found` at
     /// once), ends MJPEG viewers and fails waiting requests.
+    /// What a client whose push is cut off is told, for `close`'s reason.
+    static func endedBecause(_ reason: String) -> String {
+        switch reason {
+        case "deleted": "the session was deleted"
+        case "declared":
+            "the configuration file now declares this session and took its id over: push again, from a keyframe, "
+                + "to the declared session"
+        case "restarted": "a reading of the configuration file restarted the session: push again, from a keyframe"
+        case "undeclared": "the session was removed from the configuration file"
+        case "idle": "the session was removed after its idle timeout"
+        default: "the session was removed (\(reason))"
+        }
+    }
+
     public func close(reason: String = "deleted") {
         guard !loop.isClosed else { return }
         let gone = SessionError.notFound(id)
         let endedViewers = viewers.viewerCount
-        loop.close()
+        loop.close(why: Self.endedBecause(reason))
         viewers.close(failing: gone)
         pictures.close(failing: gone)
         if endedViewers > 0 { context.metrics.mjpegClients.decrement(by: Double(endedViewers)) }

@@ -584,23 +584,23 @@ final class DecodeLoop: Sendable {
 
     // MARK: - Close
 
-    /// Refuses every push (their clients are answered `session_not_found` at once), ends
-    /// multipart answers, and frees the decoder on its queue.
-    func close() {
+    /// Refuses every push (their clients are answered `session_not_found` at once, `why` the
+    /// session ended), ends multipart answers, and frees the decoder on its queue.
+    func close(why: String = "the session was deleted") {
         let jobs = state.withLock { state -> [IngestJob] in
             guard !state.closed else { return [] }
             state.closed = true
             defer { state.jobs = [] }
             return state.jobs
         }
-        let gone = SessionError(.sessionNotFound, "the session was deleted")
+        let gone = SessionError(.sessionNotFound, why)
         onDemand.close()
         connection.close()
         containers.stop()
         for job in jobs {
             if let upload = job.upload, !upload.isProducerDone {
                 context.metrics.recordUploadStopped(reason: "session_deleted")
-                context.logger.info("upload stopped: the session was deleted; its client is told at once")
+                context.logger.info("upload stopped: \(why); its client is told at once")
             }
             job.upload?.refuse(gone)
             switch job.answer {
