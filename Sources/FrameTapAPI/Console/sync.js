@@ -100,7 +100,7 @@ export class SessionSync extends EventTarget {
     switch (type) {
       case 'events.dropped':
         // Some of its events never came: its state is whatever the server says now.
-        this.refreshSession(id);
+        this.refreshSessionSoon(id);
         break;
       case 'session.created':
         store.patch(id, { backend: data.backend ?? null, decode: data.decode ?? null }, { create: true });
@@ -157,6 +157,19 @@ export class SessionSync extends EventTarget {
   }
 
   /** GET /sessions/{id} for a session an event just told us about. */
+  /**
+   * refreshSession at most once per two seconds for a session, the last call's included: a
+   * flooding session announces its dropped events as often as its budget lets it.
+   */
+  refreshSessionSoon(id) {
+    this.pendingRefreshes ??= new Map();
+    if (this.pendingRefreshes.has(id)) return;
+    this.pendingRefreshes.set(id, setTimeout(() => {
+      this.pendingRefreshes.delete(id);
+      this.refreshSession(id);
+    }, 2000));
+  }
+
   async refreshSession(id) {
     try {
       this.store.applyStatus(await api.session(id));

@@ -223,10 +223,11 @@ public final class SessionEventLog: Sendable {
 /// changes, but a hostile stream can change its format or fail differently on every picture, and
 /// one session's flood must not push every other session's events out of the shared history.
 /// Past the budget events are dropped (the state stays right in `GET /sessions`), never
-/// silently: the next event admitted is preceded by `events.dropped` with their number. An
-/// upload's `upload.ended` goes exactly when its `upload.started` went, so a reader never sees
-/// an upload begin that does not end. Once the session is removed it is silenced: nothing of
-/// it follows its `session.removed`.
+/// silently: the next event admitted is preceded by `events.dropped` with their number, which
+/// the budget pays for as well. An `upload.started` pays for its `upload.ended` too, which then
+/// goes whatever the budget holds (`emitPaid`), so a reader never sees an upload begin that does
+/// not end, and no upload ends that was not seen to begin. Once the session is removed it is
+/// silenced: nothing of it follows its `session.removed`.
 final class SessionEventSink: Sendable {
     static let burst = 50.0
     static let perSecond = 10.0
@@ -237,29 +238,20 @@ final class SessionEventSink: Sendable {
         var silenced = false
         /// Dropped since the last event admitted.
         var dropped = 0
-        /// The upload under way had its `upload.started` admitted (a session has one at a time).
-        var uploadStartAdmitted = false
 
-        /// Whether `kind` goes, and how many were dropped before it (to say first).
-        mutating func admit(_ kind: SessionEvent.Kind, now: UInt64) -> (admitted: Bool, droppedBefore: Int) {
+        /// Whether an event costing `cost` goes, and how many were dropped before it (to say
+        /// first, at the price of one more token).
+        mutating func admit(cost: Int, now: UInt64) -> (admitted: Bool, droppedBefore: Int) {
             guard !silenced else { return (false, 0) }
             let elapsed = Double(now &- at) / 1e9
             tokens = min(SessionEventSink.burst, tokens + elapsed * SessionEventSink.perSecond)
             at = now
-            let admitted: Bool
-            switch kind {
-            case .uploadEnded:
-                admitted = uploadStartAdmitted
-                uploadStartAdmitted = false
-            default:
-                admitted = tokens >= 1
-                if admitted { tokens -= 1 }
-                if kind == .uploadStarted { uploadStartAdmitted = admitted }
-            }
-            guard admitted else {
+            let price = Double(cost + (dropped > 0 ? 1 : 0))
+            guard tokens >= price else {
                 dropped += 1
                 return (false, 0)
             }
+            tokens -= price
             defer { dropped = 0 }
             return (true, dropped)
         }
@@ -275,12 +267,24 @@ final class SessionEventSink: Sendable {
         budget = Mutex(Budget(at: log?.clock.uptime ?? 0))
     }
 
-    func emit(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) {
-        guard let log else { return }
+    /// Publishes `kind` when the budget admits it; returns whether it went. `upload.started`
+    /// costs two: its `upload.ended` is paid for with it.
+    @discardableResult
+    func emit(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) -> Bool {
+        guard let log else { return false }
         let now = log.clock.uptime
-        let (admitted, droppedBefore) = budget.withLock { $0.admit(kind, now: now) }
-        guard admitted else { return }
+        let cost = kind == .uploadStarted ? 2 : 1
+        let (admitted, droppedBefore) = budget.withLock { $0.admit(cost: cost, now: now) }
+        guard admitted else { return false }
         if droppedBefore > 0 { log.publish(.eventsDropped, session: session, details: .with { $0.dropped = droppedBefore }) }
+        log.publish(kind, session: session, details: .with(fill))
+        return true
+    }
+
+    /// Publishes an event its start already paid for (`upload.ended` of an `upload.started`
+    /// that went), unless the session was removed.
+    func emitPaid(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) {
+        guard let log, !budget.withLock({ $0.silenced }) else { return }
         log.publish(kind, session: session, details: .with(fill))
     }
 

@@ -256,7 +256,9 @@ final class DecodeLoop: Sendable {
         job.source.setConsumerWake { [weak self] in self?.wake() }
         context.activity.touch()
         context.logger.debug("upload started", metadata: ["multipart": "\(job.isMultipart)"])
-        context.events.emit(.uploadStarted) { $0.multipart = job.isMultipart }
+        if context.events.emit(.uploadStarted, { $0.multipart = job.isMultipart }) {
+            job.startAnnounced.store(true, ordering: .releasing)
+        }
         return job
     }
 
@@ -352,7 +354,7 @@ final class DecodeLoop: Sendable {
     private func conclude(_ job: IngestJob, _ outcome: Result<UploadSummary, SessionError>, keepingPictures: Bool = false) {
         switch job.answer {
         case .summary:
-            job.complete(outcome) { uploadEnded($0, bytes: job.source.totalBytes) }
+            job.complete(outcome) { uploadEnded($0, of: job) }
             endJob(job)
         case .multipart(let answer):
             answer.conclude(outcome, keepingPictures: keepingPictures || job.progress.withValue { $0.refusal != nil })
@@ -397,7 +399,7 @@ final class DecodeLoop: Sendable {
     /// The answer sent its end: the push is over.
     func multipartAnswerEnded(_ answer: SpooledUpload, _ outcome: Result<UploadSummary, SessionError>) {
         guard let job = job(answeredBy: answer) else { return }
-        uploadEnded(outcome, bytes: job.source.totalBytes)
+        uploadEnded(outcome, of: job)
         endJob(job)
     }
 
@@ -410,7 +412,7 @@ final class DecodeLoop: Sendable {
                 ? SessionError(.shuttingDown, "the server is shutting down")
                 : SessionError(.uploadAborted, "the client disconnected before the answer ended")
             if !serverShutdown { reporter.record(error) }
-            uploadEnded(.failure(error), bytes: job.source.totalBytes)
+            uploadEnded(.failure(error), of: job)
             // What the spool had handed on and was not decoded yet (a container stream reads
             // ahead), and the pictures its decoder still held, are the abandoned push's: its
             // stream ends here (those pictures are published, as a flush would), and none of it
@@ -449,11 +451,13 @@ final class DecodeLoop: Sendable {
         }
     }
 
-    /// `upload.ended`, once per upload, when its answer is known (on the decode queue).
-    /// `frames` is sent with a summary only: a failed upload's count lives on the decode queue,
-    /// and a failure can be answered from another thread (the session closed).
-    private func uploadEnded(_ result: Result<UploadSummary, SessionError>, bytes: Int) {
-        context.events.emit(.uploadEnded) { details in
+    /// `upload.ended`, once per upload, when its answer is known (on the decode queue), if its
+    /// `upload.started` went. `frames` is sent with a summary only: a failed upload's count lives
+    /// on the decode queue, and a failure can be answered from another thread (the session closed).
+    private func uploadEnded(_ result: Result<UploadSummary, SessionError>, of job: IngestJob) {
+        guard job.startAnnounced.load(ordering: .acquiring) else { return }
+        let bytes = job.source.totalBytes
+        context.events.emitPaid(.uploadEnded) { details in
             switch result {
             case .success(let summary):
                 details.result = "ok"
@@ -608,9 +612,9 @@ final class DecodeLoop: Sendable {
                 // At once, not on the decode queue: libavformat's blocking I/O is interrupted now.
                 source.stop()
             case .summary:
-                job.complete(.failure(gone)) { uploadEnded($0, bytes: job.source.totalBytes) }
+                job.complete(.failure(gone)) { uploadEnded($0, of: job) }
             case .multipart(let answer):
-                if answer.sessionClosed(gone) { uploadEnded(.failure(gone), bytes: job.source.totalBytes) }
+                if answer.sessionClosed(gone) { uploadEnded(.failure(gone), of: job) }
             }
         }
         decodeQueue.async { [decoder] in

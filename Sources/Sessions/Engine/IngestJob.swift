@@ -28,6 +28,8 @@ final class IngestJob: Sendable {
     let progress: QueueBound<UploadProgress>
     /// A summary answer is sent once, whoever ends the push first (its last event, or close).
     private let completed = Atomic<Bool>(false)
+    /// Its `upload.started` went (the events budget admitted it): its `upload.ended` goes too.
+    let startAnnounced = Atomic<Bool>(false)
 
     init(
         upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
