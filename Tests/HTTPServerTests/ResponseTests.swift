@@ -6,6 +6,20 @@ import Testing
 @testable import HTTPServer
 
 @Suite(.serialized, .timeLimit(.minutes(10))) struct ResponseTests {
+    /// libmicrohttpd's lines for a client that left are not warnings; a real send error is.
+    @Test func aClientLeavingIsNotAWarning() {
+        for line in [
+            "Failed to send the chunked response body for the request for `/sessions/a/frames.mjpeg'. Error: The socket is no longer available for sending",
+            "Failed to send the response body for the request for `/events'. Error: The connection was forcibly closed by remote peer",
+            "Failed to send data in request for /sessions/a/frame/latest.jpg.",
+            "Connection was closed by remote side with incomplete request.",
+        ] {
+            #expect(ServerCore.isClientDeparture(line), "\(line)")
+        }
+        #expect(!ServerCore.isClientDeparture("Failed to send the response headers for the request for `/x'. Error: Out of memory"))
+        #expect(!ServerCore.isClientDeparture("Closing connection (application error generating response)."))
+    }
+
     @Test func sharedBufferIsServedToManyRequestsAndReleased() throws {
         let before = CountedBytes.live.load(ordering: .relaxed)
         let payload = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }

@@ -528,6 +528,18 @@ final class ServerCore: Sendable {
         }
     }
 
+    /// libmicrohttpd's words (0.9.75) for a client that went away: mid-request, or while its
+    /// answer was being sent (EPIPE, ECONNRESET; a send failure it gives no reason for).
+    static func isClientDeparture(_ message: String) -> Bool {
+        if message.hasPrefix("Connection was closed by remote side") || message.hasPrefix("Connection socket is closed when reading")
+            || message.hasPrefix("Socket has been disconnected when reading") || message.hasPrefix("Failed to send data in request for")
+        {
+            return true
+        }
+        let departed = ["The socket is no longer available for sending", "The connection was forcibly closed by remote peer"]
+        return message.hasPrefix("Failed to send") && departed.contains(where: message.contains)
+    }
+
     func log(_ message: String) {
         if message.hasPrefix("Failed to parse `Content-Length'") || message.hasPrefix("Too large value of 'Content-Length'")
         {
@@ -571,11 +583,7 @@ final class ServerCore: Sendable {
             logs.note(event)
             return
         }
-        let departed = ["closed by remote", "reset by peer", "Broken pipe"]
-        if message.hasPrefix("Connection was closed by remote side") || message.hasPrefix("Connection socket is closed when reading")
-            || message.hasPrefix("Socket has been disconnected when reading")
-            || (message.hasPrefix("Failed to send") && departed.contains(where: message.contains))
-        {
+        if Self.isClientDeparture(message) {
             // A client that left mid-request, or one the server cut off: nothing to act on.
             configuration.logger.debug("libmicrohttpd: \(message)")
             return
