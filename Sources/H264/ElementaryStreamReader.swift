@@ -99,7 +99,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
         }
         guard verdict.decodeThis, let coded = coded(unit) else { return }
         if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }
-        if keyframesOnly && !coded.isIntra && !decodesThroughRecovery {
+        // Keyframes only, not every intra picture: an I picture inside a GOP has a number
+        // (its place in the GOP's output order) only a decoder of the whole GOP knows.
+        if keyframesOnly && !coded.isKeyframe && !decodesThroughRecovery {
             report(.skippedNotKeyframe(count: 1))
             return
         }

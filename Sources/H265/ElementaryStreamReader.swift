@@ -129,7 +129,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
         case .skipRASL:
             report(.skippedLeading(count: 1))
         case .decode:
-            if keyframesOnly && !coded.isIntra && !decodesThroughRecovery {
+            // Keyframes only, not every intra picture: an I picture inside a GOP has a number
+        // (its place in the GOP's output order) only a decoder of the whole GOP knows.
+        if keyframesOnly && !coded.isKeyframe && !decodesThroughRecovery {
                 report(.skippedNotKeyframe(count: 1))
             } else {
                 report(.accessUnit(coded))

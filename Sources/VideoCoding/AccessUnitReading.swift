@@ -15,7 +15,7 @@ public struct CodedAccessUnit: Sendable, NALUnitSequence {
     public var sequence: SequenceFacts
     /// Decoding can restart here with nothing before it: H.264 IDR or recovery point, H.265 IRAP.
     public var isKeyframe: Bool
-    /// Every slice is intra: IDR/IRAP, or an I picture (keyframes-only mode decodes these).
+    /// Every slice is intra: IDR/IRAP, or an I picture.
     public var isIntra: Bool
     /// A leading picture of the keyframe before it that a decoder starting at that keyframe
     /// cannot output: it precedes the keyframe in output order and may refer to pictures before

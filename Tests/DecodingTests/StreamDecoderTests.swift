@@ -210,6 +210,31 @@ struct StreamDecoderTests {
         #expect(decoder.counters.framesSkippedNotKeyframe == 16)
     }
 
+    /// An I picture that is not a keyframe (x264's at a scene cut inside its minimum GOP, with
+    /// B-frames after it) is skipped, not decoded: its number, its place in the GOP's output
+    /// order, is known only to a decoder of the whole GOP (libavcodec gave no picture of it
+    /// either, its references missing).
+    @Test func keyframesOnlySkipsIntraPicturesThatAreNotKeyframes() throws {
+        let url = TestSupport.directory.appendingPathComponent("scene-cut.h264")
+        if !FileManager.default.fileExists(atPath: url.path) {
+            let partial = TestSupport.directory.appendingPathComponent("scene-cut.\(UUID().uuidString).h264")
+            _ = try runProgram(TestSupport.ffmpegPath, [
+                "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                "testsrc2=s=96x64:r=25:d=0.4 [a]; mandelbrot=s=96x64:r=25,trim=end_frame=10 [b]; [a][b] concat [out0]",
+                "-c:v", "libx264", "-x264-params", "keyint=50:min-keyint=30:bframes=2", "-f", "h264", partial.path,
+            ])
+            if (try? FileManager.default.moveItem(at: partial, to: url)) == nil { try? FileManager.default.removeItem(at: partial) }
+        }
+        let bytes = try TestSupport.bytes(of: url)
+        let all = try TestSupport.streamDecodeAll(bytes, options: Self.live).frames
+        #expect(all.contains { $0.pictureType == .i && !$0.isKeyframe }, "the stream has an I picture that is no keyframe")
+        let decoder = try StreamDecoder(options: Self.live, keyframesOnly: true)
+        let keyframes = pushAll(bytes, into: decoder).frames
+        #expect(keyframes.map(\.accessUnitIndex) == all.filter(\.isKeyframe).map(\.accessUnitIndex))
+        #expect(keyframes.map(TestSupport.frameMD5) == all.filter(\.isKeyframe).map(TestSupport.frameMD5))
+        #expect(decoder.counters.framesSkippedNotKeyframe == all.count - keyframes.count)
+    }
+
     @Test func spsAboveTheLimitIsRejectedBeforeDecoding() throws {
         let file = try TestSupport.stream("too-large", size: "320x240", frames: 6, x264Params: "keyint=3")
         var options = Self.live
