@@ -290,6 +290,10 @@ struct SnifferTests {
                 #expect(Sniffer.sniff(rest.prefix(Sniffer.decisiveLength), complete: false) == .elementaryStream, "from \(cut)")
             }
         }
+        // Cut where a payload byte is 0x47: not a packet's start, still MPEG-TS.
+        let ts = try ContainerFixtures.bytes("h264_320x240_aac.ts")
+        let payload47 = try #require((1..<2000).first { ts[$0] == 0x47 && $0 % 188 != 0 })
+        #expect(Sniffer.sniff(ts.dropFirst(payload47).prefix(Sniffer.decisiveLength), complete: false) == .container(.mpegTS))
         // Too short to tell: a push that ends there is Annex B (its own path reports garbage).
         let short = try ContainerFixtures.bytes("h264_320x240_aac.ts").dropFirst(100).prefix(400)
         #expect(Sniffer.sniff(short, complete: false) == .needMoreBytes)

@@ -98,8 +98,10 @@ public enum Sniffer {
         if let box = boxType(prefix), mp4Boxes.contains(box) { return .container(.mp4) }
         if first == 0x47 {
             let second = prefix.index(prefix.startIndex, offsetBy: 188, limitedBy: prefix.endIndex)
-            if let second, second < prefix.endIndex { return prefix[second] == 0x47 ? .container(.mpegTS) : .elementaryStream }
-            return complete ? .container(.mpegTS) : .needMoreBytes
+            guard let second, second < prefix.endIndex else { return complete ? .container(.mpegTS) : .needMoreBytes }
+            // A 0x47 that is no packet's start may be a payload byte of MPEG-TS cut inside a packet.
+            if prefix[second] == 0x47 { return .container(.mpegTS) }
+            return mpegTSCutInsideAPacket(prefix, complete: complete)
         }
         if prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1]) { return .elementaryStream }
         return mpegTSCutInsideAPacket(prefix, complete: complete)
