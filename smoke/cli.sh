@@ -36,6 +36,7 @@ expect_exit "decode of bytes without start codes" 4 "$BIN" decode "$TMP/noise.bi
 expect_exit "decode of an empty file" 4 "$BIN" decode "$TMP/empty.264" --output "$TMP/out"
 expect_exit "decode of garbage between start codes" 1 "$BIN" decode "$TMP/startcodes.bin" --output "$TMP/out"
 : > "$TMP/a-file"
+expect_exit "decode into an empty output path" 3 "$BIN" decode "$FIXTURE" --output ""
 expect_exit "decode into a path that is a file" 3 "$BIN" decode "$FIXTURE" --output "$TMP/a-file/out"
 grep -q "(at $TMP/a-file): it exists and is not a directory" "$TMP/stderr" \
     && pass "an output path through a file names the file" || fail "an output path through a file: $(cat "$TMP/stderr")"

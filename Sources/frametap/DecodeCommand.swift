@@ -344,10 +344,11 @@ final class PictureSink {
 
     /// `mkdir -p`, failing with the system's reason for the part that could not be made.
     private static func makeDirectory(_ path: String) throws(CommandFailure) {
+        guard !path.isEmpty else { throw CommandFailure.io("the output directory is empty: name one, or - for standard output") }
         var made = path.hasPrefix("/") ? "/" : ""
         for part in path.split(separator: "/") {
             made += made.isEmpty || made.hasSuffix("/") ? String(part) : "/\(part)"
-            guard mkdir(made, 0o755) != 0 else { continue }
+            guard mkdir(made, 0o777) != 0 else { continue }  // less the umask, as mkdir(1)
             let reason = errno
             var status = stat()
             if reason == EEXIST, stat(made, &status) == 0, status.st_mode & S_IFMT == S_IFDIR { continue }
