@@ -757,8 +757,9 @@ def check_module_functions(r, page):
     for name, got, want in cases:
         r(f"module function: {name}", got == want, f"got {got!r}, want {want!r}")
 
-    # A camera share whose push is refused ends without a flush: a flush would end the stream of
-    # whoever else pushes to that session. Requests are counted at the page's own fetch.
+    # A camera share refused with 409 (another client pushes to that session) ends without a
+    # flush, which would end that client's stream; refused otherwise, it flushes its own stream.
+    # Requests are counted at the page's own fetch.
     requests = page.driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
         (async () => {
@@ -770,20 +771,23 @@ def check_module_functions(r, page):
             return original(url, init);
           };
           try {
-            const queue = new camera.PushQueue('refused-share', 'video/x-flv');
-            queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 0x67, 0x42, 0, 0x1e, 1, 2, 3])]));
+            // cam-a is busy: the scenario's ffmpeg pushes it live all along.
+            const queue = new camera.PushQueue('cam-a', 'video/H264');
+            let refusal = null;
+            queue.onError = (error) => { refusal = error.code; };
+            queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
             const deadline = Date.now() + 10000;
-            while (!queue.failed && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+            while (refusal === null && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
             await queue.finish();
-            return [queue.failed, urls];
+            return [refusal, urls];
           } finally {
             window.fetch = original;
           }
         })().then(done, (error) => done([null, [String(error)]]));
     """)
-    failed, urls = requests
-    r("a refused camera push sends no flush after it", failed is True and len(urls) == 1 and "flush" not in urls[0],
-      f"failed {failed}, requests {urls}")
+    refusal, urls = requests
+    r("a camera push refused as session_busy sends no flush after it",
+      refusal == "session_busy" and len(urls) == 1 and "flush" not in urls[0], f"refusal {refusal}, requests {urls}")
 
 
 def check_restart(r, page, server, pushes, work, fixtures, token):

@@ -49,7 +49,7 @@ export class PushQueue {
     this.onSent = onSent ?? (() => {});
     this.bytesSent = 0;
     this.requests = 0;
-    /** A push was refused or lost: this page's stream is over, so no flush ends it. */
+    /** Another client pushes to the session (409 session_busy): no flush may end its stream. */
     this.failed = false;
   }
 
@@ -73,7 +73,7 @@ export class PushQueue {
       this.requests += 1;
       this.onSent(this);
     } catch (error) {
-      this.failed = true;
+      if (error instanceof ApiError && error.code === 'session_busy') this.failed = true;
       if (!this.closed) this.onError(error);
     } finally {
       this.sending = false;
@@ -83,8 +83,7 @@ export class PushQueue {
 
   /**
    * Sends what is left with ?flush=true, so the last pictures come out, then stops. Not after a
-   * failed push: a 409 means another client pushes to the session, and a flush would end its
-   * stream mid-GOP.
+   * 409: another client pushes to the session, and a flush would end its stream mid-GOP.
    */
   async finish() {
     this.closed = true;
