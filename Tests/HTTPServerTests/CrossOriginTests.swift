@@ -74,6 +74,8 @@ import TestSupport
         ) { (server: HTTPServer) throws in
             let answer = try request(server.port, "GET", "/healthz", headers: [("Origin", "https://any.example")])
             #expect(answer.headers["Access-Control-Allow-Origin"] == "*" && answer.headers["Vary"] == nil)
+            // A plain request too: a cache that keeps its answer serves a page from it.
+            #expect(try request(server.port, "GET", "/healthz").headers["Access-Control-Allow-Origin"] == "*")
         }
     }
 }

@@ -61,11 +61,18 @@ public struct CrossOriginPolicy: Sendable, Equatable {
         return allowsEveryOrigin || origins.contains(origin.lowercased()) ? origin : nil
     }
 
-    /// Adds what lets an allowed origin's page read `headers`' answer.
+    /// Adds what lets an allowed origin's page read `headers`' answer. With `*` every answer
+    /// says so, with or without `Origin`, so a cached answer to a plain request serves a page
+    /// too; with a list, the answer depends on `Origin`, which `Vary` tells caches.
     func decorate(_ headers: inout HTTPHeaders, for request: HTTPRequest?) {
-        if !allowsEveryOrigin { headers.add("Vary", "Origin") }
+        if allowsEveryOrigin {
+            headers.set("Access-Control-Allow-Origin", "*")
+            headers.set("Access-Control-Expose-Headers", "*")
+            return
+        }
+        headers.add("Vary", "Origin")
         guard let origin = allowedOrigin(of: request) else { return }
-        headers.set("Access-Control-Allow-Origin", allowsEveryOrigin ? "*" : origin)
+        headers.set("Access-Control-Allow-Origin", origin)
         headers.set("Access-Control-Expose-Headers", "*")
     }
 

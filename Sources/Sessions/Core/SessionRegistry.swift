@@ -67,7 +67,7 @@ public final class SessionRegistry: Sendable {
         let existing = try table.withLock { table throws(SessionError) -> Session? in
             if let session = table.sessions[id] { return session }
             guard table.sessions.count + table.reserved < maxSessions else {
-                let retryAfter = retryAfterSeconds(table.sessions.values)
+                let retryAfter = retryAfterSeconds(table.sessions.values, reserved: table.reserved)
                 let kept = retryAfter == nil ? ": every one is kept (declared, or kept by --state-dir), so none will expire; "
                     + "delete one or raise --max-sessions" : ""
                 throw SessionError(
@@ -276,9 +276,9 @@ public final class SessionRegistry: Sendable {
     }
 
     /// Seconds until the first session can be evicted (at least 1), the idle timeout when all are
-    /// busy; nil when none ever expires (all kept), so no retry would help.
-    private func retryAfterSeconds(_ sessions: some Sequence<Session>) -> Int? {
-        guard sessions.contains(where: { $0.standing.expiresWhenIdle }) else { return nil }
+    /// busy; nil when none ever expires (all kept, and no session being made), so no retry would help.
+    private func retryAfterSeconds(_ sessions: some Sequence<Session>, reserved: Int) -> Int? {
+        guard reserved > 0 || sessions.contains(where: { $0.standing.expiresWhenIdle }) else { return nil }
         let now = clock.uptime
         let timeout = limits.current.idleTimeout
         let soonest = sessions.compactMap { $0.nanosecondsUntilIdle(now: now, timeout: timeout) }.min()
