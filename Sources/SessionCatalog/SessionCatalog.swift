@@ -105,6 +105,9 @@ public final class SessionCatalog: Sendable {
     /// its codec and options. Any other id is a client's session.
     public func openForPush(_ id: SessionID) throws(SessionError) -> (session: Session, created: Bool) {
         if let session = registry.find(id) { return (session, false) }
+        // A client's id is made outside the lock: new pushes wait neither for each other nor
+        // for a reading of the file. A reading that declares the id meanwhile takes it over.
+        guard definitions.withLock({ $0.declaration(of: id) }) != nil else { return try registry.openSession(id) }
         return try definitions.withLock { definitions throws(SessionError) in
             guard let declaration = definitions.declaration(of: id) else { return try registry.openSession(id) }
             let policy = declaration.options.pulled.map { registry.limits.current.sourcePolicy.admitting($0.url) }

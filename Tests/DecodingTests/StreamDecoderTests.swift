@@ -340,6 +340,16 @@ struct StreamDecoderTests {
         #expect(errors.map(\.code) == [.unsupportedStream], "\(errors)")
         #expect(errors.first?.message.contains("no picture of the base layer") == true)
 
+        // Cut before its first IDR: base-layer slices, all dropped before a keyframe, are not
+        // "no base layer".
+        let pSlices = units.filter { $0.bytes.first.map { $0 & 0x1F == 1 } ?? false }
+        #expect(!pSlices.isEmpty)
+        let cut = parameterSets.flatMap { [0, 0, 0, 1] + $0.bytes } + pSlices.flatMap { [0, 0, 0, 1] + $0.bytes + extensionSlice }
+        let cutDecoder = try StreamDecoder(options: .lowLatency(backend: .software))
+        var cutErrors = cutDecoder.push(cut).errors
+        cutErrors += cutDecoder.finish().errors
+        #expect(!cutErrors.contains { $0.code == .unsupportedStream }, "\(cutErrors)")
+
         let withBaseLayer = units.flatMap { [0, 0, 0, 1] + $0.bytes + extensionSlice }
         let both = try StreamDecoder(options: .lowLatency(backend: .software))
         let output = pushAll(withBaseLayer, into: both)
