@@ -73,7 +73,7 @@ block = blocks[-1] if blocks else ""
 status = block.split(" ")[1] if block else "-"
 ctype = (re.search(r"(?im)^content-type:\s*(.+)$", block) or [None, "-"])[1].strip()
 out = {"status": status, "type": ctype.split(";")[0], "parts": "-", "got": "-", "closed": "-",
-       "pixfmts": "-", "size": "-", "problem": "-", "error": "-"}
+       "pixfmts": "-", "size": "-", "problem": "-", "problem_status": "-", "error": "-"}
 data = open(body_path, "rb").read()
 if ctype.startswith("application/problem+json"):
     try: out["problem"] = json.loads(data).get("code") or "-"
@@ -101,6 +101,12 @@ elif ctype.startswith("multipart/"):
             start = end + 4; stop = start + int(fields["content-length"])
             if len(data) < stop + 2 or data[stop:stop + 2] != b"\r\n":
                 out["error"] = f"part {count + 1} is cut short or not followed by CRLF"; break
+            if fields.get("content-type", "").startswith("application/problem+json"):
+                # The push failed after the answer began: its problem ends the answer, as a part.
+                try: out["problem"] = json.loads(data[start:stop]).get("code") or "-"
+                except ValueError: out["error"] = "problem part is not JSON"
+                out["problem_status"] = fields.get("x-problem-status", "-")
+                pos = stop + 2; continue
             md5.update(memoryview(data)[start:stop]); count += 1; pos = stop + 2
             if raw: raw.write(memoryview(data)[start:stop])
             pf = fields.get("x-frame-pix-fmt", "?")
@@ -143,7 +149,7 @@ check_stream() {
         return
     fi
     result=$(parse_multipart "$work/body" "$work/headers" ${per_picture:+"$work/raw"})
-    local status type parts got closed pixfmts size problem error
+    local status type parts got closed pixfmts size problem problem_status error
     eval "$result"
     if [ -n "$per_picture" ]; then
         if [ ! -f "$corpus/$per_picture" ]; then
@@ -183,12 +189,15 @@ check_negative() {
         return
     fi
     result=$(parse_multipart "$work/body" "$work/headers")
-    local status type parts got closed pixfmts size problem error
+    local status type parts got closed pixfmts size problem problem_status error
     eval "$result"
     if ! healthy; then
         report FAIL "$file" "the server is not healthy after it (HTTP $status $type)"
     elif [ "$type" = application/problem+json ] && [ "$status" -ge 400 ] && [ "$status" -lt 500 ] && [ "$problem" != - ]; then
         report PASS "$file" "rejected as expected: HTTP $status problem $problem"
+    elif [ "$type" = multipart/mixed ] && [ "$parts" = 0 ] && [ "$closed" = yes ] && [ "$problem" != - ] \
+        && [ "$problem_status" -ge 400 ] 2> /dev/null && [ "$problem_status" -lt 500 ]; then
+        report PASS "$file" "rejected as expected: no picture, then a $problem_status problem part $problem"
     elif [ "$status" = 200 ] && [ "$type" = multipart/mixed ] && [ "$parts" = 0 ] && [ "$closed" = yes ] && [ "$error" = - ]; then
         report PASS "$file" "no picture, as expected: HTTP 200 multipart with 0 parts, closed"
     else
