@@ -143,6 +143,27 @@ import TestSupport
         capped.ready = picture
         _ = capped.deliver(at: 1000, repeatInterval: 10_000, newest: 1)
         #expect(!capped.deliver(at: 11_000, repeatInterval: 10_000, newest: 2).isNone, "the gate holds the newer one")
+        // Repeats do not hold the gate shut: below one picture per repeat interval (fps < 1), the
+        // newer picture goes when the interval since the last new one has passed.
+        _ = capped.deliver(at: 21_000, repeatInterval: 10_000, newest: 2)
+        _ = capped.deliver(at: 41_000, repeatInterval: 10_000, newest: 2)
+        #expect(capped.gateOpen(at: 51_000), "50 000 after the last new picture, repeats in between")
+        let second = PublishedFrame(frame: try DecodedFrameFactory.tiny(), sequence: 2, backend: .software, at: ManualClock())
+        #expect(capped.plan(id: 2, newest: second, now: 51_000, repeatInterval: 10_000).encode?.picture.sequence == 2)
+    }
+
+    /// One encode at a time per viewer: one the encoder cannot keep up with skips pictures
+    /// rather than queueing an encode for each (each keeps its decoded picture alive).
+    @Test func aViewerWaitsForItsEncodeBeforeAskingAnother() throws {
+        var viewer = ViewerState(request: PictureRequest(width: 100), minInterval: 0)
+        let frame = try DecodedFrameFactory.tiny()
+        let first = PublishedFrame(frame: frame, sequence: 1, backend: .software, at: ManualClock())
+        let second = PublishedFrame(frame: frame, sequence: 2, backend: .software, at: ManualClock())
+        let third = PublishedFrame(frame: frame, sequence: 3, backend: .software, at: ManualClock())
+        #expect(viewer.plan(id: 1, newest: first, now: 10, repeatInterval: 1_000).encode?.picture.sequence == 1)
+        #expect(viewer.plan(id: 1, newest: second, now: 20, repeatInterval: 1_000).encode == nil, "the first is still encoding")
+        viewer.encodeInFlight = false  // its completion
+        #expect(viewer.plan(id: 1, newest: third, now: 30, repeatInterval: 1_000).encode?.picture.sequence == 3, "the newest, 2 skipped")
     }
 }
 

@@ -116,7 +116,7 @@ final class ViewerSet: Sendable {
         let answer = state.withLock { state -> ViewerPoll in
             guard !state.closed, var viewer = state.viewers[id] else { return .ended }
             let now = clock.uptime
-            skipToCachedNewest(&viewer, newest: state.newest)
+            skipToCachedNewest(&viewer, newest: state.newest, now: now)
             if let part = viewer.deliver(at: now, repeatInterval: repeatInterval, newest: state.newest?.sequence ?? 0) {
                 state.viewers[id] = viewer
                 return part
@@ -136,7 +136,7 @@ final class ViewerSet: Sendable {
         let callNow = state.withLock { state -> Bool in
             guard !state.closed, var viewer = state.viewers[id] else { return true }
             let now = clock.uptime
-            skipToCachedNewest(&viewer, newest: state.newest)
+            skipToCachedNewest(&viewer, newest: state.newest, now: now)
             if viewer.hasDeliverable(at: now, repeatInterval: repeatInterval, newest: state.newest?.sequence ?? 0) {
                 state.viewers[id] = viewer
                 return true
@@ -157,7 +157,7 @@ final class ViewerSet: Sendable {
         let callback = state.withLock { state -> (@Sendable () -> Void)? in
             guard !state.closed, var viewer = state.viewers[id], viewer.callback != nil else { return nil }
             let now = clock.uptime
-            skipToCachedNewest(&viewer, newest: state.newest)
+            skipToCachedNewest(&viewer, newest: state.newest, now: now)
             if viewer.hasDeliverable(at: now, repeatInterval: repeatInterval, newest: state.newest?.sequence ?? 0) {
                 defer { viewer.callback = nil; state.viewers[id] = viewer }
                 return viewer.callback
@@ -172,10 +172,11 @@ final class ViewerSet: Sendable {
 
     /// Newest-only: when the newest picture is already encoded for a viewer's options (another
     /// reader paid for it), the viewer takes that instead of an older one or a pending encode.
-    private func skipToCachedNewest(_ viewer: inout ViewerState, newest: PublishedFrame?) {
-        guard let newest, newest.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0) else {
-            return
-        }
+    private func skipToCachedNewest(_ viewer: inout ViewerState, newest: PublishedFrame?, now: UInt64) {
+        // Not while the fps gate is shut: taken now, it would go out when the gate opens, old by then.
+        guard let newest, viewer.gateOpen(at: now),
+            newest.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0)
+        else { return }
         if let cached = pictures.cachedServed(newest, viewer.request.fitting(newest.frame)) { viewer.ready = cached }
     }
 
@@ -193,21 +194,16 @@ final class ViewerSet: Sendable {
     private func encoded(_ id: UInt64, sequence: UInt64, _ result: Result<ServedPicture, SessionError>) {
         // A failed encode skips the picture (the cache recorded the error); the next one tries
         // again, and until it comes the last picture is repeated as if nothing newer had.
-        if case .failure = result {
-            state.withLock { state in
-                guard var viewer = state.viewers[id] else { return }
+        state.withLock { state in
+            guard var viewer = state.viewers[id] else { return }
+            viewer.encodeInFlight = false
+            switch result {
+            case .failure:
                 viewer.failedSequence = max(viewer.failedSequence, sequence)
-                state.viewers[id] = viewer
+            case .success(let served):
+                if served.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0) { viewer.ready = served }
             }
-        }
-        if case .success(let served) = result {
-            state.withLock { state in
-                guard var viewer = state.viewers[id],
-                    served.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0)
-                else { return }
-                viewer.ready = served
-                state.viewers[id] = viewer
-            }
+            state.viewers[id] = viewer
         }
         evaluate(id)
     }
@@ -332,13 +328,20 @@ struct ViewerState {
     /// Nanoseconds between parts (the fps cap), 0 for none.
     let minInterval: UInt64
     var lastDeliveredSequence: UInt64 = 0
-    /// Uptime of the last part sent, 0 before the first.
+    /// Uptime of the last part sent, a repeat included, 0 before the first: repeats count from it.
     var lastDeliveredAt: UInt64 = 0
+    /// Uptime of the last new picture sent, 0 before the first: the fps gate counts from it (a
+    /// repeat once a second must not hold back a new picture for ever below 1 fps).
+    var lastNewPictureAt: UInt64 = 0
     var lastPicture: ServedPicture?
     /// Encoded, newer than the last part, not yet taken.
     var ready: ServedPicture?
     /// Highest sequence whose encode this viewer asked for.
     var requestedSequence: UInt64 = 0
+    /// An encode for this viewer is under way: it asks for no other until it ends, so a viewer
+    /// the encoder cannot keep up with skips pictures instead of queueing encodes (each of which
+    /// would keep its decoded picture, and the decoder's pool with it, alive).
+    var encodeInFlight = false
     /// Highest sequence whose encode for this viewer failed.
     var failedSequence: UInt64 = 0
     var callback: (@Sendable () -> Void)?
@@ -351,7 +354,7 @@ struct ViewerState {
     }
 
     func gateOpen(at now: UInt64) -> Bool {
-        lastDeliveredAt == 0 || now >= lastDeliveredAt + minInterval
+        lastNewPictureAt == 0 || now >= lastNewPictureAt + minInterval
     }
 
     /// The last picture goes again a repeat interval after the last part, while no newer one
@@ -378,6 +381,7 @@ struct ViewerState {
             self.ready = nil
             lastDeliveredSequence = ready.sequence
             lastDeliveredAt = now
+            lastNewPictureAt = now
             lastPicture = ready
             return .picture(ready, repeated: false)
         }
@@ -396,13 +400,14 @@ struct ViewerState {
         let have = max(lastDeliveredSequence, ready?.sequence ?? 0)
         let newerExists = (newest?.sequence ?? 0) > have
         let gateOpen = gateOpen(at: now)
-        if let newest, newerExists, gateOpen, requestedSequence < newest.sequence {
+        if let newest, newerExists, gateOpen, !encodeInFlight, requestedSequence < newest.sequence {
             requestedSequence = newest.sequence
+            encodeInFlight = true
             plan.encode = (id, newest, request.fitting(newest.frame))
         }
         var due: UInt64?
         if !gateOpen, newerExists || ready != nil {
-            due = lastDeliveredAt + minInterval
+            due = lastNewPictureAt + minInterval
         }
         // No repeat timer while a newer picture may go: its encode's completion wakes the viewer
         // (a timer for a repeat time already past would fire again and again meanwhile).
