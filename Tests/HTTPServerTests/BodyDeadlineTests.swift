@@ -43,7 +43,7 @@ import Testing
 
     @Test(arguments: ["POST /held", "PUT /buffered"])
     func aTrickledBodyIsAnswered408AtItsDeadline(_ request: String) throws {
-        try withDeadlineServer { server, clock, _, events in
+        try withDeadlineServer { server, clock, held, events in
             let client = try RawClient(port: server.port)
             try client.send("\(request) HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n")
             // The body's deadline runs from when the server starts reading it, after the head.
@@ -61,6 +61,15 @@ import Testing
             #expect(response.problem == Problem(408, "body_timeout"))
             #expect(response.headers["Connection"] == "close")
             #expect(events.all == [.bodyTimeout])
+            if request == "POST /held", let sink = held.sinks.all.first {
+                // The consumer learns the server cut it off, not that the client left.
+                var last: TestSink.Event?
+                while let event = try sink.next(timeout: .seconds(5)) {
+                    last = event
+                    if case .aborted = event { break }
+                }
+                #expect(last == .aborted(.bodyTimeout))
+            }
             // The rest of the body is not waited for: the connection closes at the discard limit.
             clock.advance(by: .seconds(3))
             #expect(client.readToEnd(timeout: .seconds(5)).isEmpty)

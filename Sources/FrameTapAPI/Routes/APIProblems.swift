@@ -31,6 +31,7 @@ extension HTTPError {
             case .spoolFailed: .internalServerError
             case .uploadEnded, .invalidChunkedEncoding: .badRequest
             case .contentTypeMismatch: .unsupportedMediaType
+            case .bodyTimeout: HTTPStatus(408)
             }
         case .container(let code):
             switch code {

@@ -30,6 +30,9 @@ final class UploadSink: RequestBodySink {
         case .malformedChunk:
             queue.abort(
                 .refused(SessionError(IngestError(.invalidChunkedEncoding, "the upload's chunked encoding broke; nothing after the fault was read"))))
+        case .bodyTimeout:
+            queue.abort(
+                .refused(SessionError(IngestError(.bodyTimeout, "the server cut the upload off: its body went too slowly (--body-timeout); what came before was taken"))))
         case .answeredEarly: queue.abort(.answered)
         }
     }

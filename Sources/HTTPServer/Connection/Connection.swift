@@ -375,7 +375,7 @@ final class ConnectionContext: Sendable {
             switch state.stage {
             case .streamingBody(let sink, _):
                 // Told to keep nothing more before the answer goes out, as at shutdown.
-                sink.abort(.clientGone)
+                sink.abort(.bodyTimeout)
             case .bufferingBody:
                 break
             case .headers, .discardingBody, .complete:

@@ -25,8 +25,11 @@ public enum RequestBodyWrite: Sendable, Equatable {
 }
 
 public enum RequestBodyAbort: Sendable, Equatable {
-    /// The client disconnected (or the connection failed or timed out) mid-upload.
+    /// The client disconnected (or the connection failed) mid-upload.
     case clientGone
+    /// The body delivered too little for too long (`bodyTimeout`); the server answers 408
+    /// `body_timeout` itself and closes the connection.
+    case bodyTimeout
     /// The body passed the route's byte limit; the server answers 413 itself.
     case tooLarge(limit: Int)
     /// The server is shutting down; it answers 503 itself.

@@ -22,4 +22,7 @@ public enum IngestErrorCode: String, Sendable, CaseIterable {
     /// The upload's chunked framing broke (a chunk size that is not hexadecimal, a chunk not
     /// ended by CRLF): what came before the fault is taken, nothing after it is read.
     case invalidChunkedEncoding = "invalid_chunked_encoding"
+    /// The upload's body went too slowly (`--body-timeout`): the server cut it off, answering
+    /// 408; what came before is taken.
+    case bodyTimeout = "body_timeout"
 }

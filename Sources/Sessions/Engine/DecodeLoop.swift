@@ -489,6 +489,7 @@ final class DecodeLoop: Sendable {
             if error.code == .ingest(.spoolFailed) || error.code == .ingest(.spoolFull) {
                 context.metrics.recordUploadStopped(reason: error.code == .ingest(.spoolFull) ? "spool_full" : "spool_failed")
             }
+            if error.code == .ingest(.bodyTimeout) { context.metrics.recordUploadStopped(reason: "body_timeout") }
             return error
         case .answered:
             return SessionError(.uploadAborted, "the upload was answered before its body ended")
