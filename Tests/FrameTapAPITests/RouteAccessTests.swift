@@ -67,7 +67,17 @@ import Timekeeping
                 #expect(Self.code(refused) == "unauthorized")
                 #expect(refused.headers["WWW-Authenticate"]?.contains("invalid_token") == true)
             }
-            #expect(try request(port, "GET", "/sessions", headers: [("Authorization", "Basic eDp5")]).status == 401)
+            // Basic credentials are no bearer token: alone, a 401 that names them and claims no
+            // bad token; beside ?access_token= (a tool that always sends its user and password),
+            // ignored.
+            let basic = try request(port, "GET", "/sessions", headers: [("Authorization", "Basic eDp5")])
+            #expect(basic.status == 401 && basic.text.contains("'Basic' credentials"), "\(basic.text)")
+            #expect(basic.headers["WWW-Authenticate"]?.contains("error=") == false)
+            let basicAndQuery = try request(
+                port, "GET", "/sessions?access_token=the-admin-token", headers: [("Authorization", "Basic eDp5")])
+            #expect(basicAndQuery.status == 200)
+            let emptyBearer = try request(port, "GET", "/sessions", headers: [("Authorization", "Bearer")])
+            #expect(emptyBearer.status == 401 && emptyBearer.headers["WWW-Authenticate"]?.contains("invalid_token") == true)
 
             // Two tokens are refused whatever their order: which one counted would depend on it.
             for (target, headers) in [

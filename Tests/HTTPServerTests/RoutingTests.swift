@@ -175,7 +175,7 @@ struct SharedTokenAuthorizer: RequestAuthorizer {
     func authorize(_ request: HTTPRequest, access: TestAccess) -> HTTPError? {
         guard access == .token else { return nil }
         switch PresentedToken(request) {
-        case .none: return .unauthorized(invalidToken: false, realm: "test-realm")
+        case .none, .otherScheme: return .unauthorized(invalidToken: false, realm: "test-realm")
         case .malformed: return .unauthorized(invalidToken: true, realm: "test-realm")
         case .ambiguous: return .ambiguousToken(realm: "test-realm")
         case .bearer(let presented): return presented == token ? nil : .unauthorized(invalidToken: true, realm: "test-realm")

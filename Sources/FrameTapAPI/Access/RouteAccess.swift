@@ -64,6 +64,14 @@ extension AccessControl: RequestAuthorizer {
             }
             token = nil
         case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.", realm: Self.realm)
+        case .otherScheme(let scheme):
+            // No bearer credentials at all: the challenge names no error (RFC 6750 §3.1).
+            let named = scheme.isEmpty ? "an empty Authorization header" : "'\(scheme)' credentials"
+            return .unauthorized(
+                invalidToken: false,
+                detail: "The request carries \(named), not a bearer token: send Authorization: Bearer <token>, "
+                    + "or ?access_token=<token> on GET and HEAD (other credentials are ignored then).",
+                realm: Self.realm)
         case .ambiguous: return .ambiguousToken(realm: Self.realm)
         case .bearer(let presented): token = presented
         }

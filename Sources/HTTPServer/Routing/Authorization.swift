@@ -13,8 +13,12 @@ public protocol RequestAuthorizer<Access>: Sendable {
 /// history), which is why it is limited to read-only methods.
 public enum PresentedToken: Sendable, Equatable {
     case none
-    /// An Authorization header that is not `Bearer <token>`.
+    /// An Authorization header of the Bearer scheme without a token.
     case malformed
+    /// Only credentials of another scheme (`Basic`, which tools that know only user and
+    /// password send with every request): not a bearer token, neither counted as one nor
+    /// standing in the way of `access_token`.
+    case otherScheme(String)
     /// More than one token: two Authorization headers, two `access_token` parameters, or one of
     /// each. RFC 6750 §2 allows one way per request; which one a server took would depend on
     /// the order, which a proxy in between may change or add to.
@@ -23,18 +27,20 @@ public enum PresentedToken: Sendable, Equatable {
 
     public init(_ request: HTTPRequest) {
         let readsQuery = request.method == .get || request.method == .head
-        let presented = request.headers.values("Authorization").count + (readsQuery ? request.query.values("access_token").count : 0)
-        if presented > 1 {
+        let headers = request.headers.values("Authorization").map {
+            $0.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        }
+        let bearerHeaders = headers.filter { $0.first?.lowercased() == "bearer" }
+        let queryTokens = readsQuery ? request.query.values("access_token") : []
+        if bearerHeaders.count + queryTokens.count > 1 {
             self = .ambiguous
-        } else if let header = request.headers["Authorization"] {
-            let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-                self = .malformed
-                return
-            }
-            self = .bearer(String(parts[1]).trimmingSpaces())
-        } else if readsQuery, let token = request.query["access_token"] {
+        } else if let header = bearerHeaders.first {
+            let token = header.count == 2 ? String(header[1]).trimmingSpaces() : ""
+            self = token.isEmpty ? .malformed : .bearer(token)
+        } else if let token = queryTokens.first {
             self = .bearer(token)
+        } else if let other = headers.first {
+            self = .otherScheme(other.first.map(String.init) ?? "")
         } else {
             self = .none
         }
