@@ -51,6 +51,14 @@ import TestSupport
             #expect(preflight.headers["Access-Control-Allow-Methods"] == "GET, HEAD, POST")
             #expect(preflight.headers["Access-Control-Allow-Headers"] == "authorization, content-type")
             #expect(preflight.headers["Access-Control-Max-Age"] == "600")
+            // Only a list of header names is echoed back.
+            let odd = try request(
+                server.port, "OPTIONS", "/secret",
+                headers: [
+                    ("Origin", Self.dashboard), ("Access-Control-Request-Method", "GET"),
+                    ("Access-Control-Request-Headers", "authorization; <script>"),
+                ])
+            #expect(odd.status == 204 && odd.headers["Access-Control-Allow-Headers"] == nil)
             // Another origin, a method the route lacks, or no CORS at all: as before, 405.
             let stranger = try request(
                 server.port, "OPTIONS", "/secret",

@@ -36,6 +36,16 @@ public struct CrossOriginPolicy: Sendable, Equatable {
         self.origins = every ? [] : origins
     }
 
+    /// A list of header names as browsers send it (tokens, commas, spaces), and short: only
+    /// such a value is echoed back.
+    static func isHeaderNameList(_ value: String) -> Bool {
+        guard !value.isEmpty, value.utf8.count <= 1024 else { return false }
+        return value.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || "-_.!#$%&'*+^`|~, ".utf8.contains(byte)
+        }
+    }
+
     /// `entry` as the browser serializes an origin (lower case, no default port), or nil.
     private static func origin(_ entry: String) -> String? {
         let lower = entry.lowercased()
@@ -86,7 +96,7 @@ public struct CrossOriginPolicy: Sendable, Equatable {
         headers.set("Access-Control-Allow-Methods", allowed.map(\.rawValue).joined(separator: ", "))
         // The request headers a page may send: what it asks for, as the standard lets a server
         // answer (the route's own checks still apply to the request itself).
-        if let askedHeaders = request.headers["Access-Control-Request-Headers"], !askedHeaders.isEmpty {
+        if let askedHeaders = request.headers["Access-Control-Request-Headers"], Self.isHeaderNameList(askedHeaders) {
             headers.set("Access-Control-Allow-Headers", askedHeaders)
         }
         headers.set("Access-Control-Max-Age", String(Self.preflightMaxAgeSeconds))
