@@ -6,7 +6,7 @@
 #   smoke/camera.sh FRAMETAP_BIN
 #
 # Needs ffmpeg, chromium and chromedriver (Debian's chromium, chromium-driver) and .venv with
-# selenium (`make test-deps`). About 40 s on 2 cores. Screenshots and the servers' logs go to
+# selenium (`make test-deps`). About 45 s on 2 cores. Screenshots and the servers' logs go to
 # .test-output/camera/ (CAMERA_OUTPUT to change). The last line is "N passed, N failed".
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
