@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 import Timekeeping
@@ -159,6 +160,29 @@ import Timekeeping
         let after = all(after: events.last?.id ?? start)
         #expect(after.map(\.kind) == [.eventsDropped, .error])
         #expect(after.first?.details.dropped == 175)
+    }
+
+    /// An upload's end is announced once, only when its start went, and waits for the start to
+    /// be decided when the session closed between the upload's making and its announcement.
+    @Test func anUploadsEndWaitsForItsStart() {
+        let ends = Atomic<Int>(0)
+        let early = UploadAnnouncement()
+        early.announceEnd { ends.add(1, ordering: .relaxed) }
+        #expect(ends.load(ordering: .relaxed) == 0, "the start is not decided yet")
+        early.startDecided(went: true)
+        #expect(ends.load(ordering: .relaxed) == 1)
+        early.announceEnd { ends.add(1, ordering: .relaxed) }
+        #expect(ends.load(ordering: .relaxed) == 1, "once")
+
+        let dropped = UploadAnnouncement()
+        dropped.announceEnd { ends.add(1, ordering: .relaxed) }
+        dropped.startDecided(went: false)
+        #expect(ends.load(ordering: .relaxed) == 1, "no end for a start that was dropped")
+
+        let usual = UploadAnnouncement()
+        usual.startDecided(went: true)
+        usual.announceEnd { ends.add(1, ordering: .relaxed) }
+        #expect(ends.load(ordering: .relaxed) == 2)
     }
 
     @Test func ratesCountPicturesAndBitsOverTheWindow() {

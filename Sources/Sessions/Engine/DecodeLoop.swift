@@ -256,9 +256,7 @@ final class DecodeLoop: Sendable {
         job.source.setConsumerWake { [weak self] in self?.wake() }
         context.activity.touch()
         context.logger.debug("upload started", metadata: ["multipart": "\(job.isMultipart)"])
-        if context.events.emit(.uploadStarted, { $0.multipart = job.isMultipart }) {
-            job.startAnnounced.store(true, ordering: .releasing)
-        }
+        job.announcement.startDecided(went: context.events.emit(.uploadStarted, { $0.multipart = job.isMultipart }))
         return job
     }
 
@@ -335,7 +333,11 @@ final class DecodeLoop: Sendable {
                 let refused = if case .refused = stop { true } else { false }
                 if refused, job.flush { endOfStream(job) }
                 let error = stopped(stop)
-                if case .multipart(let answer) = job.answer { answer.uploadEnded(.failure(error)) }
+                if case .multipart(let answer) = job.answer {
+                    answer.uploadEnded(.failure(error))
+                    // Its answer ends after the job is gone, and finds nothing to announce then.
+                    uploadEnded(.failure(error), of: job)
+                }
                 conclude(job, .failure(error), keepingPictures: refused)
                 endJob(job)
             }
@@ -455,17 +457,18 @@ final class DecodeLoop: Sendable {
     /// `upload.started` went. `frames` is sent with a summary only: a failed upload's count lives
     /// on the decode queue, and a failure can be answered from another thread (the session closed).
     private func uploadEnded(_ result: Result<UploadSummary, SessionError>, of job: IngestJob) {
-        guard job.startAnnounced.load(ordering: .acquiring) else { return }
         let bytes = job.source.totalBytes
-        context.events.emitPaid(.uploadEnded) { details in
-            switch result {
-            case .success(let summary):
-                details.result = "ok"
-                details.frames = summary.frames
-            case .failure(let error):
-                details.result = error.code.rawValue
+        job.announcement.announceEnd { [events = context.events] in
+            events.emitPaid(.uploadEnded) { details in
+                switch result {
+                case .success(let summary):
+                    details.result = "ok"
+                    details.frames = summary.frames
+                case .failure(let error):
+                    details.result = error.code.rawValue
+                }
+                details.bytes = bytes
             }
-            details.bytes = bytes
         }
     }
 

@@ -28,8 +28,8 @@ final class IngestJob: Sendable {
     let progress: QueueBound<UploadProgress>
     /// A summary answer is sent once, whoever ends the push first (its last event, or close).
     private let completed = Atomic<Bool>(false)
-    /// Its `upload.started` went (the events budget admitted it): its `upload.ended` goes too.
-    let startAnnounced = Atomic<Bool>(false)
+    /// Its `upload.started` and `upload.ended`: the end goes exactly when the start went.
+    let announcement = UploadAnnouncement()
 
     init(
         upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
@@ -83,5 +83,44 @@ final class IngestJob: Sendable {
         case .multipart(let answer): !answer.isOver && !(upload?.isRefused ?? true)
         case .pull: true
         }
+    }
+}
+
+/// An upload's `upload.started` and `upload.ended`: whether the start went (the events budget
+/// admitted it) is decided once, and the end goes once, only when the start went. An end asked
+/// for before the start was decided (the session closed meanwhile) waits for it.
+final class UploadAnnouncement: Sendable {
+    private struct State {
+        var startDecided = false
+        var startWent = false
+        var endDone = false
+        var pendingEnd: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    /// Its `upload.started` was published (`went`) or dropped; an end already asked for goes now.
+    func startDecided(went: Bool) {
+        let pending = state.withLock { state -> (@Sendable () -> Void)? in
+            state.startDecided = true
+            state.startWent = went
+            defer { state.pendingEnd = nil }
+            return went ? state.pendingEnd : nil
+        }
+        pending?()
+    }
+
+    /// Runs `announce` (its `upload.ended`) once, and only when its start went.
+    func announceEnd(_ announce: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            guard !state.endDone else { return false }
+            state.endDone = true
+            guard state.startDecided else {
+                state.pendingEnd = announce
+                return false
+            }
+            return state.startWent
+        }
+        if now { announce() }
     }
 }
