@@ -76,6 +76,14 @@ import Timekeeping
             let basicAndQuery = try request(
                 port, "GET", "/sessions?access_token=the-admin-token", headers: [("Authorization", "Basic eDp5")])
             #expect(basicAndQuery.status == 200)
+            // A tab between scheme and token is a bearer credential too: with a query token it is
+            // two, and it is never shown back.
+            let tabbed = try request(
+                port, "GET", "/sessions?access_token=the-admin-token", headers: [("Authorization", "Bearer\tthe-admin-token")])
+            #expect(tabbed.status == 400 && !tabbed.text.contains("the-admin-token"), "\(tabbed.text)")
+            #expect(try request(port, "GET", "/sessions", headers: [("Authorization", "Bearer\tthe-admin-token")]).status == 200)
+            let glued = try request(port, "GET", "/sessions", headers: [("Authorization", "Bearer:the-admin-token")])
+            #expect(glued.status == 401 && !glued.text.contains("the-admin-token"), "\(glued.text)")
             let emptyBearer = try request(port, "GET", "/sessions", headers: [("Authorization", "Bearer")])
             #expect(emptyBearer.status == 401 && emptyBearer.headers["WWW-Authenticate"]?.contains("invalid_token") == true)
 

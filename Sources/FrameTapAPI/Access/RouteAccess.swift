@@ -66,7 +66,7 @@ extension AccessControl: RequestAuthorizer {
         case .malformed: return .unauthorized(invalidToken: true, detail: "The Authorization header is not 'Bearer <token>'.", realm: Self.realm)
         case .otherScheme(let scheme):
             // No bearer credentials at all: the challenge names no error (RFC 6750 §3.1).
-            let named = scheme.isEmpty ? "an empty Authorization header" : "'\(scheme)' credentials"
+            let named = scheme.isEmpty ? "an Authorization header of no known scheme" : "'\(scheme)' credentials"
             return .unauthorized(
                 invalidToken: false,
                 detail: "The request carries \(named), not a bearer token: send Authorization: Bearer <token>, "

@@ -13,6 +13,12 @@ import { ApiError, apiFetch, isValidSessionId, sessionPath } from './api.js';
 import { byId, DisclosurePanel, setText } from './dom.js';
 import { notify } from './notices.js';
 
+/**
+ * How long after a share lost its connection a 409 session_busy is taken for its own lost upload,
+ * which the server holds until the body timeout (10 s by default) drops it.
+ */
+const STALE_UPLOAD_MS = 20_000;
+
 /** What the encoder makes: about 720p at 30 pictures per second, a keyframe every 2 s. */
 const TARGET = { width: 1280, height: 720, frameRate: 30, bitrate: 2_500_000, keyframeEvery: 60 };
 
@@ -49,7 +55,10 @@ export class PushQueue {
     this.onSent = onSent ?? (() => {});
     this.bytesSent = 0;
     this.requests = 0;
-    /** Another client pushes to the session (409 session_busy): no flush may end its stream. */
+    /**
+     * No closing flush: another client pushes to the session (409 session_busy), the session was
+     * deleted (a flush would make it again) or the token no longer serves (401, 403).
+     */
     this.failed = false;
   }
 
@@ -73,7 +82,9 @@ export class PushQueue {
       this.requests += 1;
       this.onSent(this);
     } catch (error) {
-      if (error instanceof ApiError && error.code === 'session_busy') this.failed = true;
+      if (error instanceof ApiError && (['session_busy', 'session_not_found'].includes(error.code) || [401, 403].includes(error.status))) {
+        this.failed = true;
+      }
       if (!this.closed) this.onError(error);
     } finally {
       this.sending = false;
@@ -82,8 +93,8 @@ export class PushQueue {
   }
 
   /**
-   * Sends what is left with ?flush=true, so the last pictures come out, then stops. Not after a
-   * 409: another client pushes to the session, and a flush would end its stream mid-GOP.
+   * Sends what is left with ?flush=true, so the last pictures come out, then stops; not when
+   * `failed` says the stream is no longer this page's to end.
    */
   async finish() {
     this.closed = true;
@@ -117,7 +128,7 @@ export class CameraPanel extends DisclosurePanel {
     this.camera = null;
     /** The share that encodes and pushes now; null while waiting to share again. */
     this.share = null;
-    this.retry = { timer: null, delay: 0 };
+    this.retry = { timer: null, delay: 0, since: null };
 
     this.form.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -164,7 +175,7 @@ export class CameraPanel extends DisclosurePanel {
       });
       this.preview.srcObject = stream;
       this.camera = { id, stream, encoder };
-      this.retry.delay = 0;
+      this.retry = { timer: null, delay: 0, since: null };
       await this.startShare();
       this.panel.dataset.sharing = id;
       this.panel.dataset.encoder = encoder;
@@ -194,6 +205,7 @@ export class CameraPanel extends DisclosurePanel {
     setText(this.state, text);
     if (this.retry.delay > 0) {
       this.retry.delay = 0;
+      this.retry.since = null;
       setText(this.message, '');
       this.panel.dataset.reconnecting = 'false';
     }
@@ -202,8 +214,12 @@ export class CameraPanel extends DisclosurePanel {
   shareFailed(share, error) {
     if (share !== this.share) return;  // a share already given up reports its last pushes
     // The server went away (a restart, a proxy, the network): share again when it is back, from
-    // a new keyframe, rather than leave a phone's camera ended until someone notices.
-    if (error instanceof ApiError && error.isTransient && this.camera) {
+    // a new keyframe, rather than leave a phone's camera ended until someone notices. While
+    // sharing again, the server may still hold this page's lost upload until its body timeout:
+    // a 409 then is that upload's, for a while.
+    const ownLostUpload = error instanceof ApiError && error.code === 'session_busy'
+      && this.retry.since !== null && Date.now() - this.retry.since < STALE_UPLOAD_MS;
+    if (error instanceof ApiError && (error.isTransient || ownLostUpload) && this.camera) {
       this.reconnect(share, error);
       return;
     }
@@ -212,6 +228,7 @@ export class CameraPanel extends DisclosurePanel {
 
   async reconnect(share, error) {
     this.share = null;
+    this.retry.since ??= Date.now();
     this.retry.delay = Math.min(Math.max(1000, this.retry.delay * 2), 10_000);
     const seconds = Math.round(this.retry.delay / 1000);
     setText(this.message, `${error.message} Sharing again in ${seconds} s (from a new keyframe).`);
@@ -243,7 +260,7 @@ export class CameraPanel extends DisclosurePanel {
     this.share = null;
     this.camera = null;
     clearTimeout(this.retry.timer);
-    this.retry = { timer: null, delay: 0 };
+    this.retry = { timer: null, delay: 0, since: null };
     delete this.panel.dataset.sharing;
     delete this.panel.dataset.reconnecting;
     this.preview.srcObject = null;

@@ -27,20 +27,25 @@ public enum PresentedToken: Sendable, Equatable {
 
     public init(_ request: HTTPRequest) {
         let readsQuery = request.method == .get || request.method == .head
+        // Scheme and credentials are split at the first space or tab; a value that starts with
+        // "bearer" is taken for a bearer credential whatever follows (never for another scheme).
         let headers = request.headers.values("Authorization").map {
-            $0.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+            $0.split(maxSplits: 1, omittingEmptySubsequences: true, whereSeparator: { $0 == " " || $0 == "\t" })
         }
-        let bearerHeaders = headers.filter { $0.first?.lowercased() == "bearer" }
+        let bearerHeaders = headers.filter { $0.first?.lowercased().hasPrefix("bearer") == true }
         let queryTokens = readsQuery ? request.query.values("access_token") : []
         if bearerHeaders.count + queryTokens.count > 1 {
             self = .ambiguous
         } else if let header = bearerHeaders.first {
-            let token = header.count == 2 ? String(header[1]).trimmingSpaces() : ""
+            let token = header.count == 2 && header[0].lowercased() == "bearer" ? String(header[1]).trimmingSpaces() : ""
             self = token.isEmpty ? .malformed : .bearer(token)
         } else if let token = queryTokens.first {
             self = .bearer(token)
         } else if let other = headers.first {
-            self = .otherScheme(other.first.map(String.init) ?? "")
+            // Only a plain scheme name is kept (it is shown back): never a credential.
+            let scheme = other.first.map(String.init) ?? ""
+            let plain = scheme.count <= 16 && scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0 == "-") }
+            self = .otherScheme(plain ? scheme : "")
         } else {
             self = .none
         }
