@@ -99,9 +99,10 @@ public struct ElementaryStreamReader: AccessUnitReader {
         }
         guard verdict.decodeThis, let coded = coded(unit) else { return }
         if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }
-        // Keyframes only, not every intra picture: an I picture inside a GOP has a number
-        // (its place in the GOP's output order) only a decoder of the whole GOP knows.
-        if keyframesOnly && !coded.isKeyframe && !decodesThroughRecovery {
+        // Keyframes that decode alone: not an I picture inside a GOP (its number, its place in
+        // the GOP's output order, only a decoder of the whole GOP knows), nor a P or B picture
+        // marked as a recovery point that is exact at once (its references are not decoded).
+        if keyframesOnly && !(coded.isKeyframe && coded.isIntra) && !decodesThroughRecovery {
             report(.skippedNotKeyframe(count: 1))
             return
         }
