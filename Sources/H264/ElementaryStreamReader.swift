@@ -92,10 +92,12 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     private mutating func pass(_ unit: AccessUnit, _ report: (ReaderEvent) -> Void) {
         let decodable = unit.ppsId.flatMap { parameterSets.sps(forPPS: $0) } != nil
-        let verdict = gate.pass(unit, decodable: decodable, keyframesOnly: keyframesOnly)
+        let verdict = gate.pass(unit, decodable: decodable)
         if verdict.dropped > 0 { report(.droppedBeforeKeyframe(count: verdict.dropped)) }
         for earlier in verdict.earlier {
-            if let coded = coded(earlier) { report(.accessUnit(coded)) }
+            // Keyframes only skips them, keeping their places: the numbers stay `all`'s.
+            guard let coded = coded(earlier) else { continue }
+            report(keyframesOnly ? .skippedNotKeyframe(count: 1) : .accessUnit(coded))
         }
         guard verdict.decodeThis, let coded = coded(unit) else { return }
         if coded.isKeyframe { decodesThroughRecovery = coded.recoversGradually }
@@ -232,8 +234,9 @@ struct RandomAccessGate {
         var dropped = 0
     }
 
-    /// `decodable`: the unit's SPS and PPS are known.
-    mutating func pass(_ unit: AccessUnit, decodable: Bool, keyframesOnly: Bool) -> Verdict {
+    /// `decodable`: the unit's SPS and PPS are known. The same for every decode mode, so that a
+    /// picture's number does not depend on it.
+    mutating func pass(_ unit: AccessUnit, decodable: Bool) -> Verdict {
         var verdict = Verdict()
         guard !started else {
             verdict.decodeThis = true
@@ -243,7 +246,7 @@ struct RandomAccessGate {
             verdict.dropped = 1
             return verdict
         }
-        if unit.isIDR || keyframesOnly {
+        if unit.isIDR {
             verdict.dropped = waiting.count
         } else if unit.isRandomAccessPoint || unit.primarySliceType == .i {
             verdict.earlier = waiting

@@ -208,6 +208,17 @@ struct StreamDecoderTests {
         #expect(keyframes.map(\.accessUnitIndex) == all.filter(\.isKeyframe).map(\.accessUnitIndex))
         #expect(keyframes.map(\.accessUnitIndex) == [0, 5, 10, 15])
         #expect(decoder.counters.framesSkippedNotKeyframe == 16)
+
+        // Joined mid-GOP (a camera's stream taken up late): the pictures before the first
+        // keyframe are dropped the same way in both modes, so the numbers still agree.
+        let units = AnnexBSplitter.split(bytes)
+        let parameterSets = units.prefix { $0.bytes.first.map { $0 & 0x1F == 7 || $0 & 0x1F == 8 } ?? false }
+        let slices = units.dropFirst(parameterSets.count)
+        let late = (Array(parameterSets) + slices.dropFirst(2)).flatMap { [0, 0, 0, 1] + $0.bytes }
+        let lateAll = try TestSupport.streamDecodeAll(late, options: Self.live).frames
+        let lateKeyframes = pushAll(late, into: try StreamDecoder(options: Self.live, keyframesOnly: true)).frames
+        #expect(!lateKeyframes.isEmpty)
+        #expect(lateKeyframes.map(\.accessUnitIndex) == lateAll.filter(\.isKeyframe).map(\.accessUnitIndex))
     }
 
     /// An I picture that is not a keyframe (x264's at a scene cut inside its minimum GOP, with
