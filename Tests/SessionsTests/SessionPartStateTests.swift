@@ -164,6 +164,15 @@ import TestSupport
         #expect(viewer.plan(id: 1, newest: second, now: 20, repeatInterval: 1_000).encode == nil, "the first is still encoding")
         viewer.encodeInFlight = false  // its completion
         #expect(viewer.plan(id: 1, newest: third, now: 30, repeatInterval: 1_000).encode?.picture.sequence == 3, "the newest, 2 skipped")
+        // Its part ready and a newer picture out: the next encode starts while it writes.
+        viewer.encodeInFlight = false
+        viewer.ready = ServedPicture(published: third, picture: try EncodedPictureFactory.tiny(), etag: "\"3-w100\"")
+        let fourth = PublishedFrame(frame: frame, sequence: 4, backend: .software, at: ManualClock())
+        #expect(viewer.prefetch(id: 1, newest: fourth).encode?.picture.sequence == 4)
+        #expect(viewer.prefetch(id: 1, newest: fourth).encode == nil, "one at a time")
+        var capped = ViewerState(request: PictureRequest(width: 100), minInterval: 1_000)
+        capped.ready = viewer.ready
+        #expect(capped.prefetch(id: 2, newest: fourth).encode == nil, "a capped viewer asks when its gate opens")
     }
 }
 

@@ -194,6 +194,7 @@ final class ViewerSet: Sendable {
     private func encoded(_ id: UInt64, sequence: UInt64, _ result: Result<ServedPicture, SessionError>) {
         // A failed encode skips the picture (the cache recorded the error); the next one tries
         // again, and until it comes the last picture is repeated as if nothing newer had.
+        var prefetch = ViewerPlan()
         state.withLock { state in
             guard var viewer = state.viewers[id] else { return }
             viewer.encodeInFlight = false
@@ -203,9 +204,11 @@ final class ViewerSet: Sendable {
             case .success(let served):
                 if served.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0) { viewer.ready = served }
             }
+            prefetch = viewer.prefetch(id: id, newest: state.newest)
             state.viewers[id] = viewer
         }
         evaluate(id)
+        run(prefetch)
     }
 
     private func timerFired(_ id: UInt64, due: UInt64) {
@@ -419,6 +422,23 @@ struct ViewerState {
             timerDue = due
             plan.timer = (id, due)
         }
+        return plan
+    }
+}
+
+extension ViewerState {
+    /// A viewer without an fps cap whose part is ready while a newer picture exists starts that
+    /// picture's encode now, while it writes the ready one (still one encode in flight): it
+    /// does not wait for its next poll to ask. Capped viewers do not: the picture would be old
+    /// when their gate opens.
+    mutating func prefetch(id: UInt64, newest: PublishedFrame?) -> ViewerPlan {
+        var plan = ViewerPlan()
+        guard minInterval == 0, !encodeInFlight, let ready, let newest, newest.sequence > ready.sequence,
+            requestedSequence < newest.sequence
+        else { return plan }
+        requestedSequence = newest.sequence
+        encodeInFlight = true
+        plan.encode = (id, newest, request.fitting(newest.frame))
         return plan
     }
 }
