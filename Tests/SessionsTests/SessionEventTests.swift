@@ -139,8 +139,8 @@ import Timekeeping
         for _ in 0..<100 {
             let first = sink.emit(.uploadStarted)
             let second = sink.emit(.uploadStarted)
-            if first { sink.emitPaid(.uploadEnded) }
-            if second { sink.emitPaid(.uploadEnded) }
+            if first { sink.emitPaid(.uploadEnded) } else { sink.countDropped() }
+            if second { sink.emitPaid(.uploadEnded) } else { sink.countDropped() }
         }
         func all(after id: UInt64) -> [SessionEvent] {
             var cursor = id
@@ -159,7 +159,7 @@ import Timekeeping
         sink.emit(.error) { $0.code = "codec_mismatch" }
         let after = all(after: events.last?.id ?? start)
         #expect(after.map(\.kind) == [.eventsDropped, .error])
-        #expect(after.first?.details.dropped == 175)
+        #expect(after.first?.details.dropped == 350, "175 starts and their ends")
     }
 
     /// An upload's end is announced once, only when its start went, and waits for the start to
@@ -167,22 +167,24 @@ import Timekeeping
     @Test func anUploadsEndWaitsForItsStart() {
         let ends = Atomic<Int>(0)
         let early = UploadAnnouncement()
-        early.announceEnd { ends.add(1, ordering: .relaxed) }
+        let drops = Atomic<Int>(0)
+        early.announceEnd({ ends.add(1, ordering: .relaxed) }, dropped: { drops.add(1, ordering: .relaxed) })
         #expect(ends.load(ordering: .relaxed) == 0, "the start is not decided yet")
         early.startDecided(went: true)
         #expect(ends.load(ordering: .relaxed) == 1)
-        early.announceEnd { ends.add(1, ordering: .relaxed) }
+        early.announceEnd({ ends.add(1, ordering: .relaxed) }, dropped: { drops.add(1, ordering: .relaxed) })
         #expect(ends.load(ordering: .relaxed) == 1, "once")
 
         let dropped = UploadAnnouncement()
-        dropped.announceEnd { ends.add(1, ordering: .relaxed) }
+        dropped.announceEnd({ ends.add(1, ordering: .relaxed) }, dropped: { drops.add(1, ordering: .relaxed) })
         dropped.startDecided(went: false)
         #expect(ends.load(ordering: .relaxed) == 1, "no end for a start that was dropped")
+        #expect(drops.load(ordering: .relaxed) == 1, "but it is counted as dropped")
 
         let usual = UploadAnnouncement()
         usual.startDecided(went: true)
-        usual.announceEnd { ends.add(1, ordering: .relaxed) }
-        #expect(ends.load(ordering: .relaxed) == 2)
+        usual.announceEnd({ ends.add(1, ordering: .relaxed) }, dropped: { drops.add(1, ordering: .relaxed) })
+        #expect(ends.load(ordering: .relaxed) == 2 && drops.load(ordering: .relaxed) == 1)
     }
 
     @Test func ratesCountPicturesAndBitsOverTheWindow() {

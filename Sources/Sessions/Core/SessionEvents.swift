@@ -281,6 +281,14 @@ final class SessionEventSink: Sendable {
         return true
     }
 
+    /// An event dropped with another (the `upload.ended` of a dropped `upload.started`): it is
+    /// counted in the next `events.dropped`.
+    func countDropped() {
+        budget.withLock { budget in
+            if !budget.silenced { budget.dropped += 1 }
+        }
+    }
+
     /// Publishes an event its start already paid for (`upload.ended` of an `upload.started`
     /// that went), unless the session was removed.
     func emitPaid(_ kind: SessionEvent.Kind, _ fill: (inout SessionEventDetails) -> Void = { _ in }) {

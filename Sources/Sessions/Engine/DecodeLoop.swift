@@ -458,18 +458,20 @@ final class DecodeLoop: Sendable {
     /// on the decode queue, and a failure can be answered from another thread (the session closed).
     private func uploadEnded(_ result: Result<UploadSummary, SessionError>, of job: IngestJob) {
         let bytes = job.source.totalBytes
-        job.announcement.announceEnd { [events = context.events] in
-            events.emitPaid(.uploadEnded) { details in
-                switch result {
-                case .success(let summary):
-                    details.result = "ok"
-                    details.frames = summary.frames
-                case .failure(let error):
-                    details.result = error.code.rawValue
+        let events = context.events
+        job.announcement.announceEnd(
+            {
+                events.emitPaid(.uploadEnded) { details in
+                    switch result {
+                    case .success(let summary):
+                        details.result = "ok"
+                        details.frames = summary.frames
+                    case .failure(let error):
+                        details.result = error.code.rawValue
+                    }
+                    details.bytes = bytes
                 }
-                details.bytes = bytes
-            }
-        }
+            }, dropped: { events.countDropped() })
     }
 
     /// An upload that ended before its body did: recorded (and logged truthfully) as what it is.

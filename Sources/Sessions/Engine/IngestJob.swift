@@ -95,6 +95,7 @@ final class UploadAnnouncement: Sendable {
         var startWent = false
         var endDone = false
         var pendingEnd: (@Sendable () -> Void)?
+        var pendingDrop: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
@@ -104,23 +105,28 @@ final class UploadAnnouncement: Sendable {
         let pending = state.withLock { state -> (@Sendable () -> Void)? in
             state.startDecided = true
             state.startWent = went
-            defer { state.pendingEnd = nil }
-            return went ? state.pendingEnd : nil
+            defer {
+                state.pendingEnd = nil
+                state.pendingDrop = nil
+            }
+            return went ? state.pendingEnd : state.pendingDrop
         }
         pending?()
     }
 
-    /// Runs `announce` (its `upload.ended`) once, and only when its start went.
-    func announceEnd(_ announce: @escaping @Sendable () -> Void) {
-        let now = state.withLock { state -> Bool in
-            guard !state.endDone else { return false }
+    /// Runs `announce` (its `upload.ended`) once, when its start went; `dropped` once instead
+    /// when the start was dropped (the end is dropped with it, and counted).
+    func announceEnd(_ announce: @escaping @Sendable () -> Void, dropped: @escaping @Sendable () -> Void) {
+        let action = state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.endDone else { return nil }
             state.endDone = true
             guard state.startDecided else {
                 state.pendingEnd = announce
-                return false
+                state.pendingDrop = dropped
+                return nil
             }
-            return state.startWent
+            return state.startWent ? announce : dropped
         }
-        if now { announce() }
+        action?()
     }
 }
