@@ -46,7 +46,7 @@ extension ServeOption {
             "max-connections-per-ip", \.http.maxConnectionsPerIP, .from(0),
             help: "Open connections per client address at most; `0` = no limit (behind a proxy, where every client is the proxy)."),
         ServeOption(
-            "allow-origins", valueName: "list", accepts: "`*`, or comma-separated `SCHEME://HOST[:PORT]`",
+            "allow-origins", valueName: "list", accepts: "`*`, or comma-separated `SCHEME://HOST[:PORT]` (HOST may be `*.suffix`)",
             help:
                 "Pages of other origins that may read answers (CORS): `*` for any, or a list such as `https://dash.example.com,http://localhost:3000`.",
             details:

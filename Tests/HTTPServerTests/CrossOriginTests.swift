@@ -1,4 +1,4 @@
-import HTTPServer
+@testable import HTTPServer
 import Testing
 import TestSupport
 
@@ -10,7 +10,16 @@ import TestSupport
         let policy = try CrossOriginPolicy(parsing: " https://Dash.Example.com:443/ , http://localhost:3000")
         #expect(policy.origins == ["https://dash.example.com", "http://localhost:3000"] && !policy.allowsEveryOrigin)
         #expect(try CrossOriginPolicy(parsing: "*").allowsEveryOrigin)
-        for bad in ["", "dash.example.com", "ftp://x", "https://x/path", "https://user@x", "https://"] {
+        let subdomains = try CrossOriginPolicy(parsing: "https://*.example.com, http://*.lan:8080")
+        for (origin, allowed) in [
+            ("https://a.example.com", true), ("https://b.c.example.com", true), ("https://example.com", false),
+            ("http://a.example.com", false), ("https://a.example.com:8443", false), ("https://evilexample.com", false),
+            ("http://cam.lan:8080", true), ("http://cam.lan", false),
+        ] {
+            let request = HTTPRequest(method: .get, segments: [], headers: ["Origin": origin], version: "HTTP/1.1")
+            #expect((subdomains.allowedOrigin(of: request) != nil) == allowed, "\(origin)")
+        }
+        for bad in ["", "dash.example.com", "ftp://x", "https://x/path", "https://user@x", "https://", "https://*", "https://a.*.com"] {
             #expect(throws: CrossOriginPolicyError.self, "\(bad)") { try CrossOriginPolicy(parsing: bad) }
         }
     }
@@ -80,6 +89,10 @@ import TestSupport
         try withServer(
             configure: { $0.crossOrigin = try? CrossOriginPolicy(parsing: "*") }, routes: AuthTests.routes
         ) { (server: HTTPServer) throws in
+            // A sandboxed frame's origin is `null`: any origin's, so it may preflight too.
+            let sandboxed = try request(
+                server.port, "OPTIONS", "/secret", headers: [("Origin", "null"), ("Access-Control-Request-Method", "GET")])
+            #expect(sandboxed.status == 204 && sandboxed.headers["Access-Control-Allow-Origin"] == "*")
             let answer = try request(server.port, "GET", "/healthz", headers: [("Origin", "https://any.example")])
             #expect(answer.headers["Access-Control-Allow-Origin"] == "*" && answer.headers["Vary"] == nil)
             // A plain request too: a cache that keeps its answer serves a page from it.

@@ -9,6 +9,15 @@ public struct CrossOriginPolicy: Sendable, Equatable {
     public let allowsEveryOrigin: Bool
     /// Serialized origins (`https://dash.example.com`, `http://localhost:3000`), lower case.
     public let origins: Set<String>
+    /// Origins of every subdomain of a host: `https://*.example.com` is `https://` and
+    /// `.example.com` (any port written after it must match too).
+    public let subdomainPatterns: [SubdomainPattern]
+
+    public struct SubdomainPattern: Sendable, Equatable {
+        let scheme: String
+        let suffix: String
+        let port: String
+    }
 
     /// How long a browser may keep a preflight's answer.
     static let preflightMaxAgeSeconds = 600
@@ -20,12 +29,22 @@ public struct CrossOriginPolicy: Sendable, Equatable {
         guard !entries.isEmpty else { throw CrossOriginPolicyError("no origin listed") }
         var every = false
         var origins: Set<String> = []
+        var patterns: [SubdomainPattern] = []
         for entry in entries {
             if entry == "*" {
                 every = true
                 continue
             }
-            guard let origin = Self.origin(entry) else {
+            if let origin = Self.origin(entry), let star = origin.firstRange(of: "://*.") {
+                let scheme = String(origin[..<star.lowerBound])
+                let rest = origin[star.upperBound...]
+                let host = rest.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""
+                let port = rest.contains(":") ? ":" + (rest.split(separator: ":", maxSplits: 1).last.map(String.init) ?? "") : ""
+                guard !host.isEmpty, !host.contains("*") else { throw CrossOriginPolicyError("'\(entry)': a * stands only for subdomains, as https://*.example.com") }
+                patterns.append(SubdomainPattern(scheme: scheme, suffix: "." + host, port: port))
+                continue
+            }
+            guard let origin = Self.origin(entry), !origin.contains("*") else {
                 let which = entries.count > 1 ? " ('\(entry)' is not)" : ""
                 throw CrossOriginPolicyError(
                     "every entry must be * or an origin, scheme://host[:port] (http or https, no path)\(which)")
@@ -34,6 +53,7 @@ public struct CrossOriginPolicy: Sendable, Equatable {
         }
         allowsEveryOrigin = every
         self.origins = every ? [] : origins
+        subdomainPatterns = every ? [] : patterns
     }
 
     /// A list of header names as browsers send it (tokens, commas, spaces), and short: only
@@ -67,8 +87,12 @@ public struct CrossOriginPolicy: Sendable, Equatable {
 
     /// The request's `Origin` when this policy lets its page read the answer.
     func allowedOrigin(of request: HTTPRequest?) -> String? {
-        guard let origin = request?.headers["Origin"], origin != "null" else { return nil }
-        return allowsEveryOrigin || origins.contains(origin.lowercased()) ? origin : nil
+        guard let origin = request?.headers["Origin"] else { return nil }
+        // `null` (a sandboxed frame, a file) is any origin's, never a listed one.
+        if allowsEveryOrigin { return origin }
+        let lower = origin.lowercased()
+        if origin != "null", origins.contains(lower) || subdomainPatterns.contains(where: { $0.matches(lower) }) { return origin }
+        return nil
     }
 
     /// Adds what lets an allowed origin's page read `headers`' answer. With `*` every answer
@@ -102,6 +126,17 @@ public struct CrossOriginPolicy: Sendable, Equatable {
         headers.set("Access-Control-Max-Age", String(Self.preflightMaxAgeSeconds))
         headers.set("Cache-Control", "no-store")
         return HTTPResponse(status: .noContent, headers: headers)
+    }
+}
+
+extension CrossOriginPolicy.SubdomainPattern {
+    /// `origin` (lower case) is this scheme, a host below the suffix, and the same port.
+    func matches(_ origin: String) -> Bool {
+        guard origin.hasPrefix(scheme + "://") else { return false }
+        let rest = origin.dropFirst(scheme.count + 3)
+        let (host, originPort): (Substring, Substring) =
+            if let colon = rest.lastIndex(of: ":"), !rest.hasPrefix("[") { (rest[..<colon], rest[colon...]) } else { (rest, "") }
+        return originPort == port && host.hasSuffix(suffix) && host.count > suffix.count
     }
 }
 
