@@ -198,13 +198,15 @@ final class ViewerSet: Sendable {
         state.withLock { state in
             guard var viewer = state.viewers[id] else { return }
             viewer.encodeInFlight = false
+            // A part not taken yet means a reader that is not reading: no encode ahead for it.
+            let tookTheLast = viewer.ready == nil
             switch result {
             case .failure:
                 viewer.failedSequence = max(viewer.failedSequence, sequence)
             case .success(let served):
                 if served.sequence > max(viewer.lastDeliveredSequence, viewer.ready?.sequence ?? 0) { viewer.ready = served }
             }
-            prefetch = viewer.prefetch(id: id, newest: state.newest)
+            if tookTheLast { prefetch = viewer.prefetch(id: id, newest: state.newest) }
             state.viewers[id] = viewer
         }
         evaluate(id)
