@@ -85,13 +85,9 @@ public final class AccessUnitIngest {
     /// Units of the current stream in layers above the base layer (SVC, MVC, H.265's), which
     /// are not decoded.
     private var streamUnitsOutsideBaseLayer = 0
-    /// The codec's NAL unit types that carry only such layers (H.264's; H.265's reader counts
-    /// its own by layer id).
-    private var extensionTypeNames: Set<String> = []
-    /// The codec's slice types, and whether the current stream had a slice of the base layer
-    /// (decoded or not: one dropped before a keyframe is still the base layer's).
-    private var sliceTypeNames: Set<String> = []
-    private var streamHasBaseLayerSlice = false
+    /// The current stream had a picture of the base layer, decoded or not (one dropped before a
+    /// keyframe, or skipped, is still the base layer's).
+    private var streamHasBaseLayerPicture = false
     /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteUnit`
     /// or `finish`), so none of it reaches a decoder.
     private var refusingPush = false
@@ -254,7 +250,7 @@ public final class AccessUnitIngest {
             countAccessUnits()
             streamHasPictures = false
             streamUnitsOutsideBaseLayer = 0
-            streamHasBaseLayerSlice = false
+            streamHasBaseLayerPicture = false
             refusingPush = false
             forgetSampleDescription()
         }
@@ -382,18 +378,11 @@ public final class AccessUnitIngest {
         reader.keyframesOnly = keyframesOnly
         self.reader = reader
         accessUnitsReported = 0
-        extensionTypeNames = NALUnitNames.of(codec).extensions
-        sliceTypeNames = NALUnitNames.of(codec).slices
     }
 
     private func read(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
         guard var reader else { return }
-        let typeName = reader.typeName(of: unit)
-        counters.nalUnits[typeName, default: 0] += 1
-        if !extensionTypeNames.isEmpty, extensionTypeNames.contains(typeName) { streamUnitsOutsideBaseLayer += 1 }
-        if !streamHasBaseLayerSlice, sliceTypeNames.contains(typeName), Self.isBaseLayer(unit, codec: codec) {
-            streamHasBaseLayerSlice = true
-        }
+        counters.nalUnits[reader.typeName(of: unit), default: 0] += 1
         self.reader = nil  // the reader's events touch this object's state while it reads
         reader.push(unit) { report($0, into: &errors) }
         self.reader = reader
@@ -428,18 +417,10 @@ public final class AccessUnitIngest {
             in: &errors)
     }
 
-    /// An H.265 unit's `nuh_layer_id` is 0 (H.264 has no layer id in its base header).
-    private static func isBaseLayer(_ unit: AnnexBUnit, codec: VideoCodec?) -> Bool {
-        guard codec == .h265 else { return true }
-        return unit.bytes.withUnsafeBytes { header in
-            header.count < 2 || ((header[0] & 1) == 0 && header[1] >> 3 == 0)
-        }
-    }
-
     /// At the end of a stream that gave no picture: units of other layers were all it had, so
     /// its silence is an error of the input, not an empty success.
     private func reportOnlyOtherLayers(into errors: inout [DecodeError]) {
-        guard !streamHasPictures, !streamHasBaseLayerSlice, streamUnitsOutsideBaseLayer > 0 else { return }
+        guard !streamHasBaseLayerPicture, streamUnitsOutsideBaseLayer > 0 else { return }
         record(
             DecodeError(
                 .unsupportedStream,
@@ -479,15 +460,19 @@ public final class AccessUnitIngest {
         case .accessUnit(let unit):
             format = unit.sequence.format
             streamHasPictures = true
+            streamHasBaseLayerPicture = true
             let indexed = IndexedAccessUnit(index: nextIndex, unit: unit, pts: samplePTS)
             nextIndex += 1
             if let unitHandler { errors += unitHandler(indexed) }
         case .droppedBeforeKeyframe(let count):
             counters.framesDroppedBeforeKeyframe += count
+            streamHasBaseLayerPicture = true
         case .skippedLeading(let count):
             counters.framesSkippedLeading += count
+            streamHasBaseLayerPicture = true
         case .skippedNotKeyframe(let count):
             counters.framesSkippedNotKeyframe += count
+            streamHasBaseLayerPicture = true
             // Skipped, they still hold their places: a keyframe keeps the number `decode: all`
             // gives it, and a switch of mode keeps the numbers after it.
             nextIndex += Int64(count)

@@ -34,6 +34,8 @@ public struct ElementaryStreamReader: AccessUnitReader {
 
     public mutating func push(_ unit: AnnexBUnit, _ report: (ReaderEvent) -> Void) {
         let nal = NALUnit(unit)
+        // SVC and MVC: what only layers or views above the base layer use; never decoded.
+        if [.prefix, .subsetSPS, .sliceExtension, .sliceExtensionDepth].contains(nal.type) { report(.outsideBaseLayer(count: 1)) }
         // The units emitted end before `nal`, so they are handled with the parameter sets as
         // they were before it.
         assemble({ $0.push(nal, $1) }, report)

@@ -130,9 +130,9 @@ public struct ElementaryStreamReader: AccessUnitReader {
             report(.skippedLeading(count: 1))
         case .decode:
             // Keyframes that decode alone: not an I picture inside a GOP (its number, its place in
-        // the GOP's output order, only a decoder of the whole GOP knows), nor a P or B picture
-        // marked as a recovery point that is exact at once (its references are not decoded).
-        if keyframesOnly && !(coded.isKeyframe && coded.isIntra) && !decodesThroughRecovery {
+            // the GOP's output order, only a decoder of the whole GOP knows), nor a P or B picture
+            // marked as a recovery point that is exact at once (its references are not decoded).
+            if keyframesOnly && !(coded.isKeyframe && coded.isIntra) && !decodesThroughRecovery {
                 report(.skippedNotKeyframe(count: 1))
             } else {
                 report(.accessUnit(coded))
