@@ -404,9 +404,6 @@ public final class Session: Sendable {
 
     // MARK: - Close
 
-    /// Frees the decoder (and its hardware context), the cached pictures and queued upload
-    /// bytes; refuses uploads in progress (their clients are answered `session_not_found` at
-    /// once), ends MJPEG viewers and fails waiting requests.
     /// What a client whose push is cut off is told, for `close`'s reason.
     static func endedBecause(_ reason: String) -> String {
         switch reason {
@@ -421,6 +418,9 @@ public final class Session: Sendable {
         }
     }
 
+    /// Frees the decoder (and its hardware context), the cached pictures and queued upload
+    /// bytes; refuses uploads in progress (their clients are answered `session_not_found` at
+    /// once, saying why), ends MJPEG viewers and fails waiting requests.
     public func close(reason: String = "deleted") {
         guard !loop.isClosed else { return }
         let gone = SessionError.notFound(id)
