@@ -191,7 +191,7 @@ final class FrontRun {
             judgedPictures += count
             events.append(.skippedNotKeyframe(count))
         case .outsideBaseLayer(let count):
-            require(count > 0 && codec == .h265, "only H.265 has other layers, counted when there are some")
+            require(count > 0, "other layers are counted when there are some")
             events.append(.outsideBaseLayer(count))
         case .unreadableParameterSet(let error):
             require(error.message.contains("cannot be read"), "an unreadable parameter set says which")
