@@ -10,12 +10,7 @@ public final class RateLimitedLog: Sendable {
 
     private let logger: Logger
     private let clock: any ServiceClock
-    private let kinds = Mutex<[String: Kind]>([:])
-
-    private struct Kind {
-        var writtenAt: UInt64
-        var leftOut: Int
-    }
+    private let gate = Mutex(RepeatGate<String>(interval: interval))
 
     public init(logger: Logger, clock: any ServiceClock) {
         self.logger = logger
@@ -26,16 +21,7 @@ public final class RateLimitedLog: Sendable {
     /// written within the interval.
     public func write(_ kind: String, _ message: String, level: Logger.Level, metadata: Logger.Metadata? = nil) {
         let now = clock.uptime
-        let interval = Self.interval.nanoseconds
-        let leftOut = kinds.withLock { kinds -> Int? in
-            if let previous = kinds[kind], now < previous.writtenAt + interval {
-                kinds[kind]?.leftOut += 1
-                return nil
-            }
-            defer { kinds[kind] = Kind(writtenAt: now, leftOut: 0) }
-            return kinds[kind]?.leftOut ?? 0
-        }
-        guard let leftOut else { return }
+        guard let leftOut = gate.withLock({ $0.admit(kind, at: now) }) else { return }
         let suffix = leftOut > 0 ? " (and \(leftOut) more like it since the last such line)" : ""
         logger.log(level: level, "\(message)\(suffix)", metadata: metadata)
     }

@@ -66,6 +66,24 @@ struct PushRefusalTests {
         #expect(!logs.all.contains { $0.hasPrefix("error") }, "\(logs.all.filter { $0.hasPrefix("error") })")
     }
 
+    @Test("a session sent damaged pictures push after push logs one line per error code a minute, and counts every one")
+    func decodeErrorsRateLimited() throws {
+        let logs = LogLines()
+        try withService(logger: logs.logger) { service in
+            #expect(try post(service.port, "/sessions/cam/nalus", try Fixtures.bytes("baseline_176x144.264")).status == 200)
+            // As a client that pushes each access unit in its own request would send them.
+            for _ in 0..<12 {
+                _ = try post(service.port, "/sessions/cam/nalus", DamagedSlices.make(count: 2))
+            }
+            #expect(try post(service.port, "/sessions/cam/nalus?flush=true", DamagedSlices.make(count: 1)).status < 500)
+            let errors = try #require(try jsonObject(request(service.port, "GET", "/sessions/cam").body)["counters"] as? [String: Any])
+            #expect((errors["decodeErrors"] as? Int ?? 0) >= 12, "\(errors)")
+        }
+        let lines = logs.all.filter { $0.contains("decode error") }
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.contains("code=invalid_data") == true, "\(lines)")
+    }
+
     @Test("a container that needs seeking is told so naming its container and the window, not an MP4's moov only")
     func seekingMessage() throws {
         try withService(sessions: { $0.containerSeekWindow = 4096 }) { service in

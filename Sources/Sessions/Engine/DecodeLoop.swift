@@ -552,7 +552,7 @@ final class DecodeLoop: Sendable {
         reporter.stepped(snapshot, errors: errors, pictures: pictures, receivedAt: receivedAt)
         if let newestOfStep { newest.publish(newestOfStep) }
         let now = context.clock.now
-        job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now, logger: context.logger) }
+        job.progress.withValue { $0.record(frames: pictures, errors: errors, at: now) }
         return (pictures, snapshot.counters.accessUnits, errors)
     }
 

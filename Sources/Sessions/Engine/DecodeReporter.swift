@@ -2,7 +2,9 @@ import Decoding
 import Dispatch
 import FoundationEssentials
 import Ingest
+import Logging
 import Synchronization
+import Timekeeping
 import VideoCoding
 
 /// What a session's decoding reports: the facts the status shows (codec, back end and why,
@@ -53,15 +55,21 @@ final class DecodeReporter: Sendable {
         var rates: InputRateMeter
         /// How many of the stream's fallbacks were reported (`FallbackRecord.total`).
         var fallbacksReported: Int
-        /// When each code last made an `error` event (the codes are a fixed set): a stream that
-        /// fails on every picture makes one event per code and second, not one per picture.
-        var errorEventAt: [String: UInt64] = [:]
+        /// A stream that fails on every picture makes one `error` event per code and second (the
+        /// codes are a fixed set), not one per picture.
+        var errorEvents = RepeatGate<String>(interval: .seconds(1))
+        /// ... and one log line per code and minute, however many pushes carry it.
+        var errorLines = RepeatGate<String>(interval: DecodeReporter.errorLineInterval)
 
         /// Whether an error with `code` is news worth an event now (and remembers it if so).
         mutating func admitErrorEvent(code: String, at uptime: UInt64) -> Bool {
-            if let last = errorEventAt[code], uptime &- last < 1_000_000_000 { return false }
-            errorEventAt[code] = uptime
-            return true
+            errorEvents.admit(code, at: uptime) != nil
+        }
+
+        /// The lines to write for `errors`: the first of each code a minute, with how many of
+        /// that code were left out since its last line.
+        mutating func admitErrorLines(_ errors: [ErrorRecord], at uptime: UInt64) -> [(ErrorRecord, leftOut: Int)] {
+            errors.compactMap { error in errorLines.admit(error.code, at: uptime).map { (error, $0) } }
         }
 
         /// Takes a snapshot; returns the facts before and the fallbacks not reported yet.
@@ -111,21 +119,21 @@ final class DecodeReporter: Sendable {
     func stepped(_ snapshot: DecoderSnapshot, errors: [DecodeError], pictures: Int, receivedAt: UInt64?) {
         let now = context.clock.now
         let uptime = context.clock.uptime
-        let (before, after, fallbacks, newError) = state.withLock { state in
+        let records = errors.map { ErrorRecord(code: $0.code.rawValue, message: $0.message, at: now) }
+        let (before, after, fallbacks, newError, lines) = state.withLock { state in
             let (before, fallbacks) = state.update(snapshot)
-            for error in errors {
-                state.facts.lastError = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-            }
+            if let last = records.last { state.facts.lastError = last }
             state.rates.record(
                 bytes: state.facts.counters.bytes - before.counters.bytes, pictures: pictures, at: uptime)
             let newError = state.facts.lastError.flatMap { error in
                 errors.isEmpty || !state.admitErrorEvent(code: error.code, at: uptime) ? nil : error
             }
-            return (before, state.facts, fallbacks, newError)
+            return (before, state.facts, fallbacks, newError, state.admitErrorLines(records, at: uptime))
         }
         report(fallbacks)
         announce(from: before, to: after, fallbacks: fallbacks)
         if let newError { announce(newError) }
+        for (error, leftOut) in lines { log("decode error", error, leftOut: leftOut) }
         if pictures > 0 { context.activity.touch() }
         recordMetrics(before: before.counters, after: after.counters, errors: errors, pictures: pictures)
         if let receivedAt, pictures > 0 {
@@ -149,14 +157,24 @@ final class DecodeReporter: Sendable {
         let now = context.clock.now
         let uptime = context.clock.uptime
         let record = ErrorRecord(code: error.code.rawValue, message: error.message, at: now)
-        let isNews = state.withLock { state in
+        let (isNews, line) = state.withLock { state in
             state.facts.lastError = record
             if error.code == .uploadAborted { state.facts.counters.uploadsAborted += 1 }
-            return state.admitErrorEvent(code: record.code, at: uptime)
+            return (state.admitErrorEvent(code: record.code, at: uptime), state.admitErrorLines([record], at: uptime).first)
         }
         if isNews { announce(record) }
         context.metrics.recordError(code: error.code.rawValue)
-        context.logger.warning("session error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+        if let (record, leftOut) = line { log("session error", record, leftOut: leftOut) }
+    }
+
+    /// Errors are counted in `/metrics` every time; a session's log has one line per code and
+    /// minute, which says how many of that code it left out.
+    static let errorLineInterval = Duration.seconds(60)
+
+    private func log(_ message: String, _ error: ErrorRecord, leftOut: Int) {
+        var metadata: Logger.Metadata = ["code": "\(error.code)", "message": "\(error.message)"]
+        if leftOut > 0 { metadata["left_out"] = "\(leftOut) more of this code since its last line" }
+        context.logger.warning("\(message)", metadata: metadata)
     }
 
     /// `format.changed` and `backend.selected` when a decoder step changed them.

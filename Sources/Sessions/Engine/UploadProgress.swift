@@ -2,7 +2,6 @@ import Containers
 import Decoding
 import FoundationEssentials
 import Ingest
-import Logging
 import VideoCoding
 
 /// What one upload produced so far: pictures, errors, and the counters when it began (its
@@ -21,7 +20,6 @@ struct UploadProgress {
     private(set) var refusal: DecodeError?
     private var firstErrorRecord: ErrorRecord?
     private var countersAtBegin: SessionCounters?
-    private var loggedCodes: Set<DecodeError.Code> = []
 
     var hasBegun: Bool { countersAtBegin != nil }
 
@@ -40,18 +38,14 @@ struct UploadProgress {
         if countersAtBegin == nil { countersAtBegin = counters }
     }
 
-    /// Logs each error code once per upload: a garbage upload is one warning, not thousands.
-    mutating func record(frames: Int, errors: [DecodeError], at date: Date, logger: Logger) {
+    /// The session's reporter logs them (`DecodeReporter`).
+    mutating func record(frames: Int, errors: [DecodeError], at date: Date) {
         self.frames += frames
         self.errors += errors.count
         for error in errors {
             if firstError == nil {
                 firstError = error
                 firstErrorRecord = ErrorRecord(code: error.code.rawValue, message: error.message, at: date)
-            }
-            if loggedCodes.insert(error.code).inserted {
-                logger.warning(
-                    "decode error", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
             }
         }
     }
