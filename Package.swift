@@ -92,6 +92,12 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
+        // The process's log: one switchable level, outside text made printable, a budget of lines.
+        .target(
+            name: "ServiceLog",
+            dependencies: ["Timekeeping", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strictSwift
+        ),
         // HTTP only: the libmicrohttpd daemon, routing, requests and responses, streaming.
         .target(
             name: "HTTPServer",
@@ -144,7 +150,7 @@ let package = Package(
             name: "frametap",
             dependencies: [
                 "VideoCoding", "Bitstream", "Decoding", "Imaging", "Containers", "Ingest", "Sessions", "SessionCatalog", "HTTPServer",
-                "FrameTapAPI", "Timekeeping", "ServeOptions", "SessionSync",
+                "FrameTapAPI", "Timekeeping", "ServeOptions", "SessionSync", "ServiceLog",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -188,6 +194,8 @@ let package = Package(
         // Test helpers shared by the test targets (waits with deadlines, the fixtures and their
         // manifests, a raw HTTP client, MD5, the manual clock, a bit writer); nothing ships it.
         .target(name: "TestSupport", dependencies: ["Timekeeping"], path: "Tests/TestSupport", swiftSettings: strictSwift),
+        .testTarget(
+            name: "ServiceLogTests", dependencies: ["ServiceLog", "TestSupport", "Timekeeping"], swiftSettings: strictSwift),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "TestSupport", "Timekeeping"], swiftSettings: strictSwift),
         // The test helpers themselves: every wait ends at its deadline, naming what it waited for.
         .testTarget(name: "TestSupportTests", dependencies: ["TestSupport"], swiftSettings: strictSwift),

@@ -14,7 +14,7 @@ client must never achieve:
     latest picture, with the same X-Frame-Seq or a newer one.
 
 Then hostile heads and connections (hostile_http.py): smuggling heads, floods, vanishing and slow
-clients.
+clients; and with --log, what clients can make the server's log hold (hostile_log.py).
 
 By surface: the bodies' H.264 mutations are in hostile_h264.py, H.265's in hostile_h265.py, the
 containers' in hostile_containers.py, the codec-neutral ones in hostile_bodies.py; the pushes and their answers' checks in hostile_pushes.py;
@@ -42,6 +42,7 @@ from harness.proc import alive  # noqa: E402  (tools/ is on the path only now)
 from harness.waiting import Failure  # noqa: E402
 
 from hostile_http import edge_checks, hold_unread_answer  # noqa: E402
+from hostile_log import log_checks  # noqa: E402
 from hostile_bodies import hostile_body  # noqa: E402
 from hostile_containers import hostile_container  # noqa: E402
 from hostile_pushes import (CONTAINER_VICTIM_FIXTURES, VICTIM_FIXTURES, check_health, delete_session, do_push, feed_victim,  # noqa: E402
@@ -57,6 +58,7 @@ def main():
     parser.add_argument("--pid", type=int, help="the server's pid (checked to be alive)")
     parser.add_argument("--out", default=str(ROOT / ".test-output" / "hostile"), help="where failures are saved")
     parser.add_argument("--hold-unread-answer", action="store_true", help="hold a multipart answer unread, for ever")
+    parser.add_argument("--log", help="the server's log, for the checks of what clients can make it write")
     args = parser.parse_args()
     if args.hold_unread_answer:
         return hold_unread_answer(args.base, (FIXTURES / "high_320x240.264").read_bytes())
@@ -118,6 +120,8 @@ def main():
             raise Failure(f"sessions still uploading 2 s after the last push: {' '.join(stale)}")
         pending, in_edge_checks = [], True
         edge_checks(args.base, args.pid, good)
+        if args.log:
+            log_checks(args.base, args.log, seed)
     except (Failure, OSError) as error:
         gone = "" if not args.pid or alive(args.pid) else " (the server is gone)"
         if in_edge_checks:

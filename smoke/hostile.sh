@@ -15,7 +15,7 @@ source "$ROOT/smoke/server.sh"
 # in seconds; short header and body deadlines so that the checks of them take seconds.
 server_start "$BINARY" --max-body-bytes 4000000 --max-nal-bytes 1000000 --threads 2 \
     --max-connections 64 --max-connections-per-ip 16 --header-timeout 3 --body-timeout 2 || exit 1
-python3 "$ROOT/smoke/hostile.py" --base "$BASE" --pid "$SERVER_PID" --out "$OUT"
+python3 "$ROOT/smoke/hostile.py" --base "$BASE" --pid "$SERVER_PID" --out "$OUT" --log "$SERVER_LOG"
 RESULT=$?
 if [ "$RESULT" != 0 ]; then
     mkdir -p "$OUT"

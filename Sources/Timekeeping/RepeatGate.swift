@@ -20,7 +20,9 @@ public struct RepeatGate<Kind: Hashable & Sendable>: Sendable {
     /// counted); otherwise this one is admitted, and the answer is how many of `kind` were held
     /// back since the one admitted before it.
     public mutating func admit(_ kind: Kind, at uptime: UInt64) -> Int? {
-        if let previous = kinds[kind], uptime &- previous.at < interval.nanoseconds {
+        // A time earlier than the last one admitted (callers read the clock before their lock)
+        // is within the interval.
+        if let previous = kinds[kind], uptime < previous.at || uptime - previous.at < interval.nanoseconds {
             kinds[kind]?.heldBack += 1
             return nil
         }

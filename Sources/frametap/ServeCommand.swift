@@ -8,6 +8,7 @@ import Imaging
 import Ingest
 import Logging
 import ServeOptions
+import ServiceLog
 import SessionCatalog
 import Sessions
 import Synchronization
@@ -82,14 +83,17 @@ struct ServeCommand: ParsableCommand {
             return
         }
         FileDescriptorLimit.raiseToMaximum()
+        // The one real clock of the process starts here, and every part reads it from here on.
+        let clock = SystemClock()
         let level = LogLevelSwitch(settings.logLevel)
-        LoggingSystem.bootstrap { label in SwitchedLogHandler(label: label, level: level) }
-        LibavLogFilter.install()
+        let budget = LogLineBudget(clock: clock)
+        LoggingSystem.bootstrap { label in
+            ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level.current }, budget: budget)
+        }
+        LibavLogFilter.install { ForeignLogLines.write($0, budget: budget) }
         let logger = Logger(label: "frametap")
         for message in settings.unknownVariableMessages { logger.warning("\(message)") }
-        // What the sessions share at run time, built once: the one real clock of the process
-        // starts here, and every part reads it from here on.
-        let clock = SystemClock()
+        // What the sessions share at run time, built once.
         let services = SessionServices(
             configuration: settings.server, clock: clock,
             devicePool: HardwareDevicePool(cudaContextsPerDevice: settings.server.cudaContextsPerDevice, clock: clock),
@@ -248,37 +252,5 @@ final class LogLevelSwitch: Sendable {
         guard old != new else { return }
         LibavLogging.set(new <= .debug ? .warnings : .quiet)
         Logger(label: "frametap").notice("log level changed", metadata: ["from": "\(old)", "to": "\(new)"])
-    }
-}
-
-/// swift-log's standard-error handler at the level of a `LogLevelSwitch`.
-struct SwitchedLogHandler: LogHandler {
-    private var stream: StreamLogHandler
-    private let level: LogLevelSwitch
-
-    init(label: String, level: LogLevelSwitch) {
-        stream = StreamLogHandler.standardError(label: label)
-        stream.logLevel = .trace
-        self.level = level
-    }
-
-    var logLevel: Logger.Level {
-        get { level.current }
-        // One level for the whole process: a logger's own setting would not survive a reload.
-        set {}
-    }
-
-    var metadata: Logger.Metadata {
-        get { stream.metadata }
-        set { stream.metadata = newValue }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { stream[metadataKey: key] }
-        set { stream[metadataKey: key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        stream.log(event: event)
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Decoding
 import FoundationEssentials
 import Logging
+import ServiceLog
 import SessionSync
 import Sessions
 import Timekeeping
@@ -111,10 +112,9 @@ struct SyncCommand: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let settings = try settings(environment: environment, checkFile: true)
         let level = Logger.Level(rawValue: logLevel) ?? .info
+        let budget = LogLineBudget(clock: SystemClock())
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level }, budget: budget)
         }
         // libavformat's own lines (a refused connection) would repeat what the pass logs.
         LibavLogging.set(level <= .debug ? .warnings : .quiet)

@@ -567,7 +567,7 @@ final class ServerCore: Sendable {
         }
         if message.hasPrefix("Error: received handshake message out of context") {
             // libmicrohttpd's words for any failed TLS handshake: the client is gone, nothing to fix here.
-            configuration.logger.info("a client failed the TLS handshake (plain HTTP on the HTTPS port?); closed")
+            logs.write("tls-handshake", "a client failed the TLS handshake (plain HTTP on the HTTPS port?); closed", level: .info)
             return
         }
         if isExpected(message) {

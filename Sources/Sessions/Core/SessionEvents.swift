@@ -233,28 +233,8 @@ final class SessionEventSink: Sendable {
     static let perSecond = 10.0
 
     private struct Budget {
-        var tokens = SessionEventSink.burst
-        var at: UInt64
+        var tokens: TokenBucket
         var silenced = false
-        /// Dropped since the last event admitted.
-        var dropped = 0
-
-        /// Whether an event costing `cost` goes, and how many were dropped before it (to say
-        /// first, at the price of one more token).
-        mutating func admit(cost: Int, now: UInt64) -> (admitted: Bool, droppedBefore: Int) {
-            guard !silenced else { return (false, 0) }
-            let elapsed = Double(now &- at) / 1e9
-            tokens = min(SessionEventSink.burst, tokens + elapsed * SessionEventSink.perSecond)
-            at = now
-            let price = Double(cost + (dropped > 0 ? 1 : 0))
-            guard tokens >= price else {
-                dropped += 1
-                return (false, 0)
-            }
-            tokens -= price
-            defer { dropped = 0 }
-            return (true, dropped)
-        }
     }
 
     let log: SessionEventLog?
@@ -264,7 +244,7 @@ final class SessionEventSink: Sendable {
     init(log: SessionEventLog?, session: SessionID) {
         self.log = log
         self.session = session
-        budget = Mutex(Budget(at: log?.clock.uptime ?? 0))
+        budget = Mutex(Budget(tokens: TokenBucket(burst: Self.burst, perSecond: Self.perSecond, at: log?.clock.uptime ?? 0)))
     }
 
     /// Publishes `kind` when the budget admits it; returns whether it went. `upload.started`
@@ -274,7 +254,9 @@ final class SessionEventSink: Sendable {
         guard let log else { return false }
         let now = log.clock.uptime
         let cost = kind == .uploadStarted ? 2 : 1
-        let (admitted, droppedBefore) = budget.withLock { $0.admit(cost: cost, now: now) }
+        let (admitted, droppedBefore) = budget.withLock { budget in
+            budget.silenced ? (false, 0) : budget.tokens.admit(cost: cost, at: now)
+        }
         guard admitted else { return false }
         if droppedBefore > 0 { log.publish(.eventsDropped, session: session, details: .with { $0.dropped = droppedBefore }) }
         log.publish(kind, session: session, details: .with(fill))
@@ -285,7 +267,7 @@ final class SessionEventSink: Sendable {
     /// counted in the next `events.dropped`.
     func countDropped() {
         budget.withLock { budget in
-            if !budget.silenced { budget.dropped += 1 }
+            if !budget.silenced { budget.tokens.countDropped() }
         }
     }
 

@@ -120,7 +120,9 @@ public final class SessionRegistry: Sendable {
         logger.info(
             "session created",
             metadata: [
-                "session": "\(id)", "backend": "\(status.backend.rawValue)", "reason": "\(status.backendReason)",
+                // Why that back end is in the session's status (`backendReason`): the same long words
+                // for every session of a machine without hardware.
+                "session": "\(id)", "backend": "\(status.backend.rawValue)",
                 "decode": "\(status.decode.rawValue)", "origin": "\(standing.origin.rawValue)",
             ])
         return (created, true)

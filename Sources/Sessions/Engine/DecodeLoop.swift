@@ -368,11 +368,12 @@ final class DecodeLoop: Sendable {
     /// The end of a stream, whichever push ends it: every delayed picture, then a pending back
     /// end may take over; facts, events and the log follow.
     private func endOfStream(_ job: IngestJob) {
-        let pictures = step(receivedAt: nil, job: job) { $0.finish(onAccessUnit: $1, onPicture: $2) }.pictures
+        step(receivedAt: nil, job: job) { $0.finish(onAccessUnit: $1, onPicture: $2) }
         history.endStream()
         if decoder.withValue({ $0.streamEnded() }) { onDemand.backEndReplaced() }
         refreshFacts()
-        context.logger.info("stream flushed", metadata: ["frames": "\(pictures)"])
+        // The pictures of the push (or pull) that ended it, those the flush released included.
+        context.logger.info("stream flushed", metadata: ["frames": "\(job.progress.withValue { $0.frames })"])
     }
 
     /// Removes a finished job, frees its source and lets the next one take bytes.

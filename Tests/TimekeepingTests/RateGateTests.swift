@@ -1,8 +1,8 @@
 import Testing
 import Timekeeping
 
-@Suite("RepeatGate: one of a kind per interval, and a count of the others", .timeLimit(.minutes(10)))
-struct RepeatGateTests {
+@Suite("RepeatGate and TokenBucket: what they let through, and the count of the rest", .timeLimit(.minutes(10)))
+struct RateGateTests {
     static let second: UInt64 = 1_000_000_000
 
     @Test("the first of a kind passes, those within the interval are counted, the next after it says how many")
@@ -26,5 +26,18 @@ struct RepeatGateTests {
         #expect(gate.admit(1, at: 2) == nil)
         #expect(gate.admit(2, at: Self.second + 1) == 0)
         #expect(gate.admit(1, at: Self.second) == 1)
+    }
+
+    @Test("a time earlier than the last one admitted, as threads that read the clock before the lock bring, is within the interval")
+    func earlierTimes() {
+        var gate = RepeatGate<String>(interval: .seconds(1))
+        #expect(gate.admit("a", at: 10 * Self.second) == 0)
+        #expect(gate.admit("a", at: 10 * Self.second - 5) == nil)
+        var bucket = TokenBucket(burst: 2, perSecond: 1, at: 10 * Self.second)
+        #expect(bucket.admit(at: 10 * Self.second).admitted)
+        #expect(bucket.admit(at: 10 * Self.second).admitted)
+        #expect(!bucket.admit(at: 10 * Self.second - 5).admitted)
+        #expect(!bucket.admit(at: 10 * Self.second).admitted)
+        #expect(bucket.admit(at: 12 * Self.second) == (true, 2))
     }
 }

@@ -1,0 +1,18 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Lines another library writes on its own (libavcodec's and libavformat's at `--log-level
+/// debug`): made printable and held to the same budget as the process's own, then written to
+/// standard error as they are, without a time or level of FrameTap's.
+public enum ForeignLogLines {
+    public static func write(_ text: String, budget: LogLineBudget) {
+        guard let leftOut = budget.admit(.warning) else { return }
+        var out = leftOut > 0 ? "\(budget.leftOutMessage(leftOut))\n" : ""
+        let body = text.hasSuffix("\n") ? String(text.dropLast()) : text
+        out += PrintableLogText.escaped(body)
+        if text.hasSuffix("\n") { out += "\n" }
+        let bytes = Array(out.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+}

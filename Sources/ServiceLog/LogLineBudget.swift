@@ -1,0 +1,38 @@
+import Logging
+import Synchronization
+import Timekeeping
+
+/// The lines the whole process may write: `burst` at once and `perSecond` on average. A client
+/// can cause lines by the thousand (a session made, failed and removed per request); past the
+/// budget lines are left out, and the next line written is preceded by one that says how many.
+/// Errors and critical lines (the server's own failures) always go, outside the budget, and so
+/// do the lines of the process's own life that its command writes (start, reloads, stop).
+public final class LogLineBudget: Sendable {
+    public static let burst = 200.0
+    public static let perSecond = 20.0
+
+    private let clock: any ServiceClock
+    private let bucket: Mutex<TokenBucket>
+    /// The line that says how many were left out.
+    private let leftOutReason: String
+
+    public init(clock: any ServiceClock, burst: Double = LogLineBudget.burst, perSecond: Double = LogLineBudget.perSecond) {
+        self.clock = clock
+        bucket = Mutex(TokenBucket(burst: burst, perSecond: perSecond, at: clock.uptime))
+        leftOutReason = "the log takes \(Int(burst)) lines at once and \(Int(perSecond)) a second after that"
+    }
+
+    /// nil: leave the line out (it is counted); otherwise write it, after a line saying how
+    /// many were left out before it when that is not 0.
+    public func admit(_ level: Logger.Level, outsideBudget: Bool = false) -> Int? {
+        guard level < .error, !outsideBudget else { return 0 }
+        let now = clock.uptime
+        let (admitted, droppedBefore) = bucket.withLock { $0.admit(at: now) }
+        return admitted ? droppedBefore : nil
+    }
+
+    /// The line that says how many were left out.
+    public func leftOutMessage(_ count: Int) -> String {
+        "\(count) log lines left out: \(leftOutReason)"
+    }
+}

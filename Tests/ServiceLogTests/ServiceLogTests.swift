@@ -1,0 +1,66 @@
+import Logging
+import ServiceLog
+import Synchronization
+import Testing
+import TestSupport
+import Timekeeping
+
+@Suite("The process's log: printable lines, within a budget", .timeLimit(.minutes(10)))
+struct ServiceLogTests {
+    @Test("control characters from outside are written out, never written raw; long values are cut")
+    func outsideTextIsPrintable() {
+        #expect(PrintableLogText.escaped("HTTP 404 Not\u{1B}[31mFound\rX\u{07}\u{00}Y") == #"HTTP 404 Not\u{1B}[31mFound\u{D}X\u{7}\u{0}Y"#)
+        #expect(PrintableLogText.escaped("a\nforged line\u{85}\u{7F}") == #"a\u{A}forged line\u{85}\u{7F}"#)
+        #expect(PrintableLogText.escaped("plain, with é and 漢字") == "plain, with é and 漢字")
+        let long = String(repeating: "A", count: 15_000)
+        #expect(PrintableLogText.escaped(long) == String(repeating: "A", count: 1024) + "… (13976 more characters)")
+    }
+
+    @Test("a handler writes messages and metadata printable, and past its budget says how many it left out")
+    func handlerEscapesAndBudgets() {
+        let clock = ManualClock()
+        let lines = Lines()
+        let budget = LogLineBudget(clock: clock, burst: 3, perSecond: 1)
+        let logger = Logger(label: "test") { _ in
+            ServiceLogHandler(wrapping: Recorder(lines: lines), level: { .info }, budget: budget)
+        }
+        logger.warning("source failed\nforged", metadata: ["message": "Not\u{1B}[31m", "list": .array(["\r"])])
+        logger.debug("below the level")
+        for index in 0..<5 { logger.info("flood \(index)") }
+        logger.error("an error always goes")
+        logger.info("so does the command's own", source: "frametap")
+        clock.advance(by: .seconds(2))
+        logger.info("after the flood")
+        #expect(
+            lines.all == [
+                #"warning source failed\u{A}forged list=["\\u{D}"] message=Not\u{1B}[31m"#,
+                "info flood 0", "info flood 1",
+                "error an error always goes", "info so does the command's own",
+                "warning 3 log lines left out: the log takes 3 lines at once and 1 a second after that",
+                "info after the flood",
+            ])
+    }
+}
+
+/// Every line a handler wrote, as "level message key=value...".
+private final class Lines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+}
+
+private struct Recorder: LogHandler {
+    let lines: Lines
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let all = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { " \($0)=\($1)" }.joined()
+        lines.append("\(event.level) \(event.message)\(all)")
+    }
+}
