@@ -290,6 +290,30 @@ import Timekeeping
                 == "id: 42\nevent: resync\ndata: {\(at),\"reason\":\"history_lost\"}\n\n")
     }
 
+    @Test("each event is encoded once for all its readers, the same bytes each reader would encode; the newest 1,024 are kept")
+    func eventsEncodedOnce() {
+        let log = SessionEventLog(capacity: 4096, clock: StillClock())
+        var cursor = log.newestID
+        let cam = try! SessionID("cam-1")
+        for index in 0..<(EncodedEvents.capacity + 10) {
+            log.publish(.viewersChanged, session: cam, details: .with { $0.viewers = index })
+        }
+        var events: [SessionEvent] = []
+        while case .events(let batch, let next) = log.read(after: cursor), !batch.isEmpty {
+            events += batch
+            cursor = next
+        }
+        #expect(events.count == EncodedEvents.capacity + 10)
+        let encoded = EncodedEvents()
+        for event in events {
+            #expect(encoded.bytes(of: event) == EventStreamSource.serverSentEvent(event))
+        }
+        #expect(encoded.count == EncodedEvents.capacity)
+        guard let newest = events.last else { return }
+        #expect(encoded.bytes(of: newest) == EventStreamSource.serverSentEvent(newest))
+        #expect(encoded.count == EncodedEvents.capacity)
+    }
+
     static let hardware = HardwareReport(
         libavcodecVersion: "59.37.100", libavcodecVAAPI: true, vaapiHeaderVersion: "1.17.0",
         renderNodes: [

@@ -33,7 +33,7 @@ extension FrameTapAPI {
             ],
             body: .stream(
                 EventStreamSource(
-                    log: log, session: session, cursor: cursor, clock: registry.clock,
+                    log: log, encoded: encodedEvents, session: session, cursor: cursor, clock: registry.clock,
                     keepalive: registry.configuration.eventKeepaliveInterval)))
     }
 }
@@ -44,6 +44,7 @@ final class EventStreamSource: StreamSource {
     static let reconnectMilliseconds = 2000
 
     private let log: SessionEventLog
+    private let encoded: EncodedEvents
     private let session: SessionID?
     private let clock: any ServiceClock
     /// A comment this often when nothing happens (`ServerConfiguration.eventKeepaliveInterval`).
@@ -57,8 +58,12 @@ final class EventStreamSource: StreamSource {
         var waitToken: UInt64?
     }
 
-    init(log: SessionEventLog, session: SessionID?, cursor: UInt64, clock: any ServiceClock, keepalive: Duration) {
+    init(
+        log: SessionEventLog, encoded: EncodedEvents, session: SessionID?, cursor: UInt64, clock: any ServiceClock,
+        keepalive: Duration
+    ) {
         self.log = log
+        self.encoded = encoded
         keepaliveNanoseconds = keepalive.nanoseconds
         self.session = session
         self.clock = clock
@@ -90,7 +95,7 @@ final class EventStreamSource: StreamSource {
         case .events(let events, let next):
             // A read scans to the newest event, so with none of this reader's the cursor is at
             // the newest and the registered waiter covers what comes next.
-            for event in events { bytes += Self.serverSentEvent(event) }
+            for event in events { bytes += encoded.bytes(of: event) }
             state.withLock { $0.cursor = next }
         }
         if bytes.isEmpty, idle {
@@ -113,4 +118,40 @@ final class EventStreamSource: StreamSource {
     func close(_ reason: StreamCloseReason) {
         if let token = state.withLock({ $0.waitToken }) { log.cancelWait(token) }
     }
+}
+
+/// Each event as the streams send it, encoded once for all of its readers: 150 readers of an
+/// event cost one JSON encoding, not 150. The newest `capacity` events are kept; a reader further
+/// behind encodes its own.
+final class EncodedEvents: Sendable {
+    static let capacity = 1024
+
+    private struct State {
+        var bytes: [UInt64: [UInt8]] = [:]
+        /// The ids kept, oldest at `oldest` once the ring is full.
+        var ring: [UInt64] = []
+        var oldest = 0
+    }
+
+    private let state = Mutex(State())
+
+    func bytes(of event: SessionEvent) -> [UInt8] {
+        if let kept = state.withLock({ $0.bytes[event.id] }) { return kept }
+        let encoded = EventStreamSource.serverSentEvent(event)
+        state.withLock { state in
+            guard state.bytes[event.id] == nil else { return }
+            if state.ring.count < Self.capacity {
+                state.ring.append(event.id)
+            } else {
+                state.bytes[state.ring[state.oldest]] = nil
+                state.ring[state.oldest] = event.id
+                state.oldest = (state.oldest + 1) % Self.capacity
+            }
+            state.bytes[event.id] = encoded
+        }
+        return encoded
+    }
+
+    /// Events kept now (for tests).
+    var count: Int { state.withLock { $0.bytes.count } }
 }

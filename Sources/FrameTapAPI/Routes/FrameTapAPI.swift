@@ -22,6 +22,8 @@ public struct FrameTapAPI: Sendable {
     let logger: Logger
     /// Refusals a client can cause by the hundred (503 at a limit), rate-limited.
     private let refusals: RateLimitedLog
+    /// `GET /events`: each event encoded once for all its readers.
+    let encodedEvents = EncodedEvents()
 
     /// The longest `?wait=` accepted, in milliseconds.
     static let maxWaitMilliseconds = 30_000
