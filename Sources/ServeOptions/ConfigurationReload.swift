@@ -95,7 +95,7 @@ public final class ConfigurationReloader: Sendable {
         }
         setLogLevel(new.logLevel)
         if !changed.isEmpty {
-            logger.info("configuration options applied", metadata: ["options": "\(changed.joined(separator: ","))"])
+            logger.notice("configuration options applied", metadata: ["options": "\(changed.joined(separator: ","))"])
         }
         let outcome = catalog.declare(new.declarations)
         applied.withLock { $0 = new }

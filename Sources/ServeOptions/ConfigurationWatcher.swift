@@ -41,7 +41,7 @@ public final class ConfigurationWatcher: Sendable {
         for descriptor in stopPipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
         stopWriter = stopPipe[1]
         let stopReader = stopPipe[0]
-        logger.info("watching the configuration file", metadata: ["file": "\(path)", "directory": "\(directory)"])
+        logger.notice("watching the configuration file", metadata: ["file": "\(path)", "directory": "\(directory)"])
         let quietMilliseconds = Int32(quiet.components.seconds * 1000 + quiet.components.attoseconds / 1_000_000_000_000_000)
         Self.watchResolvedDirectory(of: path, inotify: watch, events: events)
         // Read now, with the watches in place: a change from here on is seen, whenever the thread starts.

@@ -5,8 +5,9 @@ import Timekeeping
 /// The lines the whole process may write: `burst` at once and `perSecond` on average. A client
 /// can cause lines by the thousand (a session made, failed and removed per request); past the
 /// budget lines are left out, and the next line written is preceded by one that says how many.
-/// Errors and critical lines (the server's own failures) always go, outside the budget, and so
-/// do the lines of the process's own life that its command writes (start, reloads, stop).
+/// Two levels go outside the budget: `notice`, the process's own life (listening, reloads of the
+/// configuration, the TLS certificate and the log level, stopping), which no client can cause,
+/// and errors and critical lines (the server's own failures).
 public final class LogLineBudget: Sendable {
     public static let burst = 200.0
     public static let perSecond = 20.0
@@ -24,8 +25,8 @@ public final class LogLineBudget: Sendable {
 
     /// nil: leave the line out (it is counted); otherwise write it, after a line saying how
     /// many were left out before it when that is not 0.
-    public func admit(_ level: Logger.Level, outsideBudget: Bool = false) -> Int? {
-        guard level < .error, !outsideBudget else { return 0 }
+    public func admit(_ level: Logger.Level) -> Int? {
+        guard level < .error, level != .notice else { return 0 }
         let now = clock.uptime
         let (admitted, droppedBefore) = bucket.withLock { $0.admit(at: now) }
         return admitted ? droppedBefore : nil

@@ -5,8 +5,10 @@ import Logging
 /// `\u{1B}`, so that no line can end early, forge another or drive a terminal, and each
 /// value cut at `limit` characters, saying how many more there were.
 public enum PrintableLogText {
-    /// Characters of one message or metadata value past which the rest is left out.
-    public static let limit = 1024
+    /// Characters of one message or metadata value past which the rest is left out: room for
+    /// FrameTap's own longest values (a reload's list of the sessions it changed), not for pages
+    /// of a stranger's text.
+    public static let limit = 4096
 
     public static func escaped(_ text: String, limit: Int = PrintableLogText.limit) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) || text.utf8.count > limit else { return text }

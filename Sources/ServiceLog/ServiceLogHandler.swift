@@ -6,19 +6,14 @@ import Logging
 public struct ServiceLogHandler: LogHandler {
     private var inner: any LogHandler
     private let level: @Sendable () -> Logger.Level
-    private let budget: LogLineBudget
-    /// The module whose lines go outside the budget: the command's own (start, reloads, stop).
-    private let ownModule: String
+    /// nil: every line goes (`frametap sync`, which no client reaches).
+    private let budget: LogLineBudget?
 
-    public init(
-        wrapping inner: any LogHandler, level: @escaping @Sendable () -> Logger.Level, budget: LogLineBudget,
-        outsideBudget ownModule: String = "frametap"
-    ) {
+    public init(wrapping inner: any LogHandler, level: @escaping @Sendable () -> Logger.Level, budget: LogLineBudget?) {
         self.inner = inner
         self.inner.logLevel = .trace
         self.level = level
         self.budget = budget
-        self.ownModule = ownModule
     }
 
     public var logLevel: Logger.Level {
@@ -38,8 +33,8 @@ public struct ServiceLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        guard let leftOut = budget.admit(event.level, outsideBudget: event.source == ownModule) else { return }
-        if leftOut > 0 {
+        guard let leftOut = budget.map({ $0.admit(event.level) }) ?? 0 else { return }
+        if leftOut > 0, let budget {
             var note = event
             note.level = .warning
             note.message = "\(budget.leftOutMessage(leftOut))"

@@ -96,7 +96,7 @@ public final class ConfigurationStatus: Sendable {
         var metadata: Logger.Metadata = ["trigger": "\(trigger.rawValue)"]
         for (kind, ids) in changes.sorted(by: { $0.key < $1.key }) { metadata[kind] = "\(ids.joined(separator: ","))" }
         if let file { metadata["file"] = "\(file)" }
-        logger.info(trigger == .start ? "configuration applied" : "configuration reloaded", metadata: metadata)
+        logger.notice(trigger == .start ? "configuration applied" : "configuration reloaded", metadata: metadata)
         for option in restartNeeded {
             logger.warning(
                 "configuration option changed; it takes effect when the server restarts",

@@ -90,7 +90,7 @@ struct ServeCommand: ParsableCommand {
         LoggingSystem.bootstrap { label in
             ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level.current }, budget: budget)
         }
-        LibavLogFilter.install { ForeignLogLines.write($0, budget: budget) }
+        LibavLogFilter.install { line, isError in ForeignLogLines.write(line, isError: isError, budget: budget) }
         let logger = Logger(label: "frametap")
         for message in settings.unknownVariableMessages { logger.warning("\(message)") }
         // What the sessions share at run time, built once.
@@ -152,7 +152,7 @@ struct ServeCommand: ParsableCommand {
             logger.critical("cannot start", metadata: ["reason": "\(error)"])
             throw ExitCode.failure
         }
-        logger.info("stopped")
+        logger.notice("stopped")
     }
 
     /// The decoding hardware, logged at start-up so an operator sees whether pictures will be

@@ -112,9 +112,8 @@ struct SyncCommand: ParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let settings = try settings(environment: environment, checkFile: true)
         let level = Logger.Level(rawValue: logLevel) ?? .info
-        let budget = LogLineBudget(clock: SystemClock())
         LoggingSystem.bootstrap { label in
-            ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level }, budget: budget)
+            ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level }, budget: nil)
         }
         // libavformat's own lines (a refused connection) would repeat what the pass logs.
         LibavLogging.set(level <= .debug ? .warnings : .quiet)

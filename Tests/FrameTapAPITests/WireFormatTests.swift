@@ -290,9 +290,9 @@ import Timekeeping
                 == "id: 42\nevent: resync\ndata: {\(at),\"reason\":\"history_lost\"}\n\n")
     }
 
-    @Test("each event is encoded once for all its readers, the same bytes each reader would encode; the newest 1,024 are kept")
+    @Test("each event is encoded once for all its readers, the same bytes each reader would encode; the newest 2,048 are kept")
     func eventsEncodedOnce() {
-        let log = SessionEventLog(capacity: 4096, clock: StillClock())
+        let log = SessionEventLog(capacity: 8192, clock: StillClock())
         var cursor = log.newestID
         let cam = try! SessionID("cam-1")
         for index in 0..<(EncodedEvents.capacity + 10) {

@@ -13,7 +13,7 @@ struct ServiceLogTests {
         #expect(PrintableLogText.escaped("a\nforged line\u{85}\u{7F}") == #"a\u{A}forged line\u{85}\u{7F}"#)
         #expect(PrintableLogText.escaped("plain, with é and 漢字") == "plain, with é and 漢字")
         let long = String(repeating: "A", count: 15_000)
-        #expect(PrintableLogText.escaped(long) == String(repeating: "A", count: 1024) + "… (13976 more characters)")
+        #expect(PrintableLogText.escaped(long) == String(repeating: "A", count: 4096) + "… (10904 more characters)")
     }
 
     @Test("a handler writes messages and metadata printable, and past its budget says how many it left out")
@@ -28,17 +28,27 @@ struct ServiceLogTests {
         logger.debug("below the level")
         for index in 0..<5 { logger.info("flood \(index)") }
         logger.error("an error always goes")
-        logger.info("so does the command's own", source: "frametap")
+        logger.notice("so does the process's own life")
         clock.advance(by: .seconds(2))
         logger.info("after the flood")
         #expect(
             lines.all == [
                 #"warning source failed\u{A}forged list=["\\u{D}"] message=Not\u{1B}[31m"#,
                 "info flood 0", "info flood 1",
-                "error an error always goes", "info so does the command's own",
+                "error an error always goes", "notice so does the process's own life",
                 "warning 3 log lines left out: the log takes 3 lines at once and 1 a second after that",
                 "info after the flood",
             ])
+    }
+}
+
+extension ServiceLogTests {
+    @Test("without a budget (`frametap sync`) every line goes")
+    func noBudget() {
+        let lines = Lines()
+        let logger = Logger(label: "test") { _ in ServiceLogHandler(wrapping: Recorder(lines: lines), level: { .info }, budget: nil) }
+        for index in 0..<500 { logger.info("placed \(index)") }
+        #expect(lines.all.count == 500)
     }
 }
 

@@ -121,10 +121,10 @@ final class EventStreamSource: StreamSource {
 }
 
 /// Each event as the streams send it, encoded once for all of its readers: 150 readers of an
-/// event cost one JSON encoding, not 150. The newest `capacity` events are kept; a reader further
-/// behind encodes its own.
+/// event cost one JSON encoding, not 150. As many are kept as the event log may hold (up to twice
+/// its capacity), so a reader far behind does not push out what the others are about to read.
 final class EncodedEvents: Sendable {
-    static let capacity = 1024
+    static let capacity = 2 * SessionEventLog.defaultCapacity
 
     private struct State {
         var bytes: [UInt64: [UInt8]] = [:]

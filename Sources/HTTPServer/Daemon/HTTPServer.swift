@@ -270,7 +270,7 @@ public final class HTTPServer: Sendable {
     /// reloads the TLS certificate and key, then calls `onHangup` (the caller's own reload).
     public func run(onHangup: (@Sendable () -> Void)? = nil) throws(HTTPServerError) {
         try start()
-        core.configuration.logger.info(
+        core.configuration.logger.notice(
             "listening",
             metadata: [
                 "host": "\(core.configuration.host)", "port": "\(port)",
@@ -296,7 +296,7 @@ public final class HTTPServer: Sendable {
             guard let files = core.configuration.tls else { return }
             do {
                 try reloadTLS()
-                core.configuration.logger.info("TLS certificate reloaded", metadata: ["certificate": "\(files.certificatePath)"])
+                core.configuration.logger.notice("TLS certificate reloaded", metadata: ["certificate": "\(files.certificatePath)"])
             } catch {
                 core.configuration.logger.error(
                     "TLS certificate not reloaded; the previous one stays", metadata: ["reason": "\(error)"])
@@ -305,7 +305,7 @@ public final class HTTPServer: Sendable {
         reload.resume()
         sources.append(reload)
         stopSignal.wait()
-        core.configuration.logger.info("stopping")
+        core.configuration.logger.notice("stopping")
         stop()
         for source in sources { source.cancel() }
     }
