@@ -129,7 +129,7 @@ let package = Package(
             name: "ServeOptions",
             dependencies: [
                 "HTTPServer", "Sessions", "SessionCatalog", "Ingest", "FrameTapAPI", "Decoding", "Imaging", "Containers", "Timekeeping",
-                "CYAML",
+                "CYAML", "ServiceLog",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSwift
@@ -203,7 +203,7 @@ let package = Package(
             name: "ServeOptionsTests",
             dependencies: [
                 "ServeOptions", "HTTPServer", "Sessions", "SessionCatalog", "FrameTapAPI", "Ingest", "Decoding", "Containers",
-                "SessionsTestSupport", "TestSupport", "Timekeeping",
+                "SessionsTestSupport", "TestSupport", "Timekeeping", "ServiceLog",
             ],
             swiftSettings: strictSwift),
         // Declared and kept sessions: the plan of a reading's difference, its application, the state file.

@@ -90,6 +90,29 @@ FRAMETAP_HOST=:: FRAMETAP_PORT=$port "$BIN" healthcheck > "$TMP/health.log" 2>&1
 check "healthcheck with FRAMETAP_HOST=:: asks ::1" "$?" 0
 kill -TERM "$server"; wait "$server"; check "the IPv6 server stops on SIGTERM" "$?" 0
 
+# --log-format json: every line of the server's log is one JSON object, a push's garbage and
+# libav's own lines (--log-level debug) too.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$BIN" serve --host 127.0.0.1 --port "$port" --log-format json --log-level debug 2> "$TMP/json.log" &
+server=$!
+for _ in $(seq 100); do "$BIN" healthcheck --host 127.0.0.1 --port "$port" > /dev/null 2>&1 && break; sleep 0.1; done
+curl -s -o /dev/null --data-binary @"$FIXTURE" "http://127.0.0.1:$port/sessions/json/nalus?flush=true"
+# A Matroska DocType libavformat does not know, with a quote, a line feed and an escape in it:
+# libav says so in a line of its own.
+python3 -c 'import sys; b = open(sys.argv[1], "rb").read(); sys.stdout.buffer.write(b.replace(b"\x88matroska", b"\x88ma\"\n\x1b[3m", 1))' \
+    "$ROOT/Tests/Fixtures/Containers/h264_320x240.mkv" > "$TMP/doctype.mkv"
+curl -s -o /dev/null --data-binary @"$TMP/doctype.mkv" -H 'Content-Type: video/x-matroska' \
+    "http://127.0.0.1:$port/sessions/json2/nalus?flush=true"
+kill -TERM "$server"; wait "$server"; check "the JSON-logging server stops on SIGTERM" "$?" 0
+check "--log-format json writes only JSON lines, with time, level, logger, source and message" "$(python3 -c '
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+bad = [line for line in lines if not all(k in json.loads(line) for k in ("time", "level", "logger", "source", "message"))]
+libav = [json.loads(line)["message"] for line in lines if json.loads(line)["logger"] == "libav"]
+doctype = any("doctype" in message and "\\u{1B}" in message for message in libav)
+print("ok" if lines and not bad and doctype else "%d lines, bad: %r, libav: %r" % (len(lines), bad[:2], libav[:3]))
+' "$TMP/json.log" 2>&1)" ok
+
 frames=$(manifest high_320x240.264 frames)
 "$BIN" decode "$FIXTURE" --output "$TMP/jpegs" 2> /dev/null
 check "decode writes one JPEG per frame" "$(ls "$TMP/jpegs" | wc -l)" "$frames"

@@ -3,6 +3,7 @@ import FrameTapAPI
 import HTTPServer
 import Imaging
 import Logging
+import ServiceLog
 import Sessions
 
 /// What `frametap serve` runs with: every option resolved (the command line, then the
@@ -22,6 +23,7 @@ public struct ServeConfiguration: Sendable {
     /// Who may do what; its `skippedKeys` (JWKS keys of another algorithm) go to the start-up log.
     public var access: AccessControl.Credentials
     public var logLevel: Logger.Level
+    public var logFormat: LogFormat
     /// The file's `sessions:`, in its order (none without a file).
     public var declaredSessions: [DeclaredSession]
     /// `--config`: the file, or nil.
@@ -144,6 +146,7 @@ public struct ServeConfiguration: Sendable {
         self.http = http
         self.server = server
         self.logLevel = settings.logLevel
+        logFormat = settings.logFormat
         self.printConfiguration = settings.printConfiguration
         encoder = settings.encoder
         self.declaredSessions = declaredSessions

@@ -6,6 +6,7 @@ import HTTPServer
 import Imaging
 import Ingest
 import Logging
+import ServiceLog
 import Sessions
 
 extension ServeOption {
@@ -292,6 +293,12 @@ extension ServeOption {
             details:
                 "no log line shows a source's credentials: FrameTap's own never name them, and libavformat's go through the same redaction (user info and secret parameters in paths, queries and `;` parameters). Text from outside (a source's answer, a container's metadata) has its control characters written out (`\\u{1B}`) and is cut at 4,096 characters. The log takes 200 lines at once and 20 a second after that; past that lines are left out and the next one says how many (errors, and the `notice` lines of the server's own life: listening, reloads, stopping, always go)",
             changesWithoutRestart: true
+        ),
+        choice(
+            "log-format", \.logFormat, valueName: "format", ignoringCase: true,
+            help: "`text`: swift-log's lines; `json`: one JSON object a line for log shippers.",
+            details:
+                "each JSON line has `time` (ISO 8601 in UTC, milliseconds), `level`, `logger`, `source` (the module), `message` and, when there is any, `metadata` as an object; libav's own lines come as JSON lines of logger `libav`"
         ),
     ]
 

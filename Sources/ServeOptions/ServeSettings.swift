@@ -2,6 +2,7 @@ import FoundationEssentials
 import HTTPServer
 import Imaging
 import Logging
+import ServiceLog
 import Sessions
 
 /// What the options write into: today's configuration types, and the few values that become
@@ -16,6 +17,7 @@ public struct ServeSettings: Sendable {
     public var tlsCertificate: String?
     public var tlsKey: String?
     public var logLevel: Logger.Level
+    public var logFormat: LogFormat = .text
     public var configurationFile: String?
     /// `--state-dir`: where the sessions made by `PUT` are kept.
     public var stateDirectory: String?

@@ -117,6 +117,25 @@ extension ASCIIWriter {
     }
 }
 
+extension UTCTime {
+    /// ISO 8601 in UTC with milliseconds (`2026-01-01T00:00:00.125Z`): the timestamps of answers,
+    /// events and the JSON log.
+    public var iso8601: String {
+        String(asciiCapacity: 32) { text in
+            text.append(year, digits: 4)
+            text.append("-")
+            text.append(month, digits: 2)
+            text.append("-")
+            text.append(day, digits: 2)
+            text.append("T")
+            text.appendTimeOfDay(self)
+            text.append(".")
+            text.append(millisecond, digits: 3)
+            text.append("Z")
+        }
+    }
+}
+
 extension String {
     /// A string of at most `capacity` ASCII bytes, written by `write`.
     public init(asciiCapacity capacity: Int, _ write: (inout ASCIIWriter) -> Void) {

@@ -87,10 +87,16 @@ struct ServeCommand: ParsableCommand {
         let clock = SystemClock()
         let level = LogLevelSwitch(settings.logLevel)
         let budget = LogLineBudget(clock: clock)
+        let format = settings.logFormat
         LoggingSystem.bootstrap { label in
-            ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level.current }, budget: budget)
+            let lines: any LogHandler =
+                switch format {
+                case .text: StreamLogHandler.standardError(label: label)
+                case .json: JSONLineLogHandler(label: label)
+                }
+            return ServiceLogHandler(wrapping: lines, level: { level.current }, budget: budget)
         }
-        LibavLogFilter.install { line, isError in ForeignLogLines.write(line, isError: isError, budget: budget) }
+        LibavLogFilter.install { line, isError in ForeignLogLines.write(line, isError: isError, budget: budget, format: format) }
         let logger = Logger(label: "frametap")
         for message in settings.unknownVariableMessages { logger.warning("\(message)") }
         // What the sessions share at run time, built once.

@@ -1,4 +1,5 @@
 import HTTPServer
+import ServiceLog
 import Sessions
 import Testing
 
@@ -183,6 +184,7 @@ struct PrecedenceTests {
         #expect(configuration.http.host == "0.0.0.0")
         #expect(configuration.http.threadPoolSize >= 2)
         #expect(configuration.logLevel == .info)
+        #expect(configuration.logFormat == .text)
         #expect(!configuration.access.isEnabled)
         #expect(configuration.declaredSessions.isEmpty)
     }
@@ -216,5 +218,13 @@ struct PrecedenceTests {
         #expect(configuration.http.port == 9000)
         #expect(configuration.logLevel == .debug)
         #expect(configuration.server.backend == .software)
+    }
+
+    @Test func theLogFormat() throws {
+        #expect(try ServeConfiguration(arguments: ["--log-format", "json"], environment: [:]).logFormat == .json)
+        #expect(try ServeConfiguration(arguments: [], environment: ["FRAMETAP_LOG_FORMAT": "JSON"]).logFormat == .json)
+        #expect(throws: ServeConfigurationError("must be text or json, not 'xml'", origin: .commandLine("--log-format"))) {
+            try ServeConfiguration(arguments: ["--log-format", "xml"], environment: [:])
+        }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import ServiceLog
 import Synchronization
@@ -43,6 +44,22 @@ struct ServiceLogTests {
 }
 
 extension ServiceLogTests {
+    @Test("a JSON line: one object, strings escaped, metadata an object only when there is some")
+    func jsonLines() {
+        let at = Date(timeIntervalSince1970: 1_800_000_000.125)
+        #expect(
+            JSONLogLine.make(
+                at: at, level: .warning, logger: "frametap.sessions", source: "Sessions", message: "say \"hi\"\\ \u{1B}\n",
+                metadata: ["session": "cam-1", "list": .array(["a", "b"]), "nested": .dictionary(["k": "v\t"])])
+                == #"{"time":"2027-01-15T08:00:00.125Z","level":"warning","logger":"frametap.sessions","source":"Sessions","#
+                + #""message":"say \"hi\"\\ \u001b\n","metadata":{"list":["a","b"],"nested":{"k":"v\t"},"session":"cam-1"}}"#
+                + "\n")
+        #expect(
+            JSONLogLine.make(at: at, level: .notice, logger: "frametap", source: "frametap", message: "stopped", metadata: [:])
+                == #"{"time":"2027-01-15T08:00:00.125Z","level":"notice","logger":"frametap","source":"frametap","message":"stopped"}"#
+                + "\n")
+    }
+
     @Test("without a budget (`frametap sync`) every line goes")
     func noBudget() {
         let lines = Lines()

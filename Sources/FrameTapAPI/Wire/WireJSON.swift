@@ -32,19 +32,7 @@ public enum WireJSON {
 
     /// A timestamp as published: ISO 8601 in UTC with milliseconds (`2026-01-01T00:00:00.125Z`).
     static func timestamp(_ date: Date) -> String {
-        let time = UTCTime(date)
-        return String(asciiCapacity: 32) { text in
-            text.append(time.year, digits: 4)
-            text.append("-")
-            text.append(time.month, digits: 2)
-            text.append("-")
-            text.append(time.day, digits: 2)
-            text.append("T")
-            text.appendTimeOfDay(time)
-            text.append(".")
-            text.append(time.millisecond, digits: 3)
-            text.append("Z")
-        }
+        UTCTime(date).iso8601
     }
 }
 

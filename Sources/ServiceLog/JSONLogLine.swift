@@ -1,0 +1,84 @@
+import FoundationEssentials
+import Logging
+import Timekeeping
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `--log-format json`: one JSON object a line, `{"time", "level", "logger", "source", "message",
+/// "metadata"}` (metadata only when there is some, as an object of strings, lists and objects),
+/// which log shippers read without a pattern: a value with spaces or `=` in it stays one value.
+public enum JSONLogLine {
+    public static func make(
+        at date: Date, level: Logger.Level, logger: String, source: String, message: String, metadata: Logger.Metadata
+    ) -> String {
+        var line = #"{"time":""# + UTCTime(date).iso8601 + #"","level":""# + level.rawValue + #"","logger":"#
+        line += quoted(logger) + #","source":"# + quoted(source) + #","message":"# + quoted(message)
+        if !metadata.isEmpty { line += #","metadata":"# + object(metadata) }
+        return line + "}\n"
+    }
+
+    static func object(_ metadata: Logger.Metadata) -> String {
+        "{" + metadata.sorted { $0.key < $1.key }.map { quoted($0.key) + ":" + value($0.value) }.joined(separator: ",") + "}"
+    }
+
+    static func value(_ value: Logger.MetadataValue) -> String {
+        switch value {
+        case .string(let text): quoted(text)
+        case .stringConvertible(let convertible): quoted(convertible.description)
+        case .array(let values): "[" + values.map(Self.value).joined(separator: ",") + "]"
+        case .dictionary(let values): object(values)
+        @unknown default: quoted(value.description)
+        }
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped.
+    static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case "\r": result += "\\r"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                let hex = String(scalar.value, radix: 16)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}
+
+/// Writes each line as a JSON object (`JSONLogLine`) to standard error, in one `write`.
+public struct JSONLineLogHandler: LogHandler {
+    public var logLevel: Logger.Level = .trace
+    public var metadata: Logger.Metadata = [:]
+    private let label: String
+
+    public init(label: String) {
+        self.label = label
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let line = JSONLogLine.make(
+            at: Date(), level: event.level, logger: label, source: event.source, message: event.message.description,
+            metadata: metadata.merging(event.metadata ?? [:]) { $1 })
+        StandardError.write(line)
+    }
+}
+
+enum StandardError {
+    static func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+}
