@@ -17,6 +17,8 @@ import Timekeeping
             try pushFixture(service.port, session: "met", "baseline_176x144.264")
             _ = try request(service.port, "GET", "/sessions/met/frame/latest.jpg")
             _ = try request(service.port, "GET", "/sessions/nobody")
+            #expect(try request(service.port, "DELETE", "/sessions").status == 405)
+            #expect(try request(service.port, "GET", "/no/such/route").status == 404)
             let metrics = try request(service.port, "GET", "/metrics")
             #expect(metrics.status == 200)
             #expect(metrics.headers["Content-Type"]?.hasPrefix("text/plain") == true)
@@ -31,6 +33,9 @@ import Timekeeping
                     text, "frametap_http_requests_total", labels: [#"route="/sessions/{id}/frame/latest.jpg""#, #"status="200""#])
                     == 1)
             #expect(metricValue(text, "frametap_http_requests_total", labels: [#"route="/sessions/{id}""#, #"status="404""#]) == 1)
+            // A known path with the wrong method is counted under its route; a path no route has, as unmatched.
+            #expect(metricValue(text, "frametap_http_requests_total", labels: [#"route="/sessions""#, #"status="405""#]) == 1)
+            #expect(metricValue(text, "frametap_http_requests_total", labels: [#"route="unmatched""#, #"status="404""#]) == 1)
         }
     }
 

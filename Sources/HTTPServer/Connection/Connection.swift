@@ -68,6 +68,9 @@ final class ConnectionContext: Sendable {
         /// request before that, see `answerUnparsableContentLength`).
         var request: HTTPRequest?
         var route: Router<ServerCore.AccessCheck?>.Route?
+        /// What the request is counted under: its route's pattern, or for a 405 the pattern of
+        /// the path's route; nil when no route has the path.
+        var routePattern: String?
         var stage = Stage.headers
         var answer = Answer.notYet
         var suspended = false
@@ -126,6 +129,7 @@ final class ConnectionContext: Sendable {
         var rejection: HTTPError?
         var uploadHandler: UploadHandler?
         var route: Router<ServerCore.AccessCheck?>.Route?
+        var routePattern: String?
 
         if core.isDraining {
             rejection = .shuttingDown()
@@ -141,7 +145,8 @@ final class ConnectionContext: Sendable {
                 }
             case .notFound:
                 rejection = .notFound("No route for \(request.path).")
-            case .methodNotAllowed(let allowed):
+            case .methodNotAllowed(let allowed, let pattern):
+                routePattern = pattern
                 if let preflight = core.configuration.crossOrigin?.preflight(request, allowed: allowed) {
                     // Answered at the final call, before any access check: a preflight has no token.
                     state.withLock {
@@ -154,6 +159,7 @@ final class ConnectionContext: Sendable {
                 rejection = .methodNotAllowed(allowed: allowed)
             case .found(let matched, let parameters):
                 route = matched
+                routePattern = matched.pattern
                 request.take(route: matched.pattern, parameters: parameters)
                 if let check = matched.access { rejection = check(request) }
                 if rejection == nil, let limit = matched.maxBodyBytes, let length = request.contentLength,
@@ -169,6 +175,7 @@ final class ConnectionContext: Sendable {
         state.withLock {
             $0.request = request
             $0.route = route
+            $0.routePattern = routePattern
         }
 
         if let rejection {

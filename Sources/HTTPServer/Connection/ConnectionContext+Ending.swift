@@ -75,7 +75,7 @@ extension ConnectionContext {
                 default: state.answer = .notYet
                 }
             }
-            return (state.stage, state.answer, state.route?.pattern, state.request?.method)
+            return (state.stage, state.answer, state.routePattern, state.request?.method)
         }
         guard let (stage, answer, route, method) = ending else { return }
         var outcome: RequestRecord.Outcome =

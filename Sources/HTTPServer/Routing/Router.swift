@@ -35,7 +35,8 @@ public struct Router<Access: Sendable>: Sendable {
 
     enum Match {
         case found(Route, [String: String])
-        case methodNotAllowed([HTTPMethod])
+        /// The path is a route's (`pattern`, the first that takes it), but not for this method.
+        case methodNotAllowed([HTTPMethod], pattern: String)
         case notFound
         case misplacedDotSegment
     }
@@ -95,18 +96,20 @@ public struct Router<Access: Sendable>: Sendable {
 
     func match(method: HTTPMethod, segments parts: [String]) -> Match {
         var allowed: [HTTPMethod] = []
+        var pattern: String?
         for route in routes {
             guard let parameters = Self.bind(route.segments, to: parts) else { continue }
             if route.method == method || (method == .head && route.method == .get) {
                 return .found(route, parameters)
             }
+            if pattern == nil { pattern = route.pattern }
             allowed.append(route.method)
             if route.method == .get { allowed.append(.head) }
         }
-        if allowed.isEmpty { return parts.contains(where: Self.isDotSegment) ? .misplacedDotSegment : .notFound }
+        guard let pattern else { return parts.contains(where: Self.isDotSegment) ? .misplacedDotSegment : .notFound }
         var unique: [HTTPMethod] = []
         for method in allowed where !unique.contains(method) { unique.append(method) }
-        return .methodNotAllowed(unique)
+        return .methodNotAllowed(unique, pattern: pattern)
     }
 
     /// The route `request` takes, and the request as that route's authorizer and handler see it
