@@ -291,7 +291,7 @@ extension ServeOption {
             "log-level", \.logLevel, valueName: "level", ignoringCase: true,
             help: "swift-log level; `debug` also lets libavcodec's and libavformat's own warnings through.",
             details:
-                "no log line shows a source's credentials: FrameTap's own never name them, and libavformat's go through the same redaction (user info and secret parameters in paths, queries and `;` parameters). Text from outside (a source's answer, a container's metadata) has its control characters written out (`\\u{1B}`) and is cut at 4,096 characters. The log takes 200 lines at once and 20 a second after that; past that lines are left out and the next one says how many (errors, and the `notice` lines of the server's own life: listening, reloads, stopping, always go)",
+                "no log line shows a source's credentials: FrameTap's own never name them, and libavformat's go through the same redaction (user info and secret parameters in paths, queries and `;` parameters). Text from outside (a source's answer, a container's metadata) has its control characters written out (`\\u{1B}`) and is cut at 4,096 characters. The log takes 200 lines at once and 20 a second after that; past that lines are left out and the next line written says how many (`left_out`). Errors, the `notice` lines of the server's own life (listening, reloads, stopping) and a pulled source's lines (lost, failed, connected: its backoff bounds them) always go",
             changesWithoutRestart: true
         ),
         choice(

@@ -7,7 +7,9 @@ import Timekeeping
 /// budget lines are left out, and the next line written is preceded by one that says how many.
 /// Two levels go outside the budget: `notice`, the process's own life (listening, reloads of the
 /// configuration, the TLS certificate and the log level, stopping), which no client can cause,
-/// and errors and critical lines (the server's own failures).
+/// and errors and critical lines (the server's own failures); such a line also says how many
+/// were left out before it. So do the lines a caller says are outside (a pulled source's: see
+/// `ServiceLogHandler`).
 public final class LogLineBudget: Sendable {
     public static let burst = 200.0
     public static let perSecond = 20.0
@@ -25,8 +27,8 @@ public final class LogLineBudget: Sendable {
 
     /// nil: leave the line out (it is counted); otherwise write it, after a line saying how
     /// many were left out before it when that is not 0.
-    public func admit(_ level: Logger.Level) -> Int? {
-        guard level < .error, level != .notice else { return 0 }
+    public func admit(_ level: Logger.Level, outsideBudget: Bool = false) -> Int? {
+        guard level < .error, level != .notice, !outsideBudget else { return bucket.withLock { $0.takeDropped() } }
         let now = clock.uptime
         let (admitted, droppedBefore) = bucket.withLock { $0.admit(at: now) }
         return admitted ? droppedBefore : nil

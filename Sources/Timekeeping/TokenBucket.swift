@@ -41,4 +41,11 @@ public struct TokenBucket: Sendable {
     public mutating func countDropped() {
         dropped += 1
     }
+
+    /// How many were dropped since the last one admitted, said now by something outside the
+    /// budget (which pays nothing for it): the count starts again from 0.
+    public mutating func takeDropped() -> Int {
+        defer { dropped = 0 }
+        return dropped
+    }
 }

@@ -89,12 +89,15 @@ struct ServeCommand: ParsableCommand {
         let budget = LogLineBudget(clock: clock)
         let format = settings.logFormat
         LoggingSystem.bootstrap { label in
-            let lines: any LogHandler =
+            let lines = { (label: String) -> any LogHandler in
                 switch format {
                 case .text: StreamLogHandler.standardError(label: label)
                 case .json: JSONLineLogHandler(label: label)
                 }
-            return ServiceLogHandler(wrapping: lines, level: { level.current }, budget: budget)
+            }
+            return ServiceLogHandler(
+                wrapping: lines(label), notes: lines(ServiceLogHandler.notesLabel), level: { level.current }, budget: budget,
+                unbudgetedSources: [PulledSourceLog.source])
         }
         LibavLogFilter.install { line, isError in ForeignLogLines.write(line, isError: isError, budget: budget, format: format) }
         let logger = Logger(label: "frametap")

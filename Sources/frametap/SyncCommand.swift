@@ -113,7 +113,9 @@ struct SyncCommand: ParsableCommand {
         let settings = try settings(environment: environment, checkFile: true)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
-            ServiceLogHandler(wrapping: StreamLogHandler.standardError(label: label), level: { level }, budget: nil)
+            ServiceLogHandler(
+                wrapping: StreamLogHandler.standardError(label: label),
+                notes: StreamLogHandler.standardError(label: ServiceLogHandler.notesLabel), level: { level }, budget: nil)
         }
         // libavformat's own lines (a refused connection) would repeat what the pass logs.
         LibavLogging.set(level <= .debug ? .warnings : .quiet)

@@ -23,22 +23,35 @@ struct ServiceLogTests {
         let lines = Lines()
         let budget = LogLineBudget(clock: clock, burst: 3, perSecond: 1)
         let logger = Logger(label: "test") { _ in
-            ServiceLogHandler(wrapping: Recorder(lines: lines), level: { .info }, budget: budget)
+            var session = Recorder(lines: lines)
+            session.metadata["session"] = "cam-1"
+            return ServiceLogHandler(
+                wrapping: session, notes: Recorder(lines: lines), level: { .info }, budget: budget,
+                unbudgetedSources: ["PulledSource"])
         }
         logger.warning("source failed\nforged", metadata: ["message": "Not\u{1B}[31m", "list": .array(["\r"])])
         logger.debug("below the level")
         for index in 0..<5 { logger.info("flood \(index)") }
+        logger.warning("a camera is lost", source: "PulledSource")
+        logger.info("flood 5")
         logger.error("an error always goes")
         logger.notice("so does the process's own life")
+        logger.info("flood 6")
         clock.advance(by: .seconds(2))
         logger.info("after the flood")
+        let note = { (count: Int) in
+            "warning \(count) log lines left out: the log takes 3 lines at once and 1 a second after that left_out=\(count)"
+        }
         #expect(
             lines.all == [
-                #"warning source failed\u{A}forged list=["\\u{D}"] message=Not\u{1B}[31m"#,
-                "info flood 0", "info flood 1",
-                "error an error always goes", "notice so does the process's own life",
-                "warning 3 log lines left out: the log takes 3 lines at once and 1 a second after that",
-                "info after the flood",
+                #"warning source failed\u{A}forged list=["\\u{D}"] message=Not\u{1B}[31m session=cam-1"#,
+                "info flood 0 session=cam-1", "info flood 1 session=cam-1",
+                // Lines outside the budget say how many were left out before them; the note is
+                // the log's own, without the next line's session.
+                note(3), "warning a camera is lost session=cam-1",
+                note(1), "error an error always goes session=cam-1",
+                "notice so does the process's own life session=cam-1",
+                note(1), "info after the flood session=cam-1",
             ])
     }
 }
@@ -63,7 +76,9 @@ extension ServiceLogTests {
     @Test("without a budget (`frametap sync`) every line goes")
     func noBudget() {
         let lines = Lines()
-        let logger = Logger(label: "test") { _ in ServiceLogHandler(wrapping: Recorder(lines: lines), level: { .info }, budget: nil) }
+        let logger = Logger(label: "test") { _ in
+            ServiceLogHandler(wrapping: Recorder(lines: lines), notes: Recorder(lines: lines), level: { .info }, budget: nil)
+        }
         for index in 0..<500 { logger.info("placed \(index)") }
         #expect(lines.all.count == 500)
     }
@@ -87,7 +102,7 @@ private struct Recorder: LogHandler {
     }
 
     func log(event: LogEvent) {
-        let all = (event.metadata ?? [:]).sorted { $0.key < $1.key }.map { " \($0)=\($1)" }.joined()
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }.sorted { $0.key < $1.key }.map { " \($0)=\($1)" }.joined()
         lines.append("\(event.level) \(event.message)\(all)")
     }
 }

@@ -117,7 +117,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         guard waiting else { return false }
         retryRequested.withLock { $0 = true }
         sleeper.signal()
-        logger.info("retry asked for", metadata: ["source": "\(spec.url.redacted)"])
+        logger.info("retry asked for", metadata: ["source": "\(spec.url.redacted)"], source: PulledSourceLog.source)
         return true
     }
 
@@ -213,7 +213,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                 reconnecting = false
             }
         }
-        logger.info("pull stopped", metadata: ["source": "\(spec.url.redacted)"])
+        logger.info("pull stopped", metadata: ["source": "\(spec.url.redacted)"], source: PulledSourceLog.source)
     }
 
     /// Returns at once while the pull is wanted; otherwise (on demand, nobody asks) it waits,
@@ -368,7 +368,8 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             return status.reconnects
         }
         guard !isStopped else { return }
-        logger.info("source connected", metadata: ["source": "\(spec.url.redacted)", "format": "\(format)"])
+        logger.info(
+            "source connected", metadata: ["source": "\(spec.url.redacted)", "format": "\(format)"], source: PulledSourceLog.source)
         observer.pullConnected(format: format, reconnects: reconnects)
     }
 
@@ -393,7 +394,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             metadata: [
                 "source": "\(spec.url.redacted)", "code": "\(error.code.rawValue)", "message": "\(error.message)",
                 "retryInMs": "\(delay.nanoseconds / 1_000_000)",
-            ])
+            ], source: PulledSourceLog.source)
         observer.pullLost(error, reconnects: reconnects, retryIn: delay)
     }
 
@@ -411,7 +412,14 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             return true
         }
         guard changed, !isStopped else { return }
-        logger.info("source released: nobody asks for its pictures", metadata: ["source": "\(spec.url.redacted)"])
+        logger.info("source released: nobody asks for its pictures", metadata: ["source": "\(spec.url.redacted)"], source: PulledSourceLog.source)
         observer.pullReleased()
     }
+}
+
+/// The `source` of a pulled source's log lines (swift-log's, for the module otherwise): they come
+/// as often as the source's backoff lets them, which no client sets, so the process's log gives
+/// them no budget (a client's flood must not hide a camera's outage).
+public enum PulledSourceLog {
+    public static let source = "PulledSource"
 }
