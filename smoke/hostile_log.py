@@ -5,7 +5,8 @@ write, and how much.
     container's, a stream's, libav's words about either) is written out, never raw;
   * pushes of garbage into new sessions, one request each (a session made, failed and removed
     per request: three lines each before the budget), write no more than the process's budget
-    (200 lines at once, then 20 a second), and the next line says how many were left out.
+    (200 lines at once, then 20 a second), the next line says how many were left out, and
+    /metrics counts them.
 """
 import re
 import time
@@ -45,5 +46,9 @@ def log_checks(base, log_path, seed):
     left_out = [int(n) for n in re.findall(r"(\d+) log lines left out", after)]
     if sum(left_out) < FLOOD:
         raise Failure(f"{FLOOD} garbage pushes wrote {lines} lines and said {sum(left_out)} were left out")
+    _, _, metrics = request(base, "GET", "/metrics")
+    counted = re.search(rb"^frametap_log_lines_left_out_total (\d+)", metrics, re.M)
+    if not counted or int(counted.group(1)) < sum(left_out):
+        raise Failure(f"/metrics counts {counted and int(counted.group(1))} log lines left out; the log said {sum(left_out)}")
     print(f"  log: {FLOOD} garbage pushes into new sessions in {elapsed:.1f} s wrote {lines} lines, "
           f"{sum(left_out)} left out and said so; no raw control character in {len(whole)} bytes of log", flush=True)

@@ -16,6 +16,8 @@ public final class LogLineBudget: Sendable {
 
     private let clock: any ServiceClock
     private let bucket: Mutex<TokenBucket>
+    /// Told of each line left out (the server counts them in `/metrics`), once it is set.
+    private let leftOutCounter = Mutex<(@Sendable (Int) -> Void)?>(nil)
     /// The line that says how many were left out.
     private let leftOutReason: String
 
@@ -31,7 +33,13 @@ public final class LogLineBudget: Sendable {
         guard level < .error, level != .notice, !outsideBudget else { return bucket.withLock { $0.takeDropped() } }
         let now = clock.uptime
         let (admitted, droppedBefore) = bucket.withLock { $0.admit(at: now) }
+        if !admitted { leftOutCounter.withLock { $0 }?(1) }
         return admitted ? droppedBefore : nil
+    }
+
+    /// `count` is told of every line left out from now on.
+    public func countLeftOut(_ count: @escaping @Sendable (Int) -> Void) {
+        leftOutCounter.withLock { $0 = count }
     }
 
     /// The line that says how many were left out.

@@ -125,6 +125,7 @@ struct ServeCommand: ParsableCommand {
 
         let metrics = FrameTapMetrics()
         metrics.bootstrapGlobalMetricsSystem()
+        budget.countLeftOut { metrics.recordLogLinesLeftOut($0) }
         var http = settings.http
         http.logger = Logger(label: "frametap.http")
         let service = FrameTapService(

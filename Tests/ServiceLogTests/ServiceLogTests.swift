@@ -22,6 +22,8 @@ struct ServiceLogTests {
         let clock = ManualClock()
         let lines = Lines()
         let budget = LogLineBudget(clock: clock, burst: 3, perSecond: 1)
+        let counted = Mutex(0)
+        budget.countLeftOut { count in counted.withLock { $0 += count } }
         let logger = Logger(label: "test") { _ in
             var session = Recorder(lines: lines)
             session.metadata["session"] = "cam-1"
@@ -53,6 +55,7 @@ struct ServiceLogTests {
                 "notice so does the process's own life session=cam-1",
                 note(1), "info after the flood session=cam-1",
             ])
+        #expect(counted.withLock { $0 } == 5)
     }
 }
 

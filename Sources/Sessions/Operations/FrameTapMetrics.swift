@@ -149,6 +149,11 @@ public final class FrameTapMetrics: Sendable {
         counter(Names.connectionsRefused, ["limit": limit]).increment()
     }
 
+    /// Log lines the process's log budget left out (`LogLineBudget`).
+    public func recordLogLinesLeftOut(_ count: Int) {
+        counter(Names.logLinesLeftOut, [:]).increment(by: count)
+    }
+
     /// A connection the HTTP server closed on its own, by why: `header_timeout` (a head begun
     /// and not finished), `idle` (nothing sent: a kept-alive connection), `body_timeout`
     /// (answered 408 first), `evicted` (made room, near the connection limit).
@@ -355,6 +360,7 @@ public final class FrameTapMetrics: Sendable {
         public static let requests = "frametap_http_requests_total"
         public static let requestSeconds = "frametap_http_request_seconds"
         public static let connectionsRefused = "frametap_http_connections_refused_total"
+        public static let logLinesLeftOut = "frametap_log_lines_left_out_total"
         public static let connectionsClosed = "frametap_http_connections_closed_total"
         public static let mjpegClients = "frametap_mjpeg_clients"
         public static let uploadsStopped = "frametap_uploads_stopped_total"
