@@ -92,10 +92,11 @@ let package = Package(
             ],
             swiftSettings: strictSwift
         ),
-        // The process's log: one switchable level, outside text made printable, a budget of lines.
+        // The process's log: one switchable level, outside text made printable, a budget of lines,
+        // text or JSON lines (JSON strings quoted as HTTPServer quotes its problem documents').
         .target(
             name: "ServiceLog",
-            dependencies: ["Timekeeping", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HTTPServer", "Timekeeping", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strictSwift
         ),
         // HTTP only: the libmicrohttpd daemon, routing, requests and responses, streaming.

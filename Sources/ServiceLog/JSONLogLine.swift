@@ -1,4 +1,5 @@
 import FoundationEssentials
+import HTTPServer
 import Logging
 import Timekeeping
 
@@ -14,42 +15,23 @@ public enum JSONLogLine {
         at date: Date, level: Logger.Level, logger: String, source: String, message: String, metadata: Logger.Metadata
     ) -> String {
         var line = #"{"time":""# + UTCTime(date).iso8601 + #"","level":""# + level.rawValue + #"","logger":"#
-        line += quoted(logger) + #","source":"# + quoted(source) + #","message":"# + quoted(message)
+        line += JSONString.quoted(logger) + #","source":"# + JSONString.quoted(source) + #","message":"# + JSONString.quoted(message)
         if !metadata.isEmpty { line += #","metadata":"# + object(metadata) }
         return line + "}\n"
     }
 
     static func object(_ metadata: Logger.Metadata) -> String {
-        "{" + metadata.sorted { $0.key < $1.key }.map { quoted($0.key) + ":" + value($0.value) }.joined(separator: ",") + "}"
+        "{" + metadata.sorted { $0.key < $1.key }.map { JSONString.quoted($0.key) + ":" + value($0.value) }.joined(separator: ",") + "}"
     }
 
     static func value(_ value: Logger.MetadataValue) -> String {
         switch value {
-        case .string(let text): quoted(text)
-        case .stringConvertible(let convertible): quoted(convertible.description)
+        case .string(let text): JSONString.quoted(text)
+        case .stringConvertible(let convertible): JSONString.quoted(convertible.description)
         case .array(let values): "[" + values.map(Self.value).joined(separator: ",") + "]"
         case .dictionary(let values): object(values)
-        @unknown default: quoted(value.description)
+        @unknown default: JSONString.quoted(value.description)
         }
-    }
-
-    /// A JSON string: quotes, backslashes and control characters escaped.
-    static func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\t": result += "\\t"
-            case "\r": result += "\\r"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16)
-                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 }
 

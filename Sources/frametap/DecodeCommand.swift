@@ -3,6 +3,7 @@ import Bitstream
 import Decoding
 import Dispatch
 import FoundationEssentials
+import HTTPServer
 import Imaging
 import Timekeeping
 import VideoCoding
@@ -438,26 +439,11 @@ final class EncoderComparison {
             return fixed(value, 2)
         }
         let fields = [
-            "\"encoder\":\(quoted(encoder.name))", "\"reason\":\(quoted(encoder.reason))", "\"pictures\":\(pictures)",
+            "\"encoder\":\(JSONString.quoted(encoder.name))", "\"reason\":\(JSONString.quoted(encoder.reason))", "\"pictures\":\(pictures)",
             "\"deviceEncodes\":\(deviceEncodes)", "\"identicalPictures\":\(identical)",
             "\"psnrMinDB\":\(number(pictures > 0 ? minimum : nil))",
             "\"psnrMeanDB\":\(number(differing > 0 ? finiteSum / Double(differing) : nil))", "\"downloads\":\(downloads)",
         ]
         return "{\"encoderComparison\":{" + fields.joined(separator: ",") + "}}"
-    }
-
-    private func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
     }
 }
