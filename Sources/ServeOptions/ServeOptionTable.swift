@@ -298,7 +298,7 @@ extension ServeOption {
             "log-format", \.logFormat, valueName: "format", ignoringCase: true,
             help: "`text`: swift-log's lines; `json`: one JSON object a line for log shippers.",
             details:
-                "each JSON line has `time` (ISO 8601 in UTC, milliseconds), `level`, `logger`, `source` (the module), `message` and, when there is any, `metadata` as an object; libav's own lines come as JSON lines of logger `libav`"
+                "each JSON line has `time` (ISO 8601 in UTC, milliseconds), `level`, `logger`, `source` (the module), `message` and, when there is any, `metadata` as an object; libav's own lines (`--log-level debug`) come as lines of logger `libav`, in either format"
         ),
     ]
 

@@ -54,13 +54,7 @@ public struct JSONLineLogHandler: LogHandler {
         let line = JSONLogLine.make(
             at: Date(), level: event.level, logger: label, source: event.source, message: event.message.description,
             metadata: metadata.merging(event.metadata ?? [:]) { $1 })
-        StandardError.write(line)
-    }
-}
-
-enum StandardError {
-    static func write(_ text: String) {
-        let bytes = Array(text.utf8)
+        let bytes = Array(line.utf8)
         _ = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 }

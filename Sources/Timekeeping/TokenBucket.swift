@@ -9,7 +9,7 @@ public struct TokenBucket: Sendable {
     private var tokens: Double
     private var at: UInt64
     /// Dropped since the last one admitted.
-    public private(set) var dropped = 0
+    private var dropped = 0
 
     /// Full at `uptime`.
     public init(burst: Double, perSecond: Double, at uptime: UInt64) {

@@ -99,7 +99,13 @@ struct ServeCommand: ParsableCommand {
                 wrapping: lines(label), notes: lines(ServiceLogHandler.notesLabel), level: { level.current }, budget: budget,
                 unbudgetedSources: [PulledSourceLog.source])
         }
-        LibavLogFilter.install { line, isError in ForeignLogLines.write(line, isError: isError, budget: budget, format: format) }
+        // libav's own lines go through the same handler (printable, budgeted, text or JSON).
+        let libav = Logger(label: "libav")
+        LibavLogFilter.install { line, isError in
+            // By bytes: "\r\n" is one Character, which `hasSuffix("\n")` would not see.
+            let text = line.utf8.last == 0x0A ? String(decoding: line.utf8.dropLast(), as: UTF8.self) : line
+            libav.log(level: isError ? .error : .warning, "\(text)", source: "libav")
+        }
         let logger = Logger(label: "frametap")
         for message in settings.unknownVariableMessages { logger.warning("\(message)") }
         // What the sessions share at run time, built once.
