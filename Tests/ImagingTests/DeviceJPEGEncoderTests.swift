@@ -18,7 +18,7 @@ import TestSupport
         struct Call: Equatable {
             let width: Int
             let height: Int
-            let range: ColorRange
+            let mapping: DeviceSampleMapping
             let quality: Int
         }
 
@@ -68,9 +68,9 @@ import TestSupport
         }
 
         func encodeJPEG(
-            _ surface: UnsafePointer<AVFrame>, width: Int, height: Int, range: ColorRange, quality: Int
+            _ surface: UnsafePointer<AVFrame>, width: Int, height: Int, mapping: DeviceSampleMapping, quality: Int
         ) throws(DeviceJPEGError) -> UnsafeRawBufferPointer {
-            try device.record(PretendDevice.Call(width: width, height: height, range: range, quality: quality))
+            try device.record(PretendDevice.Call(width: width, height: height, mapping: mapping, quality: quality))
             var planes: [UnsafePointer<UInt8>?] = [
                 UnsafePointer(surface.pointee.data.0), UnsafePointer(surface.pointee.data.1),
                 UnsafePointer(surface.pointee.data.2),
@@ -92,7 +92,7 @@ import TestSupport
     }
 
     static func softwareFrames(_ file: String = "high_320x240.264") throws -> [DecodedFrame] {
-        let decoder = try LibavDecoder(options: DecoderOptions(backend: .software))
+        let decoder = try LibavDecoder(codec: file.hasSuffix(".265") ? .h265 : .h264, options: DecoderOptions(backend: .software))
         let output = try Fixtures.bytes(file).withUnsafeBytes { decoder.decode(annexB: $0) }
         return output.frames + decoder.drain().frames
     }
@@ -194,7 +194,7 @@ import TestSupport
             _ = try encoder.encode(picture, PictureOptions(width: 320, quality: 80))
         }
         #expect(counter.downloads == 0)
-        #expect(device.calls == Array(repeating: .init(width: 320, height: 240, range: .limited, quality: 80), count: 6))
+        #expect(device.calls == Array(repeating: .init(width: 320, height: 240, mapping: .range(.limited), quality: 80), count: 6))
         #expect(device.backends == 1, "one backend per encoder, reused")
         #expect(encoder.identity.name == "nvjpeg")
     }
@@ -236,7 +236,18 @@ import TestSupport
         #expect(source.colorRange == .full)
         let picture = try Self.devicePicture(of: source, counter: FrameDownloadCounter())
         _ = try encoder.encode(picture, PictureOptions(quality: 90))
-        #expect(device.calls == [.init(width: 176, height: 144, range: .full, quality: 90)])
+        #expect(device.calls == [.init(width: 176, height: 144, mapping: .range(.full), quality: 90)])
+    }
+
+    @Test func aBT709PictureIsEncodedOnTheDeviceWithItsMatrixConverted() throws {
+        let device = PretendDevice()
+        let encoder = try PictureEncoders.choose(.auto, platform: device).makeEncoder()
+        let source = try #require(try Self.softwareFrames("fullrange_bt709_176x144.265").first)
+        let counter = FrameDownloadCounter()
+        _ = try encoder.encode(try Self.devicePicture(of: source, counter: counter), PictureOptions(quality: 90))
+        let color = try #require(JPEGColor(matrix: .bt709, height: 144, fullRange: true))
+        #expect(device.calls == [.init(width: 176, height: 144, mapping: .matrix(color), quality: 90)])
+        #expect(counter.downloads == 0 && encoder.identity.name == "nvjpeg")
     }
 
     // MARK: Failures
@@ -280,8 +291,7 @@ import TestSupport
 
     @Test func theKernelsTablesAreTheCPUPathsOwn() {
         #expect(RangeExpansion.luma[16] == 0 && RangeExpansion.luma[235] == 255 && RangeExpansion.chroma[128] == 128)
-        #expect(RangeKernels.ptx.contains(".visible .entry \(RangeKernels.mapPlane)("))
-        #expect(RangeKernels.ptx.contains(".visible .entry \(RangeKernels.splitChroma)("))
+        #expect(JPEGInputKernels.tables == (0..<256).map { UInt8($0) } + RangeExpansion.luma + RangeExpansion.chroma)
     }
 
     // MARK: Measuring one encoder against another

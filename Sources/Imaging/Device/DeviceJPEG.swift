@@ -18,11 +18,29 @@ struct DeviceJPEGError: Error, Equatable, CustomStringConvertible {
 /// Not thread-safe: one per encoder, like the encoder itself.
 protocol DeviceJPEGBackend: AnyObject {
     /// The JPEG of `surface` (a decoder's hardware frame, uncropped on the left and top; its
-    /// visible picture is `width`×`height`) at `quality`, 4:2:0, in full range (a limited-range
-    /// picture is expanded on the device first). The bytes stay valid until the next call.
+    /// visible picture is `width`×`height`) at `quality`, 4:2:0, its samples made JPEG's on the
+    /// device first as `mapping` says. The bytes stay valid until the next call.
     func encodeJPEG(
-        _ surface: UnsafePointer<AVFrame>, width: Int, height: Int, range: ColorRange, quality: Int
+        _ surface: UnsafePointer<AVFrame>, width: Int, height: Int, mapping: DeviceSampleMapping, quality: Int
     ) throws(DeviceJPEGError) -> UnsafeRawBufferPointer
+}
+
+/// How a picture's samples become JPEG's (BT.601 at full range) on the device: as the CPU
+/// encoder makes them, so both encoders compress the same bytes.
+enum DeviceSampleMapping: Equatable {
+    /// BT.601 samples: the range alone changes (`RangeExpansion`'s tables; none at full range).
+    case range(ColorRange)
+    /// Another matrix (BT.709 for almost every HD camera): `JPEGColor`'s conversion, which
+    /// carries the range too.
+    case matrix(JPEGColor)
+
+    init(_ frame: DecodedFrame) {
+        if let color = JPEGColor(matrix: frame.colorMatrix, height: frame.height, fullRange: frame.colorRange == .full) {
+            self = .matrix(color)
+        } else {
+            self = .range(frame.colorRange)
+        }
+    }
 }
 
 /// What a machine offers for device JPEG: whether it can (a library, a driver, a device) and

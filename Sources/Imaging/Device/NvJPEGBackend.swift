@@ -2,10 +2,10 @@ import CFFmpeg
 import Decoding
 
 /// Device JPEG with nvJPEG, from the NV12 surfaces NVDEC decodes into (libavcodec's
-/// `AV_PIX_FMT_CUDA` frames): `RangeKernels` copy the picture into a planar 4:2:0 scratch
-/// picture on the device (de-interleaving the chroma and, for limited range, expanding it to
-/// JPEG's full range by the CPU encoder's own tables), nvjpegEncodeYUV compresses it, and only
-/// the JPEG comes back over PCIe.
+/// `AV_PIX_FMT_CUDA` frames): `JPEGInputKernels` copy the picture into a planar 4:2:0 scratch
+/// picture on the device (de-interleaving the chroma and making the samples JPEG's, BT.601 at
+/// full range, as the CPU encoder does), nvjpegEncodeYUV compresses it, and only the JPEG comes
+/// back over PCIe.
 ///
 /// nvJPEG works through the CUDA runtime, which uses the driver context current on the calling
 /// thread: each call runs with the surface's own context pushed (the decoder's, from its
@@ -30,7 +30,7 @@ final class NvJPEGBackend: DeviceJPEGBackend {
     }
 
     func encodeJPEG(
-        _ surface: UnsafePointer<AVFrame>, width: Int, height: Int, range: ColorRange, quality: Int
+        _ surface: UnsafePointer<AVFrame>, width: Int, height: Int, mapping: DeviceSampleMapping, quality: Int
     ) throws(DeviceJPEGError) -> UnsafeRawBufferPointer {
         let source = try SurfaceNV12(surface, width: width, height: height)
         let library = library
@@ -51,7 +51,7 @@ final class NvJPEGBackend: DeviceJPEGBackend {
                 resources = try ContextResources(library: library, context: source.context)
                 self.resources = resources
             }
-            return try encode(source, with: resources, range: range, quality: quality)
+            return try encode(source, with: resources, mapping: mapping, quality: quality)
         } catch {
             resources?.release()
             resources = nil
@@ -60,7 +60,7 @@ final class NvJPEGBackend: DeviceJPEGBackend {
     }
 
     private func encode(
-        _ source: SurfaceNV12, with resources: ContextResources, range: ColorRange, quality: Int
+        _ source: SurfaceNV12, with resources: ContextResources, mapping: DeviceSampleMapping, quality: Int
     ) throws(DeviceJPEGError) -> UnsafeRawBufferPointer {
         let library = library
         let stream = resources.stream
@@ -70,20 +70,11 @@ final class NvJPEGBackend: DeviceJPEGBackend {
             try check(library.streamSynchronize(decoderStream), "cuStreamSynchronize (the decoder's stream)")
         }
         let scratch = try resources.scratch(width: source.width, height: source.height)
-        let chromaWidth = (source.width + 1) / 2
-        let chromaRows = (source.height + 1) / 2
-        let lumaTable = range == .full ? resources.tables : resources.tables + 256
-        let chromaTable = range == .full ? resources.tables : resources.tables + 512
-        let outputU = scratch.base + UInt64(scratch.pitch * source.height)
-        let outputV = outputU + UInt64(scratch.pitch * chromaRows)
-        try launch(
-            resources.mapPlane, columns: source.width, rows: source.height, stream: stream,
-            [source.luma, UInt64(source.lumaPitch), scratch.base, UInt64(scratch.pitch), lumaTable,
-             UInt64(source.width), UInt64(source.height)])
-        try launch(
-            resources.splitChroma, columns: chromaWidth, rows: chromaRows, stream: stream,
-            [source.chroma, UInt64(source.chromaPitch), outputU, outputV, UInt64(scratch.pitch), chromaTable,
-             UInt64(chromaWidth), UInt64(chromaRows)])
+        let planar = JPEGInputKernels.PlanarPicture(base: scratch.base, pitch: scratch.pitch)
+        for kernel in JPEGInputKernels.launches(from: source.picture, to: planar, mapping: mapping, tables: resources.tables) {
+            try launch(resources.function(kernel.function), columns: kernel.columns, rows: kernel.rows, stream: stream, kernel.arguments)
+        }
+        let (_, outputU, outputV) = planar.planes(height: source.height)
         try resources.setQuality(quality)
         var image = NvJPEGImage()
         image.channel = (
@@ -123,8 +114,8 @@ final class NvJPEGBackend: DeviceJPEGBackend {
         _ function: NvJPEGLibrary.Handle?, columns: Int, rows: Int, stream: NvJPEGLibrary.Handle?, _ arguments: [UInt64]
     ) throws(DeviceJPEGError) {
         var arguments = arguments
-        let gridX = UInt32((columns + RangeKernels.blockWidth - 1) / RangeKernels.blockWidth)
-        let gridY = UInt32((rows + RangeKernels.blockHeight - 1) / RangeKernels.blockHeight)
+        let gridX = UInt32((columns + JPEGInputKernels.blockWidth - 1) / JPEGInputKernels.blockWidth)
+        let gridY = UInt32((rows + JPEGInputKernels.blockHeight - 1) / JPEGInputKernels.blockHeight)
         let library = library
         let status = arguments.withUnsafeMutableBufferPointer { values in
             var pointers: [UnsafeMutableRawPointer?] = (0..<values.count).map {
@@ -132,7 +123,7 @@ final class NvJPEGBackend: DeviceJPEGBackend {
             }
             return pointers.withUnsafeMutableBufferPointer { pointers in
                 library.launchKernel(
-                    function, gridX, gridY, 1, UInt32(RangeKernels.blockWidth), UInt32(RangeKernels.blockHeight), 1, 0,
+                    function, gridX, gridY, 1, UInt32(JPEGInputKernels.blockWidth), UInt32(JPEGInputKernels.blockHeight), 1, 0,
                     stream, pointers.baseAddress, nil)
             }
         }
@@ -202,6 +193,11 @@ struct SurfaceNV12 {
         self.width = width
         self.height = height
     }
+
+    var picture: JPEGInputKernels.NV12Picture {
+        JPEGInputKernels.NV12Picture(
+            luma: luma, lumaPitch: lumaPitch, chroma: chroma, chromaPitch: chromaPitch, width: width, height: height)
+    }
 }
 
 /// What one backend made in one CUDA context. Made and released with that context current.
@@ -213,9 +209,9 @@ private final class ContextResources {
     private(set) var state: NvJPEGLibrary.Handle?
     private(set) var params: NvJPEGLibrary.Handle?
     private var module: NvJPEGLibrary.Handle?
-    private(set) var mapPlane: NvJPEGLibrary.Handle?
-    private(set) var splitChroma: NvJPEGLibrary.Handle?
-    /// 768 bytes on the device: identity, limited-to-full luma, limited-to-full chroma.
+    /// `JPEGInputKernels.functions`, by name.
+    private var functions: [String: NvJPEGLibrary.Handle] = [:]
+    /// `JPEGInputKernels.tables` on the device.
     private(set) var tables: UInt64 = 0
     private var scratchBase: UInt64 = 0
     private var scratchPitch = 0
@@ -236,15 +232,16 @@ private final class ContextResources {
 
     private func make() throws(DeviceJPEGError) {
         try check(library.streamCreate(&stream, NvJPEGLibrary.streamDefault), "cuStreamCreate")
-        let loaded = RangeKernels.ptx.withCString { library.moduleLoadData(&module, $0) }
-        try check(loaded, "cuModuleLoadData (the range kernels' PTX)")
-        try check(library.moduleGetFunction(&mapPlane, module, RangeKernels.mapPlane), "cuModuleGetFunction(\(RangeKernels.mapPlane))")
-        try check(
-            library.moduleGetFunction(&splitChroma, module, RangeKernels.splitChroma),
-            "cuModuleGetFunction(\(RangeKernels.splitChroma))")
-        try check(library.memAlloc(&tables, 768), "cuMemAlloc (range tables)")
-        let bytes: [UInt8] = (0..<256).map { UInt8($0) } + RangeExpansion.luma + RangeExpansion.chroma
-        try check(bytes.withUnsafeBytes { library.memcpyHtoD(tables, $0.baseAddress, 768) }, "cuMemcpyHtoD (range tables)")
+        let loaded = JPEGInputKernels.ptx.withCString { library.moduleLoadData(&module, $0) }
+        try check(loaded, "cuModuleLoadData (the JPEG input kernels' PTX)")
+        for name in JPEGInputKernels.functions {
+            var function: NvJPEGLibrary.Handle?
+            try check(library.moduleGetFunction(&function, module, name), "cuModuleGetFunction(\(name))")
+            functions[name] = function
+        }
+        let bytes = JPEGInputKernels.tables
+        try check(library.memAlloc(&tables, bytes.count), "cuMemAlloc (range tables)")
+        try check(bytes.withUnsafeBytes { library.memcpyHtoD(tables, $0.baseAddress, bytes.count) }, "cuMemcpyHtoD (range tables)")
         try checkNvJPEG(library.create(&handle), "nvjpegCreateSimple")
         try checkNvJPEG(library.encoderStateCreate(handle, &state, stream), "nvjpegEncoderStateCreate")
         try checkNvJPEG(library.encoderParamsCreate(handle, &params, stream), "nvjpegEncoderParamsCreate")
@@ -253,6 +250,11 @@ private final class ContextResources {
             "nvjpegEncoderParamsSetSamplingFactors")
         // TurboJPEG's default: the standard Huffman tables, no optimisation pass.
         try checkNvJPEG(library.encoderParamsSetOptimizedHuffman(params, 0, stream), "nvjpegEncoderParamsSetOptimizedHuffman")
+    }
+
+    func function(_ name: String) throws(DeviceJPEGError) -> NvJPEGLibrary.Handle {
+        guard let function = functions[name] else { throw DeviceJPEGError("no kernel \(name) in the module") }
+        return function
     }
 
     func setQuality(_ wanted: Int) throws(DeviceJPEGError) {
@@ -290,6 +292,7 @@ private final class ContextResources {
         if scratchBase != 0 { _ = library.memFree(scratchBase) }
         if tables != 0 { _ = library.memFree(tables) }
         if let module { _ = library.moduleUnload(module) }
+        functions = [:]
         if let stream { _ = library.streamDestroy(stream) }
         params = nil
         state = nil

@@ -51,7 +51,8 @@ final class NvJPEGEncoder: PictureEncoding {
                     self.backend = backend
                 }
                 let jpeg = try backend.encodeJPEG(
-                    surface, width: frame.width, height: frame.height, range: frame.colorRange, quality: options.quality)
+                    surface, width: frame.width, height: frame.height, mapping: DeviceSampleMapping(frame),
+                    quality: options.quality)
                 return .success(
                     EncodedPicture(copying: jpeg, format: .jpeg, width: frame.width, height: frame.height, pixelFormatName: nil))
             } catch {
@@ -90,11 +91,6 @@ final class NvJPEGEncoder: PictureEncoding {
         }
         guard frame.pixelFormat == AV_PIX_FMT_YUV420P || frame.pixelFormat == AV_PIX_FMT_YUVJ420P else {
             return "this session's pictures are \(frame.pixelFormatName), and the GPU path takes 8-bit 4:2:0 only"
-        }
-        // The device's kernels change the range only; TurboJPEG's path also converts the matrix.
-        if JPEGColor(matrix: frame.colorMatrix, height: frame.height, fullRange: true) != nil {
-            return "this session's pictures are coded in \(frame.colorMatrix.rawValue) colours (\(frame.height) lines), "
-                + "and the GPU path writes BT.601's alone"
         }
         return nil
     }
