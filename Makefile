@@ -70,11 +70,13 @@ run: release
 	$(RELEASE_BIN) serve
 
 # Everything: the Swift Testing suites (through scripts/swift-test.sh, which ends a hung run,
-# naming its unfinished tests, with a backtrace of every thread), the curl smoke suite, real
+# naming its unfinished tests, with a backtrace of every thread), ptxas on the GPU kernels'
+# PTX (scripts/ptx-check.sh: no GPU needed), the curl smoke suite, real
 # clients and spec checks, the web console in a browser, then the conformance corpora (H.264:
 # CORPUS, H.265: CORPUS_H265) through the CLI and over HTTP (when the corpus folder exists).
 test: test-deps build
 	SWIFT=$(SWIFT) scripts/swift-test.sh
+	scripts/ptx-check.sh
 	smoke/cli.sh $(DEBUG_BIN) "$(CORPUS)"
 	smoke/with-server.sh $(DEBUG_BIN)
 	smoke/hostile.sh $(DEBUG_BIN)
@@ -194,6 +196,7 @@ bench: deps
 .PHONY: gpu-pack gpu-check
 gpu-pack: deps
 	$(call apt_install,ffmpeg python3 xz-utils binutils)
+	scripts/ptx-check.sh
 	$(SWIFT) build -c release --scratch-path .build-bench --product frametap
 	scripts/gpu-pack.sh .build-bench/release/frametap
 

@@ -84,7 +84,7 @@ extension ServeOption {
             help:
                 "`auto` (nvJPEG on the GPU when libnvjpeg.so.12, the NVIDIA driver and a CUDA device are there, else TurboJPEG), `nvjpeg` (the same, but asked for: without them TurboJPEG serves, and says why) or `turbojpeg` (the CPU alone).",
             details:
-                "a JPEG at a CUDA-decoded BT.601 picture's own size is then encoded by nvJPEG where the decoder left it, so only the JPEG crosses PCIe; other sizes, raw formats, 10-bit pictures and pictures of another matrix (BT.709: HD streams, or any stream from 720 lines up that states none) are encoded by TurboJPEG, whose path converts the matrix. `/system` and each session's `encoder` say which serves and why"),
+                "a JPEG of a CUDA-decoded 8-bit 4:2:0 picture at its own size is then encoded by nvJPEG where the decoder left it, so only the JPEG crosses PCIe, its samples made JPEG's on the GPU as the CPU makes them (the range, and a BT.709 or other matrix converted to BT.601); other sizes, raw formats and 10-bit pictures are encoded by TurboJPEG. `/system` and each session's `encoder` say which serves and why"),
         ServeOption(
             "hw-devices", valueName: "list", accepts: HardwareDeviceList.syntax,
             help:
