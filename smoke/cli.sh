@@ -162,6 +162,10 @@ expect_exit "probe of units with no parameter set" 4 "$BIN" probe "$TMP/slices.b
 check "probe --codec h265 reads units with no parameter set" \
     "$("$BIN" probe --codec h265 --json "$TMP/slices.bin" | jq -r '"\(.codec) \(.codecStated) \(.pictures)"')" \
     "h265 true $(manifest odd_crop_322x242.265 frames)"
+"$BIN" probe --codec h265 "$FIXTURE" > "$TMP/wrong-codec.txt" 2> "$TMP/wrong-codec.err"
+check "probe --codec of the other codec lists the units and exits 1, as decode does" \
+    "$? $(grep -c codec_mismatch "$TMP/wrong-codec.txt") $(cat "$TMP/wrong-codec.err")" \
+    "1 1 frametap: error: no decodable picture in $FIXTURE: it carries H.264 parameter sets, but --codec says H.265"
 check "probe --codec h265 says the codec was stated" \
     "$("$BIN" probe --codec h265 "$TMP/slices.bin" | head -n 1)" "codec: H.265 (HEVC), as --codec states"
 

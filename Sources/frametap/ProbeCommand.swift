@@ -86,6 +86,16 @@ struct ProbeCommand: ParsableCommand {
         let output =
             json ? try ProbeJSON(description, codecStated: stated).text() : ProbeText(description, codecStated: stated).text()
         print(output, terminator: output.hasSuffix("\n") ? "" : "\n")
+        // As `decode` ends for the same bytes: read as the stated codec, nothing in them decodes.
+        if let stated = codec, description.keyframes.isEmpty,
+            description.problems.contains(where: { $0.code == "codec_mismatch" })
+        {
+            let other = VideoCodec.allCases.first { $0 != stated }?.displayName ?? "another codec's"
+            printError(
+                "frametap: error: no decodable picture in \(input): it carries \(other) parameter sets, "
+                    + "but --codec says \(stated.displayName)")
+            throw ExitStatus.noDecodablePicture
+        }
     }
 }
 
