@@ -112,6 +112,11 @@ libav = [json.loads(line)["message"] for line in lines if json.loads(line)["logg
 doctype = any("doctype" in message and "\\u{1B}" in message for message in libav)
 print("ok" if lines and not bad and doctype else "%d lines, bad: %r, libav: %r" % (len(lines), bad[:2], libav[:3]))
 ' "$TMP/json.log" 2>&1)" ok
+check "the log starts with the version and the options given" "$(python3 -c '
+import json, sys
+first = json.loads(open(sys.argv[1], encoding="utf-8").readline())
+print(first["message"], first["metadata"]["options"], bool(first["metadata"]["version"]))
+' "$TMP/json.log" 2>&1)" "starting host=127.0.0.1 (--host), port=$port (--port), log-level=debug (--log-level), log-format=json (--log-format) True"
 
 frames=$(manifest high_320x240.264 frames)
 "$BIN" decode "$FIXTURE" --output "$TMP/jpegs" 2> /dev/null

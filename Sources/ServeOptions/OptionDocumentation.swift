@@ -165,6 +165,17 @@ extension ServeConfiguration {
 }
 
 extension ServeConfiguration {
+    /// The options someone gave, for the log's start-up line: `name=value (where)`, in the
+    /// table's order, a secret as `<not shown>`; empty when every option is its default.
+    public var givenOptions: String {
+        resolved.compactMap { entry in
+            guard let text = entry.text else { return nil }
+            return "\(entry.option.name)=\(entry.option.isSecret ? "<not shown>" : text) (\(entry.origin))"
+        }.joined(separator: ", ")
+    }
+}
+
+extension ServeConfiguration {
     /// The variable `printed` writes for a declared source URL with credentials:
     /// `SOURCE_URL_` and the session's id in capitals, `_` for what a variable's name cannot hold.
     static func urlVariable(of id: SessionID) -> String {

@@ -107,6 +107,13 @@ struct ServeCommand: ParsableCommand {
             libav.log(level: isError ? .error : .warning, "\(text)", source: "libav")
         }
         let logger = Logger(label: "frametap")
+        // Which build runs with what, first in the log, for whoever reads it after an incident.
+        logger.notice(
+            "starting",
+            metadata: [
+                "version": "\(SystemInfo.version)", "pid": "\(getpid())",
+                "options": "\(settings.givenOptions.isEmpty ? "all defaults" : settings.givenOptions)",
+            ])
         for message in settings.unknownVariableMessages { logger.warning("\(message)") }
         // What the sessions share at run time, built once.
         let services = SessionServices(

@@ -227,4 +227,16 @@ struct PrecedenceTests {
             try ServeConfiguration(arguments: ["--log-format", "xml"], environment: [:])
         }
     }
+
+    @Test func theStartLineNamesTheGivenOptionsButNoSecret() throws {
+        let given = try ServeConfiguration(
+            arguments: ["--port", "9000", "--backend", "software"],
+            environment: ["FRAMETAP_AUTH_TOKEN": "a-token-nobody-may-read-0123", "FRAMETAP_MAX_SESSIONS": "8"])
+        #expect(given.givenOptions.contains("port=9000 (--port)"))
+        #expect(given.givenOptions.contains("backend=software (--backend)"))
+        #expect(given.givenOptions.contains("max-sessions=8 (FRAMETAP_MAX_SESSIONS)"))
+        #expect(given.givenOptions.contains("auth-token=<not shown> (FRAMETAP_AUTH_TOKEN)"))
+        #expect(!given.givenOptions.contains("a-token-nobody-may-read"))
+        #expect(try ServeConfiguration(arguments: [], environment: [:]).givenOptions.isEmpty)
+    }
 }
