@@ -112,6 +112,12 @@ libav = [json.loads(line)["message"] for line in lines if json.loads(line)["logg
 doctype = any("doctype" in message and "\\u{1B}" in message for message in libav)
 print("ok" if lines and not bad and doctype else "%d lines, bad: %r, libav: %r" % (len(lines), bad[:2], libav[:3]))
 ' "$TMP/json.log" 2>&1)" ok
+"$BIN" serve --log-format json --port 99999 2> "$TMP/json-usage.log"
+check "a start refused for its options is one JSON line too (exit 64)" "$? $(python3 -c '
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+print(len(lines), json.loads(lines[0])["metadata"]["reason"])
+' "$TMP/json-usage.log" 2>&1)" "64 1 --port: must be 0...65535, not '99999'"
 check "the log starts with the version and the options given" "$(python3 -c '
 import json, sys
 first = json.loads(open(sys.argv[1], encoding="utf-8").readline())

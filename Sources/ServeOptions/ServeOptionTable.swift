@@ -298,7 +298,7 @@ extension ServeOption {
             "log-format", \.logFormat, valueName: "format", ignoringCase: true,
             help: "`text`: swift-log's lines; `json`: one JSON object a line for log shippers.",
             details:
-                "each JSON line has `time` (ISO 8601 in UTC, milliseconds), `level`, `logger`, `source` (the module), `message` and, when there is any, `metadata` as an object; libav's own lines (`--log-level debug`) come as lines of logger `libav`, in either format"
+                "each JSON line has `time` (ISO 8601 in UTC, milliseconds), `level`, `logger`, `source` (the module), `message` and, when there is any, `metadata` as an object; libav's own lines (`--log-level debug`) come as lines of logger `libav`, in either format. The first line (`starting`, a notice) names the version, the process id and the options given, each with where it came from (a secret as `<not shown>`). Asked for on the command line or in the environment, `json` also holds for a start refused for its options: one `critical` line, `cannot start`, with the `reason` (exit 64)"
         ),
     ]
 

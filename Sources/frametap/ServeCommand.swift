@@ -55,17 +55,23 @@ struct ServeCommand: ParsableCommand {
         do throws(ServeConfigurationError) {
             return try CommandLineOptions(arguments)
         } catch {
-            throw Self.usageError(error)
+            throw usageError(error)
         }
     }
 
     /// Bad usage as ArgumentParser reports its own: the error, the usage, where the help is
-    /// (not for a mistake in the configuration file, whose line says it all); exit 64.
-    private static func usageError(_ error: ServeConfigurationError) -> ExitCode {
-        if case .file = error.origin {
+    /// (not for a mistake in the configuration file, whose line says it all); exit 64. Asked
+    /// for JSON lines, one JSON line instead, so that a log shipper reads why the start failed.
+    private func usageError(_ error: ServeConfigurationError) -> ExitCode {
+        if LogFormat.requested(arguments: arguments, environment: ProcessInfo.processInfo.environment) == .json {
+            let line = JSONLogLine.make(
+                at: Date(), level: .critical, logger: "frametap", source: "frametap", message: "cannot start",
+                metadata: ["reason": "\(error)", "help": "frametap serve --help"])
+            printError(String(line.dropLast()))
+        } else if case .file = error.origin {
             printError("Error: \(error)")
         } else {
-            printError("Error: \(error)\nUsage: \(usage)\n  See 'frametap serve --help' for more information.")
+            printError("Error: \(error)\nUsage: \(Self.usage)\n  See 'frametap serve --help' for more information.")
         }
         return .validationFailure
     }
@@ -76,7 +82,7 @@ struct ServeCommand: ParsableCommand {
         do throws(ServeConfigurationError) {
             settings = try ServeConfiguration(commandLine: commandLine, environment: ProcessInfo.processInfo.environment)
         } catch {
-            throw Self.usageError(error)
+            throw usageError(error)
         }
         if settings.printConfiguration {
             print(settings.printed, terminator: "")

@@ -76,6 +76,16 @@ extension ServiceLogTests {
                 + "\n")
     }
 
+    @Test("the format asked for is read from the arguments or the environment before the other options")
+    func requestedFormat() {
+        #expect(LogFormat.requested(arguments: ["--port", "1", "--log-format", "json"], environment: [:]) == .json)
+        #expect(LogFormat.requested(arguments: ["--log-format=JSON"], environment: [:]) == .json)
+        #expect(LogFormat.requested(arguments: [], environment: ["FRAMETAP_LOG_FORMAT": "json"]) == .json)
+        #expect(LogFormat.requested(arguments: ["--log-format", "text"], environment: ["FRAMETAP_LOG_FORMAT": "json"]) == .text)
+        #expect(LogFormat.requested(arguments: ["--log-format"], environment: [:]) == nil)
+        #expect(LogFormat.requested(arguments: ["--log-format", "xml"], environment: [:]) == nil)
+    }
+
     @Test("without a budget (`frametap sync`) every line goes")
     func noBudget() {
         let lines = Lines()
