@@ -195,7 +195,7 @@ bench: deps
 # where it finds no CUDA, says so and runs its software half (.test-output/gpu-check/).
 .PHONY: gpu-pack gpu-check
 gpu-pack: deps
-	$(call apt_install,ffmpeg python3 xz-utils binutils)
+	$(call apt_install,ffmpeg python3 python3-pip xz-utils binutils)
 	scripts/ptx-check.sh
 	$(SWIFT) build -c release --scratch-path .build-bench --product frametap
 	scripts/gpu-pack.sh .build-bench/release/frametap

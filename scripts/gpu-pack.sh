@@ -51,7 +51,9 @@ mkdir -p "$DEVICE"
 wheels="$ROOT/.bench/wheels"
 if ! ls "$wheels"/nvidia_nvjpeg_cu12-*.whl > /dev/null 2>&1; then
     mkdir -p "$wheels"
-    python3 -m pip download --quiet --no-deps --dest "$wheels" "$NVJPEG_WHEEL" \
+    python=python3
+    [ -x "$ROOT/.venv/bin/python" ] && python="$ROOT/.venv/bin/python"  # Debian's python3 has pip only with python3-pip
+    "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$wheels" "$NVJPEG_WHEEL" \
         || { echo "gpu-pack: cannot download $NVJPEG_WHEEL from PyPI" >&2; exit 2; }
 fi
 staging="$DEVICE/staging"

@@ -4,23 +4,39 @@
 # so a kernel the driver would refuse to JIT fails here, on a machine without a GPU, before any
 # device time is spent. What the kernels compute is checked by ImagingTests' JPEGInputKernelTests.
 #
-# ptxas comes from PyPI's nvidia-cuda-nvcc-cu12 wheel (pinned, 22 MB, kept in .bench/wheels).
+# ptxas comes from PyPI's nvidia-cuda-nvcc-cu12 wheel (pinned by version and hash, 22 MB, kept in
+# .bench/wheels), fetched with the pip of the project's .venv (make test-deps makes it; Debian's
+# python3 has no pip of its own), or of python3 where it has one.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WHEEL=${PTX_CHECK_NVCC:-nvidia-cuda-nvcc-cu12==12.4.131}
+VERSION=12.4.131
+WHEEL_FILE=nvidia_cuda_nvcc_cu12-$VERSION-py3-none-manylinux2014_x86_64.whl
+WHEEL_SHA256=e4c9a35435c3b0e36c6397c5696334c9ea6650e524736cbd1c5d345ea099bb04
 SOURCE="$ROOT/Sources/Imaging/Device/JPEGInputKernels.swift"
 wheels="$ROOT/.bench/wheels"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-if ! ls "$wheels"/nvidia_cuda_nvcc_cu12-*.whl > /dev/null 2>&1; then
+if [ ! -f "$wheels/$WHEEL_FILE" ]; then
+    python=""
+    for candidate in "$ROOT/.venv/bin/python" python3; do
+        if "$candidate" -m pip --version > /dev/null 2>&1; then python=$candidate; break; fi
+    done
+    [ -n "$python" ] || { echo "ptx-check: no pip to fetch $WHEEL_FILE (make test-deps makes .venv)" >&2; exit 2; }
     mkdir -p "$wheels"
-    timeout 300 python3 -m pip download --quiet --no-deps --disable-pip-version-check --dest "$wheels" "$WHEEL" \
-        || { echo "ptx-check: cannot download $WHEEL from PyPI" >&2; exit 2; }
+    timeout 300 "$python" -m pip download --quiet --no-deps --only-binary=:all: --disable-pip-version-check \
+        --platform manylinux2014_x86_64 --dest "$work/download" "nvidia-cuda-nvcc-cu12==$VERSION" \
+        || { echo "ptx-check: cannot download nvidia-cuda-nvcc-cu12==$VERSION from PyPI" >&2; exit 2; }
+    [ -f "$work/download/$WHEEL_FILE" ] || { echo "ptx-check: PyPI gave $(ls "$work/download"), not $WHEEL_FILE" >&2; exit 2; }
+    mv "$work/download/$WHEEL_FILE" "$wheels/$WHEEL_FILE"
+fi
+if ! echo "$WHEEL_SHA256  $wheels/$WHEEL_FILE" | sha256sum --check --status; then
+    echo "ptx-check: $wheels/$WHEEL_FILE is not the wheel pinned (sha256 $WHEEL_SHA256); remove it to fetch it again" >&2
+    exit 2
 fi
 # The wheel's ptxas, and the PTX as Swift reads the literal: the closing delimiter's indentation
 # taken off every line.
-python3 - "$(ls "$wheels"/nvidia_cuda_nvcc_cu12-*.whl | head -1)" "$SOURCE" "$work" <<'PY'
+python3 - "$wheels/$WHEEL_FILE" "$SOURCE" "$work" <<'PY'
 import os, re, sys, zipfile
 wheel, source, work = sys.argv[1:]
 with zipfile.ZipFile(wheel) as archive:
@@ -37,7 +53,8 @@ lines = [line[indent:] if line.strip() else "" for line in match.group(1).split(
 with open(os.path.join(work, "kernels.ptx"), "w") as out:
     out.write("\n".join(lines) + "\n")
 PY
-entries=$(grep -c '^\.visible \.entry ' "$work/kernels.ptx")
+entries=$(grep -c '^\.visible \.entry ' "$work/kernels.ptx" || true)
+[ "$entries" -gt 0 ] || { echo "ptx-check: no .visible .entry in the PTX of $SOURCE" >&2; exit 1; }
 for gpu in sm_52 sm_90; do
     if ! "$work/ptxas" --gpu-name "$gpu" --warn-on-spills -o "$work/kernels.$gpu.cubin" "$work/kernels.ptx" 2> "$work/errors"; then
         echo "ptx-check: ptxas refuses JPEGInputKernels.ptx for $gpu:" >&2
@@ -50,4 +67,4 @@ for gpu in sm_52 sm_90; do
         exit 1
     fi
 done
-echo "ptx-check: ptxas ($WHEEL) assembles JPEGInputKernels.ptx ($entries kernels) for sm_52 and sm_90"
+echo "ptx-check: ptxas $VERSION assembles JPEGInputKernels.ptx ($entries kernels) for sm_52 and sm_90"

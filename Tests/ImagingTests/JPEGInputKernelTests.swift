@@ -142,6 +142,20 @@ import TestSupport
         }
         let written = memory.bytes(at: output)
         let (_, u, v) = planar.planes(height: picture.height)
+        // Nothing written outside the three planes' visible samples: not in a row's padding,
+        // not between the planes.
+        let visible: [(start: Int, columns: Int, rows: Int)] = [
+            (0, picture.width, picture.height), (Int(u - output), picture.chromaWidth, picture.chromaHeight),
+            (Int(v - output), picture.chromaWidth, picture.chromaHeight),
+        ]
+        let stray = written.indices.filter { index in
+            written[index] != 0xEE
+                && !visible.contains { plane in
+                    index >= plane.start && (index - plane.start) / outputPitch < plane.rows
+                        && (index - plane.start) % outputPitch < plane.columns
+                }
+        }
+        #expect(stray.isEmpty, "the kernels wrote \(stray.count) bytes outside the planes, the first at \(stray.first ?? 0)")
         func plane(from start: UInt64, _ columns: Int, _ rows: Int) -> [UInt8] {
             let offset = Int(start - output)
             return (0..<rows).flatMap { row in written[(offset + row * outputPitch)..<(offset + row * outputPitch + columns)] }

@@ -6,7 +6,9 @@
 /// Threads share no memory and meet at no barrier in these kernels, so running them one after
 /// another is what the GPU computes in any order.
 ///
-/// That the PTX assembles for real cards is checked apart from this, by `ptxas` (`make gpu-pack`).
+/// Registers start each thread with junk, as on a GPU, so a kernel that reads one before writing
+/// it does not pass by luck. That the PTX assembles for real cards is checked apart from this, by
+/// `ptxas` (`scripts/ptx-check.sh`, in `make test` and `make gpu-pack`).
 struct PTXInterpreter {
     struct Failure: Error, CustomStringConvertible {
         let description: String
@@ -117,6 +119,7 @@ struct PTXInterpreter {
             throw Failure(description: "\(name) takes \(kernel.parameters.count) parameters, given \(arguments.count)")
         }
         var registers = [UInt64](repeating: 0, count: kernel.registerCount)
+        var junk: UInt64 = 0x2545_F491_4F6C_DD1D
         for blockY in 0..<grid.y {
             for blockX in 0..<grid.x {
                 for threadY in 0..<block.y {
@@ -124,6 +127,10 @@ struct PTXInterpreter {
                         let thread = Thread(
                             ctaid: (UInt64(blockX), UInt64(blockY)), ntid: (UInt64(block.x), UInt64(block.y)),
                             tid: (UInt64(threadX), UInt64(threadY)), arguments: arguments)
+                        for index in registers.indices {
+                            junk = junk &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                            registers[index] = junk
+                        }
                         try run(kernel, thread, &registers, memory)
                     }
                 }
@@ -139,7 +146,6 @@ struct PTXInterpreter {
     }
 
     private func run(_ kernel: Kernel, _ thread: Thread, _ registers: inout [UInt64], _ memory: Memory) throws(Failure) {
-        for index in registers.indices { registers[index] = 0 }
         func value(_ operand: Operand) throws(Failure) -> UInt64 {
             switch operand {
             case .register(let index): return registers[index]
@@ -178,6 +184,10 @@ struct PTXInterpreter {
             let op = instruction.opcode
             let operands = instruction.operands
             let type = op.last.map(String.init) ?? ""
+            // Only the types these kernels use; anything else would be read with the wrong width.
+            let known = ["u32", "s32", "b32", "u64", "s64", "b64", "pred"]
+            guard op[0] == "ret" || op[0] == "bra" || known.contains(type) || (type == "u8" && (op[0] == "ld" || op[0] == "st"))
+            else { throw Failure(description: "\(instruction.text): type .\(type) is not interpreted") }
             let bits: UInt64 = type.hasSuffix("32") ? 32 : 64
             let signed = type.hasPrefix("s")
             func fit(_ value: UInt64) -> UInt64 { bits == 32 ? value & 0xFFFF_FFFF : value }
@@ -188,7 +198,7 @@ struct PTXInterpreter {
             case "bra":
                 guard case .label(let target) = operands[0] else { throw Failure(description: "bra without a label") }
                 counter = target
-            case "ld" where op[1] == "param":
+            case "ld" where op[1] == "param" && type == "u64":
                 registers[try destination(operands[0])] = try value(operands[1])
             case "ld" where op[1] == "global" && type == "u8":
                 registers[try destination(operands[0])] = UInt64(try memory.load(try address(operands[1])))
@@ -197,8 +207,12 @@ struct PTXInterpreter {
             case "mov", "cvta":
                 registers[try destination(operands[0])] = fit(try value(operands[operands.count - 1]))
             case "cvt":
-                // cvt.<to>.<from>: unsigned and same-width forms only (what the kernels use).
+                // cvt.<to>.<from> between u32 and u64 only (what the kernels use): a signed form
+                // would sign-extend, which this does not.
                 let to = op[1]
+                guard op.count == 3, ["u32", "u64"].contains(to), ["u32", "u64"].contains(op[2]) else {
+                    throw Failure(description: "\(instruction.text): only cvt between u32 and u64 is interpreted")
+                }
                 let source = try value(operands[1])
                 let from: UInt64 = op[2].hasSuffix("32") ? source & 0xFFFF_FFFF : source
                 registers[try destination(operands[0])] = to.hasSuffix("32") ? from & 0xFFFF_FFFF : from

@@ -181,8 +181,9 @@ struct SurfaceNV12 {
         }
         let lumaPitch = Int(surface.pointee.linesize.0)
         let chromaPitch = Int(surface.pointee.linesize.1)
+        // A chroma row holds (width + 1) / 2 Cb, Cr pairs: one byte more than the width when it is odd.
         guard let lumaBase = surface.pointee.data.0, let chromaBase = surface.pointee.data.1, lumaPitch >= width + left,
-            chromaPitch >= width + left, width > 0, height > 0
+            chromaPitch >= 2 * ((width + 1) / 2) + left, width > 0, height > 0
         else { throw DeviceJPEGError("the CUDA surface lacks a plane or has a short pitch") }
         self.context = context
         self.decoderStream = decoderStream
@@ -240,8 +241,8 @@ private final class ContextResources {
             functions[name] = function
         }
         let bytes = JPEGInputKernels.tables
-        try check(library.memAlloc(&tables, bytes.count), "cuMemAlloc (range tables)")
-        try check(bytes.withUnsafeBytes { library.memcpyHtoD(tables, $0.baseAddress, bytes.count) }, "cuMemcpyHtoD (range tables)")
+        try check(library.memAlloc(&tables, bytes.count), "cuMemAlloc (the kernels' tables)")
+        try check(bytes.withUnsafeBytes { library.memcpyHtoD(tables, $0.baseAddress, bytes.count) }, "cuMemcpyHtoD (the kernels' tables)")
         try checkNvJPEG(library.create(&handle), "nvjpegCreateSimple")
         try checkNvJPEG(library.encoderStateCreate(handle, &state, stream), "nvjpegEncoderStateCreate")
         try checkNvJPEG(library.encoderParamsCreate(handle, &params, stream), "nvjpegEncoderParamsCreate")
