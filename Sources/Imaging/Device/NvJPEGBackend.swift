@@ -151,12 +151,9 @@ struct NvJPEGImage {
 struct SurfaceNV12 {
     let context: NvJPEGLibrary.Handle
     let decoderStream: NvJPEGLibrary.Handle?
-    let luma: UInt64
-    let lumaPitch: Int
-    let chroma: UInt64
-    let chromaPitch: Int
-    let width: Int
-    let height: Int
+    let picture: JPEGInputKernels.NV12Picture
+    var width: Int { picture.width }
+    var height: Int { picture.height }
 
     init(_ surface: UnsafePointer<AVFrame>, width: Int, height: Int) throws(DeviceJPEGError) {
         guard AVPixelFormat(surface.pointee.format) == AV_PIX_FMT_CUDA else {
@@ -187,17 +184,10 @@ struct SurfaceNV12 {
         else { throw DeviceJPEGError("the CUDA surface lacks a plane or has a short pitch") }
         self.context = context
         self.decoderStream = decoderStream
-        self.luma = UInt64(UInt(bitPattern: lumaBase)) + UInt64(top * lumaPitch + left)
-        self.lumaPitch = lumaPitch
-        self.chroma = UInt64(UInt(bitPattern: chromaBase)) + UInt64(top / 2 * chromaPitch + left)
-        self.chromaPitch = chromaPitch
-        self.width = width
-        self.height = height
-    }
-
-    var picture: JPEGInputKernels.NV12Picture {
-        JPEGInputKernels.NV12Picture(
-            luma: luma, lumaPitch: lumaPitch, chroma: chroma, chromaPitch: chromaPitch, width: width, height: height)
+        self.picture = JPEGInputKernels.NV12Picture(
+            luma: UInt64(UInt(bitPattern: lumaBase)) + UInt64(top * lumaPitch + left), lumaPitch: lumaPitch,
+            chroma: UInt64(UInt(bitPattern: chromaBase)) + UInt64(top / 2 * chromaPitch + left), chromaPitch: chromaPitch,
+            width: width, height: height)
     }
 }
 
