@@ -88,7 +88,7 @@ public final class AccessUnitIngest {
     /// The current stream had a picture of the base layer, decoded or not (one dropped before a
     /// keyframe, or skipped, is still the base layer's).
     private var streamHasBaseLayerPicture = false
-    /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteUnit`
+    /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteAccessUnit`
     /// or `finish`), so none of it reaches a decoder.
     private var refusingPush = false
     /// Where access units go during a `push` or `finish` (set only for the call's duration); what
@@ -286,11 +286,15 @@ public final class AccessUnitIngest {
         return errors
     }
 
-    /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
-    /// keeps the next push's first start code from closing it as if it were whole. Parameter
-    /// sets and the access unit assembled so far stay.
-    public func abandonIncompleteUnit() {
+    /// A push broke off or was refused: the NAL unit it was sending is cut short, and so is the
+    /// picture it belonged to. Dropping both keeps the next push's first start code from
+    /// closing the unit as if it were whole, and its first picture from being decoded as the
+    /// end of the broken one (a damaged extra picture, every later number one higher). A push
+    /// that resumes at an access unit boundary (after `counters.accessUnits` units) then
+    /// decodes exactly. Parameter sets stay.
+    public func abandonIncompleteAccessUnit() {
         splitter.abandonIncompleteUnit()
+        reader?.abandonPicture()
         // What the broken or refused push made the splitter drop (the cut unit, bytes before its
         // first start code) is that push's, which was answered for it (`upload_aborted`, the
         // refusal): no damage for the push that ends the stream to be answered with.

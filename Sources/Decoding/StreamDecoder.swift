@@ -238,11 +238,11 @@ public final class StreamDecoder {
         remembering(ingest.endPush())
     }
 
-    /// A push broke off or was refused: the NAL unit it was sending is cut short. Dropping it
-    /// keeps the next push's first start code from closing it as if it were whole. Decoded
-    /// pictures, parameter sets and the access unit assembled so far stay.
-    public func abandonIncompleteUnit() {
-        ingest.abandonIncompleteUnit()
+    /// A push broke off or was refused: the NAL unit it was sending and the picture it
+    /// belonged to are dropped (`AccessUnitIngest.abandonIncompleteAccessUnit`). Decoded
+    /// pictures and parameter sets stay.
+    public func abandonIncompleteAccessUnit() {
+        ingest.abandonIncompleteAccessUnit()
     }
 
     // MARK: - Decoding

@@ -182,6 +182,22 @@ public struct AccessUnitAssembler: Sendable {
         self = AccessUnitAssembler()
     }
 
+    /// The input broke off inside a picture (a push cut short): the rest of that picture will
+    /// never come, so the access unit under way is dropped rather than completed by whatever
+    /// the next push starts with. Parameter sets stay known. Units before any slice (an AUD, an
+    /// SEI, parameter sets) are whole and stay for the next picture.
+    public mutating func abandonPicture() {
+        guard pendingHasPicture else { return }
+        pending = []
+        held = []
+        pendingHasPicture = false
+        endedBySequenceEnd = false
+        planesStartedAtFirstMb = 0
+        lastPrimarySlice = nil
+        lastLeadingFields = nil
+        current = AccessUnit(nalUnits: [])
+    }
+
     private mutating func placeSlice(_ nal: NALUnit, _ emit: (AccessUnit) -> Void) {
         let header: SliceHeaderPrefix
         do {

@@ -178,6 +178,18 @@ public struct AccessUnitAssembler: Sendable {
         self = AccessUnitAssembler()
     }
 
+    /// The input broke off inside a picture (a push cut short): the rest of that picture will
+    /// never come, so the access unit under way is dropped rather than completed by whatever
+    /// the next push starts with. Parameter sets stay known. Units before any slice segment
+    /// (an AUD, SEI, parameter sets) are whole and stay for the next picture.
+    public mutating func abandonPicture() {
+        guard pictureStarted || current.hasPicture else { return }
+        pending = []
+        pictureStarted = false
+        endedBySequenceEnd = false
+        current = AccessUnit(nalUnits: [])
+    }
+
     /// The one rule `push` and `nextUnitEndsAccessUnit` share, for a base-layer unit.
     private func endsAccessUnit(_ type: NALUnitType, startsPicture: Bool?) -> Bool {
         if endedBySequenceEnd { return type != .endOfBitstream }

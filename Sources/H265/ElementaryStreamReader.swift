@@ -67,6 +67,10 @@ public struct ElementaryStreamReader: AccessUnitReader {
         assembler.nextUnitEndsAccessUnit(prefix: prefix)
     }
 
+    public mutating func abandonPicture() {
+        assembler.abandonPicture()
+    }
+
     public mutating func endAccessUnit(_ report: (ReaderEvent) -> Void) {
         assemble({ $0.endAccessUnit($1) }, report)
     }

@@ -330,11 +330,46 @@ struct StreamDecoderTests {
         #expect(refused.errors.first?.message.contains("H.264 parameter sets") == true)
         #expect(decoder.codec == nil && decoder.counters.nalUnits.isEmpty && decoder.counters.accessUnits == 0)
 
-        decoder.abandonIncompleteUnit()
+        decoder.abandonIncompleteAccessUnit()
         decoder.beginPush(saying: nil)
         let accepted = pushAll(try Fixtures.bytes("baseline_176x144.264"), into: decoder)
         #expect(decoder.codec == .h264 && accepted.errors.isEmpty, "\(accepted.errors)")
         #expect(TestSupport.rawMD5(accepted.frames) == Fixtures.md5("baseline_176x144.264"))
+    }
+
+    /// A push cut inside a picture (a phone's connection dropped), then resumed at the access
+    /// unit the session had not counted yet: the pictures are the stream's own, none damaged,
+    /// none extra, for streams of one slice and of several slices per picture, both codecs.
+    @Test(arguments: ["slices4_320x240.264", "slices4_320x240.265", "main_bframes_176x144.264", "main_bframes_176x144.265"])
+    func aPushCutInsideAPictureResumesAtTheNextAccessUnitExactly(file: String) throws {
+        let bytes = try Fixtures.bytes(file)
+        let codec: VideoCodec = file.hasSuffix(".265") ? .h265 : .h264
+        let reference = try StreamDecoder(options: .lowLatency(backend: .software))
+        let whole = pushAll(bytes, into: reference)
+        // Where each access unit starts, from a reader of the stream as a whole.
+        let ingest = try AccessUnitIngest(codec: codec, live: true)
+        var starts: [Int] = []
+        _ = bytes.withUnsafeBytes { raw in
+            ingest.push(raw) { unit in
+                // Its first unit's start code: four bytes or three.
+                let first = unit.unit.nalUnits[0].streamOffset
+                starts.append(first >= 4 && bytes[(first - 4)..<first] == [0, 0, 0, 1] ? first - 4 : first - 3)
+                return []
+            }
+        }
+        let cutUnit = starts.count / 2
+        // A third of the way into that access unit's bytes: inside its picture.
+        let cut = starts[cutUnit] + (starts[cutUnit + 1] - starts[cutUnit]) / 3
+
+        let decoder = try StreamDecoder(options: .lowLatency(backend: .software))
+        var frames = decoder.push(Array(bytes[..<cut])).frames
+        decoder.abandonIncompleteAccessUnit()
+        #expect(decoder.counters.accessUnits == cutUnit, "the broken picture is not counted")
+        let resumed = pushAll(Array(bytes[starts[decoder.counters.accessUnits]...]), into: decoder)
+        frames += resumed.frames
+        #expect(resumed.errors.isEmpty, "\(resumed.errors)")
+        #expect(frames.count == whole.frames.count)
+        #expect(TestSupport.rawMD5(frames) == TestSupport.rawMD5(whole.frames))
     }
 
     /// A stream of nothing but layers above the base layer (an MVC or SVC stream's other views)

@@ -319,14 +319,14 @@ final class DecodeLoop: Sendable {
                 } else if job.progress.withValue({ $0.refusal != nil }) {
                     // Refused from some point on (a spooled push reads to its end): what it left
                     // unfinished goes, and the next push is read again.
-                    decoder.withValue { $0.stream?.abandonIncompleteUnit() }
+                    decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() }
                 } else {
                     step(receivedAt: nil, job: job) { stream, _, _ in stream.endPush() }
                 }
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
-                decoder.withValue { $0.stream?.abandonIncompleteUnit() }
+                decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() }
                 // A push refused from some point on (its container broke, a limit) keeps what it
                 // decoded before: a flushed one also gets the pictures its decoder still held,
                 // and a multipart answer sends every picture before its problem part.
@@ -424,7 +424,7 @@ final class DecodeLoop: Sendable {
             decodeQueue.async { [self] in
                 if !serverShutdown, state.withLock({ $0.jobs.first === job }) {
                     containers.stop()
-                    decoder.withValue { $0.stream?.abandonIncompleteUnit() }
+                    decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() }
                     endOfStream(job)
                 }
                 endJob(job)
