@@ -88,6 +88,11 @@ public final class AccessUnitIngest {
     /// The current stream had a picture of the base layer, decoded or not (one dropped before a
     /// keyframe, or skipped, is still the base layer's).
     private var streamHasBaseLayerPicture = false
+    /// Pictures of the current stream dropped while no keyframe had come.
+    private var streamDroppedBeforeKeyframe = 0
+    /// The current stream's input had an error of its own (an unreadable SPS, ...): that is
+    /// why nothing decodes, and it was said.
+    private var streamHadError = false
     /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteAccessUnit`
     /// or `finish`), so none of it reaches a decoder.
     private var refusingPush = false
@@ -247,10 +252,13 @@ public final class AccessUnitIngest {
             reader?.finish { report($0, into: &errors) }
             reportUnknownCodec(into: &errors)
             reportOnlyOtherLayers(into: &errors)
+            reportNoStartingPoint(into: &errors)
             countAccessUnits()
             streamHasPictures = false
             streamUnitsOutsideBaseLayer = 0
             streamHasBaseLayerPicture = false
+            streamDroppedBeforeKeyframe = 0
+            streamHadError = false
             refusingPush = false
             forgetSampleDescription()
         }
@@ -434,6 +442,28 @@ public final class AccessUnitIngest {
             in: &errors)
     }
 
+    /// At the end of a stream whose every picture was dropped waiting for a point decoding can
+    /// start from: with no parameter sets at all (an app that kept them aside, as VideoToolbox's
+    /// format description and MediaCodec's csd buffers do) or no keyframe, that is an error of
+    /// the input that says which, not an empty success.
+    private func reportNoStartingPoint(into errors: inout [DecodeError]) {
+        guard !streamHasPictures, !streamHadError, streamDroppedBeforeKeyframe > 0, let reader else { return }
+        let pictures = "\(streamDroppedBeforeKeyframe) picture\(streamDroppedBeforeKeyframe == 1 ? "" : "s")"
+        let message: String
+        if !reader.hasParameterSets {
+            let sets = reader.codec == .h265 ? "VPS, SPS and PPS" : "SPS and PPS"
+            message =
+                "\(pictures) and no \(sets) to decode them with; nothing was decoded. Send the parameter sets in the "
+                + "stream before the first keyframe (an encoder that keeps them aside has them in its avcC or hvcC "
+                + "record: each with a start code before it)"
+        } else {
+            message =
+                "\(pictures) and no keyframe (\(reader.codec == .h265 ? "IRAP" : "IDR or recovery point")) to start "
+                + "decoding from; nothing was decoded"
+        }
+        record(DecodeError(.noDecodablePicture, message), in: &errors)
+    }
+
     /// A picture's last NAL unit ends only where the next start code begins, and the access unit
     /// only where the next unit shows it belongs to another picture. When the first bytes of
     /// that next unit are already here and settle it, the picture goes on now rather than when
@@ -470,6 +500,7 @@ public final class AccessUnitIngest {
             if let unitHandler { errors += unitHandler(indexed) }
         case .droppedBeforeKeyframe(let count):
             counters.framesDroppedBeforeKeyframe += count
+            streamDroppedBeforeKeyframe += count
             streamHasBaseLayerPicture = true
         case .skippedLeading(let count):
             counters.framesSkippedLeading += count
@@ -525,5 +556,6 @@ public final class AccessUnitIngest {
         counters.decodeErrors += 1
         lastError = error
         errors.append(error)
+        streamHadError = true
     }
 }

@@ -372,6 +372,38 @@ struct StreamDecoderTests {
         #expect(TestSupport.rawMD5(frames) == TestSupport.rawMD5(whole.frames))
     }
 
+    /// Pictures with no parameter sets (an app that kept its avcC aside), or with parameter sets
+    /// and no keyframe, end their stream in `no_decodable_picture` that says which, not in an
+    /// empty success.
+    @Test(arguments: ["baseline_176x144.264", "main_bframes_176x144.265"])
+    func aStreamThatNeverStartsSaysWhy(file: String) throws {
+        let units = AnnexBSplitter.split(try Fixtures.bytes(file))
+        let h265 = file.hasSuffix(".265")
+        let isParameterSet: (AnnexBUnit) -> Bool = { unit in
+            let header = unit.bytes[0]
+            return h265 ? (32...34).contains(Int(header >> 1) & 0x3F) : [7, 8].contains(header & 0x1F)
+        }
+        let isKeyframe: (AnnexBUnit) -> Bool = { unit in
+            let header = unit.bytes[0]
+            return h265 ? (16...23).contains(Int(header >> 1) & 0x3F) : header & 0x1F == 5
+        }
+        func annexB(_ units: [AnnexBUnit]) -> [UInt8] { Array(units.map { [0, 0, 0, 1] + $0.bytes }.joined()) }
+        for (kept, expected) in [
+            (units.filter { !isParameterSet($0) }, h265 ? "and no VPS, SPS and PPS to decode them with" : "and no SPS and PPS"),
+            (units.filter { !isKeyframe($0) }, "and no keyframe"),
+        ] {
+            let decoder = try StreamDecoder(options: .lowLatency(backend: .software), codec: h265 ? .h265 : .h264)
+            let output = pushAll(annexB(kept), into: decoder)
+            #expect(output.frames.isEmpty)
+            let error = try #require(output.errors.last)
+            #expect(error.code == .noDecodablePicture)
+            #expect(error.message.contains(expected), "\(error.message)")
+        }
+        // The whole stream ends with no such error.
+        let whole = pushAll(annexB(units), into: try StreamDecoder(options: .lowLatency(backend: .software)))
+        #expect(whole.errors.isEmpty && !whole.frames.isEmpty)
+    }
+
     /// A stream of nothing but layers above the base layer (an MVC or SVC stream's other views)
     /// ends in `unsupported_stream`, not an empty success; one whose base layer decodes does not.
     @Test func onlyOtherLayersIsAnErrorOfTheStream() throws {

@@ -35,7 +35,8 @@ import VideoCoding
     /// A stream with no IRAP picture (its keyframes cut out, as when one joins mid-GOP) gives no
     /// picture: libavcodec would decode each against references it invents (grey smears), which
     /// a live session never serves, before or after a good stream. The CLI, which emulates the
-    /// ffmpeg CLI, does decode them (`ElementaryStreamReader`).
+    /// ffmpeg CLI, does decode them (`ElementaryStreamReader`). Its flushed push is refused with
+    /// `no_decodable_picture`, which says so.
     @Test func aStreamWithoutAKeyframeGivesNoPicture() async throws {
         let good = try Fixture.bytes(Self.stream)
         let keyless = HEVCEdits.stream(HEVCEdits.units(good).filter { !(16...23).contains(HEVCEdits.type($0)) })
@@ -43,8 +44,8 @@ import VideoCoding
             let session = try makeSession()
             if pushedBefore { #expect(try await push(good, to: session, flush: true).frames == Self.frames) }
             let latest = session.latestSequence
-            let summary = try await push(keyless, to: session, flush: true)
-            #expect(summary.frames == 0, "after a good stream: \(pushedBefore)")
+            try await expectRefusal(of: keyless, with: .noDecodablePicture, by: session)
+            #expect(session.status().lastError?.message.contains("no keyframe (IRAP)") == true, "after a good stream: \(pushedBefore)")
             #expect(session.status().counters.framesDroppedBeforeKeyframe > 0)
             #expect(session.latestSequence == latest)
         }
