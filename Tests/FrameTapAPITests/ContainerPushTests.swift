@@ -214,6 +214,28 @@ struct ContainerPushTests {
         }
     }
 
+    @Test("a fragment with no MP4 stream under way (after a flush) is refused, saying to send the init segment first")
+    func aFragmentWithoutItsInitSegment() throws {
+        let bytes = try ContainerFixtures.bytes("h264_320x240_fragmented.mp4")
+        // Where the first fragment begins: the init segment (ftyp, moov) is before it.
+        let moof = try #require((0..<(bytes.count - 8)).first { bytes[($0 + 4)..<($0 + 8)] == Array("moof".utf8)[...] })
+        try withService { service in
+            for contentType in ["video/iso.segment", nil] {
+                let response = try post(
+                    service.port, "/sessions/g/nalus?flush=true", Array(bytes[moof...]),
+                    headers: contentType.map { [("Content-Type", $0)] } ?? [])
+                #expect(response.status == 422, "\(response.text)")
+                let problem = try jsonObject(response.body)
+                #expect(problem["code"] as? String == "invalid_container")
+                #expect((problem["detail"] as? String)?.contains("Send the init segment (ftyp and moov) first") == true)
+            }
+            let whole = try post(
+                service.port, "/sessions/g/nalus?flush=true", bytes, headers: [("Content-Type", "video/iso.segment")])
+            let frames = try jsonObject(whole.body)["frames"] as? Int
+            #expect(whole.status == 200 && frames == 20, "\(whole.text)")
+        }
+    }
+
     @Test("a Matroska stream continues in pushes without a Content-Type (a recorder's pieces)")
     func matroskaPieces() throws {
         let bytes = try ContainerFixtures.bytes("h264_320x240.mkv")

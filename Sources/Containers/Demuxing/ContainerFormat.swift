@@ -61,6 +61,13 @@ public enum ContainerFormat: String, Sendable, CaseIterable {
     /// Whether a push that starts with `prefix` begins a new file of this container rather than
     /// continuing an open one: an MP4's `ftyp`, an EBML header, an FLV header. MPEG-TS has no file
     /// header (packets of a new push continue the stream, as HLS segments do).
+    /// The box a push begins with when it can only go on with a stream under way: an MP4's
+    /// fragment or segment, which needs the `moov` of an earlier push. Nil for anything else.
+    public func continuationBox(_ prefix: ArraySlice<UInt8>) -> String? {
+        guard self == .mp4, let box = Sniffer.boxType(prefix), ["moof", "styp", "sidx", "mdat"].contains(box) else { return nil }
+        return box
+    }
+
     public func startsNewFile(_ prefix: ArraySlice<UInt8>) -> Bool {
         switch self {
         case .mpegTS: false

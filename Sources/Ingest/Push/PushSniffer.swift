@@ -227,6 +227,16 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
                 return close(open, then: then)
             }
             if prefix.isEmpty, ended != nil { return .elementary(prefix: [], receivedAt: receivedAt) }
+            if let box = format.continuationBox(prefix[...]) {
+                let refusal = Failure(
+                    ContainerError(
+                        .invalidContainer,
+                        "this push begins with an MP4 \(box) box, which goes on with an MP4 stream under way, and none is: "
+                            + "it ended (a flush, a push of something else, or a push that broke off). Send the init "
+                            + "segment (ftyp and moov) first, in this push or the one before"))
+                refuse(refusal)
+                return .refused(.stopped(.refused(refusal)))
+            }
             return .container(self.open(format, prefix: prefix, receivedAt: receivedAt))
         case .elementaryStream:
             let startsWithStartCode = prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1])
