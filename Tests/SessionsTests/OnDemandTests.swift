@@ -96,6 +96,31 @@ struct PictureIdentityTests {
         session.close()
     }
 
+    /// Asked for by time, one access unit's arrival after another, a stream with B-frames gives
+    /// the picture on screen then: numbers that only go up (a B-frame shown before the P-frame
+    /// that arrived first is not skipped and then shown), each the live decode's picture.
+    @Test(arguments: ["bframes.264", "bframes.265"])
+    func picturesByTimeGoForwardInOutputOrder(_ name: String) async throws {
+        let stream = try Self.stream(name)
+        let live = try await OnDemand.livePictures(stream)
+        let session = try makeSession(configuration: OnDemand.configuration())
+        // Small pieces: the access units arrive at different times.
+        _ = try await push(stream, to: session, flush: true, chunk: 211)
+        let units = session.status().counters.accessUnits
+        var previous: UInt64 = 0
+        var wentBack: [String] = []
+        for index in 0..<Int64(units) {
+            let arrived = try #require(session.history.arrival(index)).date
+            let served = try #require(try await OnDemand.pastPicture(session, .time(arrived)).get().served)
+            if served.sequence < previous { wentBack.append("unit \(index): #\(served.sequence) after #\(previous)") }
+            previous = max(previous, served.sequence)
+            #expect(Array(served.picture.bytes) == live[served.sequence], "\(name) unit \(index) #\(served.sequence)")
+        }
+        #expect(wentBack.isEmpty, "\(wentBack)")
+        #expect(previous == live.keys.max(), "the last unit's time gives the last picture")
+        session.close()
+    }
+
     /// When the GOP before an open GOP is no longer held, its leading pictures cannot be
     /// decoded (`not_in_history`), and its other pictures keep their numbers and bytes: the
     /// decoder skips the leading ones and counts them.

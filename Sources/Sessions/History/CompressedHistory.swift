@@ -80,7 +80,8 @@ final class CompressedHistory: Sendable {
     /// Where a decode from the past starts, what it reads, and which picture it is for.
     struct DecodePlan: Sendable {
         enum Target: Sendable, Equatable {
-            /// The picture decoded from this access unit.
+            /// The newest picture a live decoder had given out once this access unit arrived: in
+            /// output order, the last before the first picture whose own unit came later.
             case accessUnit(Int64)
             /// The picture with this number.
             case number(UInt64)
@@ -330,7 +331,8 @@ final class CompressedHistory: Sendable {
         case notHeld(Summary)
     }
 
-    /// The decode that yields the picture received last at or before `time`.
+    /// The decode that yields the picture on screen at `time`: the newest one in output order
+    /// whose access unit, and those of every picture shown before it, had arrived by then.
     func plan(at time: Date) -> Lookup {
         state.withLock { state in
             let summary = Self.summary(state, limits: limits)

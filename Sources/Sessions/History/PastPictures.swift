@@ -195,11 +195,15 @@ struct PastPictureDecode {
                 if number == wanted { found = (frame, number) }
                 if number >= wanted { finished = true }
             case .accessUnit(let index):
-                guard let decoded = frame.accessUnitIndex, decoded <= index else { return }
-                // The picture of that very unit, or (a unit that makes no picture of its own, such
-                // as a second field) the latest one before it.
-                if decoded >= found?.frame.accessUnitIndex ?? .min { found = (frame, number) }
-                if decoded == index { finished = true }
+                // The picture on screen once that unit had arrived: pictures come out in output
+                // order, and one whose unit came later (a B-frame shown before the P-frame that
+                // arrived first) stops the show there, as it stopped a live decoder.
+                guard let decoded = frame.accessUnitIndex else { return }
+                if decoded <= index {
+                    found = (frame, number)
+                } else if found != nil {
+                    finished = true
+                }
             }
         }
         var replay = HistoryReplay(from: first.index)
