@@ -207,7 +207,7 @@ extension ServeOption {
             "history-bytes", \.server.historyBytes, .from(1 << 20), valueName: "bytes",
             help: "Bytes of compressed history each session keeps at most, in whole GOPs.",
             details:
-                "64 MiB is 10 s of a 50 Mbit/s stream, so for real cameras the time binds and this bounds hostile streams; times `--max-sessions` it bounds the server's history"
+                "64 MiB is 10 s of a 50 Mbit/s stream, or about 2 minutes of a 4 Mbit/s camera: with the default `--history-seconds` the time binds for real cameras and this bounds hostile streams, while a longer history needs its seconds × bit rate ÷ 8 here too; times `--max-sessions` it bounds the server's history"
         ),
         seconds(
             "on-demand-linger", \.server.onDemandLinger, .range(0...86_400),
