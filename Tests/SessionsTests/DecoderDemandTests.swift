@@ -120,7 +120,8 @@ import TestSupport
         Transition(
             start: Start(name: "slot granted", events: Start.queuedWithTicket.events + [.slotGranted(at: 101)]),
             event: .failedToOpen, state: .idle,
-            actions: [.releaseSlot, .recordError(openFailure), .recordCatchUp(.failed), .answer([1], openFailure)]),
+            // No room in the memory budget is a refusal, not a failed decode.
+            actions: [.releaseSlot, .recordError(openFailure), .recordCatchUp(.refused), .answer([1], openFailure)]),
         // Catching up
         Transition(
             start: .catchingUp, event: .progressed, state: .catchingUp(.pictureRequest, startedAt: at(101)),

@@ -241,7 +241,10 @@ struct DecoderDemand {
         switch state {
         case .catchingUp:
             state = .idle
-            return [.releaseSlot, .recordError(error), .recordCatchUp(.failed)] + answerWaiters(error)
+            // No room in the decoder memory budget is a refusal for want of capacity, as a full
+            // catch-up queue is, not a decode that failed.
+            let result: CatchUpResult = error.code == .decoding(.decoderMemoryExceeded) ? .refused : .failed
+            return [.releaseSlot, .recordError(error), .recordCatchUp(result)] + answerWaiters(error)
         case .starting:
             state = .idle
             return [.recordError(error)] + answerWaiters(nil)

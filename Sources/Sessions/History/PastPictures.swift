@@ -147,7 +147,8 @@ extension Session {
                     metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
                     completion(.failure(HistorySummary(history.summary).notHeld(target, newest: viewers.newest?.sequence)))
                 case .failed(let error):
-                    metrics.recordCatchUp(kind: .history, result: "failed")
+                    // As a wake's catch-up counts it (`DecoderDemand`): no room in the memory budget is a refusal.
+                    metrics.recordCatchUp(kind: .history, result: error.code == .decoderMemoryExceeded ? "refused" : "failed")
                     completion(.failure(SessionError(error)))
                 }
             }
