@@ -117,8 +117,9 @@ import Sessions
             #expect(beyond.headers["Content-Type"] == "application/problem+json")
             let problem = try jsonObject(beyond.body)
             #expect(problem["code"] as? String == "not_in_history")
-            #expect(problem["firstSeq"] as? String == "1")
-            #expect(problem["lastSeq"] as? String == "20")
+            // Numbers, as in /history.
+            #expect(problem["firstSeq"] as? Int == 1)
+            #expect(problem["lastSeq"] as? Int == 20)
             #expect(problem["heldFrom"] is String && problem["heldTo"] is String)
             #expect((problem["detail"] as? String)?.contains("1 to 20") == true)
             let early = try request(port, "GET", "/sessions/range/frame/at.jpg?t=2001-01-01T00:00:00Z")

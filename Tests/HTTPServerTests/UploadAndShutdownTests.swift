@@ -132,7 +132,7 @@ func chunkedUpload(_ client: RawClient, path: String, totalBytes: Int, chunkSize
             #expect(response.status == 413)
             let problem = try jsonObject(response.body)
             #expect(problem["code"] as? String == "body_too_large")
-            #expect(problem["max_body_bytes"] as? String == "1000")
+            #expect(problem["max_body_bytes"] as? Int == 1000)
             #expect(handlerRuns.load(ordering: .relaxed) == 0)
             #expect(try request(server.port, "POST", "/small", body: Array(repeating: 0, count: 11)).status == 413)
             #expect(try request(server.port, "POST", "/small", body: Array(repeating: 0, count: 10)).text == "fits")

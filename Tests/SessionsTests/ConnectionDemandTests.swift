@@ -15,7 +15,7 @@ import TestSupport
 
     static let failure = SessionError(
         .sourceNotReady, "the source could not be connected for this request: refused", retryAfterSeconds: 1,
-        facts: ["sourceError": "source_unreachable"])
+        facts: ["sourceError": .text("source_unreachable")])
     static let timeout = SessionError(
         .sourceNotReady, "no picture came from the source within 20 s of the request (it connects on demand)",
         retryAfterSeconds: 1)

@@ -441,8 +441,8 @@ struct OnDemandLifeCycleTests {
                 continue
             }
             #expect(error.code == .notInHistory)
-            #expect(error.facts["firstSeq"] == "1")
-            #expect(error.facts["lastSeq"] == held.lastSeq.map(String.init))
+            #expect(error.facts["firstSeq"] == .number(1))
+            #expect(error.facts["lastSeq"] == held.lastSeq.map(SessionError.Fact.number))
             #expect(error.facts["heldFrom"] != nil && error.facts["heldTo"] != nil)
         }
         // Inside, by time: the newest picture received by then.

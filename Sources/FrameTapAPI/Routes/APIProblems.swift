@@ -10,7 +10,12 @@ extension HTTPError {
         if error.code == .shuttingDown { headers["Retry-After"] = "1" }
         self.init(
             status: Self.status(of: error.code), code: error.code.rawValue, detail: error.message, headers: headers,
-            extensions: error.facts)
+            extensions: error.facts.mapValues { fact in
+                switch fact {
+                case .text(let text): .text(text)
+                case .number(let number): .integer(Int64(clamping: number))
+                }
+            })
     }
 
     /// The one place a service error code meets its HTTP status.

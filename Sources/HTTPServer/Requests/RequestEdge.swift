@@ -10,7 +10,7 @@ enum RequestEdge {
         if let defect {
             return HTTPError(
                 status: .badRequest, code: "invalid_header", detail: defect.detail, headers: ["Connection": "close"],
-                extensions: ["reason": defect.reason])
+                extensions: ["reason": .text(defect.reason)])
         }
         let hosts = headers.values("Host")
         if version == "HTTP/1.1" && hosts.isEmpty {
@@ -62,7 +62,7 @@ enum RequestEdge {
             return HTTPError(
                 status: .contentTooLarge, code: "body_too_large",
                 detail: "A Content-Length of \(first) bytes is more than this server can take (at most \(Int.max)).",
-                headers: ["Connection": "close"], extensions: ["max_body_bytes": String(Int.max)])
+                headers: ["Connection": "close"], extensions: ["max_body_bytes": .integer(Int64(Int.max))])
         }
         return nil
     }
@@ -140,6 +140,6 @@ extension RequestTargetError {
         }
         return HTTPError(
             status: .badRequest, code: code, detail: message, headers: ["Connection": "close"],
-            extensions: ["reason": reason.rawValue])
+            extensions: ["reason": .text(reason.rawValue)])
     }
 }

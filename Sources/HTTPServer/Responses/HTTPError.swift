@@ -9,13 +9,12 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
     public var detail: String?
     /// Extra response headers, e.g. Allow, Retry-After, WWW-Authenticate.
     public var headers: [String: String]
-    /// Extra members merged into the problem object (string values only, to stay trivially
-    /// Sendable and Equatable), e.g. ["max_body_bytes": "1048576"].
-    public var extensions: [String: String]
+    /// Extra members merged into the problem object, e.g. ["max_body_bytes": .integer(1048576)].
+    public var extensions: [String: ProblemMember]
 
     public init(
         status: HTTPStatus, code: String, title: String? = nil, detail: String? = nil,
-        headers: [String: String] = [:], extensions: [String: String] = [:]
+        headers: [String: String] = [:], extensions: [String: ProblemMember] = [:]
     ) {
         self.status = status
         self.code = code
@@ -46,7 +45,7 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
         HTTPError(
             status: .contentTooLarge, code: "body_too_large",
             detail: "The request body exceeds \(limit) bytes.",
-            extensions: ["max_body_bytes": String(limit)])
+            extensions: ["max_body_bytes": .integer(Int64(limit))])
     }
 
     /// A body that went too slowly: less than `minimumBytes` arrived within `within`.
@@ -78,10 +77,35 @@ public struct HTTPError: Error, Sendable, Equatable, CustomStringConvertible {
         if let detail { members.append(("detail", JSONString.quoted(detail))) }
         members.append(("code", JSONString.quoted(code)))
         for key in extensions.keys.sorted() where !["type", "title", "status", "detail", "code"].contains(key) {
-            members.append((key, JSONString.quoted(extensions[key] ?? "")))
+            members.append((key, extensions[key]?.json ?? "null"))
         }
         let body = members.map { "\(JSONString.quoted($0.0)):\($0.1)" }.joined(separator: ",")
         return Array("{\(body)}\n".utf8)
+    }
+}
+
+/// A member a problem adds to the standard ones (RFC 9457 §3.2): text, or a whole number, which
+/// is written as a JSON number so that a client reads it as it reads the same fact elsewhere.
+public enum ProblemMember: Sendable, Equatable, ExpressibleByStringLiteral, CustomStringConvertible {
+    case text(String)
+    case integer(Int64)
+
+    public init(stringLiteral value: String) {
+        self = .text(value)
+    }
+
+    public var description: String {
+        switch self {
+        case .text(let text): text
+        case .integer(let number): String(number)
+        }
+    }
+
+    var json: String {
+        switch self {
+        case .text(let text): JSONString.quoted(text)
+        case .integer(let number): String(number)
+        }
     }
 }
 

@@ -76,9 +76,15 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
     /// For `.tooManySessions`: when a slot is likely to free (the next idle eviction).
     public let retryAfterSeconds: Int?
     /// Facts a client may act on, by name (for `.notInHistory`: the range held).
-    public let facts: [String: String]
+    public let facts: [String: Fact]
 
-    public init(_ code: Code, _ message: String, retryAfterSeconds: Int? = nil, facts: [String: String] = [:]) {
+    /// One fact: text, or a number (a picture number), which a problem writes as a JSON number.
+    public enum Fact: Sendable, Equatable {
+        case text(String)
+        case number(UInt64)
+    }
+
+    public init(_ code: Code, _ message: String, retryAfterSeconds: Int? = nil, facts: [String: Fact] = [:]) {
         self.code = code
         self.message = message
         self.retryAfterSeconds = retryAfterSeconds

@@ -98,7 +98,7 @@ final class OnDemandConnection: Sendable {
         let seconds = Int((Double(retryIn.nanoseconds) / 1e9).rounded(.up))
         let refusal = SessionError(
             .sourceNotReady, "the source could not be connected for this request: \(error.message)",
-            retryAfterSeconds: max(1, seconds), facts: ["sourceError": error.code.rawValue])
+            retryAfterSeconds: max(1, seconds), facts: ["sourceError": .text(error.code.rawValue)])
         apply { $0.connectionFailed(refusal) }
     }
 

@@ -58,7 +58,7 @@ public struct HistorySummary: Sendable, Equatable {
         return SessionError(
             .notInHistory,
             "the session's history holds pictures \(firstSeq) to \(lastSeq), received from \(first) to \(last)",
-            facts: ["heldFrom": first, "heldTo": last, "firstSeq": String(firstSeq), "lastSeq": String(lastSeq)])
+            facts: ["heldFrom": .text(first), "heldTo": .text(last), "firstSeq": .number(firstSeq), "lastSeq": .number(lastSeq)])
     }
 
     /// The problem for `target`: for a number inside the range held that no picture has, why
