@@ -1,3 +1,4 @@
+import Decoding
 import Synchronization
 
 /// One finished picture: immutable bytes in memory it owns, at an address that never moves,
@@ -16,11 +17,13 @@ public final class EncodedPicture: Sendable {
     public let height: Int
     /// libavutil's name of the raw layout (`yuv420p`, `yuv420p10le`, `rgb24`...); nil for JPEG.
     public let pixelFormatName: String?
+    /// How raw samples are to be read; nil for JPEG (which is BT.601 at full range, always).
+    public let colors: PictureColors?
 
     /// Takes ownership of `storage`, which must come from `UnsafeMutableRawBufferPointer.allocate`.
     init(
         taking storage: UnsafeMutableRawBufferPointer, format: PictureFormat, width: Int, height: Int,
-        pixelFormatName: String?
+        pixelFormatName: String?, colors: PictureColors? = nil
     ) {
         // Ownership is taken here: the caller allocated `storage` for this picture, filled it, and
         // keeps no pointer to it. The region checker cannot follow that through the copies that
@@ -32,6 +35,7 @@ public final class EncodedPicture: Sendable {
         self.width = width
         self.height = height
         self.pixelFormatName = pixelFormatName
+        self.colors = colors
     }
 
     /// A picture holding a private copy of `source` (for callers that already have encoded bytes).
@@ -49,6 +53,27 @@ public final class EncodedPicture: Sendable {
     }
 
     public var count: Int { bytes.count }
+}
+
+/// How a raw picture's samples are to be read: their range, and the matrix of their YCbCr (for
+/// RGB, the matrix its YCbCr was converted with). A stream that states no matrix is read as
+/// BT.601 below 720 lines and BT.709 from 720 up, as FrameTap converts it and as players do.
+public struct PictureColors: Sendable, Equatable {
+    /// `limited` or `full`.
+    public let range: String
+    /// `bt601`, `bt709`, `bt2020`, `fcc`, `smpte240m`, `ycgco`, or `rgb` (planes of G, B and R).
+    public let matrix: String
+
+    init(range: ColorRange, matrix: ColorMatrix, height: Int) {
+        self.range = range == .full ? "full" : "limited"
+        self.matrix = matrix == .unspecified ? (height < 720 ? "bt601" : "bt709") : matrix.rawValue
+    }
+
+    /// An RGB picture converted from a picture of `matrix` (`TurboJPEGEncoder.swsColorspace`:
+    /// swscale reads YCgCo and GBR planes with BT.601's): full range.
+    static func rgb(convertedFrom matrix: ColorMatrix, height: Int) -> PictureColors {
+        PictureColors(range: .full, matrix: matrix == .ycgco || matrix == .rgb ? .bt601 : matrix, height: height)
+    }
 }
 
 extension EncodedPicture {

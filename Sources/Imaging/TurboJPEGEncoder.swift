@@ -243,7 +243,9 @@ public final class TurboJPEGEncoder: PictureEncoding {
         }
         // Report the decoder's own name (e.g. yuvj420p) when the layout is unchanged: it also says the range.
         let name = outputFormat == source.format ? source.formatName : PixelFormats.name(outputFormat)
-        return try packed(planes, format: outputFormat, size: size, name: name, kind: .yuv)
+        return try packed(
+            planes, format: outputFormat, size: size, name: name, kind: .yuv,
+            colors: PictureColors(range: source.range, matrix: source.matrix, height: source.height))
     }
 
     private func encodeRGB(_ source: SourcePicture, size: (width: Int, height: Int)) throws(ImagingError)
@@ -252,7 +254,9 @@ public final class TurboJPEGEncoder: PictureEncoding {
         let planes = try convert(
             source, to: AV_PIX_FMT_RGB24, size: size, outputFullRange: true,
             rgbColorspace: Self.swsColorspace(source.matrix, height: source.height))
-        return try packed(planes, format: AV_PIX_FMT_RGB24, size: size, name: "rgb24", kind: .rgb)
+        return try packed(
+            planes, format: AV_PIX_FMT_RGB24, size: size, name: "rgb24", kind: .rgb,
+            colors: .rgb(convertedFrom: source.matrix, height: source.height))
     }
 
     /// SWS_CS_* for a stream's matrix. Unspecified follows common practice (and the HD/SD
@@ -273,7 +277,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
     /// Copies planes tightly packed, plane after plane, into memory the picture will own.
     private func packed(
         _ planes: PlanePointers, format: AVPixelFormat, size: (width: Int, height: Int), name: String,
-        kind: PictureFormat
+        kind: PictureFormat, colors: PictureColors
     ) throws(ImagingError) -> EncodedPicture {
         guard let layout = PlaneLayout(pixelFormat: format, width: size.width, height: size.height) else {
             throw ImagingError(.encodeFailed, "cannot lay out \(name) at \(size.width)x\(size.height)")
@@ -293,7 +297,7 @@ public final class TurboJPEGEncoder: PictureEncoding {
             }
         }
         return EncodedPicture(
-            taking: storage, format: kind, width: size.width, height: size.height, pixelFormatName: name)
+            taking: storage, format: kind, width: size.width, height: size.height, pixelFormatName: name, colors: colors)
     }
 
     // MARK: swscale

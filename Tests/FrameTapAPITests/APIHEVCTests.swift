@@ -59,8 +59,24 @@ import TestSupport
             let yuv = try request(service.port, "GET", "/sessions/thumbs/frame/latest.yuv")
             #expect(yuv.headers["X-Frame-Pix-Fmt"] == "yuv420p")
             #expect(yuv.body.count == 320 * 240 * 3 / 2)
+            // No matrix stated, below 720 lines: read as BT.601.
+            #expect(yuv.headers["X-Frame-Color-Range"] == "limited" && yuv.headers["X-Frame-Color-Matrix"] == "bt601")
             let rgb = try request(service.port, "GET", "/sessions/thumbs/frame/latest.rgb?width=32")
             #expect(rgb.headers["X-Frame-Pix-Fmt"] == "rgb24" && rgb.body.count == 32 * 24 * 3)
+            #expect(rgb.headers["X-Frame-Color-Range"] == "full" && rgb.headers["X-Frame-Color-Matrix"] == "bt601")
+            let jpeg = try request(service.port, "GET", "/sessions/thumbs/frame/latest.jpg")
+            #expect(jpeg.headers["X-Frame-Color-Range"] == nil && jpeg.headers["X-Frame-Color-Matrix"] == nil)
+        }
+    }
+
+    /// A raw picture says how to read its samples: a full-range BT.709 stream's own.
+    @Test func rawPicturesSayTheirRangeAndMatrix() throws {
+        try withService { service in
+            _ = try pushFixture(service.port, session: "bt709", "fullrange_bt709_176x144.265")
+            let yuv = try request(service.port, "GET", "/sessions/bt709/frame/latest.yuv")
+            #expect(yuv.headers["X-Frame-Color-Range"] == "full" && yuv.headers["X-Frame-Color-Matrix"] == "bt709")
+            let rgb = try request(service.port, "GET", "/sessions/bt709/frame/latest.rgb")
+            #expect(rgb.headers["X-Frame-Color-Range"] == "full" && rgb.headers["X-Frame-Color-Matrix"] == "bt709")
         }
     }
 
