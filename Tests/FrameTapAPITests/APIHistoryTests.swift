@@ -17,6 +17,8 @@ import Sessions
         #expect(FrameTapAPI.parseTime("2026-11-29T13:00:00+01:00") == noon)
         #expect(FrameTapAPI.parseTime("2026-11-29T13:00:00 01:00") == noon, "a + that a query read as a space")
         #expect(FrameTapAPI.parseTime("1795953600000") == noon)
+        #expect(FrameTapAPI.parseTime("2026-11-29 12:00:00Z") == noon, "RFC 3339's space between date and time")
+        #expect(FrameTapAPI.parseTime("2026-11-29 13:00:00 01:00") == noon)
         #expect(FrameTapAPI.parseTime("2026-11-29t12:00:00.250z") == noon.addingTimeInterval(0.25))
         let long = FrameTapAPI.parseTime("2026-11-29T12:00:00.2501234567890123Z")
         #expect(long.map { abs($0.timeIntervalSince(noon) - 0.25) < 0.0005 } == true, "\(String(describing: long))")
@@ -124,7 +126,8 @@ import Sessions
             #expect((problem["detail"] as? String)?.contains("1 to 20") == true)
             let early = try request(port, "GET", "/sessions/range/frame/at.jpg?t=2001-01-01T00:00:00Z")
             #expect(try jsonObject(early.body)["code"] as? String == "not_in_history")
-            for bad in ["", "?t=yesterday", "?seq=1&t=2001-01-01T00:00:00Z", "?seq=-1"] {
+            // Seconds since 1970 where milliseconds go (a day of January 1970) are refused too.
+            for bad in ["", "?t=yesterday", "?seq=1&t=2001-01-01T00:00:00Z", "?seq=-1", "?t=1795953600"] {
                 let refused = try request(port, "GET", "/sessions/range/frame/at.jpg\(bad)")
                 #expect(refused.problem == Problem(400, "invalid_parameter"), "\(bad)")
             }

@@ -40,6 +40,13 @@ extension FrameTapAPI {
             guard let date = parseTime(text) else {
                 throw .invalidParameter("t must be an RFC 3339 time (2026-01-01T12:00:00.250Z) or milliseconds since 1970, got '\(text)'")
             }
+            // Seconds since 1970 (2001 to 5138) read as milliseconds name a day of January 1970,
+            // which no history holds: the caller meant seconds.
+            if let number = Int64(text), (1_000_000_000..<100_000_000_000).contains(number) {
+                throw .invalidParameter(
+                    "t=\(text) reads as milliseconds since 1970 (\(WireJSON.timestamp(date))); for seconds since 1970 "
+                        + "give t=\(text)000, or an RFC 3339 time")
+            }
             return .time(date)
         case (nil, nil):
             throw .invalidParameter("say which picture: t (a time) or seq (a picture number)")
@@ -49,13 +56,18 @@ extension FrameTapAPI {
     }
 
     /// RFC 3339 with or without fractional seconds (a `+` offset that a form encoding turned
-    /// into a space is read back), or an integer of milliseconds since 1970.
+    /// into a space is read back; a space between the date and the time, which RFC 3339 allows
+    /// in place of `T`, too), or an integer of milliseconds since 1970.
     static func parseTime(_ text: String) -> Date? {
         if let milliseconds = Int64(text), milliseconds >= 0 {
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
         var restored = String(text.map { $0 == " " ? "+" : $0 }).uppercased()
         guard calendarDateExists(restored.utf8.prefix(10)) else { return nil }
+        let separator = restored.index(restored.startIndex, offsetBy: 10, limitedBy: restored.endIndex)
+        if let separator, separator < restored.endIndex, restored[separator] == "+" {
+            restored.replaceSubrange(separator...separator, with: "T")
+        }
         // RFC 3339 takes any number of fraction digits; a picture is found to the millisecond,
         // and Foundation's style reads a few digits only.
         if let dot = restored.firstIndex(of: "."), restored[..<dot].contains("T") {
