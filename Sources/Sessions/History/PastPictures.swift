@@ -78,6 +78,24 @@ public struct HistorySummary: Sendable, Equatable {
     }
 }
 
+extension HistorySummary {
+    /// The problem for a picture of the newest GOP of a stream still arriving that the decode
+    /// could not settle: later access units may still come before it in output order.
+    func notSettledYet(_ target: PastPictureTarget) -> SessionError {
+        let held = notHeld
+        let which =
+            switch target {
+            case .number(let number): "picture \(number) is"
+            case .time: "the picture of that time is"
+            }
+        return SessionError(
+            .notInHistory,
+            "\(which) among the newest of a stream still arriving, whose place in output order later access units "
+                + "may still change (as many as the stream reorders): ask again when more has arrived, or after a "
+                + "flush; " + held.message, facts: held.facts)
+    }
+}
+
 extension Session {
     /// A picture from the recent past (`GET /sessions/{id}/frame/at.jpg?t=|seq=`), decoded from
     /// its GOP's keyframe (from the GOP before for an open GOP's leading pictures) by a catch-up
@@ -145,7 +163,8 @@ extension Session {
                     pictures.serve(published, request) { completion($0.map { .picture($0) }) }
                 case .none:
                     metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
-                    completion(.failure(HistorySummary(history.summary).notHeld(target, newest: viewers.newest?.sequence)))
+                    let held = HistorySummary(history.summary)
+                    completion(.failure(plan.atOpenEdge ? held.notSettledYet(target) : held.notHeld(target, newest: viewers.newest?.sequence)))
                 case .failed(let error):
                     // As a wake's catch-up counts it (`DecoderDemand`): no room in the memory budget is a refusal.
                     metrics.recordCatchUp(kind: .history, result: error.code == .decoderMemoryExceeded ? "refused" : "failed")
