@@ -403,7 +403,9 @@ import Timekeeping
             status.snapshot,
             stateDirectory: "/var/lib/frametap", declaredSessions: 2, persistedSessions: 5)
         let limits =
-            #"{"maxBodyBytes":null,"maxNalBytes":\#(configuration.maxNALBytes),"#
+            #"{"historyBytes":\#(configuration.historyBytes),"historySeconds":10,"maxBodyBytes":null,"#
+            + #""maxCatchupDecoders":\#(configuration.catchUpDecoders),"maxCatchupQueue":\#(services.catchUpPool.queueLimit),"#
+            + #""maxNalBytes":\#(configuration.maxNALBytes),"#
             + #""maxPictureHeight":\#(configuration.pictureSizeLimit.maxHeight),"#
             + #""maxPicturePixels":\#(configuration.pictureSizeLimit.maxPixels),"#
             + #""maxPictureWidth":\#(configuration.pictureSizeLimit.maxWidth),"#

@@ -79,6 +79,12 @@ public struct SystemInfo: Sendable {
         public var maxPicturePixels: Int
         public var sessionIdleTimeoutSeconds: Double
         public var maxWaitMilliseconds: Int
+        /// Each session's compressed history: `--history-seconds` and `--history-bytes`.
+        public var historySeconds: Double
+        public var historyBytes: Int
+        /// `--max-catchup-decoders` and `--max-catchup-queue`.
+        public var maxCatchupDecoders: Int
+        public var maxCatchupQueue: Int
     }
 
     /// `limits`: the limits a reload may have changed since start (default: the configuration's).
@@ -104,7 +110,9 @@ public struct SystemInfo: Sendable {
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,
             maxPicturePixels: configuration.pictureSizeLimit.maxPixels,
             sessionIdleTimeoutSeconds: Double(live.idleTimeout.nanoseconds) / 1e9,
-            maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds)
+            maxWaitMilliseconds: FrameTapAPI.maxWaitMilliseconds,
+            historySeconds: Double(configuration.historySeconds.nanoseconds) / 1e9, historyBytes: configuration.historyBytes,
+            maxCatchupDecoders: configuration.catchUpDecoders, maxCatchupQueue: services.catchUpPool.queueLimit)
         self.activeSessions = activeSessions
         let memory = services.decoderMemory.usage
         decoderMemory = DecoderMemoryUsage(

@@ -116,6 +116,10 @@ struct SystemInfoJSON: WireObject {
                 "maxPicturePixels": limits.maxPicturePixels,
                 "sessionIdleTimeoutSeconds": limits.sessionIdleTimeoutSeconds,
                 "maxWaitMilliseconds": limits.maxWaitMilliseconds,
+                "historySeconds": limits.historySeconds,
+                "historyBytes": limits.historyBytes,
+                "maxCatchupDecoders": limits.maxCatchupDecoders,
+                "maxCatchupQueue": limits.maxCatchupQueue,
             ]
         }
     }
