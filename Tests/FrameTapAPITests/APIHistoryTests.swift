@@ -51,6 +51,9 @@ import Sessions
             let metrics = try request(port, "GET", "/metrics").text
             #expect(metrics.contains("frametap_catchup_decodes_total{kind=\"wake\",result=\"ok\"} 1"))
             #expect(metrics.contains("frametap_sessions_decoding 1"))
+            // The process's resident memory, a few megabytes at least.
+            let resident = metrics.split(separator: "\n").first { $0.hasPrefix("frametap_process_resident_bytes ") }
+            #expect(resident.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 > 4_000_000 } == true, "\(String(describing: resident))")
         }
         try withService(sessions: { $0.defaultDecode = .onDemand }) { service in
             try pushToHistory(service.port, session: "default", Fixture.repeatHeaders)

@@ -185,7 +185,7 @@ public final class SessionRegistry: Sendable {
             downloads: services.frameDownloads, decoderMemory: services.decoderMemory,
             catchUps: services.catchUpPool.usage, warmDecoders: services.catchUpPool.warmDecoders.usage,
             historyBytes: sessions.reduce(0) { $0 + $1.historyBytes }, slabs: SlabPool.shared.usage,
-            engines: services.devicePool.engines.report())
+            engines: services.devicePool.engines.report(), residentBytes: ProcessMemory.residentBytes())
     }
 
     /// `DELETE /sessions/{id}`: removes and closes the session (frees its decoder, VA-API

@@ -177,7 +177,8 @@ public final class FrameTapMetrics: Sendable {
     public func refresh(
         sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
         decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, warmDecoders: WarmDecoderPool.Usage? = nil,
-        historyBytes: Int? = nil, slabs: SlabPool.Usage? = nil, engines: [EnginePlacement.Report] = []
+        historyBytes: Int? = nil, slabs: SlabPool.Usage? = nil, engines: [EnginePlacement.Report] = [],
+        residentBytes: Int? = nil
     ) {
         var byBackend: [[String]: Int] = [:]
         for status in sessions {
@@ -253,6 +254,9 @@ public final class FrameTapMetrics: Sendable {
         if let warmDecoders {
             memoryGauge(Names.warmDecodersIdle, "Catch-up decoders kept open for the next catch-up")
                 .set(to: Double(warmDecoders.idle))
+        }
+        if let residentBytes {
+            memoryGauge(Names.residentBytes, "The process's resident memory (RSS, /proc/self/statm)").set(to: Double(residentBytes))
         }
         if let historyBytes {
             memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
@@ -389,6 +393,7 @@ public final class FrameTapMetrics: Sendable {
         public static let warmDecoderHits = "frametap_warm_decoder_hits_total"
         public static let warmDecoderMisses = "frametap_warm_decoder_misses_total"
         public static let historyBytes = "frametap_history_bytes"
+        public static let residentBytes = "frametap_process_resident_bytes"
         public static let slabsInUse = "frametap_slabs_in_use"
         public static let slabsIdle = "frametap_slabs_idle"
         public static let slabsAllocated = "frametap_slabs_allocated_total"
