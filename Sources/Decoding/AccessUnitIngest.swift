@@ -90,6 +90,9 @@ public final class AccessUnitIngest {
     private var streamHasBaseLayerPicture = false
     /// Pictures of the current stream dropped while no keyframe had come.
     private var streamDroppedBeforeKeyframe = 0
+    /// The current stream reached a point decoding can start from: a picture was handed on, or
+    /// skipped after such a point (keyframes-only mode, leading pictures).
+    private var streamReachedStartPoint = false
     /// The current stream's input had an error of its own (an unreadable SPS, ...): that is
     /// why nothing decodes, and it was said.
     private var streamHadError = false
@@ -258,6 +261,7 @@ public final class AccessUnitIngest {
             streamUnitsOutsideBaseLayer = 0
             streamHasBaseLayerPicture = false
             streamDroppedBeforeKeyframe = 0
+            streamReachedStartPoint = false
             streamHadError = false
             refusingPush = false
             forgetSampleDescription()
@@ -295,14 +299,14 @@ public final class AccessUnitIngest {
     }
 
     /// A push broke off or was refused: the NAL unit it was sending is cut short, and so is the
-    /// picture it belonged to. Dropping both keeps the next push's first start code from
+    /// access unit it belonged to. Dropping both keeps the next push's first start code from
     /// closing the unit as if it were whole, and its first picture from being decoded as the
     /// end of the broken one (a damaged extra picture, every later number one higher). A push
     /// that resumes at an access unit boundary (after `counters.accessUnits` units) then
     /// decodes exactly. Parameter sets stay.
     public func abandonIncompleteAccessUnit() {
         splitter.abandonIncompleteUnit()
-        reader?.abandonPicture()
+        reader?.abandonAccessUnit()
         // What the broken or refused push made the splitter drop (the cut unit, bytes before its
         // first start code) is that push's, which was answered for it (`upload_aborted`, the
         // refusal): no damage for the push that ends the stream to be answered with.
@@ -447,7 +451,7 @@ public final class AccessUnitIngest {
     /// format description and MediaCodec's csd buffers do) or no keyframe, that is an error of
     /// the input that says which, not an empty success.
     private func reportNoStartingPoint(into errors: inout [DecodeError]) {
-        guard !streamHasPictures, !streamHadError, streamDroppedBeforeKeyframe > 0, let reader else { return }
+        guard !streamReachedStartPoint, !streamHadError, streamDroppedBeforeKeyframe > 0, let reader else { return }
         let pictures = "\(streamDroppedBeforeKeyframe) picture\(streamDroppedBeforeKeyframe == 1 ? "" : "s")"
         let message: String
         if !reader.hasParameterSets {
@@ -495,6 +499,7 @@ public final class AccessUnitIngest {
             format = unit.sequence.format
             streamHasPictures = true
             streamHasBaseLayerPicture = true
+            streamReachedStartPoint = true
             let indexed = IndexedAccessUnit(index: nextIndex, unit: unit, pts: samplePTS)
             nextIndex += 1
             if let unitHandler { errors += unitHandler(indexed) }
@@ -505,9 +510,11 @@ public final class AccessUnitIngest {
         case .skippedLeading(let count):
             counters.framesSkippedLeading += count
             streamHasBaseLayerPicture = true
+            streamReachedStartPoint = true
         case .skippedNotKeyframe(let count):
             counters.framesSkippedNotKeyframe += count
             streamHasBaseLayerPicture = true
+            streamReachedStartPoint = true
             // Skipped, they still hold their places: a keyframe keeps the number `decode: all`
             // gives it, and a switch of mode keeps the numbers after it.
             nextIndex += Int64(count)

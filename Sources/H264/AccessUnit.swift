@@ -182,12 +182,11 @@ public struct AccessUnitAssembler: Sendable {
         self = AccessUnitAssembler()
     }
 
-    /// The input broke off inside a picture (a push cut short): the rest of that picture will
-    /// never come, so the access unit under way is dropped rather than completed by whatever
-    /// the next push starts with. Parameter sets stay known. Units before any slice (an AUD, an
-    /// SEI, parameter sets) are whole and stay for the next picture.
-    public mutating func abandonPicture() {
-        guard pendingHasPicture else { return }
+    /// The input broke off (a push cut short): the rest of the access unit under way will never
+    /// come, so it is dropped whole rather than completed by whatever the next push starts with,
+    /// which starts that access unit again (its delimiter, its SEI: a recovery point must not
+    /// carry over to another picture). Parameter sets stay known.
+    public mutating func abandonAccessUnit() {
         pending = []
         held = []
         pendingHasPicture = false

@@ -178,12 +178,10 @@ public struct AccessUnitAssembler: Sendable {
         self = AccessUnitAssembler()
     }
 
-    /// The input broke off inside a picture (a push cut short): the rest of that picture will
-    /// never come, so the access unit under way is dropped rather than completed by whatever
-    /// the next push starts with. Parameter sets stay known. Units before any slice segment
-    /// (an AUD, SEI, parameter sets) are whole and stay for the next picture.
-    public mutating func abandonPicture() {
-        guard pictureStarted || current.hasPicture else { return }
+    /// The input broke off (a push cut short): the rest of the access unit under way will never
+    /// come, so it is dropped whole rather than completed by whatever the next push starts with,
+    /// which starts that access unit again. Parameter sets stay known.
+    public mutating func abandonAccessUnit() {
         pending = []
         pictureStarted = false
         endedBySequenceEnd = false

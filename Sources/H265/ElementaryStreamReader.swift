@@ -67,8 +67,8 @@ public struct ElementaryStreamReader: AccessUnitReader {
         assembler.nextUnitEndsAccessUnit(prefix: prefix)
     }
 
-    public mutating func abandonPicture() {
-        assembler.abandonPicture()
+    public mutating func abandonAccessUnit() {
+        assembler.abandonAccessUnit()
     }
 
     public mutating func endAccessUnit(_ report: (ReaderEvent) -> Void) {

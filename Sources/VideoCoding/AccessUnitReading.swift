@@ -180,9 +180,9 @@ public protocol AccessUnitReader: Sendable {
     func nextUnitEndsAccessUnit(prefix: ArraySlice<UInt8>) -> Bool
     /// Ends the access unit under way now (see `nextUnitEndsAccessUnit`).
     mutating func endAccessUnit(_ report: (ReaderEvent) -> Void)
-    /// The input broke off: drops the access unit under way if a picture has begun in it (its
-    /// rest will never come); parameter sets stay known.
-    mutating func abandonPicture()
+    /// The input broke off: drops the access unit under way (its rest will never come; the
+    /// input resumes at its start); parameter sets stay known.
+    mutating func abandonAccessUnit()
     /// End of stream: the last access unit, then a fresh start at the next random access point
     /// (parameter sets stay known).
     mutating func finish(_ report: (ReaderEvent) -> Void)

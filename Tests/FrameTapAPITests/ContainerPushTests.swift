@@ -233,6 +233,15 @@ struct ContainerPushTests {
                 service.port, "/sessions/g/nalus?flush=true", bytes, headers: [("Content-Type", "video/iso.segment")])
             let frames = try jsonObject(whole.body)["frames"] as? Int
             #expect(whole.status == 200 && frames == 20, "\(whole.text)")
+            // After that flushed stream, and while an MPEG-TS stream is open: refused alike.
+            let afterFlush = try post(
+                service.port, "/sessions/g/nalus", Array(bytes[moof...]), headers: [("Content-Type", "video/iso.segment")])
+            #expect(afterFlush.problem == Problem(422, "invalid_container"), "\(afterFlush.text)")
+            let ts = try post(service.port, "/sessions/t/nalus", try ContainerFixtures.bytes("h264_320x240_aac.ts"))
+            #expect(ts.status == 200)
+            let afterTS = try post(
+                service.port, "/sessions/t/nalus", Array(bytes[moof...]), headers: [("Content-Type", "video/iso.segment")])
+            #expect(afterTS.problem == Problem(422, "invalid_container"), "\(afterTS.text)")
         }
     }
 

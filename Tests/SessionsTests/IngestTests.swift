@@ -114,6 +114,20 @@ import TestSupport
         #expect(summary.frames == Fixture.baselineFrames)
     }
 
+    /// A push that breaks off before its first byte cut nothing short: the last picture of the
+    /// push before it, which waited for the next unit to show its end, is not dropped.
+    @Test func aPushThatBreaksOffEmptyKeepsThePictureBeforeIt() async throws {
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let session = try makeSession()
+        _ = try await push(stream, to: session, flush: false)
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false) { answer.set($0) }
+        queue.abort(.clientGone)
+        _ = try await answer.value(waitingFor: "the empty aborted upload's answer")
+        let flushed = try await push([], to: session, flush: true)
+        #expect(session.status().counters.framesDecoded == Fixture.baselineFrames, "\(flushed)")
+    }
+
     @Test func garbageIsCountedAndThePictureSurvives() async throws {
         let session = try makeSession()
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)

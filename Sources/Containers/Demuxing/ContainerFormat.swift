@@ -58,16 +58,17 @@ public enum ContainerFormat: String, Sendable, CaseIterable {
             .lowercased()
     }
 
-    /// Whether a push that starts with `prefix` begins a new file of this container rather than
-    /// continuing an open one: an MP4's `ftyp`, an EBML header, an FLV header. MPEG-TS has no file
-    /// header (packets of a new push continue the stream, as HLS segments do).
     /// The box a push begins with when it can only go on with a stream under way: an MP4's
-    /// fragment or segment, which needs the `moov` of an earlier push. Nil for anything else.
+    /// fragment or segment, which needs the `moov` of an earlier push. Nil for anything else (an
+    /// `mdat` may begin a whole file whose `moov` is at its end).
     public func continuationBox(_ prefix: ArraySlice<UInt8>) -> String? {
-        guard self == .mp4, let box = Sniffer.boxType(prefix), ["moof", "styp", "sidx", "mdat"].contains(box) else { return nil }
+        guard self == .mp4, let box = Sniffer.boxType(prefix), ["moof", "styp", "sidx"].contains(box) else { return nil }
         return box
     }
 
+    /// Whether a push that starts with `prefix` begins a new file of this container rather than
+    /// continuing an open one: an MP4's `ftyp`, an EBML header, an FLV header. MPEG-TS has no file
+    /// header (packets of a new push continue the stream, as HLS segments do).
     public func startsNewFile(_ prefix: ArraySlice<UInt8>) -> Bool {
         switch self {
         case .mpegTS: false

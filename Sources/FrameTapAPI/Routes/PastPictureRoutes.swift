@@ -40,7 +40,7 @@ extension FrameTapAPI {
             guard let date = parseTime(text) else {
                 throw .invalidParameter("t must be an RFC 3339 time (2026-01-01T12:00:00.250Z) or milliseconds since 1970, got '\(text)'")
             }
-            // Seconds since 1970 (2001 to 5138) read as milliseconds name a day of January 1970,
+            // Seconds since 1970 (2001 to 5138) read as milliseconds name a day of 1970 to 1973,
             // which no history holds: the caller meant seconds.
             if let number = Int64(text), (1_000_000_000..<100_000_000_000).contains(number) {
                 throw .invalidParameter(

@@ -221,13 +221,8 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
             if let open, continuable, open.format == format, !format.startsNewFile(prefix[...]) {
                 return continueStream(open, prefix: prefix, receivedAt: receivedAt)
             }
-            if let open {
-                let then: Next =
-                    if let ended, prefix.isEmpty { .event(ended) } else { .container(format, prefix: prefix, receivedAt: receivedAt) }
-                return close(open, then: then)
-            }
-            if prefix.isEmpty, ended != nil { return .elementary(prefix: [], receivedAt: receivedAt) }
             if let box = format.continuationBox(prefix[...]) {
+                // No MP4 stream under way to go on with (none, one that ended, or another container's).
                 let refusal = Failure(
                     ContainerError(
                         .invalidContainer,
@@ -235,8 +230,16 @@ public final class PushSniffer<Failure: IngestFailure>: IngestSource {
                             + "it ended (a flush, a push of something else, or a push that broke off). Send the init "
                             + "segment (ftyp and moov) first, in this push or the one before"))
                 refuse(refusal)
+                // A push of something else ends an open stream (its last samples come first).
+                if let open { return close(open, then: .event(.stopped(.refused(refusal)))) }
                 return .refused(.stopped(.refused(refusal)))
             }
+            if let open {
+                let then: Next =
+                    if let ended, prefix.isEmpty { .event(ended) } else { .container(format, prefix: prefix, receivedAt: receivedAt) }
+                return close(open, then: then)
+            }
+            if prefix.isEmpty, ended != nil { return .elementary(prefix: [], receivedAt: receivedAt) }
             return .container(self.open(format, prefix: prefix, receivedAt: receivedAt))
         case .elementaryStream:
             let startsWithStartCode = prefix.starts(with: [0, 0, 1]) || prefix.starts(with: [0, 0, 0, 1])

@@ -326,7 +326,9 @@ final class DecodeLoop: Sendable {
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
-                decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() }
+                // What this push cut short goes; a push that brought no byte cut nothing short,
+                // and the access unit under way is the one before it, whose bytes were answered for.
+                if job.source.totalBytes > 0 { decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() } }
                 // A push refused from some point on (its container broke, a limit) keeps what it
                 // decoded before: a flushed one also gets the pictures its decoder still held,
                 // and a multipart answer sends every picture before its problem part.

@@ -62,6 +62,21 @@ struct DecoderDemand {
         case ok(duration: UInt64, units: Int)
         case failed
         case refused
+
+        /// A catch-up that ended in `error`: no room in the decoder memory budget is a refusal
+        /// for want of capacity, as a full catch-up queue is; anything else failed.
+        init(endingIn error: SessionError) {
+            self = error.code == .decoding(.decoderMemoryExceeded) ? .refused : .failed
+        }
+
+        /// `frametap_catchup_decodes_total`'s `result` label.
+        var label: String {
+            switch self {
+            case .ok: "ok"
+            case .failed: "failed"
+            case .refused: "refused"
+            }
+        }
     }
 
     enum Action: Equatable {
@@ -241,10 +256,7 @@ struct DecoderDemand {
         switch state {
         case .catchingUp:
             state = .idle
-            // No room in the decoder memory budget is a refusal for want of capacity, as a full
-            // catch-up queue is, not a decode that failed.
-            let result: CatchUpResult = error.code == .decoding(.decoderMemoryExceeded) ? .refused : .failed
-            return [.releaseSlot, .recordError(error), .recordCatchUp(result)] + answerWaiters(error)
+            return [.releaseSlot, .recordError(error), .recordCatchUp(CatchUpResult(endingIn: error))] + answerWaiters(error)
         case .starting:
             state = .idle
             return [.recordError(error)] + answerWaiters(nil)

@@ -284,12 +284,10 @@ final class OnDemandDecoding: Sendable {
         switch result {
         case .ok(let nanoseconds, let units):
             let duration = Duration.nanoseconds(Int64(clamping: nanoseconds))
-            context.metrics.recordCatchUp(kind: .wake, result: "ok", duration: duration, units: units)
+            context.metrics.recordCatchUp(kind: .wake, result: result.label, duration: duration, units: units)
             context.logger.debug("caught up", metadata: ["units": "\(units)", "ms": "\(nanoseconds / 1_000_000)"])
-        case .failed:
-            context.metrics.recordCatchUp(kind: .wake, result: "failed")
-        case .refused:
-            context.metrics.recordCatchUp(kind: .wake, result: "refused")
+        case .failed, .refused:
+            context.metrics.recordCatchUp(kind: .wake, result: result.label)
         }
     }
 }

@@ -80,8 +80,8 @@ final class CompressedHistory: Sendable {
     /// Where a decode from the past starts, what it reads, and which picture it is for.
     struct DecodePlan: Sendable {
         enum Target: Sendable, Equatable {
-            /// The newest picture a live decoder had given out once this access unit arrived: in
-            /// output order, the last before the first picture whose own unit came later.
+            /// The newest picture that could be on screen once this access unit arrived: in output
+            /// order, the last before the first picture whose own unit came later.
             case accessUnit(Int64)
             /// The picture with this number.
             case number(UInt64)

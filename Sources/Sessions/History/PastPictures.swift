@@ -163,12 +163,14 @@ extension Session {
                     pictures.serve(published, request) { completion($0.map { .picture($0) }) }
                 case .none:
                     metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
-                    let held = HistorySummary(history.summary)
-                    completion(.failure(plan.atOpenEdge ? held.notSettledYet(target) : held.notHeld(target, newest: viewers.newest?.sequence)))
+                    completion(.failure(HistorySummary(history.summary).notHeld(target, newest: viewers.newest?.sequence)))
+                case .unsettled:
+                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
+                    completion(.failure(HistorySummary(history.summary).notSettledYet(target)))
                 case .failed(let error):
-                    // As a wake's catch-up counts it (`DecoderDemand`): no room in the memory budget is a refusal.
-                    metrics.recordCatchUp(kind: .history, result: error.code == .decoderMemoryExceeded ? "refused" : "failed")
-                    completion(.failure(SessionError(error)))
+                    let failure = SessionError(error)
+                    metrics.recordCatchUp(kind: .history, result: DecoderDemand.CatchUpResult(endingIn: failure).label)
+                    completion(.failure(failure))
                 }
             }
         }
@@ -188,6 +190,9 @@ struct PastPictureDecode {
         /// The decode ended without that picture (a leading picture that cannot be decoded, a
         /// number no picture had).
         case none
+        /// Not found among the pictures whose places are settled, while the newest GOP of a
+        /// stream still arriving held pictures back whose places later access units may change.
+        case unsettled
         case failed(DecodeError)
     }
 
@@ -215,9 +220,9 @@ struct PastPictureDecode {
                 if number == wanted { found = (frame, number) }
                 if number >= wanted { finished = true }
             case .accessUnit(let index):
-                // The picture on screen once that unit had arrived: pictures come out in output
-                // order, and one whose unit came later (a B-frame shown before the P-frame that
-                // arrived first) stops the show there, as it stopped a live decoder.
+                // The newest picture that could be on screen once that unit had arrived: pictures
+                // come out in output order, and the first whose unit came later (a B-frame shown
+                // before the P-frame that arrived first) ends the ones that could.
                 guard let decoded = frame.accessUnitIndex else { return }
                 if decoded <= index {
                     found = (frame, number)
@@ -248,6 +253,7 @@ struct PastPictureDecode {
                     look(settled.frame, settled.number)
                 }
             }
+            if found == nil, !unsettled.isEmpty { return (.unsettled, replay.unitsFed) }
         } else if !finished {
             _ = decoder.drain(onPicture: look)
         }
