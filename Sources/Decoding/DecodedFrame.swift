@@ -45,6 +45,13 @@ public enum ColorRange: String, Sendable {
 public enum ColorMatrix: String, Sendable {
     case bt601, bt709, bt2020, fcc, smpte240m, ycgco, rgb, unspecified
 
+    /// The matrix a picture `height` lines high is read with: its own, or for a stream that
+    /// states none, BT.601 below 720 lines and BT.709 from 720 up (the SD/HD split players and
+    /// libavcodec's own conversions make).
+    public func effective(height: Int) -> ColorMatrix {
+        self == .unspecified ? (height < 720 ? .bt601 : .bt709) : self
+    }
+
     init(_ space: AVColorSpace) {
         switch space {
         case AVCOL_SPC_BT709: self = .bt709

@@ -59,20 +59,19 @@ public final class EncodedPicture: Sendable {
 /// RGB, the matrix its YCbCr was converted with). A stream that states no matrix is read as
 /// BT.601 below 720 lines and BT.709 from 720 up, as FrameTap converts it and as players do.
 public struct PictureColors: Sendable, Equatable {
-    /// `limited` or `full`.
-    public let range: String
-    /// `bt601`, `bt709`, `bt2020`, `fcc`, `smpte240m`, `ycgco`, or `rgb` (planes of G, B and R).
-    public let matrix: String
+    public let range: ColorRange
+    /// Never `unspecified` (`ColorMatrix.effective`); `rgb` for planes of G, B and R.
+    public let matrix: ColorMatrix
 
     init(range: ColorRange, matrix: ColorMatrix, height: Int) {
-        self.range = range == .full ? "full" : "limited"
-        self.matrix = matrix == .unspecified ? (height < 720 ? "bt601" : "bt709") : matrix.rawValue
+        self.range = range
+        self.matrix = matrix.effective(height: height)
     }
 
     /// An RGB picture converted from a picture of `matrix` (`TurboJPEGEncoder.swsColorspace`:
-    /// swscale reads YCgCo and GBR planes with BT.601's): full range.
+    /// swscale reads YCgCo with BT.601's): full range.
     static func rgb(convertedFrom matrix: ColorMatrix, height: Int) -> PictureColors {
-        PictureColors(range: .full, matrix: matrix == .ycgco || matrix == .rgb ? .bt601 : matrix, height: height)
+        PictureColors(range: .full, matrix: matrix == .ycgco ? .bt601 : matrix, height: height)
     }
 }
 

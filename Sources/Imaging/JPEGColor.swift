@@ -50,13 +50,12 @@ struct JPEGColor: Equatable {
 
     /// Kr and Kb of the matrix the picture is read with; nil for BT.601's own.
     private static func weights(_ matrix: ColorMatrix, height: Int) -> (Double, Double)? {
-        switch matrix {
+        switch matrix.effective(height: height) {
         case .bt709: (0.2126, 0.0722)
         case .bt2020: (0.2627, 0.0593)
         case .fcc: (0.30, 0.11)
         case .smpte240m: (0.212, 0.087)
-        case .unspecified: height < 720 ? nil : (0.2126, 0.0722)
-        case .bt601, .ycgco, .rgb: nil
+        case .bt601, .ycgco, .rgb, .unspecified: nil
         }
     }
 

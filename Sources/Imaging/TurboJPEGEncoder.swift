@@ -259,18 +259,15 @@ public final class TurboJPEGEncoder: PictureEncoding {
             colors: .rgb(convertedFrom: source.matrix, height: source.height))
     }
 
-    /// SWS_CS_* for a stream's matrix. Unspecified follows common practice (and the HD/SD
-    /// split of BT.709 vs BT.601): BT.601 below 720 lines, BT.709 from 720 lines up. swscale
-    /// has no YCgCo matrix; such streams (rare) render with BT.601.
+    /// SWS_CS_* for a stream's matrix (`ColorMatrix.effective`: an unstated one by the picture's
+    /// height). swscale has no YCgCo matrix; such streams (rare) render with BT.601.
     static func swsColorspace(_ matrix: ColorMatrix, height: Int) -> Int32 {
-        switch matrix {
+        switch matrix.effective(height: height) {
         case .bt709: SWS_CS_ITU709
-        case .bt601: SWS_CS_ITU601
         case .bt2020: SWS_CS_BT2020
         case .fcc: SWS_CS_FCC
         case .smpte240m: SWS_CS_SMPTE240M
-        case .unspecified: height < 720 ? SWS_CS_ITU601 : SWS_CS_ITU709
-        case .ycgco, .rgb: SWS_CS_ITU601
+        case .bt601, .ycgco, .rgb, .unspecified: SWS_CS_ITU601
         }
     }
 

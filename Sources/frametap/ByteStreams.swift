@@ -3,6 +3,7 @@ import FoundationEssentials
 import ArgumentParser
 import Decoding
 import Imaging
+import VideoCoding
 
 #if canImport(Glibc)
     import Glibc
@@ -98,6 +99,15 @@ struct CommandFailure: Error, CustomStringConvertible {
                 + "which reads containers, or take its video out first (ffmpeg -i IN -map 0:v -c copy -f h264 OUT.264; "
                 + "-f hevc for H.265)",
             exitCode: ExitStatus.notVideo)
+    }
+
+    /// `--codec` named one codec and the input carries the other's parameter sets: read as the
+    /// stated codec, nothing in it decodes (exit 1).
+    static func otherCodec(than stated: VideoCodec, input: String) -> CommandFailure {
+        let other = VideoCodec.allCases.first { $0 != stated }?.displayName ?? "another codec's"
+        return CommandFailure(
+            message: "no decodable picture in \(input): it carries \(other) parameter sets, but --codec says \(stated.displayName)",
+            exitCode: ExitStatus.noDecodablePicture)
     }
 
     /// Reading the input or writing the output failed (exit 3).

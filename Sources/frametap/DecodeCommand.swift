@@ -180,11 +180,9 @@ struct DecodeCommand: ParsableCommand {
         let counters = decoder.counters
         let units = counters.nalUnits.values.reduce(0, +)
         if progress.framesDecoded == 0, let stated = codec, decoder.lastError?.code == .codecMismatch {
-            let other = VideoCodec.allCases.first { $0 != stated }?.displayName ?? "another codec's"
-            printError(
-                "frametap: error: no decodable picture in \(input): it carries \(other) parameter sets, "
-                    + "but --codec says \(stated.displayName)")
-            throw ExitStatus.noDecodablePicture
+            let failure = CommandFailure.otherCodec(than: stated, input: input)
+            printError("frametap: error: \(failure.message)")
+            throw failure.exitCode
         }
         guard units > 0, let codec = decoder.codec else {
             let why =

@@ -90,11 +90,9 @@ struct ProbeCommand: ParsableCommand {
         if let stated = codec, description.keyframes.isEmpty,
             description.problems.contains(where: { $0.code == "codec_mismatch" })
         {
-            let other = VideoCodec.allCases.first { $0 != stated }?.displayName ?? "another codec's"
-            printError(
-                "frametap: error: no decodable picture in \(input): it carries \(other) parameter sets, "
-                    + "but --codec says \(stated.displayName)")
-            throw ExitStatus.noDecodablePicture
+            let failure = CommandFailure.otherCodec(than: stated, input: input)
+            printError("frametap: error: \(failure.message)")
+            throw failure.exitCode
         }
     }
 }

@@ -28,8 +28,8 @@ enum PictureResponses {
         headers.add("X-Frame-Height", String(picture.height))
         if let pixelFormat = picture.pixelFormatName { headers.add("X-Frame-Pix-Fmt", pixelFormat) }
         if let colors = picture.colors {
-            headers.add("X-Frame-Color-Range", colors.range)
-            headers.add("X-Frame-Color-Matrix", colors.matrix)
+            headers.add("X-Frame-Color-Range", colors.range.rawValue)
+            headers.add("X-Frame-Color-Matrix", colors.matrix.rawValue)
         }
         headers.add("X-Decoder-Backend", served.backend.rawValue)
         return HTTPResponse(status: .ok, headers: headers, body: .shared(picture))
@@ -60,8 +60,8 @@ enum PictureResponses {
         ]
         if let pixelFormat = picture.pixelFormatName { headers.append(("X-Frame-Pix-Fmt", pixelFormat)) }
         if let colors = picture.colors {
-            headers.append(("X-Frame-Color-Range", colors.range))
-            headers.append(("X-Frame-Color-Matrix", colors.matrix))
+            headers.append(("X-Frame-Color-Range", colors.range.rawValue))
+            headers.append(("X-Frame-Color-Matrix", colors.matrix.rawValue))
         }
         if let pts = served.pts { headers.append(("X-Frame-PTS", String(pts))) }
         headers.append(("X-Frame-Keyframe", served.isKeyframe ? "true" : "false"))
