@@ -40,6 +40,29 @@ import TestSupport
         #expect(try await push(stream, to: second, flush: true).frames == Fixture.baselineFrames)
     }
 
+    /// An on-demand session woken by a request for a stream the budget has no room for: the
+    /// request gets `decoder_memory_exceeded` (not `no_frame_yet`), the decoder goes, and the
+    /// catch-up counts as refused.
+    @Test func anOnDemandWakeTheBudgetRefusesSaysSo() async throws {
+        var configuration = OnDemand.configuration()
+        // Room for three 176x144 pictures: no decoder of the stream fits.
+        configuration.decoderMemoryLimit = 3 * 38016
+        let metrics = FrameTapMetrics()
+        let registry = makeRegistry(configuration, metrics: metrics)
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let sleeper = try registry.openSession(SessionID("sleeper")).session
+        _ = try await push(stream, to: sleeper, flush: true)
+        guard case .failure(let error) = try await picture(sleeper) else {
+            Issue.record("the woken session has no room for its decoder")
+            return
+        }
+        #expect(error.code == .decoding(.decoderMemoryExceeded), "\(error)")
+        #expect(await eventually { sleeper.status().decoder == .idle })
+        registry.refreshMetrics()
+        #expect(metrics.exposition().contains(#"frametap_catchup_decodes_total{kind="wake",result="refused"} 1"#))
+        registry.shutdown()
+    }
+
     /// `/metrics` shows the budget, what is held of it and the refusals.
     @Test func theBudgetIsInTheMetrics() async throws {
         var configuration = testConfiguration()

@@ -289,6 +289,18 @@ struct DecoderDemand {
             + goLive(waitsForKeyframe: lostItsPlace)
     }
 
+    /// The catch-up cannot give anything (the decoder memory budget has no room for the
+    /// stream's decoder): as a decoder that failed to open, the waiting requests fail with
+    /// `error`, and the decoder goes.
+    mutating func catchUpFailed(_ error: SessionError) -> [Action] {
+        guard case .catchingUp = state else { return [] }
+        state = .idle
+        return [
+            .endCatchUp(publishing: false), .releaseSlot, .releaseDecoder(reason: "decoder_memory_exceeded"), .recordError(error),
+            .recordCatchUp(CatchUpResult(endingIn: error)),
+        ] + answerWaiters(error)
+    }
+
     // MARK: - Linger
 
     /// The linger check fell due (decode queue). `watched`: MJPEG viewers or a multipart answer

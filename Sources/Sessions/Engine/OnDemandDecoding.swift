@@ -147,6 +147,10 @@ final class OnDemandDecoding: Sendable {
     }
 
     private func progressed(caughtUp: Bool) {
+        if let failure = decoder.withValue({ $0.catchUp?.failure }) {
+            apply { $0.catchUpFailed(SessionError(failure)) }
+            return
+        }
         switch decoder.withValue({ $0.catchUpProgress(caughtUp: caughtUp) }) {
         case nil: break
         case .reading?: apply { $0.catchUpProgressed() }
@@ -185,6 +189,10 @@ final class OnDemandDecoding: Sendable {
                 while !caughtUp, let turn = decoder.withValue({ $0.catchUp(unitsAtMost: .max, delay: catchUpDelay) }) {
                     if let error = turn.errors.last { reporter.record(SessionError(error)) }
                     caughtUp = turn.caughtUp
+                }
+                if let failure = decoder.withValue({ $0.catchUp?.failure }) {
+                    apply { $0.catchUpFailed(SessionError(failure)) }
+                    continue
                 }
                 // Without a catch-up left to finish (never expected), live decoding starts at a keyframe.
                 let progress = decoder.withValue { $0.catchUpProgress(caughtUp: true) } ?? .done(lostItsPlace: true, units: 0)

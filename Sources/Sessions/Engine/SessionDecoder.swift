@@ -176,6 +176,7 @@ struct SessionDecoder {
             run.replay.feed(
                 units, drainAfter: drainAfter, decode: { stream.decode($0, onPicture: keep) },
                 drain: { stream.drainDecoder(onPicture: keep) }, onErrors: { errors += $0 })
+            if let refusal = errors.first(where: { $0.code == .decoderMemoryExceeded }) { run.refusal = refusal }
             return (false, errors)
         }
     }
@@ -277,6 +278,12 @@ struct CatchUpRun {
     var best: PublishedFrame?
     /// The history lost what the catch-up read: live decoding starts at the next keyframe.
     var lostItsPlace = false
+    /// The decoder memory budget had no room for the stream's decoder: nothing will decode.
+    var refusal: DecodeError?
+
+    /// Why the catch-up can give its requests nothing: the budget refused its decoder and no
+    /// picture came before.
+    var failure: DecodeError? { best == nil ? refusal : nil }
 
     /// Where it reads the history next.
     var cursor: Int64 { replay.cursor }
