@@ -128,6 +128,10 @@ public final class AccessUnitIngest {
         if let codec { read(codec) }
     }
 
+    /// Every Annex B byte read since this ingest was made: the stream offset the next pushed
+    /// byte will have (`AnnexBUnit.streamOffset` counts the same way).
+    public var bytesSplit: Int { splitter.bytesConsumed }
+
     /// Reads the next bytes of the stream, in any chunking; each access unit they complete goes
     /// to `onAccessUnit` at once, in decoding order. Returns the errors, the ones `onAccessUnit`
     /// returned among them in their place.

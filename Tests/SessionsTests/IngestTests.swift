@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Ingest
 import Testing
+import VideoCoding
 import TestSupport
 
 @testable import Sessions
@@ -114,9 +115,10 @@ import TestSupport
         #expect(summary.frames == Fixture.baselineFrames)
     }
 
-    /// A push that breaks off before its first byte cut nothing short: the last picture of the
-    /// push before it, which waited for the next unit to show its end, is not dropped.
-    @Test func aPushThatBreaksOffEmptyKeepsThePictureBeforeIt() async throws {
+    /// A push that breaks off drops the access unit under way, even one an earlier push began
+    /// and whose end was not seen yet: `counters.accessUnits` then says where to resume, and
+    /// resuming there repeats nothing.
+    @Test func aPushThatBreaksOffEmptyLeavesAnExactPlaceToResume() async throws {
         let stream = try Fixture.bytes(Fixture.baseline)
         let session = try makeSession()
         _ = try await push(stream, to: session, flush: false)
@@ -124,8 +126,21 @@ import TestSupport
         let queue = try session.beginUpload(flush: false) { answer.set($0) }
         queue.abort(.clientGone)
         _ = try await answer.value(waitingFor: "the empty aborted upload's answer")
-        let flushed = try await push([], to: session, flush: true)
-        #expect(session.status().counters.framesDecoded == Fixture.baselineFrames, "\(flushed)")
+        #expect(await eventually { !session.status().uploading })
+        let kept = session.status().counters.accessUnits
+        #expect(kept == Fixture.baselineFrames - 1, "the last picture's end was never seen")
+        // Resume with the access unit after those kept: the stream's last one.
+        let units = AnnexBSplitter.split(stream)
+        let isSlice: (AnnexBUnit) -> Bool = { unit in
+            let type = (unit.bytes.first ?? 0) & 0x1F
+            return type == 1 || type == 5
+        }
+        let lastStart = try #require(units.lastIndex(where: isSlice))
+        var resumed: [UInt8] = []
+        for unit in units[lastStart...] { resumed += [0, 0, 0, 1] + Array(unit.bytes) }
+        _ = try await push(resumed, to: session, flush: true)
+        #expect(session.status().counters.framesDecoded == Fixture.baselineFrames)
+        #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
     }
 
     @Test func garbageIsCountedAndThePictureSurvives() async throws {

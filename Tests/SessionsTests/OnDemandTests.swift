@@ -105,13 +105,15 @@ struct PictureIdentityTests {
     /// Asked for by time, one access unit's arrival after another, a stream with B-frames gives
     /// the picture on screen then: numbers that only go up (a B-frame shown before the P-frame
     /// that arrived first is not skipped and then shown), each the live decode's picture.
-    @Test(arguments: ["bframes.264", "bframes.265"])
-    func picturesByTimeGoForwardInOutputOrder(_ name: String) async throws {
+    /// Without a flush, the newest GOP's first access units come before any of its pictures can
+    /// be shown: those times give the GOP before's last picture.
+    @Test(arguments: ["bframes.264", "bframes.265"], [true, false])
+    func picturesByTimeGoForwardInOutputOrder(_ name: String, flush: Bool) async throws {
         let stream = try Self.stream(name)
         let live = try await OnDemand.livePictures(stream)
         let session = try makeSession(configuration: OnDemand.configuration())
         // Small pieces: the access units arrive at different times.
-        _ = try await push(stream, to: session, flush: true, chunk: 211)
+        _ = try await push(stream, to: session, flush: flush, chunk: 211)
         let units = session.status().counters.accessUnits
         var previous: UInt64 = 0
         var wentBack: [String] = []
@@ -123,7 +125,59 @@ struct PictureIdentityTests {
             #expect(Array(served.picture.bytes) == live[served.sequence], "\(name) unit \(index) #\(served.sequence)")
         }
         #expect(wentBack.isEmpty, "\(wentBack)")
-        #expect(previous == live.keys.max(), "the last unit's time gives the last picture")
+        if flush { #expect(previous == live.keys.max(), "the last unit's time gives the last picture") }
+        session.close()
+    }
+
+    /// The last picture of a push without a flush ends only where the next push begins (or at
+    /// a flush), yet it arrived with its push: the history keeps that time, not the next push's.
+    @Test func aPushsLastPictureArrivedWithItsPush() async throws {
+        let stream = try Self.stream("bframes.264")
+        let session = try makeSession(configuration: OnDemand.configuration())
+        // Cut right before a start code: the push's last unit is whole, its end not shown yet.
+        let half = try #require((stream.count / 2..<stream.count - 4).first { stream[$0..<($0 + 4)] == [0, 0, 0, 1] })
+        _ = try await push(Array(stream[..<half]), to: session, flush: false)
+        let pending = Int64(session.status().counters.accessUnits)
+        let before = try #require(session.history.arrival(pending - 1)).date
+        try await Task.sleep(for: .milliseconds(400))
+        _ = try await push(Array(stream[half...]), to: session, flush: false)
+        let pendingArrived = try #require(session.history.arrival(pending)).date
+        #expect(pendingArrived.timeIntervalSince(before) < 0.2, "it arrived with the first push, not 0.4 s later")
+        let next = try #require(session.history.arrival(pending + 1)).date
+        #expect(next.timeIntervalSince(pendingArrived) >= 0.3)
+        // At a flush too: the last unit keeps its push's time.
+        let last = Int64(session.status().counters.accessUnits)
+        try await Task.sleep(for: .milliseconds(400))
+        _ = try await push([], to: session, flush: true)
+        let flushed = try #require(session.history.arrival(last)).date
+        #expect(flushed.timeIntervalSince(next) < 0.3, "the flush 0.4 s later is not its arrival")
+        session.close()
+    }
+
+    /// A live push whose newest GOP has only begun (its keyframe and the unit after it):
+    /// none of that GOP's pictures can be shown yet, so its time gives the GOP before's last.
+    @Test(arguments: ["bframes.264", "bframes.265"])
+    func aTimeRightAfterAKeyframeGivesTheGOPBeforesLast(_ name: String) async throws {
+        let stream = try Self.stream(name)
+        let live = try await OnDemand.livePictures(stream)
+        let ingest = try AccessUnitIngest(codec: name.hasSuffix(".265") ? .h265 : .h264, live: true)
+        var units: [(start: Int, keyframe: Bool)] = []
+        _ = stream.withUnsafeBytes { raw in
+            ingest.push(raw) { unit in
+                let first = unit.unit.nalUnits[0].streamOffset
+                let start = first >= 4 && stream[(first - 4)..<first] == [0, 0, 0, 1] ? first - 4 : first - 3
+                units.append((start, unit.unit.isKeyframe))
+                return []
+            }
+        }
+        let second = try #require(units.indices.dropFirst().first { units[$0].keyframe })
+        // Through the second keyframe and the unit after it, and the start of the next one.
+        let session = try makeSession(configuration: OnDemand.configuration())
+        _ = try await push(Array(stream[..<(units[second + 2].start + 40)]), to: session, flush: false)
+        let arrived = try #require(session.history.arrival(Int64(second + 1))).date
+        let served = try #require(try await OnDemand.pastPicture(session, .time(arrived)).get().served)
+        #expect(served.sequence == UInt64(second), "the GOP before's last picture")
+        #expect(Array(served.picture.bytes) == live[served.sequence])
         session.close()
     }
 

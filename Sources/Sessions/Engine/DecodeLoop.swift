@@ -53,6 +53,9 @@ final class DecodeLoop: Sendable {
     private let containers = ContainerStreamSlot<SessionError>()
     /// Packets of container tracks other than the video, counted.
     let ignoredPackets = IgnoredPackets()
+    /// When the newest bytes (or sample) read had arrived: an access unit handed on later whose
+    /// last byte came with them (its end shown only by the next push, or by a flush) arrived then.
+    private let lastBytesStamp: QueueBound<ReceiveStamp?>
 
     init(
         id: SessionID, stream: SessionDecoder.Stream, mode: DecodeMode, context: SessionContext, viewers: ViewerSet,
@@ -69,6 +72,7 @@ final class DecodeLoop: Sendable {
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
         let decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
+        lastBytesStamp = QueueBound(nil, queue: decodeQueue)
         // The executors ask whether a multipart answer runs or requests wait for the source, and
         // are told of each picture; the loop is made after them.
         let loop = WeakBox<DecodeLoop>()
@@ -96,8 +100,10 @@ final class DecodeLoop: Sendable {
     /// True while a multipart answer runs: it wants every picture of its push.
     var answersMultipart: Bool { state.withLock { $0.jobs.contains(where: \.isMultipart) } }
 
-    /// True while an upload's body is arriving (status `uploading`).
-    var isUploading: Bool { state.withLock { $0.jobs.contains { $0.holdsSlot && !$0.isPull } } }
+    /// True while a push's body is arriving or its bytes are still being read (status
+    /// `uploading`): once false, the counters hold all of it, so a client whose push broke off
+    /// reads there where to resume.
+    var isUploading: Bool { state.withLock { $0.jobs.contains { !$0.isPull && !$0.isAnswered } } }
 
     /// The pull under way, if the session pulls.
     var pull: PullSource<SessionError>? {
@@ -233,7 +239,10 @@ final class DecodeLoop: Sendable {
                 if state.jobs.contains(where: \.isPull) {
                     throw SessionError(.sessionBusy, "this session pulls its stream from a source; push to another session")
                 }
-                throw SessionError(.sessionBusy, "another upload to this session is in progress")
+                throw SessionError(
+                    .sessionBusy,
+                    "another upload to this session is in progress (one whose connection vanished holds it until "
+                        + "--body-timeout passes without its bytes)")
             }
             if let codec, let known = reporter.facts.codec, codec != known {
                 throw SessionError(
@@ -282,7 +291,8 @@ final class DecodeLoop: Sendable {
             if beginning, job.isMultipart { onDemand.multipartAnswerBegan() }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                let stepped = step(receivedAt: receivedAt, job: job) { stream, onAccessUnit, onPicture in
+                let from = decoder.withValue { $0.stream?.bytesSplit }
+                let stepped = step(receivedAt: receivedAt, bytesFrom: from, job: job) { stream, onAccessUnit, onPicture in
                     stream.push(bytes, onAccessUnit: onAccessUnit, onPicture: onPicture)
                 }
                 // A push of another codec, or of none, is refused at once: nothing more of it
@@ -326,9 +336,10 @@ final class DecodeLoop: Sendable {
                 context.logger.debug("upload finished", metadata: ["bytes": "\(job.source.totalBytes)"])
                 conclude(job, summary(of: job.progress, bytes: job.source.totalBytes, flushed: job.flush))
             case .stopped(let stop):
-                // What this push cut short goes; a push that brought no byte cut nothing short,
-                // and the access unit under way is the one before it, whose bytes were answered for.
-                if job.source.totalBytes > 0 { decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() } }
+                // The access unit under way goes, even one an earlier push began (its end not seen
+                // yet): `counters.accessUnits` then says exactly where the client resumes, and a
+                // client that resumes there loses nothing and repeats nothing.
+                decoder.withValue { $0.stream?.abandonIncompleteAccessUnit() }
                 // A push refused from some point on (its container broke, a limit) keeps what it
                 // decoded before: a flushed one also gets the pictures its decoder still held,
                 // and a multipart answer sends every picture before its problem part.
@@ -521,19 +532,34 @@ final class DecodeLoop: Sendable {
     /// that, so a step that decodes many pictures never holds them all. Returns how many
     /// pictures it decoded.
     @discardableResult
+    /// `bytesFrom`: the stream offset of this step's first pushed byte, for a step of pushed
+    /// bytes; an access unit that ended before it takes the time of the bytes that held its end.
     private func step(
-        receivedAt: UInt64?, job: IngestJob,
+        receivedAt: UInt64?, bytesFrom: Int? = nil, job: IngestJob,
         _ body: (StreamDecoder, (IndexedAccessUnit) -> Void, StreamDecoder.PictureHandler) -> [DecodeError]
     ) -> (pictures: Int, accessUnitsAssembled: Int, errors: [DecodeError]) {
         var pictures = 0
         var newestOfStep: PublishedFrame?
         let stamp = ReceiveStamp(clock: context.clock, receivedAt: receivedAt)
+        let earlier = lastBytesStamp.withValue { $0 }
+        if receivedAt != nil { lastBytesStamp.withValue { $0 = stamp } }
+        // A step with no bytes of its own (a push's end, a flush) hands on what earlier bytes held.
+        func arrival(of unit: IndexedAccessUnit) -> ReceiveStamp {
+            guard let earlier else { return stamp }
+            guard receivedAt != nil else { return earlier }
+            guard let bytesFrom, let last = unit.unit.nalUnits.last, last.streamOffset + last.bytes.count <= bytesFrom
+            else { return stamp }
+            return earlier
+        }
         let newestBefore = newest.viewers.newest?.sequence ?? 0
         let outcome = decoder.withValue { slot -> ([DecodeError], DecoderSnapshot)? in
             guard let stream = slot.stream else { return nil }
             let errors = body(
                 stream,
-                { unit in history.append(unit, receivedAt: stamp.date, receivedUptime: stamp.uptime) },
+                { unit in
+                    let arrived = arrival(of: unit)
+                    history.append(unit, receivedAt: arrived.date, receivedUptime: arrived.uptime)
+                },
                 { frame, number in
                     let published = PublishedFrame(
                         frame: frame, sequence: number, backend: frame.decodedBy, at: context.clock,

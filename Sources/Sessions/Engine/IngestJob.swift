@@ -59,6 +59,16 @@ final class IngestJob: Sendable {
         if case .multipart(let answer) = answer { answer.add(published) }
     }
 
+    /// A push whose answer is decided: its JSON answer went, or its multipart answer ended. Its
+    /// bytes are all read by then.
+    var isAnswered: Bool {
+        switch answer {
+        case .summary: completed.load(ordering: .acquiring)
+        case .multipart(let answer): answer.isOver
+        case .pull: false
+        }
+    }
+
     var isMultipart: Bool {
         if case .multipart = answer { return true }
         return false

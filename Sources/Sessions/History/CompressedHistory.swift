@@ -96,6 +96,8 @@ final class CompressedHistory: Sendable {
         /// may come, and a picture that only a drain would give out has no number yet (its place
         /// in output order depends on pictures not received).
         var atOpenEdge = false
+        /// When the target's GOP began arriving (its first access unit).
+        var targetGOPStartedAt: Date?
     }
 
     /// What is held (`GET /sessions/{id}/history`, and the range a `not_in_history` names).
@@ -459,6 +461,7 @@ final class CompressedHistory: Sendable {
         let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
         var plan = DecodePlan(units: units, drainAfter: drainAfter, target: target)
         plan.atOpenEdge = position == gops.count - 1 && !gops[position].endsStream
+        plan.targetGOPStartedAt = gops[position].units.first?.receivedAt
         return plan
     }
 }

@@ -50,6 +50,12 @@ public struct HistorySummary: Sendable, Equatable {
     /// The problem a request outside the history gets: it names the range held.
     var notHeld: SessionError {
         guard let from, let to, let firstSeq, let lastSeq else {
+            if gopsDropped > 0 {
+                return SessionError(
+                    .notInHistory,
+                    "the session's history holds no picture: its bounds dropped all \(gopsDropped) GOPs it had "
+                        + "(a GOP larger than --history-bytes is not kept)")
+            }
             return SessionError(.notInHistory, "the session holds no picture in its history yet")
         }
         let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
@@ -154,7 +160,16 @@ extension Session {
         let admission = context.services.catchUpPool.request { [clock, pictures, history, viewers] permit in
             DispatchQueue.global().async {
                 let started = clock.uptime
-                let (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
+                var (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
+                // Asked for by time, right after a GOP of a stream still arriving began: none of
+                // its pictures could be shown yet, so the one on screen was the GOP before's last.
+                if case .unsettled = outcome, case .time = target, let began = plan.targetGOPStartedAt,
+                    case .plan(let before) = history.plan(at: began.addingTimeInterval(-0.000_001))
+                {
+                    let earlier = PastPictureDecode(plan: before, options: options, factory: factory).run()
+                    outcome = earlier.outcome
+                    unitsFed += earlier.unitsFed
+                }
                 permit.release()
                 let duration = Duration.nanoseconds(Int64(clamping: clock.uptime &- started))
                 switch outcome {
