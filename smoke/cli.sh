@@ -170,6 +170,14 @@ units = [u.rstrip(b'\x00') for u in data.split(b'\x00\x00\x01')[1:]]
 open('$TMP/slices.bin', 'wb').write(b''.join(b'\x00\x00\x00\x01' + u for u in units if (u[0] >> 1) & 0x3F < 32))"
 expect_exit "decode of units with no parameter set" 4 "$BIN" decode "$TMP/slices.bin" --output "$TMP/out"
 expect_exit "probe of units with no parameter set" 4 "$BIN" probe "$TMP/slices.bin"
+# NAL units each after a 4-byte length (VideoToolbox's samples), not Annex B.
+python3 -c '
+import sys
+data = open(sys.argv[1], "rb").read()
+units = [u.rstrip(b"\0") for u in data.split(b"\0\0\1")[1:]]
+sys.stdout.buffer.write(b"".join(len(u).to_bytes(4, "big") + u for u in units))' "$FIXTURE" > "$TMP/avcc.bin"
+expect_exit "decode of length-prefixed units" 4 "$BIN" decode "$TMP/avcc.bin" --output "$TMP/avcc"
+check "decode of length-prefixed units says how to send them" "$(grep -c 'in place of each length' "$TMP/stderr")" 1
 check "probe --codec h265 reads units with no parameter set" \
     "$("$BIN" probe --codec h265 --json "$TMP/slices.bin" | jq -r '"\(.codec) \(.codecStated) \(.pictures)"')" \
     "h265 true $(manifest odd_crop_322x242.265 frames)"

@@ -141,6 +141,10 @@ public final class AccessUnitIngest {
         // Its parameter sets may replace the description's (the same ids, other contents).
         forgetSampleDescription()
         return handingOut(to: onAccessUnit) { errors in
+            if refusesLengthPrefixedStart(bytes, into: &errors) {
+                counters.bytes += bytes.count
+                return
+            }
             split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
         }
     }
@@ -152,6 +156,10 @@ public final class AccessUnitIngest {
     ) -> [DecodeError] {
         forgetSampleDescription()
         return handingOut(to: onAccessUnit) { errors in
+            if bytes.withUnsafeBytes({ refusesLengthPrefixedStart($0, into: &errors) }) {
+                counters.bytes += bytes.count
+                return
+            }
             split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
         }
     }
@@ -555,6 +563,25 @@ public final class AccessUnitIngest {
             record(DecodeError(.invalidData, "\(discarded) bytes that belong to no NAL unit were skipped"), in: &errors)
         }
         bytesAtStreamStart = counters.bytes
+    }
+
+    /// The first bytes of a stream (no start code or unit of it yet) that are length-prefixed
+    /// NAL units, as VideoToolbox hands them out, refuse the push, saying how to send them:
+    /// read as Annex B they would be garbage with start codes made up inside them.
+    private func refusesLengthPrefixedStart(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) -> Bool {
+        guard !refusingPush, !splitter.hasPendingUnit, splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
+            splitter.skippedBytes == discardedBytesReported, LengthPrefixedUnits.beginStream(bytes)
+        else { return false }
+        refusingPush = true
+        record(
+            DecodeError(
+                .lengthPrefixedUnits,
+                "these bytes are NAL units each after a 4-byte length (AVCC or HVCC, as VideoToolbox and MP4 samples "
+                    + "hold them), not an Annex B stream: write a start code 00 00 00 01 in place of each length, and "
+                    + "send the parameter sets of the avcC or hvcC record the same way before the first keyframe; or "
+                    + "push an MP4"),
+            in: &errors)
+        return true
     }
 
     /// The rest of the push is refused: none of it reaches a decoder.

@@ -21,6 +21,9 @@ public enum DecodeErrorCode: String, Sendable, CaseIterable {
     case codecMismatch = "codec_mismatch"
     /// No parameter set of any codec FrameTap reads (H.264, H.265) in what arrived.
     case unknownCodec = "unknown_codec"
+    /// NAL units each after a length (AVCC/HVCC, an encoder's or an MP4 sample's) where an
+    /// Annex B stream was expected.
+    case lengthPrefixedUnits = "length_prefixed_units"
     /// The requested decoder back end cannot be opened, or refuses the stream.
     case decoderUnavailable = "decoder_unavailable"
     /// A C allocation (frame, packet, context, buffer) failed.

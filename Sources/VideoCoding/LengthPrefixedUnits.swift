@@ -1,6 +1,30 @@
 /// NAL units each preceded by its size (ISO/IEC 14496-15: the samples of MP4, Matroska and FLV
 /// `avc1`/`hvc1` tracks), as the codec-neutral units the readers take.
 public enum LengthPrefixedUnits {
+    /// Whether `bytes`, the first of a stream, plainly are NAL units each after a 4-byte length
+    /// (as VideoToolbox and MP4 samples hold them) rather than Annex B: at least two whole
+    /// units, each of 2 bytes or more with a NAL header whose forbidden bit is clear and whose
+    /// type H.264 or H.265 defines, one right after another, and the next length (if any) no
+    /// larger than 16 MiB. Annex B bytes pass this only by a run of chances (its start code
+    /// reads as a length of 1, or of 256 to 511 for a three-byte one).
+    public static func beginStream(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        var whole = 0
+        while bytes.count - offset >= 5 {
+            let size = (0..<4).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) }
+            let header = bytes[offset + 4]
+            let h264Type = header & 0x1F
+            let h265Type = (header >> 1) & 0x3F
+            guard size >= 2, size <= 16 << 20, header & 0x80 == 0, (1...23).contains(h264Type) || h265Type <= 40 else {
+                return false
+            }
+            guard size <= bytes.count - offset - 4 else { break }
+            whole += 1
+            offset += 4 + size
+        }
+        return whole >= 2
+    }
+
     /// What a zero-length unit is: padding, which some muxers write (skipped), or invalid data
     /// where every unit must carry bytes (refused).
     public enum EmptyUnits: Sendable {

@@ -179,6 +179,10 @@ struct DecodeCommand: ParsableCommand {
 
         let counters = decoder.counters
         let units = counters.nalUnits.values.reduce(0, +)
+        if progress.framesDecoded == 0, let error = firstError, error.code == .lengthPrefixedUnits {
+            printError("frametap: error: \(input): \(error.message)")
+            throw ExitStatus.notVideo
+        }
         if progress.framesDecoded == 0, let stated = codec, decoder.lastError?.code == .codecMismatch {
             let failure = CommandFailure.otherCodec(than: stated, input: input)
             printError("frametap: error: \(failure.message)")

@@ -5,6 +5,7 @@ import Foundation
 import HTTPServer
 import Sessions
 import Testing
+import VideoCoding
 
 /// `POST /sessions/{id}/nalus`: JSON and multipart answers, stream continuity, limits, errors.
 @Suite(.serialized, .timeLimit(.minutes(10))) struct APIPushTests {
@@ -71,6 +72,28 @@ import Testing
             #expect(counters?["framesDecoded"] as? Int == entry.frames)
             #expect(counters?["decodeErrors"] as? Int == 0)
             #expect(status["uploading"] as? Bool == false)
+        }
+    }
+
+    /// A push of length-prefixed units (VideoToolbox's samples) is refused at once, saying how
+    /// to send them; the same session then takes the stream as Annex B.
+    @Test func lengthPrefixedUnitsAreRefusedSayingHow() throws {
+        let annexB = try Fixtures.bytes("high_320x240.264")
+        var lengthPrefixed: [UInt8] = []
+        for unit in AnnexBSplitter.split(annexB) {
+            let count = unit.bytes.count
+            lengthPrefixed += [UInt8(count >> 24 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)]
+            lengthPrefixed += Array(unit.bytes)
+        }
+        try withService { service in
+            for flush in [false, true] {
+                let refused = try post(service.port, "/sessions/vt/nalus\(flush ? "?flush=true" : "")", lengthPrefixed)
+                #expect(refused.problem == Problem(422, "length_prefixed_units"), "\(refused.text)")
+                #expect(refused.text.contains("write a start code 00 00 00 01 in place of each length"))
+            }
+            let accepted = try post(service.port, "/sessions/vt/nalus?flush=true", annexB)
+            let frames = try jsonObject(accepted.body)["frames"] as? Int
+            #expect(accepted.status == 200 && frames == 15, "\(accepted.text)")
         }
     }
 

@@ -51,7 +51,7 @@ extension HTTPError {
             switch code {
             case .invalidOptions: .badRequest
             case .nalTooLarge: .contentTooLarge
-            case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture, .unknownCodec:
+            case .invalidData, .unsupportedStream, .pictureTooLarge, .noDecodablePicture, .unknownCodec, .lengthPrefixedUnits:
                 .unprocessableContent
             case .codecMismatch: .unsupportedMediaType
             // The budget is shared: the stream may fit once other sessions end.

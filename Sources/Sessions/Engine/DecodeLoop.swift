@@ -297,7 +297,7 @@ final class DecodeLoop: Sendable {
                 }
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
-                if let refusal = stepped.errors.first(where: { $0.code == .codecMismatch || $0.code == .unknownCodec }) {
+                if let refusal = stepped.errors.first(where: { [.codecMismatch, .unknownCodec, .lengthPrefixedUnits].contains($0.code) }) {
                     refuseRest(of: job, refusal)
                 } else if job.upload != nil, !job.isMultipart,
                     !job.progress.withValue({ $0.spend(bytes.count, accessUnitsAssembled: stepped.accessUnitsAssembled) })

@@ -1,0 +1,54 @@
+import TestSupport
+import Testing
+import VideoCoding
+
+/// A push of length-prefixed units (VideoToolbox's, an MP4 sample's) is told from Annex B by its
+/// first bytes: every Annex B stream FrameTap has (its fixtures and, where present, the
+/// conformance corpora) reads as Annex B, and each fixture written length-prefixed does not.
+@Suite(.timeLimit(.minutes(10))) struct LengthPrefixedStartTests {
+    static func annexBStreams() -> [(String, [UInt8])] {
+        var streams: [(String, [UInt8])] = []
+        for folder in [TestDataFolder.fixtures, .sharedH264, .sharedH265] {
+            for row in folder.manifest.rows {
+                guard let bytes = try? folder.bytes(row.file) else { continue }
+                streams.append((row.file, bytes))
+            }
+        }
+        return streams
+    }
+
+    static func lengthPrefixed(_ annexB: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        for unit in AnnexBSplitter.split(annexB) {
+            let count = unit.bytes.count
+            out += [UInt8(count >> 24 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)]
+            out += Array(unit.bytes)
+        }
+        return out
+    }
+
+    @Test func annexBStreamsAreNotTakenForLengthPrefixedOnes() {
+        let streams = Self.annexBStreams()
+        #expect(streams.count >= 30)
+        for (name, bytes) in streams {
+            for size in [64, 4096, 65536] {
+                let first = Array(bytes.prefix(size))
+                #expect(!first.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) }, "\(name), first \(size) bytes")
+            }
+        }
+    }
+
+    @Test func lengthPrefixedStreamsAreKnown() throws {
+        var known = 0
+        for row in TestDataFolder.fixtures.manifest.rows {
+            let bytes = Self.lengthPrefixed(try Fixtures.bytes(row.file))
+            let first = Array(bytes.prefix(65536))
+            #expect(first.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) }, "\(row.file)")
+            known += 1
+        }
+        #expect(known >= 30)
+        // Too little to tell: one unit, or none whole.
+        #expect(![UInt8]([0, 0, 0, 3, 0x67, 1, 2]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        #expect(![UInt8]([0, 0, 0, 9, 0x67, 1, 2]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+    }
+}
