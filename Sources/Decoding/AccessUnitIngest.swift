@@ -99,6 +99,9 @@ public final class AccessUnitIngest {
     /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteAccessUnit`
     /// or `finish`), so none of it reaches a decoder.
     private var refusingPush = false
+    /// The push was refused for being length-prefixed: the rest of it is not even split (units
+    /// made up inside it would count as the stream's and hide the next such push).
+    private var skippingLengthPrefixedPush = false
     /// Where access units go during a `push` or `finish` (set only for the call's duration); what
     /// it returns are errors of the decoding, kept in order with the input's own.
     private var unitHandler: ((IndexedAccessUnit) -> [DecodeError])?
@@ -128,9 +131,8 @@ public final class AccessUnitIngest {
         if let codec { read(codec) }
     }
 
-    /// Every Annex B byte read since this ingest was made: the stream offset the next pushed
-    /// byte will have (`AnnexBUnit.streamOffset` counts the same way).
-    public var bytesSplit: Int { splitter.bytesConsumed }
+    /// The stream offset the next pushed byte will have (`AnnexBUnit.streamOffset`).
+    public var nextStreamOffset: Int { splitter.nextStreamOffset }
 
     /// Reads the next bytes of the stream, in any chunking; each access unit they complete goes
     /// to `onAccessUnit` at once, in decoding order. Returns the errors, the ones `onAccessUnit`
@@ -141,10 +143,7 @@ public final class AccessUnitIngest {
         // Its parameter sets may replace the description's (the same ids, other contents).
         forgetSampleDescription()
         return handingOut(to: onAccessUnit) { errors in
-            if refusesLengthPrefixedStart(bytes, into: &errors) {
-                counters.bytes += bytes.count
-                return
-            }
+            if skipsLengthPrefixed(bytes, into: &errors) { return }
             split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
         }
     }
@@ -156,10 +155,7 @@ public final class AccessUnitIngest {
     ) -> [DecodeError] {
         forgetSampleDescription()
         return handingOut(to: onAccessUnit) { errors in
-            if bytes.withUnsafeBytes({ refusesLengthPrefixedStart($0, into: &errors) }) {
-                counters.bytes += bytes.count
-                return
-            }
+            if bytes.withUnsafeBytes({ skipsLengthPrefixed($0, into: &errors) }) { return }
             split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
         }
     }
@@ -276,6 +272,7 @@ public final class AccessUnitIngest {
             streamReachedStartPoint = false
             streamHadError = false
             refusingPush = false
+            skippingLengthPrefixedPush = false
             forgetSampleDescription()
         }
     }
@@ -324,6 +321,7 @@ public final class AccessUnitIngest {
         // refusal): no damage for the push that ends the stream to be answered with.
         discardedBytesReported = splitter.discardedBytes
         refusingPush = false
+        skippingLengthPrefixedPush = false
     }
 
     private func handingOut(
@@ -568,20 +566,31 @@ public final class AccessUnitIngest {
     /// The first bytes of a stream (no start code or unit of it yet) that are length-prefixed
     /// NAL units, as VideoToolbox hands them out, refuse the push, saying how to send them:
     /// read as Annex B they would be garbage with start codes made up inside them.
-    private func refusesLengthPrefixedStart(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) -> Bool {
-        guard !refusingPush, !splitter.hasPendingUnit, splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
-            splitter.skippedBytes == discardedBytesReported, LengthPrefixedUnits.beginStream(bytes)
-        else { return false }
+    /// Returns whether `bytes` are not to be split: they begin such a push, or are more of one.
+    private func skipsLengthPrefixed(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) -> Bool {
+        if !skippingLengthPrefixedPush {
+            guard !refusingPush, !splitter.hasPendingUnit, splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
+                splitter.skippedBytes == discardedBytesReported, LengthPrefixedUnits.beginStream(bytes)
+            else { return false }
+            refuseLengthPrefixed(into: &errors)
+        }
+        // Counted as read, and as the stream's start still: no "no start code" error follows.
+        counters.bytes += bytes.count
+        bytesAtStreamStart += bytes.count
+        return true
+    }
+
+    private func refuseLengthPrefixed(into errors: inout [DecodeError]) {
         refusingPush = true
+        skippingLengthPrefixedPush = true
         record(
             DecodeError(
                 .lengthPrefixedUnits,
                 "these bytes are NAL units each after a 4-byte length (AVCC or HVCC, as VideoToolbox and MP4 samples "
                     + "hold them), not an Annex B stream: write a start code 00 00 00 01 in place of each length, and "
                     + "send the parameter sets of the avcC or hvcC record the same way before the first keyframe; or "
-                    + "push an MP4"),
+                    + "push an MP4 to frametap serve"),
             in: &errors)
-        return true
     }
 
     /// The rest of the push is refused: none of it reaches a decoder.

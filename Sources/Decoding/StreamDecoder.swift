@@ -89,8 +89,8 @@ public final class StreamDecoder {
         return total
     }
     public private(set) var lastError: DecodeError?
-    /// The stream offset the next pushed byte will have (`AccessUnitIngest.bytesSplit`).
-    public var bytesSplit: Int { ingest.bytesSplit }
+    /// The stream offset the next pushed byte will have (`AnnexBUnit.streamOffset`).
+    public var nextStreamOffset: Int { ingest.nextStreamOffset }
     /// From the sequence of the last access unit passed to the decoder (or rejected as too large).
     public var format: StreamFormat? { ingest.format }
     /// Decode only intra pictures (IDR/IRAP or I), each drained at once so it comes out

@@ -79,6 +79,9 @@ public struct AnnexBSplitter: Sendable {
     private var zeroRun = 0
     /// Stream offset of the next byte to arrive.
     private var position = 0
+    /// The stream offset the next pushed byte will have (`AnnexBUnit.streamOffset` counts the
+    /// same way): back to 0 at `finish()`, where a stream ends.
+    public var nextStreamOffset: Int { position }
     private var unitOffset = 0
     private var skippedBeforeFirstStartCode = 0
     /// The landed pieces that followed each other in one slab up to now (`LandedRun.slabOffset`

@@ -2,27 +2,29 @@
 /// `avc1`/`hvc1` tracks), as the codec-neutral units the readers take.
 public enum LengthPrefixedUnits {
     /// Whether `bytes`, the first of a stream, plainly are NAL units each after a 4-byte length
-    /// (as VideoToolbox and MP4 samples hold them) rather than Annex B: at least two whole
-    /// units, each of 2 bytes or more with a NAL header whose forbidden bit is clear and whose
-    /// type H.264 or H.265 defines, one right after another, and the next length (if any) no
-    /// larger than 16 MiB. Annex B bytes pass this only by a run of chances (its start code
-    /// reads as a length of 1, or of 256 to 511 for a three-byte one).
+    /// (as VideoToolbox and MP4 samples hold them) rather than Annex B: a whole unit, then the
+    /// length and header of another (whole or not), and every length and header so far
+    /// plausible: 2 bytes to 16 MiB, a header whose forbidden bit is clear, of a type H.264
+    /// defines (1-23) or of H.265's base layer (its second byte 1-7). Annex B bytes pass this
+    /// only by a run of chances (a four-byte start code reads as a length of 1, a three-byte
+    /// one as 256 to 511 with a second length after it).
     public static func beginStream(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var offset = 0
+        var lengths = 0
         var whole = 0
-        while bytes.count - offset >= 5 {
+        while bytes.count - offset >= 6 {
             let size = (0..<4).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) }
             let header = bytes[offset + 4]
-            let h264Type = header & 0x1F
-            let h265Type = (header >> 1) & 0x3F
-            guard size >= 2, size <= 16 << 20, header & 0x80 == 0, (1...23).contains(h264Type) || h265Type <= 40 else {
-                return false
-            }
+            let second = bytes[offset + 5]
+            let h264 = (1...23).contains(header & 0x1F)
+            let h265 = header & 0x01 == 0 && (1...7).contains(second)
+            guard size >= 2, size <= 16 << 20, header & 0x80 == 0, h264 || h265 else { return false }
+            lengths += 1
             guard size <= bytes.count - offset - 4 else { break }
             whole += 1
             offset += 4 + size
         }
-        return whole >= 2
+        return whole >= 1 && lengths >= 2
     }
 
     /// What a zero-length unit is: padding, which some muxers write (skipped), or invalid data

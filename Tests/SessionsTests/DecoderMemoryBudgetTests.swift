@@ -63,6 +63,26 @@ import TestSupport
         registry.shutdown()
     }
 
+    /// The same with an MJPEG viewer watching: the request fails alike, but the decoder stays,
+    /// going live from the next keyframe, where the budget is asked again for the viewer.
+    @Test func aRefusedWakeWithAViewerStaysLiveForIt() async throws {
+        var configuration = OnDemand.configuration()
+        configuration.decoderMemoryLimit = 3 * 38016
+        let registry = makeRegistry(configuration, metrics: FrameTapMetrics())
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let sleeper = try registry.openSession(SessionID("watched")).session
+        _ = try await push(stream, to: sleeper, flush: true)
+        let viewer = try sleeper.subscribe(PictureRequest())
+        guard case .failure(let error) = try await picture(sleeper) else {
+            Issue.record("the woken session has no room for its decoder")
+            return
+        }
+        #expect(error.code == .decoding(.decoderMemoryExceeded), "\(error)")
+        #expect(await eventually { sleeper.status().decoder == .live }, "the viewer keeps it live")
+        viewer.cancel()
+        registry.shutdown()
+    }
+
     /// `/metrics` shows the budget, what is held of it and the refusals.
     @Test func theBudgetIsInTheMetrics() async throws {
         var configuration = testConfiguration()

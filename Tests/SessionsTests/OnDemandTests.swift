@@ -154,6 +154,23 @@ struct PictureIdentityTests {
         session.close()
     }
 
+    /// A stream that a flush ended, and one pushed later: the new stream's access units arrived
+    /// with their own push (stream offsets start again at a flush).
+    @Test func aNewStreamsUnitsArriveWithItsPush() async throws {
+        let stream = try Self.stream("bframes.264")
+        let session = try makeSession(configuration: OnDemand.configuration())
+        _ = try await push(stream, to: session, flush: true)
+        let first = Int64(session.status().counters.accessUnits)
+        let ended = try #require(session.history.arrival(first - 1)).date
+        try await Task.sleep(for: .milliseconds(400))
+        _ = try await push(stream, to: session, flush: true, chunk: 1 << 20)
+        for index in first..<Int64(session.status().counters.accessUnits) {
+            let arrived = try #require(session.history.arrival(index)).date
+            #expect(arrived.timeIntervalSince(ended) >= 0.3, "unit \(index) arrived with the second push")
+        }
+        session.close()
+    }
+
     /// A live push whose newest GOP has only begun (its keyframe and the unit after it):
     /// none of that GOP's pictures can be shown yet, so its time gives the GOP before's last.
     @Test(arguments: ["bframes.264", "bframes.265"])

@@ -291,7 +291,7 @@ final class DecodeLoop: Sendable {
             if beginning, job.isMultipart { onDemand.multipartAnswerBegan() }
             switch event {
             case .bytes(let bytes, let receivedAt):
-                let from = decoder.withValue { $0.stream?.bytesSplit }
+                let from = decoder.withValue { $0.stream?.nextStreamOffset }
                 let stepped = step(receivedAt: receivedAt, bytesFrom: from, job: job) { stream, onAccessUnit, onPicture in
                     stream.push(bytes, onAccessUnit: onAccessUnit, onPicture: onPicture)
                 }
@@ -530,10 +530,10 @@ final class DecodeLoop: Sendable {
     /// number (`PictureNumbering`) and is handed to the push's answer (a multipart answer sends
     /// them all, damaged ones included, as the ffmpeg CLI does); only the newest is kept beyond
     /// that, so a step that decodes many pictures never holds them all. Returns how many
-    /// pictures it decoded.
+    /// pictures it decoded. `bytesFrom`: the stream offset of this step's first pushed byte,
+    /// for a step of pushed bytes; an access unit that ended before it takes the time of the
+    /// bytes that held its end.
     @discardableResult
-    /// `bytesFrom`: the stream offset of this step's first pushed byte, for a step of pushed
-    /// bytes; an access unit that ended before it takes the time of the bytes that held its end.
     private func step(
         receivedAt: UInt64?, bytesFrom: Int? = nil, job: IngestJob,
         _ body: (StreamDecoder, (IndexedAccessUnit) -> Void, StreamDecoder.PictureHandler) -> [DecodeError]

@@ -290,15 +290,16 @@ struct DecoderDemand {
     }
 
     /// The catch-up cannot give anything (the decoder memory budget has no room for the
-    /// stream's decoder): as a decoder that failed to open, the waiting requests fail with
-    /// `error`, and the decoder goes.
-    mutating func catchUpFailed(_ error: SessionError) -> [Action] {
+    /// stream's decoder; the error is recorded where it arose): the waiting requests fail with
+    /// `error`. While viewers or a multipart answer still watch (`watched`), the decoder goes
+    /// live from the next keyframe, whose parameter sets ask the budget again; otherwise it goes.
+    mutating func catchUpFailed(_ error: SessionError, watched: Bool) -> [Action] {
         guard case .catchingUp = state else { return [] }
+        let ended: [Action] = [.endCatchUp(publishing: false), .releaseSlot, .recordCatchUp(CatchUpResult(endingIn: error))]
+        let answered = answerWaiters(error)
+        if watched { return ended + answered + goLive(waitsForKeyframe: true) }
         state = .idle
-        return [
-            .endCatchUp(publishing: false), .releaseSlot, .releaseDecoder(reason: "decoder_memory_exceeded"), .recordError(error),
-            .recordCatchUp(CatchUpResult(endingIn: error)),
-        ] + answerWaiters(error)
+        return ended + [.releaseDecoder(reason: "decoder_memory_exceeded")] + answered
     }
 
     // MARK: - Linger

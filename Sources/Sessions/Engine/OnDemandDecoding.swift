@@ -131,8 +131,13 @@ final class OnDemandDecoding: Sendable {
     }
 
     /// The linger check fell due (decode queue).
+    /// MJPEG viewers, a multipart answer or requests waiting for an on-demand source still want pictures.
+    private func isWatched() -> Bool {
+        !newest.viewers.isEmpty || answersMultipart() || awaitsSource()
+    }
+
     private func lingerCheckDue() {
-        let watched = !newest.viewers.isEmpty || answersMultipart() || awaitsSource()
+        let watched = isWatched()
         let now = context.clock.uptime
         apply { $0.lingerCheckDue(watched: watched, at: now) }
     }
@@ -148,7 +153,8 @@ final class OnDemandDecoding: Sendable {
 
     private func progressed(caughtUp: Bool) {
         if let failure = decoder.withValue({ $0.catchUp?.failure }) {
-            apply { $0.catchUpFailed(SessionError(failure)) }
+            let watched = isWatched()
+            apply { $0.catchUpFailed(SessionError(failure), watched: watched) }
             return
         }
         switch decoder.withValue({ $0.catchUpProgress(caughtUp: caughtUp) }) {
@@ -191,7 +197,8 @@ final class OnDemandDecoding: Sendable {
                     caughtUp = turn.caughtUp
                 }
                 if let failure = decoder.withValue({ $0.catchUp?.failure }) {
-                    apply { $0.catchUpFailed(SessionError(failure)) }
+                    let watched = isWatched()
+                    apply { $0.catchUpFailed(SessionError(failure), watched: watched) }
                     continue
                 }
                 // Without a catch-up left to finish (never expected), live decoding starts at a keyframe.

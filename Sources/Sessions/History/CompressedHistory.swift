@@ -96,8 +96,8 @@ final class CompressedHistory: Sendable {
         /// may come, and a picture that only a drain would give out has no number yet (its place
         /// in output order depends on pictures not received).
         var atOpenEdge = false
-        /// When the target's GOP began arriving (its first access unit).
-        var targetGOPStartedAt: Date?
+        /// The index of the target GOP's first access unit.
+        var targetGOPFirstIndex: Int64?
     }
 
     /// What is held (`GET /sessions/{id}/history`, and the range a `not_in_history` names).
@@ -352,6 +352,19 @@ final class CompressedHistory: Sendable {
         }
     }
 
+    /// The decode that yields the picture on screen once the access unit before `index` (a GOP's
+    /// first) had arrived: the GOP before's newest that could be shown.
+    func plan(before index: Int64) -> Lookup {
+        state.withLock { state in
+            let summary = Self.summary(state, limits: limits)
+            guard let position = state.gops.lastIndex(where: { $0.isDecodable && $0.firstIndex < index }),
+                let unit = state.gops[position].units.last(where: { $0.index < index })
+            else { return .notHeld(summary) }
+            if unit.indexed.unit.isLeading && !Self.predecessorUsable(position, in: state.gops) { return .notHeld(summary) }
+            return .plan(Self.plan(for: position, in: state.gops, target: .accessUnit(unit.index)))
+        }
+    }
+
     /// The decode that yields the picture numbered `number`.
     func plan(number: UInt64) -> Lookup {
         state.withLock { state in
@@ -461,7 +474,7 @@ final class CompressedHistory: Sendable {
         let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
         var plan = DecodePlan(units: units, drainAfter: drainAfter, target: target)
         plan.atOpenEdge = position == gops.count - 1 && !gops[position].endsStream
-        plan.targetGOPStartedAt = gops[position].units.first?.receivedAt
+        plan.targetGOPFirstIndex = gops[position].firstIndex
         return plan
     }
 }

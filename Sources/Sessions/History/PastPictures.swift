@@ -53,8 +53,8 @@ public struct HistorySummary: Sendable, Equatable {
             if gopsDropped > 0 {
                 return SessionError(
                     .notInHistory,
-                    "the session's history holds no picture: its bounds dropped all \(gopsDropped) GOPs it had "
-                        + "(a GOP larger than --history-bytes is not kept)")
+                    "the session's history holds no picture it can decode now: its bounds dropped \(gopsDropped) GOPs "
+                        + "(a GOP larger than --history-bytes is not kept whole)")
             }
             return SessionError(.notInHistory, "the session holds no picture in its history yet")
         }
@@ -163,8 +163,8 @@ extension Session {
                 var (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
                 // Asked for by time, right after a GOP of a stream still arriving began: none of
                 // its pictures could be shown yet, so the one on screen was the GOP before's last.
-                if case .unsettled = outcome, case .time = target, let began = plan.targetGOPStartedAt,
-                    case .plan(let before) = history.plan(at: began.addingTimeInterval(-0.000_001))
+                if case .unsettled = outcome, case .time = target, let first = plan.targetGOPFirstIndex,
+                    case .plan(let before) = history.plan(before: first)
                 {
                     let earlier = PastPictureDecode(plan: before, options: options, factory: factory).run()
                     outcome = earlier.outcome
