@@ -2,6 +2,7 @@ import FoundationEssentials
 import HTTPServer
 import Imaging
 import Sessions
+import Timekeeping
 
 extension FrameTapAPI {
     /// `GET /sessions/{id}/frame/at.{jpg,yuv,rgb}?t=|seq=`: a picture from the session's
@@ -43,9 +44,7 @@ extension FrameTapAPI {
             // Seconds since 1970 (2001 to 5138) read as milliseconds name a day of 1970 to 1973,
             // which no history holds: the caller meant seconds.
             if let number = Int64(text), (1_000_000_000..<100_000_000_000).contains(number) {
-                // The whole seconds, then the milliseconds as digits: a Double of them may print one less.
-                let seconds = WireJSON.timestamp(Date(timeIntervalSince1970: Double(number / 1000)))
-                let read = seconds.dropLast(".000Z".count) + "." + String(number % 1000 + 1000).dropFirst() + "Z"
+                let read = UTCTime(millisecondsSince1970: number).iso8601
                 throw .invalidParameter(
                     "t=\(text) reads as milliseconds since 1970 (\(read)); for seconds since 1970 give t=\(text)000, "
                         + "or an RFC 3339 time")

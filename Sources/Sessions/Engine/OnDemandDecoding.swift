@@ -130,12 +130,12 @@ final class OnDemandDecoding: Sendable {
         apply { $0.slotGranted(at: now) }
     }
 
-    /// The linger check fell due (decode queue).
     /// MJPEG viewers, a multipart answer or requests waiting for an on-demand source still want pictures.
     private func isWatched() -> Bool {
         !newest.viewers.isEmpty || answersMultipart() || awaitsSource()
     }
 
+    /// The linger check fell due (decode queue).
     private func lingerCheckDue() {
         let watched = isWatched()
         let now = context.clock.uptime
@@ -151,12 +151,16 @@ final class OnDemandDecoding: Sendable {
         progressed(caughtUp: turn.caughtUp)
     }
 
+    /// Ends the catch-up when it can give nothing (`CatchUpRun.failure`); returns whether it did.
+    private func endedForFailure() -> Bool {
+        guard let failure = decoder.withValue({ $0.catchUp?.failure }) else { return false }
+        let watched = isWatched()
+        apply { $0.catchUpFailed(SessionError(failure), watched: watched) }
+        return true
+    }
+
     private func progressed(caughtUp: Bool) {
-        if let failure = decoder.withValue({ $0.catchUp?.failure }) {
-            let watched = isWatched()
-            apply { $0.catchUpFailed(SessionError(failure), watched: watched) }
-            return
-        }
+        if endedForFailure() { return }
         switch decoder.withValue({ $0.catchUpProgress(caughtUp: caughtUp) }) {
         case nil: break
         case .reading?: apply { $0.catchUpProgressed() }
@@ -196,11 +200,7 @@ final class OnDemandDecoding: Sendable {
                     if let error = turn.errors.last { reporter.record(SessionError(error)) }
                     caughtUp = turn.caughtUp
                 }
-                if let failure = decoder.withValue({ $0.catchUp?.failure }) {
-                    let watched = isWatched()
-                    apply { $0.catchUpFailed(SessionError(failure), watched: watched) }
-                    continue
-                }
+                if endedForFailure() { continue }
                 // Without a catch-up left to finish (never expected), live decoding starts at a keyframe.
                 let progress = decoder.withValue { $0.catchUpProgress(caughtUp: true) } ?? .done(lostItsPlace: true, units: 0)
                 if case .done(let lostItsPlace, let units) = progress {
