@@ -331,6 +331,47 @@ import VideoCoding
         }
     }
 
+    /// `?takeover=true` ends the push under way instead of a 409: its client, still connected,
+    /// is answered 409 `push_taken_over` at once, and the new push is decoded after what of the
+    /// old one arrived.
+    @Test func aTakeoverPushEndsThePushUnderWay() throws {
+        try withService { service in
+            let bytes = try Fixtures.bytes("baseline_176x144.264")
+            let holder = try RawClient(port: service.port)
+            try holder.send(
+                "POST /sessions/held/nalus HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + String(2000, radix: 16) + "\r\n")
+            try holder.send(Array(bytes[..<2000]))
+            try holder.send("\r\n")
+            #expect(eventually { service.registry.find(try! SessionID("held"))?.status().counters.bytes == 2000 })
+            let session = try #require(service.registry.find(try SessionID("held")))
+            let busy = try post(service.port, "/sessions/held/nalus", bytes)
+            #expect(busy.problem == Problem(409, "session_busy"))
+            #expect((try jsonObject(busy.body)["detail"] as? String)?.contains("takeover=true") == true)
+            let taken = try post(service.port, "/sessions/held/nalus?takeover=true&flush=true", bytes)
+            #expect(taken.status == 200)
+            // The whole stream again, after the old push's cut picture was dropped.
+            #expect(try jsonObject(taken.body)["frames"] as? Int == 20)
+            let answer = try parseResponse(holder.readToEnd())
+            #expect(answer.problem == Problem(409, "push_taken_over"))
+            #expect(session.status().uploading == false)
+
+            // A push answered as multipart/mixed is taken over the same way while its body arrives.
+            let spooling = try RawClient(port: service.port)
+            try spooling.send(
+                "POST /sessions/held/nalus HTTP/1.1\r\nHost: x\r\nAccept: multipart/mixed\r\n"
+                    + "Transfer-Encoding: chunked\r\n\r\n" + String(2000, radix: 16) + "\r\n")
+            try spooling.send(Array(bytes[..<2000]))
+            try spooling.send("\r\n")
+            #expect(eventually { session.status().uploading })
+            #expect(try post(service.port, "/sessions/held/nalus?takeover=1&flush=1", bytes).status == 200)
+            #expect(try parseResponse(spooling.readToEnd()).problem == Problem(409, "push_taken_over"))
+
+            let metrics = String(decoding: try request(service.port, "GET", "/metrics").body, as: UTF8.self)
+            #expect(metrics.contains("frametap_uploads_stopped_total{reason=\"taken_over\"} 2"))
+        }
+    }
+
     /// A chunked push whose framing breaks (a chunk size that is not hexadecimal) is answered
     /// with a problem, not libmicrohttpd's HTML page; a live push's whole chunks before it were
     /// decoded and stay, and a push that broke before anything of it made a session leaves none

@@ -143,6 +143,52 @@ import TestSupport
         #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
     }
 
+    /// A push whose connection vanished mid-picture holds the session; a push with `takeover`
+    /// ends it at once (its client is answered `push_taken_over`), after decoding what of it
+    /// arrived and dropping the unit it was cut inside. An empty takeover push's answer comes
+    /// once that is done, so `counters.accessUnits` then says exactly where to resume.
+    @Test func aTakeoverEndsAVanishedPushAndLeavesAnExactPlaceToResume() async throws {
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let units = AnnexBSplitter.split(stream)
+        let sliceOffsets = annexBUnitStarts(stream).enumerated().compactMap { index, offset -> Int? in
+            let type = (units[index].bytes.first ?? 0) & 0x1F
+            return type == 1 || type == 5 ? offset : nil
+        }
+        #expect(sliceOffsets.count == Fixture.baselineFrames)
+        let session = try makeSession()
+        let vanished = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false) { vanished.set($0) }
+        #expect(sliceOffsets[6] - sliceOffsets[5] > 80)
+        // Up to the middle of the sixth picture, and then nothing more.
+        try await send(Array(stream[..<(sliceOffsets[5] + 40)]), to: queue)
+        #expect {
+            _ = try session.beginUpload(flush: false) { _ in }
+        } throws: { error in
+            (error as? SessionError)?.code == .sessionBusy
+                && (error as? SessionError)?.message.contains("takeover=true") == true
+        }
+        let takeover = Outcome<Result<UploadSummary, SessionError>>()
+        let empty = try session.beginUpload(flush: false, takeover: true) { takeover.set($0) }
+        empty.finish()
+        guard case .failure(let error) = try await vanished.value(waitingFor: "the taken-over push's answer") else {
+            Issue.record("the taken-over push must fail")
+            return
+        }
+        #expect(error.code == .pushTakenOver)
+        let late = [UInt8](repeating: 0, count: 8).withUnsafeBytes { queue.offer($0) }
+        #expect(late == .refused(error), "the taken-over push's client learns it at its next bytes")
+        #expect(try await takeover.value(waitingFor: "the takeover push's answer").get().frames == 0)
+        let kept = session.status().counters.accessUnits
+        #expect(kept == 5, "five whole pictures arrived; the sixth was cut")
+        #expect(session.status().uploading == false)
+        // From the start code of the picture after those kept.
+        _ = try await push(Array(stream[(sliceOffsets[kept] - 3)...]), to: session, flush: true)
+        let status = session.status()
+        #expect(status.counters.framesDecoded == Fixture.baselineFrames)
+        #expect(status.counters.decodeErrors == 0, "\(String(describing: status.lastError))")
+        #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
+    }
+
     @Test func garbageIsCountedAndThePictureSurvives() async throws {
         let session = try makeSession()
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)

@@ -23,7 +23,7 @@ extension HTTPError {
         switch code {
         case .invalidSessionID, .invalidParameter: .badRequest
         case .sessionNotFound, .noFrameYet, .notInHistory: .notFound
-        case .sessionBusy, .notPulling, .declaredSession: .conflict
+        case .sessionBusy, .pushTakenOver, .notPulling, .declaredSession: .conflict
         // Applied, but not kept: the operator must look at the state directory.
         case .stateNotSaved: .internalServerError
         case .tooManySessions, .shuttingDown, .catchUpQueueFull, .sourceNotReady: .serviceUnavailable

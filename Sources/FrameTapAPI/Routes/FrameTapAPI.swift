@@ -233,6 +233,7 @@ public struct FrameTapAPI: Sendable {
         let id = try SessionID.fromPath(request)
         let query = QueryReader(request)
         let flush = try query.bool("flush") ?? false
+        let takeover = try query.bool("takeover") ?? false
         let multipart = Self.acceptsMultipart(request.headers["Accept"])
         // The picture parameters only matter for a multipart answer, but a malformed one is a
         // 400 either way (never silently ignored).
@@ -262,7 +263,7 @@ public struct FrameTapAPI: Sendable {
         guard multipart else {
             let queue: UploadQueue<SessionError>
             do {
-                queue = try session.beginUpload(flush: flush, codec: codec, content: content) { result in
+                queue = try session.beginUpload(flush: flush, codec: codec, content: content, takeover: takeover) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error):
@@ -278,7 +279,7 @@ public struct FrameTapAPI: Sendable {
         }
         let spool: SpooledUpload
         do {
-            spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content)
+            spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content, takeover: takeover)
         } catch {
             failed(error)
             throw HTTPError(error)

@@ -148,18 +148,23 @@ public final class UploadQueue<Failure: IngestFailure>: Sendable {
         wake?()
     }
 
-    /// The consumer stops listening: queued bytes are dropped, the producer's next `offer`
-    /// answers `.refused(error)` (a suspended producer is woken to learn it), and `take`
-    /// delivers `.stopped(.refused(error))` if no terminal event was delivered yet.
-    public func refuse(_ error: Failure) {
+    /// The consumer stops listening: the producer's next `offer` answers `.refused(error)` (a
+    /// suspended producer is woken to learn it), and `take` delivers `.stopped(.refused(error))`
+    /// if no terminal event was delivered yet: at once when `droppingQueued` (the default), after
+    /// the bytes already queued otherwise. Returns false when the upload had already ended.
+    @discardableResult
+    public func refuse(_ error: Failure, droppingQueued: Bool = true) -> Bool {
+        var refused = false
         let wakes = state.withLock { state -> [WaitingSide.Wake] in
-            guard state.refusal == nil, !state.queue.isOver else { return [] }
+            guard state.refusal == nil, !state.queue.isOver, !(state.producerDone && !droppingQueued) else { return [] }
             state.refusal = error
             state.producerDone = true
-            let consumer = state.queue.end(with: .stopped(.refused(error)), droppingQueued: true)
+            refused = true
+            let consumer = state.queue.end(with: .stopped(.refused(error)), droppingQueued: droppingQueued)
             return [state.queue.interruptProducer(), consumer].compactMap { $0 }
         }
         for wake in wakes { wake() }
+        return refused
     }
 
     // MARK: - Facts

@@ -162,19 +162,22 @@ public final class Session: Sendable {
     /// `codec`: what the push says it carries (its `?codec=` or Content-Type); another codec than
     /// the stream's is `codec_mismatch` before anything is read. `content`: a container its
     /// Content-Type names (read through libavformat), an elementary stream, or nil (its first
-    /// bytes tell).
+    /// bytes tell). `takeover`: instead of `session_busy`, the push whose body is arriving ends
+    /// (`push_taken_over`) after what of it arrived was decoded, and this one follows it.
     public func beginUpload(
-        flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil,
+        flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil, takeover: Bool = false,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue<SessionError> {
-        try loop.beginUpload(flush: flush, codec: codec, content: content, completion: completion)
+        try loop.beginUpload(flush: flush, codec: codec, content: content, takeover: takeover, completion: completion)
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture (see `SpooledUpload`).
     public func beginSpooledUpload(
-        _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil
+        _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil,
+        takeover: Bool = false
     ) throws(SessionError) -> SpooledUpload {
-        try loop.beginSpooledUpload(request: try request.validated(), flush: flush, codec: codec, content: content)
+        try loop.beginSpooledUpload(
+            request: try request.validated(), flush: flush, codec: codec, content: content, takeover: takeover)
     }
 
     // MARK: - Pulls

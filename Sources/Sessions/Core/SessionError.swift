@@ -17,6 +17,9 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
         case noFrameYet
         /// A second upload while one is in progress on the same session.
         case sessionBusy
+        /// A newer push to the session took it over (`?takeover=true`) while this one's body was
+        /// arriving.
+        case pushTakenOver
         /// The client went away before its upload ended.
         case uploadAborted
         /// The server stopped listening to an upload because it is shutting down.
@@ -53,6 +56,7 @@ public struct SessionError: Error, Sendable, Equatable, CustomStringConvertible 
             case .tooManySessions: "too_many_sessions"
             case .noFrameYet: "no_frame_yet"
             case .sessionBusy: "session_busy"
+            case .pushTakenOver: "push_taken_over"
             case .uploadAborted: "upload_aborted"
             case .shuttingDown: "shutting_down"
             case .invalidParameter: "invalid_parameter"

@@ -120,10 +120,10 @@ final class DecodeLoop: Sendable {
     /// Starts a `POST .../nalus` answered with JSON: the body is decoded as it arrives.
     /// `completion` runs once with the summary, or the failure.
     func beginUpload(
-        flush: Bool, codec: VideoCodec?, content: PushContent?,
+        flush: Bool, codec: VideoCodec?, content: PushContent?, takeover: Bool,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue<SessionError> {
-        let job = try enqueue(flush: flush, codec: codec) { queue in
+        let job = try enqueue(flush: flush, codec: codec, takeover: takeover) { queue in
             (route(queue, upload: queue, content: content, flush: flush), .summary(completion))
         }
         return job.upload!
@@ -132,7 +132,7 @@ final class DecodeLoop: Sendable {
     /// Starts a `POST .../nalus` answered with one part per picture: the body is spooled as it
     /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
     func beginSpooledUpload(
-        request: PictureRequest, flush: Bool, codec: VideoCodec?, content: PushContent?
+        request: PictureRequest, flush: Bool, codec: VideoCodec?, content: PushContent?, takeover: Bool
     ) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
         let file: SpoolFile
@@ -142,7 +142,7 @@ final class DecodeLoop: Sendable {
             throw SessionError(error)
         }
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
-        let job = try enqueue(flush: flush, codec: codec, maxBytes: spooledLimit) { queue in
+        let job = try enqueue(flush: flush, codec: codec, takeover: takeover, maxBytes: spooledLimit) { queue in
             let answer = SpooledUpload(queue: queue, request: request, loop: self, pictures: pictures)
             let replay = SpoolReplay(
                 upload: queue, file: file, clock: context.clock, wantsBytes: { answer.wantsPictures },
@@ -227,22 +227,30 @@ final class DecodeLoop: Sendable {
     }
 
     /// `codec`: what the push says it carries (`?codec=`, its Content-Type); another codec than
-    /// the stream's known one is refused before a byte is read.
+    /// the stream's known one is refused before a byte is read. `takeover`: a push whose body is
+    /// still arriving stops taking bytes (its client, if still there, is answered
+    /// `push_taken_over`); what of it already arrived is decoded before this push's first byte,
+    /// and its unfinished access unit dropped, as for any push that broke off.
     private func enqueue(
-        flush: Bool, codec: VideoCodec?, maxBytes: Int? = nil,
+        flush: Bool, codec: VideoCodec?, takeover: Bool, maxBytes: Int? = nil,
         _ makeSource: (UploadQueue<SessionError>) -> (any IngestSource<SessionError>, IngestJob.Answer)
     ) throws(SessionError) -> IngestJob {
         let configuration = context.configuration
+        var takenOver: IngestJob?
         let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
-            guard !state.jobs.contains(where: \.holdsSlot) else {
-                if state.jobs.contains(where: \.isPull) {
+            if let holder = state.jobs.first(where: \.holdsSlot) {
+                if holder.isPull {
                     throw SessionError(.sessionBusy, "this session pulls its stream from a source; push to another session")
                 }
-                throw SessionError(
-                    .sessionBusy,
-                    "another upload to this session is in progress (one whose connection vanished holds it until "
-                        + "--body-timeout passes without its bytes)")
+                guard takeover else {
+                    throw SessionError(
+                        .sessionBusy,
+                        "another upload to this session is in progress (one whose connection vanished holds it until "
+                            + "--body-timeout passes without its bytes; push with takeover=true to end it now)")
+                }
+                holder.isTakenOver.store(true, ordering: .releasing)
+                takenOver = holder
             }
             if let codec, let known = reporter.facts.codec, codec != known {
                 throw SessionError(
@@ -261,6 +269,13 @@ final class DecodeLoop: Sendable {
                 progress: QueueBound(UploadProgress(), queue: decodeQueue))
             state.jobs.append(job)
             return job
+        }
+        // Outside the lock: the refusal wakes the other push's connection.
+        if let takenOver, takenOver.upload?.refuse(
+            SessionError(.pushTakenOver, "a newer push to this session took it over (takeover=true)"), droppingQueued: false
+        ) == true {
+            context.metrics.recordUploadStopped(reason: "taken_over")
+            context.logger.info("upload stopped: a newer push took the session over; its client is told at once")
         }
         job.source.setConsumerWake { [weak self] in self?.wake() }
         context.activity.touch()

@@ -30,6 +30,9 @@ final class IngestJob: Sendable {
     private let completed = Atomic<Bool>(false)
     /// Its `upload.started` and `upload.ended`: the end goes exactly when the start went.
     let announcement = UploadAnnouncement()
+    /// Set, under the decode loop's lock, when a newer push takes the slot over (`?takeover=true`);
+    /// its upload is refused just after, outside that lock.
+    let isTakenOver = Atomic<Bool>(false)
 
     init(
         upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
@@ -85,10 +88,11 @@ final class IngestJob: Sendable {
     }
 
     /// A push holds the session's upload slot while its body arrives, and a multipart one until
-    /// its answer ended too (or it was refused: then no answer follows). The client may push
-    /// again as soon as it was answered.
+    /// its answer ended too (or it was refused: then no answer follows), unless a newer push took
+    /// it over. The client may push again as soon as it was answered.
     var holdsSlot: Bool {
-        switch answer {
+        if isTakenOver.load(ordering: .acquiring) { return false }
+        return switch answer {
         case .summary: !(upload?.isProducerDone ?? true)
         case .multipart(let answer): !answer.isOver && !(upload?.isRefused ?? true)
         case .pull: true

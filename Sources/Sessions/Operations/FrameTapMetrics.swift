@@ -137,8 +137,8 @@ public final class FrameTapMetrics: Sendable {
     }
 
     /// An upload that ended before its body did, by why: `client_gone`, `session_deleted`,
-    /// `body_too_large`, `body_timeout`, `shutting_down`, `spool_failed`, `spool_full`. All but the first were cut off by the
-    /// server, and their client was answered at once.
+    /// `body_too_large`, `body_timeout`, `taken_over`, `shutting_down`, `spool_failed`, `spool_full`. All but the first were
+    /// cut off by the server, and their client was answered at once.
     func recordUploadStopped(reason: String) {
         counter(Names.uploadsStopped, ["reason": reason]).increment()
     }
