@@ -36,6 +36,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -52,7 +53,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from harness.browser import chromium  # noqa: E402  (tools/ is on the path only now)
 from harness.checks import Results  # noqa: E402
-from harness.client import request, session_status  # noqa: E402
+from harness.client import address, request, session_status  # noqa: E402
 from harness.ports import free_port  # noqa: E402
 from harness.proc import end  # noqa: E402
 from harness.server import Server  # noqa: E402
@@ -392,6 +393,7 @@ def scenario(results, server, token, fixtures, work, shots, options):
         page.find("#upload-close").click()
 
         check_drop_onto_busy_session(r, page, fixtures)
+        check_camera_share_takes_over_its_lost_upload(r, page, base, token)
         check_system_view(r, page, base)
         check_pulls(r, page, base, token, work)
         check_declared_session(r, page, server, base, token)
@@ -554,6 +556,58 @@ def check_drop_onto_busy_session(r, page, fixtures):
     message = page.wait_js("const t = document.getElementById('upload-result').textContent; return t.startsWith('The push failed') && t")
     r(f"a refused push is explained in words ({message})", bool(message) and "{" not in message)
     page.find("#upload-close").click()
+
+
+def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
+    """A camera share started again after a lost connection takes over the upload the server
+    still holds (its first push says takeover=true): no 409 for the body timeout's length, and the
+    lost upload's connection, if it is still there, hears why."""
+    lost = socket.create_connection(address(base), timeout=10)
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    lost.sendall((f"POST /sessions/cam-lost/nalus HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: video/H264\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n6\r\n").encode() + bytes([0, 0, 0, 1, 9, 0x10]) + b"\r\n")
+    try:
+        held = page.wait(lambda: (session_status(base, "cam-lost", token) or {}).get("uploading") is True, timeout=10)
+        r("a lost upload holds its session", held is True)
+        outcome = page.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            (async () => {
+              const camera = await import('/console/camera.js');
+              const urls = [];
+              const original = window.fetch;
+              window.fetch = (url, init) => {
+                if (String(url).includes('/nalus')) urls.push(String(url));
+                return original(url, init);
+              };
+              try {
+                let refusal = null;
+                const queue = new camera.PushQueue('cam-lost', 'video/H264', { takeover: true, onError: (error) => { refusal = error.code; } });
+                queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
+                const deadline = Date.now() + 10000;
+                while (refusal === null && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+                queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
+                while (refusal === null && queue.requests < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+                return [refusal, queue.requests, urls];
+              } finally {
+                window.fetch = original;
+              }
+            })().then(done, (error) => done([String(error), 0, []]));
+        """)
+        refusal, requests, urls = outcome
+        r("a share started again takes over its lost upload at its first push only",
+          refusal is None and requests == 2 and "takeover=true" in urls[0] and "takeover" not in urls[1],
+          f"refusal {refusal}, requests {requests}, urls {urls}")
+        answer = b""
+        while b"push_taken_over" not in answer:
+            piece = lost.recv(4096)
+            if not piece:
+                break
+            answer += piece
+        r("the lost upload's connection hears 409 push_taken_over",
+          answer.startswith(b"HTTP/1.1 409") and b"push_taken_over" in answer, answer[:200])
+    finally:
+        lost.close()
+        request(base, "DELETE", "/sessions/cam-lost", token=token)
 
 
 def check_system_view(r, page, base):

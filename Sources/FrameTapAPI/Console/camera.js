@@ -13,12 +13,6 @@ import { ApiError, apiFetch, isValidSessionId, sessionPath } from './api.js';
 import { byId, DisclosurePanel, setText } from './dom.js';
 import { notify } from './notices.js';
 
-/**
- * How long after a share lost its connection a 409 session_busy is taken for its own lost upload,
- * which the server holds until the body timeout (10 s by default) drops it.
- */
-const STALE_UPLOAD_MS = 20_000;
-
 /** What the encoder makes: about 720p at 30 pictures per second, a keyframe every 2 s. */
 const TARGET = { width: 1280, height: 720, frameRate: 30, bitrate: 2_500_000, keyframeEvery: 60 };
 
@@ -45,9 +39,14 @@ export function recorderType() {
  * is on its way are sent together in the next one.
  */
 export class PushQueue {
-  constructor(sessionId, contentType, { onError, onSent } = {}) {
+  /**
+   * `takeover`: the first request ends a push the server still holds for this session (this
+   * page's own, lost with its connection, which the server would hold until its body timeout).
+   */
+  constructor(sessionId, contentType, { onError, onSent, takeover = false } = {}) {
     this.sessionId = sessionId;
     this.contentType = contentType;
+    this.takeover = takeover;
     this.pending = [];
     this.sending = false;
     this.closed = false;
@@ -75,9 +74,10 @@ export class PushQueue {
     this.pending = [];
     const body = new Blob(pieces);
     try {
-      await apiFetch(sessionPath(this.sessionId, '/nalus'), {
+      await apiFetch(sessionPath(this.sessionId, this.takeover ? '/nalus?takeover=true' : '/nalus'), {
         method: 'POST', body, headers: { 'Content-Type': this.contentType },
       });
+      this.takeover = false;
       this.bytesSent += body.size;
       this.requests += 1;
       this.onSent(this);
@@ -195,7 +195,10 @@ export class CameraPanel extends DisclosurePanel {
     const { id, stream, encoder } = this.camera;
     const report = (text) => this.pushed(text);
     const fail = (error) => this.shareFailed(share, error);
-    const share = encoder === 'webcodecs' ? new WebCodecsShare(id, stream, report, fail) : new RecorderShare(id, stream, report, fail);
+    // Sharing again after a lost connection: the server may still hold the lost upload.
+    const takeover = this.retry.since !== null;
+    const share = encoder === 'webcodecs'
+      ? new WebCodecsShare(id, stream, report, fail, takeover) : new RecorderShare(id, stream, report, fail, takeover);
     this.share = share;
     await share.start();
   }
@@ -214,12 +217,9 @@ export class CameraPanel extends DisclosurePanel {
   shareFailed(share, error) {
     if (share !== this.share) return;  // a share already given up reports its last pushes
     // The server went away (a restart, a proxy, the network): share again when it is back, from
-    // a new keyframe, rather than leave a phone's camera ended until someone notices. While
-    // sharing again, the server may still hold this page's lost upload until its body timeout:
-    // a 409 then is that upload's, for a while.
-    const ownLostUpload = error instanceof ApiError && error.code === 'session_busy'
-      && this.retry.since !== null && Date.now() - this.retry.since < STALE_UPLOAD_MS;
-    if (error instanceof ApiError && (error.isTransient || ownLostUpload) && this.camera) {
+    // a new keyframe, rather than leave a phone's camera ended until someone notices. The new
+    // share's first push takes over this page's lost upload, if the server still holds it.
+    if (error instanceof ApiError && error.isTransient && this.camera) {
       this.reconnect(share, error);
       return;
     }
@@ -277,12 +277,13 @@ export class CameraPanel extends DisclosurePanel {
 
 /** WebCodecs: frames from the camera track, H.264 Annex B pieces out, each pushed as it comes. */
 class WebCodecsShare {
-  constructor(sessionId, stream, report, fail) {
+  constructor(sessionId, stream, report, fail, takeover) {
     this.stream = stream;
     this.track = stream.getVideoTracks()[0];
     this.report = report;
     this.fail = fail;
     this.queue = new PushQueue(sessionId, 'video/H264', {
+      takeover,
       onError: (error) => fail(error),
       onSent: (queue) => report(`${queue.requests} pushes, ${Math.round(queue.bytesSent / 1024)} KiB`),
     });
@@ -380,11 +381,12 @@ class WebCodecsShare {
 
 /** MediaRecorder: WebM pieces every 200 ms, pushed as they come (the first carries the header). */
 class RecorderShare {
-  constructor(sessionId, stream, report, fail) {
+  constructor(sessionId, stream, report, fail, takeover) {
     this.stream = stream;
     this.report = report;
     this.type = recorderType();
     this.queue = new PushQueue(sessionId, 'video/webm', {
+      takeover,
       onError: (error) => fail(error),
       onSent: (queue) => report(`${queue.requests} pushes, ${Math.round(queue.bytesSent / 1024)} KiB`),
     });
