@@ -94,6 +94,14 @@ import VideoCoding
             let accepted = try post(service.port, "/sessions/vt/nalus?flush=true", annexB)
             let frames = try jsonObject(accepted.body)["frames"] as? Int
             #expect(accepted.status == 200 && frames == 15, "\(accepted.text)")
+
+            // The parameter sets kept aside: the first unit, a 100 kB keyframe, is larger than any
+            // piece the server reads at once.
+            var generator = SplitMix64(seed: 5)
+            let keyframe: [UInt8] = [0x65, 0x88] + (0..<99_998).map { _ in UInt8(truncatingIfNeeded: generator.next() | 0x10) }
+            let keyframeFirst: [UInt8] = [0, 0x01, 0x86, 0xA0] + keyframe
+            let noParameterSets = try post(service.port, "/sessions/vt2/nalus", keyframeFirst)
+            #expect(noParameterSets.problem == Problem(422, "length_prefixed_units"), "\(noParameterSets.text)")
         }
     }
 

@@ -47,13 +47,21 @@ import VideoCoding
             known += 1
         }
         #expect(known >= 30)
-        // A whole SEI, then the first bytes of a keyframe larger than the piece: enough.
+        // A whole SEI, then the first bytes of a keyframe larger than the piece.
         let sei: [UInt8] = [0, 0, 0, 4, 0x06, 0x05, 0x01, 0x80]
         let keyframeBegun: [UInt8] = sei + [0, 1, 0, 0, 0x65, 0x88, 0x84]
         #expect(keyframeBegun.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
-        // Too little to tell: one unit and nothing after it, or none whole.
-        #expect(!sei.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
-        #expect(![UInt8]([0, 0, 0, 9, 0x67, 1, 2]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        // A keyframe first (the parameter sets kept aside, as VideoToolbox does), larger than
+        // the piece; a unit with nothing after it.
+        #expect([UInt8]([0, 1, 0xA2, 0xB3, 0x65, 0x88, 0x84, 0x00]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        #expect(sei.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        // Too little to tell, a start code of either length, an implausible second length.
+        #expect(![UInt8]([0, 0, 0, 9, 0x67]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        #expect(![UInt8]([0, 0, 1, 0x67, 0x42, 0, 0x1E] + [UInt8](repeating: 0x55, count: 400)).withUnsafeBytes {
+            LengthPrefixedUnits.beginStream($0)
+        })
+        #expect(![UInt8]([0, 0, 0, 1, 0x67, 0x42, 0, 0x1E]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        #expect(!(sei + [0x80, 0, 0, 0, 0x65, 0x88]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
         // H.265's types beyond those it names (a Dolby Vision RPU, 62) after a whole unit.
         let dolbyVision: [UInt8] = [0, 0, 0, 3, 0x40, 0x01, 0x0C, 0, 0, 0, 9, 0x7C, 0x01, 0x10]
         #expect(dolbyVision.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
