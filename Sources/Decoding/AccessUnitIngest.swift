@@ -312,10 +312,13 @@ public final class AccessUnitIngest {
     /// closing the unit as if it were whole, and its first picture from being decoded as the
     /// end of the broken one (a damaged extra picture, every later number one higher). A push
     /// that resumes at an access unit boundary (after `counters.accessUnits` units) then
-    /// decodes exactly. Parameter sets stay.
+    /// decodes exactly. Parameter sets stay. Units held while the codec was unknown go too: none
+    /// of them was counted, so the client resends them.
     public func abandonIncompleteAccessUnit() {
         splitter.abandonIncompleteUnit()
         reader?.abandonAccessUnit()
+        undetected = []
+        undetectedBytes = 0
         // What the broken or refused push made the splitter drop (the cut unit, bytes before its
         // first start code) is that push's, which was answered for it (`upload_aborted`, the
         // refusal): no damage for the push that ends the stream to be answered with.

@@ -143,6 +143,30 @@ import TestSupport
         #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
     }
 
+    /// Units that arrived before any parameter set (the codec unknown yet) are held, uncounted;
+    /// a push that breaks off drops them, so the client's resume at `counters.accessUnits` (0)
+    /// numbers its pictures as if nothing broke.
+    @Test func aBrokenPushBeforeTheParameterSetsLeavesNothingToReplay() async throws {
+        let stream = try Fixture.bytes(Fixture.baseline)
+        var withoutParameterSets: [UInt8] = []
+        for unit in AnnexBSplitter.split(stream) where ![7, 8].contains((unit.bytes.first ?? 0) & 0x1F) {
+            withoutParameterSets += [0, 0, 0, 1] + Array(unit.bytes)
+        }
+        let session = try makeSession()
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false) { answer.set($0) }
+        try await send(Array(withoutParameterSets.prefix(withoutParameterSets.count / 2)), to: queue)
+        queue.abort(.clientGone)
+        _ = try await answer.value(waitingFor: "the broken push's answer")
+        #expect(await eventually { !session.status().uploading })
+        #expect(session.status().counters.accessUnits == 0)
+        _ = try await push(stream, to: session, flush: true)
+        let status = session.status()
+        #expect(status.counters.framesDecoded == Fixture.baselineFrames)
+        #expect(status.counters.accessUnits == Fixture.baselineFrames)
+        #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
+    }
+
     /// A push whose connection vanished mid-picture holds the session; a push with `takeover`
     /// ends it at once (its client is answered `push_taken_over`), after decoding what of it
     /// arrived and dropping the unit it was cut inside. An empty takeover push's answer comes
