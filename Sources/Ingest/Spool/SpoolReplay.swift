@@ -27,6 +27,8 @@ public final class SpoolReplay<Failure: IngestFailure>: IngestSource {
         var ended = false
         /// Where the file's bytes are read to: the pool's slabs, as an upload's land.
         var landing = SlabWriter()
+        /// When the spooled bytes arrived: each piece read back carries its bytes' time.
+        var arrivals = ArrivalTimeline()
     }
 
     public init(
@@ -62,7 +64,8 @@ public final class SpoolReplay<Failure: IngestFailure>: IngestSource {
                     return .end
                 }
                 state.offset += chunk.count
-                return .bytes(chunk, receivedAt: clock.uptime)
+                let arrived = state.arrivals.arrival(ofBytesBefore: state.offset) ?? clock.uptime
+                return .bytes(chunk, receivedAt: arrived)
             }
         } catch {
             state.withLock { $0.ended = true }
@@ -75,9 +78,12 @@ public final class SpoolReplay<Failure: IngestFailure>: IngestSource {
     private func spoolArrivedBytes() -> UploadQueue<Failure>.Event? {
         while let event = upload.take() {
             switch event {
-            case .bytes(let bytes, _):
+            case .bytes(let bytes, let receivedAt):
                 let written = bytes.withUnsafeBytes { buffer in
                     Result { () throws(IngestError) in try file.write(buffer) }
+                }
+                if case .success = written {
+                    state.withLock { $0.arrivals.recordArrival(count: bytes.count, at: receivedAt) }
                 }
                 if case .failure(let error) = written {
                     // The client is told at once; the queue's stop event ends the push.
