@@ -93,15 +93,21 @@ public final class AccessUnitIngest {
     /// The current stream reached a point decoding can start from: a picture was handed on, or
     /// skipped after such a point (keyframes-only mode, leading pictures).
     private var streamReachedStartPoint = false
-    /// The current stream's input had an error of its own (an unreadable SPS, ...): that is
-    /// why nothing decodes, and it was said.
+    /// An error of the current stream's input was already reported (an unreadable SPS, ...): a
+    /// stream that decodes nothing is not also reported `no_decodable_picture`.
     private var streamHadError = false
-    /// After a codec mismatch, the rest of the push is refused (until `abandonIncompleteAccessUnit`
-    /// or `finish`), so none of it reaches a decoder.
-    private var refusingPush = false
-    /// The push was refused for being length-prefixed: the rest of it is not even split (units
-    /// made up inside it would count as the stream's and hide the next such push).
-    private var skippingLengthPrefixedPush = false
+    /// What of the rest of the push is refused, until `abandonIncompleteAccessUnit` or a new
+    /// sample description.
+    private enum PushRefusal {
+        case none
+        /// After a codec mismatch: none of its units reaches a decoder.
+        case units
+        /// It is length-prefixed: its bytes are not even split (units made up inside them would
+        /// count as the stream's and hide the next such push).
+        case bytes
+    }
+
+    private var pushRefusal = PushRefusal.none
     /// Where access units go during a `push` or `finish` (set only for the call's duration); what
     /// it returns are errors of the decoding, kept in order with the input's own.
     private var unitHandler: ((IndexedAccessUnit) -> [DecodeError])?
@@ -143,7 +149,7 @@ public final class AccessUnitIngest {
         // Its parameter sets may replace the description's (the same ids, other contents).
         forgetSampleDescription()
         return handingOut(to: onAccessUnit) { errors in
-            if skipsLengthPrefixed(bytes, into: &errors) { return }
+            if consumeIfLengthPrefixed(bytes, into: &errors) { return }
             split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
         }
     }
@@ -155,7 +161,7 @@ public final class AccessUnitIngest {
     ) -> [DecodeError] {
         forgetSampleDescription()
         return handingOut(to: onAccessUnit) { errors in
-            if bytes.withUnsafeBytes({ skipsLengthPrefixed($0, into: &errors) }) { return }
+            if bytes.withUnsafeBytes({ consumeIfLengthPrefixed($0, into: &errors) }) { return }
             split(count: bytes.count, into: &errors) { splitter, collect in splitter.push(bytes, collect) }
         }
     }
@@ -192,7 +198,7 @@ public final class AccessUnitIngest {
                     "this push says it is \(said.displayName) (its codec parameter) but its container's video track is "
                         + "\(description.codec.displayName); nothing of it was decoded", into: &errors)
             }
-            guard !refusingPush else { return }
+            guard pushRefusal == .none else { return }
             if samples?.description != description && unreadableDescription != description {
                 adopt(description, into: &errors)
             }
@@ -217,7 +223,7 @@ public final class AccessUnitIngest {
             samplePTS = pts
             defer { samplePTS = nil }
             for unit in units { handle(unit, into: &errors) }
-            guard !refusingPush else { return }
+            guard pushRefusal == .none else { return }
             endAccessUnit(into: &errors)
         }
     }
@@ -271,8 +277,7 @@ public final class AccessUnitIngest {
             streamDroppedBeforeKeyframe = 0
             streamReachedStartPoint = false
             streamHadError = false
-            refusingPush = false
-            skippingLengthPrefixedPush = false
+            pushRefusal = .none
             forgetSampleDescription()
         }
     }
@@ -323,8 +328,7 @@ public final class AccessUnitIngest {
         // first start code) is that push's, which was answered for it (`upload_aborted`, the
         // refusal): no damage for the push that ends the stream to be answered with.
         discardedBytesReported = splitter.discardedBytes
-        refusingPush = false
-        skippingLengthPrefixedPush = false
+        pushRefusal = .none
     }
 
     private func handingOut(
@@ -353,7 +357,7 @@ public final class AccessUnitIngest {
     }
 
     private func handle(_ unit: AnnexBUnit, into errors: inout [DecodeError]) {
-        guard !refusingPush else { return }
+        guard pushRefusal == .none else { return }
         let parameterSetCodec = CodecDetector.codec(ofParameterSet: unit)
         if let said = pushCodec, let other = parameterSetCodec, other != said {
             endAccessUnit(into: &errors)
@@ -386,7 +390,7 @@ public final class AccessUnitIngest {
                 read(unit, into: &errors)
                 return
             }
-            refusingPush = true
+            if pushRefusal == .none { pushRefusal = .units }
             let why = codecIsStated ? "stated" : "detected"
             record(
                 DecodeError(
@@ -487,7 +491,7 @@ public final class AccessUnitIngest {
     /// the next unit is complete: for a camera sending one slice per picture, that is one
     /// picture interval sooner. The access units are the same either way.
     private func endAccessUnitEarly(into errors: inout [DecodeError]) {
-        guard !refusingPush, let prefix = splitter.pendingUnitPrefix, reader?.nextUnitEndsAccessUnit(prefix: prefix) == true
+        guard pushRefusal == .none, let prefix = splitter.pendingUnitPrefix, reader?.nextUnitEndsAccessUnit(prefix: prefix) == true
         else { return }
         endAccessUnit(into: &errors)
     }
@@ -570,9 +574,9 @@ public final class AccessUnitIngest {
     /// NAL units, as VideoToolbox hands them out, refuse the push, saying how to send them:
     /// read as Annex B they would be garbage with start codes made up inside them.
     /// Returns whether `bytes` are not to be split: they begin such a push, or are more of one.
-    private func skipsLengthPrefixed(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) -> Bool {
-        if !skippingLengthPrefixedPush {
-            guard !refusingPush, !splitter.hasPendingUnit, splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
+    private func consumeIfLengthPrefixed(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) -> Bool {
+        if pushRefusal != .bytes {
+            guard pushRefusal == .none, !splitter.hasPendingUnit, splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
                 splitter.skippedBytes == discardedBytesReported, LengthPrefixedUnits.beginStream(bytes)
             else { return false }
             refuseLengthPrefixed(into: &errors)
@@ -584,8 +588,7 @@ public final class AccessUnitIngest {
     }
 
     private func refuseLengthPrefixed(into errors: inout [DecodeError]) {
-        refusingPush = true
-        skippingLengthPrefixedPush = true
+        pushRefusal = .bytes
         record(
             DecodeError(
                 .lengthPrefixedUnits,
@@ -598,7 +601,7 @@ public final class AccessUnitIngest {
 
     /// The rest of the push is refused: none of it reaches a decoder.
     private func refuse(_ why: String, into errors: inout [DecodeError]) {
-        refusingPush = true
+        if pushRefusal == .none { pushRefusal = .units }
         record(DecodeError(.codecMismatch, why), in: &errors)
     }
 

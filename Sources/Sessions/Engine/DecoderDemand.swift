@@ -58,27 +58,6 @@ struct DecoderDemand {
         case live(DecodeMode)
     }
 
-    enum CatchUpResult: Equatable {
-        case ok(duration: UInt64, units: Int)
-        case failed
-        case refused
-
-        /// A catch-up that ended in `error`: no room in the decoder memory budget is a refusal
-        /// for want of capacity, as a full catch-up queue is; anything else failed.
-        init(endingIn error: SessionError) {
-            self = error.code == .decoding(.decoderMemoryExceeded) ? .refused : .failed
-        }
-
-        /// `frametap_catchup_decodes_total`'s `result` label.
-        var label: String {
-            switch self {
-            case .ok: "ok"
-            case .failed: "failed"
-            case .refused: "refused"
-            }
-        }
-    }
-
     enum Action: Equatable {
         /// Ask the catch-up pool for a slot; its answer comes back as `slotQueued`,
         /// `slotRefused` or (on the decode queue) `slotGranted`.

@@ -152,7 +152,7 @@ final class OnDemandDecoding: Sendable {
     }
 
     /// Ends the catch-up when it can give nothing (`CatchUpRun.failure`); returns whether it did.
-    private func endedForFailure() -> Bool {
+    private func endCatchUpIfItFailed() -> Bool {
         guard let failure = decoder.withValue({ $0.catchUp?.failure }) else { return false }
         let watched = isWatched()
         apply { $0.catchUpFailed(SessionError(failure), watched: watched) }
@@ -160,7 +160,7 @@ final class OnDemandDecoding: Sendable {
     }
 
     private func progressed(caughtUp: Bool) {
-        if endedForFailure() { return }
+        if endCatchUpIfItFailed() { return }
         switch decoder.withValue({ $0.catchUpProgress(caughtUp: caughtUp) }) {
         case nil: break
         case .reading?: apply { $0.catchUpProgressed() }
@@ -200,7 +200,7 @@ final class OnDemandDecoding: Sendable {
                     if let error = turn.errors.last { reporter.record(SessionError(error)) }
                     caughtUp = turn.caughtUp
                 }
-                if endedForFailure() { continue }
+                if endCatchUpIfItFailed() { continue }
                 // Without a catch-up left to finish (never expected), live decoding starts at a keyframe.
                 let progress = decoder.withValue { $0.catchUpProgress(caughtUp: true) } ?? .done(lostItsPlace: true, units: 0)
                 if case .done(let lostItsPlace, let units) = progress {
@@ -295,14 +295,10 @@ final class OnDemandDecoding: Sendable {
         if let snapshot = decoder.withValue({ $0.snapshot() }) { reporter.refresh(snapshot) }
     }
 
-    private func record(_ result: DecoderDemand.CatchUpResult) {
-        switch result {
-        case .ok(let nanoseconds, let units):
-            let duration = Duration.nanoseconds(Int64(clamping: nanoseconds))
-            context.metrics.recordCatchUp(kind: .wake, result: result.label, duration: duration, units: units)
+    private func record(_ result: CatchUpResult) {
+        context.metrics.recordCatchUp(kind: .wake, result)
+        if case .ok(let nanoseconds, let units) = result {
             context.logger.debug("caught up", metadata: ["units": "\(units)", "ms": "\(nanoseconds / 1_000_000)"])
-        case .failed, .refused:
-            context.metrics.recordCatchUp(kind: .wake, result: result.label)
         }
     }
 }

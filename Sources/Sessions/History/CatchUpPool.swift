@@ -138,3 +138,27 @@ public final class CatchUpPermit: Sendable {
 
     deinit { release() }
 }
+
+/// How a catch-up ended, a wake's or a picture from the past's (`frametap_catchup_decodes_total`).
+enum CatchUpResult: Equatable {
+    /// It decoded `units` access units in `duration` nanoseconds, whether or not the picture asked
+    /// for was held.
+    case ok(duration: UInt64, units: Int)
+    case failed
+    case refused
+
+    /// A catch-up that ended in `error`: no room in the decoder memory budget is a refusal
+    /// for want of capacity, as a full catch-up queue is; anything else failed.
+    init(endingIn error: SessionError) {
+        self = error.code == .decoding(.decoderMemoryExceeded) ? .refused : .failed
+    }
+
+    /// `frametap_catchup_decodes_total`'s `result` label.
+    var label: String {
+        switch self {
+        case .ok: "ok"
+        case .failed: "failed"
+        case .refused: "refused"
+        }
+    }
+}

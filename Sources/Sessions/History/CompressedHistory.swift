@@ -97,7 +97,7 @@ final class CompressedHistory: Sendable {
         /// in output order depends on pictures not received).
         var atOpenEdge = false
         /// The index of the target GOP's first access unit.
-        var targetGOPFirstIndex: Int64?
+        let targetGOPFirstIndex: Int64
     }
 
     /// What is held (`GET /sessions/{id}/history`, and the range a `not_in_history` names).
@@ -472,9 +472,9 @@ final class CompressedHistory: Sendable {
         for earlier in startOfDecode(for: position, reaching: index, in: gops)..<position { units += gops[earlier].units }
         units += gops[position].units
         let drainAfter: Set<Int64> = gops[position].endsStream ? Set(gops[position].units.last.map { [$0.index] } ?? []) : []
-        var plan = DecodePlan(units: units, drainAfter: drainAfter, target: target)
-        plan.atOpenEdge = position == gops.count - 1 && !gops[position].endsStream
-        plan.targetGOPFirstIndex = gops[position].firstIndex
-        return plan
+        return DecodePlan(
+            units: units, drainAfter: drainAfter, target: target,
+            atOpenEdge: position == gops.count - 1 && !gops[position].endsStream,
+            targetGOPFirstIndex: gops[position].firstIndex)
     }
 }

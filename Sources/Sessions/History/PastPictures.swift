@@ -163,34 +163,34 @@ extension Session {
                 var (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
                 // Asked for by time, right after a GOP of a stream still arriving began: none of
                 // its pictures could be shown yet, so the one on screen was the GOP before's last.
-                if case .unsettled = outcome, case .time = target, let first = plan.targetGOPFirstIndex,
-                    case .plan(let before) = history.plan(before: first)
+                if case .unsettled = outcome, case .time = target,
+                    case .plan(let before) = history.plan(before: plan.targetGOPFirstIndex)
                 {
                     let earlier = PastPictureDecode(plan: before, options: options, factory: factory).run()
                     outcome = earlier.outcome
                     unitsFed += earlier.unitsFed
                 }
                 permit.release()
-                let duration = Duration.nanoseconds(Int64(clamping: clock.uptime &- started))
+                let decoded = CatchUpResult.ok(duration: clock.uptime &- started, units: unitsFed)
                 switch outcome {
                 case .picture(let published):
-                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
+                    metrics.recordCatchUp(kind: .history, decoded)
                     pictures.serve(published, request) { completion($0.map { .picture($0) }) }
                 case .none:
-                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
+                    metrics.recordCatchUp(kind: .history, decoded)
                     completion(.failure(HistorySummary(history.summary).notHeld(target, newest: viewers.newest?.sequence)))
                 case .unsettled:
-                    metrics.recordCatchUp(kind: .history, result: "ok", duration: duration, units: unitsFed)
+                    metrics.recordCatchUp(kind: .history, decoded)
                     completion(.failure(HistorySummary(history.summary).notSettledYet(target)))
                 case .failed(let error):
                     let failure = SessionError(error)
-                    metrics.recordCatchUp(kind: .history, result: DecoderDemand.CatchUpResult(endingIn: failure).label)
+                    metrics.recordCatchUp(kind: .history, CatchUpResult(endingIn: failure))
                     completion(.failure(failure))
                 }
             }
         }
         if case .refused(let error) = admission {
-            metrics.recordCatchUp(kind: .history, result: "refused")
+            metrics.recordCatchUp(kind: .history, .refused)
             completion(.failure(error))
         }
     }

@@ -299,13 +299,12 @@ public final class FrameTapMetrics: Sendable {
         case history
     }
 
-    /// A catch-up ended (`ok`, `failed`), or was refused for a full queue (`refused`); how long
-    /// an `ok` one took and how many access units it decoded.
-    func recordCatchUp(kind: CatchUpKind, result: String, duration: Duration? = nil, units: Int = 0) {
-        counter(Names.catchUps, ["kind": kind.rawValue, "result": result]).increment()
-        if let duration {
-            timer(Names.catchUpSeconds, ["kind": kind.rawValue]).recordNanoseconds(Int64(clamping: duration.nanoseconds))
-        }
+    /// A catch-up ended (`ok`, `failed`), or was refused for want of capacity (`refused`); how
+    /// long an `ok` one took and how many access units it decoded.
+    func recordCatchUp(kind: CatchUpKind, _ result: CatchUpResult) {
+        counter(Names.catchUps, ["kind": kind.rawValue, "result": result.label]).increment()
+        guard case .ok(let nanoseconds, let units) = result else { return }
+        timer(Names.catchUpSeconds, ["kind": kind.rawValue]).recordNanoseconds(Int64(clamping: nanoseconds))
         if units > 0 { counter(Names.catchUpAccessUnits, ["kind": kind.rawValue]).increment(by: units) }
     }
 
