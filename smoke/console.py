@@ -559,13 +559,20 @@ def check_drop_onto_busy_session(r, page, fixtures):
 
 
 def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
-    """A camera share started again after a lost connection takes over the upload the server
-    still holds (its first push says takeover=true): no 409 for the body timeout's length, and the
-    lost upload's connection, if it is still there, hears why."""
+    """A camera share names the tab as its publisher: started again after a lost connection, it
+    takes over the upload the server still holds (no 409 for the body timeout's length), and the
+    lost upload's connection, if it is still there, hears why; another client's push is refused
+    while the tab's hold lasts."""
+    publisher = page.driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        import('/console/camera.js').then((camera) => done(camera.tabPublisher()), (error) => done(String(error)));
+    """)
+    r(f"the tab has a publisher name ({publisher})", str(publisher).startswith("console-"))
     lost = socket.create_connection(address(base), timeout=10)
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    lost.sendall((f"POST /sessions/cam-lost/nalus HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: video/H264\r\n"
-                  "Transfer-Encoding: chunked\r\n\r\n6\r\n").encode() + bytes([0, 0, 0, 1, 9, 0x10]) + b"\r\n")
+    lost.sendall((f"POST /sessions/cam-lost/nalus?publisher={publisher} HTTP/1.1\r\nHost: x\r\n{auth}"
+                  "Content-Type: video/H264\r\nTransfer-Encoding: chunked\r\n\r\n6\r\n").encode()
+                 + bytes([0, 0, 0, 1, 9, 0x10]) + b"\r\n")
     try:
         held = page.wait(lambda: (session_status(base, "cam-lost", token) or {}).get("uploading") is True, timeout=10)
         r("a lost upload holds its session", held is True)
@@ -581,12 +588,12 @@ def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
               };
               try {
                 let refusal = null;
-                const queue = new camera.PushQueue('cam-lost', 'video/H264', { takeover: true, onError: (error) => { refusal = error.code; } });
-                queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
+                const queue = new camera.PushQueue('cam-lost', 'video/H264', { onError: (error) => { refusal = error.code; } });
                 const deadline = Date.now() + 10000;
-                while (refusal === null && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-                queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
-                while (refusal === null && queue.requests < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+                for (const wanted of [1, 2]) {
+                  queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
+                  while (refusal === null && queue.requests < wanted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+                }
                 return [refusal, queue.requests, urls];
               } finally {
                 window.fetch = original;
@@ -594,8 +601,8 @@ def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
             })().then(done, (error) => done([String(error), 0, []]));
         """)
         refusal, requests, urls = outcome
-        r("a share started again takes over its lost upload at its first push only",
-          refusal is None and requests == 2 and "takeover=true" in urls[0] and "takeover" not in urls[1],
+        r("a share started again takes over its own lost upload, naming the tab's publisher",
+          refusal is None and requests == 2 and all(f"publisher={publisher}" in url for url in urls),
           f"refusal {refusal}, requests {requests}, urls {urls}")
         answer = b""
         while b"push_taken_over" not in answer:
@@ -605,6 +612,11 @@ def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
             answer += piece
         r("the lost upload's connection hears 409 push_taken_over",
           answer.startswith(b"HTTP/1.1 409") and b"push_taken_over" in answer, answer[:200])
+        status, _, body = request(base, "POST", "/sessions/cam-lost/nalus?publisher=another-client",
+                                  body=bytes([0, 0, 0, 1, 9, 0x10]), token=token)
+        problem = json.loads(body) if status == 409 else {}
+        r("another client's push is refused while the tab holds the session",
+          problem.get("code") == "session_busy" and problem.get("publisher") == publisher, f"{status} {body[:200]}")
     finally:
         lost.close()
         request(base, "DELETE", "/sessions/cam-lost", token=token)

@@ -356,6 +356,7 @@ import VideoCoding
             let busy = try post(service.port, "/sessions/held/nalus", bytes)
             #expect(busy.problem == Problem(409, "session_busy"))
             #expect((try jsonObject(busy.body)["detail"] as? String)?.contains("takeover=true") == true)
+            #expect(try jsonObject(busy.body)["heldBy"] as? String == "push")
             let taken = try post(service.port, "/sessions/held/nalus?takeover=true&flush=true", bytes)
             #expect(taken.status == 200)
             // The whole stream again, after the old push's cut picture was dropped.
@@ -377,6 +378,24 @@ import VideoCoding
 
             let metrics = String(decoding: try request(service.port, "GET", "/metrics").body, as: UTF8.self)
             #expect(metrics.contains("frametap_uploads_stopped_total{reason=\"taken_over\"} 2"))
+        }
+    }
+
+    /// A push that names its publisher holds the stream against another client's pushes, which
+    /// are told who holds it; a malformed name is a 400.
+    @Test func aNamedPublisherHoldsTheSession() throws {
+        try withService { service in
+            let bytes = try Fixtures.bytes("baseline_176x144.264")
+            #expect(try post(service.port, "/sessions/shared/nalus?publisher=phone-a", Array(bytes.prefix(4000))).status == 200)
+            let status = try jsonObject(try request(service.port, "GET", "/sessions/shared").body)
+            #expect(status["publisher"] as? String == "phone-a")
+            let refused = try post(service.port, "/sessions/shared/nalus?publisher=phone-b", bytes)
+            #expect(refused.problem == Problem(409, "session_busy"))
+            let problem = try jsonObject(refused.body)
+            #expect(problem["heldBy"] as? String == "publisher" && problem["publisher"] as? String == "phone-a")
+            #expect(try post(service.port, "/sessions/shared/nalus?publisher=phone-a&flush=true", Array(bytes.dropFirst(4000))).status == 200)
+            #expect(try post(service.port, "/sessions/shared/nalus?publisher=phone-b&flush=true", bytes).status == 200)
+            #expect(try post(service.port, "/sessions/shared/nalus?publisher=a%20b", bytes).problem == Problem(400, "invalid_parameter"))
         }
     }
 

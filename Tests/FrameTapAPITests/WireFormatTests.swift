@@ -72,7 +72,7 @@ import Timekeeping
             format: try format("high_320x240.264"), counters: counters,
             latestFrame: LatestFrameInfo(seq: 59, pts: 3600, keyframe: true, width: 320, height: 240, ageMs: 41),
             lastError: ErrorRecord(code: "invalid_data", message: "slice header damaged at 4/5", at: laterAt),
-            subscribers: 2, uploading: true,
+            subscribers: 2, uploading: true, publisher: "phone-7",
             rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25),
             source: SourceStatus(
                 url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
@@ -117,7 +117,7 @@ import Timekeeping
         + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
         + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"#
-        + #""origin":"declared","owner":"frametap-sync","persisted":false,"quality":70,"#
+        + #""origin":"declared","owner":"frametap-sync","persisted":false,"publisher":"phone-7","quality":70,"#
         + #""rates":{"bitsPerSecond":1234567.5,"picturesPerSecond":29.97,"windowSeconds":4.25},"#
         + #""source":{"connect":"always","connectedAt":null,"failures":4,"format":"rtsp","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"source_timeout","message":"the source sent nothing in time"},"#
@@ -134,7 +134,7 @@ import Timekeeping
         + #""encoder":{"name":"turbojpeg","reason":"chosen by --encoder turbojpeg"},"fallbacks":[],"format":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"#
-        + #""origin":"api","owner":null,"persisted":true,"quality":85,"#
+        + #""origin":"api","owner":null,"persisted":true,"publisher":null,"quality":85,"#
         + #""rates":{"bitsPerSecond":0,"picturesPerSecond":0,"windowSeconds":1},"source":null,"statedCodec":null,"subscribers":0,"uploading":false}"#
 
     /// An H.265 format names its codec and tier (H.264 has no tier, so it is left out there).

@@ -213,6 +213,64 @@ import TestSupport
         #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
     }
 
+    /// Pushes that name their publisher: another client's push is refused while one of the
+    /// publisher's runs and for a while after (pushes one request per picture never overlap),
+    /// the publisher's own push takes over its vanished one, `takeover` overrides the hold, and a
+    /// flush ends it.
+    @Test func aNamedPublisherHoldsTheStreamAgainstOtherClients() async throws {
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let clock = ManualClock()
+        let session = try makeSession(clock: clock)
+        func refusal(_ publisher: String?) -> SessionError? {
+            do {
+                _ = try session.beginUpload(flush: false, publisher: publisher) { _ in }
+                return nil
+            } catch {
+                return error
+            }
+        }
+        func whole(_ bytes: [UInt8], by publisher: String?, flush: Bool = false, takeover: Bool = false) async throws
+            -> UploadSummary
+        {
+            let answer = Outcome<Result<UploadSummary, SessionError>>()
+            let queue = try session.beginUpload(flush: flush, publisher: publisher, takeover: takeover) { answer.set($0) }
+            try await send(bytes, to: queue)
+            queue.finish()
+            return try await answer.value(waitingFor: "\(publisher ?? "anonymous")'s push").get()
+        }
+
+        _ = try await whole(Array(stream.prefix(3000)), by: "phone-a")
+        #expect(session.status().publisher == "phone-a")
+        let busy = try #require(refusal("phone-b"))
+        #expect(busy.code == .sessionBusy && busy.message.contains("publisher 'phone-a' pushed to it"))
+        #expect(busy.facts == ["heldBy": .text("publisher"), "publisher": .text("phone-a")])
+        #expect(refusal(nil)?.code == .sessionBusy, "a push naming no publisher is another client too")
+        clock.advance(by: .seconds(5))
+        _ = try await whole(Array(stream[3000..<6000]), by: "phone-a")
+
+        // Ten seconds after phone-a's last push, phone-b may push; its own push takes over its
+        // vanished one.
+        clock.advance(by: .seconds(11))
+        #expect(session.status().publisher == nil)
+        let vanished = Outcome<Result<UploadSummary, SessionError>>()
+        let lost = try session.beginUpload(flush: false, publisher: "phone-b") { vanished.set($0) }
+        try await send(Array(stream[6000..<7000]), to: lost)
+        #expect(session.status().publisher == "phone-b")
+        #expect(refusal("phone-a")?.message.contains("publisher 'phone-b' is pushing to it") == true)
+        _ = try await whole([], by: "phone-b")
+        guard case .failure(let takenOver) = try await vanished.value(waitingFor: "phone-b's vanished push") else {
+            Issue.record("phone-b's own push takes over its vanished one")
+            return
+        }
+        #expect(takenOver.code == .pushTakenOver)
+
+        // takeover=true overrides the hold; a flush ends it.
+        _ = try await whole(Array(stream[6000...]), by: "phone-a", flush: true, takeover: true)
+        #expect(session.status().publisher == nil)
+        _ = try await whole(stream, by: nil, flush: true)
+        #expect(session.status().lastError?.code != "push_taken_over", "a takeover is no error of the stream")
+    }
+
     @Test func garbageIsCountedAndThePictureSurvives() async throws {
         let session = try makeSession()
         _ = try await push(try Fixture.bytes(Fixture.baseline), to: session, flush: true)

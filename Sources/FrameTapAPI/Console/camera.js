@@ -35,18 +35,32 @@ export function recorderType() {
 }
 
 /**
+ * This tab's name as a publisher of the sessions it shares its camera to, kept across reloads of
+ * the tab (a reload then takes over its own lost upload too).
+ */
+export function tabPublisher() {
+  let name = sessionStorage.getItem('frametap.publisher');
+  if (!name) {
+    name = `console-${Math.random().toString(36).slice(2, 10)}`;
+    sessionStorage.setItem('frametap.publisher', name);
+  }
+  return name;
+}
+
+/**
  * Sends encoded pieces to a session, one request at a time; pieces that arrive while a request
  * is on its way are sent together in the next one.
  */
 export class PushQueue {
   /**
-   * `takeover`: the first request ends a push the server still holds for this session (this
-   * page's own, lost with its connection, which the server would hold until its body timeout).
+   * `publisher`: the name every request gives (`?publisher=`): the session's stream is this
+   * tab's while it pushes, another client's pushes are refused rather than interleaved with its
+   * own, and its own upload lost with a connection is taken over by its next push.
    */
-  constructor(sessionId, contentType, { onError, onSent, takeover = false } = {}) {
+  constructor(sessionId, contentType, { onError, onSent, publisher = tabPublisher() } = {}) {
     this.sessionId = sessionId;
     this.contentType = contentType;
-    this.takeover = takeover;
+    this.publisher = publisher;
     this.pending = [];
     this.sending = false;
     this.closed = false;
@@ -59,6 +73,12 @@ export class PushQueue {
      * deleted (a flush would make it again) or the token no longer serves (401, 403).
      */
     this.failed = false;
+  }
+
+  /** The push URL: this queue's publisher, and `extra` parameters. */
+  path(extra = {}) {
+    const query = new URLSearchParams({ publisher: this.publisher, ...extra });
+    return sessionPath(this.sessionId, `/nalus?${query}`);
   }
 
   add(piece) {
@@ -74,10 +94,9 @@ export class PushQueue {
     this.pending = [];
     const body = new Blob(pieces);
     try {
-      await apiFetch(sessionPath(this.sessionId, this.takeover ? '/nalus?takeover=true' : '/nalus'), {
+      await apiFetch(this.path(), {
         method: 'POST', body, headers: { 'Content-Type': this.contentType },
       });
-      this.takeover = false;
       this.bytesSent += body.size;
       this.requests += 1;
       this.onSent(this);
@@ -103,7 +122,7 @@ export class PushQueue {
     this.pending = [];
     if (this.failed) return;
     try {
-      await apiFetch(sessionPath(this.sessionId, '/nalus?flush=true'), {
+      await apiFetch(this.path({ flush: 'true' }), {
         method: 'POST', body, headers: { 'Content-Type': this.contentType },
       });
     } catch {
@@ -195,10 +214,7 @@ export class CameraPanel extends DisclosurePanel {
     const { id, stream, encoder } = this.camera;
     const report = (text) => this.pushed(text);
     const fail = (error) => this.shareFailed(share, error);
-    // Sharing again after a lost connection: the server may still hold the lost upload.
-    const takeover = this.retry.since !== null;
-    const share = encoder === 'webcodecs'
-      ? new WebCodecsShare(id, stream, report, fail, takeover) : new RecorderShare(id, stream, report, fail, takeover);
+    const share = encoder === 'webcodecs' ? new WebCodecsShare(id, stream, report, fail) : new RecorderShare(id, stream, report, fail);
     this.share = share;
     await share.start();
   }
@@ -218,7 +234,8 @@ export class CameraPanel extends DisclosurePanel {
     if (share !== this.share) return;  // a share already given up reports its last pushes
     // The server went away (a restart, a proxy, the network): share again when it is back, from
     // a new keyframe, rather than leave a phone's camera ended until someone notices. The new
-    // share's first push takes over this page's lost upload, if the server still holds it.
+    // share's first push takes over this tab's lost upload (the same publisher), if the server
+    // still holds it.
     if (error instanceof ApiError && error.isTransient && this.camera) {
       this.reconnect(share, error);
       return;
@@ -277,13 +294,12 @@ export class CameraPanel extends DisclosurePanel {
 
 /** WebCodecs: frames from the camera track, H.264 Annex B pieces out, each pushed as it comes. */
 class WebCodecsShare {
-  constructor(sessionId, stream, report, fail, takeover) {
+  constructor(sessionId, stream, report, fail) {
     this.stream = stream;
     this.track = stream.getVideoTracks()[0];
     this.report = report;
     this.fail = fail;
     this.queue = new PushQueue(sessionId, 'video/H264', {
-      takeover,
       onError: (error) => fail(error),
       onSent: (queue) => report(`${queue.requests} pushes, ${Math.round(queue.bytesSent / 1024)} KiB`),
     });
@@ -381,12 +397,11 @@ class WebCodecsShare {
 
 /** MediaRecorder: WebM pieces every 200 ms, pushed as they come (the first carries the header). */
 class RecorderShare {
-  constructor(sessionId, stream, report, fail, takeover) {
+  constructor(sessionId, stream, report, fail) {
     this.stream = stream;
     this.report = report;
     this.type = recorderType();
     this.queue = new PushQueue(sessionId, 'video/webm', {
-      takeover,
       onError: (error) => fail(error),
       onSent: (queue) => report(`${queue.requests} pushes, ${Math.round(queue.bytesSent / 1024)} KiB`),
     });

@@ -234,6 +234,11 @@ public struct FrameTapAPI: Sendable {
         let query = QueryReader(request)
         let flush = try query.bool("flush") ?? false
         let takeover = try query.bool("takeover") ?? false
+        let publisher = try query.text("publisher")
+        if let publisher, (try? SessionID(publisher)) == nil {
+            throw .invalidParameter(
+                "publisher must be 1 to 128 letters, digits and . _ ~ - (a name for this client's stream), got '\(publisher)'")
+        }
         let multipart = Self.acceptsMultipart(request.headers["Accept"])
         // The picture parameters only matter for a multipart answer, but a malformed one is a
         // 400 either way (never silently ignored).
@@ -252,10 +257,11 @@ public struct FrameTapAPI: Sendable {
         }
         // A session this push made goes again when the push is refused before anything was
         // read. One whose client left, or that the shutdown ended, keeps what it counted (its
-        // client's next push finds its uploadsAborted).
+        // client's next push finds its uploadsAborted); one taken over is the newer push's.
         let registry = registry
         let failed: @Sendable (SessionError) -> Void = { error in
-            guard created, error.code != .uploadAborted, error.code != .shuttingDown, session.standing.origin != .declared
+            guard created, ![.uploadAborted, .shuttingDown, .pushTakenOver].contains(error.code),
+                session.standing.origin != .declared
             else { return }
             registry.discardIfUnused(session)
         }
@@ -263,7 +269,9 @@ public struct FrameTapAPI: Sendable {
         guard multipart else {
             let queue: UploadQueue<SessionError>
             do {
-                queue = try session.beginUpload(flush: flush, codec: codec, content: content, takeover: takeover) { result in
+                queue = try session.beginUpload(
+                    flush: flush, codec: codec, content: content, publisher: publisher, takeover: takeover
+                ) { result in
                     switch result {
                     case .success(let summary): handoff.complete(.json(WireJSON.bytes(UploadSummaryJSON(summary))))
                     case .failure(let error):
@@ -279,7 +287,8 @@ public struct FrameTapAPI: Sendable {
         }
         let spool: SpooledUpload
         do {
-            spool = try session.beginSpooledUpload(requested, flush: flush, codec: codec, content: content, takeover: takeover)
+            spool = try session.beginSpooledUpload(
+                requested, flush: flush, codec: codec, content: content, publisher: publisher, takeover: takeover)
         } catch {
             failed(error)
             throw HTTPError(error)

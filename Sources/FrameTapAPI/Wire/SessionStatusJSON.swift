@@ -32,6 +32,7 @@ struct SessionStatusJSON: WireObject {
             "lastError": status.lastError.map(ErrorRecordJSON.init),
             "subscribers": status.subscribers,
             "uploading": status.uploading,
+            "publisher": status.publisher,
             "rates": SessionRatesJSON(status.rates),
             "source": status.source.map(SourceStatusJSON.init),
             "owner": status.owner?.rawValue,

@@ -162,22 +162,26 @@ public final class Session: Sendable {
     /// `codec`: what the push says it carries (its `?codec=` or Content-Type); another codec than
     /// the stream's is `codec_mismatch` before anything is read. `content`: a container its
     /// Content-Type names (read through libavformat), an elementary stream, or nil (its first
-    /// bytes tell). `takeover`: instead of `session_busy`, the push whose body is arriving ends
-    /// (`push_taken_over`) after what of it arrived was decoded, and this one follows it.
+    /// bytes tell). `publisher`: who pushes (`PublisherHold`: another's pushes are refused while
+    /// its hold lasts, and its own push whose body is arriving is taken over). `takeover`: instead
+    /// of `session_busy`, the push whose body is arriving ends (`push_taken_over`) after what of it
+    /// arrived was decoded, and this one follows it.
     public func beginUpload(
-        flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil, takeover: Bool = false,
-        completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
+        flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil, publisher: String? = nil,
+        takeover: Bool = false, completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue<SessionError> {
-        try loop.beginUpload(flush: flush, codec: codec, content: content, takeover: takeover, completion: completion)
+        try loop.beginUpload(
+            flush: flush, codec: codec, content: content, publisher: publisher, takeover: takeover, completion: completion)
     }
 
     /// Starts a `POST .../nalus` answered with one part per picture (see `SpooledUpload`).
     public func beginSpooledUpload(
         _ request: PictureRequest, flush: Bool, codec: VideoCodec? = nil, content: PushContent? = nil,
-        takeover: Bool = false
+        publisher: String? = nil, takeover: Bool = false
     ) throws(SessionError) -> SpooledUpload {
         try loop.beginSpooledUpload(
-            request: try request.validated(), flush: flush, codec: codec, content: content, takeover: takeover)
+            request: try request.validated(), flush: flush, codec: codec, content: content, publisher: publisher,
+            takeover: takeover)
     }
 
     // MARK: - Pulls
@@ -341,7 +345,7 @@ public final class Session: Sendable {
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) },
             lastError: Self.newer(facts.lastError, source?.lastError),
-            subscribers: viewers.viewerCount, uploading: loop.isUploading, rates: loop.reporter.rates,
+            subscribers: viewers.viewerCount, uploading: loop.isUploading, publisher: loop.publisher, rates: loop.reporter.rates,
             source: source, owner: keeper.withLock { $0 }, ignoredPackets: loop.ignoredPackets.snapshot,
             standing: standing)
     }

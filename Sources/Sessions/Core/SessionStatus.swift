@@ -114,6 +114,8 @@ public struct SessionStatus: Sendable {
     public var lastError: ErrorRecord?
     public var subscribers: Int
     public var uploading: Bool
+    /// The named publisher whose pushes hold the stream (`?publisher=`), while its hold lasts.
+    public var publisher: String? = nil
     /// Pictures and bits per second coming in, over the last few seconds.
     public var rates: SessionRates
     /// What a pull session pulls and where that stands; nil for a push session.

@@ -29,6 +29,7 @@ final class DecodeLoop: Sendable {
     private struct State {
         var closed = false
         var jobs: [IngestJob] = []
+        var publisherHold = PublisherHold()
     }
 
     let id: SessionID
@@ -105,6 +106,12 @@ final class DecodeLoop: Sendable {
     /// reads there where to resume.
     var isUploading: Bool { state.withLock { $0.jobs.contains { !$0.isPull && !$0.isAnswered } } }
 
+    /// The named publisher whose pushes hold the stream now (`PublisherHold`), if any.
+    var publisher: String? {
+        let now = context.clock.uptime
+        return state.withLock { $0.publisherHold.holder(at: now) }
+    }
+
     /// The pull under way, if the session pulls.
     var pull: PullSource<SessionError>? {
         state.withLock { state in
@@ -120,10 +127,10 @@ final class DecodeLoop: Sendable {
     /// Starts a `POST .../nalus` answered with JSON: the body is decoded as it arrives.
     /// `completion` runs once with the summary, or the failure.
     func beginUpload(
-        flush: Bool, codec: VideoCodec?, content: PushContent?, takeover: Bool,
+        flush: Bool, codec: VideoCodec?, content: PushContent?, publisher: String?, takeover: Bool,
         completion: @escaping @Sendable (Result<UploadSummary, SessionError>) -> Void
     ) throws(SessionError) -> UploadQueue<SessionError> {
-        let job = try enqueue(flush: flush, codec: codec, takeover: takeover) { queue in
+        let job = try enqueue(flush: flush, codec: codec, publisher: publisher, takeover: takeover) { queue in
             (route(queue, upload: queue, content: content, flush: flush), .summary(completion))
         }
         return job.upload!
@@ -132,7 +139,8 @@ final class DecodeLoop: Sendable {
     /// Starts a `POST .../nalus` answered with one part per picture: the body is spooled as it
     /// arrives and decoded as the answer is read (see `SpooledUpload`, `SpoolReplay`).
     func beginSpooledUpload(
-        request: PictureRequest, flush: Bool, codec: VideoCodec?, content: PushContent?, takeover: Bool
+        request: PictureRequest, flush: Bool, codec: VideoCodec?, content: PushContent?, publisher: String?,
+        takeover: Bool
     ) throws(SessionError) -> SpooledUpload {
         let configuration = context.configuration
         let file: SpoolFile
@@ -142,7 +150,8 @@ final class DecodeLoop: Sendable {
             throw SessionError(error)
         }
         let spooledLimit = min(configuration.maxBodyBytes ?? .max, configuration.maxSpoolBytes)
-        let job = try enqueue(flush: flush, codec: codec, takeover: takeover, maxBytes: spooledLimit) { queue in
+        let job = try enqueue(flush: flush, codec: codec, publisher: publisher, takeover: takeover, maxBytes: spooledLimit) {
+            queue in
             let answer = SpooledUpload(queue: queue, request: request, loop: self, pictures: pictures)
             let replay = SpoolReplay(
                 upload: queue, file: file, clock: context.clock, wantsBytes: { answer.wantsPictures },
@@ -227,27 +236,38 @@ final class DecodeLoop: Sendable {
     }
 
     /// `codec`: what the push says it carries (`?codec=`, its Content-Type); another codec than
-    /// the stream's known one is refused before a byte is read. `takeover`: a push whose body is
-    /// still arriving stops taking bytes (its client, if still there, is answered
-    /// `push_taken_over`); what of it already arrived is decoded before this push's first byte,
-    /// and its unfinished access unit dropped, as for any push that broke off.
+    /// the stream's known one is refused before a byte is read. `publisher`: who pushes
+    /// (`PublisherHold`); a push whose body is still arriving, by the same publisher, is taken
+    /// over. `takeover`: a push whose body is still arriving, anyone's, is taken over, and a
+    /// publisher's hold does not stop this one. A push taken over stops taking bytes (its client,
+    /// if still there, is answered `push_taken_over`); what of it already arrived is decoded
+    /// before this push's first byte, and its unfinished access unit dropped, as for any push
+    /// that broke off.
     private func enqueue(
-        flush: Bool, codec: VideoCodec?, takeover: Bool, maxBytes: Int? = nil,
+        flush: Bool, codec: VideoCodec?, publisher: String?, takeover: Bool, maxBytes: Int? = nil,
         _ makeSource: (UploadQueue<SessionError>) -> (any IngestSource<SessionError>, IngestJob.Answer)
     ) throws(SessionError) -> IngestJob {
         let configuration = context.configuration
+        let now = context.clock.uptime
         var takenOver: IngestJob?
         let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
-            if let holder = state.jobs.first(where: \.holdsSlot) {
-                if holder.isPull {
-                    throw SessionError(.sessionBusy, "this session pulls its stream from a source; push to another session")
-                }
-                guard takeover else {
+            let holder = state.jobs.first(where: \.holdsSlot)
+            if let holder, holder.isPull {
+                throw SessionError(
+                    .sessionBusy, "this session pulls its stream from a source; push to another session",
+                    facts: ["heldBy": .text("pull")])
+            }
+            if !takeover, let refusal = state.publisherHold.refusal(of: publisher, at: now) { throw refusal }
+            if let holder {
+                guard takeover || (publisher != nil && holder.publisher == publisher) else {
                     throw SessionError(
                         .sessionBusy,
-                        "another upload to this session is in progress (one whose connection vanished holds it until "
-                            + "--body-timeout passes without its bytes; push with takeover=true to end it now)")
+                        "another upload to this session is in progress; if it is yours and its connection vanished, "
+                            + "push with takeover=true to end it now (otherwise it holds the session until "
+                            + "--body-timeout passes without its bytes), or name your pushes with publisher= so that "
+                            + "yours take over yours",
+                        facts: ["heldBy": .text("push")])
                 }
                 holder.isTakenOver.store(true, ordering: .releasing)
                 takenOver = holder
@@ -265,9 +285,10 @@ final class DecodeLoop: Sendable {
                 landing: landing, onLimit: { [weak self] error in self?.bodyPassedLimit(error) })
             let (source, answer) = makeSource(queue)
             let job = IngestJob(
-                upload: queue, source: source, flush: flush, codec: codec, answer: answer,
+                upload: queue, source: source, flush: flush, codec: codec, publisher: publisher, answer: answer,
                 progress: QueueBound(UploadProgress(), queue: decodeQueue))
             state.jobs.append(job)
+            state.publisherHold.pushBegan(by: publisher)
             return job
         }
         // Outside the lock: the refusal wakes the other push's connection.
@@ -406,9 +427,11 @@ final class DecodeLoop: Sendable {
 
     /// Removes a finished job, frees its source and lets the next one take bytes.
     private func endJob(_ job: IngestJob) {
+        let now = context.clock.uptime
         let next = state.withLock { state -> IngestJob? in
             guard let index = state.jobs.firstIndex(where: { $0 === job }) else { return nil }
             state.jobs.remove(at: index)
+            if !job.isPull { state.publisherHold.pushEnded(by: job.publisher, flushed: job.flush, at: now) }
             return index == 0 ? state.jobs.first : nil
         }
         // A multipart answer's interest in pictures lingers like a request's.
@@ -518,8 +541,9 @@ final class DecodeLoop: Sendable {
         case .refused(let error):
             // Recorded here, in order with the push's end (a reader of the status after the
             // answer finds it); a body past its limit was counted when the queue refused it
-            // (`bodyPassedLimit`).
-            reporter.record(error)
+            // (`bodyPassedLimit`). A push taken over is no fault of the stream: its end event
+            // and its client's answer say so, not `lastError`.
+            if error.code != .pushTakenOver { reporter.record(error) }
             if error.code == .ingest(.spoolFailed) || error.code == .ingest(.spoolFull) {
                 context.metrics.recordUploadStopped(reason: error.code == .ingest(.spoolFull) ? "spool_full" : "spool_failed")
             }

@@ -23,6 +23,8 @@ final class IngestJob: Sendable {
     let flush: Bool
     /// The codec the push says it carries, if it says.
     let codec: VideoCodec?
+    /// Who pushes, if the push says (`?publisher=`).
+    let publisher: String?
     let answer: Answer
     /// What this push produced so far; touched on the decode queue only.
     let progress: QueueBound<UploadProgress>
@@ -35,13 +37,14 @@ final class IngestJob: Sendable {
     let isTakenOver = Atomic<Bool>(false)
 
     init(
-        upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?, answer: Answer,
-        progress: QueueBound<UploadProgress>
+        upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?,
+        publisher: String? = nil, answer: Answer, progress: QueueBound<UploadProgress>
     ) {
         self.upload = upload
         self.source = source
         self.flush = flush
         self.codec = codec
+        self.publisher = publisher
         self.answer = answer
         self.progress = progress
     }
