@@ -18,11 +18,11 @@ import VideoCoding
     /// A catch-up's decoder: a stream decoder on the pool's lender for `format`.
     static func catchUp(
         _ pool: WarmDecoderPool, _ factory: PretendHardwareFactory, format: StreamFormat? = nil,
-        devices: HardwareDeviceList? = nil
+        devices: HardwareDeviceList? = nil, session: String = "cam"
     ) throws -> StreamDecoder {
         try StreamDecoder(
             options: .pretend(.cuda, PretendPlatform(cuda: [0, 1]), devices: devices),
-            factory: pool.lender(making: factory, for: format))
+            factory: pool.lender(making: factory, for: format, session: try SessionID(session)))
     }
 
     /// Every picture of `bytes`, the stream ended.
@@ -81,6 +81,45 @@ import VideoCoding
         }
         #expect(factory.hardwareDecodersMade.value == 3)
         #expect(pool.usage.misses == 3 && pool.usage.hits == 0 && pool.usage.idle == 3)
+    }
+
+    /// A warm decoder keeps its frame pool's buffers, and H.265 leaves what a damaged picture
+    /// does not cover as the buffer held it: lent to another session, it would show that
+    /// session's pixels. Another session opens its own, and its damaged picture is the same as
+    /// a fresh decoder's.
+    @Test func anotherSessionNeverGetsASessionsWarmDecoder() throws {
+        let pool = Self.pool(ManualClock())
+        let whole = try Fixtures.bytes("slices4_320x240.265")
+        // The first picture without its slices after the first: three quarters of it are
+        // never decoded.
+        var damaged: [UInt8] = []
+        var firstPictureSlices = 0
+        var dropped = 0
+        for unit in AnnexBSplitter.split(whole) {
+            let bytes = Array(unit.bytes)
+            let type = bytes[0] >> 1 & 0x3F
+            let firstInPicture = bytes.count > 2 && bytes[2] & 0x80 != 0
+            if type <= 21, firstInPicture { firstPictureSlices += 1 }
+            if type <= 21, !firstInPicture, firstPictureSlices == 1 {
+                dropped += 1
+                continue
+            }
+            damaged += [0, 0, 0, 1] + bytes
+        }
+        #expect(dropped == 3)
+        let options = DecoderOptions.lowLatency(backend: .software)
+        func decode(_ bytes: [UInt8], session: String) throws -> [DecodedFrame] {
+            let decoder = try StreamDecoder(
+                options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil, session: try SessionID(session)))
+            return Self.decodeAll(bytes, decoder).frames
+        }
+        let fresh = Self.md5(Self.decodeAll(damaged, try StreamDecoder(options: options)).frames)
+        _ = try decode(whole, session: "other")
+        #expect(pool.usage.idle == 1)
+        #expect(Self.md5(try decode(damaged, session: "mine")) == fresh, "another session's pixels in the damaged picture")
+        #expect(pool.usage.hits == 0 && pool.usage.misses == 2)
+        _ = try decode(damaged, session: "mine")
+        #expect(pool.usage.hits == 1, "the session's own warm decoder is lent to it again")
     }
 
     /// A catch-up that stops mid-stream leaves pictures inside its decoder; the next one to
@@ -146,7 +185,7 @@ import VideoCoding
         let bytes = try Fixtures.bytes(file)
         let fresh = Self.md5(Self.decodeAll(bytes, try StreamDecoder(options: options)).frames)
         for _ in 0..<3 {
-            let decoder = try StreamDecoder(options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil))
+            let decoder = try StreamDecoder(options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil, session: try SessionID("cam")))
             #expect(Self.md5(Self.decodeAll(bytes, decoder).frames) == fresh)
         }
         #expect(pool.usage.hits == 2)
@@ -159,7 +198,7 @@ import VideoCoding
         let refusal = HardwareCapability.Refusal(reason: .noHardwareFormat, message: "no CUDA format")
         let factory = PretendHardwareFactory(refusal: refusal)
         let decoder = try StreamDecoder(
-            options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: pool.lender(making: factory, for: nil))
+            options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: pool.lender(making: factory, for: nil, session: try SessionID("cam")))
         #expect(try Self.reference(Self.stream) == Self.md5(Self.decodeAll(try Fixtures.bytes(Self.stream), decoder).frames))
         #expect(decoder.backend == .software)
         #expect(pool.usage.idle == 0, "the refusing hardware decoder was closed")

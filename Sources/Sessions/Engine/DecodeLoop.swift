@@ -72,7 +72,7 @@ final class DecodeLoop: Sendable {
             backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
-        let decoder = QueueBound(SessionDecoder(stream, context: context, history: history), queue: decodeQueue)
+        let decoder = QueueBound(SessionDecoder(stream, session: id, context: context, history: history), queue: decodeQueue)
         lastBytesStamp = QueueBound(nil, queue: decodeQueue)
         // The executors ask whether a multipart answer runs or requests wait for the source, and
         // are told of each picture; the loop is made after them.

@@ -30,10 +30,13 @@ struct SessionDecoder {
     /// The catch-up slot held, from its grant until the on-demand decoder gives it back.
     private var catchUpSlot: CatchUpPermit?
     private let context: SessionContext
+    /// The session whose stream this decodes: warm catch-up decoders are lent only within it.
+    private let session: SessionID
     /// Where every access unit goes; a catch-up reads it (and pins what it reads).
     let history: CompressedHistory
 
-    init(_ stream: Stream, context: SessionContext, history: CompressedHistory) {
+    init(_ stream: Stream, session: SessionID, context: SessionContext, history: CompressedHistory) {
+        self.session = session
         current = stream
         self.context = context
         self.history = history
@@ -87,7 +90,7 @@ struct SessionDecoder {
             keyframesOnly
             ? context.services.decoderFactory
             : context.services.catchUpPool.warmDecoders.lender(
-                making: context.services.decoderFactory, for: current.streamDecoder.format)
+                making: context.services.decoderFactory, for: current.streamDecoder.format, session: session)
         current.streamDecoder.attach(
             try AccessUnitDecoder(
                 options: options, keyframesOnly: keyframesOnly, codec: current.streamDecoder.codec ?? current.statedCodec,

@@ -12,7 +12,9 @@ import VideoCoding
 /// A decoder is reused only for what it was opened for: the same back end and device, codec,
 /// decoder threads, and stream shape (coded size, profile, chroma, bit depth), so libavcodec
 /// finds the same parameters and keeps its hardware decoder and surfaces instead of
-/// reinitialising. A decoder goes back when its catch-up's `AccessUnitDecoder` lets it go: it
+/// reinitialising; and only by the session that used it last. Its frame pool keeps the buffers
+/// of its earlier pictures, and what a damaged picture's decoder cannot reconstruct (H.265 does
+/// not conceal) shows what such a buffer held: another session's pixels, were it lent across. A decoder goes back when its catch-up's `AccessUnitDecoder` lets it go: it
 /// is drained there and its pictures thrown away (a picture of one catch-up never reaches
 /// another) and the next user's supervisor sends the parameter sets again, as to any new
 /// decoder. Pictures of an earlier use still alive keep their surfaces, and still count in the
@@ -58,6 +60,7 @@ public final class WarmDecoderPool: Sendable {
 
     /// What a decoder must match to be reused.
     struct Key: Hashable {
+        var session: SessionID
         var backend: DecoderBackend
         var device: HardwareDeviceID?
         var codec: VideoCodec
@@ -127,10 +130,12 @@ public final class WarmDecoderPool: Sendable {
         return usage
     }
 
-    /// The factory one catch-up's decoders come from: warm ones of this pool for a stream of
-    /// `format` (the first unit's), or new ones from `factory`.
-    public func lender(making factory: any PictureDecoderFactory, for format: StreamFormat?) -> any PictureDecoderFactory {
-        Lender(pool: self, factory: factory, shape: format.map(Shape.init))
+    /// The factory one catch-up's decoders come from: warm ones of this pool that `session` used
+    /// for a stream of `format` (the first unit's), or new ones from `factory`.
+    public func lender(making factory: any PictureDecoderFactory, for format: StreamFormat?, session: SessionID)
+        -> any PictureDecoderFactory
+    {
+        Lender(pool: self, factory: factory, session: session, shape: format.map(Shape.init))
     }
 
     fileprivate func borrow(_ key: Key) -> (any PictureDecoder)? {
@@ -185,13 +190,14 @@ public final class WarmDecoderPool: Sendable {
     private struct Lender: PictureDecoderFactory {
         let pool: WarmDecoderPool
         let factory: any PictureDecoderFactory
+        let session: SessionID
         let shape: Shape?
 
         func makeDecoder(_ plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions) throws(DecodeError)
             -> any PictureDecoder
         {
             let key = Key(
-                backend: plan.backend, device: plan.lease?.device, codec: codec, threads: options.threads,
+                session: session, backend: plan.backend, device: plan.lease?.device, codec: codec, threads: options.threads,
                 threadType: options.threadType, shape: shape)
             if let warm = pool.borrow(key) {
                 warm.reuseForAnotherStream()
