@@ -151,7 +151,10 @@ extension Session {
         case .notHeld(let summary): return completion(.failure(HistorySummary(summary).notHeld(target, newest: viewers.newest?.sequence)))
         case .plan(let found): plan = found
         }
-        if let anyHeldTag { return completion(.success(.notModified(etag: anyHeldTag))) }
+        // At the open edge of a stream still arriving, the number may have no picture yet: only
+        // its decode tells.
+        if let anyHeldTag, !plan.atOpenEdge { return completion(.success(.notModified(etag: anyHeldTag))) }
+        let heldTagOnceDecoded = anyHeldTag
         let facts = loop.reporter.facts
         let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
         let factory = context.services.catchUpPool.warmDecoders.lender(
@@ -175,6 +178,7 @@ extension Session {
                 switch outcome {
                 case .picture(let published):
                     metrics.recordCatchUp(kind: .history, decoded)
+                    if let heldTagOnceDecoded { return completion(.success(.notModified(etag: heldTagOnceDecoded))) }
                     pictures.serve(published, request) { completion($0.map { .picture($0) }) }
                 case .none:
                     metrics.recordCatchUp(kind: .history, decoded)
