@@ -61,7 +61,7 @@ public struct AccessUnit: Sendable, NALUnitSequence {
 /// whose first slice need not come first.
 public struct AccessUnitAssembler: Sendable {
     public private(set) var parameterSets = ParameterSets()
-    /// Access units emitted.
+    /// Access units emitted with a picture.
     public private(set) var accessUnitCount = 0
     /// Slices assembled although their PPS or SPS had not been received.
     public private(set) var slicesWithUnknownParameterSets = 0
@@ -296,7 +296,9 @@ public struct AccessUnitAssembler: Sendable {
         pendingHasPicture = false
         planesStartedAtFirstMb = 0
         current = AccessUnit(nalUnits: [])
-        accessUnitCount += 1
+        // Units with no picture (a delimiter that ended the stream's last picture, parameter
+        // sets at its end) are handed on but not counted: the count is of pictures sent.
+        if unit.hasPicture { accessUnitCount += 1 }
         emit(unit)
     }
 }

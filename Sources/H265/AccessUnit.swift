@@ -73,7 +73,7 @@ public struct AccessUnit: Sendable, NALUnitSequence {
 /// judge it); such events are counted instead.
 public struct AccessUnitAssembler: Sendable {
     public private(set) var parameterSets = ParameterSets()
-    /// Access units emitted.
+    /// Access units emitted with a picture.
     public private(set) var accessUnitCount = 0
     /// Units with nuh_layer_id above 0, left out.
     public private(set) var unitsOutsideBaseLayer = 0
@@ -250,7 +250,9 @@ public struct AccessUnitAssembler: Sendable {
         unit.streamOffset = pending[0].streamOffset
         pending = []
         current = AccessUnit(nalUnits: [])
-        accessUnitCount += 1
+        // Units with no picture (a delimiter that ended the stream's last picture, parameter
+        // sets at its end) are handed on but not counted: the count is of pictures sent.
+        if unit.nalUnits.contains(where: \.type.isSliceSegment) { accessUnitCount += 1 }
         emit(unit)
     }
 }

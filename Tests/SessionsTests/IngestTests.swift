@@ -143,6 +143,23 @@ import TestSupport
         #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
     }
 
+    /// A delimiter after each picture (as README advises) makes a last access unit with no
+    /// picture at a flush: not counted, so `counters.accessUnits` stays the pictures sent.
+    @Test func aDelimiterAfterTheLastPictureIsNoAccessUnitOfItsOwn() async throws {
+        var delimited: [UInt8] = []
+        for unit in AnnexBSplitter.split(try Fixture.bytes(Fixture.baseline)) {
+            delimited += [0, 0, 0, 1] + Array(unit.bytes)
+            if [1, 5].contains((unit.bytes.first ?? 0) & 0x1F) { delimited += [0, 0, 0, 1, 0x09, 0xF0] }
+        }
+        let session = try makeSession()
+        for round in 1...2 {
+            let summary = try await push(delimited, to: session, flush: true)
+            #expect(summary.frames == Fixture.baselineFrames)
+            #expect(session.status().counters.accessUnits == round * Fixture.baselineFrames)
+            #expect(session.latestSequence == UInt64(round * Fixture.baselineFrames))
+        }
+    }
+
     /// Units that arrived before any parameter set (the codec unknown yet) are held, uncounted;
     /// a push that breaks off drops them, so the client's resume at `counters.accessUnits` (0)
     /// numbers its pictures as if nothing broke.
