@@ -59,6 +59,8 @@ struct HistoryBoundsTests {
             // A half-second GOP is about 3.5 MB: none fits, so none is held, and nothing can
             // be decoded from the past.
             #expect(held.gops == 0)
+            #expect(held.newestGOPTooLarge)
+            #expect(held.notHeld.message.contains("newest GOP passed --history-bytes"), "\(held.notHeld.message)")
             #expect(try await OnDemand.isNotInHistory(session, .time(clock.now)))
         } else {
             #expect(held.gops >= 1)

@@ -115,8 +115,11 @@ final class CompressedHistory: Sendable {
         var firstSeq: UInt64?
         var lastSeq: UInt64?
         var limits: Limits
-        /// GOPs dropped for the bounds since the session began.
+        /// GOPs dropped for the bounds since the session began (one larger than the byte bound
+        /// counts when its units go, as it arrives).
         var gopsDropped = 0
+        /// The newest GOP alone passed the byte bound: none of it is held.
+        var newestGOPTooLarge = false
     }
 
     private struct State {
@@ -241,6 +244,7 @@ final class CompressedHistory: Sendable {
             state.gops[last].bytes = 0
             state.gops[last].slabBytes = 0
             state.gops[last].truncated = true
+            state.gopsDropped += 1
         }
         let span = limits.seconds.nanoseconds
         while state.gops.count > 1 {
@@ -254,7 +258,7 @@ final class CompressedHistory: Sendable {
             state.bytes -= oldest.bytes
             state.release(oldest.units)
             state.gops.removeFirst()
-            state.gopsDropped += 1
+            if !oldest.truncated { state.gopsDropped += 1 }
         }
     }
 
@@ -405,6 +409,7 @@ final class CompressedHistory: Sendable {
 
     private static func summary(_ state: State, limits: Limits) -> Summary {
         var summary = Summary(limits: limits, gopsDropped: state.gopsDropped)
+        summary.newestGOPTooLarge = state.gops.last?.truncated ?? false
         summary.bytes = state.bytes
         summary.slabBytes = state.slabBytes
         summary.accessUnits = state.gops.reduce(0) { $0 + $1.units.count }

@@ -31,6 +31,8 @@ public struct HistorySummary: Sendable, Equatable {
     public var limitBytes: Int
     /// GOPs dropped for the bounds since the session began.
     public var gopsDropped: Int
+    /// The newest GOP alone passed `--history-bytes`: none of it is held.
+    public var newestGOPTooLarge: Bool
 
     init(_ summary: CompressedHistory.Summary) {
         from = summary.from
@@ -45,11 +47,18 @@ public struct HistorySummary: Sendable, Equatable {
         limitSeconds = Double(seconds) + Double(attoseconds) / 1e18
         limitBytes = summary.limits.bytes
         gopsDropped = summary.gopsDropped
+        newestGOPTooLarge = summary.newestGOPTooLarge
     }
 
     /// The problem a request outside the history gets: it names the range held.
     var notHeld: SessionError {
         guard let from, let to, let firstSeq, let lastSeq else {
+            if newestGOPTooLarge {
+                return SessionError(
+                    .notInHistory,
+                    "the session's history holds no picture: its newest GOP passed --history-bytes (\(limitBytes) bytes) "
+                        + "and is not kept; raise --history-bytes, or have the source send keyframes more often")
+            }
             if gopsDropped > 0 {
                 return SessionError(
                     .notInHistory,
