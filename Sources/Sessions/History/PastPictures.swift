@@ -169,8 +169,14 @@ extension Session {
         let factory = context.services.catchUpPool.warmDecoders.lender(
             making: context.services.decoderFactory, for: plan.units.first?.indexed.unit.sequence.format, session: loop.id)
         let metrics = context.metrics
-        let admission = context.services.catchUpPool.request { [clock, pictures, history, viewers] permit in
+        let admission = context.services.catchUpPool.request { [clock, pictures, history, viewers, loop] permit in
             DispatchQueue.global().async {
+                // Deleted while it waited for a decoder: no decode for nobody, and the decoder
+                // goes to the next in the queue at once.
+                if loop.isClosed {
+                    permit.release()
+                    return completion(.failure(.notFound(loop.id)))
+                }
                 let started = clock.uptime
                 var (outcome, unitsFed) = PastPictureDecode(plan: plan, options: options, factory: factory).run()
                 // Asked for by time, right after a GOP of a stream still arriving began: none of
