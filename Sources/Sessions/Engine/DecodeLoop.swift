@@ -405,6 +405,7 @@ final class DecodeLoop: Sendable {
     private func conclude(_ job: IngestJob, _ outcome: Result<UploadSummary, SessionError>, keepingPictures: Bool = false) {
         switch job.answer {
         case .summary:
+            endPublisherPush(job)
             job.complete(outcome) { uploadEnded($0, of: job) }
             endJob(job)
         case .multipart(let answer):
@@ -425,13 +426,21 @@ final class DecodeLoop: Sendable {
         context.logger.info("stream flushed", metadata: ["frames": "\(job.progress.withValue { $0.frames })"])
     }
 
+    /// A push ended, for its publisher's hold: once, and before its answer goes, so that the
+    /// client's next push finds the hold as this one left it.
+    private func endPublisherPush(_ job: IngestJob) {
+        guard !job.isPull, job.endedPublisherPush.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        let now = context.clock.uptime
+        state.withLock { $0.publisherHold.pushEnded(by: job.publisher, flushed: job.flush, at: now) }
+    }
+
     /// Removes a finished job, frees its source and lets the next one take bytes.
     private func endJob(_ job: IngestJob) {
-        let now = context.clock.uptime
+        endPublisherPush(job)
         let next = state.withLock { state -> IngestJob? in
             guard let index = state.jobs.firstIndex(where: { $0 === job }) else { return nil }
             state.jobs.remove(at: index)
-            if !job.isPull { state.publisherHold.pushEnded(by: job.publisher, flushed: job.flush, at: now) }
             return index == 0 ? state.jobs.first : nil
         }
         // A multipart answer's interest in pictures lingers like a request's.
@@ -453,6 +462,7 @@ final class DecodeLoop: Sendable {
     /// The answer sent its end: the push is over.
     func multipartAnswerEnded(_ answer: SpooledUpload, _ outcome: Result<UploadSummary, SessionError>) {
         guard let job = job(answeredBy: answer) else { return }
+        endPublisherPush(job)
         uploadEnded(outcome, of: job)
         endJob(job)
     }

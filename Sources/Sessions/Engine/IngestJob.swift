@@ -35,6 +35,8 @@ final class IngestJob: Sendable {
     /// Set, under the decode loop's lock, when a newer push takes the slot over (`?takeover=true`);
     /// its upload is refused just after, outside that lock.
     let isTakenOver = Atomic<Bool>(false)
+    /// Its end was told to the publisher hold (`DecodeLoop.endPublisherPush`).
+    let endedPublisherPush = Atomic<Bool>(false)
 
     init(
         upload: UploadQueue<SessionError>?, source: any IngestSource<SessionError>, flush: Bool, codec: VideoCodec?,
