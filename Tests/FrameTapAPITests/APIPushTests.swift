@@ -393,6 +393,7 @@ import VideoCoding
             #expect(refused.problem == Problem(409, "session_busy"))
             let problem = try jsonObject(refused.body)
             #expect(problem["heldBy"] as? String == "publisher" && problem["publisher"] as? String == "phone-a")
+            #expect((1...10).contains(Int(refused.headers["Retry-After"] ?? "") ?? 0), "the hold's end, between phone-a's pushes")
             #expect(try post(service.port, "/sessions/shared/nalus?publisher=phone-a&flush=true", Array(bytes.dropFirst(4000))).status == 200)
             #expect(try post(service.port, "/sessions/shared/nalus?publisher=phone-b&flush=true", bytes).status == 200)
             #expect(try post(service.port, "/sessions/shared/nalus?publisher=a%20b", bytes).problem == Problem(400, "invalid_parameter"))

@@ -22,12 +22,15 @@ struct PublisherHold: Sendable {
     /// Why a push by `publisher` may not begin at `now` (unless it takes the session over).
     func refusal(of publisher: String?, at now: UInt64) -> SessionError? {
         guard let name = holder(at: now), publisher != name else { return nil }
-        let when = running > 0 ? "is pushing to it" : "pushed to it \((now &- lastEnded) / 1_000_000) ms ago"
+        let since = now &- lastEnded
+        let when = running > 0 ? "is pushing to it" : "pushed to it \(since / 1_000_000) ms ago"
+        // Between its pushes, the hold ends by itself when the lease runs out.
+        let left = running > 0 ? nil : Int((Self.leaseSeconds * 1_000_000_000 - since + 999_999_999) / 1_000_000_000)
         return SessionError(
             .sessionBusy,
             "publisher '\(name)' \(when), and holds its stream until \(Self.leaseSeconds) s after its last push "
                 + "or a flush; push to another session, or take this one over with takeover=true",
-            facts: ["heldBy": .text("publisher"), "publisher": .text(name)])
+            retryAfterSeconds: left, facts: ["heldBy": .text("publisher"), "publisher": .text(name)])
     }
 
     mutating func pushBegan(by publisher: String?) {
