@@ -558,6 +558,29 @@ def check_drop_onto_busy_session(r, page, fixtures):
     page.find("#upload-close").click()
 
 
+def camera_pushes_script(body, failed):
+    """An asynchronous WebDriver script that runs `body` with the console's camera.js imported as
+    `camera` and the page's pushes recorded in `urls` (at its own fetch); it returns what `body`
+    returns, or the JavaScript expression `failed` (with `error`) when it throws."""
+    return """
+        const done = arguments[arguments.length - 1];
+        (async () => {
+          const camera = await import('/console/camera.js');
+          const urls = [];
+          const original = window.fetch;
+          window.fetch = (url, init) => {
+            if (String(url).includes('/nalus')) urls.push(String(url));
+            return original(url, init);
+          };
+          try {
+    """ + body + """
+          } finally {
+            window.fetch = original;
+          }
+        })().then(done, (error) => done(""" + failed + """));
+    """
+
+
 def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
     """A camera share names the tab as its publisher: started again after a lost connection, it
     takes over the upload the server still holds (no 409 for the body timeout's length), and the
@@ -576,30 +599,16 @@ def check_camera_share_takes_over_its_lost_upload(r, page, base, token):
     try:
         held = page.wait(lambda: (session_status(base, "cam-lost", token) or {}).get("uploading") is True, timeout=10)
         r("a lost upload holds its session", held is True)
-        outcome = page.driver.execute_async_script("""
-            const done = arguments[arguments.length - 1];
-            (async () => {
-              const camera = await import('/console/camera.js');
-              const urls = [];
-              const original = window.fetch;
-              window.fetch = (url, init) => {
-                if (String(url).includes('/nalus')) urls.push(String(url));
-                return original(url, init);
-              };
-              try {
-                let refusal = null;
-                const queue = new camera.PushQueue('cam-lost', 'video/H264', { onError: (error) => { refusal = error.code; } });
-                const deadline = Date.now() + 10000;
-                for (const wanted of [1, 2]) {
-                  queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
-                  while (refusal === null && queue.requests < wanted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-                }
-                return [refusal, queue.requests, urls];
-              } finally {
-                window.fetch = original;
-              }
-            })().then(done, (error) => done([String(error), 0, []]));
-        """)
+        outcome = page.driver.execute_async_script(camera_pushes_script("""
+            let refusal = null;
+            const queue = new camera.PushQueue('cam-lost', 'video/H264', { onError: (error) => { refusal = error.code; } });
+            const deadline = Date.now() + 10000;
+            for (const wanted of [1, 2]) {
+              queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
+              while (refusal === null && queue.requests < wanted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+            }
+            return [refusal, queue.requests, urls];
+        """, failed="[String(error), 0, []]"))
         refusal, requests, urls = outcome
         r("a share started again takes over its own lost upload, naming the tab's publisher",
           refusal is None and requests == 2 and all(f"publisher={publisher}" in url for url in urls),
@@ -826,31 +835,17 @@ def check_module_functions(r, page):
     # A camera share refused with 409 (another client pushes to that session) ends without a
     # flush, which would end that client's stream; refused otherwise, it flushes its own stream.
     # Requests are counted at the page's own fetch.
-    requests = page.driver.execute_async_script("""
-        const done = arguments[arguments.length - 1];
-        (async () => {
-          const camera = await import('/console/camera.js');
-          const urls = [];
-          const original = window.fetch;
-          window.fetch = (url, init) => {
-            if (String(url).includes('/nalus')) urls.push(String(url));
-            return original(url, init);
-          };
-          try {
-            // cam-a is busy: the scenario's ffmpeg pushes it live all along.
-            const queue = new camera.PushQueue('cam-a', 'video/H264');
-            let refusal = null;
-            queue.onError = (error) => { refusal = error.code; };
-            queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
-            const deadline = Date.now() + 10000;
-            while (refusal === null && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-            await queue.finish();
-            return [refusal, urls];
-          } finally {
-            window.fetch = original;
-          }
-        })().then(done, (error) => done([null, [String(error)]]));
-    """)
+    requests = page.driver.execute_async_script(camera_pushes_script("""
+        // cam-a is busy: the scenario's ffmpeg pushes it live all along.
+        const queue = new camera.PushQueue('cam-a', 'video/H264');
+        let refusal = null;
+        queue.onError = (error) => { refusal = error.code; };
+        queue.add(new Blob([new Uint8Array([0, 0, 0, 1, 9, 0x10])]));
+        const deadline = Date.now() + 10000;
+        while (refusal === null && queue.requests === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        await queue.finish();
+        return [refusal, urls];
+    """, failed="[null, [String(error)]]"))
     refusal, urls = requests
     r("a camera push refused as session_busy sends no flush after it",
       refusal == "session_busy" and len(urls) == 1 and "flush" not in urls[0], f"refusal {refusal}, requests {urls}")
