@@ -2,16 +2,19 @@
 /// `avc1`/`hvc1` tracks), as the codec-neutral units the readers take.
 public enum LengthPrefixedUnits {
     /// Whether `bytes`, the first of a stream, are NAL units each after a 4-byte length (as
-    /// VideoToolbox and MP4 samples hold them) rather than Annex B. An Annex B stream starts with
-    /// a start code, `00 00 00 01` or `00 00 01`, and never is one. Any other start is, when
-    /// every length and header in `bytes` is plausible: 2 bytes to 16 MiB, a header whose
-    /// forbidden bit is clear, of a type H.264 defines (1-23) or of H.265's base layer (its
-    /// second byte 1-7). The first unit need not be whole (a keyframe without its parameter sets
-    /// is larger than any first piece).
+    /// VideoToolbox and MP4 samples hold them) rather than Annex B. Every length and header in
+    /// `bytes` must be plausible: 2 bytes to 16 MiB, a header whose forbidden bit is clear, of a
+    /// type H.264 defines (1-23) or of H.265's base layer (its second byte 1-7). A stream that
+    /// starts `00 00 00 01` is Annex B (that length would be 1). One that starts `00 00 01` reads
+    /// as a length of 256 to 511 as well as Annex B's three-byte start code: length-prefixed only
+    /// when that whole unit and the length and header of another follow. Any other start needs no
+    /// whole unit (a keyframe without its parameter sets is larger than any first piece).
     public static func beginStream(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard bytes.count >= 6 else { return false }
-        if bytes[0] == 0, bytes[1] == 0, bytes[2] == 1 || (bytes[2] == 0 && bytes[3] == 1) { return false }
+        guard bytes.count >= 6, !(bytes[0] == 0 && bytes[1] == 0 && bytes[2] == 0 && bytes[3] == 1) else { return false }
+        let ambiguous = bytes[0] == 0 && bytes[1] == 0 && bytes[2] == 1
         var offset = 0
+        var lengths = 0
+        var whole = 0
         while bytes.count - offset >= 6 {
             let size = (0..<4).reduce(0) { $0 << 8 | Int(bytes[offset + $1]) }
             let header = bytes[offset + 4]
@@ -19,10 +22,12 @@ public enum LengthPrefixedUnits {
             let h264 = (1...23).contains(header & 0x1F)
             let h265 = header & 0x01 == 0 && (1...7).contains(second)
             guard size >= 2, size <= 16 << 20, header & 0x80 == 0, h264 || h265 else { return false }
+            lengths += 1
             guard size <= bytes.count - offset - 4 else { break }
+            whole += 1
             offset += 4 + size
         }
-        return true
+        return !ambiguous || (whole >= 1 && lengths >= 2)
     }
 
     /// What a zero-length unit is: padding, which some muxers write (skipped), or invalid data

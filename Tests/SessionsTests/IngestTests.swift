@@ -188,7 +188,8 @@ import TestSupport
     /// ends it at once (its client is answered `push_taken_over`), after decoding what of it
     /// arrived and dropping the unit it was cut inside. An empty takeover push's answer comes
     /// once that is done, so `counters.accessUnits` then says exactly where to resume.
-    @Test func aTakeoverEndsAVanishedPushAndLeavesAnExactPlaceToResume() async throws {
+    @Test(arguments: [false, true])
+    func aTakeoverEndsAVanishedPushAndLeavesAnExactPlaceToResume(flushing: Bool) async throws {
         let stream = try Fixture.bytes(Fixture.baseline)
         let units = AnnexBSplitter.split(stream)
         let sliceOffsets = annexBUnitStarts(stream).enumerated().compactMap { index, offset -> Int? in
@@ -198,7 +199,8 @@ import TestSupport
         #expect(sliceOffsets.count == Fixture.baselineFrames)
         let session = try makeSession()
         let vanished = Outcome<Result<UploadSummary, SessionError>>()
-        let queue = try session.beginUpload(flush: false) { vanished.set($0) }
+        // A push that was to end the stream: taken over, its flush does not apply.
+        let queue = try session.beginUpload(flush: flushing) { vanished.set($0) }
         #expect(sliceOffsets[6] - sliceOffsets[5] > 80)
         // Up to the middle of the sixth picture, and then nothing more.
         try await send(Array(stream[..<(sliceOffsets[5] + 40)]), to: queue)
@@ -228,6 +230,45 @@ import TestSupport
         #expect(status.counters.framesDecoded == Fixture.baselineFrames)
         #expect(status.counters.decodeErrors == 0, "\(String(describing: status.lastError))")
         #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
+    }
+
+    /// A takeover refused for what it carries (another codec) takes nothing over: the push
+    /// under way still holds the session, and a third push is told so.
+    @Test func aRefusedTakeoverLeavesThePushUnderWayHoldingTheSession() async throws {
+        let session = try makeSession()
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false, codec: .h264) { answer.set($0) }
+        try await send(Array(stream.prefix(3000)), to: queue)
+        #expect(await eventually { session.status().codec == .h264 })
+        #expect {
+            _ = try session.beginUpload(flush: false, codec: .h265, takeover: true) { _ in }
+        } throws: { error in
+            (error as? SessionError)?.code == .decoding(.codecMismatch)
+        }
+        #expect {
+            _ = try session.beginUpload(flush: false) { _ in }
+        } throws: { error in
+            (error as? SessionError)?.code == .sessionBusy
+        }
+        try await send(Array(stream.dropFirst(3000)), to: queue)
+        queue.finish()
+        #expect(try await answer.value(waitingFor: "the push under way").get().frames == Fixture.baselineFrames - 1)
+    }
+
+    /// A push answered as multipart/mixed whose whole body arrived is read by its own client:
+    /// a takeover is refused, saying so, rather than queued behind a reader who may never read.
+    @Test func aMultipartAnswerBeingReadIsNotTakenOver() async throws {
+        let session = try makeSession()
+        let spooled = try session.beginSpooledUpload(PictureRequest(format: .yuv), flush: true)
+        try await send(try Fixture.bytes(Fixture.baseline), to: spooled.queue)
+        spooled.queue.finish()
+        #expect {
+            _ = try session.beginUpload(flush: false, takeover: true) { _ in }
+        } throws: { error in
+            (error as? SessionError)?.code == .sessionBusy && (error as? SessionError)?.message.contains("multipart") == true
+        }
+        spooled.cancel()
     }
 
     /// Pushes that name their publisher: another client's push is refused while one of the

@@ -11,6 +11,9 @@ import VideoCoding
 @Suite(.timeLimit(.minutes(10))) struct WarmDecoderPoolTests {
     static let stream = "high_320x240.264"
 
+    /// The one session these catch-ups are of, unless a test says otherwise.
+    static let owner = WarmDecoderPool.Owner.make()
+
     static func pool(_ clock: ManualClock, perDevice: Int = 2, total: Int = 4) -> WarmDecoderPool {
         WarmDecoderPool(limits: .init(perDevice: perDevice, total: total, idleTimeout: .seconds(30)), clock: clock)
     }
@@ -18,11 +21,11 @@ import VideoCoding
     /// A catch-up's decoder: a stream decoder on the pool's lender for `format`.
     static func catchUp(
         _ pool: WarmDecoderPool, _ factory: PretendHardwareFactory, format: StreamFormat? = nil,
-        devices: HardwareDeviceList? = nil, session: String = "cam"
+        devices: HardwareDeviceList? = nil, owner: WarmDecoderPool.Owner = Self.owner
     ) throws -> StreamDecoder {
         try StreamDecoder(
             options: .pretend(.cuda, PretendPlatform(cuda: [0, 1]), devices: devices),
-            factory: pool.lender(making: factory, for: format, session: try SessionID(session)))
+            factory: pool.lender(making: factory, for: format, owner: owner))
     }
 
     /// Every picture of `bytes`, the stream ended.
@@ -108,9 +111,10 @@ import VideoCoding
         }
         #expect(dropped == 3)
         let options = DecoderOptions.lowLatency(backend: .software)
+        let owners = ["other": WarmDecoderPool.Owner.make(), "mine": WarmDecoderPool.Owner.make()]
         func decode(_ bytes: [UInt8], session: String) throws -> [DecodedFrame] {
             let decoder = try StreamDecoder(
-                options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil, session: try SessionID(session)))
+                options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil, owner: owners[session]!))
             return Self.decodeAll(bytes, decoder).frames
         }
         let fresh = Self.md5(Self.decodeAll(damaged, try StreamDecoder(options: options)).frames)
@@ -120,6 +124,9 @@ import VideoCoding
         #expect(pool.usage.hits == 0 && pool.usage.misses == 2)
         _ = try decode(damaged, session: "mine")
         #expect(pool.usage.hits == 1, "the session's own warm decoder is lent to it again")
+        // A session that ends takes its warm decoders with it.
+        pool.discard(owner: owners["mine"]!)
+        #expect(pool.usage.idle == 1, "only the other session's is left")
     }
 
     /// A catch-up that stops mid-stream leaves pictures inside its decoder; the next one to
@@ -185,7 +192,7 @@ import VideoCoding
         let bytes = try Fixtures.bytes(file)
         let fresh = Self.md5(Self.decodeAll(bytes, try StreamDecoder(options: options)).frames)
         for _ in 0..<3 {
-            let decoder = try StreamDecoder(options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil, session: try SessionID("cam")))
+            let decoder = try StreamDecoder(options: options, factory: pool.lender(making: LibavDecoderFactory(), for: nil, owner: Self.owner))
             #expect(Self.md5(Self.decodeAll(bytes, decoder).frames) == fresh)
         }
         #expect(pool.usage.hits == 2)
@@ -198,7 +205,7 @@ import VideoCoding
         let refusal = HardwareCapability.Refusal(reason: .noHardwareFormat, message: "no CUDA format")
         let factory = PretendHardwareFactory(refusal: refusal)
         let decoder = try StreamDecoder(
-            options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: pool.lender(making: factory, for: nil, session: try SessionID("cam")))
+            options: .pretend(.auto, PretendPlatform(cuda: [0])), factory: pool.lender(making: factory, for: nil, owner: Self.owner))
         #expect(try Self.reference(Self.stream) == Self.md5(Self.decodeAll(try Fixtures.bytes(Self.stream), decoder).frames))
         #expect(decoder.backend == .software)
         #expect(pool.usage.idle == 0, "the refusing hardware decoder was closed")

@@ -62,6 +62,11 @@ import VideoCoding
         })
         #expect(![UInt8]([0, 0, 0, 1, 0x67, 0x42, 0, 0x1E]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
         #expect(!(sei + [0x80, 0, 0, 0, 0x65, 0x88]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        // A first unit of 256 to 511 bytes reads `00 00 01 xx`, as a three-byte start code does:
+        // length-prefixed once that unit is whole and another's length and header follow.
+        let sized300: [UInt8] = [0, 0, 1, 0x2C, 0x06] + [UInt8](repeating: 0x55, count: 299)
+        #expect((sized300 + [0, 0, 0, 4, 0x65, 0x88]).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
+        #expect(!Array(sized300.prefix(200)).withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })
         // H.265's types beyond those it names (a Dolby Vision RPU, 62) after a whole unit.
         let dolbyVision: [UInt8] = [0, 0, 0, 3, 0x40, 0x01, 0x0C, 0, 0, 0, 9, 0x7C, 0x01, 0x10]
         #expect(dolbyVision.withUnsafeBytes { LengthPrefixedUnits.beginStream($0) })

@@ -39,12 +39,18 @@ export function recorderType() {
  * the tab (a reload then takes over its own lost upload too).
  */
 export function tabPublisher() {
-  let name = sessionStorage.getItem('frametap.publisher');
-  if (!name) {
-    name = `console-${Math.random().toString(36).slice(2, 10)}`;
-    sessionStorage.setItem('frametap.publisher', name);
+  try {
+    let name = sessionStorage.getItem('frametap.publisher');
+    if (!name) {
+      name = `console-${Math.random().toString(36).slice(2, 10)}`;
+      sessionStorage.setItem('frametap.publisher', name);
+    }
+    return name;
+  } catch {
+    // No storage (a private window may refuse it): a name for this page alone.
+    tabPublisher.fallback ??= `console-${Math.random().toString(36).slice(2, 10)}`;
+    return tabPublisher.fallback;
   }
-  return name;
 }
 
 /**
@@ -69,8 +75,9 @@ export class PushQueue {
     this.bytesSent = 0;
     this.requests = 0;
     /**
-     * No closing flush: another client pushes to the session (409 session_busy), the session was
-     * deleted (a flush would make it again) or the token no longer serves (401, 403).
+     * Nothing more, and no closing flush: another client pushes to the session (409
+     * session_busy) or took it over (push_taken_over), the session was deleted (a flush would make
+     * it again) or the token no longer serves (401, 403).
      */
     this.failed = false;
   }
@@ -82,7 +89,7 @@ export class PushQueue {
   }
 
   add(piece) {
-    if (this.closed) return;
+    if (this.closed || this.failed) return;
     this.pending.push(piece);
     if (!this.sending) this.sendNext();
   }
@@ -101,14 +108,16 @@ export class PushQueue {
       this.requests += 1;
       this.onSent(this);
     } catch (error) {
-      if (error instanceof ApiError && (['session_busy', 'session_not_found'].includes(error.code) || [401, 403].includes(error.status))) {
+      if (error instanceof ApiError
+        && (['session_busy', 'push_taken_over', 'session_not_found'].includes(error.code) || [401, 403].includes(error.status))) {
         this.failed = true;
+        this.pending = [];
       }
       if (!this.closed) this.onError(error);
     } finally {
       this.sending = false;
     }
-    if (!this.closed) this.sendNext();
+    if (!this.closed && !this.failed) this.sendNext();
   }
 
   /**

@@ -52,6 +52,9 @@ final class DecodeLoop: Sendable {
     private let landing = SlabLanding()
     /// The session's open container stream, between the pushes that carry it.
     private let containers = ContainerStreamSlot<SessionError>()
+    /// The session as the warm catch-up decoders know it: they are lent only within it, and
+    /// closed with it.
+    let warmDecoderOwner = WarmDecoderPool.Owner.make()
     /// Packets of container tracks other than the video, counted.
     let ignoredPackets = IgnoredPackets()
     /// When the newest bytes (or sample) read had arrived: an access unit handed on later whose
@@ -72,7 +75,7 @@ final class DecodeLoop: Sendable {
             backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
-        let decoder = QueueBound(SessionDecoder(stream, session: id, context: context, history: history), queue: decodeQueue)
+        let decoder = QueueBound(SessionDecoder(stream, warmDecoderOwner: warmDecoderOwner, context: context, history: history), queue: decodeQueue)
         lastBytesStamp = QueueBound(nil, queue: decodeQueue)
         // The executors ask whether a multipart answer runs or requests wait for the source, and
         // are told of each picture; the loop is made after them.
@@ -109,7 +112,7 @@ final class DecodeLoop: Sendable {
     /// The named publisher whose pushes hold the stream now (`PublisherHold`), if any.
     var publisher: String? {
         let now = context.clock.uptime
-        return state.withLock { $0.publisherHold.holder(at: now) }
+        return state.withLock { $0.publisherHold.publisher(at: now) }
     }
 
     /// The pull under way, if the session pulls.
@@ -269,7 +272,13 @@ final class DecodeLoop: Sendable {
                             + "yours take over yours",
                         facts: ["heldBy": .text("push")])
                 }
-                holder.isTakenOver.store(true, ordering: .releasing)
+                // Its body is whole: only its reader can end a multipart answer being read.
+                guard holder.upload?.isProducerDone == false else {
+                    throw SessionError(
+                        .sessionBusy,
+                        "the push under way has its whole body and answers as multipart/mixed: it holds the session "
+                            + "until its reader has read its answer, or leaves", facts: ["heldBy": .text("push")])
+                }
                 takenOver = holder
             }
             if let codec, let known = reporter.facts.codec, codec != known {
@@ -287,13 +296,16 @@ final class DecodeLoop: Sendable {
             let job = IngestJob(
                 upload: queue, source: source, flush: flush, codec: codec, publisher: publisher, answer: answer,
                 progress: QueueBound(UploadProgress(), queue: decodeQueue))
+            // Last, once nothing can refuse this push any more.
+            takenOver?.isTakenOver.store(true, ordering: .releasing)
             state.jobs.append(job)
-            state.publisherHold.pushBegan(by: publisher)
+            state.publisherHold.pushBegan(by: publisher, job: ObjectIdentifier(job), takingOver: takeover)
             return job
         }
         // Outside the lock: the refusal wakes the other push's connection.
+        let how = takeover ? "takeover=true" : "its publisher's newer push"
         if let takenOver, takenOver.upload?.refuse(
-            SessionError(.pushTakenOver, "a newer push to this session took it over (takeover=true)"), droppingQueued: false
+            SessionError(.pushTakenOver, "a newer push to this session took it over (\(how))"), droppingQueued: false
         ) == true {
             context.metrics.recordUploadStopped(reason: "taken_over")
             context.logger.info("upload stopped: a newer push took the session over; its client is told at once")
@@ -380,7 +392,10 @@ final class DecodeLoop: Sendable {
                 // decoded before: a flushed one also gets the pictures its decoder still held,
                 // and a multipart answer sends every picture before its problem part.
                 let refused = if case .refused = stop { true } else { false }
-                if refused, job.flush { endOfStream(job) }
+                // A push taken over never finished its body: its flush does not apply, and the
+                // push that took over continues the stream.
+                let takenOver = if case .refused(let error) = stop, error.code == .pushTakenOver { true } else { false }
+                if refused, job.flush, !takenOver { endOfStream(job) }
                 let error = stopped(stop)
                 if case .multipart(let answer) = job.answer {
                     answer.uploadEnded(.failure(error))
@@ -432,7 +447,7 @@ final class DecodeLoop: Sendable {
         guard !job.isPull, job.endedPublisherPush.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         let now = context.clock.uptime
-        state.withLock { $0.publisherHold.pushEnded(by: job.publisher, flushed: job.flush, at: now) }
+        state.withLock { $0.publisherHold.pushEnded(job: ObjectIdentifier(job), flushed: job.flush, at: now) }
     }
 
     /// Removes a finished job, frees its source and lets the next one take bytes.
@@ -682,6 +697,7 @@ final class DecodeLoop: Sendable {
             return state.jobs
         }
         let gone = SessionError(.sessionNotFound, why)
+        context.services.catchUpPool.warmDecoders.discard(owner: warmDecoderOwner)
         onDemand.close()
         connection.close()
         containers.stop()

@@ -1,50 +1,76 @@
 /// Who publishes a session's stream, when its pushes name their publisher (`?publisher=`). A
 /// stream has one byte order, and pushes one request per picture never overlap for `session_busy`
-/// to catch a second client: so while a named publisher's push runs, and for `leaseSeconds` after its
-/// last one ended, anyone else's push is refused (`session_busy`) unless it takes the session
-/// over. Pushes that name no publisher hold nothing; a flush ends the hold.
+/// to catch a second client: so while a named publisher's push runs, and for `leaseSeconds` after
+/// its last one ended, anyone else's push is refused (`session_busy`) unless it takes the
+/// session over. A push that takes the session over without a name holds it the same way against
+/// named publishers (the one it displaced among them), not against other pushes without a name.
+/// Other pushes without a name hold nothing; a flush ends the hold.
 struct PublisherHold: Sendable {
     static var leaseSeconds: UInt64 { 10 }
 
-    /// The publisher holding the stream, while it does.
-    private var name: String?
-    /// Pushes of `name` begun and not ended.
-    private var running = 0
+    private enum Holder: Equatable {
+        case named(String)
+        /// A push with no publisher that took the session over.
+        case unnamedTakeover
+    }
+
+    private var holder: Holder?
+    /// The holder's pushes begun and not ended.
+    private var running: Set<ObjectIdentifier> = []
     /// When the last of them ended (the service clock's uptime).
     private var lastEnded: UInt64 = 0
 
-    /// The publisher that holds the stream at `now`, if one does.
-    func holder(at now: UInt64) -> String? {
-        guard let name, running > 0 || now &- lastEnded < Self.leaseSeconds * 1_000_000_000 else { return nil }
+    /// The publisher that holds the stream at `now`, if a named one does.
+    func publisher(at now: UInt64) -> String? {
+        guard case .named(let name) = current(at: now) else { return nil }
         return name
     }
 
-    /// Why a push by `publisher` may not begin at `now` (unless it takes the session over).
+    private func current(at now: UInt64) -> Holder? {
+        guard let holder, !running.isEmpty || now &- lastEnded < Self.leaseSeconds * 1_000_000_000 else { return nil }
+        return holder
+    }
+
+    /// Why a push by `publisher` (nil: none named) may not begin at `now`, unless it takes the
+    /// session over.
     func refusal(of publisher: String?, at now: UInt64) -> SessionError? {
-        guard let name = holder(at: now), publisher != name else { return nil }
+        guard let holder = current(at: now) else { return nil }
         let since = now &- lastEnded
-        let when = running > 0 ? "is pushing to it" : "pushed to it \(since / 1_000_000) ms ago"
-        // Between its pushes, the hold ends by itself when the lease runs out.
-        let left = running > 0 ? nil : Int((Self.leaseSeconds * 1_000_000_000 - since + 999_999_999) / 1_000_000_000)
-        return SessionError(
-            .sessionBusy,
-            "publisher '\(name)' \(when), and holds its stream until \(Self.leaseSeconds) s after its last push "
-                + "or a flush; push to another session, or take this one over with takeover=true",
-            retryAfterSeconds: left, facts: ["heldBy": .text("publisher"), "publisher": .text(name)])
-    }
-
-    mutating func pushBegan(by publisher: String?) {
-        if publisher != name {
-            name = publisher
-            running = 0
+        let when = !running.isEmpty ? "is pushing to it" : "pushed to it \(since / 1_000_000) ms ago"
+        // Between its pushes, the hold ends by itself when the lease runs out (`current` says it
+        // has not yet).
+        let left = !running.isEmpty ? nil : Int((Self.leaseSeconds * 1_000_000_000 - since + 999_999_999) / 1_000_000_000)
+        let until = "holds its stream until \(Self.leaseSeconds) s after its last push or a flush; push to another session, "
+            + "or take this one over with takeover=true"
+        switch holder {
+        case .named(let name) where publisher != name:
+            return SessionError(
+                .sessionBusy, "publisher '\(name)' \(when), and \(until)", retryAfterSeconds: left,
+                facts: ["heldBy": .text("publisher"), "publisher": .text(name)])
+        case .unnamedTakeover where publisher != nil:
+            return SessionError(
+                .sessionBusy, "a client that took this session over (takeover=true, naming no publisher) \(when), and \(until)",
+                retryAfterSeconds: left, facts: ["heldBy": .text("takeover")])
+        default:
+            return nil
         }
-        if publisher != nil { running += 1 }
     }
 
-    mutating func pushEnded(by publisher: String?, flushed: Bool, at now: UInt64) {
-        guard let name, publisher == name else { return }
-        running -= 1
+    /// A push by `publisher` (`takingOver`: with `takeover=true`) began as `job`.
+    mutating func pushBegan(by publisher: String?, job: ObjectIdentifier, takingOver: Bool) {
+        let next: Holder? =
+            if let publisher { .named(publisher) } else if takingOver || holder == .unnamedTakeover { .unnamedTakeover } else { nil }
+        if next != holder {
+            holder = next
+            running = []
+        }
+        if holder != nil { running.insert(job) }
+    }
+
+    /// The push `job` ended; `flushed`: it ended the stream.
+    mutating func pushEnded(job: ObjectIdentifier, flushed: Bool, at now: UInt64) {
+        guard running.remove(job) != nil else { return }
         lastEnded = now
-        if flushed, running == 0 { self.name = nil }
+        if flushed, running.isEmpty { holder = nil }
     }
 }

@@ -30,13 +30,14 @@ struct SessionDecoder {
     /// The catch-up slot held, from its grant until the on-demand decoder gives it back.
     private var catchUpSlot: CatchUpPermit?
     private let context: SessionContext
-    /// The session whose stream this decodes: warm catch-up decoders are lent only within it.
-    private let session: SessionID
+    /// The session whose stream this decodes, as the warm catch-up decoders know it: they are
+    /// lent only within it.
+    private let warmDecoderOwner: WarmDecoderPool.Owner
     /// Where every access unit goes; a catch-up reads it (and pins what it reads).
     let history: CompressedHistory
 
-    init(_ stream: Stream, session: SessionID, context: SessionContext, history: CompressedHistory) {
-        self.session = session
+    init(_ stream: Stream, warmDecoderOwner: WarmDecoderPool.Owner, context: SessionContext, history: CompressedHistory) {
+        self.warmDecoderOwner = warmDecoderOwner
         current = stream
         self.context = context
         self.history = history
@@ -90,7 +91,7 @@ struct SessionDecoder {
             keyframesOnly
             ? context.services.decoderFactory
             : context.services.catchUpPool.warmDecoders.lender(
-                making: context.services.decoderFactory, for: current.streamDecoder.format, session: session)
+                making: context.services.decoderFactory, for: current.streamDecoder.format, owner: warmDecoderOwner)
         current.streamDecoder.attach(
             try AccessUnitDecoder(
                 options: options, keyframesOnly: keyframesOnly, codec: current.streamDecoder.codec ?? current.statedCodec,

@@ -12,7 +12,8 @@ import VideoCoding
 /// A decoder is reused only for what it was opened for: the same back end and device, codec,
 /// decoder threads, and stream shape (coded size, profile, chroma, bit depth), so libavcodec
 /// finds the same parameters and keeps its hardware decoder and surfaces instead of
-/// reinitialising; and only by the session that used it last. Its frame pool keeps the buffers
+/// reinitialising; and only by the session that used it (`Owner`: a session made again with the
+/// same id is another). Its frame pool keeps the buffers
 /// of its earlier pictures, and what a damaged picture's decoder cannot reconstruct (H.265 does
 /// not conceal) shows what such a buffer held: another session's pixels, were it lent across. A decoder goes back when its catch-up's `AccessUnitDecoder` lets it go: it
 /// is drained there and its pictures thrown away (a picture of one catch-up never reaches
@@ -58,9 +59,22 @@ public final class WarmDecoderPool: Sendable {
         public var evicted: Int
     }
 
+    /// One session, for its life: the only borrower of the decoders it gave back.
+    public struct Owner: Hashable, Sendable {
+        private static let made = Atomic<UInt64>(0)
+        private let serial: UInt64
+
+        private init(serial: UInt64) { self.serial = serial }
+
+        /// An owner no session had before.
+        public static func make() -> Owner {
+            Owner(serial: made.add(1, ordering: .relaxed).newValue)
+        }
+    }
+
     /// What a decoder must match to be reused.
     struct Key: Hashable {
-        var session: SessionID
+        var owner: Owner
         var backend: DecoderBackend
         var device: HardwareDeviceID?
         var codec: VideoCodec
@@ -130,12 +144,22 @@ public final class WarmDecoderPool: Sendable {
         return usage
     }
 
-    /// The factory one catch-up's decoders come from: warm ones of this pool that `session` used
-    /// for a stream of `format` (the first unit's), or new ones from `factory`.
-    public func lender(making factory: any PictureDecoderFactory, for format: StreamFormat?, session: SessionID)
+    /// The factory one catch-up's decoders come from: warm ones of this pool that `owner` gave
+    /// back for a stream of `format` (the first unit's), or new ones from `factory`.
+    public func lender(making factory: any PictureDecoderFactory, for format: StreamFormat?, owner: Owner)
         -> any PictureDecoderFactory
     {
-        Lender(pool: self, factory: factory, session: session, shape: format.map(Shape.init))
+        Lender(pool: self, factory: factory, owner: owner, shape: format.map(Shape.init))
+    }
+
+    /// Closes the idle decoders `owner` gave back (its session ended): nobody may borrow them.
+    public func discard(owner: Owner) {
+        let closing = state.withLock { state -> [Parked] in
+            let (gone, kept) = (state.idle.filter { $0.key.owner == owner }, state.idle.filter { $0.key.owner != owner })
+            state.idle = kept
+            return gone
+        }
+        _ = closing  // closed here, outside the lock
     }
 
     fileprivate func borrow(_ key: Key) -> (any PictureDecoder)? {
@@ -190,14 +214,14 @@ public final class WarmDecoderPool: Sendable {
     private struct Lender: PictureDecoderFactory {
         let pool: WarmDecoderPool
         let factory: any PictureDecoderFactory
-        let session: SessionID
+        let owner: Owner
         let shape: Shape?
 
         func makeDecoder(_ plan: DecoderPlan, codec: VideoCodec, options: DecoderOptions) throws(DecodeError)
             -> any PictureDecoder
         {
             let key = Key(
-                session: session, backend: plan.backend, device: plan.lease?.device, codec: codec, threads: options.threads,
+                owner: owner, backend: plan.backend, device: plan.lease?.device, codec: codec, threads: options.threads,
                 threadType: options.threadType, shape: shape)
             if let warm = pool.borrow(key) {
                 warm.reuseForAnotherStream()
