@@ -89,6 +89,12 @@ struct ContainerPushTests {
                 #expect(past.status == 200)
                 #expect(past.headers["X-Frame-PTS"].flatMap { Int64($0) } == live[index])
             }
+            // Asked for by its time: the same picture.
+            for (seq, pts) in zip(seqs, live).enumerated().filter({ $0.offset % 3 == 0 }).map(\.element) {
+                let byTime = try request(service.port, "GET", "/sessions/c1/frame/at.jpg?pts=\(pts)")
+                #expect(byTime.status == 200 && byTime.headers["X-Frame-Seq"] == seq, "pts \(pts): \(byTime.status)")
+                #expect(byTime.headers["X-Frame-PTS"] == String(pts))
+            }
             let status = try jsonObject(try request(service.port, "GET", "/sessions/c1").body)
             let latest = try #require(status["latestFrame"] as? [String: Any])
             #expect((latest["pts"] as? NSNumber)?.int64Value == expected.last)
@@ -98,6 +104,12 @@ struct ContainerPushTests {
             #expect(response.status == 200)
             let latest = try request(service.port, "GET", "/sessions/plain/frame/latest.jpg")
             #expect(latest.headers["X-Frame-PTS"] == nil, "an Annex B push has no timestamps")
+            let noTime = try request(service.port, "GET", "/sessions/plain/frame/at.jpg?pts=0")
+            #expect(noTime.problem == Problem(404, "not_in_history"))
+            #expect(noTime.text.contains("Annex B pushes carry none"))
+            for bad in ["?pts=x", "?pts=1&seq=1", "?pts=1&t=now"] {
+                #expect(try request(service.port, "GET", "/sessions/plain/frame/at.jpg\(bad)").problem == Problem(400, "invalid_parameter"), "\(bad)")
+            }
         }
     }
 

@@ -30,10 +30,19 @@ extension FrameTapAPI {
         return response
     }
 
-    /// Exactly one of `t` (an RFC 3339 time, or milliseconds since 1970) and `seq`.
+    /// Exactly one of `t` (an RFC 3339 time, or milliseconds since 1970), `seq` and `pts`.
     static func pastPictureTarget(_ query: QueryReader) throws(HTTPError) -> PastPictureTarget {
         let number = try query.unsigned("seq")
         let time = try query.text("t")
+        if let text = try query.text("pts") {
+            guard time == nil, number == nil else {
+                throw .invalidParameter("t, seq and pts name a picture each: give one of them")
+            }
+            guard let pts = Int64(text) else {
+                throw .invalidParameter("pts must be an integer (an X-Frame-PTS, in 1/90,000 s), got '\(text)'")
+            }
+            return .presentationTime(pts)
+        }
         switch (time, number) {
         case (nil, let number?):
             return .number(number)
@@ -51,7 +60,7 @@ extension FrameTapAPI {
             }
             return .time(date)
         case (nil, nil):
-            throw .invalidParameter("say which picture: t (a time) or seq (a picture number)")
+            throw .invalidParameter("say which picture: t (a time), seq (a picture number) or pts (its X-Frame-PTS)")
         case (_?, _?):
             throw .invalidParameter("t and seq name a picture each: give one of them")
         }

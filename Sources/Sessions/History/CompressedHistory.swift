@@ -83,6 +83,8 @@ final class CompressedHistory: Sendable {
             /// The newest picture that could be on screen once this access unit arrived: in output
             /// order, the last before the first picture whose own unit came later.
             case accessUnit(Int64)
+            /// The picture decoded from this access unit.
+            case pictureOf(accessUnit: Int64)
             /// The picture with this number.
             case number(UInt64)
         }
@@ -381,6 +383,21 @@ final class CompressedHistory: Sendable {
         }
     }
 
+    /// The decode that yields the picture whose access unit has the presentation time `pts` (a
+    /// container's or a pulled source's, 1/90,000 s): the newest such, should a stream's times
+    /// repeat (a pulled source's start again with each connection).
+    func plan(presentationTime pts: Int64) -> Lookup {
+        state.withLock { state in
+            let summary = Self.summary(state, limits: limits)
+            for position in state.gops.indices.reversed() where state.gops[position].isDecodable {
+                guard let unit = state.gops[position].units.last(where: { $0.indexed.pts == pts }) else { continue }
+                if unit.indexed.unit.isLeading && !Self.predecessorUsable(position, in: state.gops) { break }
+                return .plan(Self.plan(for: position, in: state.gops, target: .pictureOf(accessUnit: unit.index)))
+            }
+            return .notHeld(summary)
+        }
+    }
+
     /// When the access unit `index` arrived (wall time, and the session's uptime), while it is held.
     func arrival(_ index: Int64) -> (date: Date, uptime: UInt64)? {
         unit(index).map { ($0.receivedAt, $0.receivedUptime) }
@@ -469,7 +486,7 @@ final class CompressedHistory: Sendable {
     private static func plan(for position: Int, in gops: [GOP], target: DecodePlan.Target) -> DecodePlan {
         let index: Int64
         switch target {
-        case .accessUnit(let unit): index = unit
+        case .accessUnit(let unit), .pictureOf(let unit): index = unit
         // Numbers follow output order, as recovery does (`recoveryDistance` allows for reordering).
         case .number(let number): index = Int64(number) - 1
         }

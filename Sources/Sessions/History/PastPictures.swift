@@ -8,6 +8,9 @@ public enum PastPictureTarget: Sendable, Equatable {
     case time(Date)
     /// The picture with this number (`X-Frame-Seq`).
     case number(UInt64)
+    /// The picture with this presentation time (`X-Frame-PTS`: a container push's or a pulled
+    /// source's, 1/90,000 s).
+    case presentationTime(Int64)
 }
 
 /// What a session's compressed history holds (`GET /sessions/{id}/history`).
@@ -81,6 +84,12 @@ public struct HistorySummary: Sendable, Equatable {
     /// newest picture out: a number above it may be a picture still inside the decoder.
     func notHeld(_ target: PastPictureTarget, newest: UInt64?) -> SessionError {
         let held = notHeld
+        if case .presentationTime(let pts) = target {
+            return SessionError(
+                .notInHistory,
+                "no picture held has the PTS \(pts) (the X-Frame-PTS of a container push or a pulled source; "
+                    + "Annex B pushes carry none): " + held.message, facts: held.facts)
+        }
         guard case .number(let number) = target, let firstSeq, let newest, (firstSeq..<newest).contains(number) else {
             return held
         }
@@ -102,6 +111,7 @@ extension HistorySummary {
             switch target {
             case .number(let number): "picture \(number) is"
             case .time: "the picture of that time is"
+            case .presentationTime: "the picture with that PTS is"
             }
         return SessionError(
             .notInHistory,
@@ -154,6 +164,8 @@ extension Session {
             lookup = time > clock.now.addingTimeInterval(1) ? .notHeld(history.summary) : history.plan(at: through)
         case .number(let number):
             lookup = history.plan(number: number)
+        case .presentationTime(let pts):
+            lookup = history.plan(presentationTime: pts)
         }
         let plan: CompressedHistory.DecodePlan
         switch lookup {
@@ -253,6 +265,11 @@ struct PastPictureDecode {
             case .number(let wanted):
                 if number == wanted { found = (frame, number) }
                 if number >= wanted { finished = true }
+            case .pictureOf(let index):
+                if frame.accessUnitIndex == index {
+                    found = (frame, number)
+                    finished = true
+                }
             case .accessUnit(let index):
                 // The newest picture that could be on screen once that unit had arrived: pictures
                 // come out in output order, and the first whose unit came later (a B-frame shown
