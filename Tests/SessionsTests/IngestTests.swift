@@ -263,10 +263,12 @@ import TestSupport
         let spooled = try session.beginSpooledUpload(PictureRequest(format: .yuv), flush: true)
         try await send(try Fixture.bytes(Fixture.baseline), to: spooled.queue)
         spooled.queue.finish()
-        #expect {
-            _ = try session.beginUpload(flush: false, takeover: true) { _ in }
-        } throws: { error in
-            (error as? SessionError)?.code == .sessionBusy && (error as? SessionError)?.message.contains("multipart") == true
+        for takeover in [true, false] {
+            #expect {
+                _ = try session.beginUpload(flush: false, takeover: takeover) { _ in }
+            } throws: { error in
+                (error as? SessionError)?.code == .sessionBusy && (error as? SessionError)?.message.contains("multipart") == true
+            }
         }
         spooled.cancel()
     }

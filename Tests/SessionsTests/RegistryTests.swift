@@ -82,6 +82,22 @@ import TestSupport
         #expect(metrics.exposition().contains("frametap_sessions_ended_total{reason=\"idle\"} 2"))
     }
 
+    /// A publisher's hold (10 s after its last push) keeps its session, whatever the idle timeout:
+    /// another client's push must find it held, not a new session in its place.
+    @Test func aPublishersHoldKeepsItsSessionFromTheIdleTimeout() async throws {
+        let clock = ManualClock()
+        let sessions = makeRegistry(testConfiguration(idleTimeout: .seconds(3)), clock: clock)
+        let (session, _) = try sessions.openSession(SessionID("held"))
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let queue = try session.beginUpload(flush: false, publisher: "phone") { answer.set($0) }
+        queue.finish()
+        _ = try await answer.value(waitingFor: "the publisher's push")
+        clock.advance(by: .seconds(9))
+        #expect(sessions.evictIdle() == [], "held for 10 s after the push")
+        clock.advance(by: .seconds(1))
+        #expect(sessions.evictIdle() == [try SessionID("held")])
+    }
+
     @Test func evictionRunsEveryQuarterOfTheIdleTimeout() throws {
         let clock = ManualClock()
         let sessions = makeRegistry(testConfiguration(idleTimeout: .seconds(20)), clock: clock)

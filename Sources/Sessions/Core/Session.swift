@@ -403,7 +403,7 @@ public final class Session: Sendable {
     /// Nanoseconds until this session could become idle (for `Retry-After`), nil when in use or
     /// when it never expires.
     func nanosecondsUntilIdle(now: UInt64, timeout: Duration) -> UInt64? {
-        guard standing.expiresWhenIdle, !loop.isBusy, viewers.isEmpty else { return nil }
+        guard standing.expiresWhenIdle, !loop.isBusy, viewers.isEmpty, !loop.isHeld(at: now) else { return nil }
         let idleFor = now &- context.activity.lastUptime
         let timeout = timeout.nanoseconds
         return idleFor >= timeout ? 0 : timeout - idleFor

@@ -115,6 +115,11 @@ final class DecodeLoop: Sendable {
         return state.withLock { $0.publisherHold.publisher(at: now) }
     }
 
+    /// Whether a publisher's hold (`PublisherHold`) lasts at `now`: the session is in use.
+    func isHeld(at now: UInt64) -> Bool {
+        state.withLock { $0.publisherHold.holds(at: now) }
+    }
+
     /// The pull under way, if the session pulls.
     var pull: PullSource<SessionError>? {
         state.withLock { state in
@@ -263,6 +268,13 @@ final class DecodeLoop: Sendable {
             }
             if !takeover, let refusal = state.publisherHold.refusal(of: publisher, at: now) { throw refusal }
             if let holder {
+                // Its body is whole: only its reader can end a multipart answer being read.
+                guard holder.upload?.isProducerDone == false else {
+                    throw SessionError(
+                        .sessionBusy,
+                        "the push under way has its whole body and answers as multipart/mixed: it holds the session "
+                            + "until its reader has read its answer, or leaves", facts: ["heldBy": .text("push")])
+                }
                 guard takeover || (publisher != nil && holder.publisher == publisher) else {
                     throw SessionError(
                         .sessionBusy,
@@ -271,13 +283,6 @@ final class DecodeLoop: Sendable {
                             + "--body-timeout passes without its bytes), or name your pushes with publisher= so that "
                             + "yours take over yours",
                         facts: ["heldBy": .text("push")])
-                }
-                // Its body is whole: only its reader can end a multipart answer being read.
-                guard holder.upload?.isProducerDone == false else {
-                    throw SessionError(
-                        .sessionBusy,
-                        "the push under way has its whole body and answers as multipart/mixed: it holds the session "
-                            + "until its reader has read its answer, or leaves", facts: ["heldBy": .text("push")])
                 }
                 takenOver = holder
             }

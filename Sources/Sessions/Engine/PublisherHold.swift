@@ -26,6 +26,9 @@ struct PublisherHold: Sendable {
         return name
     }
 
+    /// Whether a hold lasts at `now`, named or not.
+    func holds(at now: UInt64) -> Bool { current(at: now) != nil }
+
     private func current(at now: UInt64) -> Holder? {
         guard let holder, !running.isEmpty || now &- lastEnded < Self.leaseSeconds * 1_000_000_000 else { return nil }
         return holder
