@@ -252,7 +252,7 @@ public struct AccessUnitAssembler: Sendable {
         current = AccessUnit(nalUnits: [])
         // Units with no picture (a delimiter that ended the stream's last picture, parameter
         // sets at its end) are handed on but not counted: the count is of pictures sent.
-        if unit.nalUnits.contains(where: \.type.isSliceSegment) { accessUnitCount += 1 }
+        if unit.hasPicture { accessUnitCount += 1 }
         emit(unit)
     }
 }
