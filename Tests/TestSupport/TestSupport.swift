@@ -37,14 +37,18 @@ public final class RawClient: @unchecked Sendable {
         if let source {
             let bound = Self.withAddress(source, port: 0) { bind(fd, $0, $1) }
             guard bound == 0 else {
-                Glibc.close(fd)
-                throw TestFailure("bind \(source) failed: errno \(errno)")
+                let error = errno
+                // Through `close()`, which forgets the descriptor: a class whose init throws once
+                // it is whole is deinitialised, and a second close of the number would close
+                // whatever another thread opened under it since.
+                close()
+                throw TestFailure("bind \(source) failed: errno \(error)")
             }
         }
         let result = Self.withAddress(host, port: port) { connect(fd, $0, $1) }
         guard result == 0 else {
             let error = errno
-            Glibc.close(fd)
+            close()
             if error == EINPROGRESS { throw WaitTimeout(waitingFor: "a connection to \(host):\(port)", limit: Self.sendLimit) }
             throw TestFailure("connect failed: errno \(error)")
         }
