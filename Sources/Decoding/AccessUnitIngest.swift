@@ -491,7 +491,8 @@ public final class AccessUnitIngest {
     /// the next unit is complete: for a camera sending one slice per picture, that is one
     /// picture interval sooner. The access units are the same either way.
     private func endAccessUnitEarly(into errors: inout [DecodeError]) {
-        guard pushRefusal == .none, let prefix = splitter.pendingUnitPrefix, reader?.nextUnitEndsAccessUnit(prefix: prefix) == true
+        guard pushRefusal == .none, let prefix = splitter.pendingUnitPrefix,
+            reader?.nextUnitEndsAccessUnit(prefix: prefix) == true
         else { return }
         endAccessUnit(into: &errors)
     }
@@ -576,7 +577,8 @@ public final class AccessUnitIngest {
     /// Returns whether `bytes` are not to be split: they begin such a push, or are more of one.
     private func consumeIfLengthPrefixed(_ bytes: UnsafeRawBufferPointer, into errors: inout [DecodeError]) -> Bool {
         if pushRefusal != .bytes {
-            guard pushRefusal == .none, !splitter.hasPendingUnit, splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
+            guard pushRefusal == .none, !splitter.hasPendingUnit,
+                splitter.emittedUnits + splitter.droppedUnits == unitsAtStreamStart,
                 splitter.skippedBytes == discardedBytesReported, LengthPrefixedUnits.beginStream(bytes)
             else { return false }
             refuseLengthPrefixed(into: &errors)

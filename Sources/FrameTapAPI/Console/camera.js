@@ -39,16 +39,17 @@ export function recorderType() {
  * the tab (a reload then takes over its own lost upload too).
  */
 export function tabPublisher() {
+  const made = () => `console-${Math.random().toString(36).slice(2, 10)}`;
   try {
     let name = sessionStorage.getItem('frametap.publisher');
     if (!name) {
-      name = `console-${Math.random().toString(36).slice(2, 10)}`;
+      name = made();
       sessionStorage.setItem('frametap.publisher', name);
     }
     return name;
   } catch {
     // No storage (a private window may refuse it): a name for this page alone.
-    tabPublisher.fallback ??= `console-${Math.random().toString(36).slice(2, 10)}`;
+    tabPublisher.fallback ??= made();
     return tabPublisher.fallback;
   }
 }

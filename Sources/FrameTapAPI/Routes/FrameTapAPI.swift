@@ -237,7 +237,8 @@ public struct FrameTapAPI: Sendable {
         let publisher = try query.text("publisher")
         if let publisher, (try? SessionID(publisher)) == nil {
             throw .invalidParameter(
-                "publisher must be 1 to 128 letters, digits and . _ ~ -, not . or .. (a name for this client's stream), got '\(publisher)'")
+                "publisher must be 1 to 128 letters, digits and . _ ~ -, not . or .. (a name for this client's stream), "
+                    + "got '\(publisher)'")
         }
         let multipart = Self.acceptsMultipart(request.headers["Accept"])
         // The picture parameters only matter for a multipart answer, but a malformed one is a

@@ -34,36 +34,32 @@ extension FrameTapAPI {
     static func pastPictureTarget(_ query: QueryReader) throws(HTTPError) -> PastPictureTarget {
         let number = try query.unsigned("seq")
         let time = try query.text("t")
-        if let text = try query.text("pts") {
-            guard time == nil, number == nil else {
-                throw .invalidParameter("t, seq and pts name a picture each: give one of them")
-            }
+        let presentationTime = try query.text("pts")
+        guard [number != nil, time != nil, presentationTime != nil].filter({ $0 }).count <= 1 else {
+            throw .invalidParameter("t, seq and pts name a picture each: give one of them")
+        }
+        if let text = presentationTime {
             guard let pts = Int64(text) else {
                 throw .invalidParameter("pts must be an integer (an X-Frame-PTS, in 1/90,000 s), got '\(text)'")
             }
             return .presentationTime(pts)
         }
-        switch (time, number) {
-        case (nil, let number?):
-            return .number(number)
-        case (let text?, nil):
-            guard let date = parseTime(text) else {
-                throw .invalidParameter("t must be an RFC 3339 time (2026-01-01T12:00:00.250Z) or milliseconds since 1970, got '\(text)'")
-            }
-            // Seconds since 1970 (2001 to 5138) read as milliseconds name a day of 1970 to 1973,
-            // which no history holds: the caller meant seconds.
-            if let number = Int64(text), (1_000_000_000..<100_000_000_000).contains(number) {
-                let read = UTCTime(millisecondsSince1970: number).iso8601
-                throw .invalidParameter(
-                    "t=\(text) reads as milliseconds since 1970 (\(read)); for seconds since 1970 give t=\(text)000, "
-                        + "or an RFC 3339 time")
-            }
-            return .time(date)
-        case (nil, nil):
+        if let number { return .number(number) }
+        guard let text = time else {
             throw .invalidParameter("say which picture: t (a time), seq (a picture number) or pts (its X-Frame-PTS)")
-        case (_?, _?):
-            throw .invalidParameter("t and seq name a picture each: give one of them")
         }
+        guard let date = parseTime(text) else {
+            throw .invalidParameter("t must be an RFC 3339 time (2026-01-01T12:00:00.250Z) or milliseconds since 1970, got '\(text)'")
+        }
+        // Seconds since 1970 (2001 to 5138) read as milliseconds name a day of 1970 to 1973,
+        // which no history holds: the caller meant seconds.
+        if let number = Int64(text), (1_000_000_000..<100_000_000_000).contains(number) {
+            let read = UTCTime(millisecondsSince1970: number).iso8601
+            throw .invalidParameter(
+                "t=\(text) reads as milliseconds since 1970 (\(read)); for seconds since 1970 give t=\(text)000, "
+                    + "or an RFC 3339 time")
+        }
+        return .time(date)
     }
 
     /// RFC 3339 with or without fractional seconds (a `+` offset that a form encoding turned

@@ -75,7 +75,8 @@ final class DecodeLoop: Sendable {
             backend: joined.backend, backendReason: joined.backendReason, device: joined.device,
             fallbacks: joined.fallbacks, decodeMode: mode)
         let reporter = DecodeReporter(facts: facts, context: context, decodeQueue: decodeQueue)
-        let decoder = QueueBound(SessionDecoder(stream, warmDecoderOwner: warmDecoderOwner, context: context, history: history), queue: decodeQueue)
+        let decoder = QueueBound(
+            SessionDecoder(stream, warmDecoderOwner: warmDecoderOwner, context: context, history: history), queue: decodeQueue)
         lastBytesStamp = QueueBound(nil, queue: decodeQueue)
         // The executors ask whether a multipart answer runs or requests wait for the source, and
         // are told of each picture; the loop is made after them.
@@ -350,7 +351,8 @@ final class DecodeLoop: Sendable {
                 }
                 // A push of another codec, or of none, is refused at once: nothing more of it
                 // reaches the decoder, and its client gets the problem now.
-                if let refusal = stepped.errors.first(where: { [.codecMismatch, .unknownCodec, .lengthPrefixedUnits].contains($0.code) }) {
+                let refusing: [DecodeError.Code] = [.codecMismatch, .unknownCodec, .lengthPrefixedUnits]
+                if let refusal = stepped.errors.first(where: { refusing.contains($0.code) }) {
                     refuseRest(of: job, refusal)
                 } else if job.upload != nil, !job.isMultipart,
                     !job.progress.withValue({ $0.spend(bytes.count, accessUnitsAssembled: stepped.accessUnitsAssembled) })
@@ -449,7 +451,8 @@ final class DecodeLoop: Sendable {
     /// A push ended, for its publisher's hold: once, and before its answer goes, so that the
     /// client's next push finds the hold as this one left it.
     private func endPublisherPush(_ job: IngestJob) {
-        guard !job.isPull, job.endedPublisherPush.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        guard !job.isPull,
+            job.endedPublisherPush.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         let now = context.clock.uptime
         state.withLock { $0.publisherHold.pushEnded(job: ObjectIdentifier(job), flushed: job.flush, at: now) }

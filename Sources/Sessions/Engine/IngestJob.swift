@@ -32,8 +32,8 @@ final class IngestJob: Sendable {
     private let completed = Atomic<Bool>(false)
     /// Its `upload.started` and `upload.ended`: the end goes exactly when the start went.
     let announcement = UploadAnnouncement()
-    /// Set, under the decode loop's lock, when a newer push takes the slot over (`?takeover=true`);
-    /// its upload is refused just after, outside that lock.
+    /// Set, under the decode loop's lock, when a newer push takes the slot over (`?takeover=true`,
+    /// or the same publisher's); its upload is refused just after, outside that lock.
     let isTakenOver = Atomic<Bool>(false)
     /// Its end was told to the publisher hold (`DecodeLoop.endPublisherPush`).
     let endedPublisherPush = Atomic<Bool>(false)

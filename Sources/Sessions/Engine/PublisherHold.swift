@@ -62,7 +62,13 @@ struct PublisherHold: Sendable {
     /// A push by `publisher` (`takingOver`: with `takeover=true`) began as `job`.
     mutating func pushBegan(by publisher: String?, job: ObjectIdentifier, takingOver: Bool) {
         let next: Holder? =
-            if let publisher { .named(publisher) } else if takingOver || holder == .unnamedTakeover { .unnamedTakeover } else { nil }
+            if let publisher {
+                .named(publisher)
+            } else if takingOver || holder == .unnamedTakeover {
+                .unnamedTakeover
+            } else {
+                nil
+            }
         if next != holder {
             holder = next
             running = []

@@ -179,7 +179,8 @@ extension Session {
         let facts = loop.reporter.facts
         let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
         let factory = context.services.catchUpPool.warmDecoders.lender(
-            making: context.services.decoderFactory, for: plan.units.first?.indexed.unit.sequence.format, owner: loop.warmDecoderOwner)
+            making: context.services.decoderFactory, for: plan.units.first?.indexed.unit.sequence.format,
+            owner: loop.warmDecoderOwner)
         let metrics = context.metrics
         let admission = context.services.catchUpPool.request { [clock, pictures, history, viewers, loop] permit in
             DispatchQueue.global().async {

@@ -13,10 +13,10 @@ import VideoCoding
 /// decoder threads, and stream shape (coded size, profile, chroma, bit depth), so libavcodec
 /// finds the same parameters and keeps its hardware decoder and surfaces instead of
 /// reinitialising; and only by the session that used it (`Owner`: a session made again with the
-/// same id is another). Its frame pool keeps the buffers
-/// of its earlier pictures, and what a damaged picture's decoder cannot reconstruct (H.265 does
-/// not conceal) shows what such a buffer held: another session's pixels, were it lent across. A decoder goes back when its catch-up's `AccessUnitDecoder` lets it go: it
-/// is drained there and its pictures thrown away (a picture of one catch-up never reaches
+/// same id is another). Its frame pool keeps the buffers of its earlier pictures, and what a
+/// damaged picture's decoder cannot reconstruct (H.265 does not conceal) shows what such a buffer
+/// held: another session's pixels, were it lent across. A decoder goes back when its catch-up's
+/// `AccessUnitDecoder` lets it go: it is drained there and its pictures thrown away (a picture of one catch-up never reaches
 /// another) and the next user's supervisor sends the parameter sets again, as to any new
 /// decoder. Pictures of an earlier use still alive keep their surfaces, and still count in the
 /// decoder's own `deviceFramesHeld` budget, which travels with it.
