@@ -375,6 +375,8 @@ import VideoCoding
             #expect(eventually { session.status().uploading })
             #expect(try post(service.port, "/sessions/held/nalus?takeover=1&flush=1", bytes).status == 200)
             #expect(try parseResponse(spooling.readToEnd()).problem == Problem(409, "push_taken_over"))
+            let counters = try jsonObject(try request(service.port, "GET", "/sessions/held").body)["counters"] as? [String: Any]
+            #expect(counters?["uploadsTakenOver"] as? Int == 2)
 
             let metrics = String(decoding: try request(service.port, "GET", "/metrics").body, as: UTF8.self)
             #expect(metrics.contains("frametap_uploads_stopped_total{reason=\"taken_over\"} 2"))
@@ -388,7 +390,7 @@ import VideoCoding
             let bytes = try Fixtures.bytes("baseline_176x144.264")
             #expect(try post(service.port, "/sessions/shared/nalus?publisher=phone-a", Array(bytes.prefix(4000))).status == 200)
             let status = try jsonObject(try request(service.port, "GET", "/sessions/shared").body)
-            #expect(status["publisher"] as? String == "phone-a")
+            #expect(status["publisher"] as? String == "phone-a" && status["heldBy"] as? String == "publisher")
             let refused = try post(service.port, "/sessions/shared/nalus?publisher=phone-b", bytes)
             #expect(refused.problem == Problem(409, "session_busy"))
             let problem = try jsonObject(refused.body)

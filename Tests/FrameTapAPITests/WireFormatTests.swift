@@ -55,6 +55,7 @@ import Timekeeping
         counters.framesSkippedNotKeyframe = 3
         counters.decodeErrors = 2
         counters.uploadsAborted = 1
+        counters.uploadsTakenOver = 2
         return SessionStatus(
             id: try SessionID("cam-1"), codec: .h264, codecStated: true, statedCodec: .h264, backend: .software,
             backendReason: "software: NVDEC cannot decode \"High 4:4:4\"; fell back",
@@ -72,7 +73,7 @@ import Timekeeping
             format: try format("high_320x240.264"), counters: counters,
             latestFrame: LatestFrameInfo(seq: 59, pts: 3600, keyframe: true, width: 320, height: 240, ageMs: 41),
             lastError: ErrorRecord(code: "invalid_data", message: "slice header damaged at 4/5", at: laterAt),
-            subscribers: 2, uploading: true, publisher: "phone-7",
+            subscribers: 2, uploading: true, hold: .publisher("phone-7"),
             rates: SessionRates(picturesPerSecond: 29.97, bitsPerSecond: 1_234_567.5, windowSeconds: 4.25),
             source: SourceStatus(
                 url: "rtsp://***@10.0.0.7:554/stream1", transport: .tcp, state: .retrying,
@@ -107,13 +108,13 @@ import Timekeeping
         + #""counters":{"accessUnits":60,"bytes":123456,"decodeErrors":2,"framesDecoded":59,"#
         + #""framesDroppedBeforeKeyframe":1,"framesRejectedTooLarge":0,"framesSkippedLeading":0,"#
         + #""framesSkippedNotKeyframe":3,"nalUnits":{"idr":2,"pps":1,"slice":58,"sps":1},"packetsIgnored":{"audio":7},"#
-        + #""unitsOutsideBaseLayer":0,"uploadsAborted":1},"#
+        + #""unitsOutsideBaseLayer":0,"uploadsAborted":1,"uploadsTakenOver":2},"#
         + #""createdAt":"2026-01-01T00:00:00.125Z","decode":"keyframes","decoder":"live","decoding":true,"#
         + #""device":"/dev/dri/renderD128","encoder":{"name":"nvjpeg","reason":"--encoder auto: a GPU"},"#
         + #""fallbacks":[{"afterFrames":0,"codec":"h264","device":"cuda:0","from":"cuda","#
         + #""message":"NVDEC cannot decode High 4:4:4 Predictive (4:4:4 chroma)","reason":"unsupported_chroma","to":"vaapi"},"#
         + #"{"afterFrames":120,"codec":"h264","device":null,"from":"vaapi","message":"8 access units failed in a row","#
-        + #""reason":"device_errors","to":"software"}],"format":"# + highFormatJSON + #","id":"cam-1","#
+        + #""reason":"device_errors","to":"software"}],"format":"# + highFormatJSON + #","heldBy":"publisher","id":"cam-1","#
         + #""lastActivityAt":"2026-01-01T00:01:01.500Z","#
         + #""lastError":{"at":"2026-01-01T00:01:01.500Z","code":"invalid_data","message":"slice header damaged at 4/5"},"#
         + #""latestFrame":{"ageMs":41,"height":240,"keyframe":true,"pts":3600,"seq":59,"width":320},"#
@@ -129,9 +130,9 @@ import Timekeeping
         + #""counters":{"accessUnits":0,"bytes":0,"#
         + #""decodeErrors":0,"framesDecoded":0,"framesDroppedBeforeKeyframe":0,"framesRejectedTooLarge":0,"#
         + #""framesSkippedLeading":0,"framesSkippedNotKeyframe":0,"nalUnits":{},"packetsIgnored":{},"unitsOutsideBaseLayer":0,"#
-        + #""uploadsAborted":0},"createdAt":"2026-01-01T00:00:00.125Z","#
+        + #""uploadsAborted":0,"uploadsTakenOver":0},"createdAt":"2026-01-01T00:00:00.125Z","#
         + #""decode":"on-demand","decoder":"idle","decoding":false,"device":null,"#
-        + #""encoder":{"name":"turbojpeg","reason":"chosen by --encoder turbojpeg"},"fallbacks":[],"format":null,"id":"lobby","#
+        + #""encoder":{"name":"turbojpeg","reason":"chosen by --encoder turbojpeg"},"fallbacks":[],"format":null,"heldBy":null,"id":"lobby","#
         + #""lastActivityAt":"2026-01-01T00:00:00.125Z","lastError":null,"#
         + #""latestFrame":{"ageMs":0,"height":144,"keyframe":false,"pts":null,"seq":1,"width":176},"#
         + #""origin":"api","owner":null,"persisted":true,"publisher":null,"quality":85,"#

@@ -224,12 +224,16 @@ import TestSupport
         let kept = session.status().counters.accessUnits
         #expect(kept == 5, "five whole pictures arrived; the sixth was cut")
         #expect(session.status().uploading == false)
+        #expect(session.status().counters.uploadsTakenOver == 1)
+        #expect(session.status().counters.uploadsAborted == 0, "taken over, not aborted by its client")
+        #expect(session.status().hold == .takeover, "a takeover naming no publisher holds against named ones")
         // From the start code of the picture after those kept.
         _ = try await push(Array(stream[(sliceOffsets[kept] - 3)...]), to: session, flush: true)
         let status = session.status()
         #expect(status.counters.framesDecoded == Fixture.baselineFrames)
         #expect(status.counters.decodeErrors == 0, "\(String(describing: status.lastError))")
         #expect(session.latestSequence == UInt64(Fixture.baselineFrames))
+        #expect(status.hold == nil, "a flush ends the hold")
     }
 
     /// A takeover refused for what it carries (another codec) takes nothing over: the push
@@ -254,6 +258,7 @@ import TestSupport
         try await send(Array(stream.dropFirst(3000)), to: queue)
         queue.finish()
         #expect(try await answer.value(waitingFor: "the push under way").get().frames == Fixture.baselineFrames - 1)
+        #expect(session.status().counters.uploadsTakenOver == 0)
     }
 
     /// A push answered as multipart/mixed whose whole body arrived is read by its own client:
@@ -300,7 +305,7 @@ import TestSupport
         }
 
         _ = try await whole(Array(stream.prefix(3000)), by: "phone-a")
-        #expect(session.status().publisher == "phone-a")
+        #expect(session.status().hold == .publisher("phone-a"))
         let busy = try #require(refusal("phone-b"))
         #expect(busy.code == .sessionBusy && busy.message.contains("publisher 'phone-a' pushed to it"))
         #expect(busy.facts == ["heldBy": .text("publisher"), "publisher": .text("phone-a")])
@@ -323,10 +328,12 @@ import TestSupport
             return
         }
         #expect(takenOver.code == .pushTakenOver)
+        #expect(session.status().counters.uploadsTakenOver == 1)
 
         // takeover=true overrides the hold; a flush ends it.
         _ = try await whole(Array(stream[6000...]), by: "phone-a", flush: true, takeover: true)
         #expect(session.status().publisher == nil)
+        #expect(session.status().hold == nil)
         _ = try await whole(stream, by: nil, flush: true)
         #expect(session.status().lastError?.code != "push_taken_over", "a takeover is no error of the stream")
     }

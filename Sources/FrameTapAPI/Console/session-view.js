@@ -35,6 +35,7 @@ const counterLabels = {
   unitsOutsideBaseLayer: ['NAL units outside the base layer', formatCount],
   decodeErrors: ['Decode errors', formatCount],
   uploadsAborted: ['Uploads cut off', formatCount],
+  uploadsTakenOver: ['Uploads taken over by a newer push', formatCount],
 };
 
 /** Status members drawn by name; any other (a device, fallbacks, ...) is listed generically. */

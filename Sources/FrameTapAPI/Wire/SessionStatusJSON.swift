@@ -32,6 +32,7 @@ struct SessionStatusJSON: WireObject {
             "lastError": status.lastError.map(ErrorRecordJSON.init),
             "subscribers": status.subscribers,
             "uploading": status.uploading,
+            "heldBy": status.hold?.kind,
             "publisher": status.publisher,
             "rates": SessionRatesJSON(status.rates),
             "source": status.source.map(SourceStatusJSON.init),
@@ -79,6 +80,7 @@ struct SessionCountersJSON: WireObject {
             "unitsOutsideBaseLayer": counters.unitsOutsideBaseLayer,
             "decodeErrors": counters.decodeErrors,
             "uploadsAborted": counters.uploadsAborted,
+            "uploadsTakenOver": counters.uploadsTakenOver,
             "packetsIgnored": packetsIgnored,
         ]
     }

@@ -345,7 +345,7 @@ public final class Session: Sendable {
             format: facts.format, counters: facts.counters,
             latestFrame: viewers.newest.map { $0.info(now: clock.uptime) },
             lastError: Self.newer(facts.lastError, source?.lastError),
-            subscribers: viewers.viewerCount, uploading: loop.isUploading, publisher: loop.publisher, rates: loop.reporter.rates,
+            subscribers: viewers.viewerCount, uploading: loop.isUploading, hold: loop.hold, rates: loop.reporter.rates,
             source: source, owner: keeper.withLock { $0 }, ignoredPackets: loop.ignoredPackets.snapshot,
             standing: standing)
     }

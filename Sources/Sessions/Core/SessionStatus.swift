@@ -63,6 +63,9 @@ public struct SessionCounters: Sendable, Equatable {
     public var stream = StreamDecoder.Counters()
     /// Uploads whose client went away before the body ended.
     public var uploadsAborted = 0
+    /// Pushes ended by a newer push that took the session over (`?takeover=true`, or the same
+    /// publisher's next push).
+    public var uploadsTakenOver = 0
 
     public init() {}
 
@@ -114,8 +117,14 @@ public struct SessionStatus: Sendable {
     public var lastError: ErrorRecord?
     public var subscribers: Int
     public var uploading: Bool
-    /// The named publisher whose pushes hold the stream (`?publisher=`), while its hold lasts.
-    public var publisher: String? = nil
+    /// What holds the stream against other clients' pushes (`?publisher=`, `?takeover=true`),
+    /// while its hold lasts.
+    public var hold: StreamHold? = nil
+    /// The named publisher whose pushes hold the stream, while its hold lasts.
+    public var publisher: String? {
+        guard case .publisher(let name) = hold else { return nil }
+        return name
+    }
     /// Pictures and bits per second coming in, over the last few seconds.
     public var rates: SessionRates
     /// What a pull session pulls and where that stands; nil for a push session.

@@ -110,10 +110,10 @@ final class DecodeLoop: Sendable {
     /// reads there where to resume.
     var isUploading: Bool { state.withLock { $0.jobs.contains { !$0.isPull && !$0.isAnswered } } }
 
-    /// The named publisher whose pushes hold the stream now (`PublisherHold`), if any.
-    var publisher: String? {
+    /// What holds the stream now (`PublisherHold`), if anything does.
+    var hold: StreamHold? {
         let now = context.clock.uptime
-        return state.withLock { $0.publisherHold.publisher(at: now) }
+        return state.withLock { $0.publisherHold.hold(at: now) }
     }
 
     /// Whether a publisher's hold (`PublisherHold`) lasts at `now`: the session is in use.
@@ -313,6 +313,7 @@ final class DecodeLoop: Sendable {
         if let takenOver, takenOver.upload?.refuse(
             SessionError(.pushTakenOver, "a newer push to this session took it over (\(how))"), droppingQueued: false
         ) == true {
+            reporter.countTakeover()
             context.metrics.recordUploadStopped(reason: "taken_over")
             context.logger.info("upload stopped: a newer push took the session over; its client is told at once")
         }

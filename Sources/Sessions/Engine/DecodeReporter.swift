@@ -167,6 +167,11 @@ final class DecodeReporter: Sendable {
         if let (record, leftOut) = line { log("session error", record, leftOut: leftOut) }
     }
 
+    /// A push was taken over: counted, not an error of the stream.
+    func countTakeover() {
+        state.withLock { $0.facts.counters.uploadsTakenOver += 1 }
+    }
+
     /// Errors are counted in `/metrics` every time; a session's log has one line per code and
     /// minute, which says how many of that code it left out.
     static let errorLineInterval = Duration.seconds(60)
@@ -230,10 +235,11 @@ final class DecodeReporter: Sendable {
 }
 
 extension SessionCounters {
-    /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`).
+    /// Takes the decoder's counters, keeping the session's own (`uploadsAborted`,
+    /// `uploadsTakenOver`).
     fileprivate mutating func merge(decoder: SessionCounters) {
-        let aborted = uploadsAborted
+        let (aborted, takenOver) = (uploadsAborted, uploadsTakenOver)
         self = decoder
-        uploadsAborted = aborted
+        (uploadsAborted, uploadsTakenOver) = (aborted, takenOver)
     }
 }

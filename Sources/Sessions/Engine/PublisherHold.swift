@@ -1,3 +1,18 @@
+/// What holds a session's stream against other clients' pushes beyond the push under way
+/// (`PublisherHold`): a named publisher, or a client that took the session over naming none.
+public enum StreamHold: Sendable, Equatable {
+    case publisher(String)
+    case takeover
+
+    /// As status and `session_busy` name it (`heldBy`).
+    public var kind: String {
+        switch self {
+        case .publisher: "publisher"
+        case .takeover: "takeover"
+        }
+    }
+}
+
 /// Who publishes a session's stream, when its pushes name their publisher (`?publisher=`). A
 /// stream has one byte order, and pushes one request per picture never overlap for `session_busy`
 /// to catch a second client: so while a named publisher's push runs, and for `leaseSeconds` after
@@ -20,9 +35,18 @@ struct PublisherHold: Sendable {
     /// When the last of them ended (the service clock's uptime).
     private var lastEnded: UInt64 = 0
 
+    /// What holds the stream at `now`, if anything does.
+    func hold(at now: UInt64) -> StreamHold? {
+        switch current(at: now) {
+        case .named(let name): .publisher(name)
+        case .unnamedTakeover: .takeover
+        case nil: nil
+        }
+    }
+
     /// The publisher that holds the stream at `now`, if a named one does.
     func publisher(at now: UInt64) -> String? {
-        guard case .named(let name) = current(at: now) else { return nil }
+        guard case .publisher(let name) = hold(at: now) else { return nil }
         return name
     }
 
