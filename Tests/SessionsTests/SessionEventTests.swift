@@ -101,6 +101,36 @@ import Timekeeping
         #expect(events[0].details.backend == "software")
     }
 
+    /// A push that takes the session over starts once the push it ended has ended: a reader
+    /// of `/events` never sees two uploads under way at once.
+    @Test func aTakeoverStartsAfterThePushItEndedEnds() async throws {
+        let log = SessionEventLog(clock: SystemClock())
+        let registry = makeRegistry(events: log)
+        let start = log.newestID
+        let (session, _) = try registry.openSession(try SessionID("taken"))
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let vanished = Outcome<Result<UploadSummary, SessionError>>()
+        let lost = try session.beginUpload(flush: false) { vanished.set($0) }
+        try await send(Array(stream.prefix(3000)), to: lost)
+        let answer = Outcome<Result<UploadSummary, SessionError>>()
+        let takeover = try session.beginUpload(flush: true, takeover: true) { answer.set($0) }
+        try await send(stream, to: takeover)
+        takeover.finish()
+        #expect(try await answer.value(waitingFor: "the takeover push's answer").get().frames == Fixture.baselineFrames)
+        guard case .failure(let error) = try await vanished.value(waitingFor: "the taken-over push's answer") else {
+            Issue.record("the taken-over push must fail")
+            return
+        }
+        #expect(error.code == .pushTakenOver)
+        guard case .events(let events, _) = log.read(after: start, limit: 100) else {
+            Issue.record("expected events")
+            return
+        }
+        let uploads = events.filter { $0.kind == .uploadStarted || $0.kind == .uploadEnded }
+        #expect(uploads.map(\.kind) == [.uploadStarted, .uploadEnded, .uploadStarted, .uploadEnded])
+        #expect(uploads.map(\.details.result) == [nil, "push_taken_over", nil, "ok"])
+    }
+
     @Test func aFloodingSessionIsHeldToItsBudgetAndSilentOnceRemoved() throws {
         let clock = ManualClock()
         let log = SessionEventLog(capacity: 1024, clock: clock)

@@ -259,6 +259,7 @@ final class DecodeLoop: Sendable {
         let configuration = context.configuration
         let now = context.clock.uptime
         var takenOver: IngestJob?
+        var admitted = false
         let job = try state.withLock { state throws(SessionError) -> IngestJob in
             guard !state.closed else { throw SessionError(.sessionNotFound, "the session was closed") }
             let holder = state.jobs.first(where: \.holdsSlot)
@@ -305,6 +306,7 @@ final class DecodeLoop: Sendable {
             // Last, once nothing can refuse this push any more.
             takenOver?.isTakenOver.store(true, ordering: .releasing)
             state.jobs.append(job)
+            admitted = state.jobs.count == 1
             state.publisherHold.pushBegan(by: publisher, job: ObjectIdentifier(job), takingOver: takeover)
             return job
         }
@@ -319,9 +321,16 @@ final class DecodeLoop: Sendable {
         }
         job.source.setConsumerWake { [weak self] in self?.wake() }
         context.activity.touch()
+        if admitted { announceStart(of: job) }
+        return job
+    }
+
+    /// `upload.started`, when the push takes its first byte: at once, or once the push before it
+    /// (one it took over, or a multipart answer being read) ended, so that one's `upload.ended`
+    /// comes first. A push that ends while still queued announces neither.
+    private func announceStart(of job: IngestJob) {
         context.logger.debug("upload started", metadata: ["multipart": "\(job.isMultipart)"])
         job.announcement.startDecided(went: context.events.emit(.uploadStarted, { $0.multipart = job.isMultipart }))
-        return job
     }
 
     func wake() {
@@ -472,6 +481,7 @@ final class DecodeLoop: Sendable {
         decodeQueue.async { job.source.close() }
         guard let next else { return }
         next.upload?.admit()
+        if !next.isPull { announceStart(of: next) }
         wake()
     }
 
