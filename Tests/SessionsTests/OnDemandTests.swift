@@ -375,12 +375,15 @@ struct OnDemandLifeCycleTests {
     }
 
     /// Requests while the stream changes resolution: each answer is the newest picture at its
-    /// size, and pictures from before the change still come from the history at theirs.
+    /// size, and pictures from before the change still come from the history at theirs. A size
+    /// that would enlarge a past picture too far is refused before its decode.
     @Test(arguments: ["res_change_176x144_320x240.264", "res_change_176x144_320x240.265"])
     func requestsDuringAResolutionChange(_ name: String) async throws {
         let stream = try Fixture.bytes(name)
         let live = try await OnDemand.livePictures(stream)
-        let session = try makeSession(configuration: OnDemand.configuration())
+        let configuration = OnDemand.configuration()
+        let services = SessionServices.forTests(configuration, clock: SystemClock())
+        let session = try makeSession(configuration: configuration, services: services)
         // The second stream's parameter sets start where the first stream's pictures end.
         let change = try #require(OnDemand.changedParameterSets(in: stream))
         _ = try await push(Array(stream[..<change]), to: session, flush: false)
@@ -398,6 +401,15 @@ struct OnDemandLifeCycleTests {
             try await OnDemand.pastPicture(session, .number(after.sequence), PictureRequest(format: .jpeg, width: 160))
                 .get().served)
         #expect(small.picture.width == 160)
+        let decodes = services.catchUpPool.warmDecoders.usage
+        guard case .failure(let enlarged) = try await OnDemand.pastPicture(session, .number(1), PictureRequest(format: .jpeg, width: 353)) else {
+            Issue.record("352 is the most a 176-wide picture may be enlarged to")
+            return
+        }
+        #expect(enlarged.code == .invalidParameter && enlarged.message.contains("enlarges the 176x144 picture"))
+        #expect(services.catchUpPool.warmDecoders.usage == decodes, "refused before a decoder was taken")
+        let enlargedAfter = try await OnDemand.pastPicture(session, .number(after.sequence - 1), PictureRequest(format: .jpeg, width: 640))
+        #expect(try enlargedAfter.get().served?.picture.width == 640, "within 2x of the picture's own size")
         session.close()
     }
 

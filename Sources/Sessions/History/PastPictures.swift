@@ -176,6 +176,15 @@ extension Session {
         // its decode tells.
         if let anyHeldTag, !plan.atOpenEdge { return completion(.success(.notModified(etag: anyHeldTag))) }
         let heldTagOnceDecoded = anyHeldTag
+        // The GOP's parameter sets give its pictures' size: a size it would refuse once
+        // decoded is refused before the decode.
+        if let format = plan.units.last?.indexed.unit.sequence.format {
+            do {
+                try pictures.check(request, sourceWidth: format.width, sourceHeight: format.height)
+            } catch {
+                return completion(.failure(error))
+            }
+        }
         let facts = loop.reporter.facts
         let options = context.catchUpDecoderOptions(backend: facts.backendChoice)
         let factory = context.services.catchUpPool.warmDecoders.lender(

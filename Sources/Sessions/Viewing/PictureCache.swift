@@ -130,8 +130,13 @@ final class PictureCache: Sendable {
     /// Throws what `serve` would fail with for `published` as `request` asks (a size over the
     /// limit or enlarged too far), without encoding.
     func check(_ published: PublishedFrame, _ request: PictureRequest) throws(SessionError) {
-        let quality = request.effectiveQuality(sessionDefault: defaultQuality)
-        _ = try PictureKey(published: published, request: request, quality: quality, limit: sizeLimit)
+        try check(request, sourceWidth: published.frame.width, sourceHeight: published.frame.height)
+    }
+
+    /// The same for a picture of that size still to be decoded (one from the past): a request
+    /// that would be refused costs no decode.
+    func check(_ request: PictureRequest, sourceWidth: Int, sourceHeight: Int) throws(SessionError) {
+        _ = try PictureKey.size(of: request, sourceWidth: sourceWidth, sourceHeight: sourceHeight, limit: sizeLimit)
     }
 
     /// `published` as `request` asks, if it is already encoded; never encodes (MJPEG viewers

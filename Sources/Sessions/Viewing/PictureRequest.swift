@@ -88,15 +88,12 @@ struct PictureKey: Hashable, Sendable {
         self.quality = quality
     }
 
-    var encoderOptions: PictureOptions {
-        PictureOptions(format: format, width: width, height: height, quality: format == .jpeg ? quality : 85)
-    }
-
-    /// `quality` is the request's effective quality (its own, or the session default).
-    init(published: PublishedFrame, request: PictureRequest, quality: Int, limit: PictureSizeLimit) throws(SessionError) {
-        let frame = published.frame
-        let size = outputSize(
-            sourceWidth: frame.width, sourceHeight: frame.height, width: request.width, height: request.height)
+    /// The size `request` asks of a `sourceWidth`×`sourceHeight` picture, or why it may not have
+    /// it: over `limit`, or enlarged too far.
+    static func size(
+        of request: PictureRequest, sourceWidth: Int, sourceHeight: Int, limit: PictureSizeLimit
+    ) throws(SessionError) -> (width: Int, height: Int) {
+        let size = outputSize(sourceWidth: sourceWidth, sourceHeight: sourceHeight, width: request.width, height: request.height)
         do {
             try limit.check(width: size.width, height: size.height)
         } catch {
@@ -104,12 +101,21 @@ struct PictureKey: Hashable, Sendable {
         }
         // Each distinct size is one more scale and encode of up to `limit` pixels: enlarging
         // adds no detail, so it is capped to keep one client from buying that cost repeatedly.
-        let maxScale = PictureKey.maxUpscale
-        guard size.width <= frame.width * maxScale, size.height <= frame.height * maxScale else {
+        guard size.width <= sourceWidth * maxUpscale, size.height <= sourceHeight * maxUpscale else {
             throw SessionError(
                 .invalidParameter,
-                "\(size.width)x\(size.height) enlarges the \(frame.width)x\(frame.height) picture more than \(maxScale)x")
+                "\(size.width)x\(size.height) enlarges the \(sourceWidth)x\(sourceHeight) picture more than \(maxUpscale)x")
         }
+        return size
+    }
+
+    var encoderOptions: PictureOptions {
+        PictureOptions(format: format, width: width, height: height, quality: format == .jpeg ? quality : 85)
+    }
+
+    /// `quality` is the request's effective quality (its own, or the session default).
+    init(published: PublishedFrame, request: PictureRequest, quality: Int, limit: PictureSizeLimit) throws(SessionError) {
+        let size = try Self.size(of: request, sourceWidth: published.frame.width, sourceHeight: published.frame.height, limit: limit)
         sequence = published.sequence
         format = request.format
         width = size.width
