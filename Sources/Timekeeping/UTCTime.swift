@@ -56,6 +56,93 @@ public struct UTCTime: Sendable, Equatable {
         self.init(millisecondsSince1970: Int64(seconds) * 1000)
     }
 
+    /// Milliseconds since 1970 of an RFC 3339 date-time (`2026-11-29T13:00:00.250+01:00`), to the
+    /// millisecond below it; nil for anything else, a day the calendar lacks included. Any
+    /// number of fraction digits; `t`, `z` and a space between date and time as RFC 3339 allows;
+    /// offsets up to ±23:59, and also without their colon. A space where the offset's sign
+    /// belongs is a `+` that a form encoding turned into one.
+    public static func millisecondsSince1970(rfc3339 text: some StringProtocol) -> Int64? {
+        var reader = DigitReader(Array(text.utf8))
+        guard let year = reader.number(digits: 4), reader.take("-"), let month = reader.number(digits: 2), reader.take("-"),
+            let day = reader.number(digits: 2), (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
+            reader.take("T") || reader.take("t") || reader.take(" "),
+            let hour = reader.number(digits: 2), reader.take(":"), let minute = reader.number(digits: 2), reader.take(":"),
+            let second = reader.number(digits: 2), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        var millisecond = 0
+        if reader.take(".") {
+            var digits = 0
+            while let digit = reader.number(digits: 1) {
+                if digits < 3 { millisecond = millisecond * 10 + digit }
+                digits += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in digits..<max(digits, 3) { millisecond *= 10 }
+        }
+        var offsetMinutes = 0
+        if !(reader.take("Z") || reader.take("z")) {
+            let sign: Int
+            if reader.take("+") || reader.take(" ") {
+                sign = 1
+            } else if reader.take("-") {
+                sign = -1
+            } else {
+                return nil
+            }
+            guard let hours = reader.number(digits: 2) else { return nil }
+            _ = reader.take(":")
+            guard let minutes = reader.number(digits: 2), hours < 24, minutes < 60 else { return nil }
+            offsetMinutes = sign * (hours * 60 + minutes)
+        }
+        guard reader.atEnd else { return nil }
+        let days = daysSince1970(year: year, month: month, day: day)
+        let seconds = ((days * 24 + Int64(hour)) * 60 + Int64(minute) - Int64(offsetMinutes)) * 60 + Int64(second)
+        return seconds * 1000 + Int64(millisecond)
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        return [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+    }
+
+    /// A civil date's days since 1970-01-01: the inverse of the count in `init`, in the same eras.
+    private static func daysSince1970(year: Int, month: Int, day: Int) -> Int64 {
+        let year = Int64(month <= 2 ? year - 1 : year)
+        let (era, yearOfEra) = floorDivision(year, 400)
+        let monthFromMarch = Int64(month > 2 ? month - 3 : month + 9)
+        let dayOfYear = (153 * monthFromMarch + 2) / 5 + Int64(day) - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// Reads ASCII digits and punctuation left to right.
+    private struct DigitReader {
+        let bytes: [UInt8]
+        var offset = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        var atEnd: Bool { offset == bytes.count }
+
+        mutating func take(_ character: Unicode.Scalar) -> Bool {
+            guard offset < bytes.count, bytes[offset] == UInt8(ascii: character) else { return false }
+            offset += 1
+            return true
+        }
+
+        /// Exactly `digits` decimal digits, or nil (and nothing taken).
+        mutating func number(digits: Int) -> Int? {
+            guard offset + digits <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[offset..<offset + digits] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            offset += digits
+            return value
+        }
+    }
+
     private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         let (quotient, remainder) = value.quotientAndRemainder(dividingBy: divisor)
         return remainder < 0 ? (quotient - 1, remainder + divisor) : (quotient, remainder)

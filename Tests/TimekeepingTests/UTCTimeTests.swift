@@ -32,6 +32,20 @@ import Timekeeping
         }
     }
 
+    /// RFC 3339 reads back what `iso8601` writes, across four centuries and before the epoch,
+    /// and an offset moves the instant by exactly its hours and minutes.
+    @Test func rfc3339ReadsBackWhatIsWritten() {
+        var generator = SystemRandomNumberGenerator()
+        let fixed: [Int64] = [0, -1, 951_782_400_000, 951_868_799_999, 253_402_300_799_999, -2_208_988_800_000]
+        let random = (0..<20_000).map { _ in Int64.random(in: -2_208_988_800_000...4_102_444_800_000, using: &generator) }
+        for milliseconds in fixed + random {
+            let written = UTCTime(millisecondsSince1970: milliseconds).iso8601
+            #expect(UTCTime.millisecondsSince1970(rfc3339: written) == milliseconds, "\(written)")
+            let shifted = written.dropLast() + "-23:59"
+            #expect(UTCTime.millisecondsSince1970(rfc3339: shifted) == milliseconds + (23 * 60 + 59) * 60_000, "\(shifted)")
+        }
+    }
+
     /// The millisecond below, counted from the reference date as `Date` holds it: the 1970-based
     /// interval of the first two dates rounds up to .125 and to the next day.
     @Test func aDateIsTakenToTheMillisecondBelowIt() {

@@ -62,47 +62,12 @@ extension FrameTapAPI {
         return .time(date)
     }
 
-    /// RFC 3339 with or without fractional seconds (a `+` offset that a form encoding turned
-    /// into a space is read back; a space between the date and the time, which RFC 3339 allows
-    /// in place of `T`, too), or an integer of milliseconds since 1970.
+    /// RFC 3339 (`UTCTime.millisecondsSince1970(rfc3339:)`), or an integer of milliseconds since
+    /// 1970.
     static func parseTime(_ text: String) -> Date? {
         if let milliseconds = Int64(text), milliseconds >= 0 {
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
         }
-        var restored = String(text.map { $0 == " " ? "+" : $0 }).uppercased()
-        guard calendarDateExists(restored.utf8.prefix(10)) else { return nil }
-        let separator = restored.index(restored.startIndex, offsetBy: 10, limitedBy: restored.endIndex)
-        if let separator, separator < restored.endIndex, restored[separator] == "+" {
-            restored.replaceSubrange(separator...separator, with: "T")
-        }
-        // RFC 3339 takes any number of fraction digits; a picture is found to the millisecond,
-        // and Foundation's style reads a few digits only.
-        if let dot = restored.firstIndex(of: "."), restored[..<dot].contains("T") {
-            let digits = restored[restored.index(after: dot)...].prefix { $0.isASCII && $0.isNumber }
-            if digits.count > 3 { restored.removeSubrange(digits.index(digits.startIndex, offsetBy: 3)..<digits.endIndex) }
-        }
-        if let date = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(restored) { return date }
-        return try? Date.ISO8601FormatStyle().parse(restored)
-    }
-
-    /// Whether `YYYY-MM-DD` names a day of the (proleptic Gregorian) calendar: Foundation's style
-    /// takes 2026-02-30 as March the 2nd.
-    static func calendarDateExists(_ text: Substring.UTF8View.SubSequence) -> Bool {
-        let bytes = Array(text)
-        guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-") else { return false }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - UInt8(ascii: "0"))
-            }
-            return value
-        }
-        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), (1...12).contains(month) else {
-            return false
-        }
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-        return (1...days).contains(day)
+        return UTCTime.millisecondsSince1970(rfc3339: text).map { Date(timeIntervalSince1970: Double($0) / 1000) }
     }
 }
