@@ -130,14 +130,21 @@ public final class DecoderMemoryBudget: Sendable {
         return tenths % 10 == 0 ? "\(tenths / 10)" : "\(tenths / 10).\(tenths % 10)"
     }
 
-    /// Half of what this process may use: the container's memory limit (cgroup v2
-    /// `memory.max`, or v1 `memory.limit_in_bytes`) when there is one, else the machine's
-    /// memory. The other half is for everything else (encoded pictures, upload queues, spools
-    /// in the page cache, the HTTP server).
+    /// Half of what this process may use (`MemoryLimit.ofThisProcess`). The other half is for
+    /// everything else: the sessions' histories (a quarter, `--max-history-memory`), encoded
+    /// pictures, upload queues, spools in the page cache, the HTTP server.
     public static func defaultLimit() -> Int {
+        MemoryLimit.ofThisProcess() / 2
+    }
+}
+
+/// What this process may use: the container's memory limit (cgroup v2 `memory.max`, or v1
+/// `memory.limit_in_bytes`) when there is one, else the machine's memory. The automatic
+/// budgets are shares of it.
+public enum MemoryLimit {
+    public static func ofThisProcess() -> Int {
         let machine = physicalMemory() ?? (8 << 30)
-        let container = containerMemoryLimit().map { min($0, machine) } ?? machine
-        return container / 2
+        return containerMemoryLimit().map { min($0, machine) } ?? machine
     }
 
     static func physicalMemory() -> Int? {

@@ -207,8 +207,25 @@ extension ServeOption {
             "history-bytes", \.server.historyBytes, .from(1 << 20), valueName: "bytes",
             help: "Bytes of compressed history each session keeps at most, in whole GOPs.",
             details:
-                "64 MiB is 10 s of a 50 Mbit/s stream, or about 2 minutes of a 4 Mbit/s camera: with the default `--history-seconds` the time binds for real cameras and this bounds hostile streams, while a longer history needs its seconds × bit rate ÷ 8 here too; times `--max-sessions` it bounds the server's history"
+                "64 MiB is 10 s of a 50 Mbit/s stream, or about 2 minutes of a 4 Mbit/s camera: with the default `--history-seconds` the time binds for real cameras and this bounds hostile streams, while a longer history needs its seconds × bit rate ÷ 8 here too; `--max-history-memory` bounds every session's together"
         ),
+        ServeOption(
+            "max-history-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
+            help:
+                "Bytes every session's history may keep alive together; `auto` is a quarter of the container's memory limit (cgroup) or of the machine's memory.",
+            details:
+                "past it, the history keeping the most gives up its oldest GOP (its newest, when that is all it holds) until the sum fits, so a session holding less than the others keeps its own; counted in `/history` `gopsShed`, `/system` `historyMemory` and `frametap_history_gops_shed_total`",
+            defaultValue: { _ in .literal("auto") },
+            apply: { text, settings throws(OptionValueError) in
+                let word = text.trimmingWhitespace()
+                if word == "auto" {
+                    return  // the configuration's default budget is the automatic one
+                } else if let limit = Int(word), limit >= 1 << 20 {
+                    settings.server.historyMemoryLimit = limit
+                } else {
+                    throw OptionValueError("must be 'auto' or a number of bytes of at least \(1 << 20)")
+                }
+            }),
         seconds(
             "on-demand-linger", \.server.onDemandLinger, .range(0...86_400),
             help:

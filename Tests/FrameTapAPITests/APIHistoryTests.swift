@@ -166,6 +166,29 @@ import Sessions
         }
     }
 
+    /// Past `--max-history-memory`, the session whose history keeps the most gives GOPs up, and
+    /// `/history`, `/system` and `/metrics` say so.
+    @Test func everySessionsHistoryTogetherStaysWithinItsBound() throws {
+        try withService(sessions: { $0.historyMemoryLimit = 1 << 20 }) { service in
+            let port = service.port
+            // 13 KB a push: a hundred of them pass 1 MiB.
+            for _ in 0..<100 { try pushToHistory(port, session: "busy", Fixture.repeatHeaders) }
+            try pushToHistory(port, session: "quiet", Fixture.repeatHeaders)
+            let busy = try jsonObject(try request(port, "GET", "/sessions/busy/history").body)
+            let quiet = try jsonObject(try request(port, "GET", "/sessions/quiet/history").body)
+            #expect((busy["gopsShed"] as? Int ?? 0) > 0, "\(busy)")
+            #expect((busy["gops"] as? Int ?? 0) > 0, "the busiest keeps what fits")
+            #expect(quiet["gopsShed"] as? Int == 0 && quiet["gops"] as? Int == 3, "\(quiet)")
+            let system = try jsonObject(try request(port, "GET", "/system").body)
+            let memory = try #require(system["historyMemory"] as? [String: Any])
+            #expect(memory["limitBytes"] as? Int == 1 << 20 && memory["histories"] as? Int == 2)
+            #expect((memory["usedBytes"] as? Int ?? .max) <= 1 << 20, "\(memory)")
+            let metrics = String(decoding: try request(port, "GET", "/metrics").body, as: UTF8.self)
+            #expect(metrics.contains("frametap_history_gops_shed_total \(memory["gopsShed"] as? Int ?? -1)"))
+            #expect(metrics.contains("frametap_history_memory_limit_bytes 1048576"))
+        }
+    }
+
     @Test func pastTheCatchUpQueueIs503WithRetryAfter() throws {
         try withService(sessions: {
             $0.catchUpDecoders = 1

@@ -24,7 +24,8 @@ import Timekeeping
             #expect(
                 Set(json.keys) == [
                     "version", "libavcodec", "backendDefault", "decoderThreads", "encoder", "vaapiAvailable",
-                    "cudaAvailable", "hardware", "devices", "engines", "limits", "activeSessions", "decoderMemory", "configuration",
+                    "cudaAvailable", "hardware", "devices", "engines", "limits", "activeSessions", "decoderMemory", "historyMemory",
+                    "configuration",
                 ])
             let encoder = try #require(json["encoder"] as? [String: Any])
             #expect(Set(encoder.keys) == ["name", "reason"])

@@ -385,6 +385,7 @@ import Timekeeping
         var configuration = ServerConfiguration()
         configuration.maxBodyBytes = nil
         configuration.decoderMemoryLimit = 1 << 30
+        configuration.historyMemoryLimit = 1 << 29
         let services = SessionServices.forTests(configuration)
         var info = SystemInfo(configuration: configuration, services: services, activeSessions: 3, hardware: Self.hardware)
         info.devices = Self.deviceUsage
@@ -429,7 +430,9 @@ import Timekeeping
                 + #""encoder":{"name":"\#(services.encoderFactory.identity.name)","#
                 + #""reason":"\#(services.encoderFactory.identity.reason)"},"#
                 + #""engines":"# + Self.enginesJSON + ","
-                + #""hardware":"# + Self.hardwareJSON + #","libavcodec":"59.37.100","limits":"# + limits + ","
+                + #""hardware":"# + Self.hardwareJSON + #","#
+                + #""historyMemory":{"gopsShed":0,"histories":0,"limitBytes":536870912,"usedBytes":0},"#
+                + #""libavcodec":"59.37.100","limits":"# + limits + ","
                 + #""vaapiAvailable":true,"version":"\#(SystemInfo.version)"}"#)
     }
 

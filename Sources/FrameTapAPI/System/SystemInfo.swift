@@ -38,6 +38,8 @@ public struct SystemInfo: Sendable {
     public var activeSessions: Int
     /// `--max-decoder-memory` and what the sessions' decoders hold of it now.
     public var decoderMemory: DecoderMemoryUsage
+    /// `--max-history-memory` and what the sessions' histories keep of it now.
+    public var historyMemory: HistoryMemoryUsage
     /// The configuration file and how its last reading went, and `--state-dir`.
     public var configurationFile = ConfigurationFile()
 
@@ -64,6 +66,11 @@ public struct SystemInfo: Sendable {
         public var decoders: Int
         /// Streams refused for want of memory since start-up.
         public var refusals: Int
+    }
+
+    public struct HistoryMemoryUsage: Sendable {
+        public var limitBytes: Int
+        public var usage: HistoryMemoryBudget.Usage
     }
 
     public struct Limits: Sendable {
@@ -118,6 +125,7 @@ public struct SystemInfo: Sendable {
         decoderMemory = DecoderMemoryUsage(
             limitBytes: services.decoderMemory.limit, usedBytes: memory.bytes, decoders: memory.decoders,
             refusals: memory.refusals)
+        historyMemory = HistoryMemoryUsage(limitBytes: services.historyMemory.limit, usage: services.historyMemory.usage)
     }
 
     /// Gauges for `/metrics`, set once: `frametap_vaapi_render_nodes` (nodes found),

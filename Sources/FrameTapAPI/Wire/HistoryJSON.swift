@@ -20,13 +20,14 @@ struct HistoryJSON: Encodable {
         try container.encode(summary.firstSeq, forKey: .firstSeq)
         try container.encode(summary.lastSeq, forKey: .lastSeq)
         try container.encode(summary.gopsDropped, forKey: .gopsDropped)
+        try container.encode(summary.gopsShed, forKey: .gopsShed)
         var limits = container.nestedContainer(keyedBy: LimitKey.self, forKey: .limits)
         try limits.encode(summary.limitSeconds, forKey: .seconds)
         try limits.encode(summary.limitBytes, forKey: .bytes)
     }
 
     private enum Key: String, CodingKey {
-        case from, to, seconds, gops, accessUnits, bytes, memoryBytes, firstSeq, lastSeq, gopsDropped, limits
+        case from, to, seconds, gops, accessUnits, bytes, memoryBytes, firstSeq, lastSeq, gopsDropped, gopsShed, limits
     }
 
     private enum LimitKey: String, CodingKey { case seconds, bytes }

@@ -22,6 +22,7 @@ struct SystemInfoJSON: WireObject {
             "limits": LimitsJSON(info.limits),
             "activeSessions": info.activeSessions,
             "decoderMemory": DecoderMemoryJSON(info.decoderMemory),
+            "historyMemory": HistoryMemoryJSON(info.historyMemory),
             "configuration": ConfigurationJSON(info.configurationFile),
         ]
     }
@@ -95,6 +96,21 @@ struct SystemInfoJSON: WireObject {
                 "usedBytes": usage.usedBytes,
                 "decoders": usage.decoders,
                 "refusals": usage.refusals,
+            ]
+        }
+    }
+
+    struct HistoryMemoryJSON: WireObject {
+        let usage: SystemInfo.HistoryMemoryUsage
+
+        init(_ usage: SystemInfo.HistoryMemoryUsage) { self.usage = usage }
+
+        var members: KeyValuePairs<String, any Encodable> {
+            [
+                "limitBytes": usage.limitBytes,
+                "usedBytes": usage.usage.bytes,
+                "histories": usage.usage.histories,
+                "gopsShed": usage.usage.gopsShed,
             ]
         }
     }

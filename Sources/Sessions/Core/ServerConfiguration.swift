@@ -77,6 +77,9 @@ public struct ServerConfiguration: Sendable {
     public var historySeconds: Duration
     /// ... and at most this many bytes (`--history-bytes`), in whole GOPs.
     public var historyBytes: Int
+    /// What every session's history may keep alive together (`--max-history-memory`): the limit
+    /// of `SessionServices.historyMemory`.
+    public var historyMemoryLimit: Int
     /// An on-demand session keeps decoding this long after the last request for a picture
     /// (and its last MJPEG viewer), then releases its decoder (`--on-demand-linger`).
     public var onDemandLinger: Duration
@@ -109,6 +112,7 @@ public struct ServerConfiguration: Sendable {
         defaultDecode: DecodeMode = .all,
         historySeconds: Duration = ServerConfiguration.defaultHistorySeconds,
         historyBytes: Int = ServerConfiguration.defaultHistoryBytes,
+        historyMemoryLimit: Int = HistoryMemoryBudget.defaultLimit(),
         onDemandLinger: Duration = .seconds(10),
         catchUpDecoders: Int = ServerConfiguration.defaultCatchUpDecoders,
         catchUpQueue: Int? = nil,
@@ -133,6 +137,7 @@ public struct ServerConfiguration: Sendable {
         self.defaultDecode = defaultDecode
         self.historySeconds = historySeconds
         self.historyBytes = historyBytes
+        self.historyMemoryLimit = historyMemoryLimit
         self.onDemandLinger = onDemandLinger
         self.catchUpDecoders = catchUpDecoders
         self.catchUpQueue = catchUpQueue

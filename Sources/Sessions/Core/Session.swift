@@ -93,7 +93,7 @@ public final class Session: Sendable {
                 }
             })
         viewerSet.value = viewers
-        let history = CompressedHistory(limits: configuration.historyLimits)
+        let history = CompressedHistory(limits: configuration.historyLimits, budget: services.historyMemory)
         let loop = DecodeLoop(
             id: id, stream: stream, mode: mode, context: context, viewers: viewers, pictures: pictures,
             history: history)

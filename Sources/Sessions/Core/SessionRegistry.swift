@@ -184,7 +184,8 @@ public final class SessionRegistry: Sendable {
             sessions: sessions.map { $0.status() }, devices: services.devicePool.usage(),
             downloads: services.frameDownloads, decoderMemory: services.decoderMemory,
             catchUps: services.catchUpPool.usage, warmDecoders: services.catchUpPool.warmDecoders.usage,
-            historyBytes: sessions.reduce(0) { $0 + $1.historyBytes }, slabs: SlabPool.shared.usage,
+            historyBytes: sessions.reduce(0) { $0 + $1.historyBytes },
+            historyMemory: (services.historyMemory.limit, services.historyMemory.usage), slabs: SlabPool.shared.usage,
             engines: services.devicePool.engines.report(), residentBytes: ProcessMemory.residentBytes())
     }
 

@@ -4,7 +4,8 @@ import Ingest
 import Timekeeping
 
 /// What every session shares at run time: the clock, the hardware devices, where decoders and
-/// encoders come from, the budgets of decoder memory and spool, and the catch-up decoders.
+/// encoders come from, the budgets of decoder memory, history and spool, and the catch-up
+/// decoders.
 /// Built once at start-up (by `frametap serve`, or a test), from a `ServerConfiguration`'s
 /// values, and handed to the registry, which hands it to each session.
 public struct SessionServices: Sendable {
@@ -22,13 +23,16 @@ public struct SessionServices: Sendable {
     public var decoderMemory: DecoderMemoryBudget
     /// What every spooled upload may hold together (`--max-spool-total-bytes`).
     public var spoolBudget: SpoolBudget
+    /// What every session's history may keep alive together (`--max-history-memory`).
+    public var historyMemory: HistoryMemoryBudget
     /// The catch-up decoders every session shares (`--max-catchup-decoders`, `--max-catchup-queue`).
     public var catchUpPool: CatchUpPool
 
     public init(
         clock: any ServiceClock, devicePool: HardwareDevicePool, frameDownloads: FrameDownloadCounter,
         decoderFactory: any PictureDecoderFactory, encoderFactory: any PictureEncoderFactory,
-        decoderMemory: DecoderMemoryBudget, spoolBudget: SpoolBudget, catchUpPool: CatchUpPool
+        decoderMemory: DecoderMemoryBudget, spoolBudget: SpoolBudget, historyMemory: HistoryMemoryBudget,
+        catchUpPool: CatchUpPool
     ) {
         self.clock = clock
         self.devicePool = devicePool
@@ -37,6 +41,7 @@ public struct SessionServices: Sendable {
         self.encoderFactory = encoderFactory
         self.decoderMemory = decoderMemory
         self.spoolBudget = spoolBudget
+        self.historyMemory = historyMemory
         self.catchUpPool = catchUpPool
     }
 
@@ -50,6 +55,7 @@ public struct SessionServices: Sendable {
             clock: clock, devicePool: devicePool, frameDownloads: frameDownloads, decoderFactory: decoderFactory,
             encoderFactory: encoderFactory, decoderMemory: DecoderMemoryBudget(limit: configuration.decoderMemoryLimit),
             spoolBudget: SpoolBudget(limit: configuration.maxSpoolTotalBytes),
+            historyMemory: HistoryMemoryBudget(limit: configuration.historyMemoryLimit),
             catchUpPool: CatchUpPool(
                 slots: configuration.catchUpDecoders, queueLimit: configuration.catchUpQueueLimit, clock: clock))
         devicePool.engines.setOverrides(configuration.engineCapacities)

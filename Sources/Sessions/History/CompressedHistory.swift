@@ -57,8 +57,10 @@ final class CompressedHistory: Sendable {
         let recoveryDistance: Int
         /// The slabs its units were first to keep alive, in bytes.
         var slabBytes = 0
-        /// It passed the byte bound alone and its units were dropped.
+        /// It passed the byte bound alone, or was given up for the bound of every session's
+        /// history together (`shed`), and its units were dropped.
         var truncated = false
+        var shed = false
         /// The stream ended after its last unit (a decoder reading on drains there).
         var endsStream = false
         /// Its first index (kept when truncated) and the index after its last.
@@ -122,6 +124,10 @@ final class CompressedHistory: Sendable {
         var gopsDropped = 0
         /// The newest GOP alone passed the byte bound: none of it is held.
         var newestGOPTooLarge = false
+        /// GOPs given up for the bound of every session's history together (counted in
+        /// `gopsDropped` too), and whether the newest was.
+        var gopsShed = 0
+        var newestGOPShed = false
     }
 
     private struct State {
@@ -132,10 +138,15 @@ final class CompressedHistory: Sendable {
         /// The lowest index a catch-up still reads.
         var pinned: Int64?
         var gopsDropped = 0
+        /// Of those, GOPs given up for the bound of every session's history together.
+        var gopsShed = 0
         /// The slabs the held units' bytes lie in, with how many held NAL units lie in each.
         var slabs: [ObjectIdentifier: HeldSlab] = [:]
         /// The bytes of those slabs: the memory the history keeps alive.
         var slabBytes = 0
+
+        /// The memory the history keeps alive, as the bound of every session's history counts it.
+        var keeps: Int { max(bytes, slabBytes) }
 
         /// Counts `unit`'s NAL units in their slabs; the bytes of the slabs none held before.
         mutating func keep(_ unit: CodedAccessUnit) -> Int {
@@ -179,6 +190,8 @@ final class CompressedHistory: Sendable {
 
     let limits: Limits
     private let state = Mutex(State())
+    /// The bound of every session's history together, told what this one keeps after each change.
+    private let budget: HistoryMemoryBudget?
 
     /// What one held unit costs beyond its bytes (the entry, its NAL unit array): counted so
     /// that a stream of tiny units is bounded too.
@@ -188,8 +201,13 @@ final class CompressedHistory: Sendable {
     /// newest: up to this much of the memory it keeps alive is not its own.
     static let sharedSlabBytes = 2 * SlabPool.shared.slabBytes
 
-    init(limits: Limits) {
+    init(limits: Limits, budget: HistoryMemoryBudget? = nil) {
         self.limits = limits
+        self.budget = budget
+    }
+
+    deinit {
+        budget?.forget(ObjectIdentifier(self))
     }
 
     // MARK: - Ingest
@@ -199,7 +217,7 @@ final class CompressedHistory: Sendable {
         let unit = Unit(
             indexed: indexed, receivedAt: receivedAt, receivedUptime: receivedUptime,
             bytes: indexed.unit.byteCount + Self.unitOverhead)
-        state.withLock { state in
+        let keeps = state.withLock { state -> Int? in
             let startsNewGOP = indexed.unit.isKeyframe || state.gops.isEmpty || state.broken
                 || state.gops[state.gops.count - 1].endsStream
             if startsNewGOP {
@@ -212,14 +230,43 @@ final class CompressedHistory: Sendable {
             }
             let last = state.gops.count - 1
             state.gops[last].endIndex = indexed.index + 1
-            guard !state.gops[last].truncated else { return }
+            guard !state.gops[last].truncated else { return nil }
             state.gops[last].units.append(unit)
             state.gops[last].bytes += unit.bytes
             state.gops[last].slabBytes += state.keep(indexed.unit)
             if indexed.unit.isLeading { state.gops[last].hasLeading = true }
             state.bytes += unit.bytes
             enforceLimits(&state, newest: receivedUptime)
+            return state.keeps
         }
+        if let keeps { budget?.report(self, keeps: keeps) }
+    }
+
+    /// Gives up one GOP for the bound of every session's history together: the oldest, or the
+    /// newest (truncated, as one larger than the byte bound is) when it is all that is held.
+    /// False when nothing can go: nothing held, or a catch-up reads it.
+    func shedOneGOP() -> Bool {
+        let keeps = state.withLock { state -> Int? in
+            if state.gops.count > 1 {
+                let oldest = state.gops[0]
+                if let pinned = state.pinned, oldest.endIndex > pinned, !oldest.truncated { return nil }
+                state.bytes -= oldest.bytes
+                state.release(oldest.units)
+                state.gops.removeFirst()
+                if oldest.truncated { return state.keeps }
+            } else if let newest = state.gops.first, !newest.truncated, !newest.units.isEmpty, state.pinned == nil {
+                Self.truncateNewest(&state)
+                state.gops[0].shed = true
+            } else {
+                return nil
+            }
+            state.gopsDropped += 1
+            state.gopsShed += 1
+            return state.keeps
+        }
+        guard let keeps else { return false }
+        budget?.report(self, keeps: keeps)
+        return true
     }
 
     /// The stream ended (a flush): the next access unit starts a new GOP that does not follow.
@@ -240,12 +287,7 @@ final class CompressedHistory: Sendable {
         let last = state.gops.count - 1
         if state.gops[last].bytes > limits.bytes || state.gops[last].slabBytes > limits.bytes + Self.sharedSlabBytes {
             // One GOP larger than the whole bound: it cannot be kept, whoever reads it.
-            state.bytes -= state.gops[last].bytes
-            state.release(state.gops[last].units)
-            state.gops[last].units = []
-            state.gops[last].bytes = 0
-            state.gops[last].slabBytes = 0
-            state.gops[last].truncated = true
+            Self.truncateNewest(&state)
             state.gopsDropped += 1
         }
         let span = limits.seconds.nanoseconds
@@ -262,6 +304,18 @@ final class CompressedHistory: Sendable {
             state.gops.removeFirst()
             if !oldest.truncated { state.gopsDropped += 1 }
         }
+    }
+
+    /// Drops the newest GOP's units; its later units are not kept either, and it is no longer a
+    /// place decoding can start from.
+    private static func truncateNewest(_ state: inout State) {
+        let last = state.gops.count - 1
+        state.bytes -= state.gops[last].bytes
+        state.release(state.gops[last].units)
+        state.gops[last].units = []
+        state.gops[last].bytes = 0
+        state.gops[last].slabBytes = 0
+        state.gops[last].truncated = true
     }
 
     // MARK: - Catching up
@@ -426,7 +480,9 @@ final class CompressedHistory: Sendable {
 
     private static func summary(_ state: State, limits: Limits) -> Summary {
         var summary = Summary(limits: limits, gopsDropped: state.gopsDropped)
-        summary.newestGOPTooLarge = state.gops.last?.truncated ?? false
+        summary.newestGOPTooLarge = state.gops.last.map { $0.truncated && !$0.shed } ?? false
+        summary.newestGOPShed = state.gops.last?.shed ?? false
+        summary.gopsShed = state.gopsShed
         summary.bytes = state.bytes
         summary.slabBytes = state.slabBytes
         summary.accessUnits = state.gops.reduce(0) { $0 + $1.units.count }

@@ -36,6 +36,10 @@ public struct HistorySummary: Sendable, Equatable {
     public var gopsDropped: Int
     /// The newest GOP alone passed `--history-bytes`: none of it is held.
     public var newestGOPTooLarge: Bool
+    /// Of `gopsDropped`, those given up to keep every session's history within
+    /// `--max-history-memory`, and whether the newest was.
+    public var gopsShed: Int
+    public var newestGOPShed: Bool
 
     init(_ summary: CompressedHistory.Summary) {
         from = summary.from
@@ -51,6 +55,8 @@ public struct HistorySummary: Sendable, Equatable {
         limitBytes = summary.limits.bytes
         gopsDropped = summary.gopsDropped
         newestGOPTooLarge = summary.newestGOPTooLarge
+        gopsShed = summary.gopsShed
+        newestGOPShed = summary.newestGOPShed
     }
 
     /// The problem a request outside the history gets: it names the range held.
@@ -61,6 +67,13 @@ public struct HistorySummary: Sendable, Equatable {
                     .notInHistory,
                     "the session's history holds no picture: its newest GOP passed --history-bytes (\(limitBytes) bytes) "
                         + "and is not kept; raise --history-bytes, or have the source send keyframes more often")
+            }
+            if newestGOPShed {
+                return SessionError(
+                    .notInHistory,
+                    "the session's history holds no picture: its newest GOP was given up to keep every session's "
+                        + "history within --max-history-memory, as this session's history held the most; raise "
+                        + "--max-history-memory, or lower --history-bytes or --history-seconds")
             }
             if gopsDropped > 0 {
                 return SessionError(

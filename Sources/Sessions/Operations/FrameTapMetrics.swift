@@ -78,6 +78,7 @@ public final class FrameTapMetrics: Sendable {
         mjpegClients.set(0)
         counter(Names.frameDownloads, [:]).increment(by: 0)
         counter(Names.decoderMemoryRefusals, [:]).increment(by: 0)
+        counter(Names.historyGOPsShed, [:]).increment(by: 0)
         for reason in BackendFallback.Reason.allCases {
             for codec in VideoCodec.allCases {
                 counter(Names.fallbacks, ["reason": reason.rawValue, "codec": codec.rawValue]).increment(by: 0)
@@ -177,7 +178,8 @@ public final class FrameTapMetrics: Sendable {
     public func refresh(
         sessions: [SessionStatus], devices: [HardwareDeviceUsage], downloads: FrameDownloadCounter,
         decoderMemory: DecoderMemoryBudget, catchUps: CatchUpPool.Usage? = nil, warmDecoders: WarmDecoderPool.Usage? = nil,
-        historyBytes: Int? = nil, slabs: SlabPool.Usage? = nil, engines: [EnginePlacement.Report] = [],
+        historyBytes: Int? = nil, historyMemory: (limit: Int, usage: HistoryMemoryBudget.Usage)? = nil,
+        slabs: SlabPool.Usage? = nil, engines: [EnginePlacement.Report] = [],
         residentBytes: Int? = nil
     ) {
         var byBackend: [[String]: Int] = [:]
@@ -193,6 +195,7 @@ public final class FrameTapMetrics: Sendable {
             counts += [(Names.warmDecoderHits, warmDecoders.hits), (Names.warmDecoderMisses, warmDecoders.misses)]
         }
         if let slabs { counts.append((Names.slabsAllocated, slabs.allocated)) }
+        if let historyMemory { counts.append((Names.historyGOPsShed, historyMemory.usage.gopsShed)) }
         let (vanishedBackends, vanishedDevices, countsGrew) = scraped.withLock { scraped in
             let vanishedBackends = scraped.backendLabels.subtracting(byBackend.keys)
             scraped.backendLabels.formUnion(byBackend.keys)
@@ -261,6 +264,12 @@ public final class FrameTapMetrics: Sendable {
         if let historyBytes {
             memoryGauge(Names.historyBytes, "Bytes of compressed history every session holds together")
                 .set(to: Double(historyBytes))
+        }
+        if let historyMemory {
+            memoryGauge(Names.historyMemoryLimit, "The memory every session's history may keep alive together (--max-history-memory)")
+                .set(to: Double(historyMemory.limit))
+            memoryGauge(Names.historyMemoryUsed, "The memory every session's history keeps alive (its bytes or its slabs, the larger)")
+                .set(to: Double(historyMemory.usage.bytes))
         }
         if let slabs {
             memoryGauge(Names.slabsInUse, "Slabs of the shared pool holding received bytes (uploads, history)")
@@ -392,6 +401,9 @@ public final class FrameTapMetrics: Sendable {
         public static let warmDecoderHits = "frametap_warm_decoder_hits_total"
         public static let warmDecoderMisses = "frametap_warm_decoder_misses_total"
         public static let historyBytes = "frametap_history_bytes"
+        public static let historyMemoryLimit = "frametap_history_memory_limit_bytes"
+        public static let historyMemoryUsed = "frametap_history_memory_used_bytes"
+        public static let historyGOPsShed = "frametap_history_gops_shed_total"
         public static let residentBytes = "frametap_process_resident_bytes"
         public static let slabsInUse = "frametap_slabs_in_use"
         public static let slabsIdle = "frametap_slabs_idle"

@@ -1,0 +1,101 @@
+import Decoding
+import Synchronization
+
+/// What every session's compressed history may keep alive together (`--max-history-memory`).
+/// Each history bounds itself (`--history-seconds`, `--history-bytes`); their sum would still
+/// grow with the number of sessions. Past this bound the history that keeps the most gives up
+/// its oldest GOP (or, when that GOP is all it holds, its newest is truncated, as one larger
+/// than `--history-bytes` is), and so on until the sum fits: the session holding the most loses
+/// history first, and one holding less than the others keeps what it has.
+///
+/// Owns: how much each history keeps alive, as it last said. A history reports after every
+/// change, outside its own lock; shedding takes one history's lock at a time and never this
+/// one's, so no lock is ever held while another is taken.
+public final class HistoryMemoryBudget: Sendable {
+    public let limit: Int
+
+    public struct Usage: Sendable, Equatable {
+        /// What every history keeps alive now: the larger of its units' bytes and its slabs'.
+        public var bytes = 0
+        public var histories = 0
+        /// GOPs given up to keep the sum within `limit` since start-up.
+        public var gopsShed = 0
+    }
+
+    private struct Entry {
+        weak var history: CompressedHistory?
+        var bytes: Int
+    }
+
+    private struct State {
+        var entries: [ObjectIdentifier: Entry] = [:]
+        var bytes = 0
+        var gopsShed = 0
+        /// A thread is shedding: another one over the bound leaves it to that one.
+        var shedding = false
+    }
+
+    private let state = Mutex(State())
+
+    public init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// A quarter of what this process may use (`MemoryLimit.ofThisProcess`): decoders have half
+    /// (`DecoderMemoryBudget.defaultLimit`), and the rest is for pictures, uploads and the server.
+    public static func defaultLimit() -> Int {
+        MemoryLimit.ofThisProcess() / 4
+    }
+
+    public var usage: Usage {
+        state.withLock { Usage(bytes: $0.bytes, histories: $0.entries.count, gopsShed: $0.gopsShed) }
+    }
+
+    /// `history` keeps `bytes` alive now; past the bound, histories shed until the sum fits.
+    func report(_ history: CompressedHistory, keeps bytes: Int) {
+        let mustShed = state.withLock { state -> Bool in
+            let key = ObjectIdentifier(history)
+            state.bytes += bytes - (state.entries[key]?.bytes ?? 0)
+            state.entries[key] = Entry(history: history, bytes: bytes)
+            guard state.bytes > limit, !state.shedding else { return false }
+            state.shedding = true
+            return true
+        }
+        if mustShed { shed() }
+    }
+
+    /// `history` is gone: what it kept no longer counts.
+    func forget(_ history: ObjectIdentifier) {
+        state.withLock { state in
+            guard let entry = state.entries.removeValue(forKey: history) else { return }
+            state.bytes -= entry.bytes
+        }
+    }
+
+    /// Takes a GOP from the history keeping the most, until the sum fits or none can give one
+    /// (a catch-up reads what each has left). The last look and the end of shedding are one
+    /// step, so a report in between still finds someone shedding or sheds itself.
+    private func shed() {
+        var refused: Set<ObjectIdentifier> = []
+        while true {
+            let largest = state.withLock { state -> CompressedHistory? in
+                var largest: (bytes: Int, history: CompressedHistory)?
+                if state.bytes > limit {
+                    for (key, entry) in state.entries where !refused.contains(key) {
+                        guard let history = entry.history else { continue }
+                        if entry.bytes > largest?.bytes ?? -1 { largest = (entry.bytes, history) }
+                    }
+                }
+                if largest == nil { state.shedding = false }
+                return largest?.history
+            }
+            guard let largest else { return }
+            // It reports what it keeps after, which lowers the sum.
+            if largest.shedOneGOP() {
+                state.withLock { $0.gopsShed += 1 }
+            } else {
+                refused.insert(ObjectIdentifier(largest))
+            }
+        }
+    }
+}
