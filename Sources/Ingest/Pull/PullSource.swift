@@ -171,7 +171,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
                         timeouts: .init(connect: settings.connectTimeout, read: settings.readTimeout),
                         seekWindow: settings.seekWindow)
                     connected(format: stream.formatName)
-                    let (end, proven) = read(stream, pacing: &pacing)
+                    let (end, proven) = read(stream, mayBeFile: paced, pacing: &pacing)
                     // Only a connection that gave some of the stream for a while starts the
                     // back-off again: one that opens and fails at once (a login page, a stream
                     // that never starts after PLAY) would otherwise be retried every 0.5 s.
@@ -232,16 +232,21 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
 
     /// Reads samples until the connection fails or the stream ends; returns why it stopped, and
     /// whether it proved itself: handed on some of the stream `PullSettings.provenAfter` or
-    /// more after it opened, or ended as a whole file of samples (a short file that loops).
-    private func read(_ stream: PulledStream, pacing: inout SourcePacing?) -> (end: ContainerError, proven: Bool) {
+    /// more after it opened, or, when it `mayBeFile` (an HTTP body), ended as a whole file of
+    /// samples (a short file that loops). A live stream that ends sooner (a camera that drops
+    /// its clients after a second or two) proved nothing: its back-off grows.
+    private func read(
+        _ stream: PulledStream, mayBeFile: Bool, pacing: inout SourcePacing?
+    ) -> (end: ContainerError, proven: Bool) {
         let openedAt = clock.uptime
-        var proven = false
+        var lastDelivery: UInt64?
         var sampled = false
         let end = readUntilEnd(stream, pacing: &pacing) { isSample in
             sampled = sampled || isSample
-            if !proven, clock.uptime &- openedAt >= PullSettings.provenAfter.nanoseconds { proven = true }
+            lastDelivery = clock.uptime
         }
-        return (end, proven || (sampled && end.code == .sourceEnded))
+        let delivering = lastDelivery.map { Duration.nanoseconds(Int64($0 &- openedAt)) }
+        return (end, PullSettings.proved(delivering: delivering, sampled: sampled, end: end.code, mayBeFile: mayBeFile))
     }
 
     /// `read(_:)`'s loop; `delivering` runs before each sample (true) or piece of Annex B

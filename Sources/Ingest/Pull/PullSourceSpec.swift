@@ -71,6 +71,14 @@ public struct PullSettings: Sendable {
     /// How long a connection hands on some of the stream before the back-off after it starts
     /// again from `firstRetryDelay`.
     public static let provenAfter: Duration = .seconds(5)
+
+    /// Whether a connection proved itself (`PullSource.read`): it handed on some of the stream
+    /// `delivering` (from its opening to its last delivery) for `provenAfter`, or, when it
+    /// `mayBeFile` (an HTTP body), ended as a whole file of samples.
+    static func proved(delivering: Duration?, sampled: Bool, end: ContainerErrorCode, mayBeFile: Bool) -> Bool {
+        if let delivering, delivering >= provenAfter { return true }
+        return mayBeFile && sampled && end == .sourceEnded
+    }
     /// A TCP connection that is refused at once costs a camera nothing; once a second finds it
     /// within about a second of its return.
     public static let defaultProbeInterval: Duration = .seconds(1)
