@@ -59,8 +59,9 @@ public struct UTCTime: Sendable, Equatable {
     /// Milliseconds since 1970 of an RFC 3339 date-time (`2026-11-29T13:00:00.250+01:00`), to the
     /// millisecond below it; nil for anything else, a day the calendar lacks included. Any
     /// number of fraction digits; `t`, `z` and a space between date and time as RFC 3339 allows;
-    /// offsets up to ±23:59, and also without their colon. A space where the offset's sign
-    /// belongs is a `+` that a form encoding turned into one.
+    /// offsets up to ±23:59, and also without their colon or in hours only (ISO 8601's `+01`,
+    /// as PostgreSQL writes them). A space where the offset's sign belongs is a `+` that a form
+    /// encoding turned into one.
     public static func millisecondsSince1970(rfc3339 text: some StringProtocol) -> Int64? {
         var reader = DigitReader(Array(text.utf8))
         guard let year = reader.number(digits: 4), reader.take("-"), let month = reader.number(digits: 2), reader.take("-"),
@@ -90,9 +91,10 @@ public struct UTCTime: Sendable, Equatable {
                 return nil
             }
             guard let hours = reader.number(digits: 2) else { return nil }
-            _ = reader.take(":")
-            guard let minutes = reader.number(digits: 2), hours < 24, minutes < 60 else { return nil }
-            offsetMinutes = sign * (hours * 60 + minutes)
+            let colon = reader.take(":")
+            let minutes = reader.number(digits: 2)
+            guard hours < 24, minutes ?? 0 < 60, !colon || minutes != nil else { return nil }
+            offsetMinutes = sign * (hours * 60 + (minutes ?? 0))
         }
         guard reader.atEnd else { return nil }
         let days = daysSince1970(year: year, month: month, day: day)

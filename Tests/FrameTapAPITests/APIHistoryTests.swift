@@ -26,6 +26,8 @@ import Sessions
         #expect(FrameTapAPI.parseTime("2026-11-30T11:00:00+23:00") == noon, "offsets up to ±23:59")
         #expect(FrameTapAPI.parseTime("2026-11-28T12:30:00-23:30") == noon)
         #expect(FrameTapAPI.parseTime("2026-11-29T13:00:00+0100") == noon, "an offset without its colon")
+        #expect(FrameTapAPI.parseTime("2026-11-29 13:00:00.000+01") == noon, "in hours only, as PostgreSQL writes it")
+        #expect(FrameTapAPI.parseTime("2026-11-29 12:00:00 00") == noon, "+00 whose + a query read as a space")
         #expect(FrameTapAPI.parseTime("2026-11-29T12:00:00.5-00:00") == noon.addingTimeInterval(0.5))
         #expect(FrameTapAPI.parseTime("1969-12-31T23:59:59.999Z") == Date(timeIntervalSince1970: -0.001))
         #expect(FrameTapAPI.parseTime("2000-03-01T00:00:00Z") == Date(timeIntervalSince1970: 951_868_800))
@@ -33,6 +35,7 @@ import Sessions
             "2026-02-29T00:00:00Z", "2026-02-30T00:00:00Z", "2026-04-31T00:00:00Z", "2026-13-01T00:00:00Z", "2026-11-29",
             "yesterday", "2026-11-29T24:00:00Z", "2026-11-29T12:60:00Z", "2026-11-29T12:00:00+24:00", "2026-11-29T12:00:00",
             "2026-11-29T12:00:00.Z", "2026-11-29T12:00Z", "2026-11-29T12:00:00Z ", "2026-1-29T12:00:00Z",
+            "2026-11-29T12:00:00+01:", "2026-11-29T12:00:00+1",
         ] {
             #expect(FrameTapAPI.parseTime(impossible) == nil, "\(impossible)")
         }

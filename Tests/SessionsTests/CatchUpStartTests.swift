@@ -36,18 +36,18 @@ struct CatchUpStartTests {
 
     @Test func anIDRStreamCatchesUpFromItsLastGOP() throws {
         // The last GOP holds exactly as many units as a decoder keeps back: it shows one in time.
-        #expect(try Self.history(gops: 3, length: 5, recovery: 0, extra: 0).catchUpStart(delay: 1) == 10)
-        #expect(try Self.history(gops: 3, length: 5, recovery: 0, extra: 3).catchUpStart(delay: 1) == 10)
+        #expect(try Self.history(gops: 3, length: 5, recovery: 0, extra: 0).pinCatchUpStart(delay: 1) == 10)
+        #expect(try Self.history(gops: 3, length: 5, recovery: 0, extra: 3).pinCatchUpStart(delay: 1) == 10)
     }
 
     @Test func aGradualRecoveryGoesBackAsFarAsItNeeds() throws {
         // Recovery within 7 units: the newest picture a decoder shows (unit 17) is 2 units into
         // the last GOP, 7 into the one before.
-        #expect(try Self.history(gops: 4, length: 5, recovery: 7, extra: 3).catchUpStart(delay: 1) == 10)
+        #expect(try Self.history(gops: 4, length: 5, recovery: 7, extra: 3).pinCatchUpStart(delay: 1) == 10)
         // Past its own recovery: the last GOP.
-        #expect(try Self.history(gops: 4, length: 10, recovery: 7, extra: 9).catchUpStart(delay: 1) == 30)
+        #expect(try Self.history(gops: 4, length: 10, recovery: 7, extra: 9).pinCatchUpStart(delay: 1) == 30)
         // Recoveries that never end stop at the bound.
         let far = try Self.history(gops: 20, length: 2, recovery: 1_000, extra: 1)
-        #expect(try #require(far.catchUpStart(delay: 1)) == Int64(19 - CompressedHistory.maxGOPsBackForRecovery) * 2)
+        #expect(try #require(far.pinCatchUpStart(delay: 1)) == Int64(19 - CompressedHistory.maxGOPsBackForRecovery) * 2)
     }
 }

@@ -67,6 +67,18 @@ import VideoCoding
         #expect(budget.usage.bytes <= before.bytes)
     }
 
+    /// Reports are made outside the history's lock, so two may arrive out of order: the older
+    /// is ignored, and what the budget counts is the newer.
+    @Test func aReportOvertakenByANewerOneIsIgnored() {
+        let budget = HistoryMemoryBudget(limit: 1 << 30)
+        let history = CompressedHistory(limits: Self.ownBound, budget: budget)
+        budget.report(history, keeps: 100, report: 2)
+        budget.report(history, keeps: 500_000, report: 1)
+        #expect(budget.usage.bytes == 100)
+        budget.report(history, keeps: 300, report: 3)
+        #expect(budget.usage.bytes == 300)
+    }
+
     /// A GOP a catch-up reads is not given up: another history gives instead.
     @Test func aPinnedGOPIsKeptAndAnotherGives() throws {
         let pool = SlabPool(slabBytes: 16 << 10, maxIdleSlabs: 0)

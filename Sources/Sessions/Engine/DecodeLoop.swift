@@ -481,7 +481,15 @@ final class DecodeLoop: Sendable {
         decodeQueue.async { job.source.close() }
         guard let next else { return }
         next.upload?.admit()
-        if !next.isPull { announceStart(of: next) }
+        // After the ended push's own start (and so its end, asked for before this), should its
+        // thread not have announced it yet.
+        if !next.isPull {
+            if job.isPull {
+                announceStart(of: next)
+            } else {
+                job.announcement.whenStartDecided { [weak self] in self?.announceStart(of: next) }
+            }
+        }
         wake()
     }
 

@@ -107,7 +107,8 @@ final class IngestJob: Sendable {
 
 /// An upload's `upload.started` and `upload.ended`: whether the start went (the events budget
 /// admitted it) is decided once, and the end goes once, only when the start went. An end asked
-/// for before the start was decided (the session closed meanwhile) waits for it.
+/// for before the start was decided (the session closed meanwhile) waits for it, and so does
+/// what must follow the start (the next upload's own start).
 final class UploadAnnouncement: Sendable {
     private struct State {
         var startDecided = false
@@ -115,22 +116,35 @@ final class UploadAnnouncement: Sendable {
         var endDone = false
         var pendingEnd: (@Sendable () -> Void)?
         var pendingDrop: (@Sendable () -> Void)?
+        var followers: [@Sendable () -> Void] = []
     }
 
     private let state = Mutex(State())
 
-    /// Its `upload.started` was published (`went`) or dropped; an end already asked for goes now.
+    /// Its `upload.started` was published (`went`) or dropped; an end already asked for goes
+    /// now, then what waited for the start.
     func startDecided(went: Bool) {
-        let pending = state.withLock { state -> (@Sendable () -> Void)? in
+        let (pending, followers) = state.withLock { state -> ((@Sendable () -> Void)?, [@Sendable () -> Void]) in
             state.startDecided = true
             state.startWent = went
             defer {
                 state.pendingEnd = nil
                 state.pendingDrop = nil
+                state.followers = []
             }
-            return went ? state.pendingEnd : state.pendingDrop
+            return (went ? state.pendingEnd : state.pendingDrop, state.followers)
         }
         pending?()
+        for follower in followers { follower() }
+    }
+
+    /// Runs `follower` once its start is decided: now, or when it is.
+    func whenStartDecided(_ follower: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if !state.startDecided { state.followers.append(follower) }
+            return state.startDecided
+        }
+        if now { follower() }
     }
 
     /// Runs `announce` (its `upload.ended`) once, when its start went; `dropped` once instead

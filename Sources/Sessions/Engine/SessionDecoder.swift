@@ -128,8 +128,7 @@ struct SessionDecoder {
     /// GOP): what it reads is kept from the bounds. Returns false when the history holds no
     /// keyframe to start from. `delay`: the units a catch-up decoder holds back.
     mutating func beginCatchUp(delay: Int) -> Bool {
-        guard let start = history.catchUpStart(delay: delay) else { return false }
-        history.pin(start)
+        guard let start = history.pinCatchUpStart(delay: delay) else { return false }
         catchUp = CatchUpRun(replay: HistoryReplay(from: start), answerAt: history.endIndex)
         return true
     }
@@ -168,12 +167,11 @@ struct SessionDecoder {
             // The bounds dropped what it was reading (a stream faster than the catch-up): start
             // again at the newest GOP, or go live from the next keyframe.
             errors += stream.drainDecoder { _, _ in }
-            guard let start = history.catchUpStart(delay: delay), start > run.cursor else {
+            guard let start = history.pinCatchUpStart(delay: delay), start > run.cursor else {
                 run.lostItsPlace = true
                 return (true, errors)
             }
             run.replay.restart(at: start)
-            history.pin(start)
             return (false, errors)
         case .units(let units, let drainAfter):
             guard !units.isEmpty else { return (true, errors) }

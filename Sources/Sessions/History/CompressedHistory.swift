@@ -147,6 +147,13 @@ final class CompressedHistory: Sendable {
 
         /// The memory the history keeps alive, as the bound of every session's history counts it.
         var keeps: Int { max(bytes, slabBytes) }
+        /// Reports of `keeps` to the bound so far (numbered so a late one is ignored).
+        var reports: UInt64 = 0
+
+        mutating func nextReport() -> (keeps: Int, number: UInt64) {
+            reports += 1
+            return (keeps, reports)
+        }
 
         /// Counts `unit`'s NAL units in their slabs; the bytes of the slabs none held before.
         mutating func keep(_ unit: CodedAccessUnit) -> Int {
@@ -217,7 +224,7 @@ final class CompressedHistory: Sendable {
         let unit = Unit(
             indexed: indexed, receivedAt: receivedAt, receivedUptime: receivedUptime,
             bytes: indexed.unit.byteCount + Self.unitOverhead)
-        let keeps = state.withLock { state -> Int? in
+        let report = state.withLock { state -> (keeps: Int, number: UInt64)? in
             let startsNewGOP = indexed.unit.isKeyframe || state.gops.isEmpty || state.broken
                 || state.gops[state.gops.count - 1].endsStream
             if startsNewGOP {
@@ -237,36 +244,51 @@ final class CompressedHistory: Sendable {
             if indexed.unit.isLeading { state.gops[last].hasLeading = true }
             state.bytes += unit.bytes
             enforceLimits(&state, newest: receivedUptime)
-            return state.keeps
+            return state.nextReport()
         }
-        if let keeps { budget?.report(self, keeps: keeps) }
+        if let report { budget?.report(self, keeps: report.keeps, report: report.number) }
+    }
+
+    /// What `shedOneGOP` did.
+    enum Shedding {
+        /// A GOP with units went: counted in `gopsDropped` and `gopsShed`.
+        case shed
+        /// The oldest GOP went, one whose units had gone before (it passed the byte bound alone).
+        case removedEmpty
+        /// Nothing could go: nothing held, or a catch-up reads it.
+        case refused
     }
 
     /// Gives up one GOP for the bound of every session's history together: the oldest, or the
-    /// newest (truncated, as one larger than the byte bound is) when it is all that is held.
-    /// False when nothing can go: nothing held, or a catch-up reads it.
-    func shedOneGOP() -> Bool {
-        let keeps = state.withLock { state -> Int? in
+    /// newest (truncated, as one larger than the byte bound is) when it is all that is held. It
+    /// reports what it keeps after, whatever it did.
+    func shedOneGOP() -> Shedding {
+        let (outcome, report) = state.withLock { state -> (Shedding, (keeps: Int, number: UInt64)) in
+            var outcome = Shedding.shed
             if state.gops.count > 1 {
                 let oldest = state.gops[0]
-                if let pinned = state.pinned, oldest.endIndex > pinned, !oldest.truncated { return nil }
-                state.bytes -= oldest.bytes
-                state.release(oldest.units)
-                state.gops.removeFirst()
-                if oldest.truncated { return state.keeps }
+                if let pinned = state.pinned, oldest.endIndex > pinned, !oldest.truncated {
+                    outcome = .refused
+                } else {
+                    state.bytes -= oldest.bytes
+                    state.release(oldest.units)
+                    state.gops.removeFirst()
+                    if oldest.truncated { outcome = .removedEmpty }
+                }
             } else if let newest = state.gops.first, !newest.truncated, !newest.units.isEmpty, state.pinned == nil {
                 Self.truncateNewest(&state)
                 state.gops[0].shed = true
             } else {
-                return nil
+                outcome = .refused
             }
-            state.gopsDropped += 1
-            state.gopsShed += 1
-            return state.keeps
+            if outcome == .shed {
+                state.gopsDropped += 1
+                state.gopsShed += 1
+            }
+            return (outcome, state.nextReport())
         }
-        guard let keeps else { return false }
-        budget?.report(self, keeps: keeps)
-        return true
+        budget?.report(self, keeps: report.keeps, report: report.number)
+        return outcome
     }
 
     /// The stream ended (a flush): the next access unit starts a new GOP that does not follow.
@@ -326,7 +348,8 @@ final class CompressedHistory: Sendable {
     /// decoder shows one of that GOP's pictures by now) — and earlier again when that one has
     /// leading pictures, or while a start that recovers gradually would not yet show the newest
     /// picture out (`startOfDecode`). Nil when none is held.
-    func catchUpStart(delay: Int) -> Int64? {
+    /// The start is pinned (`pin`) in the same step, so that nothing drops it in between.
+    func pinCatchUpStart(delay: Int) -> Int64? {
         state.withLock { state in
             guard var position = state.gops.lastIndex(where: \.isDecodable) else { return nil }
             let newest = state.gops[state.gops.count - 1].endIndex
@@ -336,7 +359,9 @@ final class CompressedHistory: Sendable {
                 position -= 1
             }
             let newestShown = max(newest - 1 - lag, state.gops[position].firstIndex)
-            return state.gops[Self.startOfDecode(for: position, reaching: newestShown, in: state.gops)].firstIndex
+            let start = state.gops[Self.startOfDecode(for: position, reaching: newestShown, in: state.gops)].firstIndex
+            state.pinned = start
+            return start
         }
     }
 

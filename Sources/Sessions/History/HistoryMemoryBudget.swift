@@ -9,8 +9,11 @@ import Synchronization
 /// history first, and one holding less than the others keeps what it has.
 ///
 /// Owns: how much each history keeps alive, as it last said. A history reports after every
-/// change, outside its own lock; shedding takes one history's lock at a time and never this
-/// one's, so no lock is ever held while another is taken.
+/// change, outside its own lock, numbered so that a report overtaken by a newer one is ignored;
+/// shedding takes one history's lock at a time and never this one's, so no lock is ever held
+/// while another is taken. Histories are held weakly, and made strong only outside this lock:
+/// the last reference to a session's history may go on a shedding thread, and its `deinit`
+/// (which calls `forget`) must not find this lock held.
 public final class HistoryMemoryBudget: Sendable {
     public let limit: Int
 
@@ -25,6 +28,8 @@ public final class HistoryMemoryBudget: Sendable {
     private struct Entry {
         weak var history: CompressedHistory?
         var bytes: Int
+        /// The number of the report that said so (`CompressedHistory`'s own count).
+        var report: UInt64
     }
 
     private struct State {
@@ -51,12 +56,15 @@ public final class HistoryMemoryBudget: Sendable {
         state.withLock { Usage(bytes: $0.bytes, histories: $0.entries.count, gopsShed: $0.gopsShed) }
     }
 
-    /// `history` keeps `bytes` alive now; past the bound, histories shed until the sum fits.
-    func report(_ history: CompressedHistory, keeps bytes: Int) {
+    /// `history` keeps `bytes` alive as of its report number `report`; past the bound,
+    /// histories shed until the sum fits.
+    func report(_ history: CompressedHistory, keeps bytes: Int, report: UInt64) {
         let mustShed = state.withLock { state -> Bool in
             let key = ObjectIdentifier(history)
-            state.bytes += bytes - (state.entries[key]?.bytes ?? 0)
-            state.entries[key] = Entry(history: history, bytes: bytes)
+            let before = state.entries[key]
+            if let before, before.report > report { return false }
+            state.bytes += bytes - (before?.bytes ?? 0)
+            state.entries[key] = Entry(history: history, bytes: bytes, report: report)
             guard state.bytes > limit, !state.shedding else { return false }
             state.shedding = true
             return true
@@ -78,23 +86,27 @@ public final class HistoryMemoryBudget: Sendable {
     private func shed() {
         var refused: Set<ObjectIdentifier> = []
         while true {
-            let largest = state.withLock { state -> CompressedHistory? in
-                var largest: (bytes: Int, history: CompressedHistory)?
+            let largest = state.withLock { state -> (key: ObjectIdentifier, entry: Entry)? in
+                var largest: (key: ObjectIdentifier, entry: Entry)?
                 if state.bytes > limit {
-                    for (key, entry) in state.entries where !refused.contains(key) {
-                        guard let history = entry.history else { continue }
-                        if entry.bytes > largest?.bytes ?? -1 { largest = (entry.bytes, history) }
+                    for (key, entry) in state.entries where !refused.contains(key) && entry.bytes > largest?.entry.bytes ?? -1 {
+                        largest = (key, entry)
                     }
                 }
                 if largest == nil { state.shedding = false }
-                return largest?.history
+                return largest
             }
             guard let largest else { return }
+            // Gone meanwhile: its `deinit` forgets it.
+            guard let history = largest.entry.history else {
+                refused.insert(largest.key)
+                continue
+            }
             // It reports what it keeps after, which lowers the sum.
-            if largest.shedOneGOP() {
-                state.withLock { $0.gopsShed += 1 }
-            } else {
-                refused.insert(ObjectIdentifier(largest))
+            switch history.shedOneGOP() {
+            case .shed: state.withLock { $0.gopsShed += 1 }
+            case .removedEmpty: break
+            case .refused: refused.insert(largest.key)
             }
         }
     }

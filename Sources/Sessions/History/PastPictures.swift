@@ -72,8 +72,8 @@ public struct HistorySummary: Sendable, Equatable {
                 return SessionError(
                     .notInHistory,
                     "the session's history holds no picture: its newest GOP was given up to keep every session's "
-                        + "history within --max-history-memory, as this session's history held the most; raise "
-                        + "--max-history-memory, or lower --history-bytes or --history-seconds")
+                        + "history within --max-history-memory; raise --max-history-memory, or lower --history-bytes "
+                        + "or --history-seconds")
             }
             if gopsDropped > 0 {
                 return SessionError(
@@ -155,17 +155,19 @@ extension Session {
         guard !loop.isClosed else { return completion(.failure(.notFound(id))) }
         context.activity.touch()
         let quality = request.effectiveQuality(sessionDefault: pictures.defaultQuality)
-        // `*` holds whatever exists (RFC 9110 §13.1.2): the newest picture, or one the history
-        // holds (found below); a number never given out, or no longer held, is not it.
-        var anyHeldTag: String?
+        // A tag the client holds, or `*`, matches only a picture that exists (RFC 9110 §13.1.2,
+        // and §13.2.1: a request that would be 404 is answered so whatever its conditions): the
+        // newest picture, or one the history holds (found below); a number never given out, or
+        // no longer held, is not it.
+        var heldTag: String?
         if case .number(let number) = target {
             let etag = PictureETag.make(sequence: number, request: request, effectiveQuality: quality)
-            if clientHas.entityTags.contains(etag) { return completion(.success(.notModified(etag: etag))) }
+            let clientHolds = clientHas.anyEntityTag || clientHas.entityTags.contains(etag)
             if let newest = viewers.newest, newest.sequence == number {
-                if clientHas.anyEntityTag { return completion(.success(.notModified(etag: etag))) }
+                if clientHolds { return completion(.success(.notModified(etag: etag))) }
                 return pictures.serve(newest, request) { completion($0.map { .picture($0) }) }
             }
-            if clientHas.anyEntityTag { anyHeldTag = etag }
+            if clientHolds { heldTag = etag }
         }
         let lookup: CompressedHistory.Lookup
         switch target {
@@ -187,11 +189,13 @@ extension Session {
         }
         // At the open edge of a stream still arriving, the number may have no picture yet: only
         // its decode tells.
-        if let anyHeldTag, !plan.atOpenEdge { return completion(.success(.notModified(etag: anyHeldTag))) }
-        let heldTagOnceDecoded = anyHeldTag
+        if let heldTag, !plan.atOpenEdge { return completion(.success(.notModified(etag: heldTag))) }
+        let heldTagOnceDecoded = heldTag
         // The GOP's parameter sets give its pictures' size: a size it would refuse once
-        // decoded is refused before the decode.
-        if let format = plan.units.last?.indexed.unit.sequence.format {
+        // decoded is refused before the decode. Not for a time at the open edge, whose picture
+        // may come from the GOP before (below), which may have another size.
+        let mayBeTheGOPBefore = if case .time = target { plan.atOpenEdge } else { false }
+        if !mayBeTheGOPBefore, let format = plan.units.last?.indexed.unit.sequence.format {
             do {
                 try pictures.check(request, sourceWidth: format.width, sourceHeight: format.height)
             } catch {
