@@ -144,6 +144,22 @@ import Sessions
         }
     }
 
+    /// A tag matches only a picture that exists: a request that would be 404 is 404 whatever
+    /// tag it carries (a client's cache from an earlier session of the same name, or a guess).
+    @Test func aTagForAPictureNotHeldIs404() throws {
+        try withService { service in
+            let port = service.port
+            #expect(try request(port, "PUT", "/sessions/empty", body: Array("{}".utf8)).status == 201)
+            let none = try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=5", headers: [("If-None-Match", #""5""#)])
+            #expect(none.problem == Problem(404, "not_in_history"))
+            try pushToHistory(port, session: "empty", Fixture.repeatHeaders)
+            let beyond = try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=900", headers: [("If-None-Match", #""900""#)])
+            #expect(beyond.problem == Problem(404, "not_in_history"))
+            let held = try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=5", headers: [("If-None-Match", #""5""#)])
+            #expect(held.status == 304 && held.headers["ETag"] == #""5""#)
+        }
+    }
+
     @Test func outsideTheHistoryIs404NotInHistoryNamingTheRange() throws {
         try withService { service in
             let port = service.port
