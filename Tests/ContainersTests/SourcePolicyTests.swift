@@ -107,6 +107,11 @@ struct SourceURLTests {
         #expect(try SourceURL("https://u:p@h/a?token=abc&x=1").redacted == "https://***@h:443/a?token=***&x=1")
         #expect(try SourceURL("rtmp://h/live/cam").description == "rtmp://h:1935/live/cam")
         #expect(!(try SourceURL("rtsp://u:topsecret@h/x").redacted.contains("topsecret")))
+        // Short names as whole names, and names percent-encoded to look like others.
+        #expect(
+            try SourceURL("http://h/live.ts?pw=hunter2&p%61ss=hunter3&access_code=hunter4&codec=h264&code=9").redacted
+                == "http://h:80/live.ts?pw=***&p%61ss=***&access_code=***&codec=h264&code=***")
+        #expect(URLRedaction.redact("http://h/a?%70%77=hunter5&x=%zz") == "http://h/a?%70%77=***&x=%zz")
     }
 
     @Test("redirect locations resolve against the URL")

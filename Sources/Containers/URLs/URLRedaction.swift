@@ -5,15 +5,19 @@
 /// `/user=admin&password=...&channel=1&stream=0.sdp`, or joined by `_`:
 /// `/user=admin_password=..._channel=1_stream=0.sdp`).
 ///
-/// A name names a secret when, in lower case, it contains one of `secretWords` (so `pwd`,
-/// `loginpas`, `api_key`, `X-Auth-Token` and `jsessionid` all do), or is one of the scheme's
-/// own secret parameters. A value ends at the next `&`, `;` or `#` (in the path also at `/`
+/// A name names a secret when, percent-decoded and in lower case, it contains one of
+/// `secretWords` (so `pwd`, `loginpas`, `api_key`, `X-Auth-Token`, `jsessionid` and `p%61ss`
+/// all do), is one of `secretNames` (too short to look for inside other names: `pw`, `code`),
+/// or is one of the scheme's own secret parameters. A value ends at the next `&`, `;` or `#` (in the path also at `/`
 /// and `?`), or, where another `_name=` follows before any of those, at its `_`.
 public enum URLRedaction {
     /// Parts of parameter names whose values are credentials.
     public static let secretWords = [
         "pass", "pwd", "passphrase", "token", "secret", "key", "auth", "sig", "session", "credential", "loginpas",
     ]
+
+    /// Whole parameter names whose values are credentials.
+    public static let secretNames: Set<String> = ["pw", "pin", "code", "access_code", "accesscode", "otp"]
 
     static let mask = "***"
 
@@ -68,9 +72,38 @@ public enum URLRedaction {
 
     /// Whether a parameter of this name carries a credential.
     public static func isSecret(_ name: some StringProtocol, _ secretParameters: Set<String> = []) -> Bool {
-        let lowered = name.lowercased()
+        let lowered = percentDecoded(name).lowercased()
         guard !lowered.isEmpty else { return false }
-        return secretParameters.contains(lowered) || secretWords.contains { lowered.contains($0) }
+        return secretParameters.contains(lowered) || secretNames.contains(lowered)
+            || secretWords.contains { lowered.contains($0) }
+    }
+
+    /// `name` with its `%XX` escapes decoded (a malformed one is kept as it stands).
+    private static func percentDecoded(_ name: some StringProtocol) -> String {
+        let bytes = Array(name.utf8)
+        guard bytes.contains(UInt8(ascii: "%")) else { return String(name) }
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var decoded: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]),
+                let low = hex(bytes[index + 2])
+            {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
     }
 
     private static let slash = UInt8(ascii: "/")
