@@ -13,14 +13,25 @@ import TestSupport
         return session
     }
 
-    @Test func noPictureYetIs404() async throws {
+    /// `no_frame_yet` says what the session waits for: its stream's first bytes, then a point
+    /// decoding can start from.
+    @Test func noPictureYetIs404SayingWhatItWaitsFor() async throws {
         let session = try makeSession()
-        let result = try await picture(session)
-        guard case .failure(let error) = result else {
+        guard case .failure(let error) = try await picture(session) else {
             Issue.record("expected no_frame_yet")
             return
         }
-        #expect(error.code == .noFrameYet)
+        #expect(error.code == .noFrameYet && error.facts["waitingFor"] == .text("stream"), "\(error)")
+        // The parameter sets and no picture yet: the first keyframe is what it waits for.
+        let stream = try Fixture.bytes(Fixture.baseline)
+        let firstSlice = try #require(annexBUnitStarts(stream).first { (stream[$0] & 0x1F) == 5 })
+        _ = try await push(Array(stream[..<(firstSlice - 3)]), to: session, flush: false)
+        guard case .failure(let waiting) = try await picture(session) else {
+            Issue.record("expected no_frame_yet")
+            return
+        }
+        #expect(waiting.facts["waitingFor"] == .text("keyframe"), "\(waiting)")
+        #expect(waiting.message.contains("decoding starts at a keyframe (an IDR picture or a recovery point)"), "\(waiting)")
     }
 
     @Test func concurrentRequestsShareOneEncode() async throws {

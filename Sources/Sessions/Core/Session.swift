@@ -267,11 +267,15 @@ public final class Session: Sendable {
         let wait = min(max(wait, .zero), context.configuration.maxLongPoll)
         // The wait counts from the request: time spent connecting an on-demand pull is part of it.
         let deadline = clock.uptime.addingSaturated(wait.nanoseconds)
-        let answer: @Sendable () -> Void = { [viewers, id, clock] in
+        let answer: @Sendable () -> Void = { [viewers, id, clock, loop] in
             let now = clock.uptime
             let left = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
             viewers.requestPicture(request, clientHas: clientHas, wait: left) { result in
-                completion(result.mapError { $0.code == .sessionNotFound ? .notFound(id) : $0 })
+                completion(
+                    result.mapError { error in
+                        if error.code == .sessionNotFound { return .notFound(id) }
+                        return loop.explainingNoPictureYet(error)
+                    })
             }
         }
         let decode: @Sendable () -> Void = { [loop, id] in

@@ -110,6 +110,31 @@ final class DecodeLoop: Sendable {
     /// reads there where to resume.
     var isUploading: Bool { state.withLock { $0.jobs.contains { !$0.isPull && !$0.isAnswered } } }
 
+    /// `no_frame_yet` says what the session waits for: its source, its stream's first bytes, or
+    /// the first point decoding can start from (`waitingFor`: `source`, `stream`, `keyframe`).
+    func explainingNoPictureYet(_ error: SessionError) -> SessionError {
+        guard error.code == .noFrameYet else { return error }
+        let facts = reporter.facts
+        let waitingFor: String
+        let why: String
+        if let source = pull?.snapshot, source.state != .live {
+            waitingFor = "source"
+            let cause = source.lastError.map { ": \($0.code): \($0.message)" } ?? ""
+            why = "its source is \(source.state.rawValue)\(cause)"
+        } else if facts.counters.bytes == 0 {
+            waitingFor = "stream"
+            why = "nothing of its stream has arrived yet"
+        } else if facts.counters.framesDecoded == 0 {
+            waitingFor = "keyframe"
+            let keyframe = facts.codec == .h265 ? "an IRAP picture" : "an IDR picture or a recovery point"
+            why = "\(facts.counters.bytes) bytes of its stream arrived, and decoding starts at a keyframe "
+                + "(\(keyframe)), which a camera sends once a GOP: pictures before the first are left out"
+        } else {
+            return error
+        }
+        return SessionError(.noFrameYet, error.message + ": " + why, facts: ["waitingFor": .text(waitingFor)])
+    }
+
     /// What holds the stream now (`PublisherHold`), if anything does.
     var hold: StreamHold? {
         let now = context.clock.uptime
