@@ -552,6 +552,9 @@ struct PullSourceTests {
             let retry = try request(service.port, "POST", "/sessions/cam/source/retry")
             #expect(retry.status == 200)
             #expect((try jsonObject(retry.body)["source"] as? [String: Any])?["state"] as? String == "idle")
+            // An MJPEG viewer connects it, and is told it failed: not sent a stream that never comes.
+            let viewer = try request(service.port, "GET", "/sessions/cam/frames.mjpeg")
+            #expect(viewer.problem == Problem(503, "source_not_ready"), "\(viewer.status)")
             let refused = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
             #expect(refused.status == 503)
             #expect(refused.headers["Content-Type"] == "application/problem+json")

@@ -418,11 +418,36 @@ public struct FrameTapAPI: Sendable {
     }
 
     /// `GET /sessions/{id}/frames.mjpeg`: live multipart/x-mixed-replace, newest picture wins.
+    /// A source that connects on demand and is not live is connected first, as for `latest.jpg`:
+    /// when it cannot be, the answer is 503 `source_not_ready`, not a stream that never sends.
     func mjpeg(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let query = QueryReader(request)
         let pictureRequest = try Self.pictureRequest(query, format: .jpeg)
         let fps = try query.double("fps", in: 0.1...120)
         let session = try session(for: request)
+        guard session.awaitsOnDemandSource else { return try Self.mjpeg(session, pictureRequest, fps: fps) }
+        let wait = Duration.milliseconds(Self.maxWaitMilliseconds)
+        return .deferred(
+            timeout: wait + .seconds(5),
+            onTimeout: { .problem(HTTPError(SessionError(.sourceNotReady, "the source gave no picture in time"))) }
+        ) { promise in
+            // The first picture is encoded as the viewer asks, so its first part is ready too.
+            session.requestPicture(pictureRequest, wait: wait) { result in
+                if case .failure(let error) = result, error.code != .noFrameYet { return _ = promise.fail(HTTPError(error)) }
+                guard !promise.isCompleted else { return }
+                let response: HTTPResponse
+                do throws(HTTPError) {
+                    response = try Self.mjpeg(session, pictureRequest, fps: fps)
+                } catch {
+                    return _ = promise.fail(error)
+                }
+                if !promise.succeed(response), case .stream(let source) = response.body { source.close(.clientGone) }
+            }
+        }
+    }
+
+    /// The MJPEG answer of a new viewer of `session`.
+    private static func mjpeg(_ session: Session, _ pictureRequest: PictureRequest, fps: Double?) throws(HTTPError) -> HTTPResponse {
         let viewer: Viewer
         do {
             viewer = try session.subscribe(pictureRequest, maxFPS: fps)

@@ -302,6 +302,13 @@ public final class Session: Sendable {
         }
     }
 
+    /// The session pulls a source that connects on demand and is not live now: a viewer would
+    /// wait for its connection, which may fail.
+    public var awaitsOnDemandSource: Bool {
+        guard let source = loop.pull?.snapshot else { return false }
+        return source.connect == .onDemand && source.state != .live
+    }
+
     /// Registers an MJPEG viewer. Throws `.sessionNotFound` after close and `.invalidParameter`
     /// for bad options (fps must be 0.1...120 when given; a size the newest picture cannot be
     /// served at, as `latest.jpg` would answer).
