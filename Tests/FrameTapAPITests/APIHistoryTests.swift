@@ -92,7 +92,8 @@ import Sessions
             #expect(jpeg.status == 200)
             #expect(jpeg.headers["Content-Type"] == "image/jpeg")
             #expect(jpeg.headers["X-Frame-Seq"] == "5")
-            #expect(jpeg.headers["ETag"] == "\"5-w88\"")
+            let tag = try #require(jpeg.headers["ETag"])
+            #expect(tag.hasPrefix("\"5-w88@"), "\(tag)")
             #expect(jpeg.headers["X-Frame-Width"] == "88")
             let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
             let received = try format.parse(try #require(jpeg.headers["X-Frame-Received-At"]))
@@ -103,7 +104,7 @@ import Sessions
             let rgb = try request(port, "GET", "/sessions/past/frame/at.rgb?seq=5")
             #expect(rgb.body.count == 176 * 144 * 3)
             // The client has it: no decode, 304.
-            let cached = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5&width=88", headers: [("If-None-Match", "\"5-w88\"")])
+            let cached = try request(port, "GET", "/sessions/past/frame/at.jpg?seq=5&width=88", headers: [("If-None-Match", tag)])
             #expect(cached.status == 304)
             // `*` holds a picture that exists, not a number never given out.
             let any = [("If-None-Match", "*")]
@@ -155,8 +156,9 @@ import Sessions
             try pushToHistory(port, session: "empty", Fixture.repeatHeaders)
             let beyond = try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=900", headers: [("If-None-Match", #""900""#)])
             #expect(beyond.problem == Problem(404, "not_in_history"))
-            let held = try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=5", headers: [("If-None-Match", #""5""#)])
-            #expect(held.status == 304 && held.headers["ETag"] == #""5""#)
+            let tag = try #require(try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=5").headers["ETag"])
+            let held = try request(port, "GET", "/sessions/empty/frame/at.jpg?seq=5", headers: [("If-None-Match", tag)])
+            #expect(held.status == 304 && held.headers["ETag"] == tag)
         }
     }
 

@@ -28,7 +28,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             #expect(jpegSize(response.body)! == (320, 240))
             #expect(endsWithEOI(response.body))
             #expect(response.headers["Content-Length"] == String(response.body.count))
-            #expect(response.headers["ETag"] == "\"\(seq)\"")
+            #expect(response.headers["ETag"]?.hasPrefix("\"\(seq)@") == true)
             #expect(response.headers["Cache-Control"] == "no-cache")
             #expect(response.headers["Last-Modified"]?.hasSuffix(" GMT") == true)
             #expect(response.headers["X-Frame-Seq"] == String(seq))
@@ -38,7 +38,7 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             // HEAD: the same headers, no body.
             let head = try request(service.port, "HEAD", "/sessions/cam/frame/latest.jpg")
             #expect(head.status == 200)
-            #expect(head.headers["ETag"] == "\"\(seq)\"")
+            #expect(head.headers["ETag"] == response.headers["ETag"])
         }
     }
 
@@ -111,6 +111,30 @@ func pushFixture(_ port: UInt16, session: String, _ name: String = "high_320x240
             // ?after=<seq> without wait: the same answer.
             let seq = try #require(first.headers["X-Frame-Seq"])
             #expect(try request(service.port, "GET", "/sessions/etag/frame/latest.jpg?after=\(seq)").status == 304)
+        }
+    }
+
+    /// Numbers start again at 1 in a session made again (or after a restart): a tag of the
+    /// earlier session matches nothing, so a cache is sent the new stream's picture, and a long
+    /// poll holding such a tag gets the newest picture at once rather than waiting for its number.
+    @Test func tagsOfAnEarlierSessionOfTheSameNameMatchNothing() throws {
+        try withService { service in
+            try pushFixture(service.port, session: "again")
+            let before = try request(service.port, "GET", "/sessions/again/frame/latest.jpg")
+            let oldTag = try #require(before.headers["ETag"])
+            #expect(try request(service.port, "DELETE", "/sessions/again").status == 204)
+            try pushFixture(service.port, session: "again")
+            let after = try request(service.port, "GET", "/sessions/again/frame/latest.jpg")
+            #expect(after.headers["X-Frame-Seq"] == before.headers["X-Frame-Seq"], "the same number, another session")
+            #expect(after.headers["ETag"] != oldTag)
+            let revalidated = try request(service.port, "GET", "/sessions/again/frame/latest.jpg", headers: [("If-None-Match", oldTag)])
+            #expect(revalidated.status == 200)
+            // Its number is far ahead of this session's: without the session's mark it would wait.
+            let seq = Int(try #require(before.headers["X-Frame-Seq"]))!
+            let foreign = oldTag.replacingOccurrences(of: "\"\(seq)@", with: "\"\(seq + 5000)@")
+            let poll = try request(
+                service.port, "GET", "/sessions/again/frame/latest.jpg?wait=3000", headers: [("If-None-Match", foreign)])
+            #expect(poll.status == 200 && poll.headers["ETag"] == after.headers["ETag"])
         }
     }
 

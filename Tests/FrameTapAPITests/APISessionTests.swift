@@ -89,7 +89,7 @@ import Timekeeping
             // The session quality applies to pictures without ?quality (ETag names it).
             try pushFixture(service.port, session: "cfg", "baseline_176x144.264")
             let picture = try request(service.port, "GET", "/sessions/cfg/frame/latest.jpg")
-            #expect(picture.headers["ETag"]?.hasSuffix("-q50\"") == true)
+            #expect(picture.headers["ETag"]?.contains("-q50@") == true)
         }
     }
 

@@ -197,7 +197,8 @@ import TestSupport
             return type == 1 || type == 5 ? offset : nil
         }
         #expect(sliceOffsets.count == Fixture.baselineFrames)
-        let session = try makeSession()
+        // The hold a takeover leaves lasts 10 s on this clock, however slowly a loaded machine runs.
+        let session = try makeSession(clock: ManualClock())
         let vanished = Outcome<Result<UploadSummary, SessionError>>()
         // A push that was to end the stream: taken over, its flush does not apply.
         let queue = try session.beginUpload(flush: flushing) { vanished.set($0) }

@@ -50,7 +50,7 @@ import TestSupport
         #expect(served.count == 64)
         #expect(session.encodeCount == 1)
         #expect(served.allSatisfy { $0.picture === served[0].picture })
-        #expect(served[0].etag == "\"\(Fixture.baselineFrames)\"")
+        #expect(served[0].etag == "\"\(Fixture.baselineFrames)@\(session.pictures.incarnation)\"")
         #expect(Array(served[0].picture.bytes.prefix(2)) == [0xFF, 0xD8])
 
         // The source width is the same picture: no new encode. Another size is one more.
@@ -58,7 +58,7 @@ import TestSupport
         #expect(session.encodeCount == 1)
         let thumb = try await picture(session, PictureRequest(width: 88)).get().served
         #expect(thumb?.picture.width == 88 && thumb?.picture.height == 72)
-        #expect(thumb?.etag == "\"\(Fixture.baselineFrames)-w88\"")
+        #expect(thumb?.etag == "\"\(Fixture.baselineFrames)-w88@\(session.pictures.incarnation)\"")
         _ = try await picture(session, PictureRequest(width: 88)).get()
         #expect(session.encodeCount == 2)
         // Raw formats ignore quality, so different qualities share one encode.

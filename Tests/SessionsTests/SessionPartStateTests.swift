@@ -64,13 +64,13 @@ import TestSupport
         var state = ViewerSet.State()
         let request = PictureRequest()
         // No picture yet: without a wait that is "no frame yet", with one the client waits.
-        guard case .failed(let error) = state.admit(request, quality: 85, clientHas: .init(), wait: false, completion: { _ in })
+        guard case .failed(let error) = state.admit(request, quality: 85, clientHas: .init(), wait: false, incarnation: "a", completion: { _ in })
         else {
             Issue.record("no picture yet")
             return
         }
         #expect(error.code == .noFrameYet)
-        guard case .waiting = state.admit(request, quality: 85, clientHas: .init(), wait: true, completion: { _ in })
+        guard case .waiting = state.admit(request, quality: 85, clientHas: .init(), wait: true, incarnation: "a", completion: { _ in })
         else {
             Issue.record("a long poll waits for the first picture")
             return
@@ -81,15 +81,16 @@ import TestSupport
     @Test func expiredWaitersAnswerWithTheCurrentTag() {
         var state = ViewerSet.State()
         guard case .waiting(let id) = state.admit(
-            PictureRequest(width: 160), quality: 85, clientHas: .init(after: 0), wait: true, completion: { _ in })
+            PictureRequest(width: 160), quality: 85, clientHas: .init(after: 0), wait: true, incarnation: "a",
+            completion: { _ in })
         else {
             Issue.record("expected a waiter")
             return
         }
-        let expired = state.expireWaiter(id, defaultQuality: 85)
+        let expired = state.expireWaiter(id, incarnation: "a")
         #expect(expired.isNone == false)
         #expect(expired.flatMap { $0.1 } == nil, "no picture: no tag")
-        #expect(state.expireWaiter(id, defaultQuality: 85).isNone, "a waiter expires once")
+        #expect(state.expireWaiter(id, incarnation: "a").isNone, "a waiter expires once")
     }
 
     /// An MJPEG viewer's size once the stream's fell below half of it: the largest the picture

@@ -161,7 +161,7 @@ extension Session {
         // no longer held, is not it.
         var heldTag: String?
         if case .number(let number) = target {
-            let etag = PictureETag.make(sequence: number, request: request, effectiveQuality: quality)
+            let etag = pictures.etag(sequence: number, request, quality: quality)
             let clientHolds = clientHas.anyEntityTag || clientHas.entityTags.contains(etag)
             if let newest = viewers.newest, newest.sequence == number {
                 if clientHolds { return completion(.success(.notModified(etag: etag))) }

@@ -98,11 +98,15 @@ final class PictureCache: Sendable {
     /// Times the encodes, for the metrics.
     private let clock: any ServiceClock
 
+    /// What this session's picture tags end in (`PictureETag`).
+    let incarnation: String
+
     init(
         encodeQueue: DispatchQueue, encoderFactory: any PictureEncoderFactory, defaultQuality: Int,
         sizeLimit: PictureSizeLimit, metrics: FrameTapMetrics, clock: any ServiceClock,
-        onFailure: @escaping @Sendable (SessionError) -> Void
+        incarnation: String = PictureETag.newIncarnation(), onFailure: @escaping @Sendable (SessionError) -> Void
     ) {
+        self.incarnation = incarnation
         encoder = QueueBound(nil, queue: encodeQueue)
         self.encoderFactory = encoderFactory
         self.clock = clock
@@ -110,6 +114,11 @@ final class PictureCache: Sendable {
         quality = Atomic(defaultQuality)
         self.metrics = metrics
         self.onFailure = onFailure
+    }
+
+    /// The tag of picture `sequence` as `request` asks for it.
+    func etag(sequence: UInt64, _ request: PictureRequest, quality: Int) -> String {
+        PictureETag.make(sequence: sequence, request: request, effectiveQuality: quality, incarnation: incarnation)
     }
 
     /// The JPEG quality of requests that do not name one (`PUT /sessions/{id}` changes it).
@@ -146,7 +155,7 @@ final class PictureCache: Sendable {
         guard let key = try? PictureKey(published: published, request: request, quality: quality, limit: sizeLimit),
             let picture = state.withLock({ $0.pictures[key] })
         else { return nil }
-        let etag = PictureETag.make(sequence: published.sequence, request: request, effectiveQuality: quality)
+        let etag = etag(sequence: published.sequence, request, quality: quality)
         return ServedPicture(published: published, picture: picture, etag: etag)
     }
 
@@ -164,7 +173,7 @@ final class PictureCache: Sendable {
             completion(.failure(error))
             return
         }
-        let etag = PictureETag.make(sequence: published.sequence, request: request, effectiveQuality: quality)
+        let etag = etag(sequence: published.sequence, request, quality: quality)
         encoded(published.frame, key: key) { result in
             completion(result.map { ServedPicture(published: published, picture: $0, etag: etag) })
         }

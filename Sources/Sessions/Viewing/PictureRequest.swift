@@ -46,26 +46,35 @@ public struct PictureRequest: Sendable, Equatable {
     }
 }
 
-/// Entity tags of served pictures: `"<seq>"` for the source size at the standard quality,
-/// `"<seq>-w160-h90-q50"` otherwise (only the parts that differ), so every distinct
-/// representation of one picture has a distinct tag and a tag's sequence is readable by
-/// clients that long-poll with `If-None-Match`.
+/// Entity tags of served pictures: `"<seq>@<incarnation>"` for the source size at the standard
+/// quality, `"<seq>-w160-h90-q50@<incarnation>"` otherwise (only the parts that differ), so every
+/// distinct representation of one picture has a distinct tag, and a tag's sequence is readable
+/// by clients that long-poll with `If-None-Match`. The incarnation is the session's own (random,
+/// made with it): numbers start again at 1 in a session made again or after a restart, and a
+/// tag of an earlier session of the same name matches nothing, so a cache never gets 304 for
+/// another stream's picture, and a long poll holding such a tag gets the newest picture at once.
 public enum PictureETag {
-    public static func make(sequence: UInt64, request: PictureRequest, effectiveQuality: Int) -> String {
+    public static func make(sequence: UInt64, request: PictureRequest, effectiveQuality: Int, incarnation: String) -> String {
         var tag = "\"\(sequence)"
         if let width = request.width { tag += "-w\(width)" }
         if let height = request.height { tag += "-h\(height)" }
         if request.format == .jpeg, effectiveQuality != PictureOptions.defaultQuality { tag += "-q\(effectiveQuality)" }
-        return tag + "\""
+        return tag + "@" + incarnation + "\""
     }
 
-    /// The picture sequence a tag names (`"17-w160"` → 17), or nil for a foreign tag.
-    public static func sequence(of tag: String) -> UInt64? {
+    /// The picture sequence a tag of this incarnation names (`"17-w160@k3f9a"` → 17), or nil
+    /// for any other tag.
+    public static func sequence(of tag: String, incarnation: String) -> UInt64? {
         var body = Substring(tag)
         if body.hasPrefix("W/") { body = body.dropFirst(2) }
-        guard body.hasPrefix("\"") else { return nil }
+        guard body.hasPrefix("\""), body.hasSuffix("@" + incarnation + "\"") else { return nil }
         let digits = body.dropFirst().prefix { $0.isASCII && $0.isNumber }
         return UInt64(digits)
+    }
+
+    /// A new session's incarnation: 32 random bits in base 36.
+    public static func newIncarnation() -> String {
+        String(UInt32.random(in: .min ... .max), radix: 36)
     }
 }
 
@@ -221,9 +230,10 @@ public struct PictureAnswerCondition: Sendable {
         self.after = after
     }
 
-    /// The newest sequence the client says it has: `after`, else the newest its tags name.
-    var newerThan: UInt64? {
-        after ?? entityTags.compactMap(PictureETag.sequence(of:)).max()
+    /// The newest sequence the client says it has: `after`, else the newest its tags of this
+    /// session's `incarnation` name.
+    func newerThan(incarnation: String) -> UInt64? {
+        after ?? entityTags.compactMap { PictureETag.sequence(of: $0, incarnation: incarnation) }.max()
     }
 
     /// Whether the client holds the picture tagged `etag`.

@@ -65,7 +65,9 @@ final class ViewerSet: Sendable {
         let quality = request.effectiveQuality(sessionDefault: pictures.defaultQuality)
         let deadline = clock.uptime + wait.nanoseconds
         let decision = state.withLock { state in
-            state.admit(request, quality: quality, clientHas: clientHas, wait: wait > .zero, completion: completion)
+            state.admit(
+                request, quality: quality, clientHas: clientHas, wait: wait > .zero, incarnation: pictures.incarnation,
+                completion: completion)
         }
         switch decision {
         case .failed(let error): completion(.failure(error))
@@ -79,7 +81,7 @@ final class ViewerSet: Sendable {
     }
 
     private func expireWaiter(_ id: UInt64) {
-        let expired = state.withLock { $0.expireWaiter(id, defaultQuality: pictures.defaultQuality) }
+        let expired = state.withLock { $0.expireWaiter(id, incarnation: pictures.incarnation) }
         guard let (waiter, etag) = expired else { return }
         reportCounts()
         // 304 says the client's picture is still the newest; with no picture at all there is
@@ -281,11 +283,11 @@ extension ViewerSet {
         }
 
         mutating func admit(
-            _ request: PictureRequest, quality: Int, clientHas: PictureAnswerCondition, wait: Bool,
+            _ request: PictureRequest, quality: Int, clientHas: PictureAnswerCondition, wait: Bool, incarnation: String,
             completion: @escaping @Sendable (Result<PictureAnswer, SessionError>) -> Void
         ) -> Admission {
             guard !closed else { return .failed(SessionError(.sessionNotFound, "the session was closed")) }
-            let newerThan = clientHas.newerThan
+            let newerThan = clientHas.newerThan(incarnation: incarnation)
             if wait, (newest?.sequence ?? 0) <= (newerThan ?? 0) {
                 let id = nextID
                 nextID += 1
@@ -293,17 +295,19 @@ extension ViewerSet {
                 return .waiting(id: id)
             }
             guard let newest else { return .failed(SessionError(.noFrameYet, "the session has no picture yet")) }
-            let etag = PictureETag.make(sequence: newest.sequence, request: request, effectiveQuality: quality)
+            let etag = PictureETag.make(
+                sequence: newest.sequence, request: request, effectiveQuality: quality, incarnation: incarnation)
             if clientHas.holds(etag) { return .notModified(etag: etag) }
             if let after = clientHas.after, newest.sequence <= after { return .notModified(etag: etag) }
             return .serve(newest)
         }
 
         /// The wait ended: the waiter (if still waiting) and the tag of the current picture for it.
-        mutating func expireWaiter(_ id: UInt64, defaultQuality: Int) -> (Waiter, String?)? {
+        mutating func expireWaiter(_ id: UInt64, incarnation: String) -> (Waiter, String?)? {
             guard let waiter = waiters.removeValue(forKey: id) else { return nil }
             let etag = newest.map {
-                PictureETag.make(sequence: $0.sequence, request: waiter.request, effectiveQuality: waiter.quality)
+                PictureETag.make(
+                    sequence: $0.sequence, request: waiter.request, effectiveQuality: waiter.quality, incarnation: incarnation)
             }
             return (waiter, etag)
         }
