@@ -22,7 +22,11 @@ public enum ContainerErrorCode: String, Sendable, CaseIterable {
     case sourceUnreachable = "source_unreachable"
     /// The source did not answer, or stopped sending, within the timeout.
     case sourceTimeout = "source_timeout"
-    /// The source answered with an error (HTTP or RTSP status, protocol failure).
+    /// The source refused the credentials, or gave none access (HTTP or RTSP 401 or 403).
+    case sourceUnauthorized = "source_unauthorized"
+    /// The source has nothing at that path (HTTP or RTSP 404).
+    case sourceNotFound = "source_not_found"
+    /// The source answered with another error (HTTP or RTSP status, protocol failure).
     case sourceFailed = "source_failed"
     /// The source ended its stream.
     case sourceEnded = "source_ended"

@@ -402,6 +402,37 @@ struct PullSourceTests {
         }
     }
 
+    @Test("refused credentials are source_unauthorized, tried again only minutes later (cameras lock accounts); a missing path is source_not_found")
+    func credentialsRefusedAndPathsMissing() throws {
+        let web = try SourceServer { path in path.hasPrefix("/missing") ? .status(404) : .status(401) }
+        defer { web.stop() }
+        let camera = try SourceServer { _ in
+            .rtsp { method, _ in
+                method == "OPTIONS"
+                    ? "RTSP/1.0 200 OK\r\nPublic: OPTIONS, DESCRIBE, SETUP, PLAY, TEARDOWN\r\n\r\n"
+                    : "RTSP/1.0 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"cam\"\r\n\r\n"
+            }
+        }
+        defer { camera.stop() }
+        try withService(sessions: Self.configure("http://127.0.0.1,rtsp://127.0.0.1")) { service in
+            #expect(try Self.pull(service.port, "web", from: "http://127.0.0.1:\(web.port)/live.ts").status == 201)
+            #expect(try Self.pull(service.port, "gone", from: "http://127.0.0.1:\(web.port)/missing.ts").status == 201)
+            #expect(try Self.pull(service.port, "cam", from: "rtsp://admin:wrong@127.0.0.1:\(camera.port)/s").status == 201)
+            #expect(Self.fails(service.port, "web", with: "source_unauthorized"))
+            #expect(Self.fails(service.port, "gone", with: "source_not_found"))
+            #expect(Self.fails(service.port, "cam", with: "source_unauthorized"), "\(String(describing: Self.lastError(service.port, "cam")))")
+            // --source-retry-max is 1 s here: refused credentials wait five minutes all the same.
+            for id in ["web", "cam"] {
+                let source = try Self.source(service.port, id)
+                let next = try #require((source["nextAttemptAt"] as? String).flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) })
+                #expect(next.timeIntervalSinceNow > 240, "\(id): the next attempt in \(next.timeIntervalSinceNow) s")
+            }
+            let missing = try Self.source(service.port, "gone")
+            let next = try #require((missing["nextAttemptAt"] as? String).flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) })
+            #expect(next.timeIntervalSinceNow < 5, "a missing path follows the usual back-off")
+        }
+    }
+
     @Test("a source back after an outage is connected within about a probe interval, though its back-off had grown")
     func probedWhileAway() throws {
         try Self.withManualPull { service, clock, port in

@@ -531,6 +531,10 @@ public final class Demuxer {
             return ContainerError(.sourceUnreachable, "\(what): \(why)")
         case ft_averror(ETIMEDOUT):
             return ContainerError(.sourceTimeout, "\(what): \(why)")
+        case ft_averror_http_unauthorized(), ft_averror_http_forbidden():
+            return ContainerError(.sourceUnauthorized, "\(what): \(why)")
+        case ft_averror_http_not_found():
+            return ContainerError(.sourceNotFound, "\(what): \(why)")
         case ft_averror_eof():
             return ContainerError(.sourceEnded, opening ? "\(what) closed before its stream began" : "\(what) ended its stream")
         default:

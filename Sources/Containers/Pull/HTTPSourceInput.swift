@@ -48,7 +48,13 @@ public final class HTTPSourceInput: DemuxByteInput {
             }
             guard (200..<300).contains(head.status) else {
                 connection.close()
-                throw ContainerError(.sourceFailed, "HTTP \(head.status) \(head.reason) from \(current.redacted)")
+                let code: ContainerErrorCode =
+                    switch head.status {
+                    case 401, 403: .sourceUnauthorized
+                    case 404: .sourceNotFound
+                    default: .sourceFailed
+                    }
+                throw ContainerError(code, "HTTP \(head.status) \(head.reason) from \(current.redacted)")
             }
             self.url = current
             contentType = head.headers["content-type"]

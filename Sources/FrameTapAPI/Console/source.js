@@ -5,6 +5,8 @@
 const problemWords = {
   source_unreachable: 'The source cannot be reached',
   source_timeout: 'The source did not answer in time',
+  source_unauthorized: 'The source refused the credentials (tried again every 5 minutes)',
+  source_not_found: 'The source has no stream at that path',
   source_failed: 'The source failed',
   source_ended: 'The source ended its stream',
   source_not_allowed: 'The source redirected to a place this server may not pull from',

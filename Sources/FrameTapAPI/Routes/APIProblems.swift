@@ -45,7 +45,7 @@ extension HTTPError {
             case .sourceNotAllowed: .forbidden
             case .invalidSource: .badRequest
             // What a pulled source did: shown in its status, never the answer to a request.
-            case .sourceUnreachable, .sourceTimeout, .sourceFailed, .sourceEnded: 502
+            case .sourceUnreachable, .sourceTimeout, .sourceUnauthorized, .sourceNotFound, .sourceFailed, .sourceEnded: 502
             }
         case .decoding(let code):
             switch code {

@@ -199,7 +199,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             }
             failures += 1
             reconnecting = true
-            let delay = retryDelay(after: failures)
+            let delay = retryDelay(after: failures, outcome: outcome.code)
             var plan = ReconnectPlan(
                 failedAt: clock.uptime, backOff: delay,
                 probeInterval: ReachabilityProbe.canProbe(spec.url) ? settings.probeInterval : nil)
@@ -317,10 +317,12 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     }
 
     /// The capped exponential back-off: 0.5 s, 1 s, 2 s, ... up to `settings.retryMax`.
-    private func retryDelay(after failures: Int) -> Duration {
+    /// Refused credentials wait `PullSettings.unauthorizedRetry` at least.
+    private func retryDelay(after failures: Int, outcome: ContainerErrorCode) -> Duration {
         let cap = settings.retryMax
         var delay = PullSettings.firstRetryDelay
         for _ in 1..<max(1, min(failures, 30)) where delay < cap { delay *= 2 }
+        if outcome == .sourceUnauthorized { return max(min(delay, cap), PullSettings.unauthorizedRetry) }
         return min(delay, cap)
     }
 

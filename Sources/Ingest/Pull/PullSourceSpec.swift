@@ -71,6 +71,11 @@ public struct PullSettings: Sendable {
     /// How long a connection hands on some of the stream before the back-off after it starts
     /// again from `firstRetryDelay`.
     public static let provenAfter: Duration = .seconds(5)
+    /// The least wait after the source refused the credentials (`source_unauthorized`):
+    /// cameras lock an account after a few failed logins (often 5 to 7 within 30 minutes), and
+    /// a locked account shuts out every other client of the camera too. Fixing the URL (a `PUT`,
+    /// the configuration file) or `POST .../source/retry` tries again at once.
+    public static let unauthorizedRetry: Duration = .seconds(300)
 
     /// Whether a connection proved itself (`PullSource.read`): it handed on some of the stream
     /// `delivering` (from its opening to its last delivery) for `provenAfter`, or, when it
