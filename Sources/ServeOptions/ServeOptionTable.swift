@@ -157,6 +157,23 @@ extension ServeOption {
             "max-sessions", \.server.maxSessions, .from(1),
             help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After` (none when every session is kept, so none will expire).",
             details: "a lower value removes no session; it refuses new ones", changesWithoutRestart: true),
+        ServeOption(
+            "max-sessions-per-token", valueName: "count", accepts: "`unlimited`, or at least 1",
+            help:
+                "Most sessions the pushes of one scoped token may make (tokens for the same sessions share the count); more gets 503 `too_many_sessions` with `limit: token`. The admin token is bound by `--max-sessions` alone.",
+            details:
+                "on a server shared by several tenants, so that one cannot take every session of `--max-sessions` from the others; see [Access control](#access-control)",
+            defaultValue: { .literal($0.server.maxSessionsPerToken.map(String.init) ?? "unlimited") },
+            apply: { text, settings throws(OptionValueError) in
+                let word = text.trimmingWhitespace()
+                if word == "unlimited" {
+                    settings.server.maxSessionsPerToken = nil
+                } else if let limit = Int(word), limit >= 1 {
+                    settings.server.maxSessionsPerToken = limit
+                } else {
+                    throw OptionValueError("must be a positive integer or 'unlimited'")
+                }
+            }),
         seconds(
             "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),
             help:

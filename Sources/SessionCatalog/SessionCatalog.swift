@@ -103,13 +103,14 @@ public final class SessionCatalog: Sendable {
     /// session could not be made at its reading (the session limit, a pull that did not start)
     /// is made now as the file declares it: the file's session, kept from the idle timeout, with
     /// its codec and options. Any other id is a client's session.
-    public func openForPush(_ id: SessionID) throws(SessionError) -> (session: Session, created: Bool) {
+    /// `tenant`: whose push it is (`SessionRegistry.openSession`); a declared session has none.
+    public func openForPush(_ id: SessionID, tenant: String? = nil) throws(SessionError) -> (session: Session, created: Bool) {
         if let session = registry.find(id) { return (session, false) }
         // A client's id is made outside the lock: new pushes wait neither for each other nor
         // for a reading of the file. A reading that declares the id meanwhile takes it over.
-        guard definitions.withLock({ $0.declaration(of: id) }) != nil else { return try registry.openSession(id) }
+        guard definitions.withLock({ $0.declaration(of: id) }) != nil else { return try registry.openSession(id, tenant: tenant) }
         return try definitions.withLock { definitions throws(SessionError) in
-            guard let declaration = definitions.declaration(of: id) else { return try registry.openSession(id) }
+            guard let declaration = definitions.declaration(of: id) else { return try registry.openSession(id, tenant: tenant) }
             let policy = declaration.options.pulled.map { registry.limits.current.sourcePolicy.admitting($0.url) }
             do throws(SessionError) {
                 return try apply(declaration.options, to: id, standing: .declared, policy: policy)

@@ -118,6 +118,33 @@ import Timekeeping
 
     /// Every route the API registers, with the permission it was registered with. A new route
     /// fails this until its permission is written here too, where a reviewer sees it.
+    /// One tenant's pushes cannot take every session from the others: the sessions a scoped
+    /// token's pushes make (shared by tokens for the same sessions) stop at
+    /// `--max-sessions-per-token`; another tenant, and the admin, still make theirs.
+    @Test func oneTokensPushesMakeAtMostItsShareOfSessions() async throws {
+        let first = try await Self.token(scope: "push", sessions: ["t1-*"])
+        let sameSessions = try await Self.token(scope: "push", sessions: ["t1-*"], expiresIn: 7200)
+        let other = try await Self.token(scope: "push", sessions: ["t2-*"])
+        let stream = try Fixtures.bytes("baseline_176x144.264")
+        let access = try AccessControl(adminToken: "the-admin-token", jwtSecret: AccessControlTests.secret, jwks: nil, clock: SystemClock())
+        try withService(sessions: { $0.maxSessions = 6; $0.maxSessionsPerToken = 2 }, access: access) { service in
+            let port = service.port
+            #expect(try post(port, "/sessions/t1-a/nalus", [], headers: Self.bearer(first)).status == 200)
+            #expect(try post(port, "/sessions/t1-b/nalus", [], headers: Self.bearer(sameSessions)).status == 200)
+            let third = try post(port, "/sessions/t1-c/nalus", [], headers: Self.bearer(first))
+            #expect(third.problem == Problem(503, "too_many_sessions"))
+            #expect((try jsonObject(third.body))["limit"] as? String == "token")
+            #expect(third.headers["Retry-After"] != nil)
+            // Its own sessions still take its pushes; the others still make theirs.
+            #expect(try post(port, "/sessions/t1-a/nalus?flush=true", stream, headers: Self.bearer(first)).status == 200)
+            #expect(try post(port, "/sessions/t2-a/nalus", [], headers: Self.bearer(other)).status == 200)
+            #expect(try post(port, "/sessions/t1-c/nalus", [], headers: Self.bearer("the-admin-token")).status == 200)
+            // One gone, one more.
+            #expect(try request(port, "DELETE", "/sessions/t1-b", headers: Self.bearer("the-admin-token")).status == 204)
+            #expect(try post(port, "/sessions/t1-d/nalus", [], headers: Self.bearer(sameSessions)).status == 200)
+        }
+    }
+
     @Test func everyRouteDeclaresItsPermission() throws {
         let declared = Self.api().router().routes.map { ("\($0.method) \($0.pattern)", $0.access) }
         let expected: [String: RoutePermission] = [

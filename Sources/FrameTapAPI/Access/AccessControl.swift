@@ -128,6 +128,17 @@ public struct AccessControl: Sendable {
         }
     }
 
+    /// Whose sessions a push with `token` makes, for `--max-sessions-per-token`: the sessions
+    /// a scoped (push or view) token covers, its globs as written, sorted; nil for the admin
+    /// token, an admin-scoped JWT, no token, or a server without access control. Tokens issued
+    /// for the same sessions share one count, however many there are.
+    public func tenant(presenting token: String?) -> String? {
+        guard isEnabled, let token, let verifier else { return nil }
+        if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return nil }
+        guard let grant = try? verifier.grant(for: token, now: clock.now), grant.scope != .admin else { return nil }
+        return grant.sessions.map(\.text).sorted().joined(separator: ",")
+    }
+
     /// Compares without an early exit, so the time taken does not reveal how many leading
     /// bytes matched. The length difference is folded into the result, and the loop always
     /// runs over the expected token's length.
@@ -193,6 +204,9 @@ struct SessionGlob: Sendable, Equatable {
     static let maxLength = 256
 
     private let pattern: [UInt8]
+
+    /// The glob as written.
+    var text: String { String(decoding: pattern, as: UTF8.self) }
 
     /// Nil for an empty or overlong glob or one with other characters: such a token is refused
     /// as a whole, because a glob that silently matched nothing would hide an issuer's mistake.

@@ -47,6 +47,14 @@ public enum RoutePermission: Sendable, Equatable {
     }
 }
 
+extension AccessControl {
+    /// `tenant(presenting:)` of the bearer token `request` presents.
+    public func tenant(of request: HTTPRequest) -> String? {
+        guard case .bearer(let token) = PresentedToken(request) else { return nil }
+        return tenant(presenting: token)
+    }
+}
+
 /// Access control as the HTTP server's authorizer: the route's permission, the token the
 /// request presents, and the HTTP answer to a refusal.
 extension AccessControl: RequestAuthorizer {

@@ -19,6 +19,8 @@ public struct FrameTapAPI: Sendable {
     public let metrics: FrameTapMetrics
     /// The decoding hardware found at start-up (`GET /system`).
     public let hardware: HardwareReport
+    /// Whose pushes make sessions (`--max-sessions-per-token`); nil without access control.
+    let access: AccessControl?
     let logger: Logger
     /// Refusals a client can cause by the hundred (503 at a limit), rate-limited.
     private let refusals: RateLimitedLog
@@ -36,8 +38,9 @@ public struct FrameTapAPI: Sendable {
 
     public init(
         catalog: SessionCatalog, configuration: ConfigurationStatus, metrics: FrameTapMetrics,
-        hardware: HardwareReport = SystemInfo.hardware, logger: Logger
+        hardware: HardwareReport = SystemInfo.hardware, access: AccessControl? = nil, logger: Logger
     ) {
+        self.access = access
         registry = catalog.registry
         self.catalog = catalog
         self.configuration = configuration
@@ -252,7 +255,7 @@ public struct FrameTapAPI: Sendable {
         let session: Session
         let created: Bool
         do {
-            (session, created) = try catalog.openForPush(id)
+            (session, created) = try catalog.openForPush(id, tenant: access?.tenant(of: request))
         } catch {
             throw HTTPError(error)
         }

@@ -38,7 +38,8 @@ public final class FrameTapService: Sendable {
             file: configurationFile, events: registry.events, metrics: metrics, clock: services.clock,
             logger: Logger(label: "frametap.configuration"))
         let api = FrameTapAPI(
-            catalog: catalog, configuration: configuration, metrics: metrics, hardware: hardware, logger: logger)
+            catalog: catalog, configuration: configuration, metrics: metrics, hardware: hardware, access: access,
+            logger: logger)
         self.api = api
         var http = http
         http.problemTypePrefix = FrameTapAPI.problemTypePrefix

@@ -26,6 +26,9 @@ public struct ServerConfiguration: Sendable {
     /// lets many sessions share the cores (see `DecoderOptions.lowLatency`).
     public var decoderThreads: Int
     public var maxSessions: Int
+    /// Most sessions the pushes of one scoped token (or of tokens for the same sessions) may
+    /// make (`--max-sessions-per-token`); nil: no bound but `maxSessions`.
+    public var maxSessionsPerToken: Int? = nil
     /// Largest body one upload request may carry; nil means unlimited (a live camera push
     /// is one endless chunked request).
     public var maxBodyBytes: Int?

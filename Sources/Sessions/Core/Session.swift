@@ -24,6 +24,8 @@ import Timekeeping
 public final class Session: Sendable {
     public let id: SessionID
     public let createdAt: Date
+    /// Whose push made it, as `--max-sessions-per-token` counts (`SessionRegistry.openSession`).
+    let tenant: String?
     public let clock: any ServiceClock
     let context: SessionContext
     let loop: DecodeLoop
@@ -39,9 +41,10 @@ public final class Session: Sendable {
     public init(
         id: SessionID, configuration: ServerConfiguration, services: SessionServices,
         options: SessionOptions = SessionOptions(), metrics: FrameTapMetrics, logger: Logger,
-        events: SessionEventLog? = nil, standing: SessionStanding = SessionStanding()
+        events: SessionEventLog? = nil, standing: SessionStanding = SessionStanding(), tenant: String? = nil
     ) throws(SessionError) {
         self.id = id
+        self.tenant = tenant
         let clock = services.clock
         self.clock = clock
         standingState = Mutex(standing)

@@ -31,6 +31,8 @@ public final class SessionRegistry: Sendable {
         /// Sessions being created outside the lock (opening a decoder can take a while):
         /// they count against `maxSessions` already.
         var reserved = 0
+        /// Of those, by the tenant whose push makes them (`Session.tenant`).
+        var reservedByTenant: [String: Int] = [:]
     }
 
     public init(
@@ -60,8 +62,11 @@ public final class SessionRegistry: Sendable {
     /// `standing`; an existing one is returned unchanged (`PUT` then calls `Session.configure`).
     /// Throws `.tooManySessions` (503, with `retryAfterSeconds`) at the limit, and
     /// `.decoding(.decoderUnavailable)` when a forced back end cannot open.
+    /// `tenant`: whose push makes the session (`AccessControl.tenant`), held to
+    /// `--max-sessions-per-token`; nil for the admin's, a declared session's, or without access control.
     public func openSession(
-        _ id: SessionID, options: SessionOptions = SessionOptions(), standing: SessionStanding = SessionStanding()
+        _ id: SessionID, options: SessionOptions = SessionOptions(), standing: SessionStanding = SessionStanding(),
+        tenant: String? = nil
     ) throws(SessionError) -> (session: Session, created: Bool) {
         let maxSessions = limits.current.maxSessions
         let existing = try table.withLock { table throws(SessionError) -> Session? in
@@ -74,18 +79,36 @@ public final class SessionRegistry: Sendable {
                     .tooManySessions, "the server holds its maximum of \(maxSessions) sessions\(kept)",
                     retryAfterSeconds: retryAfter)
             }
+            if let tenant, let perToken = configuration.maxSessionsPerToken {
+                let own = table.sessions.values.filter { $0.tenant == tenant }
+                let reserved = table.reservedByTenant[tenant, default: 0]
+                guard own.count + reserved < perToken else {
+                    throw SessionError(
+                        .tooManySessions,
+                        "the sessions this token may push to hold \(perToken) sessions, the most one token's pushes may "
+                            + "make (--max-sessions-per-token): push to one of them, or wait until one goes idle",
+                        retryAfterSeconds: retryAfterSeconds(own, reserved: reserved),
+                        facts: ["limit": .text("token")])
+                }
+                table.reservedByTenant[tenant, default: 0] += 1
+            }
             table.reserved += 1
             return nil
         }
         if let existing { return (existing, false) }
+        let unreserve: (inout Table) -> Void = { table in
+            table.reserved -= 1
+            guard let tenant, let count = table.reservedByTenant[tenant] else { return }
+            table.reservedByTenant[tenant] = count > 1 ? count - 1 : nil
+        }
 
         let created: Session
         do {
             created = try Session(
                 id: id, configuration: configuration, services: services, options: options, metrics: metrics,
-                logger: logger, events: events, standing: standing)
+                logger: logger, events: events, standing: standing, tenant: tenant)
         } catch {
-            table.withLock { $0.reserved -= 1 }
+            table.withLock { unreserve(&$0) }
             logger.error(
                 "session creation failed",
                 metadata: ["session": "\(id)", "code": "\(error.code.rawValue)", "message": "\(error.message)"])
@@ -95,7 +118,7 @@ public final class SessionRegistry: Sendable {
         // Announced in the same critical section as the insert: nothing of the session (an
         // upload, a viewer, a delete) can be announced before it.
         let (winner, wakeups) = table.withLock { table -> (Session, SessionEventLog.Wakeups?) in
-            table.reserved -= 1
+            unreserve(&table)
             if let other = table.sessions[id] { return (other, nil) }
             table.sessions[id] = created
             let wakeups = events.append(
