@@ -167,6 +167,46 @@ extension ServeOption {
             })
     }
 
+    /// A memory budget: `auto` (the configuration's default, a share of the memory this process
+    /// may use) or bytes, at least 1 MiB.
+    static func memoryBudget(
+        _ name: String, _ path: any WritableKeyPath<ServeSettings, Int> & Sendable, help: String, details: String
+    ) -> ServeOption {
+        ServeOption(
+            name, valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)", help: help, details: details,
+            defaultValue: { _ in .literal("auto") },
+            apply: { text, settings throws(OptionValueError) in
+                let word = text.trimmingWhitespace()
+                if word == "auto" {
+                    return  // the configuration's default budget is the automatic one
+                } else if let limit = Int(word), limit >= 1 << 20 {
+                    settings[keyPath: path] = limit
+                } else {
+                    throw OptionValueError("must be 'auto' or a number of bytes of at least \(1 << 20)")
+                }
+            })
+    }
+
+    /// A positive whole number, or `unlimited` (nil).
+    static func unlimitedOr(
+        _ name: String, _ path: any WritableKeyPath<ServeSettings, Int?> & Sendable, valueName: String, accepts: String,
+        help: String, details: String? = nil
+    ) -> ServeOption {
+        ServeOption(
+            name, valueName: valueName, accepts: accepts, help: help, details: details,
+            defaultValue: { .literal($0[keyPath: path].map(String.init) ?? "unlimited") },
+            apply: { text, settings throws(OptionValueError) in
+                let word = text.trimmingWhitespace()
+                if word == "unlimited" {
+                    settings[keyPath: path] = nil
+                } else if let limit = Int(word), limit >= 1 {
+                    settings[keyPath: path] = limit
+                } else {
+                    throw OptionValueError("must be a positive integer or 'unlimited'")
+                }
+            })
+    }
+
     /// Seconds within `bounds`, kept to the millisecond.
     static func seconds(
         _ name: String, _ path: any WritableKeyPath<ServeSettings, Duration> & Sendable, _ bounds: SecondsBounds,

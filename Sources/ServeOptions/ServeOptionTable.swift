@@ -126,23 +126,12 @@ extension ServeOption {
                     throw OptionValueError(error.message)
                 }
             }),
-        ServeOption(
-            "max-decoder-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
+        memoryBudget(
+            "max-decoder-memory", \.server.decoderMemoryLimit,
             help:
                 "Bytes every session's decoder may hold together; `auto` is half of the container's memory limit (cgroup) or of the machine's memory.",
             details:
-                "Each stream's need is estimated from its SPS (picture size × the pictures its decoder keeps: references, reordering, the one decoding, frame threads, hardware surfaces, and the two FrameTap holds) before any picture is decoded; one that does not fit is refused with `decoder_memory_exceeded` (503, with the figures) and allocates nothing",
-            defaultValue: { _ in .literal("auto") },
-            apply: { text, settings throws(OptionValueError) in
-                let word = text.trimmingWhitespace()
-                if word == "auto" {
-                    return  // the configuration's default budget is the automatic one
-                } else if let limit = Int(word), limit >= 1 << 20 {
-                    settings.server.decoderMemoryLimit = limit
-                } else {
-                    throw OptionValueError("must be 'auto' or a number of bytes of at least \(1 << 20)")
-                }
-            }),
+                "Each stream's need is estimated from its SPS (picture size × the pictures its decoder keeps: references, reordering, the one decoding, frame threads, hardware surfaces, and the two FrameTap holds) before any picture is decoded; one that does not fit is refused with `decoder_memory_exceeded` (503, with the figures) and allocates nothing"),
         integer(
             "max-picture-pixels", \.server.pictureSizeLimit.maxPixels, .from(1),
             help:
@@ -157,23 +146,12 @@ extension ServeOption {
             "max-sessions", \.server.maxSessions, .from(1),
             help: "Most sessions at once; more gets 503 `too_many_sessions` with `Retry-After` (none when every session is kept, so none will expire).",
             details: "a lower value removes no session; it refuses new ones", changesWithoutRestart: true),
-        ServeOption(
-            "max-sessions-per-token", valueName: "count", accepts: "`unlimited`, or at least 1",
+        unlimitedOr(
+            "max-sessions-per-token", \.server.maxSessionsPerToken, valueName: "count", accepts: "`unlimited`, or at least 1",
             help:
                 "Most sessions the pushes of one scoped token may make (tokens for the same sessions share the count); more gets 503 `too_many_sessions` with `limit: token`. The admin token is bound by `--max-sessions` alone.",
             details:
-                "on a server shared by several tenants, so that one cannot take every session of `--max-sessions` from the others; see [Access control](#access-control)",
-            defaultValue: { .literal($0.server.maxSessionsPerToken.map(String.init) ?? "unlimited") },
-            apply: { text, settings throws(OptionValueError) in
-                let word = text.trimmingWhitespace()
-                if word == "unlimited" {
-                    settings.server.maxSessionsPerToken = nil
-                } else if let limit = Int(word), limit >= 1 {
-                    settings.server.maxSessionsPerToken = limit
-                } else {
-                    throw OptionValueError("must be a positive integer or 'unlimited'")
-                }
-            }),
+                "on a server shared by several tenants, so that one cannot take every session of `--max-sessions` from the others; see [Access control](#access-control)"),
         seconds(
             "session-idle-timeout", \.server.idleTimeout, .above(0, atMost: 31_536_000),
             help:
@@ -181,20 +159,9 @@ extension ServeOption {
             details:
                 "declared sessions, and sessions made by `PUT` on a server with `--state-dir`, stay until they are deleted or undeclared (see [Cameras](#cameras-declared-sessions-and-sessions-that-stay))",
             changesWithoutRestart: true),
-        ServeOption(
-            "max-body-bytes", valueName: "bytes", accepts: "`unlimited`, or bytes, at least 1",
-            help: "Largest body of one POST (413 `body_too_large`), or `unlimited`.",
-            defaultValue: { .literal($0.server.maxBodyBytes.map(String.init) ?? "unlimited") },
-            apply: { text, settings throws(OptionValueError) in
-                let word = text.trimmingWhitespace()
-                if word == "unlimited" {
-                    settings.server.maxBodyBytes = nil
-                } else if let limit = Int(word), limit >= 1 {
-                    settings.server.maxBodyBytes = limit
-                } else {
-                    throw OptionValueError("must be a positive integer or 'unlimited'")
-                }
-            }),
+        unlimitedOr(
+            "max-body-bytes", \.server.maxBodyBytes, valueName: "bytes", accepts: "`unlimited`, or bytes, at least 1",
+            help: "Largest body of one POST (413 `body_too_large`), or `unlimited`."),
         integer(
             "max-spool-bytes", \.server.maxSpoolBytes, .from(1), valueName: "bytes",
             help:
@@ -226,23 +193,12 @@ extension ServeOption {
             details:
                 "64 MiB is 10 s of a 50 Mbit/s stream, or about 2 minutes of a 4 Mbit/s camera: with the default `--history-seconds` the time binds for real cameras and this bounds hostile streams, while a longer history needs its seconds × bit rate ÷ 8 here too; `--max-history-memory` bounds every session's together"
         ),
-        ServeOption(
-            "max-history-memory", valueName: "bytes", accepts: "`auto`, or bytes, at least \(1 << 20)",
+        memoryBudget(
+            "max-history-memory", \.server.historyMemoryLimit,
             help:
                 "Bytes every session's history may keep alive together; `auto` is a quarter of the container's memory limit (cgroup) or of the machine's memory.",
             details:
-                "past it, the history keeping the most gives up its oldest GOP (its newest, when that is all it holds) until the sum fits, so a session holding less than the others keeps its own; counted in `/history` `gopsShed`, `/system` `historyMemory` and `frametap_history_gops_shed_total`",
-            defaultValue: { _ in .literal("auto") },
-            apply: { text, settings throws(OptionValueError) in
-                let word = text.trimmingWhitespace()
-                if word == "auto" {
-                    return  // the configuration's default budget is the automatic one
-                } else if let limit = Int(word), limit >= 1 << 20 {
-                    settings.server.historyMemoryLimit = limit
-                } else {
-                    throw OptionValueError("must be 'auto' or a number of bytes of at least \(1 << 20)")
-                }
-            }),
+                "past it, the history keeping the most gives up its oldest GOP (its newest, when that is all it holds) until the sum fits, so a session holding less than the others keeps its own; counted in `/history` `gopsShed`, `/system` `historyMemory` and `frametap_history_gops_shed_total`"),
         seconds(
             "on-demand-linger", \.server.onDemandLinger, .range(0...86_400),
             help:
