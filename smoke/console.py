@@ -819,6 +819,8 @@ def check_module_functions(r, page):
             ['pull badges', ['live', 'connecting', 'retrying'].map((state) => source.pullBadge({ state, failures: 1 }).text).join(' ')
               + ' ' + source.pullBadge({ state: 'retrying', failures: 2 }).text, 'live connecting retrying failed'],
             ['no pull badge for a push session', source.pullBadge(null), null],
+            ['refused credentials fail at once', source.pullBadge({ state: 'retrying', failures: 1,
+              lastError: { code: 'source_unauthorized' } }).text, 'failed'],
             ['a pull problem in words', source.sourceProblem({ state: 'retrying', nextAttemptAt: '2030-01-01T00:00:10Z',
               lastError: { code: 'source_unreachable', message: 'Connection refused' } }, Date.parse('2030-01-01T00:00:02Z')),
              'The source cannot be reached: Connection refused. Next try in 8 s.'],

@@ -112,6 +112,7 @@ struct SourceURLTests {
             try SourceURL("http://h/live.ts?pw=hunter2&p%61ss=hunter3&access_code=hunter4&codec=h264&code=9").redacted
                 == "http://h:80/live.ts?pw=***&p%61ss=***&access_code=***&codec=h264&code=***")
         #expect(URLRedaction.redact("http://h/a?%70%77=hunter5&x=%zz") == "http://h/a?%70%77=***&x=%zz")
+        #expect(URLRedaction.redact("rtsp://h/user=admin_pw=hunter6_channel=1") == "rtsp://h/user=admin_pw=***_channel=1")
     }
 
     @Test("redirect locations resolve against the URL")

@@ -112,9 +112,10 @@ struct PullFenceTests {
         try withService(sessions: Self.configure("rtsp://127.0.0.2")) { service in
             let created = try Self.put(service.port, "cam", "rtsp://127.0.0.2:\(camera.port)/cam", transport: "udp")
             #expect(created.status == 201)
-            // libavformat opens the ports with a packet to each when it starts playing.
+            // libavformat opens the ports with a packet to each when it starts playing: those may
+            // arrive before its PLAY does.
             #expect(eventually(timeout: .seconds(8)) { media.received >= 2 })
-            #expect(camera.requests.contains { $0.hasPrefix("PLAY") }, "\(camera.requests)")
+            #expect(eventually(timeout: .seconds(8)) { camera.requests.contains { $0.hasPrefix("PLAY") } }, "\(camera.requests)")
         }
     }
 

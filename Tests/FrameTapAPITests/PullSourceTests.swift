@@ -433,6 +433,42 @@ struct PullSourceTests {
         }
     }
 
+    @Test("connect on-demand: refused credentials hold the source off across requests: no login until the wait ends or a retry")
+    func onDemandCredentialsRefused() throws {
+        let web = try SourceServer { _ in .status(401) }
+        defer { web.stop() }
+        let clock = ManualClock()
+        try withService(
+            sessions: { configuration in
+                Self.configure("http://127.0.0.1")(&configuration)
+                configuration.onDemandLinger = .seconds(10)
+            }, clock: clock
+        ) { service in
+            let body = #"{"source": {"url": "http://127.0.0.1:\#(web.port)/cam.ts", "connect": "on-demand"}}"#
+            #expect(try Self.put(service.port, "cam", body).status == 201)
+            let first = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(first.problem == Problem(503, "source_not_ready"))
+            #expect(try jsonObject(first.body)["sourceError"] as? String == "source_unauthorized")
+            #expect((295...300).contains(Int(first.headers["Retry-After"] ?? "") ?? 0), "\(first.headers)")
+            // A bare TCP probe may follow a failure; a login is a request.
+            let logins = web.requests.count
+            // Nobody asks: let go, idle. The next request is refused at once with the time left,
+            // and nothing reaches the camera.
+            clock.advance(by: .seconds(11))
+            #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "idle" })
+            clock.advance(by: .seconds(60))
+            let again = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(again.problem == Problem(503, "source_not_ready"))
+            let left = Int(again.headers["Retry-After"] ?? "") ?? 0
+            #expect((200...240).contains(left), "\(left) s left")
+            #expect(web.requests.count == logins, "no login while the credentials are held off")
+            // A retry ends the wait: the next request tries again.
+            #expect(try request(service.port, "POST", "/sessions/cam/source/retry").status == 200)
+            _ = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
+            #expect(eventually(timeout: .seconds(10)) { web.requests.count > logins })
+        }
+    }
+
     @Test("a source back after an outage is connected within about a probe interval, though its back-off had grown")
     func probedWhileAway() throws {
         try Self.withManualPull { service, clock, port in

@@ -116,8 +116,6 @@ import Timekeeping
             metrics: metrics, hardware: WireFormatTests.hardware, logger: logger)
     }
 
-    /// Every route the API registers, with the permission it was registered with. A new route
-    /// fails this until its permission is written here too, where a reviewer sees it.
     /// One tenant's pushes cannot take every session from the others: the sessions a scoped
     /// token's pushes make (shared by tokens for the same sessions) stop at
     /// `--max-sessions-per-token`; another tenant, and the admin, still make theirs.
@@ -145,6 +143,8 @@ import Timekeeping
         }
     }
 
+    /// Every route the API registers, with the permission it was registered with. A new route
+    /// fails this until its permission is written here too, where a reviewer sees it.
     @Test func everyRouteDeclaresItsPermission() throws {
         let declared = Self.api().router().routes.map { ("\($0.method) \($0.pattern)", $0.access) }
         let expected: [String: RoutePermission] = [

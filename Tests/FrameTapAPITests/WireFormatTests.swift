@@ -411,7 +411,8 @@ import Timekeeping
             + #""maxPictureHeight":\#(configuration.pictureSizeLimit.maxHeight),"#
             + #""maxPicturePixels":\#(configuration.pictureSizeLimit.maxPixels),"#
             + #""maxPictureWidth":\#(configuration.pictureSizeLimit.maxWidth),"#
-            + #""maxSessions":\#(configuration.maxSessions),"maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
+            + #""maxSessions":\#(configuration.maxSessions),"maxSessionsPerToken":null,"#
+            + #""maxSpoolBytes":\#(configuration.maxSpoolBytes),"#
             + #""maxSpoolTotalBytes":\#(configuration.maxSpoolTotalBytes),"#
             + #""maxWaitMilliseconds":30000,"sessionIdleTimeoutSeconds":300}"#
         let configurationJSON =

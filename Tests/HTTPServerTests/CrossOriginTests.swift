@@ -16,7 +16,7 @@ import TestSupport
             ("http://a.example.com", false), ("https://a.example.com:8443", false), ("https://evilexample.com", false),
             ("http://cam.lan:8080", true), ("http://cam.lan", false),
             ("https://evil.com/.example.com", false), ("https://evil.com?.example.com", false),
-            ("https://u@a.example.com", false), ("https://evil.com#.example.com", false),
+            ("https://u@a.example.com", false), ("https://evil.com#.example.com", false), ("https://my_app.example.com", true),
         ] {
             let request = HTTPRequest(method: .get, segments: [], headers: ["Origin": origin], version: "HTTP/1.1")
             #expect((subdomains.allowedOrigin(of: request) != nil) == allowed, "\(origin)")

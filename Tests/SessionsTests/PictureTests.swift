@@ -32,6 +32,14 @@ import TestSupport
         }
         #expect(waiting.facts["waitingFor"] == .text("keyframe"), "\(waiting)")
         #expect(waiting.message.contains("decoding starts at a keyframe (an IDR picture or a recovery point)"), "\(waiting)")
+        // Bytes that decode to nothing: no keyframe mends that, and the answer says why.
+        let garbage = try makeSession("garbage")
+        _ = try await upload(Array(repeating: 0x5A, count: 4096) + [0, 0, 1, 0x65, 1, 2, 3], to: garbage, flush: true)
+        guard case .failure(let failed) = try await picture(garbage) else {
+            Issue.record("expected no_frame_yet")
+            return
+        }
+        #expect(failed.facts["waitingFor"] == .text("decodable_picture"), "\(failed)")
     }
 
     @Test func concurrentRequestsShareOneEncode() async throws {

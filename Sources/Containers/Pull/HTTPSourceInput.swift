@@ -20,8 +20,10 @@ public final class HTTPSourceInput: DemuxByteInput {
     /// Connects and reads the response's headers, following redirects (each checked with
     /// `check`). The body's reads share the interrupt's deadline as its reader sets it (a whole
     /// packet's, not a read's: a source that trickles bytes runs into it). Throws
-    /// `source_not_allowed` for a redirect `check` refuses, `source_failed` for an HTTP error
-    /// status, and what the connection did wrong otherwise.
+    /// `source_not_allowed` for a redirect `check` refuses, for an HTTP error status
+    /// `source_unauthorized` (401, 403: saying when the URL has no credentials or the source asks
+    /// for Digest), `source_not_found` (404) or `source_failed`, and what the connection did
+    /// wrong otherwise.
     public init(
         url: SourceURL, check: (SourceURL) -> ContainerError?, interrupt: DemuxInterrupt, connectTimeout: Duration
     ) throws(ContainerError) {
@@ -54,7 +56,16 @@ public final class HTTPSourceInput: DemuxByteInput {
                     case 404: .sourceNotFound
                     default: .sourceFailed
                     }
-                throw ContainerError(code, "HTTP \(head.status) \(head.reason) from \(current.redacted)")
+                var why = ""
+                if head.status == 401 {
+                    let challenge = head.headers["www-authenticate"]?.lowercased() ?? ""
+                    if !current.hasCredentials {
+                        why = ": it asks for credentials; put them in the URL (https://user:password@host/...)"
+                    } else if challenge.hasPrefix("digest") {
+                        why = ": it asks for Digest authentication, and HTTP pulls send Basic only (an RTSP URL of the camera does Digest)"
+                    }
+                }
+                throw ContainerError(code, "HTTP \(head.status) \(head.reason) from \(current.redacted)\(why)")
             }
             self.url = current
             contentType = head.headers["content-type"]

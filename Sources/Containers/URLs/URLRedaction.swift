@@ -74,7 +74,9 @@ public enum URLRedaction {
     public static func isSecret(_ name: some StringProtocol, _ secretParameters: Set<String> = []) -> Bool {
         let lowered = percentDecoded(name).lowercased()
         guard !lowered.isEmpty else { return false }
-        return secretParameters.contains(lowered) || secretNames.contains(lowered)
+        // A name after a `_`-joined value (`admin_pw`, as `parameterName` reads it) counts whole too.
+        let lastPart = lowered.split(separator: "_").last.map(String.init) ?? lowered
+        return secretParameters.contains(lowered) || secretNames.contains(lowered) || secretNames.contains(lastPart)
             || secretWords.contains { lowered.contains($0) }
     }
 

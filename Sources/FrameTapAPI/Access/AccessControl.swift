@@ -129,14 +129,14 @@ public struct AccessControl: Sendable {
     }
 
     /// Whose sessions a push with `token` makes, for `--max-sessions-per-token`: the sessions
-    /// a scoped (push or view) token covers, its globs as written, sorted; nil for the admin
+    /// a scoped (push or view) token covers, its globs as written, once each, sorted; nil for the admin
     /// token, an admin-scoped JWT, no token, or a server without access control. Tokens issued
     /// for the same sessions share one count, however many there are.
     public func tenant(presenting token: String?) -> String? {
         guard isEnabled, let token, let verifier else { return nil }
         if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return nil }
         guard let grant = try? verifier.grant(for: token, now: clock.now), grant.scope != .admin else { return nil }
-        return grant.sessions.map(\.text).sorted().joined(separator: ",")
+        return Set(grant.sessions.map(\.text)).sorted().joined(separator: ",")
     }
 
     /// Compares without an early exit, so the time taken does not reveal how many leading

@@ -21,6 +21,9 @@ const problemWords = {
  */
 export const FAILED_AFTER = 2;
 
+/** Errors that no retry mends by itself: the pull shows as failed from the first. */
+const FAILED_AT_ONCE = new Set(['source_unauthorized', 'source_not_found', 'source_not_allowed']);
+
 /** {text, kind} of the badge for a pull's state (kind: live, pending, warn, error); null for a push session. */
 export function pullBadge(source) {
   if (!source) return null;
@@ -30,7 +33,9 @@ export function pullBadge(source) {
     // On demand, not connected while nobody asks: not a problem.
     case 'idle': return { text: 'idle', kind: 'pending' };
     case 'retrying':
-      return (source.failures ?? 1) >= FAILED_AFTER ? { text: 'failed', kind: 'error' } : { text: 'retrying', kind: 'warn' };
+      return (source.failures ?? 1) >= FAILED_AFTER || FAILED_AT_ONCE.has(source.lastError?.code)
+        ? { text: 'failed', kind: 'error' }
+        : { text: 'retrying', kind: 'warn' };
     default: return { text: String(source.state ?? 'unknown'), kind: 'pending' };
   }
 }

@@ -428,23 +428,25 @@ public struct FrameTapAPI: Sendable {
         let pictureRequest = try Self.pictureRequest(query, format: .jpeg)
         let fps = try query.double("fps", in: 0.1...120)
         let session = try session(for: request)
-        guard session.awaitsOnDemandSource else { return try Self.mjpeg(session, pictureRequest, fps: fps) }
+        // The viewer comes first: it keeps the connection wanted from now on.
+        let response = try Self.mjpeg(session, pictureRequest, fps: fps)
+        guard session.awaitsOnDemandSource, case .stream(let viewer) = response.body else { return response }
         let wait = Duration.milliseconds(Self.maxWaitMilliseconds)
         return .deferred(
             timeout: wait + .seconds(5),
-            onTimeout: { .problem(HTTPError(SessionError(.sourceNotReady, "the source gave no picture in time"))) }
+            onTimeout: {
+                .problem(HTTPError(SessionError(.sourceNotReady, "the source gave no picture in time", retryAfterSeconds: 1)))
+            }
         ) { promise in
+            // The viewer goes with a client that leaves, a timeout or the server's stop.
+            promise.onCancel { viewer.close(.clientGone) }
             // The first picture is encoded as the viewer asks, so its first part is ready too.
             session.requestPicture(pictureRequest, wait: wait) { result in
-                if case .failure(let error) = result, error.code != .noFrameYet { return _ = promise.fail(HTTPError(error)) }
-                guard !promise.isCompleted else { return }
-                let response: HTTPResponse
-                do throws(HTTPError) {
-                    response = try Self.mjpeg(session, pictureRequest, fps: fps)
-                } catch {
-                    return _ = promise.fail(error)
+                if case .failure(let error) = result, error.code != .noFrameYet {
+                    viewer.close(.clientGone)
+                    return _ = promise.fail(HTTPError(error))
                 }
-                if !promise.succeed(response), case .stream(let source) = response.body { source.close(.clientGone) }
+                if !promise.succeed(response) { viewer.close(.clientGone) }
             }
         }
     }

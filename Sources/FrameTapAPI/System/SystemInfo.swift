@@ -75,6 +75,8 @@ public struct SystemInfo: Sendable {
 
     public struct Limits: Sendable {
         public var maxSessions: Int
+        /// `--max-sessions-per-token`; nil: unlimited.
+        public var maxSessionsPerToken: Int?
         /// Nil: unlimited.
         public var maxBodyBytes: Int?
         public var maxSpoolBytes: Int
@@ -111,7 +113,8 @@ public struct SystemInfo: Sendable {
         vaapiAvailable = hardware.libavcodecVAAPI && hardware.renderNodes.contains { $0.usable }
         self.hardware = hardware
         limits = Limits(
-            maxSessions: live.maxSessions, maxBodyBytes: configuration.maxBodyBytes,
+            maxSessions: live.maxSessions, maxSessionsPerToken: configuration.maxSessionsPerToken,
+            maxBodyBytes: configuration.maxBodyBytes,
             maxSpoolBytes: configuration.maxSpoolBytes, maxSpoolTotalBytes: services.spoolBudget.limit,
             maxNALBytes: configuration.maxNALBytes, maxPictureWidth: configuration.pictureSizeLimit.maxWidth,
             maxPictureHeight: configuration.pictureSizeLimit.maxHeight,

@@ -123,6 +123,7 @@ struct SystemInfoJSON: WireObject {
         var members: KeyValuePairs<String, any Encodable> {
             [
                 "maxSessions": limits.maxSessions,
+                "maxSessionsPerToken": limits.maxSessionsPerToken,
                 "maxBodyBytes": limits.maxBodyBytes,
                 "maxSpoolBytes": limits.maxSpoolBytes,
                 "maxSpoolTotalBytes": limits.maxSpoolTotalBytes,

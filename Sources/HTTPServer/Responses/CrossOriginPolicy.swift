@@ -131,14 +131,14 @@ public struct CrossOriginPolicy: Sendable, Equatable {
 
 extension CrossOriginPolicy.SubdomainPattern {
     /// `origin` (lower case) is this scheme, a host name below the suffix (letters, digits,
-    /// `-` and `.` only: `https://evil.com/.example.com` is no origin), and the same port.
+    /// `-`, `_` and `.` only: `https://evil.com/.example.com` is no origin), and the same port.
     func matches(_ origin: String) -> Bool {
         guard origin.hasPrefix(scheme + "://") else { return false }
         let rest = origin.dropFirst(scheme.count + 3)
         let (host, originPort): (Substring, Substring) =
             if let colon = rest.lastIndex(of: ":"), !rest.hasPrefix("[") { (rest[..<colon], rest[colon...]) } else { (rest, "") }
         let isHostName = host.utf8.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x61...0x7A).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            (0x30...0x39).contains(byte) || (0x61...0x7A).contains(byte) || "-_.".utf8.contains(byte)
         }
         return isHostName && originPort == port && host.hasSuffix(suffix) && host.count > suffix.count
     }

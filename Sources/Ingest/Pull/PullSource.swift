@@ -29,6 +29,10 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     private let sleeper = DispatchSemaphore(value: 0)
     /// Set by `retryNow()`, taken by the waiting thread.
     private let retryRequested = Mutex(false)
+    /// After the source refused the credentials: no attempt before this uptime, also across an
+    /// on-demand connection let go and asked for again (each request would otherwise be one
+    /// more failed login); ended by `retryNow()` or a connection that succeeds.
+    private let credentialsRefused = Mutex<(until: UInt64, error: ContainerError)?>(nil)
     /// Whether the pull is to be connected: always, or on demand between `connectNow()` and `release()`.
     private let wanted: Mutex<Bool>
     private let settings: PullSettings
@@ -113,8 +117,9 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     /// unless the pull is waiting to retry.
     @discardableResult
     public func retryNow() -> Bool {
+        let held = credentialsRefused.withLock { held in defer { held = nil }; return held != nil }
         let waiting = status.withLock { $0.state == .retrying }
-        guard waiting else { return false }
+        guard waiting else { return held }
         retryRequested.withLock { $0 = true }
         sleeper.signal()
         logger.info("retry asked for", metadata: ["source": "\(spec.url.redacted)"], source: PulledSourceLog.source)
@@ -153,6 +158,13 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         // after its idle time is no reconnect).
         var reconnecting = false
         while waitUntilWanted() {
+            if waitOutRefusedCredentials(failures: failures) == .letGo {
+                becomeIdle()
+                failures = 0
+                reconnecting = false
+                continue
+            }
+            if isStopped { break }
             if reconnecting {
                 status.withLock { $0.reconnects += 1 }
                 observer.pullReconnecting()
@@ -200,6 +212,10 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             failures += 1
             reconnecting = true
             let delay = retryDelay(after: failures, outcome: outcome.code)
+            if outcome.code == .sourceUnauthorized {
+                let until = clock.uptime + UInt64(max(0, delay.nanoseconds))
+                credentialsRefused.withLock { $0 = (until, outcome) }
+            }
             var plan = ReconnectPlan(
                 failedAt: clock.uptime, backOff: delay,
                 probeInterval: ReachabilityProbe.canProbe(spec.url) ? settings.probeInterval : nil)
@@ -214,6 +230,24 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
             }
         }
         logger.info("pull stopped", metadata: ["source": "\(spec.url.redacted)"], source: PulledSourceLog.source)
+    }
+
+    /// While refused credentials hold the pull off (`credentialsRefused`), each request that
+    /// connects it again is told at once, with the time left, and nothing is sent to the source
+    /// until then. `.letGo` when the pull was let go or stopped meanwhile.
+    private enum HoldOutcome { case over, letGo }
+
+    private func waitOutRefusedCredentials(failures: Int) -> HoldOutcome {
+        while let held = credentialsRefused.withLock({ $0 }), clock.uptime < held.until {
+            let left = Duration.nanoseconds(Int64(clamping: held.until - clock.uptime))
+            lost(held.error, failures: max(failures, 1), retryIn: left)
+            var plan = ReconnectPlan(failedAt: clock.uptime, backOff: left, probeInterval: nil)
+            waitOut(&plan)
+            if isStopped || interrupt.reason == .letGo || !isWanted { return .letGo }
+            // The wait ran out, or a retry was asked for (which ended the hold).
+            if clock.uptime >= held.until { credentialsRefused.withLock { if $0?.until == held.until { $0 = nil } } }
+        }
+        return .over
     }
 
     /// Returns at once while the pull is wanted; otherwise (on demand, nobody asks) it waits,
@@ -366,6 +400,7 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     }
 
     private func connected(format: String) {
+        credentialsRefused.withLock { $0 = nil }
         let now = clock.now
         let reconnects = status.withLock { status -> Int in
             status.state = .live

@@ -110,8 +110,9 @@ final class DecodeLoop: Sendable {
     /// reads there where to resume.
     var isUploading: Bool { state.withLock { $0.jobs.contains { !$0.isPull && !$0.isAnswered } } }
 
-    /// `no_frame_yet` says what the session waits for: its source, its stream's first bytes, or
-    /// the first point decoding can start from (`waitingFor`: `source`, `stream`, `keyframe`).
+    /// `no_frame_yet` says what the session waits for: its source, its stream's first bytes, a
+    /// stream it can decode (its last error says why not), or the first point decoding can start
+    /// from (`waitingFor`: `source`, `stream`, `decodable_picture`, `keyframe`).
     func explainingNoPictureYet(_ error: SessionError) -> SessionError {
         guard error.code == .noFrameYet else { return error }
         let facts = reporter.facts
@@ -124,6 +125,13 @@ final class DecodeLoop: Sendable {
         } else if facts.counters.bytes == 0 {
             waitingFor = "stream"
             why = "nothing of its stream has arrived yet"
+        } else if facts.counters.framesDecoded == 0, let failure = facts.lastError,
+            DecodeError.Code(rawValue: failure.code) != nil
+        {
+            // Decoding failed: no keyframe will mend that.
+            waitingFor = "decodable_picture"
+            why = "\(facts.counters.bytes) bytes of its stream arrived and none decoded to a picture: \(failure.code): "
+                + failure.message
         } else if facts.counters.framesDecoded == 0 {
             waitingFor = "keyframe"
             let keyframe = facts.codec == .h265 ? "an IRAP picture" : "an IDR picture or a recovery point"

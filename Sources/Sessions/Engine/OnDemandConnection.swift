@@ -22,6 +22,9 @@ final class OnDemandConnection: Sendable {
         /// The requests waiting for the first picture, by the token the machine knows them by.
         var waiting: [UInt64: @Sendable (SessionError?) -> Void] = [:]
         var nextToken: UInt64 = 1
+        /// When the pull tries again after its last failure (uptime): a request refused later
+        /// is told the time left, not the whole wait.
+        var retryAt: UInt64?
     }
 
     private let state: Mutex<State>
@@ -76,7 +79,11 @@ final class OnDemandConnection: Sendable {
             return (token, actions, state.machine.answersAtOnce)
         }
         // A request answered by its own demand (the source is failing) is told by the outcome.
-        if let refusal = run(actions, caller: token) { return .refused(refusal) }
+        if let refusal = run(actions, caller: token) {
+            guard let retryAt = state.withLock({ $0.retryAt }), refusal.retryAfterSeconds != nil else { return .refused(refusal) }
+            let left = Int((retryAt > now ? retryAt - now : 0) / 1_000_000_000) + 1
+            return .refused(SessionError(refusal.code, refusal.message, retryAfterSeconds: left, facts: refusal.facts))
+        }
         return atOnce ? .ready : .waiting
     }
 
@@ -99,7 +106,11 @@ final class OnDemandConnection: Sendable {
         let refusal = SessionError(
             .sourceNotReady, "the source could not be connected for this request: \(error.message)",
             retryAfterSeconds: max(1, seconds), facts: ["sourceError": .text(error.code.rawValue)])
-        apply { $0.connectionFailed(refusal) }
+        let retryAt = clock.uptime + UInt64(max(0, retryIn.nanoseconds))
+        applyToState { state in
+            state.retryAt = retryAt
+            return state.machine.connectionFailed(refusal)
+        }
     }
 
     /// A picture was published (decode queue); `receivedAt`: when its bytes were received, if
