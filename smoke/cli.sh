@@ -61,7 +61,7 @@ printf 'serve:\n  port: 8080\n  max-sesions: 3\n' > "$TMP/typo.yaml"
 grep -q "typo.yaml:3:3: serve.max-sesions: unknown option (did you mean 'max-sessions'?)" "$TMP/stderr" \
     && pass "the typo is named with its line" || fail "typo: $(head -c 200 "$TMP/stderr")"
 check "serve --help lists an option with its variable" \
-    "$("$BIN" serve --help | grep -o -e '--max-sessions <n>' -e 'FRAMETAP_MAX_SESSIONS' | wc -l)" 2
+    "$("$BIN" serve --help | grep -o -e '--max-sessions <n>' -e 'FRAMETAP_MAX_SESSIONS\b' | wc -l)" 2
 check "the example configuration resolves" \
     "$(FRONT_DOOR_USER=u FRONT_DOOR_PASSWORD=p "$BIN" serve --config "$ROOT/deploy/frametap.yaml" --print-config | grep -c -e '^  max-sessions: 32  #' -e '^  front-door:')" 2
 

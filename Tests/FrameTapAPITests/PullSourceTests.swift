@@ -437,15 +437,7 @@ struct PullSourceTests {
     func onDemandCredentialsRefused() throws {
         let web = try SourceServer { _ in .status(401) }
         defer { web.stop() }
-        let clock = ManualClock()
-        try withService(
-            sessions: { configuration in
-                Self.configure("http://127.0.0.1")(&configuration)
-                configuration.onDemandLinger = .seconds(10)
-            }, clock: clock
-        ) { service in
-            let body = #"{"source": {"url": "http://127.0.0.1:\#(web.port)/cam.ts", "connect": "on-demand"}}"#
-            #expect(try Self.put(service.port, "cam", body).status == 201)
+        try Self.withOnDemandPull(from: "http://127.0.0.1:\(web.port)/cam.ts") { service, clock in
             let first = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
             #expect(first.problem == Problem(503, "source_not_ready"))
             #expect(try jsonObject(first.body)["sourceError"] as? String == "source_unauthorized")
@@ -492,6 +484,19 @@ struct PullSourceTests {
             let waited = Double(clock.uptime - returnedAt) / 1e9
             #expect(waited < 3, "live \(waited) s after the source came back; its back-off had \(backOffLeft) s left")
             #expect(Self.decodes(service.port, "cam", atLeast: 10))
+        }
+    }
+
+    /// A server on a manual clock whose session `cam` pulls `url` on demand, with a linger of 10 s.
+    static func withOnDemandPull(
+        from url: String, _ body: (_ service: FrameTapService, _ clock: ManualClock) throws -> Void
+    ) throws {
+        let clock = ManualClock()
+        try withService(sessions: Self.configure("http://127.0.0.1") { $0.onDemandLinger = .seconds(10) }, clock: clock) {
+            service in
+            let source = #"{"source": {"url": "\#(url)", "connect": "on-demand"}}"#
+            #expect(try Self.put(service.port, "cam", source).status == 201)
+            try body(service, clock)
         }
     }
 
@@ -606,15 +611,7 @@ struct PullSourceTests {
         let port = closed.port
         closed.stop()
         #expect(eventually { closed.listenerIsClosed })
-        let clock = ManualClock()
-        try withService(
-            sessions: { configuration in
-                Self.configure("http://127.0.0.1")(&configuration)
-                configuration.onDemandLinger = .seconds(10)
-            }, clock: clock
-        ) { service in
-            let body = #"{"source": {"url": "http://127.0.0.1:\#(port)/live.ts", "connect": "on-demand"}}"#
-            #expect(try Self.put(service.port, "cam", body).status == 201)
+        try Self.withOnDemandPull(from: "http://127.0.0.1:\(port)/live.ts") { service, clock in
             // Idle: a retry has nothing to end.
             let retry = try request(service.port, "POST", "/sessions/cam/source/retry")
             #expect(retry.status == 200)
