@@ -198,7 +198,7 @@ extension ServeOption {
             help:
                 "Bytes every session's history may keep alive together; `auto` is a quarter of the container's memory limit (cgroup) or of the machine's memory.",
             details:
-                "past it, the history keeping the most gives up its oldest GOP (its newest, when that is all it holds) until the sum fits, so a session holding less than the others keeps its own; counted in `/history` `gopsShed`, `/system` `historyMemory` and `frametap_history_gops_shed_total`"),
+                "past it, the history owning the most (its bytes, or the slabs it keeps alive beyond the two at its ends that it shares with bytes it does not hold) gives up its oldest GOP (its newest, when that is all it holds) until the sum fits, so a session holding less than the others keeps its own; each history keeps at least one 256 KiB slab alive, so a bound of a few MiB holds only a few; counted in `/history` `gopsShed`, `/system` `historyMemory` and `frametap_history_gops_shed_total`"),
         seconds(
             "on-demand-linger", \.server.onDemandLinger, .range(0...86_400),
             help:

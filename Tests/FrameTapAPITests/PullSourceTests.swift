@@ -448,6 +448,9 @@ struct PullSourceTests {
             // and nothing reaches the camera.
             clock.advance(by: .seconds(11))
             #expect(eventually(timeout: .seconds(10)) { (try? Self.source(service.port, "cam")["state"] as? String) == "idle" })
+            // Idle, and its status still says when the next login may be.
+            let idle = try Self.source(service.port, "cam")
+            #expect(idle["nextAttemptAt"] is String && (idle["lastError"] as? [String: Any])?["code"] as? String == "source_unauthorized")
             clock.advance(by: .seconds(60))
             let again = try request(service.port, "GET", "/sessions/cam/frame/latest.jpg")
             #expect(again.problem == Problem(503, "source_not_ready"))

@@ -44,6 +44,38 @@ import VideoCoding
         #expect(usage.bytes == max(small.summary.bytes, smallKeeps) + max(hogs.bytes, hogs.slabBytes))
     }
 
+    /// Quiet histories whose one GOP lies in a slab of the shared pool's size each keep that
+    /// whole slab alive, more memory than a busy history that has only begun: the slabs a
+    /// history shares with bytes it does not hold are not held against it, so the busy one,
+    /// whose own bytes are the most, gives first.
+    @Test func aQuietHistoryIsNotHeldToTheSlabItShares() throws {
+        let bigSlabs = SlabPool(slabBytes: SlabPool.shared.slabBytes, maxIdleSlabs: 0)
+        let smallSlabs = SlabPool(slabBytes: 16 << 10, maxIdleSlabs: 0)
+        let budget = HistoryMemoryBudget(limit: 3 * SlabPool.shared.slabBytes + (128 << 10))
+        var quietOnes: [CompressedHistory] = []
+        for _ in 0..<3 {
+            // The fixture's keyframe alone, its NAL units side by side in one big slab.
+            let keyframe = try #require(try HistorySlabTests.sparseUnits(pool: smallSlabs).first)
+            var writer = SlabWriter(pool: bigSlabs)
+            var unit = keyframe.unit
+            unit.nalUnits = unit.nalUnits.map { nal in
+                AnnexBUnit(bytes: nal.bytes.withUnsafeBytes { writer.landContiguous($0) }, streamOffset: nal.streamOffset)
+            }
+            let quiet = CompressedHistory(limits: Self.ownBound, budget: budget)
+            quiet.append(IndexedAccessUnit(index: 0, unit: unit), receivedAt: Date(), receivedUptime: 0)
+            #expect(quiet.summary.slabBytes == SlabPool.shared.slabBytes)
+            quietOnes.append(quiet)
+        }
+        let busy = CompressedHistory(limits: Self.ownBound, budget: budget)
+        var most = 0
+        try Self.feed(busy, rounds: 3, pool: smallSlabs) { most = max(most, budget.usage.bytes) }
+        #expect(most <= budget.limit)
+        for quiet in quietOnes {
+            #expect(quiet.summary.gopsShed == 0 && quiet.summary.gops == 1, "\(quiet.summary)")
+        }
+        #expect(busy.summary.gopsShed > 0)
+    }
+
     /// Many histories each holding one GOP: the largest truncate theirs, and say why.
     @Test func historiesOfOneGOPEachAreTruncatedLargestFirst() throws {
         let pool = SlabPool(slabBytes: 16 << 10, maxIdleSlabs: 0)
@@ -72,10 +104,10 @@ import VideoCoding
     @Test func aReportOvertakenByANewerOneIsIgnored() {
         let budget = HistoryMemoryBudget(limit: 1 << 30)
         let history = CompressedHistory(limits: Self.ownBound, budget: budget)
-        budget.report(history, keeps: 100, report: 2)
-        budget.report(history, keeps: 500_000, report: 1)
+        budget.report(history, .init(keeps: 100, owns: 100, number: 2))
+        budget.report(history, .init(keeps: 500_000, owns: 500_000, number: 1))
         #expect(budget.usage.bytes == 100)
-        budget.report(history, keeps: 300, report: 3)
+        budget.report(history, .init(keeps: 300, owns: 300, number: 3))
         #expect(budget.usage.bytes == 300)
     }
 

@@ -25,13 +25,17 @@ export const FAILED_AFTER = 2;
 const FAILED_AT_ONCE = new Set(['source_unauthorized', 'source_not_found', 'source_not_allowed']);
 
 /** {text, kind} of the badge for a pull's state (kind: live, pending, warn, error); null for a push session. */
-export function pullBadge(source) {
+export function pullBadge(source, now = Date.now()) {
   if (!source) return null;
   switch (source.state) {
     case 'live': return { text: 'live', kind: 'live' };
     case 'connecting': return { text: 'connecting', kind: 'pending' };
-    // On demand, not connected while nobody asks: not a problem.
-    case 'idle': return { text: 'idle', kind: 'pending' };
+    // On demand, not connected while nobody asks: not a problem, unless refused credentials
+    // keep it from connecting (it waits before the next login, asked for or not).
+    case 'idle':
+      return Date.parse(source.nextAttemptAt ?? '') > now && FAILED_AT_ONCE.has(source.lastError?.code)
+        ? { text: 'failed', kind: 'error' }
+        : { text: 'idle', kind: 'pending' };
     case 'retrying':
       return (source.failures ?? 1) >= FAILED_AFTER || FAILED_AT_ONCE.has(source.lastError?.code)
         ? { text: 'failed', kind: 'error' }
@@ -55,10 +59,11 @@ export function describeError(error) {
  * null while it is live or before anything went wrong. `now`: the wall clock in ms.
  */
 export function sourceProblem(source, now = Date.now()) {
-  if (!source || source.state === 'live' || source.state === 'idle' || !source.lastError) return null;
+  if (!source || source.state === 'live' || !source.lastError) return null;
+  if (source.state === 'idle' && !(Date.parse(source.nextAttemptAt ?? '') > now)) return null;
   const problem = `${describeError(source.lastError)}.`;
   if (source.state === 'connecting') return `${problem} Connecting again now.`;
-  if (source.state !== 'retrying') return problem;
+  if (source.state !== 'retrying' && source.state !== 'idle') return problem;
   const due = Date.parse(source.nextAttemptAt ?? '');
   if (!Number.isFinite(due)) return problem;
   const seconds = Math.ceil((due - now) / 1000);

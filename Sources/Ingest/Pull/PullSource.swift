@@ -78,7 +78,15 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
         BlockingThread.start(name: "pull-\(spec.url.scheme.name)") { [self] in run() }
     }
 
-    public var snapshot: SourceStatus { status.withLock { $0 } }
+    public var snapshot: SourceStatus {
+        var snapshot = status.withLock { $0 }
+        // An idle pull's wait for refused credentials (`becomeIdle`) says nothing once over.
+        if snapshot.state == .idle, let next = snapshot.nextAttemptAt, next <= clock.now {
+            snapshot.nextAttemptAt = nil
+            snapshot.failures = 0
+        }
+        return snapshot
+    }
 
     // MARK: - IngestSource
 
@@ -441,16 +449,23 @@ public final class PullSource<Failure: IngestFailure>: IngestSource {
     }
 
     /// Not connected because nobody asks: a live connection's stream ends (as a lost one's),
-    /// a back-off is forgotten; the last error stays for the status to show.
+    /// a back-off is forgotten; the last error stays for the status to show, and so does the
+    /// wait refused credentials impose (`credentialsRefused`), which outlasts the connection.
     private func becomeIdle() {
         let wasLive = status.withLock { $0.state == .live }
         if wasLive { outputs.append(.streamBreak) }
+        let heldUntil = credentialsRefused.withLock { $0?.until }
+        let (uptime, now) = (clock.uptime, clock.now)
         let changed = status.withLock { status -> Bool in
             guard status.state != .stopped, status.state != .idle else { return false }
             status.state = .idle
-            status.failures = 0
             status.connectedAt = nil
-            status.nextAttemptAt = nil
+            if let heldUntil, heldUntil > uptime {
+                status.nextAttemptAt = now.addingTimeInterval(Double(heldUntil - uptime) / 1e9)
+            } else {
+                status.failures = 0
+                status.nextAttemptAt = nil
+            }
             return true
         }
         guard changed, !isStopped else { return }

@@ -147,12 +147,16 @@ final class CompressedHistory: Sendable {
 
         /// The memory the history keeps alive, as the bound of every session's history counts it.
         var keeps: Int { max(bytes, slabBytes) }
-        /// Reports of `keeps` to the bound so far (numbered so a late one is ignored).
+        /// What of it is the history's own: the slabs at its two ends, which it shares with bytes
+        /// it does not hold, are not held against it (a quiet camera's one small GOP keeps two
+        /// slabs alive whatever its size). Who gives first goes by this.
+        var owns: Int { max(bytes, slabBytes - CompressedHistory.sharedSlabBytes) }
+        /// Reports to the bound so far (numbered so a late one is ignored).
         var reports: UInt64 = 0
 
-        mutating func nextReport() -> (keeps: Int, number: UInt64) {
+        mutating func nextReport() -> HistoryMemoryBudget.Report {
             reports += 1
-            return (keeps, reports)
+            return HistoryMemoryBudget.Report(keeps: keeps, owns: owns, number: reports)
         }
 
         /// Counts `unit`'s NAL units in their slabs; the bytes of the slabs none held before.
@@ -224,7 +228,7 @@ final class CompressedHistory: Sendable {
         let unit = Unit(
             indexed: indexed, receivedAt: receivedAt, receivedUptime: receivedUptime,
             bytes: indexed.unit.byteCount + Self.unitOverhead)
-        let report = state.withLock { state -> (keeps: Int, number: UInt64)? in
+        let report = state.withLock { state -> HistoryMemoryBudget.Report? in
             let startsNewGOP = indexed.unit.isKeyframe || state.gops.isEmpty || state.broken
                 || state.gops[state.gops.count - 1].endsStream
             if startsNewGOP {
@@ -246,7 +250,7 @@ final class CompressedHistory: Sendable {
             enforceLimits(&state, newest: receivedUptime)
             return state.nextReport()
         }
-        if let report { budget?.report(self, keeps: report.keeps, report: report.number) }
+        if let report { budget?.report(self, report) }
     }
 
     /// What `shedOneGOP` did.
@@ -263,7 +267,7 @@ final class CompressedHistory: Sendable {
     /// newest (truncated, as one larger than the byte bound is) when it is all that is held. It
     /// reports what it keeps after, whatever it did.
     func shedOneGOP() -> Shedding {
-        let (outcome, report) = state.withLock { state -> (Shedding, (keeps: Int, number: UInt64)) in
+        let (outcome, report) = state.withLock { state -> (Shedding, HistoryMemoryBudget.Report) in
             var outcome = Shedding.shed
             if state.gops.count > 1 {
                 let oldest = state.gops[0]
@@ -287,7 +291,7 @@ final class CompressedHistory: Sendable {
             }
             return (outcome, state.nextReport())
         }
-        budget?.report(self, keeps: report.keeps, report: report.number)
+        budget?.report(self, report)
         return outcome
     }
 

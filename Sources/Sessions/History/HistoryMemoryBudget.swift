@@ -3,10 +3,12 @@ import Synchronization
 
 /// What every session's compressed history may keep alive together (`--max-history-memory`).
 /// Each history bounds itself (`--history-seconds`, `--history-bytes`); their sum would still
-/// grow with the number of sessions. Past this bound the history that keeps the most gives up
+/// grow with the number of sessions. Past this bound the history that owns the most gives up
 /// its oldest GOP (or, when that GOP is all it holds, its newest is truncated, as one larger
 /// than `--history-bytes` is), and so on until the sum fits: the session holding the most loses
-/// history first, and one holding less than the others keeps what it has.
+/// history first, and one holding less than the others keeps what it has. The sum counts the
+/// memory each keeps alive; who gives first goes by what each owns (`Report.owns`), since a
+/// small history keeps two shared slabs alive however little it holds.
 ///
 /// Owns: how much each history keeps alive, as it last said. A history reports after every
 /// change, outside its own lock, numbered so that a report overtaken by a newer one is ignored;
@@ -25,10 +27,21 @@ public final class HistoryMemoryBudget: Sendable {
         public var gopsShed = 0
     }
 
+    /// What a history says of itself after a change.
+    struct Report {
+        /// The memory it keeps alive, counted in the sum.
+        var keeps: Int
+        /// What of that is its own, which orders who gives first.
+        var owns: Int
+        /// Its own count of reports: an older one arriving late is ignored.
+        var number: UInt64
+    }
+
     private struct Entry {
         weak var history: CompressedHistory?
         var bytes: Int
-        /// The number of the report that said so (`CompressedHistory`'s own count).
+        var owns: Int
+        /// The number of the report that said so.
         var report: UInt64
     }
 
@@ -56,15 +69,14 @@ public final class HistoryMemoryBudget: Sendable {
         state.withLock { Usage(bytes: $0.bytes, histories: $0.entries.count, gopsShed: $0.gopsShed) }
     }
 
-    /// `history` keeps `bytes` alive as of its report number `report`; past the bound,
-    /// histories shed until the sum fits.
-    func report(_ history: CompressedHistory, keeps bytes: Int, report: UInt64) {
+    /// What `history` keeps alive and owns now; past the bound, histories shed until the sum fits.
+    func report(_ history: CompressedHistory, _ report: Report) {
         let mustShed = state.withLock { state -> Bool in
             let key = ObjectIdentifier(history)
             let before = state.entries[key]
-            if let before, before.report > report { return false }
-            state.bytes += bytes - (before?.bytes ?? 0)
-            state.entries[key] = Entry(history: history, bytes: bytes, report: report)
+            if let before, before.report > report.number { return false }
+            state.bytes += report.keeps - (before?.bytes ?? 0)
+            state.entries[key] = Entry(history: history, bytes: report.keeps, owns: report.owns, report: report.number)
             guard state.bytes > limit, !state.shedding else { return false }
             state.shedding = true
             return true
@@ -80,7 +92,7 @@ public final class HistoryMemoryBudget: Sendable {
         }
     }
 
-    /// Takes a GOP from the history keeping the most, until the sum fits or none can give one
+    /// Takes a GOP from the history owning the most, until the sum fits or none can give one
     /// (a catch-up reads what each has left). The last look and the end of shedding are one
     /// step, so a report in between still finds someone shedding or sheds itself.
     private func shed() {
@@ -89,7 +101,7 @@ public final class HistoryMemoryBudget: Sendable {
             let largest = state.withLock { state -> (key: ObjectIdentifier, entry: Entry)? in
                 var largest: (key: ObjectIdentifier, entry: Entry)?
                 if state.bytes > limit {
-                    for (key, entry) in state.entries where !refused.contains(key) && entry.bytes > largest?.entry.bytes ?? -1 {
+                    for (key, entry) in state.entries where !refused.contains(key) && entry.owns > largest?.entry.owns ?? -1 {
                         largest = (key, entry)
                     }
                 }
