@@ -73,7 +73,8 @@ import TestSupport
         static let connected = Start(name: "connected", events: connecting.events + [.connected(at: 101)])
         /// The first attempt failed: #1 was told.
         static let failing = Start(name: "failing", events: connecting.events + [.failed])
-        /// A picture of the connection came at 101.5 s: #1 went on; the check still due at 110 s.
+        /// A picture of the connection came at 101.5 s: #1 went on, and the linger runs from its
+        /// answer (to 111.5 s); the check still due at 110 s.
         static let live = Start(name: "live", events: connected.events + [.picture(receivedAt: 101.5)])
         /// The 110 s check found nobody since the demand at 105 s: let go at 115 s unless asked.
         static let lingering = Start(
@@ -149,7 +150,13 @@ import TestSupport
         Transition(start: .live, event: .waitExpired(token: 1, at: 120), state: .live, actions: []),
         Transition(start: .live, event: .connected(at: 103), state: .live, actions: []),
         Transition(start: .live, event: .failed, state: .live, actions: []),
-        Transition(start: .live, event: .lingerCheck(watched: false, at: 110), state: .idle, actions: [.release]),
+        // The linger runs from the first picture's answer, not from the request.
+        Transition(
+            start: .live, event: .lingerCheck(watched: false, at: 110), state: .lingering,
+            actions: [.scheduleLingerCheck(at: at(111.5))]),
+        Transition(
+            start: Start(name: "live, checked at 110 s unwatched", events: Start.live.events + [.lingerCheck(watched: false, at: 110)]),
+            event: .lingerCheck(watched: false, at: 111.5), state: .idle, actions: [.release]),
         Transition(
             start: .live, event: .lingerCheck(watched: true, at: 110), state: .live,
             actions: [.scheduleLingerCheck(at: at(120))]),
@@ -164,8 +171,10 @@ import TestSupport
             start: .lingering, event: .demanded(.mjpegViewer, waiter: nil, at: 112), state: .live, actions: [],
             answersAtOnce: true),
         Transition(
-            start: Start(name: "live, check ran", events: Start.live.events + [.lingerCheck(watched: false, at: 110)]),
-            event: .viewerLeft(at: 111), state: .idle, actions: []),
+            start: Start(
+                name: "live, let go",
+                events: Start.live.events + [.lingerCheck(watched: false, at: 110), .lingerCheck(watched: false, at: 111.5)]),
+            event: .viewerLeft(at: 112), state: .idle, actions: []),
         Transition(
             start: Start(name: "live, checked at 110 s", events: Start.live.events + [.lingerCheck(watched: true, at: 110)]),
             event: .viewerLeft(at: 111), state: .live, actions: []),
@@ -217,7 +226,8 @@ import TestSupport
     /// next one, whose request waits for a picture of the new connection, not of the old.
     @Test func connectedAgainForTheNextRequest() {
         var machine = Start.live.machine()
-        #expect(machine.apply(.lingerCheck(watched: false, at: 110)) == [.release])
+        #expect(machine.apply(.lingerCheck(watched: false, at: 110)) == [.scheduleLingerCheck(at: Self.at(111.5))])
+        #expect(machine.apply(.lingerCheck(watched: false, at: 111.5)) == [.release])
         #expect(machine.state == .idle)
         let asked = machine.apply(.demanded(.pictureRequest, waiter: 2, at: 200))
         #expect(asked == [.connect, .scheduleWaitDeadline(token: 2, at: Self.at(220)), .scheduleLingerCheck(at: Self.at(210))])
@@ -227,7 +237,8 @@ import TestSupport
         #expect(machine.apply(.picture(receivedAt: 200.9)) == [])
         #expect(machine.apply(.picture(receivedAt: 201.2)) == [.answer([2], nil)])
         #expect(machine.state == .live)
-        #expect(machine.apply(.lingerCheck(watched: false, at: 210)) == [.release])
+        #expect(machine.apply(.lingerCheck(watched: false, at: 210)) == [.scheduleLingerCheck(at: Self.at(211.2))])
+        #expect(machine.apply(.lingerCheck(watched: false, at: 211.2)) == [.release])
     }
 
     /// At most one linger check is pending, whatever comes in meanwhile.
@@ -282,7 +293,8 @@ extension ConnectionDemand: TableDrivenMachine {
         case .viewerLeft(let time): return viewerLeft(at: at(time))
         case .connected(let time): return connected(at: at(time))
         case .failed: return connectionFailed(ConnectionDemandTests.failure)
-        case .picture(let receivedAt): return picturePublished(receivedAt: at(receivedAt))
+        // Published as its bytes are received.
+        case .picture(let receivedAt): return picturePublished(receivedAt: at(receivedAt), at: at(receivedAt))
         case .decoderRefused: return decoderRefused(ConnectionDemandTests.refusal)
         case .waitExpired(let token, let time): return waitExpired(token: token, at: at(time))
         case .lingerCheck(let watched, let time): return lingerCheckDue(watched: watched, at: at(time))

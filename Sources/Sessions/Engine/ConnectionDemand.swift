@@ -175,10 +175,13 @@ struct ConnectionDemand {
         return answerWaiters(error)
     }
 
-    /// A picture was published, decoded from bytes received at `receivedAt`.
-    mutating func picturePublished(receivedAt: UInt64) -> [Action] {
+    /// A picture was published at `now`, decoded from bytes received at `receivedAt`. The
+    /// requests it answers wanted pictures until their answer: the linger counts from then, so
+    /// a first picture that took most of a GOP leaves the next request the whole linger.
+    mutating func picturePublished(receivedAt: UInt64, at now: UInt64) -> [Action] {
         guard case .connecting = state, let connectedAt, receivedAt >= connectedAt else { return [] }
         state = .live
+        if !waiters.isEmpty { linger.demanded(at: now) }
         return answerWaiters(nil) + scheduleLingerCheck()
     }
 

@@ -117,7 +117,8 @@ final class OnDemandConnection: Sendable {
     /// known, asked only while a connection waits for its first picture.
     func picturePublished(receivedAt: () -> UInt64?) {
         guard state.withLock({ $0.machine.awaitsFirstPicture }), let uptime = receivedAt() else { return }
-        apply { $0.picturePublished(receivedAt: uptime) }
+        let now = clock.uptime
+        apply { $0.picturePublished(receivedAt: uptime, at: now) }
     }
 
     /// The session pulls `pull` from now on, or no longer pulls (nil).
