@@ -144,10 +144,12 @@ public struct FrameTapAPI: Sendable {
             // The server stopped listening to a body on purpose (deleted session, limit, shutdown).
             logger.info("upload answered before its body ended", metadata: metadata)
         } else if status == 503 {
-            // A limit reached (sessions, pulls, catch-ups, decoder memory): the server works as
-            // it should, and a client retrying at once must not write a line each time.
+            // A limit reached (sessions, pulls, catch-ups, decoder memory) or a source that cannot
+            // give a picture now: the server works as it should, and a client retrying at once
+            // must not write a line each time.
             refusals.write(
-                "\(record.route ?? "unmatched") 503", "request refused at a limit", level: .warning, metadata: metadata)
+                "\(record.route ?? "unmatched") 503", "request refused for now (a limit reached, or a source not ready)",
+                level: .warning, metadata: metadata)
         } else if status >= 500 {
             logger.error("request failed", metadata: metadata)
         }
