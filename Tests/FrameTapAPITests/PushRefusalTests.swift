@@ -61,7 +61,7 @@ struct PushRefusalTests {
             }
             Thread.sleep(forTimeInterval: 0.2)
         }
-        let refusals = logs.all.filter { $0.contains("refused at a limit") }
+        let refusals = logs.all.filter { $0.contains("request refused for now") }
         #expect(refusals.count == 1, "\(refusals)")
         #expect(!logs.all.contains { $0.hasPrefix("error") }, "\(logs.all.filter { $0.hasPrefix("error") })")
     }
