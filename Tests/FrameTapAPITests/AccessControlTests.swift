@@ -494,6 +494,25 @@ typealias RSAPrivateKey = JWTKit.Insecure.RSA.PrivateKey
                 == .invalidToken("the token's header name alg twice"))
     }
 
+    /// A token has one spelling: padding, or other unused low bits in the signature's last
+    /// character, make another string, which is refused rather than taken for the same token.
+    @Test func aSignatureHasOneSpelling() async throws {
+        let access = try AccessControl(
+            adminToken: nil, jwtSecret: Self.secret, jwks: nil, clock: ManualClock(now: Self.now))
+        let token = try await Self.hs256(Claims(scope: "admin"))
+        #expect(access.decide(token: token, need: .admin) == .allowed)
+        // 32 bytes of HMAC are 43 characters: the last carries 2 bits that must be zero.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let last = try #require(token.last)
+        let index = try #require(alphabet.firstIndex(of: last))
+        let lowBitsSet = String(token.dropLast()) + String(alphabet[index | 1])
+        for variant in [token + "=", lowBitsSet] where variant != token {
+            #expect(
+                access.decide(token: variant, need: .admin)
+                    == .invalidToken("the token's signature is not in base64url as RFC 7515 writes it"), "\(variant.suffix(4))")
+        }
+    }
+
     @Test func memberNamesCompareScalarByScalar() {
         func repeated(_ json: String) -> String? { JSONMemberNames.firstRepeated(in: Array(json.utf8)) }
         #expect(repeated(#"{"a":1,"b":{"a":2},"c":[{"a":3}],"d":"\",\"a\":"}"#) == nil)

@@ -53,6 +53,11 @@ struct TokenVerifier: Sendable {
         guard let signatureDot = bytes.lastIndex(of: UInt8(ascii: ".")) else {
             throw TokenRejection("the token is malformed")
         }
+        // One spelling per signature: a decoder that ignores padding or the unused low bits of
+        // the last character takes several strings for one token, each remembered on its own.
+        guard bytes[(signatureDot + 1)...].elementsEqual(Self.base64URLEncoded(signature).utf8) else {
+            throw TokenRejection("the token's signature is not in base64url as RFC 7515 writes it")
+        }
         let candidates = try keys.candidates(algorithm: algorithm, keyID: header.kid)
         guard candidates.contains(where: { $0.isValidSignature(signature, for: bytes[..<signatureDot]) }) else {
             throw TokenRejection("the token's signature is not valid")
@@ -63,6 +68,13 @@ struct TokenVerifier: Sendable {
             }
         }
         return try claims.grant()
+    }
+
+    /// `bytes` in base64url without padding (RFC 7515 §2).
+    static func base64URLEncoded(_ bytes: Data) -> String {
+        var text = bytes.base64EncodedString().replacing("+", with: "-").replacing("/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
     }
 
     /// A JWT segment's bytes (base64url without padding, RFC 7515 §2).
