@@ -117,14 +117,29 @@ public struct AccessControl: Sendable {
     public func decide(token: String?, need: Need) -> Decision {
         guard isEnabled else { return .allowed }
         guard let token else { return .missingToken }
-        if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) {
-            return .allowed
+        switch identify(token) {
+        case .admin: return .allowed
+        case .granted(let grant): return grant.decision(for: need)
+        case .invalid(let reason): return .invalidToken(reason)
         }
-        guard let verifier else { return .invalidToken("the token is not valid") }
+    }
+
+    /// Who a presented token is: the admin token, a JWT's grant, or no token this server takes.
+    private enum Identity {
+        case admin
+        case granted(Grant)
+        case invalid(String)
+    }
+
+    private func identify(_ token: String) -> Identity {
+        if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) {
+            return .admin
+        }
+        guard let verifier else { return .invalid("the token is not valid") }
         do {
-            return try verifier.grant(for: token, now: clock.now).decision(for: need)
+            return .granted(try verifier.grant(for: token, now: clock.now))
         } catch {
-            return .invalidToken(error.reason)
+            return .invalid(error.reason)
         }
     }
 
@@ -133,9 +148,7 @@ public struct AccessControl: Sendable {
     /// token, an admin-scoped JWT, no token, or a server without access control. Tokens issued
     /// for the same sessions share one count, however many there are.
     public func tenant(presenting token: String?) -> String? {
-        guard isEnabled, let token, let verifier else { return nil }
-        if let adminToken = credentials.adminToken, Self.constantTimeEquals(Array(token.utf8), adminToken) { return nil }
-        guard let grant = try? verifier.grant(for: token, now: clock.now), grant.scope != .admin else { return nil }
+        guard isEnabled, let token, case .granted(let grant) = identify(token), grant.scope != .admin else { return nil }
         return Set(grant.sessions.map(\.text)).sorted().joined(separator: ",")
     }
 

@@ -121,10 +121,7 @@ public struct SessionStatus: Sendable {
     /// while its hold lasts.
     public var hold: StreamHold? = nil
     /// The named publisher whose pushes hold the stream, while its hold lasts.
-    public var publisher: String? {
-        guard case .publisher(let name) = hold else { return nil }
-        return name
-    }
+    public var publisher: String? { hold?.publisher }
     /// Pictures and bits per second coming in, over the last few seconds.
     public var rates: SessionRates
     /// What a pull session pulls and where that stands; nil for a push session.

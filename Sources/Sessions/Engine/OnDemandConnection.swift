@@ -80,7 +80,8 @@ final class OnDemandConnection: Sendable {
         }
         // A request answered by its own demand (the source is failing) is told by the outcome.
         if let refusal = run(actions, caller: token) {
-            guard let retryAt = state.withLock({ $0.retryAt }), refusal.retryAfterSeconds != nil else { return .refused(refusal) }
+            // Only the source's own failure waits for its next attempt (a decoder refusal has its own).
+            guard refusal.code == .sourceNotReady, let retryAt = state.withLock({ $0.retryAt }) else { return .refused(refusal) }
             let left = Int((retryAt > now ? retryAt - now : 0) / 1_000_000_000) + 1
             return .refused(SessionError(refusal.code, refusal.message, retryAfterSeconds: left, facts: refusal.facts))
         }

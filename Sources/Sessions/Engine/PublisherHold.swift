@@ -11,6 +11,12 @@ public enum StreamHold: Sendable, Equatable {
         case .takeover: "takeover"
         }
     }
+
+    /// The publisher's name, when a named one holds the stream.
+    public var publisher: String? {
+        guard case .publisher(let name) = self else { return nil }
+        return name
+    }
 }
 
 /// Who publishes a session's stream, when its pushes name their publisher (`?publisher=`). A
@@ -23,37 +29,17 @@ public enum StreamHold: Sendable, Equatable {
 struct PublisherHold: Sendable {
     static var leaseSeconds: UInt64 { 10 }
 
-    private enum Holder: Equatable {
-        case named(String)
-        /// A push with no publisher that took the session over.
-        case unnamedTakeover
-    }
-
-    private var holder: Holder?
+    private var holder: StreamHold?
     /// The holder's pushes begun and not ended.
     private var running: Set<ObjectIdentifier> = []
     /// When the last of them ended (the service clock's uptime).
     private var lastEnded: UInt64 = 0
 
+    /// Whether a hold lasts at `now`, named or not.
+    func holds(at now: UInt64) -> Bool { hold(at: now) != nil }
+
     /// What holds the stream at `now`, if anything does.
     func hold(at now: UInt64) -> StreamHold? {
-        switch current(at: now) {
-        case .named(let name): .publisher(name)
-        case .unnamedTakeover: .takeover
-        case nil: nil
-        }
-    }
-
-    /// The publisher that holds the stream at `now`, if a named one does.
-    func publisher(at now: UInt64) -> String? {
-        guard case .publisher(let name) = hold(at: now) else { return nil }
-        return name
-    }
-
-    /// Whether a hold lasts at `now`, named or not.
-    func holds(at now: UInt64) -> Bool { current(at: now) != nil }
-
-    private func current(at now: UInt64) -> Holder? {
         guard let holder, !running.isEmpty || now &- lastEnded < Self.leaseSeconds * 1_000_000_000 else { return nil }
         return holder
     }
@@ -61,23 +47,23 @@ struct PublisherHold: Sendable {
     /// Why a push by `publisher` (nil: none named) may not begin at `now`, unless it takes the
     /// session over.
     func refusal(of publisher: String?, at now: UInt64) -> SessionError? {
-        guard let holder = current(at: now) else { return nil }
+        guard let holder = hold(at: now) else { return nil }
         let since = now &- lastEnded
         let when = !running.isEmpty ? "is pushing to it" : "pushed to it \(since / 1_000_000) ms ago"
-        // Between its pushes, the hold ends by itself when the lease runs out (`current` says it
+        // Between its pushes, the hold ends by itself when the lease runs out (`hold` says it
         // has not yet).
         let left = !running.isEmpty ? nil : Int((Self.leaseSeconds * 1_000_000_000 - since + 999_999_999) / 1_000_000_000)
         let until = "holds its stream until \(Self.leaseSeconds) s after its last push or a flush; push to another session, "
             + "or take this one over with takeover=true"
         switch holder {
-        case .named(let name) where publisher != name:
+        case .publisher(let name) where publisher != name:
             return SessionError(
                 .sessionBusy, "publisher '\(name)' \(when), and \(until)", retryAfterSeconds: left,
-                facts: ["heldBy": .text("publisher"), "publisher": .text(name)])
-        case .unnamedTakeover where publisher != nil:
+                facts: ["heldBy": .text(holder.kind), "publisher": .text(name)])
+        case .takeover where publisher != nil:
             return SessionError(
                 .sessionBusy, "a client that took this session over (takeover=true, naming no publisher) \(when), and \(until)",
-                retryAfterSeconds: left, facts: ["heldBy": .text("takeover")])
+                retryAfterSeconds: left, facts: ["heldBy": .text(holder.kind)])
         default:
             return nil
         }
@@ -85,11 +71,11 @@ struct PublisherHold: Sendable {
 
     /// A push by `publisher` (`takingOver`: with `takeover=true`) began as `job`.
     mutating func pushBegan(by publisher: String?, job: ObjectIdentifier, takingOver: Bool) {
-        let next: Holder? =
+        let next: StreamHold? =
             if let publisher {
-                .named(publisher)
-            } else if takingOver || holder == .unnamedTakeover {
-                .unnamedTakeover
+                .publisher(publisher)
+            } else if takingOver || holder == .takeover {
+                .takeover
             } else {
                 nil
             }
